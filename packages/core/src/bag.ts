@@ -1,0 +1,89 @@
+import type { Bag } from './combiners.js';
+import type { KeyDtype, Keys } from './dtypes.js';
+import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
+import { normalizeKeys } from './keys.js';
+import { RaggedTensor, SparseTensor } from './sparse.js';
+
+export type BagInput = SparseTensor | RaggedTensor | Bag<Keys>;
+export type BagWeights = SparseTensor | RaggedTensor | Float32Array | null | undefined;
+
+function floatValues(w: SparseTensor | RaggedTensor, argument: string): Float32Array {
+  if (!(w.values instanceof Float32Array)) {
+    throw invalidParameter(argument, 'float32 weights', `${w.dtype} values`, InvalidTypeError);
+  }
+  return w.values;
+}
+
+/**
+ * Converts sparse or ragged ids (and weights of the same kind and layout) to the
+ * ragged `Bag` a backend takes. SparseTensor rows are its first index column
+ * (any rank >= 2 is segmented by the first index, as TF's embedding_lookup_sparse);
+ * entries keep their order within a row.
+ */
+export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids'): Bag<Keys> {
+  if (ids instanceof RaggedTensor) {
+    const keys = normalizeKeys(ids.values, keyDtype, `${argument}.values`);
+    let w: Float32Array | null = null;
+    if (weights !== undefined && weights !== null) {
+      if (weights instanceof RaggedTensor) {
+        w = floatValues(weights, 'weights');
+        if (weights.rowSplits.length !== ids.rowSplits.length || weights.rowSplits.some((v, i) => v !== ids.rowSplits[i])) {
+          throw new ShapeMismatchError('Expected weights to have the same row splits as ids', { argument: 'weights' });
+        }
+      } else if (weights instanceof Float32Array) {
+        w = weights;
+        if (w.length !== keys.length) throw new ShapeMismatchError(`Expected weights of length ${keys.length} but received ${w.length}`, { argument: 'weights' });
+      } else {
+        throw invalidParameter('weights', 'a RaggedTensor like ids (or a Float32Array)', weights, InvalidTypeError);
+      }
+    }
+    return { rowSplits: ids.rowSplits, keys, weights: w };
+  }
+  if (ids instanceof SparseTensor) {
+    if (ids.rank < 2) throw invalidParameter(`${argument}.denseShape`, 'rank >= 2', ids.denseShape);
+    const nrows = ids.denseShape[0]!;
+    const nnz = ids.nnz;
+    const src = normalizeKeys(ids.values, keyDtype, `${argument}.values`);
+    let wsrc: Float32Array | null = null;
+    if (weights !== undefined && weights !== null) {
+      if (weights instanceof SparseTensor) {
+        wsrc = floatValues(weights, 'weights');
+        if (weights.nnz !== nnz || weights.indices.some((v, i) => v !== ids.indices[i])) {
+          throw new ShapeMismatchError('Expected weights to have the same indices as ids', { argument: 'weights' });
+        }
+      } else if (weights instanceof Float32Array) {
+        wsrc = weights;
+        if (wsrc.length !== nnz) throw new ShapeMismatchError(`Expected weights of length ${nnz} but received ${wsrc.length}`, { argument: 'weights' });
+      } else {
+        throw invalidParameter('weights', 'a SparseTensor like ids (or a Float32Array)', weights, InvalidTypeError);
+      }
+    }
+    // Stable counting sort of entries by row.
+    const splits = new Int32Array(nrows + 1);
+    for (let i = 0; i < nnz; i++) splits[ids.row(i) + 1]!++;
+    for (let r = 0; r < nrows; r++) splits[r + 1]! += splits[r]!;
+    const cursor = splits.slice(0, nrows);
+    const keys = (src instanceof BigInt64Array ? new BigInt64Array(nnz) : new Int32Array(nnz)) as Keys;
+    const w = wsrc ? new Float32Array(nnz) : null;
+    for (let i = 0; i < nnz; i++) {
+      const at = cursor[ids.row(i)]!++;
+      (keys as unknown as (number | bigint)[])[at] = src[i]!;
+      if (w) w[at] = wsrc![i]!;
+    }
+    return { rowSplits: splits, keys, weights: w };
+  }
+  if (typeof ids === 'object' && ids !== null && 'rowSplits' in ids && 'keys' in ids) {
+    const keys = normalizeKeys(ids.keys, keyDtype, `${argument}.keys`);
+    const s = ids.rowSplits;
+    if (!(s instanceof Int32Array) || s.length < 1 || s[0] !== 0 || s[s.length - 1] !== keys.length) {
+      throw invalidParameter(`${argument}.rowSplits`, `an Int32Array from 0 to ${keys.length}`, s);
+    }
+    for (let i = 1; i < s.length; i++) if (s[i]! < s[i - 1]!) throw invalidParameter(`${argument}.rowSplits`, 'non-decreasing', s);
+    const w = ids.weights ?? (weights instanceof Float32Array ? weights : null);
+    if (w !== null && (!(w instanceof Float32Array) || w.length !== keys.length)) {
+      throw invalidParameter('weights', `a Float32Array of length ${keys.length}`, w);
+    }
+    return { rowSplits: s, keys, weights: w };
+  }
+  throw invalidParameter(argument, 'a SparseTensor or RaggedTensor', ids, InvalidTypeError);
+}

@@ -1,0 +1,37 @@
+import { invalidParameter } from './errors.js';
+
+/**
+ * Embedding-bag combiners. For a row with ids i_1..i_n and weights w_1..w_n (all 1
+ * when none): sum = Σ w_j e_j; mean = sum / Σ w_j; sqrtn = sum / sqrt(Σ w_j²).
+ * A zero denominator gives zeros (div-no-nan); a row with no ids gives zeros.
+ * `maxNorm` > 0 clips each e_j to that L2 norm before combining.
+ */
+export type Combiner = 'sum' | 'mean' | 'sqrtn';
+export const COMBINERS: readonly Combiner[] = ['sum', 'mean', 'sqrtn'];
+
+export function isCombiner(value: unknown): value is Combiner {
+  return value === 'sum' || value === 'mean' || value === 'sqrtn';
+}
+
+export function validateCombiner(value: unknown, argument = 'combiner'): Combiner {
+  if (!isCombiner(value)) throw invalidParameter(argument, "one of 'sum', 'mean', 'sqrtn'", value);
+  return value;
+}
+
+/** `undefined`/`null` -> no clipping (0); otherwise a finite number > 0. */
+export function validateMaxNorm(value: unknown, argument = 'maxNorm'): number {
+  if (value === undefined || value === null) return 0;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw invalidParameter(argument, 'a finite number > 0, undefined or null', value);
+  }
+  return value;
+}
+
+/** The normalised bag a backend receives: ragged rows of keys with optional weights. */
+export interface Bag<K> {
+  /** [nrows + 1], non-decreasing, from 0 to keys.length. */
+  rowSplits: Int32Array;
+  keys: K;
+  /** [keys.length] or null for all-ones. */
+  weights: Float32Array | null;
+}

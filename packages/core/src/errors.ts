@@ -1,0 +1,206 @@
+/**
+ * One error type for the whole toolkit. Every error thrown or rejected by an
+ * embedstack package is an `EmbeddingError` (or a subclass) with a stable `code`
+ * from {@link ErrorCodes}. Messages name the argument, what was expected and what
+ * was received; they are built only when the check fails.
+ */
+
+/** Stable error codes. Never rename one: users branch on them. */
+export const ErrorCodes = {
+  /** A value has the right type but a wrong value (TF's ValueError). */
+  INVALID_ARGUMENT: 'INVALID_ARGUMENT',
+  /** A value has the wrong type or dtype (TF's TypeError). */
+  INVALID_TYPE: 'INVALID_TYPE',
+  /** Shapes or lengths do not agree. */
+  SHAPE_MISMATCH: 'SHAPE_MISMATCH',
+  /** A key or index outside the table's range (static tables, int32 keys). */
+  OUT_OF_RANGE: 'OUT_OF_RANGE',
+  /** A named object (variable, model, table, backend) does not exist. */
+  NOT_FOUND: 'NOT_FOUND',
+  /** A named object already exists. */
+  ALREADY_EXISTS: 'ALREADY_EXISTS',
+  /** The call is valid but not in this state (dequeue before enqueue, ...). */
+  FAILED_PRECONDITION: 'FAILED_PRECONDITION',
+  /** The operation is not supported by this table kind or backend. */
+  UNSUPPORTED: 'UNSUPPORTED',
+  /** The table (or server) was disposed. */
+  DISPOSED: 'DISPOSED',
+  /** A checkpoint or model file is corrupt, truncated or of an unknown format. */
+  CHECKPOINT_CORRUPT: 'CHECKPOINT_CORRUPT',
+  /** File-system failure while reading or writing a checkpoint. */
+  IO_ERROR: 'IO_ERROR',
+  /** No usable backend, or a native build is missing. */
+  BACKEND_UNAVAILABLE: 'BACKEND_UNAVAILABLE',
+  /** A remote store (Redis, ...) is unreachable or answered with an error. */
+  STORE_UNAVAILABLE: 'STORE_UNAVAILABLE',
+  /** A bug: an invariant of embedstack itself was broken. */
+  INTERNAL: 'INTERNAL',
+} as const;
+
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+export interface EmbeddingErrorOptions {
+  cause?: unknown;
+  /** The argument the error is about, when there is one. */
+  argument?: string;
+}
+
+export class EmbeddingError extends Error {
+  readonly code: ErrorCode;
+  readonly argument: string | undefined;
+  override readonly name: string = 'EmbeddingError';
+
+  constructor(code: ErrorCode, message: string, options: EmbeddingErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.argument = options.argument;
+  }
+}
+
+/** Wrong value (TF's ValueError). code INVALID_ARGUMENT. */
+export class InvalidArgumentError extends EmbeddingError {
+  override readonly name = 'InvalidArgumentError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.INVALID_ARGUMENT, message, options);
+  }
+}
+
+/** Wrong type or dtype (TF's TypeError). code INVALID_TYPE. */
+export class InvalidTypeError extends EmbeddingError {
+  override readonly name = 'InvalidTypeError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.INVALID_TYPE, message, options);
+  }
+}
+
+export class ShapeMismatchError extends EmbeddingError {
+  override readonly name = 'ShapeMismatchError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.SHAPE_MISMATCH, message, options);
+  }
+}
+
+export class OutOfRangeError extends EmbeddingError {
+  override readonly name = 'OutOfRangeError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.OUT_OF_RANGE, message, options);
+  }
+}
+
+export class NotFoundError extends EmbeddingError {
+  override readonly name = 'NotFoundError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.NOT_FOUND, message, options);
+  }
+}
+
+export class AlreadyExistsError extends EmbeddingError {
+  override readonly name = 'AlreadyExistsError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.ALREADY_EXISTS, message, options);
+  }
+}
+
+export class FailedPreconditionError extends EmbeddingError {
+  override readonly name = 'FailedPreconditionError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.FAILED_PRECONDITION, message, options);
+  }
+}
+
+export class UnsupportedError extends EmbeddingError {
+  override readonly name = 'UnsupportedError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.UNSUPPORTED, message, options);
+  }
+}
+
+export class DisposedError extends EmbeddingError {
+  override readonly name = 'DisposedError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.DISPOSED, message, options);
+  }
+}
+
+export class CheckpointCorruptError extends EmbeddingError {
+  override readonly name = 'CheckpointCorruptError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.CHECKPOINT_CORRUPT, message, options);
+  }
+}
+
+export class IOError extends EmbeddingError {
+  override readonly name = 'IOError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.IO_ERROR, message, options);
+  }
+}
+
+export class BackendUnavailableError extends EmbeddingError {
+  override readonly name = 'BackendUnavailableError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.BACKEND_UNAVAILABLE, message, options);
+  }
+}
+
+export class StoreUnavailableError extends EmbeddingError {
+  override readonly name = 'StoreUnavailableError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.STORE_UNAVAILABLE, message, options);
+  }
+}
+
+export class InternalError extends EmbeddingError {
+  override readonly name = 'InternalError';
+  constructor(message: string, options?: EmbeddingErrorOptions) {
+    super(ErrorCodes.INTERNAL, message, options);
+  }
+}
+
+/** Short, bounded description of a received value for error messages. */
+export function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'number') return Number.isNaN(value) ? 'NaN' : String(value);
+  if (typeof value === 'string') {
+    return value.length > 40 ? JSON.stringify(value.slice(0, 40) + '...') : JSON.stringify(value);
+  }
+  if (typeof value === 'boolean') return String(value);
+  if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`;
+  if (ArrayBuffer.isView(value)) {
+    const len = 'length' in value ? (value as unknown as { length: number }).length : value.byteLength;
+    return `${value.constructor.name}(${len})`;
+  }
+  if (Array.isArray(value)) return `array of length ${value.length}`;
+  if (typeof value === 'object') {
+    const ctor = (value as object).constructor;
+    return ctor && ctor !== Object ? `${ctor.name} object` : 'object';
+  }
+  return typeof value;
+}
+
+type ErrorClass = new (message: string, options?: EmbeddingErrorOptions) => EmbeddingError;
+
+/**
+ * The one helper for parameter errors: names the argument, what was expected and
+ * what was received. `Cls` defaults to InvalidArgumentError.
+ */
+export function invalidParameter(
+  argument: string,
+  expected: string,
+  received: unknown,
+  Cls: ErrorClass = InvalidArgumentError,
+): EmbeddingError {
+  return new Cls(`Expected ${argument} to be ${expected} but received ${describeValue(received)}`, {
+    argument,
+  });
+}
+
+/** tfjs-style assert: the message is built only when the check fails. */
+export function check(
+  condition: unknown,
+  makeError: () => EmbeddingError,
+): asserts condition {
+  if (!condition) throw makeError();
+}

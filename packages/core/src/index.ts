@@ -1,0 +1,89 @@
+// @embedstack/core: backend-agnostic contracts. Explicit exports only.
+
+// errors
+export {
+  ErrorCodes,
+  EmbeddingError,
+  InvalidArgumentError,
+  InvalidTypeError,
+  ShapeMismatchError,
+  OutOfRangeError,
+  NotFoundError,
+  AlreadyExistsError,
+  FailedPreconditionError,
+  UnsupportedError,
+  DisposedError,
+  CheckpointCorruptError,
+  IOError,
+  BackendUnavailableError,
+  StoreUnavailableError,
+  InternalError,
+  invalidParameter,
+  describeValue,
+  check,
+} from './errors.js';
+export type { ErrorCode, EmbeddingErrorOptions } from './errors.js';
+
+// dtypes, tensors, keys
+export { DTYPES, KEY_DTYPES, dtypeOf, isDataArray, isKeyDtype } from './dtypes.js';
+export type { Dtype, KeyDtype, ValueDtype, Keys, DataArray, TypedArrayFor } from './dtypes.js';
+export { shapeSize, shapesEqual, formatShape, assertShape, validateShape } from './shape.js';
+export { Tensor, toTypedArray } from './tensor.js';
+export { SparseTensor, RaggedTensor, sparseFromDense } from './sparse.js';
+export { normalizeKeys, keyShape, keyAt, floorMod } from './keys.js';
+export type { KeyInput } from './keys.js';
+export { toBag } from './bag.js';
+export type { BagInput, BagWeights } from './bag.js';
+
+// combiners, initializers, optimizers, scores
+export { COMBINERS, isCombiner, validateCombiner, validateMaxNorm } from './combiners.js';
+export type { Combiner, Bag } from './combiners.js';
+export { initializers, isInitializerSpec, resolveInitializer, initialRow } from './initializers.js';
+export type { InitializerSpec, ResolvedInitializer } from './initializers.js';
+export { mix32, fnv1a32, randomWord, keyWords, uniform01, standardNormal } from './random.js';
+export {
+  optimizers,
+  createOptimizer,
+  resolveOptimizer,
+  isOptimizerSpec,
+  slotLayoutOf,
+  slotFloatsPerRow,
+  sameSlotLayout,
+} from './optimizers.js';
+export type {
+  OptimizerKind,
+  OptimizerSpec,
+  OptimizerOptions,
+  OptimizerHyper,
+  CommonOptimizerOptions,
+  ResolvedOptimizer,
+  SlotLayout,
+  LearningRate,
+} from './optimizers.js';
+export { SCORE_POLICIES, validateScorePolicy, scoresOnRead } from './scores.js';
+export type { ScorePolicy } from './scores.js';
+
+// tables and backends
+export { resolveTableOptions } from './tableOptions.js';
+export type { TableOptions, ResolvedTableOptions } from './tableOptions.js';
+export { rawTableFromSync } from './rawTable.js';
+export type { RawTable, RawTableSync, RawTableAsync, FindResult, ExportBatch } from './rawTable.js';
+export {
+  registerBackend,
+  unregisterBackend,
+  listBackends,
+  hasBackend,
+  setDefaultBackend,
+  getBackend,
+} from './backend.js';
+export type { EmbeddingBackend, BackendCapabilities, DeviceInfo } from './backend.js';
+export { EmbeddingTable, createTable } from './table.js';
+export type { ValuesInput, ExistsInput, WriteOptions, LookupCombinedOptions } from './table.js';
+
+// reference backend (the test oracle; plain TypeScript, not the product path)
+// BEGIN reference exports
+// END reference exports
+
+// checkpoints and the HugeCTR layout
+// BEGIN checkpoint exports
+// END checkpoint exports

@@ -1,0 +1,168 @@
+import { InvalidTypeError, invalidParameter } from './errors.js';
+import {
+  keyWords,
+  randomWord,
+  standardNormal,
+  TRUNCATION_ATTEMPTS,
+  TRUNCATION_STDS,
+  uniform01,
+} from './random.js';
+
+/**
+ * How a new row gets its first value. Random kinds draw from the counter-based
+ * generator in `random.ts`, keyed by (seed, table stream, key, column).
+ * `array` and `function` are for static tables (the function is evaluated once by
+ * core and handed to the backend as an `array`).
+ */
+export type InitializerSpec =
+  | { kind: 'zeros' }
+  | { kind: 'ones' }
+  | { kind: 'constant'; value: number }
+  /** The same row for every key (TFRA's default value). length = dim. */
+  | { kind: 'row'; values: Float32Array }
+  | { kind: 'uniform'; min: number; max: number }
+  | { kind: 'normal'; mean: number; std: number }
+  | { kind: 'truncatedNormal'; mean: number; std: number }
+  /** Static tables: the whole table, [vocabularySize * dim] row-major. */
+  | { kind: 'array'; values: Float32Array }
+  /** Static tables: called once with [vocabularySize, dim]. */
+  | { kind: 'function'; fn: (shape: [number, number]) => Float32Array | ArrayLike<number> };
+
+/** What a backend receives: functions are already evaluated to arrays. */
+export type ResolvedInitializer = Exclude<InitializerSpec, { kind: 'function' }>;
+
+function finite(value: unknown, argument: string): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) throw invalidParameter(argument, 'a finite number', value);
+  return value;
+}
+
+export const initializers = {
+  zeros: (): InitializerSpec => ({ kind: 'zeros' }),
+  ones: (): InitializerSpec => ({ kind: 'ones' }),
+  constant: (value: number): InitializerSpec => ({ kind: 'constant', value: finite(value, 'value') }),
+  row: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'row', values: Float32Array.from(values) }),
+  uniform: (min = -0.05, max = 0.05): InitializerSpec => {
+    finite(min, 'min');
+    finite(max, 'max');
+    if (!(min <= max)) throw invalidParameter('max', `>= min (${min})`, max);
+    return { kind: 'uniform', min, max };
+  },
+  normal: (mean = 0, std = 1): InitializerSpec => {
+    finite(mean, 'mean');
+    if (finite(std, 'std') < 0) throw invalidParameter('std', 'a number >= 0', std);
+    return { kind: 'normal', mean, std };
+  },
+  truncatedNormal: (mean = 0, std = 1): InitializerSpec => {
+    finite(mean, 'mean');
+    if (finite(std, 'std') < 0) throw invalidParameter('std', 'a number >= 0', std);
+    return { kind: 'truncatedNormal', mean, std };
+  },
+  fromArray: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'array', values: Float32Array.from(values) }),
+  fromFunction: (fn: (shape: [number, number]) => Float32Array | ArrayLike<number>): InitializerSpec => {
+    if (typeof fn !== 'function') throw invalidParameter('fn', 'a function', fn, InvalidTypeError);
+    return { kind: 'function', fn };
+  },
+} as const;
+
+const KINDS = new Set(['zeros', 'ones', 'constant', 'row', 'uniform', 'normal', 'truncatedNormal', 'array', 'function']);
+
+export function isInitializerSpec(value: unknown): value is InitializerSpec {
+  return typeof value === 'object' && value !== null && KINDS.has((value as { kind?: string }).kind ?? '');
+}
+
+/**
+ * Validates an initializer against a table and evaluates `function` ones.
+ * `rows` is the vocabulary size for static tables, undefined for dynamic ones.
+ */
+export function resolveInitializer(
+  spec: InitializerSpec | undefined,
+  dim: number,
+  rows: number | undefined,
+  argument = 'initializer',
+): ResolvedInitializer {
+  if (spec === undefined) return { kind: 'zeros' };
+  if (!isInitializerSpec(spec)) {
+    throw invalidParameter(argument, 'an initializer spec (see `initializers`)', spec, InvalidTypeError);
+  }
+  switch (spec.kind) {
+    case 'row':
+      if (spec.values.length !== dim) throw invalidParameter(`${argument}.values`, `length ${dim} (dim)`, spec.values);
+      return spec;
+    case 'array':
+      if (rows === undefined) throw invalidParameter(argument, 'a per-key initializer for a dynamic table', 'array');
+      if (spec.values.length !== rows * dim) {
+        throw invalidParameter(`${argument}.values`, `length ${rows * dim} (rows * dim)`, spec.values);
+      }
+      return spec;
+    case 'function': {
+      if (rows === undefined) throw invalidParameter(argument, 'a per-key initializer for a dynamic table', 'function');
+      const out = spec.fn([rows, dim]);
+      if (!out || typeof (out as ArrayLike<number>).length !== 'number' || out.length !== rows * dim) {
+        throw invalidParameter(`${argument}(shape)`, `to return ${rows * dim} numbers`, out);
+      }
+      return { kind: 'array', values: Float32Array.from(out) };
+    }
+    default:
+      return spec;
+  }
+}
+
+/**
+ * Fills `out[0..dim)` with the initial row of `key` (reference implementation; the
+ * backends reproduce it). `row` is the key's row index for `array` initializers.
+ */
+export function initialRow(
+  init: ResolvedInitializer,
+  seed: number,
+  stream: number,
+  key: bigint | number,
+  dim: number,
+  out: Float32Array,
+  offset = 0,
+  row = 0,
+): void {
+  const [lo, hi] = keyWords(key);
+  for (let c = 0; c < dim; c++) {
+    let v: number;
+    switch (init.kind) {
+      case 'zeros':
+        v = 0;
+        break;
+      case 'ones':
+        v = 1;
+        break;
+      case 'constant':
+        v = init.value;
+        break;
+      case 'row':
+        v = init.values[c]!;
+        break;
+      case 'array':
+        v = init.values[row * dim + c]!;
+        break;
+      case 'uniform':
+        v = init.min + (init.max - init.min) * uniform01(randomWord(seed, stream, lo, hi, c, 0));
+        break;
+      case 'normal':
+        v =
+          init.mean +
+          init.std *
+            standardNormal(uniform01(randomWord(seed, stream, lo, hi, c, 0)), uniform01(randomWord(seed, stream, lo, hi, c, 1)));
+        break;
+      case 'truncatedNormal': {
+        let z = 0;
+        for (let a = 0; a < TRUNCATION_ATTEMPTS; a++) {
+          z = standardNormal(
+            uniform01(randomWord(seed, stream, lo, hi, c, 2 * a)),
+            uniform01(randomWord(seed, stream, lo, hi, c, 2 * a + 1)),
+          );
+          if (Math.abs(z) <= TRUNCATION_STDS) break;
+        }
+        z = Math.max(-TRUNCATION_STDS, Math.min(TRUNCATION_STDS, z));
+        v = init.mean + init.std * z;
+        break;
+      }
+    }
+    out[offset + c] = v;
+  }
+}

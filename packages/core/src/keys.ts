@@ -1,0 +1,112 @@
+import type { KeyDtype, Keys } from './dtypes.js';
+import { InvalidTypeError, invalidParameter } from './errors.js';
+import { Tensor } from './tensor.js';
+
+/** Every form a caller may pass keys in. A `Tensor` of int ids keeps its shape. */
+export type KeyInput =
+  | BigInt64Array
+  | Int32Array
+  | readonly number[]
+  | readonly bigint[]
+  | Tensor<BigInt64Array>
+  | Tensor<Int32Array>;
+
+const INT64_MIN = -(1n << 63n);
+const INT64_MAX = (1n << 63n) - 1n;
+
+/** Shape of a key input: a Tensor keeps its shape, everything else is `[n]`. */
+export function keyShape(input: KeyInput): number[] {
+  if (input instanceof Tensor) return input.shape.slice();
+  return [(input as ArrayLike<unknown>).length];
+}
+
+/**
+ * Normalise any key form to `BigInt64Array` (int64) or `Int32Array` (int32).
+ * Returns the caller's array itself when it already has the wanted type (no copy).
+ * A `number` that is not a safe integer is an error, never rounded. An int64
+ * value outside int32 range passed for int32 keys is an OUT_OF_RANGE-like type error.
+ *
+ * @throws InvalidTypeError naming `argument`
+ */
+export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'): Keys {
+  let src: unknown = input;
+  if (src instanceof Tensor) {
+    if (src.dtype === 'float32') {
+      throw invalidParameter(argument, 'int32 or int64 ids', 'a float32 Tensor', InvalidTypeError);
+    }
+    src = src.data;
+  }
+  if (dtype === 'int64') {
+    if (src instanceof BigInt64Array) return src;
+    if (src instanceof Int32Array) {
+      const out = new BigInt64Array(src.length);
+      for (let i = 0; i < src.length; i++) out[i] = BigInt(src[i]!);
+      return out;
+    }
+    if (src instanceof BigUint64Array) {
+      const out = new BigInt64Array(src.length);
+      for (let i = 0; i < src.length; i++) {
+        const v = src[i]!;
+        if (v > INT64_MAX) throw invalidParameter(`${argument}[${i}]`, 'an int64 value', v, InvalidTypeError);
+        out[i] = v;
+      }
+      return out;
+    }
+    if (Array.isArray(src)) {
+      const out = new BigInt64Array(src.length);
+      for (let i = 0; i < src.length; i++) {
+        const v: unknown = src[i];
+        if (typeof v === 'bigint') {
+          if (v < INT64_MIN || v > INT64_MAX) {
+            throw invalidParameter(`${argument}[${i}]`, 'an int64 value', v, InvalidTypeError);
+          }
+          out[i] = v;
+        } else if (typeof v === 'number' && Number.isSafeInteger(v)) {
+          out[i] = BigInt(v);
+        } else {
+          throw invalidParameter(`${argument}[${i}]`, 'a safe integer or a bigint', v, InvalidTypeError);
+        }
+      }
+      return out;
+    }
+  } else if (dtype === 'int32') {
+    if (src instanceof Int32Array) return src;
+    if (src instanceof BigInt64Array || src instanceof BigUint64Array || Array.isArray(src)) {
+      const arr = src as ArrayLike<unknown>;
+      const out = new Int32Array(arr.length);
+      for (let i = 0; i < arr.length; i++) {
+        const v = arr[i];
+        const n = typeof v === 'bigint' ? (v >= -2147483648n && v <= 2147483647n ? Number(v) : NaN) : v;
+        if (typeof n !== 'number' || !Number.isInteger(n) || n < -2147483648 || n > 2147483647) {
+          throw invalidParameter(`${argument}[${i}]`, 'an int32 integer', v, InvalidTypeError);
+        }
+        out[i] = n;
+      }
+      return out;
+    }
+  } else {
+    throw invalidParameter('keyDtype', "'int64' or 'int32'", dtype, InvalidTypeError);
+  }
+  throw invalidParameter(
+    argument,
+    'a BigInt64Array, Int32Array, number[], bigint[] or an int Tensor',
+    input,
+    InvalidTypeError,
+  );
+}
+
+/** The key at position i as a bigint (for messages and oracles). */
+export function keyAt(keys: Keys, i: number): bigint {
+  const v = keys[i]!;
+  return typeof v === 'bigint' ? v : BigInt(v);
+}
+
+/**
+ * The non-negative floor modulo TF uses to place keys on shards:
+ * `((key % n) + n) % n` computed exactly on 64-bit keys.
+ */
+export function floorMod(key: bigint | number, n: number): number {
+  if (typeof key === 'number') return ((key % n) + n) % n;
+  const m = BigInt(n);
+  return Number(((key % m) + m) % m);
+}

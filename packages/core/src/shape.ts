@@ -1,0 +1,39 @@
+import { invalidParameter, ShapeMismatchError } from './errors.js';
+
+/** Number of elements of a shape (1 for a scalar shape `[]`). */
+export function shapeSize(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+export function validateShape(shape: unknown, argument: string): number[] {
+  if (!Array.isArray(shape)) throw invalidParameter(argument, 'an array of non-negative integers', shape);
+  for (const d of shape) {
+    if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {
+      throw invalidParameter(argument, 'an array of non-negative integers', shape);
+    }
+  }
+  return shape.slice() as number[];
+}
+
+export function shapesEqual(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
+}
+
+export function formatShape(shape: readonly number[]): string {
+  return `[${shape.join(', ')}]`;
+}
+
+export function assertShape(
+  actual: readonly number[],
+  expected: readonly number[],
+  argument: string,
+): void {
+  if (!shapesEqual(actual, expected)) {
+    throw new ShapeMismatchError(
+      `Expected shape ${formatShape(expected)} for ${argument} but received shape ${formatShape(actual)}`,
+      { argument },
+    );
+  }
+}

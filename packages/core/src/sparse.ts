@@ -1,0 +1,210 @@
+import { type DataArray, type Dtype, dtypeOf, isDataArray } from './dtypes.js';
+import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
+import { validateShape } from './shape.js';
+import { Tensor, toTypedArray } from './tensor.js';
+
+type Row = readonly (number | bigint)[];
+
+/**
+ * COO sparse tensor, TF layout: `indices` [nnz, rank] (row-major, sorted by row is
+ * not required), `values` [nnz] (ids or float weights), `denseShape` [rank].
+ */
+export class SparseTensor<D extends DataArray = DataArray> {
+  /** Flat [nnz * rank] int indices. */
+  readonly indices: Int32Array;
+  readonly values: D;
+  readonly denseShape: readonly number[];
+  readonly dtype: Dtype;
+
+  /**
+   * @param indices `number[][]` ([nnz][rank]) or a flat typed array [nnz * rank]
+   * @param values  typed array of nnz ids or weights, or plain numbers (int64 ids by default)
+   * @param denseShape the dense shape, rank >= 1
+   */
+  constructor(
+    indices: readonly (readonly number[])[] | Int32Array | BigInt64Array | readonly number[],
+    values: D | readonly (number | bigint)[],
+    denseShape: readonly number[],
+  ) {
+    const shape = validateShape(denseShape, 'denseShape');
+    if (shape.length < 1) throw invalidParameter('denseShape', 'rank >= 1', denseShape);
+    const rank = shape.length;
+    let vals: DataArray;
+    if (isDataArray(values)) vals = values;
+    else if (Array.isArray(values)) {
+      const allInts = values.every((v) => typeof v === 'bigint' || Number.isInteger(v));
+      vals = toTypedArray(values, allInts ? 'int64' : 'float32', 'values');
+    } else throw invalidParameter('values', 'a typed array or an array of numbers', values, InvalidTypeError);
+    const nnz = vals.length;
+    let flat: Int32Array;
+    if (indices instanceof Int32Array) flat = indices;
+    else if (indices instanceof BigInt64Array) flat = Int32Array.from(indices, (v) => Number(v));
+    else if (Array.isArray(indices)) {
+      if (indices.length > 0 && Array.isArray(indices[0])) {
+        flat = new Int32Array(indices.length * rank);
+        (indices as readonly (readonly number[])[]).forEach((idx, i) => {
+          if (!Array.isArray(idx) || idx.length !== rank) {
+            throw invalidParameter(`indices[${i}]`, `an index of rank ${rank}`, idx, ShapeMismatchError);
+          }
+          for (let d = 0; d < rank; d++) flat[i * rank + d] = idx[d]!;
+        });
+      } else flat = Int32Array.from(indices as readonly number[]);
+    } else throw invalidParameter('indices', 'number[][] or a flat Int32Array', indices, InvalidTypeError);
+    if (flat.length !== nnz * rank) {
+      throw new ShapeMismatchError(
+        `Expected indices to hold nnz * rank = ${nnz} * ${rank} = ${nnz * rank} entries but received ${flat.length}`,
+        { argument: 'indices' },
+      );
+    }
+    for (let i = 0; i < nnz; i++) {
+      for (let d = 0; d < rank; d++) {
+        const v = flat[i * rank + d]!;
+        if (v < 0 || v >= shape[d]!) {
+          throw invalidParameter(`indices[${i}][${d}]`, `in [0, ${shape[d]})`, v);
+        }
+      }
+    }
+    this.indices = flat;
+    this.values = vals as D;
+    this.denseShape = Object.freeze(shape);
+    this.dtype = dtypeOf(vals);
+  }
+
+  get nnz(): number {
+    return this.values.length;
+  }
+
+  get rank(): number {
+    return this.denseShape.length;
+  }
+
+  /** Row (first index) of entry i. */
+  row(i: number): number {
+    return this.indices[i * this.denseShape.length]!;
+  }
+
+  /** Every element of a dense tensor becomes an entry; `dropZeros` drops zero values as TF's `from_dense` does. */
+  static fromDense<D extends DataArray>(dense: Tensor<D>, options: { dropZeros?: boolean } = {}): SparseTensor<D> {
+    return sparseFromDense(dense, options);
+  }
+
+  /**
+   * From ragged nested rows: `[[1, 2], [], [3]]` -> denseShape [3, 2].
+   * dtype default 'int64' (ids); use 'float32' for weights.
+   */
+  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype } = {}): SparseTensor {
+    if (!Array.isArray(rows)) throw invalidParameter('rows', 'an array of rows', rows, InvalidTypeError);
+    const dtype = options.dtype ?? 'int64';
+    const idx: number[] = [];
+    const flat: (number | bigint)[] = [];
+    let width = 0;
+    rows.forEach((row, r) => {
+      if (!Array.isArray(row)) throw invalidParameter(`rows[${r}]`, 'an array', row, InvalidTypeError);
+      width = Math.max(width, row.length);
+      row.forEach((v, c) => {
+        idx.push(r, c);
+        flat.push(v);
+      });
+    });
+    return new SparseTensor(Int32Array.from(idx), toTypedArray(flat, dtype, 'rows'), [rows.length, width]);
+  }
+}
+
+/** A ragged 2-D tensor: `values` split into rows by `rowSplits` (length nrows + 1). */
+export class RaggedTensor<D extends DataArray = DataArray> {
+  readonly values: D;
+  readonly rowSplits: Int32Array;
+  readonly dtype: Dtype;
+
+  private constructor(values: D, rowSplits: Int32Array) {
+    this.values = values;
+    this.rowSplits = rowSplits;
+    this.dtype = dtypeOf(values);
+  }
+
+  get nrows(): number {
+    return this.rowSplits.length - 1;
+  }
+
+  rowLength(r: number): number {
+    return this.rowSplits[r + 1]! - this.rowSplits[r]!;
+  }
+
+  /**
+   * @param values typed array of ids or weights (plain arrays become int64 ids, or float32 if non-integer)
+   * @param rowSplits non-decreasing, starts at 0, ends at values.length
+   */
+  static fromRowSplits<D extends DataArray>(
+    values: D | readonly (number | bigint)[],
+    rowSplits: Int32Array | readonly number[] | BigInt64Array,
+  ): RaggedTensor<D> {
+    let vals: DataArray;
+    if (isDataArray(values)) vals = values;
+    else if (Array.isArray(values)) {
+      const allInts = values.every((v) => typeof v === 'bigint' || Number.isInteger(v));
+      vals = toTypedArray(values, allInts ? 'int64' : 'float32', 'values');
+    } else throw invalidParameter('values', 'a typed array or an array of numbers', values, InvalidTypeError);
+    let splits: Int32Array;
+    if (rowSplits instanceof Int32Array) splits = rowSplits;
+    else if (rowSplits instanceof BigInt64Array) splits = Int32Array.from(rowSplits, (v) => Number(v));
+    else if (Array.isArray(rowSplits)) splits = Int32Array.from(rowSplits as readonly number[]);
+    else throw invalidParameter('rowSplits', 'an Int32Array or number[]', rowSplits, InvalidTypeError);
+    if (splits.length < 1 || splits[0] !== 0 || splits[splits.length - 1] !== vals.length) {
+      throw invalidParameter('rowSplits', `to start at 0 and end at values.length (${vals.length})`, Array.from(splits));
+    }
+    for (let i = 1; i < splits.length; i++) {
+      if (splits[i]! < splits[i - 1]!) throw invalidParameter('rowSplits', 'non-decreasing', Array.from(splits));
+    }
+    return new RaggedTensor(vals as D, splits);
+  }
+
+  /** `[[0], [0, 1], []]` -> values [0, 0, 1], rowSplits [0, 1, 3, 3]. dtype default 'int64'. */
+  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype } = {}): RaggedTensor {
+    if (!Array.isArray(rows)) throw invalidParameter('rows', 'an array of rows', rows, InvalidTypeError);
+    const dtype = options.dtype ?? 'int64';
+    const splits = new Int32Array(rows.length + 1);
+    const flat: (number | bigint)[] = [];
+    rows.forEach((row, r) => {
+      if (!Array.isArray(row)) throw invalidParameter(`rows[${r}]`, 'an array', row, InvalidTypeError);
+      flat.push(...row);
+      splits[r + 1] = flat.length;
+    });
+    return new RaggedTensor(toTypedArray(flat, dtype, 'rows'), splits);
+  }
+
+  /** Dense [n, m] tensor -> ragged with every row of length m. */
+  static fromDense<D extends DataArray>(dense: Tensor<D>): RaggedTensor<D> {
+    if (!(dense instanceof Tensor) || dense.rank !== 2) {
+      throw invalidParameter('dense', 'a rank-2 Tensor', dense, InvalidTypeError);
+    }
+    const [n, m] = dense.shape as [number, number];
+    const splits = new Int32Array(n + 1);
+    for (let r = 0; r <= n; r++) splits[r] = r * m;
+    return new RaggedTensor(dense.data, splits);
+  }
+}
+
+/** SparseTensor.fromDense: every element of a rank-2 tensor becomes an entry (TF's from_dense drops zeros; pass `dropZeros`). */
+export function sparseFromDense<D extends DataArray>(dense: Tensor<D>, options: { dropZeros?: boolean } = {}): SparseTensor<D> {
+  if (!(dense instanceof Tensor) || dense.rank < 1) {
+    throw invalidParameter('dense', 'a Tensor of rank >= 1', dense, InvalidTypeError);
+  }
+  const rank = dense.rank;
+  const idx: number[] = [];
+  const keep: number[] = [];
+  const strides = dense.shape.map((_, d) => dense.shape.slice(d + 1).reduce((a, b) => a * b, 1));
+  for (let i = 0; i < dense.size; i++) {
+    const v = dense.data[i]!;
+    if (options.dropZeros && (v === 0 || v === 0n)) continue;
+    keep.push(i);
+    let rem = i;
+    for (let d = 0; d < rank; d++) {
+      idx.push(Math.floor(rem / strides[d]!));
+      rem %= strides[d]!;
+    }
+  }
+  const Ctor = dense.data.constructor as new (n: number) => D;
+  const vals = new Ctor(keep.length);
+  keep.forEach((src, j) => ((vals as unknown as (number | bigint)[])[j] = dense.data[src]!));
+  return new SparseTensor(Int32Array.from(idx), vals, dense.shape);
+}

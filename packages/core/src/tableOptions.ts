@@ -1,0 +1,136 @@
+import type { KeyDtype } from './dtypes.js';
+import { InvalidTypeError, invalidParameter } from './errors.js';
+import { type InitializerSpec, type ResolvedInitializer, resolveInitializer } from './initializers.js';
+import { isOptimizerSpec, type OptimizerSpec, type SlotLayout } from './optimizers.js';
+import { fnv1a32 } from './random.js';
+import { type ScorePolicy, validateScorePolicy } from './scores.js';
+
+/**
+ * The one options type of a table. Every field, its unit and default; defaults
+ * are resolved in {@link resolveTableOptions} and nowhere else.
+ */
+export interface TableOptions {
+  /** 'dynamic' (hash table, default) or 'static' (rows 0..vocabularySize-1). */
+  kind?: 'dynamic' | 'static';
+  /** Floats per row. Required, integer >= 1. */
+  dim: number;
+  /** Name, for messages, checkpoints and the initializer stream. Default 'table'. */
+  name?: string;
+  /** Key type. Default 'int64'. Static tables take row indices of either type. */
+  keyDtype?: KeyDtype;
+  /** Static only: number of rows, integer >= 1. Required for static tables. */
+  vocabularySize?: number;
+  /** Dynamic only: rows reserved up front. Default 1024. The table doubles as it grows. */
+  initCapacity?: number;
+  /** Dynamic only: hard cap on rows; when reached, inserts evict by score. Default Infinity. */
+  maxCapacity?: number;
+  /** Initial value of new rows. Default zeros. */
+  initializer?: InitializerSpec;
+  /** Optimizer whose slots live beside each row. Default none (no slots; SGD needs none). */
+  optimizer?: OptimizerSpec;
+  /** Override the slots' initial values (TPU's slotVariableCreationFn). Length = slot count. */
+  slotInitialValues?: readonly number[];
+  /** Score policy of a dynamic table. Default 'lru'. */
+  scorePolicy?: ScorePolicy;
+  /** Seed of the random initializers, uint32. Default 0. */
+  seed?: number;
+  /** Initializer stream id, uint32. Default: FNV-1a 32 of `name`, so shards of one table agree. */
+  stream?: number;
+}
+
+/** Fully resolved options: what a backend receives. Plain data only. */
+export interface ResolvedTableOptions {
+  kind: 'dynamic' | 'static';
+  dim: number;
+  name: string;
+  keyDtype: KeyDtype;
+  /** static: vocabularySize; dynamic: 0 */
+  vocabularySize: number;
+  initCapacity: number;
+  /** Infinity when uncapped */
+  maxCapacity: number;
+  initializer: ResolvedInitializer;
+  slots: SlotLayout;
+  scorePolicy: ScorePolicy;
+  seed: number;
+  stream: number;
+}
+
+const KNOWN = new Set([
+  'kind',
+  'dim',
+  'name',
+  'keyDtype',
+  'vocabularySize',
+  'initCapacity',
+  'maxCapacity',
+  'initializer',
+  'optimizer',
+  'slotInitialValues',
+  'scorePolicy',
+  'seed',
+  'stream',
+]);
+
+function posInt(value: unknown, argument: string, min = 1): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw invalidParameter(argument, `an integer >= ${min}`, value);
+  }
+  return value;
+}
+
+function uint32(value: unknown, argument: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 0xffffffff) {
+    throw invalidParameter(argument, 'an integer in [0, 2^32)', value);
+  }
+  return value;
+}
+
+/** @throws InvalidArgumentError / InvalidTypeError naming the option */
+export function resolveTableOptions(options: TableOptions): ResolvedTableOptions {
+  if (typeof options !== 'object' || options === null) {
+    throw invalidParameter('options', 'a TableOptions object', options, InvalidTypeError);
+  }
+  for (const k of Object.keys(options)) {
+    if (!KNOWN.has(k)) throw invalidParameter(`options.${k}`, `one of the known options (${[...KNOWN].join(', ')})`, k);
+  }
+  const kind = options.kind ?? 'dynamic';
+  if (kind !== 'dynamic' && kind !== 'static') throw invalidParameter('kind', "'dynamic' or 'static'", kind);
+  const dim = posInt(options.dim, 'dim');
+  const name = options.name ?? 'table';
+  if (typeof name !== 'string' || name.length === 0) throw invalidParameter('name', 'a non-empty string', name);
+  const keyDtype = options.keyDtype ?? 'int64';
+  if (keyDtype !== 'int64' && keyDtype !== 'int32') throw invalidParameter('keyDtype', "'int64' or 'int32'", keyDtype);
+  let vocabularySize = 0;
+  let initCapacity = 0;
+  let maxCapacity = Infinity;
+  if (kind === 'static') {
+    vocabularySize = posInt(options.vocabularySize, 'vocabularySize');
+    if (options.initCapacity !== undefined || options.maxCapacity !== undefined) {
+      throw invalidParameter('initCapacity/maxCapacity', 'unset for a static table', options.initCapacity ?? options.maxCapacity);
+    }
+  } else {
+    if (options.vocabularySize !== undefined) throw invalidParameter('vocabularySize', 'unset for a dynamic table', options.vocabularySize);
+    initCapacity = options.initCapacity === undefined ? 1024 : posInt(options.initCapacity, 'initCapacity');
+    if (options.maxCapacity !== undefined && options.maxCapacity !== Infinity) {
+      maxCapacity = posInt(options.maxCapacity, 'maxCapacity');
+      if (initCapacity > maxCapacity) initCapacity = maxCapacity;
+    }
+  }
+  const initializer = resolveInitializer(options.initializer, dim, kind === 'static' ? vocabularySize : undefined);
+  if (options.optimizer !== undefined && !isOptimizerSpec(options.optimizer)) {
+    throw invalidParameter('optimizer', 'an optimizer spec (see `optimizers`)', options.optimizer, InvalidTypeError);
+  }
+  let slots: SlotLayout = options.optimizer?.slots ?? { names: [], widths: [], initial: [] };
+  if (options.slotInitialValues !== undefined) {
+    const v = options.slotInitialValues;
+    if (!Array.isArray(v) || v.length !== slots.names.length || v.some((x) => typeof x !== 'number' || !Number.isFinite(x))) {
+      throw invalidParameter('slotInitialValues', `${slots.names.length} finite numbers`, v);
+    }
+    slots = { ...slots, initial: v.slice() };
+  }
+  const scorePolicy = validateScorePolicy(options.scorePolicy ?? 'lru');
+  const seed = options.seed === undefined ? 0 : uint32(options.seed, 'seed');
+  const stream = options.stream === undefined ? fnv1a32(name) : uint32(options.stream, 'stream');
+  return { kind, dim, name, keyDtype, vocabularySize, initCapacity, maxCapacity, initializer, slots, scorePolicy, seed, stream };
+}

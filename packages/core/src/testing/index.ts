@@ -1,0 +1,2 @@
+// @embedstack/core/testing: the backend conformance suite. (filled by the conformance work)
+export {};

@@ -1,0 +1,20 @@
+import { defineConfig } from 'vitest/config';
+import { fileURLToPath } from 'node:url';
+
+const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
+
+// Tests run against sources: package names map to their src entry points.
+const alias = {
+  '@embedstack/core/testing': src('./packages/core/src/testing/index.ts'),
+  '@embedstack/core': src('./packages/core/src/index.ts'),
+};
+
+export default defineConfig({
+  resolve: { alias },
+  test: {
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    pool: 'forks',
+    include: ['packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'examples/*/*.test.ts'],
+  },
+});
