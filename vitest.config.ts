@@ -7,6 +7,10 @@ const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const alias = {
   '@embedstack/core/testing': src('./packages/core/src/testing/index.ts'),
   '@embedstack/core': src('./packages/core/src/index.ts'),
+  '@embedstack/cpu-backend': src('./packages/cpu-backend/src/index.ts'),
+  '@embedstack/store-redis': src('./packages/store-redis/src/index.ts'),
+  '@embedstack/tfra': src('./packages/tfra/src/index.ts'),
+  '@embedstack/tpu-embedding': src('./packages/tpu-embedding/src/index.ts'),
 };
 
 export default defineConfig({

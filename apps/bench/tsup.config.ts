@@ -1,0 +1,11 @@
+import { defineConfig } from 'tsup';
+
+export default defineConfig({
+  entry: { cli: 'src/cli.ts' },
+  format: ['esm'],
+  dts: false,
+  clean: true,
+  sourcemap: true,
+  target: 'es2022',
+  banner: { js: '#!/usr/bin/env node' },
+});
