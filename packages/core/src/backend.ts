@@ -30,10 +30,24 @@ export interface EmbeddingBackend {
   devices(): DeviceInfo[];
   /** Options are resolved and valid. */
   createTable(options: ResolvedTableOptions): RawTable;
+  /** Why isUsable() is false, with the fix (what to install or run). */
+  unavailableReason?(): string | undefined;
 }
 
-const registry = new Map<string, EmbeddingBackend>();
-let defaultName: string | undefined;
+/**
+ * One registry per process, kept on globalThis so that every copy of core (ESM and
+ * CJS builds, or a facade and a backend resolved to different copies) shares it.
+ */
+interface RegistryState {
+  backends: Map<string, EmbeddingBackend>;
+  defaultName: string | undefined;
+}
+const REGISTRY_KEY = Symbol.for('embedstack.backendRegistry');
+const state: RegistryState = ((globalThis as Record<symbol, unknown>)[REGISTRY_KEY] ??= {
+  backends: new Map<string, EmbeddingBackend>(),
+  defaultName: undefined,
+}) as RegistryState;
+const registry = state.backends;
 
 /** Registers (or replaces) a backend under its name. */
 export function registerBackend(backend: EmbeddingBackend): void {
@@ -44,7 +58,7 @@ export function registerBackend(backend: EmbeddingBackend): void {
 }
 
 export function unregisterBackend(name: string): boolean {
-  if (defaultName === name) defaultName = undefined;
+  if (state.defaultName === name) state.defaultName = undefined;
   return registry.delete(name);
 }
 
@@ -63,7 +77,7 @@ export function setDefaultBackend(name: string | undefined): void {
       argument: 'name',
     });
   }
-  defaultName = name;
+  state.defaultName = name;
 }
 
 /**
@@ -72,7 +86,7 @@ export function setDefaultBackend(name: string | undefined): void {
  * @throws NotFoundError / BackendUnavailableError
  */
 export function getBackend(name?: string): EmbeddingBackend {
-  const wanted = name ?? (typeof process !== 'undefined' ? process.env.EMBEDSTACK_BACKEND : undefined) ?? defaultName;
+  const wanted = name ?? (typeof process !== 'undefined' ? process.env.EMBEDSTACK_BACKEND : undefined) ?? state.defaultName;
   if (wanted !== undefined && wanted !== '') {
     const b = registry.get(wanted);
     if (!b) {
@@ -82,15 +96,20 @@ export function getBackend(name?: string): EmbeddingBackend {
         { argument: 'backend' },
       );
     }
-    if (!b.isUsable()) throw new BackendUnavailableError(`Backend "${wanted}" is registered but not usable on this machine`);
+    if (!b.isUsable()) {
+      throw new BackendUnavailableError(
+        `Backend "${wanted}" is registered but not usable on this machine: ${b.unavailableReason?.() ?? 'no reason given'}`,
+      );
+    }
     return b;
   }
   const usable = [...registry.values()].filter((b) => b.isUsable()).sort((a, b) => b.priority - a.priority);
   const best = usable[0];
   if (!best) {
+    const reasons = [...registry.values()].map((b) => `\n  - ${b.name}: ${b.unavailableReason?.() ?? 'not usable'}`).join('');
     throw new BackendUnavailableError(
       'No usable embedstack backend is registered. Install and import @embedstack/cpu-backend ' +
-        '(it registers itself), or register one with registerBackend().',
+        '(it registers itself), or register one with registerBackend().' + reasons,
     );
   }
   return best;
