@@ -1,0 +1,58 @@
+#!/usr/bin/env node
+// The README's test command: builds every package (turbo), runs every vitest test
+// across the workspace and the native C++ tests (plain and ASan+UBSan), then prints
+// one closing line "N passed, N failed, N skipped". Exits non-zero when anything fails.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const env = { ...process.env, TURBO_TELEMETRY_DISABLED: '1', FORCE_COLOR: process.env.FORCE_COLOR ?? '0' };
+const bin = (name) => join(root, 'node_modules', '.bin', name);
+let failedSteps = 0;
+
+function step(title, cmd, args, opts = {}) {
+  console.log(`\n=== ${title}: ${cmd} ${args.join(' ')}`);
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts });
+  if (r.status !== 0) {
+    console.log(`=== ${title} FAILED (exit ${r.status ?? r.signal})`);
+    failedSteps++;
+    return false;
+  }
+  return true;
+}
+
+const only = process.argv.slice(2);
+const want = (name) => only.length === 0 || only.includes(name);
+
+if (want('build')) step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
+if (want('typecheck')) step('typecheck', bin('turbo'), ['run', 'typecheck', '--output-logs=errors-only']);
+
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+if (want('vitest')) {
+  mkdirSync(join(root, '.tmp'), { recursive: true });
+  const out = join(root, '.tmp', 'vitest-report.json');
+  step('vitest', bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`]);
+  if (existsSync(out)) {
+    const report = JSON.parse(readFileSync(out, 'utf8'));
+    passed += report.numPassedTests ?? 0;
+    failed += report.numFailedTests ?? 0;
+    skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
+    if (report.numFailedTestSuites > 0 && failed === 0) failed += report.numFailedTestSuites;
+  } else {
+    failed++;
+  }
+}
+
+const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
+if (want('native') && existsSync(nativeScript)) {
+  if (step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
+  else failed++;
+}
+
+if (failedSteps > 0 && failed === 0) failed = failedSteps;
+console.log(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exit(failed > 0 || failedSteps > 0 ? 1 : 0);
