@@ -82,6 +82,8 @@ export type { ValuesInput, ExistsInput, WriteOptions, LookupCombinedOptions } fr
 
 // reference backend (the test oracle; plain TypeScript, not the product path)
 // BEGIN reference exports
+export { ReferenceBackend, referenceBackend, referenceKernels, ReferenceDynamicTable, ReferenceStaticTable } from './reference/index.js';
+export type { ScoreClock, EvictionCandidate } from './reference/index.js';
 // END reference exports
 
 // checkpoints and the HugeCTR layout

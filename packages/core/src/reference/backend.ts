@@ -1,0 +1,40 @@
+import type { BackendCapabilities, DeviceInfo, EmbeddingBackend } from '../backend.js';
+import { type RawTable, rawTableFromSync } from '../rawTable.js';
+import type { ResolvedTableOptions } from '../tableOptions.js';
+import { ReferenceDynamicTable } from './dynamicTable.js';
+import { ReferenceStaticTable } from './staticTable.js';
+
+/**
+ * The reference backend: plain TypeScript tables on the JS heap, written to be
+ * obviously correct rather than fast. It is the test oracle of the conformance
+ * suite and of the native backends (which match its documented semantics). Not
+ * registered on import: `registerBackend(referenceBackend)` to use it by name
+ * ('reference', priority 0), or pass it to `createTable(options, { backend })`.
+ */
+export class ReferenceBackend implements EmbeddingBackend {
+  readonly name = 'reference';
+  readonly priority = 0;
+
+  isUsable(): boolean {
+    return true;
+  }
+
+  capabilities(): BackendCapabilities {
+    return { sync: true, threads: 1, device: 'js' };
+  }
+
+  devices(): DeviceInfo[] {
+    return [{ id: 'js:0', kind: 'js', name: 'JavaScript heap' }];
+  }
+
+  createTable(options: ResolvedTableOptions): RawTable {
+    return rawTableFromSync(options.kind === 'static' ? new ReferenceStaticTable(options) : new ReferenceDynamicTable(options));
+  }
+
+  unavailableReason(): string | undefined {
+    return undefined;
+  }
+}
+
+/** The shared instance (stateless: every table is independent). */
+export const referenceBackend = new ReferenceBackend();
