@@ -1,0 +1,226 @@
+// Plain native peer loops for embedstack-bench: the "what a C++ developer writes
+// by hand" ceiling our backend is held against. No prefetching, no hashing, no
+// tricks: a contiguous float arena [rows, dim] and straightforward loops, split
+// across std::threads when asked.
+//
+// Memory: each arena is one 64-byte aligned malloc'd block owned by a JS External
+// (freed by its finalizer, or at once by freeArena). Outputs are caller-owned
+// Float32Arrays. Not thread safe with respect to concurrent calls on one arena
+// from several JS threads (the bench has one).
+
+#include <napi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Arena {
+  float* data = nullptr;
+  float* copyDst = nullptr;  // lazily allocated destination of copyArena
+  size_t rows = 0;
+  size_t dim = 0;
+  size_t bytes() const { return rows * dim * sizeof(float); }
+  void release() {
+    std::free(data);
+    std::free(copyDst);
+    data = copyDst = nullptr;
+    rows = 0;
+  }
+};
+
+float* allocFloats(size_t count) {
+  size_t bytes = ((count * sizeof(float)) + 63) / 64 * 64;
+  if (bytes == 0) bytes = 64;
+  return static_cast<float*>(std::aligned_alloc(64, bytes));
+}
+
+// Runs f(begin, end) over [0, n) split into `threads` contiguous chunks.
+template <class F>
+void parallelFor(size_t n, int threads, F f) {
+  if (threads <= 1 || n < 2) {
+    f(size_t{0}, n);
+    return;
+  }
+  size_t t = std::min<size_t>(static_cast<size_t>(threads), n);
+  size_t chunk = (n + t - 1) / t;
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < t; i++) {
+    size_t b = i * chunk, e = std::min(n, b + chunk);
+    if (b < e) pool.emplace_back(f, b, e);
+  }
+  f(size_t{0}, std::min(n, chunk));
+  for (auto& th : pool) th.join();
+}
+
+Napi::Value fail(const Napi::Env& env, const char* message) {
+  Napi::TypeError::New(env, message).ThrowAsJavaScriptException();
+  return env.Undefined();
+}
+
+Arena* arenaArg(const Napi::CallbackInfo& info, size_t i) {
+  if (info.Length() <= i || !info[i].IsExternal()) return nullptr;
+  Arena* a = info[i].As<Napi::External<Arena>>().Data();
+  return a->data ? a : nullptr;
+}
+
+int threadsArg(const Napi::CallbackInfo& info, size_t i) {
+  if (info.Length() <= i || !info[i].IsNumber()) return 1;
+  int t = info[i].As<Napi::Number>().Int32Value();
+  return t < 1 ? 1 : t;
+}
+
+template <class T, napi_typedarray_type K>
+bool typedArg(const Napi::CallbackInfo& info, size_t i, T*& ptr, size_t& len) {
+  if (info.Length() <= i || !info[i].IsTypedArray()) return false;
+  auto ta = info[i].As<Napi::TypedArray>();
+  if (ta.TypedArrayType() != K) return false;
+  auto arr = info[i].As<Napi::TypedArrayOf<T>>();
+  ptr = arr.Data();
+  len = arr.ElementLength();
+  return true;
+}
+
+// createArena(rows, dim, threads) -> External; every page is written (resident).
+Napi::Value CreateArena(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsNumber()) return fail(env, "createArena(rows, dim, threads?)");
+  double rows = info[0].As<Napi::Number>().DoubleValue();
+  double dim = info[1].As<Napi::Number>().DoubleValue();
+  if (!(rows >= 1 && dim >= 1 && rows * dim < 9e15)) return fail(env, "Expected rows >= 1 and dim >= 1");
+  auto* a = new Arena();
+  a->rows = static_cast<size_t>(rows);
+  a->dim = static_cast<size_t>(dim);
+  a->data = allocFloats(a->rows * a->dim);
+  if (!a->data) {
+    delete a;
+    Napi::Error::New(env, "createArena: out of memory").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  float* d = a->data;
+  parallelFor(a->rows * a->dim, threadsArg(info, 2), [d](size_t b, size_t e) {
+    for (size_t i = b; i < e; i++) d[i] = static_cast<float>((i * 2654435761u) & 0xffff) / 65536.0f - 0.5f;
+  });
+  return Napi::External<Arena>::New(env, a, [](Napi::Env, Arena* p) {
+    p->release();
+    delete p;
+  });
+}
+
+// freeArena(arena): releases the memory now (the External stays, unusable).
+Napi::Value FreeArena(const Napi::CallbackInfo& info) {
+  if (Arena* a = arenaArg(info, 0)) a->release();
+  return info.Env().Undefined();
+}
+
+// copyArena(arena, threads) -> bytes copied (the whole arena into a twin buffer).
+Napi::Value CopyArena(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Arena* a = arenaArg(info, 0);
+  if (!a) return fail(env, "copyArena(arena, threads)");
+  int threads = threadsArg(info, 1);
+  size_t bytes = a->bytes();
+  if (!a->copyDst) {
+    a->copyDst = allocFloats(a->rows * a->dim);
+    if (!a->copyDst) {
+      Napi::Error::New(env, "copyArena: out of memory").ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    std::memset(a->copyDst, 0, bytes);
+  }
+  const char* src = reinterpret_cast<const char*>(a->data);
+  char* dst = reinterpret_cast<char*>(a->copyDst);
+  const size_t block = 1 << 20;
+  size_t blocks = (bytes + block - 1) / block;
+  parallelFor(blocks, threads, [=](size_t b, size_t e) {
+    size_t from = b * block, to = std::min(bytes, e * block);
+    std::memcpy(dst + from, src + from, to - from);
+  });
+  return Napi::Number::New(env, static_cast<double>(bytes));
+}
+
+// gather(arena, rows: Uint32Array, out: Float32Array, threads): out[i] = arena[rows[i]].
+Napi::Value Gather(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Arena* a = arenaArg(info, 0);
+  uint32_t* idx;
+  float* out;
+  size_t n, outLen;
+  if (!a || !typedArg<uint32_t, napi_uint32_array>(info, 1, idx, n) || !typedArg<float, napi_float32_array>(info, 2, out, outLen)) {
+    return fail(env, "gather(arena, rows: Uint32Array, out: Float32Array, threads)");
+  }
+  const size_t dim = a->dim, rows = a->rows;
+  if (outLen < n * dim) return fail(env, "gather: out is shorter than rows.length * dim");
+  const float* data = a->data;
+  parallelFor(n, threadsArg(info, 3), [=](size_t b, size_t e) {
+    for (size_t i = b; i < e; i++) {
+      size_t r = idx[i];
+      if (r < rows) std::memcpy(out + i * dim, data + r * dim, dim * sizeof(float));
+    }
+  });
+  return env.Undefined();
+}
+
+// gatherReduce(arena, splits: Int32Array [nrows+1], ids: Uint32Array, out: Float32Array
+// [nrows*dim], mean: boolean, threads): out[r] = sum (or mean) of arena rows ids[splits[r]..splits[r+1]).
+Napi::Value GatherReduce(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Arena* a = arenaArg(info, 0);
+  int32_t* splits;
+  uint32_t* ids;
+  float* out;
+  size_t ns, nids, outLen;
+  if (!a || !typedArg<int32_t, napi_int32_array>(info, 1, splits, ns) || !typedArg<uint32_t, napi_uint32_array>(info, 2, ids, nids) ||
+      !typedArg<float, napi_float32_array>(info, 3, out, outLen) || ns < 1) {
+    return fail(env, "gatherReduce(arena, splits: Int32Array, ids: Uint32Array, out: Float32Array, mean, threads)");
+  }
+  const size_t nrows = ns - 1, dim = a->dim, rows = a->rows;
+  if (outLen < nrows * dim) return fail(env, "gatherReduce: out is shorter than nrows * dim");
+  if (splits[0] != 0 || static_cast<size_t>(splits[nrows]) > nids) return fail(env, "gatherReduce: bad splits");
+  for (size_t r = 0; r < nrows; r++) {
+    if (splits[r + 1] < splits[r]) return fail(env, "gatherReduce: splits must be non-decreasing");
+  }
+  const bool mean = info.Length() > 4 && info[4].ToBoolean().Value();
+  const float* data = a->data;
+  parallelFor(nrows, threadsArg(info, 5), [=](size_t b, size_t e) {
+    for (size_t r = b; r < e; r++) {
+      float* __restrict acc = out + r * dim;
+      for (size_t d = 0; d < dim; d++) acc[d] = 0.0f;
+      int32_t from = splits[r], to = splits[r + 1];
+      for (int32_t j = from; j < to; j++) {
+        size_t row = ids[j];
+        if (row >= rows) continue;
+        const float* __restrict src = data + row * dim;
+        for (size_t d = 0; d < dim; d++) acc[d] += src[d];
+      }
+      if (mean && to > from) {
+        float inv = 1.0f / static_cast<float>(to - from);
+        for (size_t d = 0; d < dim; d++) acc[d] *= inv;
+      }
+    }
+  });
+  return env.Undefined();
+}
+
+Napi::Value HardwareThreads(const Napi::CallbackInfo& info) {
+  unsigned t = std::thread::hardware_concurrency();
+  return Napi::Number::New(info.Env(), t == 0 ? 1 : t);
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("createArena", Napi::Function::New(env, CreateArena));
+  exports.Set("freeArena", Napi::Function::New(env, FreeArena));
+  exports.Set("copyArena", Napi::Function::New(env, CopyArena));
+  exports.Set("gather", Napi::Function::New(env, Gather));
+  exports.Set("gatherReduce", Napi::Function::New(env, GatherReduce));
+  exports.Set("hardwareThreads", Napi::Function::New(env, HardwareThreads));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(bench_native, Init)
