@@ -88,4 +88,36 @@ export type { ScoreClock, EvictionCandidate } from './reference/index.js';
 
 // checkpoints and the HugeCTR layout
 // BEGIN checkpoint exports
+export {
+  crc32c,
+  CHECKPOINT_FORMAT,
+  CHECKPOINT_FORMAT_VERSION,
+  saveTable,
+  loadTable,
+  readTableManifest,
+  readCheckpointBatches,
+  verifyCheckpoint,
+  exportHugeCTR,
+  importHugeCTR,
+  readHugeCTRModel,
+  inspectHugeCTRModel,
+  HUGECTR_KEY_FILE,
+  HUGECTR_VECTOR_FILE,
+} from './checkpoint/index.js';
+export type {
+  TableManifest,
+  CheckpointFileInfo,
+  CheckpointSlot,
+  CheckpointDtype,
+  ManifestInitializer,
+  SaveTableOptions,
+  LoadTableOptions,
+  CheckpointBatch,
+  HugeCTRKeyFormat,
+  HugeCTRReadOptions,
+  HugeCTRModelInfo,
+  HugeCTRBatch,
+  ImportHugeCTROptions,
+  ExportHugeCTROptions,
+} from './checkpoint/index.js';
 // END checkpoint exports

@@ -1,0 +1,191 @@
+import { mkdir } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { InternalError, invalidParameter } from '../errors.js';
+import type { EmbeddingTable } from '../table.js';
+import { checkBatchSize, checkDir, checkOptions, checkTable } from './args.js';
+import { DataFileWriter, ensureDir, fsyncDir, io, leBytes, removeTree, renamePath, writeSmallFile } from './fsio.js';
+import {
+  crashPoint,
+  CURRENT_FILE,
+  CURRENT_TMP_FILE,
+  LOCK_FILE,
+  MANIFEST_FILE,
+  nextVersion,
+  readCurrent,
+  removeLeftovers,
+  SimulatedCrash,
+  tempName,
+  withLock,
+} from './layout.js';
+import {
+  CHECKPOINT_FORMAT,
+  CHECKPOINT_FORMAT_VERSION,
+  type CheckpointDtype,
+  type CheckpointFileInfo,
+  initializerToJson,
+  KEYS_FILE,
+  manifestToJson,
+  SCORES_FILE,
+  slotFileName,
+  type TableManifest,
+  VALUES_FILE,
+} from './manifest.js';
+
+export interface SaveTableOptions {
+  /** Rows per exported batch (memory: one batch of keys, values, slots, scores). Default 65536. */
+  batchSize?: number | null;
+  /** Shard layout recorded in the manifest. Default { index: 0, count: 1 }. */
+  shard?: { index: number; count: number } | null;
+  /** Facade data stored in the manifest; must be JSON-serialisable. Default {}. */
+  extra?: Record<string, unknown> | null;
+}
+
+function checkShard(v: unknown): { index: number; count: number } {
+  if (v === undefined || v === null) return { index: 0, count: 1 };
+  const s = v as { index?: unknown; count?: unknown };
+  const ok =
+    typeof s === 'object' &&
+    Number.isSafeInteger(s.count) &&
+    (s.count as number) >= 1 &&
+    Number.isSafeInteger(s.index) &&
+    (s.index as number) >= 0 &&
+    (s.index as number) < (s.count as number);
+  if (!ok) throw invalidParameter('shard', '{ index, count } with integers 0 <= index < count', v);
+  return { index: s.index as number, count: s.count as number };
+}
+
+function checkExtra(v: unknown): Record<string, unknown> {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw invalidParameter('extra', 'a plain JSON object', v);
+  try {
+    return JSON.parse(JSON.stringify(v)) as Record<string, unknown>;
+  } catch (e) {
+    throw invalidParameter('extra', `JSON-serialisable (${(e as Error).message})`, v);
+  }
+}
+
+/** Writes the table's rows into `tmp` as data files; returns the files' info and the row count. */
+async function writeDataFiles(table: EmbeddingTable, tmp: string, batchSize: number): Promise<[Record<string, CheckpointFileInfo>, number]> {
+  const dim = table.dim;
+  const widths = table.slotWidths;
+  const slotFiles = table.slotNames.map(slotFileName);
+  const names = [KEYS_FILE, VALUES_FILE, ...slotFiles, SCORES_FILE];
+  const writers: DataFileWriter[] = [];
+  try {
+    for (const name of names) writers.push(await DataFileWriter.create(join(tmp, name)));
+    let rows = 0;
+    const keyType = table.keyDtype === 'int64' ? BigInt64Array : Int32Array;
+    for await (const b of table.exportBatches(batchSize)) {
+      const n = b.keys.length;
+      const ok =
+        b.keys instanceof keyType &&
+        b.values.length === n * dim &&
+        b.slots.length === widths.length &&
+        b.slots.every((s, i) => s.length === n * widths[i]!) &&
+        b.scores.length === n;
+      if (!ok) throw new InternalError(`Backend "${table.backendName}" exported a malformed batch for table "${table.name}" (rows ${rows}..)`);
+      const chunks = [leBytes(b.keys), leBytes(b.values), ...b.slots.map(leBytes), leBytes(b.scores)];
+      await Promise.all(chunks.map((c, i) => writers[i]!.write(c)));
+      rows += n;
+    }
+    const done = await Promise.all(writers.map((w) => w.finish()));
+    const files: Record<string, CheckpointFileInfo> = {};
+    const dtypes: CheckpointDtype[] = [table.keyDtype, 'float32', ...slotFiles.map((): CheckpointDtype => 'float32'), 'uint64'];
+    const shapes = [[rows], [rows, dim], ...widths.map((w) => [rows, w]), [rows]];
+    names.forEach((name, i) => (files[name] = { dtype: dtypes[i]!, shape: shapes[i]!, ...done[i]! }));
+    return [files, rows];
+  } catch (e) {
+    await Promise.all(writers.map((w) => w.abandon()));
+    throw e;
+  }
+}
+
+/**
+ * Saves one table's rows, slots and scores into the checkpoint directory `dir`
+ * (created if needed), crash-safely: the new version is written to a temp directory,
+ * fsynced, renamed into place and made live by an atomic rename of `CURRENT`; a crash
+ * at any point leaves the previous checkpoint loadable (docs/checkpoint-format.md).
+ *
+ * Streams the table with `exportBatches(batchSize)`: memory is one batch. The table
+ * must not be written while it is saved (its export order would change). One save
+ * per `dir` at a time: saves from this process queue up; another live process saving
+ * into `dir` -> FailedPreconditionError.
+ *
+ * @returns the manifest written
+ * @throws InvalidArgumentError / InvalidTypeError for bad arguments; IOError (with
+ *   `cause`) for file-system failures; the previous checkpoint is then still live
+ */
+export async function saveTable(table: EmbeddingTable, dir: string, options?: SaveTableOptions | null): Promise<TableManifest> {
+  checkTable(table);
+  checkDir(dir);
+  const o = checkOptions<SaveTableOptions>(options, ['batchSize', 'shard', 'extra']);
+  const batchSize = checkBatchSize(o.batchSize);
+  const shard = checkShard(o.shard);
+  const extra = checkExtra(o.extra);
+  const root = resolve(dir);
+  await ensureDir(root);
+  return withLock(join(root, LOCK_FILE), `save into "${root}"`, async () => {
+    const current = await readCurrent(root);
+    await removeLeftovers(root, current);
+    const createdAt = new Date().toISOString();
+    const tmp = join(root, tempName());
+    const version = await nextVersion(root, current);
+    let published = false;
+    try {
+      await io('create directory', tmp, () => mkdir(tmp));
+      const [files, rows] = await writeDataFiles(table, tmp, batchSize);
+      const opts = table.options;
+      const manifest: TableManifest = {
+        format: CHECKPOINT_FORMAT,
+        formatVersion: CHECKPOINT_FORMAT_VERSION,
+        byteOrder: 'little',
+        createdAt,
+        writer: { library: '@embedstack/core', backend: table.backendName },
+        name: table.name,
+        kind: table.kind,
+        keyDtype: table.keyDtype,
+        dim: table.dim,
+        vocabularySize: opts.vocabularySize,
+        rows,
+        initCapacity: opts.initCapacity,
+        maxCapacity: Number.isFinite(opts.maxCapacity) ? opts.maxCapacity : null,
+        scorePolicy: opts.scorePolicy,
+        initializer: initializerToJson(opts.initializer),
+        seed: opts.seed,
+        stream: opts.stream,
+        slots: table.slotNames.map((name, i) => ({
+          name,
+          width: table.slotWidths[i]!,
+          initial: opts.slots.initial[i]!,
+          file: slotFileName(name),
+        })),
+        shard,
+        extra,
+        files,
+      };
+      const json = manifestToJson(manifest);
+      await writeSmallFile(join(tmp, MANIFEST_FILE), json);
+      await fsyncDir(tmp);
+      crashPoint('dataWritten');
+      await renamePath(tmp, join(root, version));
+      await fsyncDir(root);
+      crashPoint('versionRenamed');
+      await writeSmallFile(join(root, CURRENT_TMP_FILE), `${version}\n`);
+      crashPoint('currentTmpWritten');
+      await renamePath(join(root, CURRENT_TMP_FILE), join(root, CURRENT_FILE));
+      published = true; // from here on the new version is live: never delete it
+      await fsyncDir(root);
+      crashPoint('currentSwitched');
+      // Best effort: a failure leaves an old version behind for the next save to delete.
+      await removeLeftovers(root, version).catch(() => undefined);
+      crashPoint('oldRemoved');
+      return JSON.parse(json) as TableManifest;
+    } catch (e) {
+      if (!(e instanceof SimulatedCrash) && !published) {
+        await removeTree(tmp).catch(() => undefined);
+        await removeTree(join(root, version)).catch(() => undefined);
+      }
+      throw e;
+    }
+  });
+}
