@@ -8,6 +8,7 @@
  */
 
 const POLY = 0x82f63b78;
+const EMPTY = new Int32Array(0);
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** T[k * 256 + b]: CRC of byte b followed by k zero bytes. */
@@ -41,7 +42,7 @@ export function crc32c(data: Uint8Array, seed = 0): number {
     // Word loads: align to 4 bytes, then read two int32 words per step.
     while (i < n && ((data.byteOffset + i) & 3) !== 0) crc = t[(crc ^ data[i++]!) & 0xff]! ^ (crc >>> 8);
     const words = ((n - i) >>> 3) << 1;
-    const w = new Int32Array(data.buffer, data.byteOffset + i, words);
+    const w = words > 0 ? new Int32Array(data.buffer, data.byteOffset + i, words) : EMPTY;
     for (let j = 0; j < words; j += 2) {
       const lo = w[j]! ^ crc;
       const hi = w[j + 1]!;

@@ -130,16 +130,17 @@ export async function withLock<T>(lockPath: string, what: string, fn: () => Prom
   const tail = before.then(() => mine);
   inProcess.set(key, tail);
   await before;
-  let crashed = false;
+  let held = false;
   try {
     await acquireFileLock(key, what);
+    held = true;
     return await fn();
   } catch (e) {
-    crashed = e instanceof SimulatedCrash;
+    // A simulated crash leaves the lock file behind, as a killed process would.
+    if (e instanceof SimulatedCrash) held = false;
     throw e;
   } finally {
-    // A simulated crash leaves the lock file behind, as a killed process would.
-    if (!crashed) await rm(key, { force: true }).catch(() => undefined);
+    if (held) await rm(key, { force: true }).catch(() => undefined);
     release();
     if (inProcess.get(key) === tail) inProcess.delete(key);
   }
