@@ -1,2 +1,7 @@
-// @embedstack/core/testing: the backend conformance suite. (filled by the conformance work)
-export {};
+// @embedstack/core/testing: the backend conformance suite (vitest + fast-check are peer dependencies).
+export { runConformanceSuite } from './suite.js';
+export type { ConformanceSuiteOptions } from './suite.js';
+export { modelStep } from './model.js';
+export type { ModelOptimizer, ModelRow } from './model.js';
+export { expectClose, expectSameState, snapshot, opsFor } from './harness.js';
+export type { Form, Ops, RowState } from './harness.js';

@@ -1,0 +1,165 @@
+import { describe, expect, it } from 'vitest';
+import { ErrorCodes } from '../../errors.js';
+import { optimizers } from '../../optimizers.js';
+import { RaggedTensor, SparseTensor } from '../../sparse.js';
+import { createTable, type EmbeddingTable } from '../../table.js';
+import { Tensor } from '../../tensor.js';
+import { expectRejected, opsFor, type SuiteContext } from '../harness.js';
+
+const { INVALID_ARGUMENT, INVALID_TYPE, SHAPE_MISMATCH, OUT_OF_RANGE, UNSUPPORTED, DISPOSED, NOT_FOUND } = ErrorCodes;
+type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** Every error the table wrapper raises: code, message naming the argument, table unchanged; and dispose. */
+export function errorsSection(ctx: SuiteContext): void {
+  const adagrad = optimizers.adagrad({ learningRate: 0.1 });
+  for (const form of ctx.forms) {
+    const ops = opsFor(form);
+    describe(`errors leave the table unchanged, ${form} form`, () => {
+      const filled = async (extra: Record<string, unknown> = {}): Promise<EmbeddingTable> => {
+        const t = ctx.make({ dim: 2, optimizer: adagrad, ...extra });
+        if (t.kind === 'dynamic') await ops.upsert(t, [1, -2, 3], [1, 2, 3, 4, 5, 6]);
+        return t;
+      };
+
+      it('keys: wrong types, unsafe numbers, out-of-range bigints, int32 overflow; a bad key anywhere rejects the whole batch', async () => {
+        const t = await filled();
+        await expectRejected(t, () => ops.find(t, ['a'] as Any), INVALID_TYPE, 'keys[0]');
+        await expectRejected(t, () => ops.upsert(t, [5, 1.5] as Any, [1, 1, 1, 1]), INVALID_TYPE, 'keys[1]');
+        await expectRejected(t, () => ops.upsert(t, [5, 2 ** 53], [1, 1, 1, 1]), INVALID_TYPE, 'keys[1]');
+        await expectRejected(t, () => ops.upsert(t, [5n, 1n << 63n], [1, 1, 1, 1]), INVALID_TYPE, 'keys[1]');
+        await expectRejected(t, () => ops.findOrInsert(t, Float32Array.from([1]) as Any), INVALID_TYPE, 'keys');
+        await expectRejected(t, () => ops.remove(t, new Tensor(Float32Array.from([1])) as Any), INVALID_TYPE, 'keys');
+        await expectRejected(t, () => ops.assign(t, 'x' as Any, [1, 1]), INVALID_TYPE, 'keys');
+        const t32 = ctx.make({ dim: 1, keyDtype: 'int32' });
+        await ops.upsert(t32, [1], [1]);
+        await expectRejected(t32, () => ops.upsert(t32, [7, 2 ** 31], [1, 1]), INVALID_TYPE, 'keys[1]');
+        await expectRejected(t32, () => ops.findOrInsert(t32, BigInt64Array.from([1n << 40n])), INVALID_TYPE, 'keys[0]');
+        await expectRejected(t32, () => ops.applyGradients(t32, [7, -(2 ** 31) - 1], [1, 1], optimizers.sgd(), 1), INVALID_TYPE, 'keys[1]');
+      });
+
+      it('values, deltas, grads and exists: wrong types and lengths', async () => {
+        const t = await filled();
+        await expectRejected(t, () => ops.upsert(t, [7, 8], [1, 2, 3]), SHAPE_MISMATCH, 'values');
+        await expectRejected(t, () => ops.upsert(t, [7], Int32Array.from([1, 2]) as Any), INVALID_TYPE, 'values');
+        await expectRejected(t, () => ops.assign(t, [1], ['a', 'b'] as Any), INVALID_TYPE, 'values');
+        await expectRejected(t, () => ops.upsert(t, new Tensor(BigInt64Array.from([7n, 8n]), [2]), new Tensor(new Float32Array(4), [4])), SHAPE_MISMATCH, 'values');
+        await expectRejected(t, () => ops.accum(t, [1, 9], [1, 1, 1], [true, false]), SHAPE_MISMATCH, 'deltas');
+        await expectRejected(t, () => ops.accum(t, [1, 9], [1, 1, 1, 1], [true]), SHAPE_MISMATCH, 'exists');
+        await expectRejected(t, () => ops.accum(t, [1, 9], [1, 1, 1, 1], [1, 0] as Any), INVALID_TYPE, 'exists');
+        await expectRejected(t, () => ops.applyGradients(t, [1, 9], [1, 1, 1], adagrad, 1), SHAPE_MISMATCH, 'grads');
+        await expectRejected(t, () => ops.importRows(t, [9], [1]), SHAPE_MISMATCH, 'values');
+      });
+
+      it('scores: only for the customized policy, uint64, one per key', async () => {
+        const t = await filled();
+        await expectRejected(t, () => ops.upsert(t, [9], [1, 1], { scores: [1n] }), INVALID_ARGUMENT, 'scores');
+        const c = await filled({ scorePolicy: 'customized' });
+        await expectRejected(c, () => ops.upsert(c, [9], [1, 1], { scores: [1n, 2n] }), SHAPE_MISMATCH, 'scores');
+        await expectRejected(c, () => ops.findOrInsert(c, [9], { scores: [1] as Any }), INVALID_TYPE, 'scores');
+        await expectRejected(c, () => ops.accum(c, [9], [1, 1], [false], { scores: [-1n] }), INVALID_TYPE, 'scores');
+        await expectRejected(c, () => ops.importRows(c, [9], [1, 1], null, [1n] as Any), INVALID_ARGUMENT, 'scores');
+        await expectRejected(c, () => ops.importRows(c, [9], [1, 1], null, new BigUint64Array(2)), INVALID_ARGUMENT, 'scores');
+      });
+
+      it('importRows slots: count and lengths', async () => {
+        const t = await filled();
+        await expectRejected(t, () => ops.importRows(t, [9], [1, 1], [new Float32Array(2), new Float32Array(2)]), INVALID_ARGUMENT, 'slots');
+        await expectRejected(t, () => ops.importRows(t, [9], [1, 1], [new Float32Array(3)]), SHAPE_MISMATCH, 'slots[0]');
+      });
+
+      it('export ranges, exportBatches batch size, restrict count, setEpoch', async () => {
+        const t = await filled();
+        await expectRejected(t, () => ops.export(t, { offset: -1 }), INVALID_ARGUMENT, 'offset');
+        await expectRejected(t, () => ops.export(t, { limit: 1.5 }), INVALID_ARGUMENT, 'limit');
+        await expectRejected(t, () => t.exportBatches(0).next(), INVALID_ARGUMENT, 'batchSize');
+        await expectRejected(t, () => ops.restrict(t, -1), INVALID_ARGUMENT, 'numReserved');
+        await expectRejected(t, () => ops.restrict(t, 0.5), INVALID_ARGUMENT, 'numReserved');
+        await expectRejected(t, () => t.setEpoch(-1), INVALID_ARGUMENT, 'epoch');
+        await expectRejected(t, () => t.setEpoch(2 ** 32), INVALID_ARGUMENT, 'epoch');
+      });
+
+      it('lookupCombined: combiner, maxNorm, insertMissing, ids and weights', async () => {
+        const t = await filled();
+        const ids = RaggedTensor.fromNestedArray([[1, 9], [-2]]);
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { combiner: 'max' as Any, insertMissing: true }), INVALID_ARGUMENT, 'combiner');
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { maxNorm: -1, insertMissing: true }), INVALID_ARGUMENT, 'maxNorm');
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { maxNorm: NaN }), INVALID_ARGUMENT, 'maxNorm');
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { insertMissing: 'yes' as Any }), INVALID_ARGUMENT, 'insertMissing');
+        await expectRejected(t, () => ops.lookupCombined(t, [[1]] as Any), INVALID_TYPE, 'ids');
+        const w = RaggedTensor.fromNestedArray([[1], [1, 2]], { dtype: 'float32' });
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { weights: w, insertMissing: true }), SHAPE_MISMATCH, 'weights');
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { weights: Float32Array.from([1]) }), SHAPE_MISMATCH, 'weights');
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { weights: RaggedTensor.fromNestedArray([[1, 1], [1]]) }), INVALID_TYPE, 'weights');
+        const sp = new SparseTensor([[0, 0], [1, 0]], [1, 9], [2, 2]);
+        const sw = new SparseTensor([[0, 0], [1, 1]], Float32Array.from([1, 1]), [2, 2]);
+        await expectRejected(t, () => ops.lookupCombined(t, sp, { weights: sw }), SHAPE_MISMATCH, 'weights');
+        await expectRejected(t, () => ops.lookupCombined(t, new SparseTensor([0], [1], [1])), INVALID_ARGUMENT, 'ids.denseShape');
+      });
+
+      it('applyGradients: step, optimizer type and slot layout, learning-rate function result', async () => {
+        const t = await filled();
+        await expectRejected(t, () => ops.applyGradients(t, [1], [1, 1], adagrad, 0), INVALID_ARGUMENT, 'step');
+        await expectRejected(t, () => ops.applyGradients(t, [1], [1, 1], adagrad, 1.5), INVALID_ARGUMENT, 'step');
+        await expectRejected(t, () => ops.applyGradients(t, [1], [1, 1], optimizers.adam(), 1), INVALID_ARGUMENT, 'optimizer');
+        await expectRejected(t, () => ops.applyGradients(t, [1], [1, 1], { kind: 'nope' } as Any, 1), INVALID_TYPE, 'optimizer');
+        const badLr = optimizers.adagrad({ learningRate: () => NaN });
+        await expectRejected(t, () => ops.applyGradients(t, [1, 9], [1, 1, 1, 1], badLr, 1), INVALID_ARGUMENT, 'learningRate');
+      });
+
+      it('static tables: keys outside [0, vocabularySize) are OUT_OF_RANGE; restrict is UNSUPPORTED', async () => {
+        const t = ctx.make({ kind: 'static', dim: 2, vocabularySize: 5 });
+        await ops.upsert(t, [0, 4], [1, 2, 3, 4]);
+        await expectRejected(t, () => ops.find(t, [0, 5]), OUT_OF_RANGE, 'keys[1]');
+        await expectRejected(t, () => ops.upsert(t, [-1], [1, 1]), OUT_OF_RANGE, 'keys[0]');
+        await expectRejected(t, () => ops.applyGradients(t, [1n, 1n << 40n], [1, 1, 1, 1], optimizers.sgd(), 1), OUT_OF_RANGE, 'keys[1]');
+        await expectRejected(t, () => ops.lookupCombined(t, RaggedTensor.fromNestedArray([[1, 7]])), OUT_OF_RANGE, 'ids');
+        await expectRejected(t, () => ops.restrict(t, 1), UNSUPPORTED, 'restrict');
+      });
+
+      it('createTable: bad options and unknown backends', async () => {
+        await expectRejected(null, () => ctx.make({ dim: 0 }), INVALID_ARGUMENT, 'dim');
+        await expectRejected(null, () => ctx.make({ dim: 2, kind: 'static' }), INVALID_ARGUMENT, 'vocabularySize');
+        await expectRejected(null, () => ctx.make({ dim: 2, maxCapacity: 0 }), INVALID_ARGUMENT, 'maxCapacity');
+        await expectRejected(null, () => createTable({ dim: 2 }, { backend: 'no-such-backend-xyz' }), NOT_FOUND, 'no-such-backend-xyz');
+      });
+
+      it('after dispose every operation throws DISPOSED; dispose is idempotent', async () => {
+        const t = await filled();
+        t.dispose();
+        t.dispose();
+        expect(t.disposed).toBe(true);
+        await expectRejected(null, () => ops.find(t, [1]), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.findOrInsert(t, [1]), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.upsert(t, [1], [1, 1]), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.assign(t, [1], [1, 1]), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.accum(t, [1], [1, 1], [true]), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.remove(t, [1]), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.clear(t), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.export(t), DISPOSED, 'disposed');
+        await expectRejected(null, () => t.exportBatches(2).next(), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.importRows(t, [1], [1, 1]), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.lookupCombined(t, RaggedTensor.fromNestedArray([[1]])), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.applyGradients(t, [1], [1, 1], adagrad, 1), DISPOSED, 'disposed');
+        await expectRejected(null, () => ops.restrict(t, 1), DISPOSED, 'disposed');
+        await expectRejected(null, () => t.size(), DISPOSED, 'disposed');
+        await expectRejected(null, () => t.capacity(), DISPOSED, 'disposed');
+        await expectRejected(null, () => t.memoryUsage(), DISPOSED, 'disposed');
+        await expectRejected(null, () => t.setEpoch(1), DISPOSED, 'disposed');
+        const u = ctx.make({ kind: 'static', dim: 1, vocabularySize: 2 });
+        u[Symbol.dispose]();
+        await expectRejected(null, () => ops.find(u, [1]), DISPOSED, 'disposed');
+      });
+    });
+  }
+
+  if (!ctx.sync) {
+    describe('async-only backend', () => {
+      it('the ...Sync methods throw UNSUPPORTED', async () => {
+        const t = ctx.make({ dim: 1 });
+        await expectRejected(null, () => t.findSync([1]), UNSUPPORTED, 'Promise');
+        await expectRejected(null, () => t.upsertSync([1], [1]), UNSUPPORTED, 'Promise');
+        await expectRejected(null, () => t.exportSync(), UNSUPPORTED, 'Promise');
+      });
+    });
+  }
+}
