@@ -50,7 +50,11 @@ async function openCheckpoint(dir: string): Promise<OpenCheckpoint> {
       if (errnoOf(e) !== 'ENOENT') throw ioError('open', file, e);
       // A save in another process may have switched CURRENT and deleted this version meanwhile.
       if (attempt < 3 && (await readCurrent(dir)) !== live.version) continue;
-      throw new CheckpointCorruptError(`Checkpoint file "${file}" is missing (listed in the manifest of "${live.path}")`, { cause: e });
+      const msg =
+        handles.size === 0 && file.endsWith(MANIFEST_FILE)
+          ? `Checkpoint manifest "${file}" is missing`
+          : `Checkpoint file "${file}" is missing (listed in the manifest of "${live.path}")`;
+      throw new CheckpointCorruptError(msg, { cause: e });
     }
   }
 }
