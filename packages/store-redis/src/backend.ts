@@ -1,0 +1,41 @@
+import type { BackendCapabilities, DeviceInfo, EmbeddingBackend, RawTable, ResolvedTableOptions } from '@embedstack/core';
+import type { RedisStoreOptions, RedisTableLayout } from './options.js';
+import { RedisStore } from './store.js';
+
+export interface RedisBackendOptions {
+  /** A store to create tables on, or the options of a new one. */
+  store: RedisStore | RedisStoreOptions;
+  /** Layout of each table (a function gets the table's resolved options). Default {}. */
+  layout?: RedisTableLayout | ((options: ResolvedTableOptions) => RedisTableLayout);
+  /** Registry name. Default 'redis'. */
+  name?: string;
+  /** Registry priority. Default -10, so that it is only used when named. */
+  priority?: number;
+}
+
+export interface RedisBackend extends EmbeddingBackend {
+  readonly store: RedisStore;
+  /** Closes the store's connection. */
+  close(): Promise<void>;
+}
+
+/**
+ * An EmbeddingBackend whose tables live in Redis (async only). Not registered on
+ * import: pass it to `createTable(options, { backend })` or `registerBackend` it.
+ * Static and capped tables are UNSUPPORTED (thrown by createTable).
+ */
+export function createRedisBackend(options: RedisBackendOptions): RedisBackend {
+  const store = options.store instanceof RedisStore ? options.store : new RedisStore(options.store);
+  const layout = options.layout ?? {};
+  return {
+    name: options.name ?? 'redis',
+    priority: options.priority ?? -10,
+    store,
+    isUsable: () => true,
+    capabilities: (): BackendCapabilities => ({ sync: false, threads: 1, device: 'js' }),
+    devices: (): DeviceInfo[] => [{ id: 'redis:0', kind: 'js', name: `Redis ${store.mode} at ${store.connection.address}` }],
+    createTable: (o: ResolvedTableOptions): RawTable => store.createRawTable(o, typeof layout === 'function' ? layout(o) : layout),
+    unavailableReason: () => undefined,
+    close: () => store.close(),
+  };
+}

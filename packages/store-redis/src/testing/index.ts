@@ -1,0 +1,10 @@
+// @embedstack/store-redis/testing: real redis-server processes for tests.
+export {
+  startRedisServer,
+  startRedisCluster,
+  checkRedisInstalled,
+  redisAvailable,
+  freePort,
+  rawCommand,
+} from './servers.js';
+export type { RedisServerHandle, RedisClusterHandle, StartRedisServerOptions, StartRedisClusterOptions } from './servers.js';
