@@ -1,0 +1,146 @@
+import {
+  type Combiner,
+  initializers,
+  type InitializerSpec,
+  InvalidTypeError,
+  invalidParameter,
+  isCombiner,
+  isInitializerSpec,
+} from '@embedstack/core';
+
+/**
+ * A table initializer: TF's callable, here `(shape: [vocabularySize, dim]) =>
+ * Float32Array | number[]` (row-major, called once when the tables are built), or a
+ * core initializer spec (`initializers.truncatedNormal(0, 0.1)`, `initializers.zeros()`,
+ * ...). Random specs draw per (table name, row, column), so values never depend on
+ * sharding.
+ */
+export type TableInitializer = ((shape: [number, number]) => Float32Array | ArrayLike<number>) | InitializerSpec;
+
+export interface TableConfigOptions {
+  /** Number of rows, integer >= 1. */
+  vocabularySize: number;
+  /** Floats per row, integer >= 1. */
+  dim: number;
+  /** Default: truncated normal, mean 0, std 1/sqrt(dim). */
+  initializer?: TableInitializer | null;
+  /** This table's optimizer; default: the one passed to `TPUEmbedding`. Checked by the `TPUEmbedding` constructor. */
+  optimizer?: unknown;
+  /** 'mean' (default), 'sum' or 'sqrtn'. */
+  combiner?: Combiner | null;
+  /** Default `table_{i}` (i = the table's position in table order). */
+  name?: string | null;
+}
+
+type Options = Record<string, unknown>;
+
+function readOptions(options: unknown, className: string, known: readonly string[], required: readonly string[]): Options {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw invalidParameter('options', `an options object for ${className} ({ ${required.join(', ')}, ... })`, options, InvalidTypeError);
+  }
+  for (const k of Object.keys(options)) {
+    if (!known.includes(k)) throw invalidParameter(`options.${k}`, `one of the options of ${className} (${known.join(', ')})`, k);
+  }
+  return options as Options;
+}
+
+function intAtLeast(value: unknown, argument: string, min: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw invalidParameter(argument, `an integer >= ${min}`, value);
+  }
+  return value;
+}
+
+function optionalName(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' || value.length === 0) throw invalidParameter('name', 'a non-empty string', value, InvalidTypeError);
+  return value;
+}
+
+/**
+ * One embedding table (TF's `TableConfig`): `vocabularySize` rows of `dim` floats.
+ * Options are exposed as read-only properties with the same names.
+ *
+ * @throws InvalidArgumentError: vocabularySize or dim not an integer >= 1, initializer
+ *   neither a function nor a known initializer spec, combiner not mean|sum|sqrtn
+ * @throws InvalidTypeError: options not an object, name not a non-empty string
+ */
+export class TableConfig {
+  readonly vocabularySize: number;
+  readonly dim: number;
+  /** The initializer in use (the default truncated normal when none was given). */
+  readonly initializer: TableInitializer;
+  /** As given (validated by the `TPUEmbedding` constructor); undefined when unset. */
+  readonly optimizer: unknown;
+  readonly combiner: Combiner;
+  /** As given; undefined when unnamed (`TPUEmbedding` then calls it `table_{i}`). */
+  readonly name: string | undefined;
+
+  constructor(options: TableConfigOptions) {
+    const o = readOptions(options, 'TableConfig', ['vocabularySize', 'dim', 'initializer', 'optimizer', 'combiner', 'name'], [
+      'vocabularySize',
+      'dim',
+    ]);
+    this.vocabularySize = intAtLeast(o.vocabularySize, 'vocabularySize', 1);
+    this.dim = intAtLeast(o.dim, 'dim', 1);
+    const init = o.initializer ?? null;
+    if (init !== null && typeof init !== 'function' && !isInitializerSpec(init)) {
+      throw invalidParameter('initializer', 'a function (shape) => values or a known initializer spec', init);
+    }
+    this.initializer = (init as TableInitializer | null) ?? initializers.truncatedNormal(0, 1 / Math.sqrt(this.dim));
+    this.optimizer = o.optimizer ?? undefined;
+    const combiner = o.combiner ?? 'mean';
+    if (!isCombiner(combiner)) throw invalidParameter('combiner', "one of 'mean', 'sum', 'sqrtn'", combiner);
+    this.combiner = combiner;
+    this.name = optionalName(o.name);
+    Object.freeze(this);
+  }
+}
+
+export interface FeatureConfigOptions {
+  /** The table this feature looks up. */
+  table: TableConfig;
+  /** 0 (default): one combined row per example. L > 0: a sequence feature, activations [batch, L, dim]. */
+  maxSequenceLength?: number | null;
+  /** Per-replica shape of the activations' leading dimensions (without L and dim). Default: inferred. */
+  outputShape?: readonly number[] | null;
+  /** Default: the feature's path in the feature config. */
+  name?: string | null;
+}
+
+/**
+ * One input feature (TF's `FeatureConfig`): which table it reads, and whether it is
+ * a sequence feature. Options are read-only properties with the same names.
+ *
+ * @throws InvalidArgumentError: table not a TableConfig, maxSequenceLength not an
+ *   integer >= 0, outputShape not an array of integers >= 1
+ */
+export class FeatureConfig {
+  readonly table: TableConfig;
+  readonly maxSequenceLength: number;
+  readonly outputShape: readonly number[] | undefined;
+  readonly name: string | undefined;
+
+  constructor(options: FeatureConfigOptions) {
+    const o = readOptions(options, 'FeatureConfig', ['table', 'maxSequenceLength', 'outputShape', 'name'], ['table']);
+    if (!(o.table instanceof TableConfig)) throw invalidParameter('table', 'a TableConfig', o.table);
+    this.table = o.table;
+    this.maxSequenceLength = intAtLeast(o.maxSequenceLength ?? 0, 'maxSequenceLength', 0);
+    const shape = o.outputShape ?? undefined;
+    if (shape !== undefined) {
+      if (!Array.isArray(shape) || shape.length === 0 || shape.some((d) => typeof d !== 'number' || !Number.isSafeInteger(d) || d < 1)) {
+        throw invalidParameter('outputShape', 'a non-empty array of integers >= 1', shape);
+      }
+      if (this.maxSequenceLength > 0 && shape.length !== 1) {
+        throw invalidParameter('outputShape', 'of rank 1 ([batch]) for a sequence feature', shape);
+      }
+    }
+    this.outputShape = shape === undefined ? undefined : Object.freeze((shape as number[]).slice());
+    this.name = optionalName(o.name);
+    Object.freeze(this);
+  }
+}
+
+export function isFeatureConfig(value: unknown): value is FeatureConfig {
+  return value instanceof FeatureConfig;
+}

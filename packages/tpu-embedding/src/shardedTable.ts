@@ -1,0 +1,404 @@
+import {
+  createTable,
+  type EmbeddingBackend,
+  EmbeddingTable,
+  type ExportBatch,
+  fnv1a32,
+  initialRow,
+  initializers,
+  type InitializerSpec,
+  invalidParameter,
+  isInitializerSpec,
+  type KeyDtype,
+  type Keys,
+  type OptimizerSpec,
+  type RawTable,
+  type ResolvedInitializer,
+  type ResolvedTableOptions,
+  resolveInitializer,
+  Tensor,
+  UnsupportedError,
+} from '@embedstack/core';
+import type { TableConfig } from './config.js';
+import type { EmbeddingOptimizer, SlotValue } from './optimizers.js';
+import { type ShardRange, shardOf, shardRanges } from './strategy.js';
+
+/** Everything needed to create one logical table. */
+export interface TableSetup {
+  /** Resolved name (`table_{i}` when the config has none). */
+  name: string;
+  config: TableConfig;
+  /** The table's optimizer (its own or the global one); undefined = inference only. */
+  optimizer: EmbeddingOptimizer | undefined;
+}
+
+interface Shard extends ShardRange {
+  table: EmbeddingTable;
+  keyDtype: KeyDtype;
+}
+
+const RANDOM_KINDS = new Set(['uniform', 'normal', 'truncatedNormal']);
+const INT32_MAX = 2147483647;
+
+function localKeys(ids: ArrayLike<number>, positions: ArrayLike<number> | null, n: number, start: number, dtype: KeyDtype): Keys {
+  if (dtype === 'int32') {
+    const k = new Int32Array(n);
+    for (let i = 0; i < n; i++) k[i] = ids[positions ? positions[i]! : i]! - start;
+    return k;
+  }
+  const k = new BigInt64Array(n);
+  for (let i = 0; i < n; i++) k[i] = BigInt(ids[positions ? positions[i]! : i]! - start);
+  return k;
+}
+
+/** The per-shard part of a batch of (row id, payload) entries, order kept. */
+interface Part {
+  shard: Shard;
+  /** positions of the entries in the input */
+  positions: Int32Array;
+}
+
+/**
+ * One logical `[vocabularySize, dim]` table stored as row shards: one static core
+ * table per non-empty shard of {@link shardRanges}, rows with their optimizer slots.
+ * Row ids here are global (validated by the caller); each shard sees local ids
+ * (`id - start`). Memory lives in the backend; results are fresh host arrays.
+ *
+ * Initial values never depend on the sharding: a function initializer is evaluated
+ * once for the whole table and sliced; a random initializer draws per (table name,
+ * global row, column) from core's counter-based generator.
+ */
+export class ShardedTable {
+  readonly name: string;
+  readonly config: TableConfig;
+  readonly optimizer: EmbeddingOptimizer | undefined;
+  readonly vocabularySize: number;
+  readonly dim: number;
+  readonly hosts: number;
+  readonly shards: readonly Shard[];
+  readonly #initializer: ResolvedInitializer;
+  #view: EmbeddingTable | null = null;
+
+  /**
+   * Creates the shard tables on `backend` (synchronously).
+   * @throws InvalidArgumentError when the initializer or slotVariableCreationFn returns bad values
+   */
+  constructor(setup: TableSetup, hosts: number, backend: EmbeddingBackend) {
+    const { config, optimizer } = setup;
+    this.name = setup.name;
+    this.config = config;
+    this.optimizer = optimizer;
+    this.vocabularySize = config.vocabularySize;
+    this.dim = config.dim;
+    this.hosts = hosts;
+    const dim = this.dim;
+    const vocab = this.vocabularySize;
+    const spec: InitializerSpec = isInitializerSpec(config.initializer)
+      ? config.initializer
+      : initializers.fromFunction(config.initializer as (shape: [number, number]) => Float32Array);
+    const init = resolveInitializer(spec, dim, vocab, `initializer of table "${this.name}"`);
+    this.#initializer = init.kind === 'array' ? { kind: 'array', values: new Float32Array(0) } : init;
+    const stream = fnv1a32(this.name);
+    const ranges = shardRanges(vocab, hosts);
+    const slotSetup = this.#slotSetup();
+    const shards: Shard[] = [];
+    try {
+      for (const [s, r] of ranges.entries()) {
+        let shardInit: InitializerSpec = init;
+        if (init.kind === 'array') shardInit = { kind: 'array', values: init.values.subarray(r.start * dim, (r.start + r.size) * dim) };
+        else if (RANDOM_KINDS.has(init.kind) && ranges.length > 1) {
+          const values = new Float32Array(r.size * dim);
+          for (let i = 0; i < r.size; i++) initialRow(init, 0, stream, r.start + i, dim, values, i * dim);
+          shardInit = { kind: 'array', values };
+        }
+        const keyDtype: KeyDtype = r.size <= INT32_MAX ? 'int32' : 'int64';
+        const table = createTable(
+          {
+            kind: 'static',
+            dim,
+            name: ranges.length === 1 ? this.name : `${this.name}/shard_${s}_of_${ranges.length}`,
+            keyDtype,
+            vocabularySize: r.size,
+            initializer: shardInit,
+            optimizer: optimizer?.spec,
+            slotInitialValues: slotSetup?.initial,
+            stream,
+          },
+          { backend },
+        );
+        shards.push({ ...r, table, keyDtype });
+        if (slotSetup?.arrays) this.#importSlots(shards[shards.length - 1]!, slotSetup.arrays);
+      }
+    } catch (e) {
+      for (const s of shards) s.table.dispose();
+      throw e;
+    }
+    this.shards = shards;
+  }
+
+  /** Evaluates the optimizer's slotVariableCreationFn: constants -> slotInitialValues, arrays -> loaded after creation. */
+  #slotSetup(): { initial: number[]; arrays: (Float32Array | null)[] | null } | null {
+    const opt = this.optimizer;
+    const fn = opt?.slotVariableCreationFn;
+    if (!opt || !fn) return null;
+    const names = opt.slotNames;
+    const argument = `slotVariableCreationFn(${this.name})`;
+    const out = fn({ name: this.name, vocabularySize: this.vocabularySize, dim: this.dim, config: this.config }, names, opt.slotInitialValues);
+    if (typeof out !== 'object' || out === null) throw invalidParameter(argument, `an object with the slots [${names.join(', ')}]`, out);
+    const extra = Object.keys(out).filter((k) => !names.includes(k));
+    if (extra.length > 0) throw invalidParameter(argument, `an object with only the slots [${names.join(', ')}]`, `key "${extra[0]}"`);
+    const n = this.vocabularySize * this.dim;
+    const initial: number[] = [];
+    const arrays: (Float32Array | null)[] = [];
+    for (const [i, name] of names.entries()) {
+      const v: SlotValue | undefined = out[name];
+      const at = `${argument}.${name}`;
+      if (typeof v === 'number') {
+        if (!Number.isFinite(v)) throw invalidParameter(at, 'a finite number or the slot table', v);
+        initial.push(v);
+        arrays.push(null);
+        continue;
+      }
+      let data: Float32Array | null = null;
+      if (v instanceof Tensor) {
+        if (v.data instanceof Float32Array && v.shape.length === 2 && v.shape[0] === this.vocabularySize && v.shape[1] === this.dim) data = v.data;
+      } else if (v instanceof Float32Array) data = v;
+      else if (Array.isArray(v) && v.every((x) => typeof x === 'number')) data = Float32Array.from(v);
+      if (!data || data.length !== n) {
+        throw invalidParameter(at, `a finite number or ${n} floats ([${this.vocabularySize}, ${this.dim}])`, v);
+      }
+      initial.push(opt.slotInitialValues[i]!);
+      arrays.push(data);
+    }
+    return { initial, arrays: arrays.some((a) => a !== null) ? arrays : null };
+  }
+
+  #importSlots(shard: Shard, arrays: (Float32Array | null)[]): void {
+    const dim = this.dim;
+    const b = shard.table.exportSync();
+    const slots = arrays.map((a, i) => {
+      if (!a) return b.slots[i]!;
+      const out = new Float32Array(b.keys.length * dim);
+      for (let j = 0; j < b.keys.length; j++) {
+        const row = shard.start + Number(b.keys[j]);
+        out.set(a.subarray(row * dim, (row + 1) * dim), j * dim);
+      }
+      return out;
+    });
+    shard.table.importRowsSync(b.keys, b.values, slots);
+  }
+
+  /** Groups entry positions by shard (order kept); a single shard takes everything. */
+  #partition(ids: ArrayLike<number>, from: number, to: number): Part[] {
+    if (to === from) return [];
+    if (this.shards.length === 1) {
+      const positions = new Int32Array(to - from);
+      for (let i = 0; i < positions.length; i++) positions[i] = from + i;
+      return [{ shard: this.shards[0]!, positions }];
+    }
+    const which = new Int32Array(to - from);
+    const counts = new Int32Array(this.shards.length);
+    for (let j = from; j < to; j++) counts[(which[j - from] = shardOf(ids[j]!, this.vocabularySize, this.hosts))]!++;
+    const parts = this.shards.map((shard, s) => ({ shard, positions: new Int32Array(counts[s]!) }));
+    const fill = new Int32Array(this.shards.length);
+    for (let j = from; j < to; j++) {
+      const s = which[j - from]!;
+      parts[s]!.positions[fill[s]!++] = j;
+    }
+    return parts.filter((p) => p.positions.length > 0);
+  }
+
+  /**
+   * Weighted sum per bag over bags [b0, b1): out[b] = Σ_{j in bag b} scale[j] * row(ids[j]).
+   * `splits` [nBags + 1] delimit the bags' entries; the combiner is already folded into
+   * `scale`. One `lookupCombined` (combiner 'sum') per shard, concurrently; partial sums
+   * are added in double and rounded once. Returns [(b1 - b0) * dim].
+   */
+  async lookup(splits: Int32Array, ids: Float64Array, scale: Float64Array, b0: number, b1: number): Promise<Float32Array> {
+    const dim = this.dim;
+    const nb = b1 - b0;
+    const e0 = splits[b0]!;
+    const parts = this.#partition(ids, e0, splits[b1]!);
+    const results = await Promise.all(
+      parts.map((p) => {
+        const n = p.positions.length;
+        const rowSplits = new Int32Array(nb + 1);
+        const weights = new Float32Array(n);
+        let k = 0;
+        for (let b = 0; b < nb; b++) {
+          const end = splits[b0 + b + 1]!;
+          while (k < n && p.positions[k]! < end) {
+            weights[k] = scale[p.positions[k]!]!;
+            k++;
+          }
+          rowSplits[b + 1] = k;
+        }
+        const keys = localKeys(ids, p.positions, n, p.shard.start, p.shard.keyDtype);
+        return p.shard.table.lookupCombined({ rowSplits, keys, weights }, { combiner: 'sum' });
+      }),
+    );
+    if (results.length === 1) return results[0]!;
+    const out = new Float32Array(nb * dim);
+    if (results.length === 0) return out;
+    const acc = new Float64Array(nb * dim);
+    for (const r of results) for (let i = 0; i < acc.length; i++) acc[i] = acc[i]! + r[i]!;
+    out.set(acc);
+    return out;
+  }
+
+  /** Splits (ids, grads) by shard; with `allRows` every row of the shard is touched (zero gradient). */
+  #gradientParts(ids: Float64Array, grads: Float32Array, allRows: boolean): { shard: Shard; keys: Keys; grads: Float32Array }[] {
+    const dim = this.dim;
+    let parts = this.#partition(ids, 0, ids.length);
+    if (allRows) parts = this.shards.map((shard) => parts.find((p) => p.shard === shard) ?? { shard, positions: new Int32Array(0) });
+    return parts.map((p) => {
+      const n = p.positions.length;
+      const extra = allRows ? p.shard.size : 0;
+      const g = new Float32Array((n + extra) * dim);
+      for (let i = 0; i < n; i++) g.set(grads.subarray(p.positions[i]! * dim, (p.positions[i]! + 1) * dim), i * dim);
+      let keys = localKeys(ids, p.positions, n, p.shard.start, p.shard.keyDtype);
+      if (extra > 0) {
+        const all = p.shard.keyDtype === 'int32' ? new Int32Array(n + extra) : new BigInt64Array(n + extra);
+        (all as Int32Array).set(keys as Int32Array);
+        for (let r = 0; r < extra; r++) (all as unknown as (number | bigint)[])[n + r] = p.shard.keyDtype === 'int32' ? r : BigInt(r);
+        keys = all;
+      }
+      return { shard: p.shard, keys, grads: g };
+    });
+  }
+
+  /**
+   * One fused optimizer step: rows `ids` (global, may repeat) with gradients
+   * `grads` [ids.length * dim]. Duplicates are summed by the backend; one
+   * `applyGradients` per shard (concurrently). `allRows`: non-lazy Adam, every row is
+   * updated (untouched rows with a zero gradient).
+   */
+  async applyGradients(ids: Float64Array, grads: Float32Array, spec: OptimizerSpec, step: number, allRows = false): Promise<void> {
+    await Promise.all(this.#gradientParts(ids, grads, allRows).map((p) => p.shard.table.applyGradients(p.keys, p.grads, spec, step)));
+  }
+
+  /** {@link applyGradients} through the backend's synchronous operations. */
+  applyGradientsSync(ids: Float64Array, grads: Float32Array, spec: OptimizerSpec, step: number, allRows = false): void {
+    for (const p of this.#gradientParts(ids, grads, allRows)) p.shard.table.applyGradientsSync(p.keys, p.grads, spec, step);
+  }
+
+  /** The whole table's parameters, [vocabularySize * dim] row-major (a fresh copy). Needs a sync backend. */
+  snapshotSync(): Float32Array {
+    const dim = this.dim;
+    const out = new Float32Array(this.vocabularySize * dim);
+    for (const s of this.shards) {
+      const b = s.table.exportSync();
+      for (let j = 0; j < b.keys.length; j++) out.set(b.values.subarray(j * dim, (j + 1) * dim), (s.start + Number(b.keys[j])) * dim);
+    }
+    return out;
+  }
+
+  /**
+   * The logical, unsharded table as a core `EmbeddingTable` for core's checkpoint
+   * functions (`saveTable`/`loadTable`): int64 global row keys; export concatenates
+   * the shards; importRows routes rows to their shards; clear resets every shard.
+   * Other operations are unsupported. The checkpoint therefore never depends on
+   * the number of hosts.
+   */
+  checkpointView(): EmbeddingTable {
+    if (this.#view) return this.#view;
+    const first = this.shards[0]!.table.options;
+    const options: ResolvedTableOptions = {
+      kind: 'static',
+      dim: this.dim,
+      name: this.name,
+      keyDtype: 'int64',
+      vocabularySize: this.vocabularySize,
+      initCapacity: 0,
+      maxCapacity: Infinity,
+      initializer: this.#initializer,
+      slots: first.slots,
+      scorePolicy: first.scorePolicy,
+      seed: first.seed,
+      stream: first.stream,
+    };
+    const unsupported = (op: string) => () =>
+      Promise.reject(new UnsupportedError(`${op} is not supported on the checkpoint view of table "${this.name}"`));
+    const raw: RawTable = {
+      sync: null,
+      async: {
+        find: unsupported('find'),
+        findOrInsert: unsupported('findOrInsert'),
+        upsert: unsupported('upsert'),
+        assign: unsupported('assign'),
+        accum: unsupported('accum'),
+        remove: unsupported('remove'),
+        restrict: unsupported('restrict'),
+        lookupCombined: unsupported('lookupCombined'),
+        applyGradients: unsupported('applyGradients'),
+        clear: async () => {
+          await Promise.all(this.shards.map((s) => s.table.clear()));
+        },
+        exportBatch: (offset, limit) => this.#exportBatch(offset, limit),
+        importRows: (keys, values, slots) => this.#importRows(keys, values, slots),
+      },
+      size: () => this.vocabularySize,
+      capacity: () => this.vocabularySize,
+      memoryUsage: () => this.shards.reduce((a, s) => a + s.table.memoryUsage(), 0),
+      setEpoch: () => undefined,
+      dispose: () => undefined,
+    };
+    this.#view = new EmbeddingTable(raw, options, this.shards[0]!.table.backendName);
+    return this.#view;
+  }
+
+  async #exportBatch(offset: number, limit: number): Promise<ExportBatch> {
+    const dim = this.dim;
+    const widths = this.shards[0]!.table.slotWidths;
+    const parts: ExportBatch[] = [];
+    const starts: number[] = [];
+    let at = 0;
+    for (const s of this.shards) {
+      const lo = Math.max(offset, at);
+      const hi = Math.min(offset + limit, at + s.size);
+      if (lo < hi) {
+        parts.push(await s.table.export({ offset: lo - at, limit: hi - lo }));
+        starts.push(s.start);
+      }
+      at += s.size;
+    }
+    const n = parts.reduce((a, p) => a + p.keys.length, 0);
+    const out: ExportBatch = {
+      keys: new BigInt64Array(n),
+      values: new Float32Array(n * dim),
+      slots: widths.map((w) => new Float32Array(n * w)),
+      scores: new BigUint64Array(n),
+    };
+    let o = 0;
+    parts.forEach((p, i) => {
+      for (let j = 0; j < p.keys.length; j++) (out.keys as BigInt64Array)[o + j] = BigInt(starts[i]! + Number(p.keys[j]));
+      out.values.set(p.values, o * dim);
+      p.slots.forEach((s, k) => out.slots[k]!.set(s, o * widths[k]!));
+      o += p.keys.length;
+    });
+    return out;
+  }
+
+  async #importRows(keys: Keys, values: Float32Array, slots: Float32Array[] | null): Promise<void> {
+    const dim = this.dim;
+    const ids = Float64Array.from(keys as ArrayLike<number | bigint>, Number);
+    const widths = this.shards[0]!.table.slotWidths;
+    await Promise.all(
+      this.#partition(ids, 0, ids.length).map((p) => {
+        const n = p.positions.length;
+        const gather = (src: Float32Array, w: number): Float32Array => {
+          const out = new Float32Array(n * w);
+          for (let i = 0; i < n; i++) out.set(src.subarray(p.positions[i]! * w, (p.positions[i]! + 1) * w), i * w);
+          return out;
+        };
+        const k = localKeys(ids, p.positions, n, p.shard.start, p.shard.keyDtype);
+        return p.shard.table.importRows(k, gather(values, dim), slots ? slots.map((s, i) => gather(s, widths[i]!)) : null);
+      }),
+    );
+  }
+
+  /** Frees every shard. Idempotent. */
+  dispose(): void {
+    for (const s of this.shards) s.table.dispose();
+  }
+}

@@ -1,0 +1,73 @@
+import { InvalidTypeError, invalidParameter } from '@embedstack/core';
+
+export interface ReplicaStrategyOptions {
+  /** Replicas (TPU cores) the global batch is split over, integer >= 1. Default 1. */
+  numReplicas?: number | null;
+  /** Hosts each table is sharded over, row-wise, integer >= 1. Default 1. */
+  numHosts?: number | null;
+}
+
+/**
+ * Stands in for TF's `TPUStrategy`: how many replicas share a step and how many
+ * hosts hold each table. `enqueue` takes the global batch (replica r owns the r-th
+ * contiguous slice; lookups run per replica and per shard, concurrently on async
+ * backends); each table is stored as `numHosts` row shards. Results never depend
+ * on either number. Options are read-only properties.
+ *
+ * @throws InvalidArgumentError when a count is not an integer >= 1
+ */
+export class ReplicaStrategy {
+  readonly numReplicas: number;
+  readonly numHosts: number;
+
+  constructor(options?: ReplicaStrategyOptions | null) {
+    const o = (options ?? {}) as Record<string, unknown>;
+    if (typeof o !== 'object' || Array.isArray(o)) {
+      throw invalidParameter('options', 'an options object ({ numReplicas, numHosts })', options, InvalidTypeError);
+    }
+    for (const k of Object.keys(o)) {
+      if (k !== 'numReplicas' && k !== 'numHosts') throw invalidParameter(`options.${k}`, 'one of numReplicas, numHosts', k);
+    }
+    const count = (v: unknown, argument: string): number => {
+      const n = v ?? 1;
+      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) throw invalidParameter(argument, 'an integer >= 1', n);
+      return n;
+    };
+    this.numReplicas = count(o.numReplicas, 'numReplicas');
+    this.numHosts = count(o.numHosts, 'numHosts');
+    Object.freeze(this);
+  }
+}
+
+/** A contiguous block of rows [start, start + size) held by one shard. */
+export interface ShardRange {
+  start: number;
+  size: number;
+}
+
+/**
+ * TF's row sharding of `rows` over `hosts`: the first `rows % hosts` shards get
+ * `floor(rows / hosts) + 1` rows, the rest `floor(rows / hosts)`; empty shards are
+ * skipped (so there are min(rows, hosts) shards).
+ */
+export function shardRanges(rows: number, hosts: number): ShardRange[] {
+  const q = Math.floor(rows / hosts);
+  const r = rows % hosts;
+  const out: ShardRange[] = [];
+  let start = 0;
+  for (let s = 0; s < hosts; s++) {
+    const size = s < r ? q + 1 : q;
+    if (size === 0) continue;
+    out.push({ start, size });
+    start += size;
+  }
+  return out;
+}
+
+/** The shard holding `row` under {@link shardRanges}`(rows, hosts)`. */
+export function shardOf(row: number, rows: number, hosts: number): number {
+  const q = Math.floor(rows / hosts);
+  const r = rows % hosts;
+  const big = r * (q + 1);
+  return row < big ? Math.floor(row / (q + 1)) : r + Math.floor((row - big) / q);
+}

@@ -1,0 +1,114 @@
+// Test helpers (not exported from the package): the spec's worked example and the backends to run on.
+import { type EmbeddingBackend, RaggedTensor, referenceBackend, SparseTensor, Tensor } from '@embedstack/core';
+import { FeatureConfig, TableConfig, type TableInitializer } from './config.js';
+import type { EmbeddingOptimizer } from './optimizers.js';
+import { ReplicaStrategy } from './strategy.js';
+import { TPUEmbedding } from './tpuEmbedding.js';
+
+export interface BackendCase {
+  name: string;
+  backend: EmbeddingBackend | null;
+  /** Why the backend is skipped (printed once). */
+  reason?: string;
+}
+
+let cached: Promise<BackendCase[]> | null = null;
+
+/** The reference backend, plus the cpu backend when its native build loads. */
+export function testBackends(): Promise<BackendCase[]> {
+  cached ??= (async () => {
+    const cases: BackendCase[] = [{ name: 'reference', backend: referenceBackend }];
+    let reason: string;
+    try {
+      const m = (await import('@embedstack/cpu-backend')) as Record<string, unknown>;
+      const b = m.cpuBackend as EmbeddingBackend | undefined;
+      if (b && b.isUsable()) return [...cases, { name: 'cpu', backend: b }];
+      reason = b ? (b.unavailableReason?.() ?? 'cpuBackend is not usable') : '@embedstack/cpu-backend exports no cpuBackend yet';
+    } catch (e) {
+      reason = `@embedstack/cpu-backend failed to load: ${(e as Error).message}`;
+    }
+    console.log(`[tpu-embedding tests] cpu backend skipped: ${reason}`);
+    return [...cases, { name: 'cpu', backend: null, reason }];
+  })();
+  return cached;
+}
+
+/** Row-major 0..n-1, as the spec's worked example initialises its tables. */
+export const iota: TableInitializer = (shape) => Float32Array.from({ length: shape[0] * shape[1] }, (_, i) => i);
+
+export const WATCHED = [[0], [0, 1], [0, 1], [1]];
+export const FAVORITED = [[0, 1], [1], [0], [0, 1]];
+export const FRIENDS = [[3], [0, 1, 2], [3], [0, 1, 2]];
+
+export interface FixtureOptions {
+  backend: EmbeddingBackend;
+  optimizer?: EmbeddingOptimizer;
+  videoCombiner?: 'sum' | 'mean' | 'sqrtn';
+  userCombiner?: 'sum' | 'mean' | 'sqrtn';
+  numReplicas?: number;
+  numHosts?: number;
+  pipeline?: boolean;
+  initializer?: TableInitializer;
+  friendsSequence?: number;
+}
+
+/** The worked example: video 8x4 (sum), user 16x2 (mean), features watched, favorited -> video, friends -> user. */
+export function fixture(o: FixtureOptions) {
+  const video = new TableConfig({ vocabularySize: 8, dim: 4, combiner: o.videoCombiner ?? 'sum', name: 'video', initializer: o.initializer ?? iota });
+  const user = new TableConfig({ vocabularySize: 16, dim: 2, combiner: o.userCombiner ?? 'mean', name: 'user', initializer: o.initializer ?? iota });
+  const featureConfig = {
+    watched: new FeatureConfig({ table: video }),
+    favorited: new FeatureConfig({ table: video }),
+    friends: new FeatureConfig({ table: user, maxSequenceLength: o.friendsSequence ?? 0 }),
+  };
+  const emb = new TPUEmbedding({
+    featureConfig,
+    optimizer: o.optimizer,
+    strategy: new ReplicaStrategy({ numReplicas: o.numReplicas ?? 1, numHosts: o.numHosts ?? 1 }),
+    pipelineExecutionWithTensorCore: o.pipeline ?? false,
+    backend: o.backend,
+  });
+  return { video, user, featureConfig, emb };
+}
+
+export function ragged(rows: number[][]): RaggedTensor {
+  return RaggedTensor.fromNestedArray(rows);
+}
+
+export function sparse(rows: number[][]): SparseTensor {
+  return SparseTensor.fromNestedArray(rows);
+}
+
+/** Float weights of the same layout as `rows`. */
+export function raggedWeights(rows: number[][]): RaggedTensor {
+  return RaggedTensor.fromNestedArray(rows, { dtype: 'float32' });
+}
+
+export function sparseWeights(rows: number[][]): SparseTensor {
+  return SparseTensor.fromNestedArray(rows, { dtype: 'float32' });
+}
+
+/** Tensor -> nested JS numbers (for toEqual / closeTo checks). */
+export function rows(t: Tensor): number[][] {
+  const dim = t.shape[t.shape.length - 1]!;
+  const out: number[][] = [];
+  for (let i = 0; i < t.data.length; i += dim) out.push(Array.from(t.data.subarray(i, i + dim) as Float32Array));
+  return out;
+}
+
+/** Asserts every element of `actual` is within `tol` (absolute + relative) of `expected`. */
+export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tol = 1e-5): void {
+  if (actual.length !== expected.length) throw new Error(`length ${actual.length} != expected ${expected.length}`);
+  for (let i = 0; i < actual.length; i++) {
+    const a = actual[i]!;
+    const e = expected[i]!;
+    if (!(Math.abs(a - e) <= tol * (1 + Math.abs(e)))) {
+      throw new Error(`element ${i}: ${a} is not within ${tol} of ${e}\nactual   ${Array.from(actual).join(', ')}\nexpected ${Array.from(expected).join(', ')}`);
+    }
+  }
+}
+
+/** Flattens nested number arrays. */
+export function flat(rowsIn: number[][]): number[] {
+  return rowsIn.flat();
+}

@@ -1,0 +1,522 @@
+import {
+  DisposedError,
+  type EmbeddingBackend,
+  FailedPreconditionError,
+  formatShape,
+  InvalidArgumentError,
+  InvalidTypeError,
+  invalidParameter,
+  ShapeMismatchError,
+  Tensor,
+} from '@embedstack/core';
+import { resolveBackend } from './backend.js';
+import { restoreTables, saveTables } from './checkpoint.js';
+import { type FeatureConfig, isFeatureConfig, type TableConfig } from './config.js';
+import { checkInputKinds, type FeatureBatch, normalizeFeature } from './inputs.js';
+import { type FlatEntry, flattenStructure, flattenUpTo, type Nest, packSequenceAs } from './nest.js';
+import { EmbeddingOptimizer } from './optimizers.js';
+import { ShardedTable, type TableSetup } from './shardedTable.js';
+import { ReplicaStrategy } from './strategy.js';
+
+export interface TPUEmbeddingOptions {
+  /** Any nesting of objects and arrays whose leaves are FeatureConfigs. */
+  featureConfig: Nest<FeatureConfig>;
+  /** Optimizer of every table without its own. Optional for inference-only use. */
+  optimizer?: EmbeddingOptimizer | null;
+  /** Replicas and hosts. Default: one of each. */
+  strategy?: ReplicaStrategy | null;
+  /** Apply each step's update one step late (see the class doc). Default false. */
+  pipelineExecutionWithTensorCore?: boolean | null;
+  /** Backend name or object. Default: core's registry (loads @embedstack/cpu-backend when none is registered). */
+  backend?: string | EmbeddingBackend | null;
+}
+
+/** Ids per feature: a `Tensor`/typed array/nested array of ids, a `SparseTensor` or a `RaggedTensor`. */
+export type FeatureInputs = Nest<unknown>;
+
+export interface EnqueueOptions {
+  /** Same structure as the features; `SparseTensor`/`RaggedTensor` float weights or null per feature. Default: all 1. */
+  weights?: Nest<unknown> | null;
+  /** Default true. false: forward only, `applyGradients` is then an error. */
+  training?: boolean | null;
+}
+
+interface FeatureState {
+  path: string;
+  name: string;
+  config: FeatureConfig;
+  /** index into #tables */
+  table: number;
+}
+
+interface QueuedBatch {
+  batches: FeatureBatch[];
+  training: boolean;
+}
+
+interface TableUpdate {
+  table: ShardedTable;
+  ids: Float64Array;
+  grads: Float32Array;
+  allRows: boolean;
+}
+
+interface Update {
+  step: number;
+  tables: TableUpdate[];
+}
+
+const OPTION_KEYS = ['featureConfig', 'optimizer', 'strategy', 'pipelineExecutionWithTensorCore', 'backend'];
+const OPTIMIZER_NAMES = 'an instance of SGD, Adagrad, AdagradMomentum, Adam or FTRL (from @embedstack/tpu-embedding)';
+
+function warn(message: string): void {
+  if (typeof process !== 'undefined' && typeof process.emitWarning === 'function') {
+    process.emitWarning(message, { type: 'EmbeddingWarning', code: 'EMBEDSTACK_ZERO_GRADIENT' });
+  } else console.warn(message);
+}
+
+/**
+ * TF's TPU embedding mid-level API (`tf.tpu.experimental.embedding.TPUEmbedding`)
+ * on an embedstack backend. Declare every table and feature up front, then train
+ * with `enqueue` -> `dequeue` -> `applyGradients`, checkpoint with `save`/`restore`
+ * and read the parameters with `embeddingTables`.
+ *
+ * Memory: each table lives in the backend as `numHosts` static row shards with
+ * their optimizer slots; activations and snapshots are fresh host arrays owned by
+ * the caller. Calls on one instance run one after another in call order (each
+ * async method waits for the previous ones); the object is not meant to be shared
+ * between workers.
+ *
+ * `pipelineExecutionWithTensorCore: true` reproduces TF's pipelined numerics: the
+ * update computed by `applyGradients` at step t is applied right after the lookups
+ * of step t+1 (inside that step's `dequeue`), so step t+1's activations are one
+ * update old. Reading `embeddingTables`, `save` and `restore` first apply (or, for
+ * restore, drop) a pending update. On a CPU backend this buys no speed; it keeps a
+ * model trained this way numerically the same as on a TPU.
+ */
+export class TPUEmbedding {
+  readonly featureConfig: Nest<FeatureConfig>;
+  readonly optimizer: EmbeddingOptimizer | undefined;
+  readonly strategy: ReplicaStrategy;
+  readonly pipelineExecutionWithTensorCore: boolean;
+  readonly #backendOption: string | EmbeddingBackend | undefined;
+  readonly #features: FeatureState[];
+  readonly #setups: TableSetup[];
+  #tables: ShardedTable[] | null = null;
+  #perReplicaBatch: number | undefined;
+  #queue: QueuedBatch[] = [];
+  #current: { batch: QueuedBatch; applied: boolean } | null = null;
+  #pending: Update | null = null;
+  #step = 0;
+  #tail: Promise<unknown> = Promise.resolve();
+  #disposed = false;
+
+  /**
+   * @throws InvalidTypeError: options not an object, featureConfig leaves not
+   *   FeatureConfig, strategy not a ReplicaStrategy
+   * @throws InvalidArgumentError: an optimizer (global or a table's) that is not one of
+   *   this package's classes; "Multiple tables with name ..."
+   */
+  constructor(options: TPUEmbeddingOptions) {
+    if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+      throw invalidParameter('options', 'an options object ({ featureConfig, optimizer, ... })', options, InvalidTypeError);
+    }
+    for (const k of Object.keys(options)) {
+      if (!OPTION_KEYS.includes(k)) throw invalidParameter(`options.${k}`, `one of ${OPTION_KEYS.join(', ')}`, k);
+    }
+    const flat: FlatEntry<FeatureConfig>[] = flattenStructure(options.featureConfig, isFeatureConfig, 'featureConfig', 'FeatureConfig');
+    const global = options.optimizer ?? undefined;
+    if (global !== undefined && !(global instanceof EmbeddingOptimizer)) {
+      throw invalidParameter('optimizer', OPTIMIZER_NAMES, global);
+    }
+    const strategy = options.strategy ?? new ReplicaStrategy();
+    if (!(strategy instanceof ReplicaStrategy)) throw invalidParameter('strategy', 'a ReplicaStrategy', strategy, InvalidTypeError);
+    const pipeline = options.pipelineExecutionWithTensorCore ?? false;
+    if (typeof pipeline !== 'boolean') throw invalidParameter('pipelineExecutionWithTensorCore', 'a boolean', pipeline, InvalidTypeError);
+    const backend = options.backend ?? undefined;
+    if (backend !== undefined && typeof backend !== 'string' && (typeof backend !== 'object' || typeof backend.createTable !== 'function')) {
+      throw invalidParameter('backend', 'a backend name or an EmbeddingBackend', backend, InvalidTypeError);
+    }
+
+    // Table order: first occurrence in the flattened feature config.
+    const order = new Map<TableConfig, number>();
+    const setups: TableSetup[] = [];
+    const features = flat.map(({ path, leaf }) => {
+      let t = order.get(leaf.table);
+      if (t === undefined) {
+        t = setups.length;
+        order.set(leaf.table, t);
+        const own = leaf.table.optimizer;
+        if (own !== undefined && !(own instanceof EmbeddingOptimizer)) {
+          throw invalidParameter(`${path}.table.optimizer`, OPTIMIZER_NAMES, own);
+        }
+        setups.push({ name: leaf.table.name ?? `table_${t}`, config: leaf.table, optimizer: (own as EmbeddingOptimizer | undefined) ?? global });
+      }
+      return { path, name: leaf.name ?? (path.replace(/^featureConfig\.?/, '') || 'feature'), config: leaf, table: t };
+    });
+    const names = new Set<string>();
+    for (const s of setups) {
+      if (names.has(s.name)) {
+        throw new InvalidArgumentError(`Multiple tables with name "${s.name}" found in featureConfig; table names must be unique`, {
+          argument: 'featureConfig',
+        });
+      }
+      names.add(s.name);
+    }
+    this.featureConfig = options.featureConfig;
+    this.optimizer = global;
+    this.strategy = strategy;
+    this.pipelineExecutionWithTensorCore = pipeline;
+    this.#backendOption = backend;
+    this.#features = features;
+    this.#setups = setups;
+  }
+
+  /** True once the tables exist (after `build`, the first `enqueue`, `embeddingTables` or `restore`). */
+  get built(): boolean {
+    return this.#tables !== null;
+  }
+
+  /** Optimizer steps applied so far (the next `applyGradients` is step `step + 1`). */
+  get step(): number {
+    return this.#step;
+  }
+
+  /** The per-replica batch size, once known (from `build` or the first `enqueue`). */
+  get perReplicaBatchSize(): number | undefined {
+    return this.#perReplicaBatch;
+  }
+
+  /** Resolved table names in table order (`table_{i}` for unnamed tables). */
+  get tableNames(): string[] {
+    return this.#setups.map((s) => s.name);
+  }
+
+  #checkAlive(): void {
+    if (this.#disposed) throw new DisposedError('This TPUEmbedding was disposed');
+  }
+
+  /** Runs `fn` after every earlier call on this object has settled. */
+  #serial<T>(fn: () => Promise<T> | T): Promise<T> {
+    const p = this.#tail.then(() => {
+      this.#checkAlive();
+      return fn();
+    });
+    this.#tail = p.catch(() => undefined);
+    return p;
+  }
+
+  #ensureTables(): ShardedTable[] {
+    this.#checkAlive();
+    if (this.#tables) return this.#tables;
+    const backend = resolveBackend(this.#backendOption);
+    const tables: ShardedTable[] = [];
+    try {
+      for (const s of this.#setups) tables.push(new ShardedTable(s, this.strategy.numHosts, backend));
+    } catch (e) {
+      for (const t of tables) t.dispose();
+      throw e;
+    }
+    this.#tables = tables;
+    return tables;
+  }
+
+  /**
+   * Creates the tables (TF's `build`). `perReplicaBatchSize` fixes the batch: every
+   * `enqueue` must then take `numReplicas * perReplicaBatchSize` examples. When
+   * omitted it comes from the features' `outputShape`, else from the first enqueue.
+   * Calling it again is a no-op unless it names a different batch size (an error).
+   * @throws InvalidArgumentError for a bad or conflicting batch size; the
+   *   initializer's and slotVariableCreationFn's errors; BackendUnavailableError
+   */
+  build(perReplicaBatchSize?: number | null): void {
+    this.#checkAlive();
+    let b = perReplicaBatchSize ?? undefined;
+    if (b !== undefined && (typeof b !== 'number' || !Number.isSafeInteger(b) || b < 1)) {
+      throw invalidParameter('perReplicaBatchSize', 'an integer >= 1', b);
+    }
+    if (b === undefined) {
+      const fromShapes = new Set(this.#features.filter((f) => f.config.outputShape).map((f) => f.config.outputShape![0]!));
+      if (fromShapes.size > 1) {
+        throw invalidParameter('featureConfig outputShape', 'one per-replica batch size for every feature', [...fromShapes]);
+      }
+      b = [...fromShapes][0];
+    }
+    if (b !== undefined && this.#perReplicaBatch !== undefined && b !== this.#perReplicaBatch) {
+      throw invalidParameter('perReplicaBatchSize', `${this.#perReplicaBatch} (the batch size it was built with)`, b);
+    }
+    this.#ensureTables();
+    if (b !== undefined) this.#perReplicaBatch = b;
+  }
+
+  /**
+   * Queues one step's global batch (every replica's examples; replica r owns the
+   * r-th contiguous slice). Builds the tables on first use.
+   * @throws InvalidArgumentError (structure differs from the feature config, weights
+   *   for dense ids, mixed SparseTensor and RaggedTensor, batch not divisible by
+   *   numReplicas or not the built batch size), InvalidTypeError (input or weight of
+   *   the wrong kind or dtype), ShapeMismatchError (weights layout, batch sizes
+   *   differ between features), OutOfRangeError (an id outside [0, vocabularySize));
+   *   a rejected call queues nothing
+   */
+  enqueue(features: FeatureInputs, options?: EnqueueOptions | null): Promise<void> {
+    return this.#serial(() => {
+      const o = (options ?? {}) as Record<string, unknown>;
+      if (typeof o !== 'object' || Array.isArray(o)) throw invalidParameter('options', 'an object ({ weights, training })', options, InvalidTypeError);
+      for (const k of Object.keys(o)) if (k !== 'weights' && k !== 'training') throw invalidParameter(`options.${k}`, 'one of weights, training', k);
+      const training = o.training ?? true;
+      if (typeof training !== 'boolean') throw invalidParameter('training', 'a boolean', training, InvalidTypeError);
+      const inputs = flattenUpTo(this.featureConfig, isFeatureConfig, features, 'features');
+      const weights = flattenUpTo(this.featureConfig, isFeatureConfig, o.weights, 'weights', true);
+      const R = this.strategy.numReplicas;
+      const batches = this.#features.map((f, i) => {
+        const s = this.#setups[f.table]!;
+        const sub = f.path.slice('featureConfig'.length);
+        return normalizeFeature(
+          inputs[i],
+          weights[i],
+          {
+            path: `features${sub}`,
+            weightPath: `weights${sub}`,
+            tableName: s.name,
+            vocabularySize: s.config.vocabularySize,
+            dim: s.config.dim,
+            combiner: s.config.combiner,
+            maxSequenceLength: f.config.maxSequenceLength,
+            outputShape: f.config.outputShape,
+            numReplicas: R,
+          },
+          'train',
+        );
+      });
+      const paths = this.#features.map((f) => `features${f.path.slice('featureConfig'.length)}`);
+      checkInputKinds(batches, paths);
+      const B = batches[0]!.shape[0]!;
+      batches.forEach((b, i) => {
+        if (b.shape[0] !== B) {
+          throw new ShapeMismatchError(`Expected ${paths[i]} to have the batch size ${B} of ${paths[0]} but received ${b.shape[0]}`, {
+            argument: paths[i],
+          });
+        }
+      });
+      if (B < 1 || B % R !== 0) {
+        throw invalidParameter('features batch size', `a positive multiple of numReplicas (${R}): the global batch is split evenly over the replicas`, B);
+      }
+      if (this.#perReplicaBatch !== undefined && B !== R * this.#perReplicaBatch) {
+        throw invalidParameter(
+          'features batch size',
+          `${R * this.#perReplicaBatch} (numReplicas ${R} x per-replica batch ${this.#perReplicaBatch}, fixed by build or the first enqueue)`,
+          B,
+        );
+      }
+      this.#ensureTables();
+      this.#perReplicaBatch = B / R;
+      this.#queue.push({ batches, training });
+    });
+  }
+
+  /**
+   * The activations of the oldest queued batch, in the feature config's structure:
+   * `Tensor` [batch, dim] per feature ([batch, ...outputShape.slice(1), dim] with an
+   * outputShape; [batch, maxSequenceLength, dim] for sequence features, zero padded).
+   * Lookups run per replica slice and per shard, concurrently.
+   * @throws FailedPreconditionError when nothing was enqueued
+   */
+  dequeue(): Promise<Nest<Tensor>> {
+    return this.#serial(async () => {
+      const batch = this.#queue.shift();
+      if (!batch) throw new FailedPreconditionError('dequeue() was called before enqueue(): there is no batch to look up');
+      const tables = this.#ensureTables();
+      const R = this.strategy.numReplicas;
+      const acts = await Promise.all(
+        batch.batches.map(async (b, i) => {
+          const table = tables[this.#features[i]!.table]!;
+          const nBags = b.splits.length - 1;
+          const per = nBags / R;
+          const parts = await Promise.all(Array.from({ length: R }, (_, r) => table.lookup(b.splits, b.ids, b.scale, r * per, (r + 1) * per)));
+          const out = new Float32Array(nBags * table.dim);
+          parts.forEach((p, r) => out.set(p, r * per * table.dim));
+          return new Tensor(out, b.shape);
+        }),
+      );
+      if (this.#pending) {
+        const u = this.#pending;
+        this.#pending = null;
+        await this.#apply(u);
+      }
+      this.#current = { batch, applied: false };
+      return packSequenceAs(this.featureConfig, isFeatureConfig, acts);
+    });
+  }
+
+  /**
+   * Backpropagates `gradients` (the feature config's structure; per feature a float32
+   * `Tensor` of the activation's shape, a `Float32Array` of its size, or `null` for a
+   * zero gradient, with a process warning) through each feature's combiner and
+   * weights, sums them per table row over the global batch and applies one fused
+   * optimizer update per table (step counter starting at 1).
+   * @throws FailedPreconditionError (no dequeued training batch, already applied, a
+   *   table without optimizer), InvalidArgumentError (structure), InvalidTypeError /
+   *   ShapeMismatchError (a gradient's type or shape); a rejected call changes nothing
+   */
+  applyGradients(gradients: Nest<Tensor | Float32Array | null | undefined>): Promise<void> {
+    return this.#serial(async () => {
+      const cur = this.#current;
+      if (!cur) throw new FailedPreconditionError('applyGradients() was called before dequeue(): there are no activations to differentiate');
+      if (!cur.batch.training) throw new FailedPreconditionError('applyGradients() was called for a batch enqueued with training: false');
+      if (cur.applied) throw new FailedPreconditionError('applyGradients() was already called for this batch; enqueue and dequeue the next one first');
+      const leaves = flattenUpTo(this.featureConfig, isFeatureConfig, gradients, 'gradients');
+      const zero: string[] = [];
+      const grads = this.#features.map((f, i) => {
+        const path = `gradients${f.path.slice('featureConfig'.length)}`;
+        const shape = cur.batch.batches[i]!.shape;
+        const size = shape.reduce((a, b) => a * b, 1);
+        const g = leaves[i];
+        if (g === undefined || g === null) {
+          zero.push(f.name);
+          return new Float32Array(size);
+        }
+        let data: Float32Array;
+        if (g instanceof Tensor) {
+          if (!(g.data instanceof Float32Array)) throw invalidParameter(path, 'a float32 Tensor', `a ${g.dtype} Tensor`, InvalidTypeError);
+          if (g.shape.length !== shape.length || g.shape.some((d, k) => d !== shape[k])) {
+            throw new ShapeMismatchError(`Expected ${path} to have the activation shape ${formatShape(shape)} but received shape ${formatShape(g.shape)}`, {
+              argument: path,
+            });
+          }
+          data = g.data;
+        } else if (g instanceof Float32Array) {
+          if (g.length !== size) {
+            throw new ShapeMismatchError(`Expected ${path} to hold ${size} floats (activation shape ${formatShape(shape)}) but received ${g.length}`, {
+              argument: path,
+            });
+          }
+          data = g;
+        } else throw invalidParameter(path, 'a float32 Tensor, a Float32Array or null', g, InvalidTypeError);
+        return data;
+      });
+      const tables = this.#ensureTables();
+      for (const [t, table] of tables.entries()) {
+        if (!table.optimizer && this.#features.some((f) => f.table === t)) {
+          throw new FailedPreconditionError(
+            `Table "${table.name}" has no optimizer: pass one to TPUEmbedding({ optimizer }) or its TableConfig to train it`,
+            { argument: 'optimizer' },
+          );
+        }
+      }
+      const step = this.#step + 1;
+      for (const table of tables) table.optimizer!.learningRateAt(step);
+      const update: Update = { step, tables: tables.map((table, t) => this.#tableUpdate(table, t, cur.batch, grads)) };
+      for (const name of zero) {
+        warn(`No gradient passed for feature ${name}, sending a zero gradient. This may not be correct behavior for optimizers like Adam.`);
+      }
+      this.#step = step;
+      cur.applied = true;
+      if (this.pipelineExecutionWithTensorCore) this.#pending = update;
+      else await this.#apply(update);
+    });
+  }
+
+  /** Per-id gradients of table t: grad(id_j) = scale_j * g[bag(j)], over every feature of the table. */
+  #tableUpdate(table: ShardedTable, t: number, batch: QueuedBatch, grads: Float32Array[]): TableUpdate {
+    const dim = table.dim;
+    const feats = this.#features.map((f, i) => i).filter((i) => this.#features[i]!.table === t);
+    const total = feats.reduce((a, i) => a + batch.batches[i]!.ids.length, 0);
+    const ids = new Float64Array(total);
+    const out = new Float32Array(total * dim);
+    let k = 0;
+    for (const i of feats) {
+      const b = batch.batches[i]!;
+      const g = grads[i]!;
+      for (let bag = 0; bag + 1 < b.splits.length; bag++) {
+        for (let j = b.splits[bag]!; j < b.splits[bag + 1]!; j++, k++) {
+          ids[k] = b.ids[j]!;
+          const s = b.scale[j]!;
+          for (let c = 0; c < dim; c++) out[k * dim + c] = s * g[bag * dim + c]!;
+        }
+      }
+    }
+    const opt = table.optimizer!;
+    return { table, ids, grads: out, allRows: opt.kind === 'adam' && !(opt as { lazyAdam?: boolean }).lazyAdam };
+  }
+
+  async #apply(u: Update): Promise<void> {
+    await Promise.all(
+      u.tables
+        .filter((p) => p.ids.length > 0 || p.allRows)
+        .map((p) => p.table.applyGradients(p.ids, p.grads, p.table.optimizer!.spec, u.step, p.allRows)),
+    );
+  }
+
+  #flushSync(): void {
+    const u = this.#pending;
+    if (!u) return;
+    this.#pending = null;
+    for (const p of u.tables) {
+      if (p.ids.length > 0 || p.allRows) p.table.applyGradientsSync(p.ids, p.grads, p.table.optimizer!.spec, u.step, p.allRows);
+    }
+  }
+
+  /**
+   * A snapshot of every table's parameters: `Map<TableConfig, Tensor [vocabularySize, dim]>`
+   * keyed by the user's own TableConfig objects (fresh host copies). Builds the
+   * tables if needed and first applies a pending pipelined update. Reads the backend
+   * synchronously: await earlier calls on this object first.
+   * @throws UnsupportedError on a backend without synchronous operations
+   */
+  get embeddingTables(): Map<TableConfig, Tensor> {
+    const tables = this.#ensureTables();
+    this.#flushSync();
+    return new Map(tables.map((t) => [t.config, new Tensor(t.snapshotSync(), [t.vocabularySize, t.dim])]));
+  }
+
+  /**
+   * Saves parameters, optimizer slots and the step counter into `dir` (created, or
+   * an existing empty directory): one core table checkpoint per table plus
+   * `tpu_embedding.json`. A pending pipelined update is applied first.
+   * @throws AlreadyExistsError when dir is not empty; IOError
+   */
+  save(dir: string): Promise<void> {
+    return this.#serial(async () => {
+      const tables = this.#ensureTables();
+      if (this.#pending) {
+        const u = this.#pending;
+        this.#pending = null;
+        await this.#apply(u);
+      }
+      await saveTables(dir, tables, this.#step);
+    });
+  }
+
+  /**
+   * Loads parameters, slots and the step counter saved by `save` (with any numHosts)
+   * into this TPUEmbedding, whose tables must have the same names, shapes, combiners
+   * and optimizers. Drops a pending pipelined update and the current step's
+   * activations (queued batches stay queued). Checks every table before loading any.
+   * @throws NotFoundError, CheckpointCorruptError, InvalidArgumentError (mismatch), IOError
+   */
+  restore(dir: string): Promise<void> {
+    return this.#serial(async () => {
+      const tables = this.#ensureTables();
+      const step = await restoreTables(dir, tables);
+      this.#step = step;
+      this.#pending = null;
+      this.#current = null;
+    });
+  }
+
+  /** Frees every table. Idempotent; later calls throw DISPOSED. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    for (const t of this.#tables ?? []) t.dispose();
+    this.#tables = null;
+    this.#queue = [];
+    this.#current = null;
+    this.#pending = null;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
