@@ -1,15 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { crc32c } from './index.js';
-
-/** Bitwise CRC-32C, straight from the definition (reflected poly 0x82F63B78). */
-function crcBitwise(bytes: Uint8Array): number {
-  let c = 0xffffffff;
-  for (const b of bytes) {
-    c ^= b;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
-  }
-  return (c ^ 0xffffffff) >>> 0;
-}
+import { crcBitwise } from './testUtil.js';
 
 const ascii = (s: string) => new TextEncoder().encode(s);
 

@@ -6,23 +6,13 @@ import { referenceBackend } from '../reference/index.js';
 import { createTable } from '../table.js';
 import type { TableOptions } from '../tableOptions.js';
 import { loadTable, readCheckpointBatches, readTableManifest, saveTable } from './index.js';
-import { f32Value, type Row, rowsOf, withTempDir } from './testUtil.js';
+import { crcBitwise, f32Value, type Row, rowsOf, withTempDir } from './testUtil.js';
 
 const INT64_MIN = -(1n << 63n);
 const INT64_MAX = (1n << 63n) - 1n;
 const EXTREME = [INT64_MIN, INT64_MAX, -1n, 0n, 1n << 40n];
 
 const make = (o: TableOptions) => createTable(o, { backend: referenceBackend });
-
-/** Bitwise CRC-32C, written independently of the code under test. */
-function crcBitwise(bytes: Uint8Array): number {
-  let c = 0xffffffff;
-  for (const b of bytes) {
-    c ^= b;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
-  }
-  return (c ^ 0xffffffff) >>> 0;
-}
 
 /** Expected rows built by the test: values f32Value(key, col), slots and scores from the key's index. */
 function expectedRows(keys: bigint[], dim: number, slotWidths: number[], gen = 0): Map<bigint, Row> {

@@ -52,3 +52,13 @@ export async function rejection(p: Promise<unknown>): Promise<EmbeddingError> {
 export function f32Value(key: bigint, col: number, gen = 0): number {
   return Number(BigInt.asIntN(16, key)) + col * 0.25 + gen * 1024;
 }
+
+/** Bitwise CRC-32C, straight from the definition (reflected poly 0x82F63B78); independent of crc32c.ts. */
+export function crcBitwise(bytes: Uint8Array): number {
+  let c = 0xffffffff;
+  for (const b of bytes) {
+    c ^= b;
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+  }
+  return (c ^ 0xffffffff) >>> 0;
+}
