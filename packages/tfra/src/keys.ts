@@ -1,0 +1,112 @@
+import {
+  InvalidTypeError,
+  invalidParameter,
+  type KeyDtype,
+  type Keys,
+  normalizeKeys,
+  Tensor,
+} from '@embedstack/core';
+
+/** Key types of a Variable. 'string' keys are hashed to int64 with {@link hashString64}. */
+export type TfraKeyDtype = 'int64' | 'int32' | 'string';
+
+/** Every form a Variable takes keys in (string[] for 'string' variables). */
+export type VariableKeys =
+  | BigInt64Array
+  | Int32Array
+  | readonly number[]
+  | readonly bigint[]
+  | readonly string[]
+  | Tensor<BigInt64Array>
+  | Tensor<Int32Array>;
+
+const FNV64_OFFSET = 0xcbf29ce484222325n;
+const FNV64_PRIME = 0x100000001b3n;
+const MASK64 = (1n << 64n) - 1n;
+const encoder = new TextEncoder();
+
+/**
+ * The stable 64-bit hash of 'string' keys: FNV-1a 64 over the UTF-8 bytes, read as
+ * a signed int64. Same string -> same key on every run, machine and shard.
+ */
+export function hashString64(text: string): bigint {
+  let h = FNV64_OFFSET;
+  for (const b of encoder.encode(text)) {
+    h ^= BigInt(b);
+    h = (h * FNV64_PRIME) & MASK64;
+  }
+  return BigInt.asIntN(64, h);
+}
+
+/** The key dtype of the tables that hold a Variable (strings are stored as their int64 hash). */
+export function storageDtype(keyDtype: TfraKeyDtype): KeyDtype {
+  return keyDtype === 'int32' ? 'int32' : 'int64';
+}
+
+export interface NormalizedKeys {
+  keys: Keys;
+  /** Shape of the input: a Tensor keeps its shape, anything else is [n]. */
+  shape: number[];
+}
+
+function typedDtype(input: unknown): KeyDtype | 'float32' | null {
+  const data = input instanceof Tensor ? input.data : input;
+  if (data instanceof BigInt64Array || data instanceof BigUint64Array) return 'int64';
+  if (data instanceof Int32Array) return 'int32';
+  if (data instanceof Float32Array || data instanceof Float64Array) return 'float32';
+  return null;
+}
+
+/**
+ * Normalises keys for a Variable of `keyDtype`. Plain JS arrays carry no dtype and
+ * are converted (unsafe numbers are errors). With `strict` (embedding lookups, as
+ * TF's "params.key_dtype should be same with ids.dtype"), a typed array or Tensor
+ * of another dtype than the storage dtype is an InvalidTypeError.
+ *
+ * @throws InvalidTypeError naming `argument`
+ */
+export function toKeys(input: unknown, keyDtype: TfraKeyDtype, argument = 'keys', strict = false): NormalizedKeys {
+  const dtype = storageDtype(keyDtype);
+  const typed = typedDtype(input);
+  if (strict && typed !== null && typed !== dtype) {
+    throw invalidParameter(argument, `ids of the variable's key dtype (${keyDtype})`, `${typed} ids`, InvalidTypeError);
+  }
+  if (keyDtype === 'string' && Array.isArray(input) && input.length > 0 && input.every((k) => typeof k === 'string')) {
+    const keys = new BigInt64Array(input.length);
+    for (let i = 0; i < input.length; i++) keys[i] = hashString64(input[i] as string);
+    return { keys, shape: [input.length] };
+  }
+  if (keyDtype !== 'string' && Array.isArray(input) && input.some((k) => typeof k === 'string')) {
+    const i = input.findIndex((k) => typeof k === 'string');
+    throw invalidParameter(`${argument}[${i}]`, `a ${keyDtype} key (strings need keyDtype 'string')`, input[i], InvalidTypeError);
+  }
+  const keys = normalizeKeys(input, dtype, argument);
+  const shape = input instanceof Tensor ? input.shape.slice() : [keys.length];
+  return { keys, shape };
+}
+
+/** Distinct keys in order of first appearance, and for each input position the index of its key. */
+export function uniqueKeys(keys: Keys): { unique: Keys; index: Int32Array } {
+  const seen = new Map<bigint | number, number>();
+  const index = new Int32Array(keys.length);
+  const order: (bigint | number)[] = [];
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i]!;
+    let at = seen.get(k);
+    if (at === undefined) {
+      at = order.length;
+      seen.set(k, at);
+      order.push(k);
+    }
+    index[i] = at;
+  }
+  const unique = keys instanceof BigInt64Array ? BigInt64Array.from(order as bigint[]) : Int32Array.from(order as number[]);
+  return { unique, index };
+}
+
+/** keys[positions[i]] for every i, same key type. */
+export function takeKeys(keys: Keys, positions: ArrayLike<number>): Keys {
+  const out = keys instanceof BigInt64Array ? new BigInt64Array(positions.length) : new Int32Array(positions.length);
+  for (let i = 0; i < positions.length; i++) (out as unknown as (bigint | number)[])[i] = keys[positions[i]!]!;
+  return out;
+}

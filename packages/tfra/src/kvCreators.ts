@@ -1,0 +1,211 @@
+import {
+  createTable,
+  type EmbeddingTable,
+  type InitializerSpec,
+  InvalidTypeError,
+  invalidParameter,
+  type KeyDtype,
+  type Keys,
+  type OptimizerSpec,
+  type ScorePolicy,
+} from '@embedstack/core';
+import { facadeBackend } from './backend.js';
+
+/** What a creator needs to build the table of one shard of a Variable. */
+export interface ShardTableSpec {
+  /** The Variable's name. */
+  variableName: string;
+  /** TFRA's table name: `${name}_mht_${i+1}of${N}` ('/' replaced by '_'). */
+  tableName: string;
+  shardIndex: number;
+  shardNum: number;
+  dim: number;
+  /** Storage key type (int64 also for 'string' variables). */
+  keyDtype: KeyDtype;
+  initializer: InitializerSpec;
+  /** Seed and stream of random initializers; the stream is the Variable's, so shards agree. */
+  seed: number;
+  stream: number;
+  /** Rows reserved up front for this shard (initSize / shards); 0 = the creator's default. */
+  initSize: number;
+  /** Optimizer whose slots live beside the rows, or null. */
+  optimizer: OptimizerSpec | null;
+}
+
+/**
+ * Base of the kv creators: builds the core table of each shard of a Variable.
+ * Tables live where the creator puts them (memory of the active backend, Redis).
+ */
+export abstract class KVCreator {
+  /** Creates the table of one shard. */
+  abstract create(spec: ShardTableSpec): EmbeddingTable;
+
+  /**
+   * True when the tables can hold optimizer slots beside each row, so training
+   * runs as one fused update per row (in-memory tables). False for remote stores:
+   * their slots are kept in companion in-memory tables instead.
+   */
+  get holdsSlots(): boolean {
+    return true;
+  }
+
+  /** Scores to write with `keys` (only for the 'customized' policy); null otherwise. */
+  scoresFor(_keys: Keys): BigUint64Array | null {
+    return null;
+  }
+
+  /** The epoch of optimizer step `step` for epoch-based eviction, or null. */
+  epochFor(_step: number): number | null {
+    return null;
+  }
+}
+
+/** TFRA's default store: a dynamic hash table in the memory of the active backend. */
+export class CuckooHashTableCreator extends KVCreator {
+  constructor(options: Record<string, never> | null = null) {
+    super();
+    if (options !== null && options !== undefined && (typeof options !== 'object' || Object.keys(options).length > 0)) {
+      throw invalidParameter('options', 'no options (CuckooHashTableCreator takes none)', options);
+    }
+  }
+
+  create(spec: ShardTableSpec): EmbeddingTable {
+    return createTable(
+      {
+        kind: 'dynamic',
+        dim: spec.dim,
+        name: spec.tableName,
+        keyDtype: spec.keyDtype,
+        ...(spec.initSize > 0 ? { initCapacity: spec.initSize } : {}),
+        initializer: spec.initializer,
+        ...(spec.optimizer ? { optimizer: spec.optimizer } : {}),
+        seed: spec.seed,
+        stream: spec.stream,
+      },
+      { backend: facadeBackend() },
+    );
+  }
+}
+
+export type HkvEvictStrategy = 'lru' | 'lfu' | 'epochLru' | 'epochLfu' | 'customized';
+const EVICT_STRATEGIES: readonly HkvEvictStrategy[] = ['lru', 'lfu', 'epochLru', 'epochLfu', 'customized'];
+
+export interface HkvHashTableCreatorOptions {
+  /** Rows reserved up front per shard. Default 1024 * 1024 (TFRA). */
+  initCapacity?: number;
+  /** Hard cap on rows per shard; when full, inserts evict by score. Default 1024 * 1024 (TFRA). */
+  maxCapacity?: number;
+  /** Accepted for parity; there is no GPU memory here, every row lives in host memory. Default 1 GiB. */
+  maxHbmForValues?: number;
+  /** Score policy of the eviction. Default 'lru'. */
+  evictStrategy?: HkvEvictStrategy;
+  /** Optimizer steps per epoch for 'epochLru' / 'epochLfu' (epoch = floor(step / stepPerEpoch)). Default 0 (epoch 0). */
+  stepPerEpoch?: number;
+  /** 'customized' only (required there): scores of the keys written by a call, [n] uint64. */
+  genScoresFn?: ((keys: Keys) => BigUint64Array | readonly bigint[]) | null;
+}
+
+const HKV_KNOWN = ['initCapacity', 'maxCapacity', 'maxHbmForValues', 'evictStrategy', 'stepPerEpoch', 'genScoresFn'];
+
+function positiveInt(v: unknown, argument: string, min: number): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) throw invalidParameter(argument, `an integer >= ${min}`, v);
+  return v;
+}
+
+/**
+ * TFRA's HierarchicalKV store: a capped in-memory table that evicts the
+ * lowest-score rows when full (core's eviction rule; with 'customized' a new key
+ * whose score is below every resident key's is refused, as HKV does).
+ */
+export class HkvHashTableCreator extends KVCreator {
+  readonly initCapacity: number;
+  readonly maxCapacity: number;
+  readonly maxHbmForValues: number;
+  readonly evictStrategy: HkvEvictStrategy;
+  readonly stepPerEpoch: number;
+  readonly genScoresFn: ((keys: Keys) => BigUint64Array | readonly bigint[]) | null;
+
+  constructor(options: HkvHashTableCreatorOptions | null = {}) {
+    super();
+    const o = options ?? {};
+    if (typeof o !== 'object') throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    for (const k of Object.keys(o)) {
+      if (!HKV_KNOWN.includes(k)) throw invalidParameter(`options.${k}`, `one of ${HKV_KNOWN.join(', ')}`, k);
+    }
+    this.maxCapacity = o.maxCapacity == null ? 1024 * 1024 : positiveInt(o.maxCapacity, 'maxCapacity', 1);
+    this.initCapacity = o.initCapacity == null ? Math.min(1024 * 1024, this.maxCapacity) : positiveInt(o.initCapacity, 'initCapacity', 1);
+    if (this.initCapacity > this.maxCapacity) {
+      throw invalidParameter('initCapacity', `<= maxCapacity (${this.maxCapacity})`, this.initCapacity);
+    }
+    this.maxHbmForValues = o.maxHbmForValues == null ? 1024 ** 3 : positiveInt(o.maxHbmForValues, 'maxHbmForValues', 0);
+    const strategy = o.evictStrategy ?? 'lru';
+    if (!EVICT_STRATEGIES.includes(strategy)) {
+      throw invalidParameter('evictStrategy', EVICT_STRATEGIES.map((s) => `'${s}'`).join(', '), strategy);
+    }
+    this.evictStrategy = strategy;
+    this.stepPerEpoch = o.stepPerEpoch == null ? 0 : positiveInt(o.stepPerEpoch, 'stepPerEpoch', 0);
+    const fn = o.genScoresFn ?? null;
+    if (fn !== null && typeof fn !== 'function') throw invalidParameter('genScoresFn', 'a function', fn, InvalidTypeError);
+    if (strategy === 'customized' && fn === null) {
+      throw invalidParameter('genScoresFn', "a function (required by evictStrategy 'customized')", fn);
+    }
+    this.genScoresFn = fn;
+  }
+
+  create(spec: ShardTableSpec): EmbeddingTable {
+    return createTable(
+      {
+        kind: 'dynamic',
+        dim: spec.dim,
+        name: spec.tableName,
+        keyDtype: spec.keyDtype,
+        initCapacity: Math.min(spec.initSize > 0 ? spec.initSize : this.initCapacity, this.maxCapacity),
+        maxCapacity: this.maxCapacity,
+        initializer: spec.initializer,
+        ...(spec.optimizer ? { optimizer: spec.optimizer } : {}),
+        scorePolicy: this.evictStrategy satisfies ScorePolicy,
+        seed: spec.seed,
+        stream: spec.stream,
+      },
+      { backend: facadeBackend() },
+    );
+  }
+
+  override scoresFor(keys: Keys): BigUint64Array | null {
+    if (this.evictStrategy !== 'customized' || this.genScoresFn === null) return null;
+    const s = this.genScoresFn(keys);
+    const out = s instanceof BigUint64Array ? s : Array.isArray(s) ? BigUint64Array.from(s as readonly bigint[]) : null;
+    if (out === null || out.length !== keys.length) {
+      throw invalidParameter('genScoresFn(keys)', `to return ${keys.length} uint64 scores`, s, InvalidTypeError);
+    }
+    return out;
+  }
+
+  override epochFor(step: number): number | null {
+    if (this.evictStrategy !== 'epochLru' && this.evictStrategy !== 'epochLfu') return null;
+    return this.stepPerEpoch > 0 ? Math.floor(step / this.stepPerEpoch) : 0;
+  }
+}
+
+/** Internal: in-memory tables with a given score policy (status tables of restrict policies). */
+export class ScoredTableCreator extends KVCreator {
+  constructor(readonly scorePolicy: ScorePolicy) {
+    super();
+  }
+
+  create(spec: ShardTableSpec): EmbeddingTable {
+    return createTable(
+      {
+        kind: 'dynamic',
+        dim: spec.dim,
+        name: spec.tableName,
+        keyDtype: spec.keyDtype,
+        initializer: spec.initializer,
+        scorePolicy: this.scorePolicy,
+        seed: spec.seed,
+        stream: spec.stream,
+      },
+      { backend: facadeBackend() },
+    );
+  }
+}

@@ -1,0 +1,415 @@
+import {
+  createOptimizer,
+  FailedPreconditionError,
+  InvalidTypeError,
+  invalidParameter,
+  type OptimizerKind,
+  type OptimizerOptions,
+  type OptimizerSpec,
+} from '@embedstack/core';
+import { INTERNAL } from './internal.js';
+import { getModelMode, ShadowVariable } from './shadow.js';
+import { checkBoolean, checkOptionsObject, checkValues, type VariableValues } from './values.js';
+import type { Variable } from './variable.js';
+
+/** A number, or a Keras schedule: a function of the 0-based iteration count. */
+export type LearningRateInput = number | ((iteration: number) => number);
+
+/** One `[gradient, trainable]` pair; the gradient has the trainable's last lookup shape (ids.shape + [dim]). */
+export type GradAndVar = readonly [VariableValues, ShadowVariable];
+
+interface CommonOptions {
+  learningRate?: LearningRateInput;
+  /** Keras gradient clipping to [-clipvalue, clipvalue] before the update. */
+  clipvalue?: number | null;
+  /** Optimizer name (slot variables are named `<variable>/<name>/<slot>`). */
+  name?: string;
+}
+
+function num(v: unknown, argument: string, fallback: number): number {
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw invalidParameter(argument, 'a finite number', v);
+  return v;
+}
+
+/**
+ * Base of `de.optimizers.*`: Keras optimizers whose sparse updates run in core
+ * (one fused update per touched row; slots beside the rows). Train dynamic
+ * embeddings only after wrapping with `DynamicEmbeddingOptimizer(opt)`.
+ */
+export abstract class Optimizer {
+  readonly name: string;
+  readonly learningRate: LearningRateInput;
+  readonly clipvalue: number | null;
+  /** Steps applied so far (Keras `iterations`). */
+  iterations = 0;
+  #wrapped = false;
+  #bpV2 = false;
+  #synchronous = false;
+  #spec: OptimizerSpec | null = null;
+
+  protected constructor(options: CommonOptions, defaults: { learningRate: number; name: string }) {
+    const lr = options.learningRate ?? defaults.learningRate;
+    if (typeof lr !== 'function' && (typeof lr !== 'number' || !Number.isFinite(lr) || lr < 0)) {
+      throw invalidParameter('learningRate', 'a number >= 0 or a function of the iteration', lr);
+    }
+    this.learningRate = lr;
+    const clip = options.clipvalue ?? null;
+    if (clip !== null && (typeof clip !== 'number' || !Number.isFinite(clip) || clip < 0)) throw invalidParameter('clipvalue', 'a number >= 0', clip);
+    this.clipvalue = clip;
+    const name = options.name ?? defaults.name;
+    if (typeof name !== 'string' || name.length === 0) throw invalidParameter('name', 'a non-empty string', name, InvalidTypeError);
+    this.name = name;
+  }
+
+  /** Keras slot names, in the order of the slots beside each row. */
+  abstract get slotNames(): readonly string[];
+
+  /** The core optimizer for this Keras optimizer (built once). */
+  protected abstract buildSpec(): OptimizerSpec;
+
+  /** Core's validated optimizer spec (learning rate already bias-corrected where Keras does it). */
+  get spec(): OptimizerSpec {
+    return (this.#spec ??= this.buildSpec());
+  }
+
+  /** Is this optimizer wrapped by DynamicEmbeddingOptimizer (able to train dynamic embeddings)? */
+  get dynamicEmbedding(): boolean {
+    return this.#wrapped;
+  }
+
+  get bpV2(): boolean {
+    return this.#bpV2;
+  }
+
+  get synchronous(): boolean {
+    return this.#synchronous;
+  }
+
+  getSlotNames(): string[] {
+    return this.slotNames.slice();
+  }
+
+  /** Core learning rate: a constant, or a function of core's 1-based step. */
+  protected coreLearningRate(): number | ((step: number) => number) {
+    const lr = this.learningRate;
+    return typeof lr === 'function' ? (step: number) => lr(step - 1) : lr;
+  }
+
+  protected common(): OptimizerOptions {
+    return this.clipvalue === null ? {} : { clipvalue: this.clipvalue };
+  }
+
+  /**
+   * One training step: for each `[grad, trainable]`, updates exactly the rows of
+   * the trainable's last lookup (ids first seen are inserted with their initial
+   * value, then updated), and their slots; then `iterations` += 1. Every pair is
+   * validated before any row is written.
+   * @throws FailedPreconditionError (not wrapped, inference mode, no lookup recorded, second optimizer on a variable);
+   *   InvalidTypeError / ShapeMismatchError for bad pairs
+   */
+  async applyGradients(gradsAndVars: readonly GradAndVar[]): Promise<void> {
+    if (!this.#wrapped) {
+      throw new FailedPreconditionError(
+        `Optimizer ${this.name} cannot train dynamic embeddings: wrap it first with de.DynamicEmbeddingOptimizer(optimizer)`,
+      );
+    }
+    if (getModelMode() !== 'train') {
+      throw new FailedPreconditionError('Expected train mode to apply gradients but the model is in inference mode (call de.enableTrainMode())');
+    }
+    if (!Array.isArray(gradsAndVars)) throw invalidParameter('gradsAndVars', 'an array of [grad, trainable] pairs', gradsAndVars, InvalidTypeError);
+    const work = gradsAndVars.map((pair, i) => {
+      if (!Array.isArray(pair) || pair.length !== 2) throw invalidParameter(`gradsAndVars[${i}]`, 'a [grad, trainable] pair', pair, InvalidTypeError);
+      const [grad, t] = pair as [unknown, unknown];
+      if (!(t instanceof ShadowVariable)) {
+        throw invalidParameter(`gradsAndVars[${i}][1]`, 'a trainable from embeddingLookup (getTrainableByName)', t, InvalidTypeError);
+      }
+      const ids = t.ids;
+      if (ids === null || t.values === null || t.exists === null) {
+        throw new FailedPreconditionError(`Trainable "${t.name}" has no recorded lookup: look ids up with embeddingLookup in train mode first`, {
+          argument: `gradsAndVars[${i}][1]`,
+        });
+      }
+      const g = checkValues(grad, t.shape, ids.length, t.dim, `gradsAndVars[${i}][0]`);
+      return { t, ids, g, v0: t.values, exists: t.exists };
+    });
+    const spec = this.spec;
+    const step = this.iterations + 1;
+    for (const { t, ids, g, v0, exists } of work) {
+      const v = t.params;
+      if (!v.trainable) continue;
+      const b = await v[INTERNAL].bind(this, spec, this.slotNames, this.name, v.bpV2 || this.#bpV2);
+      await v[INTERNAL].trainStep(b, ids, g, v0, exists, step, this.#synchronous);
+    }
+    this.iterations = step;
+  }
+
+  get [INTERNAL]() {
+    return {
+      /** Attaches this optimizer's slots to `v` (checkpoint loading). */
+      bind: async (v: Variable): Promise<void> => {
+        await v[INTERNAL].bind(this, this.spec, this.slotNames, this.name, v.bpV2 || this.#bpV2);
+      },
+      wrap: (bpV2: boolean, synchronous: boolean): void => {
+        this.#wrapped = true;
+        this.#bpV2 = bpV2;
+        this.#synchronous = synchronous;
+      },
+    };
+  }
+}
+
+function build(kind: OptimizerKind, options: OptimizerOptions): OptimizerSpec {
+  return createOptimizer(kind, options);
+}
+
+export interface SGDOptions extends CommonOptions {
+  /** Keras momentum; > 0 keeps a 'momentum' slot. Default 0. */
+  momentum?: number;
+  nesterov?: boolean;
+}
+
+/** Keras SGD (learningRate 0.01, momentum 0): w -= lr*g; with momentum m = mu*m + g, w -= lr*m (nesterov: lr*(g + mu*m)). */
+export class SGD extends Optimizer {
+  readonly momentum: number;
+  readonly nesterov: boolean;
+  constructor(options: SGDOptions = {}) {
+    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'momentum', 'nesterov']) as SGDOptions;
+    super(o, { learningRate: 0.01, name: 'SGD' });
+    this.momentum = num(o.momentum, 'momentum', 0);
+    if (this.momentum < 0) throw invalidParameter('momentum', 'a number >= 0', this.momentum);
+    this.nesterov = checkBoolean(o.nesterov, 'nesterov', false);
+  }
+  get slotNames(): readonly string[] {
+    return this.momentum > 0 ? ['momentum'] : [];
+  }
+  protected buildSpec(): OptimizerSpec {
+    const lr = this.coreLearningRate();
+    return this.momentum > 0
+      ? build('momentum', { ...this.common(), learningRate: lr, momentum: this.momentum, useNesterov: this.nesterov })
+      : build('sgd', { ...this.common(), learningRate: lr });
+  }
+}
+
+export interface MomentumOptions extends CommonOptions {
+  /** Default 0 (Keras SGD's). */
+  momentum?: number;
+  useNesterov?: boolean;
+}
+
+/** TF's Momentum (learningRate 0.01): m = mu*m + g; w -= lr*m (nesterov: lr*(g + mu*m)). Slot 'momentum'. */
+export class Momentum extends Optimizer {
+  readonly momentum: number;
+  readonly useNesterov: boolean;
+  constructor(options: MomentumOptions = {}) {
+    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'momentum', 'useNesterov']) as MomentumOptions;
+    super(o, { learningRate: 0.01, name: 'Momentum' });
+    this.momentum = num(o.momentum, 'momentum', 0);
+    if (this.momentum < 0) throw invalidParameter('momentum', 'a number >= 0', this.momentum);
+    this.useNesterov = checkBoolean(o.useNesterov, 'useNesterov', false);
+  }
+  get slotNames(): readonly string[] {
+    return ['momentum'];
+  }
+  protected buildSpec(): OptimizerSpec {
+    return build('momentum', { ...this.common(), learningRate: this.coreLearningRate(), momentum: this.momentum, useNesterov: this.useNesterov });
+  }
+}
+
+export interface AdagradOptions extends CommonOptions {
+  initialAccumulatorValue?: number;
+  epsilon?: number;
+}
+
+/**
+ * Keras Adagrad (learningRate 0.001, initialAccumulatorValue 0.1): acc += g²;
+ * w -= lr*g/sqrt(acc). `epsilon` (1e-7) is accepted but core's Adagrad adds none
+ * (a relative difference below 1e-6 for acc >= 0.1).
+ */
+export class Adagrad extends Optimizer {
+  readonly initialAccumulatorValue: number;
+  readonly epsilon: number;
+  constructor(options: AdagradOptions = {}) {
+    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'initialAccumulatorValue', 'epsilon']) as AdagradOptions;
+    super(o, { learningRate: 0.001, name: 'Adagrad' });
+    this.initialAccumulatorValue = num(o.initialAccumulatorValue, 'initialAccumulatorValue', 0.1);
+    this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
+  }
+  get slotNames(): readonly string[] {
+    return ['accumulator'];
+  }
+  protected buildSpec(): OptimizerSpec {
+    return build('adagrad', { ...this.common(), learningRate: this.coreLearningRate(), initialAccumulatorValue: this.initialAccumulatorValue });
+  }
+}
+
+export interface AdamOptions extends CommonOptions {
+  beta1?: number;
+  beta2?: number;
+  epsilon?: number;
+  /** Not supported (Keras default false). */
+  amsgrad?: boolean;
+}
+
+/**
+ * Keras Adam (learningRate 0.001, beta1 0.9, beta2 0.999, epsilon 1e-7), sparse
+ * (only touched rows' slots decay): m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g²;
+ * w -= lr_t * m / (sqrt(v) + eps) with lr_t = lr * sqrt(1-b2^t) / (1-b1^t), t the step.
+ * Slots 'm', 'v'.
+ */
+export class Adam extends Optimizer {
+  readonly beta1: number;
+  readonly beta2: number;
+  readonly epsilon: number;
+  constructor(options: AdamOptions = {}) {
+    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'beta1', 'beta2', 'epsilon', 'amsgrad']) as AdamOptions;
+    super(o, { learningRate: 0.001, name: 'Adam' });
+    this.beta1 = num(o.beta1, 'beta1', 0.9);
+    this.beta2 = num(o.beta2, 'beta2', 0.999);
+    this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
+    if (checkBoolean(o.amsgrad, 'amsgrad', false)) throw invalidParameter('amsgrad', 'false (AMSGrad is not supported)', true);
+  }
+  get slotNames(): readonly string[] {
+    return ['m', 'v'];
+  }
+  protected buildSpec(): OptimizerSpec {
+    const base = this.coreLearningRate();
+    const { beta1: b1, beta2: b2 } = this;
+    const lr = (step: number) => (typeof base === 'function' ? base(step) : base) * (Math.sqrt(1 - b2 ** step) / (1 - b1 ** step));
+    return build('adam', { ...this.common(), learningRate: lr, beta1: b1, beta2: b2, epsilon: this.epsilon, sumInsideSqrt: false, lazyAdam: true });
+  }
+}
+
+export interface FTRLOptions extends CommonOptions {
+  learningRatePower?: number;
+  initialAccumulatorValue?: number;
+  l1RegularizationStrength?: number;
+  l2RegularizationStrength?: number;
+  beta?: number;
+  /** Only 0 is supported (Keras default). */
+  l2ShrinkageRegularizationStrength?: number;
+}
+
+/** Keras Ftrl (learningRate 0.001, learningRatePower -0.5, initialAccumulatorValue 0.1, l1 = l2 = beta = 0). Slots 'accumulator', 'linear'. */
+export class FTRL extends Optimizer {
+  readonly learningRatePower: number;
+  readonly initialAccumulatorValue: number;
+  readonly l1RegularizationStrength: number;
+  readonly l2RegularizationStrength: number;
+  readonly beta: number;
+  constructor(options: FTRLOptions = {}) {
+    const o = checkOptionsObject(options, 'options', [
+      'learningRate',
+      'clipvalue',
+      'name',
+      'learningRatePower',
+      'initialAccumulatorValue',
+      'l1RegularizationStrength',
+      'l2RegularizationStrength',
+      'beta',
+      'l2ShrinkageRegularizationStrength',
+    ]) as FTRLOptions;
+    super(o, { learningRate: 0.001, name: 'Ftrl' });
+    this.learningRatePower = num(o.learningRatePower, 'learningRatePower', -0.5);
+    this.initialAccumulatorValue = num(o.initialAccumulatorValue, 'initialAccumulatorValue', 0.1);
+    this.l1RegularizationStrength = num(o.l1RegularizationStrength, 'l1RegularizationStrength', 0);
+    this.l2RegularizationStrength = num(o.l2RegularizationStrength, 'l2RegularizationStrength', 0);
+    this.beta = num(o.beta, 'beta', 0);
+    if (num(o.l2ShrinkageRegularizationStrength, 'l2ShrinkageRegularizationStrength', 0) !== 0) {
+      throw invalidParameter('l2ShrinkageRegularizationStrength', '0 (shrinkage is not supported)', o.l2ShrinkageRegularizationStrength);
+    }
+  }
+  get slotNames(): readonly string[] {
+    return ['accumulator', 'linear'];
+  }
+  protected buildSpec(): OptimizerSpec {
+    return build('ftrl', {
+      ...this.common(),
+      learningRate: this.coreLearningRate(),
+      learningRatePower: this.learningRatePower,
+      initialAccumulatorValue: this.initialAccumulatorValue,
+      l1: this.l1RegularizationStrength,
+      l2: this.l2RegularizationStrength,
+      beta: this.beta,
+    });
+  }
+}
+
+export interface AdamaxOptions extends CommonOptions {
+  beta1?: number;
+  beta2?: number;
+  epsilon?: number;
+}
+
+/** Keras Adamax (learningRate 0.001, beta1 0.9, beta2 0.999, epsilon 1e-7): m = b1*m+(1-b1)*g; u = max(b2*u, |g|); w -= lr/(1-b1^t)*m/(u+eps). Slots 'm', 'v'. */
+export class Adamax extends Optimizer {
+  readonly beta1: number;
+  readonly beta2: number;
+  readonly epsilon: number;
+  constructor(options: AdamaxOptions = {}) {
+    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'beta1', 'beta2', 'epsilon']) as AdamaxOptions;
+    super(o, { learningRate: 0.001, name: 'Adamax' });
+    this.beta1 = num(o.beta1, 'beta1', 0.9);
+    this.beta2 = num(o.beta2, 'beta2', 0.999);
+    this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
+  }
+  get slotNames(): readonly string[] {
+    return ['m', 'v'];
+  }
+  protected buildSpec(): OptimizerSpec {
+    return build('adamax', { ...this.common(), learningRate: this.coreLearningRate(), beta1: this.beta1, beta2: this.beta2, epsilon: this.epsilon });
+  }
+}
+
+export interface AdadeltaOptions extends CommonOptions {
+  rho?: number;
+  epsilon?: number;
+}
+
+/** Keras Adadelta (learningRate 0.001, rho 0.95, epsilon 1e-7). Slots 'accum_grad', 'accum_var'. */
+export class Adadelta extends Optimizer {
+  readonly rho: number;
+  readonly epsilon: number;
+  constructor(options: AdadeltaOptions = {}) {
+    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'rho', 'epsilon']) as AdadeltaOptions;
+    super(o, { learningRate: 0.001, name: 'Adadelta' });
+    this.rho = num(o.rho, 'rho', 0.95);
+    this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
+  }
+  get slotNames(): readonly string[] {
+    return ['accum_grad', 'accum_var'];
+  }
+  protected buildSpec(): OptimizerSpec {
+    return build('adadelta', { ...this.common(), learningRate: this.coreLearningRate(), rho: this.rho, epsilon: this.epsilon });
+  }
+}
+
+/** `de.optimizers`: the Keras optimizers, constructed with `new`. */
+export const optimizers = { SGD, Momentum, Adagrad, Adam, FTRL, Adamax, Adadelta } as const;
+
+export interface DynamicEmbeddingOptimizerOptions {
+  /** Update rows by adding deltas (accum) instead of setting them, for every variable this optimizer trains. Default false. */
+  bpV2?: boolean | null;
+  /**
+   * TFRA: all-reduce dense gradients over Horovod workers. Here (one process) it
+   * applies the shards of a step one after another instead of concurrently. Default false.
+   */
+  synchronous?: boolean | null;
+}
+
+/**
+ * TFRA's wrapper that makes an optimizer able to train dynamic embeddings.
+ * Returns the optimizer itself (as TFRA does), now trainable with
+ * `applyGradients([[grad, trainable], ...])`.
+ * @throws InvalidTypeError when `optimizer` is not one of de.optimizers
+ */
+export function DynamicEmbeddingOptimizer<O extends Optimizer>(optimizer: O, options: DynamicEmbeddingOptimizerOptions = {}): O {
+  if (!(optimizer instanceof Optimizer)) {
+    throw invalidParameter('optimizer', 'an optimizer from de.optimizers (SGD, Momentum, Adagrad, Adam, FTRL, Adamax, Adadelta)', optimizer, InvalidTypeError);
+  }
+  const o = checkOptionsObject(options, 'options', ['bpV2', 'synchronous']);
+  const bpV2 = checkBoolean(o.bpV2, 'bpV2', false);
+  const synchronous = checkBoolean(o.synchronous, 'synchronous', false);
+  optimizer[INTERNAL].wrap(bpV2, synchronous);
+  return optimizer;
+}

@@ -1,0 +1,89 @@
+import {
+  type EmbeddingTable,
+  InvalidTypeError,
+  invalidParameter,
+  type Keys,
+} from '@embedstack/core';
+import { INTERNAL } from './internal.js';
+import type { Variable } from './variable.js';
+
+export interface RestrictOptions {
+  /** Restrict only when the variable holds more than `trigger` keys. Default numReserved. */
+  trigger?: number | null;
+}
+
+/**
+ * Base of the restrict policies (TFRA's `RestrictPolicy`). A policy keeps a status
+ * per key in a companion Variable (`status`, same shards and partitioner, in the
+ * memory of the active backend); the status is the 64-bit score of the status
+ * table's rows. Never constructed directly: pass the class as
+ * `new Variable({ restrictPolicy: de.TimestampRestrictPolicy })`.
+ */
+export abstract class RestrictPolicy {
+  readonly variable: Variable;
+
+  constructor(variable: Variable) {
+    this.variable = variable;
+  }
+
+  /** The status Variable (dim 1). */
+  abstract get status(): Variable;
+
+  /** Records that `keys` (any order, duplicates allowed) were updated by training. */
+  abstract applyUpdate(keys: Keys): Promise<void>;
+
+  /**
+   * Runs only when `variable.size() > trigger`: per shard, keeps the
+   * floor(numReserved / shards) keys with the highest status (newest timestamp,
+   * highest count; ties keep the smaller key; keys without a status rank lowest)
+   * and removes the others from the variable, its slots and the status.
+   * Resolves to the number of keys removed.
+   * @throws InvalidTypeError (non-integer) / InvalidArgumentError (negative) naming the argument
+   */
+  async applyRestriction(numReserved: number, options: RestrictOptions = {}): Promise<number> {
+    if (typeof numReserved !== 'number' || !Number.isSafeInteger(numReserved)) {
+      throw invalidParameter('numReserved', 'an integer', numReserved, InvalidTypeError);
+    }
+    if (numReserved < 0) throw invalidParameter('numReserved', 'an integer >= 0', numReserved);
+    if (options !== null && typeof options !== 'object') throw invalidParameter('options', 'an options object', options, InvalidTypeError);
+    const trigger = options?.trigger ?? numReserved;
+    if (typeof trigger !== 'number' || !Number.isSafeInteger(trigger)) {
+      throw invalidParameter('trigger', 'an integer', trigger, InvalidTypeError);
+    }
+    const v = this.variable;
+    if ((await v.size()) <= trigger) return 0;
+    const internal = v[INTERNAL];
+    const statusTables = this.status[INTERNAL].tables;
+    const perShard = Math.floor(numReserved / v.shardNum);
+    let removed = 0;
+    for (let s = 0; s < v.shardNum; s++) {
+      const scores = await scoreMap(statusTables[s]!);
+      const keys: (bigint | number)[] = [];
+      for await (const b of internal.stores[s]!.exportBatches()) for (const k of b.keys) keys.push(k);
+      if (keys.length <= perShard) continue;
+      keys.sort((a, b) => {
+        const sa = scores.get(a) ?? 0n;
+        const sb = scores.get(b) ?? 0n;
+        if (sa !== sb) return sa > sb ? -1 : 1;
+        return a < b ? -1 : a > b ? 1 : 0;
+      });
+      const losers = keys.slice(perShard);
+      const arr = v.keyDtype === 'int32' ? Int32Array.from(losers as number[]) : BigInt64Array.from(losers as bigint[]);
+      await internal.removeFromShard(s, arr);
+      removed += losers.length;
+    }
+    return removed;
+  }
+}
+
+async function scoreMap(table: EmbeddingTable): Promise<Map<bigint | number, bigint>> {
+  const out = new Map<bigint | number, bigint>();
+  for await (const b of table.exportBatches()) for (let i = 0; i < b.keys.length; i++) out.set(b.keys[i]!, b.scores[i]!);
+  return out;
+}
+
+export type RestrictPolicyClass = new (variable: Variable) => RestrictPolicy;
+
+export function isRestrictPolicyClass(value: unknown): value is RestrictPolicyClass {
+  return typeof value === 'function' && (value as { prototype?: unknown }).prototype instanceof RestrictPolicy;
+}
