@@ -1,0 +1,43 @@
+/** What the figures were measured on: machine and versions (for --json and the README). */
+import { createRequire } from 'node:module';
+import os from 'node:os';
+
+const require = createRequire(import.meta.url);
+
+export interface MachineInfo {
+  cpuModel: string;
+  cores: number;
+  memoryBytes: number;
+  platform: string;
+  arch: string;
+}
+
+export function machineInfo(): MachineInfo {
+  const cpus = os.cpus();
+  return {
+    cpuModel: cpus[0]?.model.trim() ?? 'unknown',
+    cores: cpus.length,
+    memoryBytes: os.totalmem(),
+    platform: `${os.platform()} ${os.release()}`,
+    arch: os.arch(),
+  };
+}
+
+function versionOf(pkg: string): string {
+  try {
+    return (require(`${pkg}/package.json`) as { version: string }).version;
+  } catch {
+    return 'not installed';
+  }
+}
+
+export function versions(): Record<string, string> {
+  return {
+    node: process.versions.node,
+    v8: process.versions.v8,
+    '@embedstack/core': versionOf('@embedstack/core'),
+    '@embedstack/cpu-backend': versionOf('@embedstack/cpu-backend'),
+    '@tensorflow/tfjs-core': versionOf('@tensorflow/tfjs-core'),
+    '@tensorflow/tfjs-backend-wasm': versionOf('@tensorflow/tfjs-backend-wasm'),
+  };
+}

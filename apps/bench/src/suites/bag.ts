@@ -1,0 +1,120 @@
+/**
+ * bag: lookupCombined (embedding bag) with 26 features x 20 ids per sample,
+ * batch 4096 samples, sum and mean, on a static and a dynamic table, against a
+ * plain JS Float32Array loop, tfjs-core gather+reshape+sum on its wasm and cpu
+ * backends, and the plain native gather-reduce loop. Unit: gathered rows/s.
+ */
+import type { Bag } from '@embedstack/core';
+import { measure } from '../harness.js';
+import { jsGatherReduce } from '../peers/jsBag.js';
+import { type TfjsBackendName, tfjsBag, tfjsTable, useTfjs } from '../peers/tfjs.js';
+import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
+import { drawIndices, pickKeys } from '../rng.js';
+import { formatCount } from '../stats.js';
+import { staticTable, valuePattern } from '../tables.js';
+import { figure, settle, threadLabel } from './common.js';
+import type { Suite } from './types.js';
+
+const DIM = 64;
+const ROWS = 1 << 20;
+const FEATURES = 26;
+const IDS = 20;
+const BATCH = 4096;
+/** tfjs is ~100x slower: it gets fewer samples per call (rows/s does not depend on it). */
+const TFJS_BATCH = 128;
+const COMBINERS = ['sum', 'mean'] as const;
+
+function bagInput(samples: number, seed: number): { splits: Int32Array; ids: Uint32Array } {
+  const nrows = samples * FEATURES;
+  const splits = new Int32Array(nrows + 1);
+  for (let r = 0; r <= nrows; r++) splits[r] = r * IDS;
+  return { splits, ids: drawIndices(nrows * IDS, ROWS, 'uniform', seed) };
+}
+
+async function tfjsFigures(ctx: { log(s: string): void }, values: Float32Array, ids: Uint32Array): Promise<Figure[][]> {
+  const out: Figure[][] = COMBINERS.map(() => []);
+  const ids32 = new Int32Array(ids.buffer, ids.byteOffset, TFJS_BATCH * FEATURES * IDS);
+  for (const b of ['wasm', 'cpu'] as TfjsBackendName[]) {
+    const why = await useTfjs(b);
+    if (why !== null) {
+      ctx.log(`bag: tfjs-core on ${b} is unavailable: ${why}`);
+      COMBINERS.forEach((_, i) => out[i]!.push(figure(`tfjs-core ${b}`, 'peer', NaN, 'rows/s', { note: `unavailable: ${why}` })));
+      continue;
+    }
+    const table = tfjsTable(values, ROWS, DIM);
+    COMBINERS.forEach((c, i) => {
+      const m = measure(`tfjs-core ${b} ${c}`, () => void tfjsBag(table, ids32, TFJS_BATCH * FEATURES, IDS, c === 'mean'), ids32.length, {
+        minSamples: 3,
+        minMs: 0,
+        maxMs: 2500,
+      });
+      out[i]!.push(figure(`tfjs-core ${b}`, 'peer', m.rate, 'rows/s', { samples: m.samples, note: `gather+reshape+${c}, batch ${TFJS_BATCH}` }));
+    });
+    table.dispose();
+  }
+  return out;
+}
+
+export const bagSuite: Suite = {
+  name: 'bag',
+  steps: (ctx) => COMBINERS.length * (4 + 2 + (ctx.threads > 1 ? 2 : 1)),
+  async run(ctx) {
+    const { splits, ids } = bagInput(BATCH, 31);
+    const idsSigned = new Int32Array(ids.buffer, ids.byteOffset, ids.length);
+    const values = valuePattern(ROWS, DIM); // the JS peers' table (and tfjs's source)
+    const arena = ctx.fixtures.arena(ROWS, DIM);
+    const stat = staticTable(ctx.backend, DIM, ROWS);
+    const keys = ctx.fixtures.keys(ROWS);
+    const dyn = ctx.fixtures.table(DIM, ROWS);
+    const staticBag: Bag<Int32Array> = { rowSplits: splits, keys: idsSigned, weights: null };
+    const dynamicBag: Bag<BigInt64Array> = { rowSplits: splits, keys: pickKeys(keys, ids), weights: null };
+    const nids = ids.length;
+    const tf = await tfjsFigures(ctx, values, ids);
+    const groups: Group[] = [];
+    const targets: Target[] = [];
+    const nativeOut = new Float32Array(BATCH * FEATURES * DIM);
+    COMBINERS.forEach((combiner, ci) => {
+      const opts = { combiner };
+      const s = measure(`static lookupCombinedSync ${combiner}`, () => void stat.lookupCombinedSync(staticBag, opts), nids);
+      const d = measure(`dynamic lookupCombinedSync ${combiner}`, () => void dyn.lookupCombinedSync(dynamicBag, opts), nids);
+      const js = measure(`JS loop ${combiner}`, () => void jsGatherReduce(values, DIM, splits, ids, combiner === 'mean'), nids, { minSamples: 3 });
+      const natives = [...new Set([1, ctx.threads])].map((t) => {
+        const m = measure(`native gather-reduce ${combiner} ${threadLabel(t)}`, () => ctx.native.gatherReduce(arena, splits, ids, nativeOut, combiner === 'mean', t), nids);
+        return figure(`native loop (${threadLabel(t)})`, 'peer', m.rate, 'rows/s', { samples: m.samples });
+      });
+      const g: Group = {
+        title: `${combiner}: ${FEATURES} features x ${IDS} ids, batch ${BATCH} (${formatCount(nids)} ids/call), ${formatCount(ROWS)} rows, dim ${DIM}, uniform ids`,
+        params: { combiner, features: FEATURES, idsPerFeature: IDS, batch: BATCH, rows: ROWS, dim: DIM },
+        figures: [
+          figure('static lookupCombinedSync', 'ours', s.rate, 'rows/s', { samples: s.samples }),
+          figure('dynamic lookupCombinedSync', 'ours', d.rate, 'rows/s', { samples: d.samples }),
+          figure('JS loop', 'peer', js.rate, 'rows/s', { samples: js.samples, note: 'Float32Array gather-reduce' }),
+          ...tf[ci]!,
+          ...natives,
+        ],
+      };
+      groups.push(g);
+      const o = 'static lookupCombinedSync';
+      targets.push(ratioTarget(g, o, `native loop (${threadLabel(ctx.threads)})`, '>=', 0.8, `bag ${combiner} (static) >= 0.8x native loop (${threadLabel(ctx.threads)})`));
+      targets.push(ratioTarget(g, o, 'JS loop', '>=', 5, `bag ${combiner} (static) >= 5x JS loop`));
+      const best = g.figures.filter((f) => f.name.startsWith('tfjs-core') && Number.isFinite(f.value)).sort((a, b) => b.value - a.value)[0];
+      if (best) targets.push(ratioTarget(g, o, best.name, '>=', 40, `bag ${combiner} (static) >= 40x tfjs-core (its faster backend: ${best.name.slice(10)})`));
+    });
+    stat.dispose();
+    ctx.fixtures.releaseAll();
+    await settle();
+    const result: SuiteResult = {
+      suite: 'bag',
+      path: 'EmbeddingTable.lookupCombinedSync with a ragged Bag (Int32Array ids on the static table, BigInt64Array keys on the dynamic one)',
+      groups,
+      targets,
+      notes: [
+        'rows/s counts gathered ids (rows read), so bag sizes compare directly',
+        `tfjs-core runs batch ${TFJS_BATCH} (${formatCount(TFJS_BATCH * FEATURES * IDS)} ids) to keep its time bounded`,
+        'the native loop writes into a reused output buffer; lookupCombined and the JS loop allocate theirs per call',
+      ],
+      charts: [],
+    };
+    return result;
+  },
+};

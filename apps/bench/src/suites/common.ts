@@ -1,0 +1,56 @@
+/** Measurement pieces shared by several suites. */
+import type { EmbeddingTable } from '@embedstack/core';
+import { type MeasureOptions, measure, measureAsync } from '../harness.js';
+import type { Arena, NativePeers } from '../native.js';
+import type { Figure } from '../report.js';
+
+/** Batch size of find-like measurements (keys per call) unless a suite sweeps it. */
+export const BATCH = 65536;
+/** Batches per key pool: calls rotate through them so caches do not flatter. */
+export const POOL_BATCHES = 16;
+
+/** The headline configuration of the spec's find target (shared by limit and find). */
+export const HEADLINE = { dim: 64, keys: 4 << 20 } as const;
+
+export const threadLabel = (t: number): string => `${t} thread${t === 1 ? '' : 's'}`;
+
+/** 1, 2, 4, ... up to and including `max`. */
+export function threadCounts(max: number): number[] {
+  const out: number[] = [];
+  for (let t = 1; t < max; t *= 2) out.push(t);
+  out.push(max);
+  return [...new Set(out)];
+}
+
+export function figure(name: string, kind: 'ours' | 'peer', value: number, unit: string, extra: Partial<Figure> = {}): Figure {
+  return { name, kind, value, unit, ...extra };
+}
+
+/** findSync over rotating batches of `pool`; keys/s. */
+export function measureFindSync(label: string, table: EmbeddingTable, pool: BigInt64Array, batch = BATCH, o?: MeasureOptions): Figure {
+  const batches = Math.max(1, Math.floor(pool.length / batch));
+  const m = measure(label, (i) => void table.findSync(pool.subarray((i % batches) * batch, (i % batches) * batch + batch)), batch, o);
+  return figure('find (findSync)', 'ours', m.rate, 'keys/s', { samples: m.samples });
+}
+
+/** The Promise form of find, one call awaited at a time; keys/s. */
+export async function measureFindAsync(label: string, table: EmbeddingTable, pool: BigInt64Array, batch = BATCH): Promise<Figure> {
+  const batches = Math.max(1, Math.floor(pool.length / batch));
+  const m = await measureAsync(label, (i) => table.find(pool.subarray((i % batches) * batch, (i % batches) * batch + batch)), batch);
+  return figure('find (Promise)', 'ours', m.rate, 'keys/s', { samples: m.samples });
+}
+
+/** The plain native gather over rotating batches of row indices; rows/s. */
+export function measureGather(label: string, native: NativePeers, arena: Arena, dim: number, pool: Uint32Array, threads: number, batch = BATCH): Figure {
+  const batches = Math.max(1, Math.floor(pool.length / batch));
+  const out = new Float32Array(batch * dim);
+  const m = measure(label, (i) => native.gather(arena, pool.subarray((i % batches) * batch, (i % batches) * batch + batch), out, threads), batch);
+  return figure(`native gather (${threadLabel(threads)})`, 'peer', m.rate, 'keys/s', { samples: m.samples });
+}
+
+/** Releases garbage and gives the event loop a turn (lets timers and GC settle). */
+export async function settle(): Promise<void> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc) gc();
+  await new Promise((r) => setImmediate(r));
+}

@@ -1,0 +1,89 @@
+/**
+ * find: dynamic-table find of existing keys (findSync: the user's best path;
+ * the Promise form too on the headline configuration), uniform and Zipf(1.05)
+ * draws, against a prefilled JS Map<bigint, Float32Array> and the plain native
+ * gather over an arena of the same size.
+ */
+import os from 'node:os';
+import { collectGarbage, measure } from '../harness.js';
+import { buildJsMap, type JsMapTable, jsMapFind } from '../peers/jsMap.js';
+import { type Distribution, distributionName, drawIndices, pickKeys } from '../rng.js';
+import { type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
+import { formatCount } from '../stats.js';
+import { BATCH, figure, HEADLINE, measureFindAsync, measureFindSync, measureGather, POOL_BATCHES, settle, threadLabel } from './common.js';
+import type { Suite, SuiteContext } from './types.js';
+
+export interface FindConfig {
+  dim: number;
+  keys: number;
+}
+
+const DISTS: Distribution[] = ['uniform', { zipf: 1.05 }];
+
+export function findConfigs(full: boolean): FindConfig[] {
+  if (!full) return [HEADLINE, { dim: 8, keys: 1 << 20 }, { dim: 128, keys: 1 << 20 }];
+  const out: FindConfig[] = [];
+  for (const keys of [1 << 20, 4 << 20, 16 << 20]) for (const dim of [8, 64, 128]) out.push({ dim, keys });
+  return out;
+}
+
+/** Rough bytes of a JS Map<bigint, Float32Array> (measured by the memory suite: ~ value bytes + 200). */
+const jsMapBytes = (c: FindConfig): number => c.keys * (c.dim * 4 + 220);
+const tableBytes = (c: FindConfig): number => c.keys * (c.dim * 4 + 48);
+
+function buildMap(ctx: SuiteContext, c: FindConfig): JsMapTable | string {
+  const need = jsMapBytes(c) + 2 * tableBytes(c);
+  if (need > os.totalmem() * 0.8) return `skipped: would need ~${(need / 2 ** 30).toFixed(0)} GiB with the table and arena`;
+  try {
+    return buildJsMap(ctx.fixtures.keys(c.keys), c.dim);
+  } catch (e) {
+    return `${(e as Error).name}: ${(e as Error).message}`;
+  }
+}
+
+export const findSuite: Suite = {
+  name: 'find',
+  steps: (ctx) => findConfigs(ctx.args.full).length * DISTS.length * (2 + (ctx.threads > 1 ? 2 : 1)) + 1,
+  async run(ctx) {
+    const groups: Group[] = [];
+    const targets: Target[] = [];
+    const notes: string[] = [];
+    for (const c of findConfigs(ctx.args.full)) {
+      const table = ctx.fixtures.table(c.dim, c.keys);
+      const arena = ctx.fixtures.arena(c.keys, c.dim);
+      const keys = ctx.fixtures.keys(c.keys);
+      const map = buildMap(ctx, c);
+      const gatherThreads = [...new Set([1, ctx.threads])];
+      for (const dist of DISTS) {
+        const name = `dim ${c.dim}, ${formatCount(c.keys)} keys, ${distributionName(dist)}, batch ${formatCount(BATCH)}`;
+        const idx = drawIndices(POOL_BATCHES * BATCH, c.keys, dist, 21);
+        const pool = pickKeys(keys, idx);
+        const headline = c.dim === HEADLINE.dim && c.keys === HEADLINE.keys && dist === 'uniform';
+        const figures = [measureFindSync(`${name}: findSync`, table, pool)];
+        if (headline) figures.push(await measureFindAsync(`${name}: find (Promise)`, table, pool));
+        if (typeof map === 'string') figures.push(figure('JS Map', 'peer', NaN, 'keys/s', { note: map }));
+        else {
+          const batches = POOL_BATCHES;
+          const m = measure(`${name}: JS Map`, (i) => void jsMapFind(map, pool.subarray((i % batches) * BATCH, (i % batches + 1) * BATCH), c.dim), BATCH);
+          figures.push(figure('JS Map', 'peer', m.rate, 'keys/s', { samples: m.samples, note: 'Map<bigint, Float32Array>, rows copied out' }));
+        }
+        for (const t of gatherThreads) figures.push(measureGather(`${name}: native gather ${threadLabel(t)}`, ctx.native, arena, c.dim, idx, t));
+        const g: Group = { title: name, params: { dim: c.dim, keys: c.keys, distribution: distributionName(dist), batch: BATCH }, figures };
+        groups.push(g);
+        if (headline) {
+          targets.push(ratioTarget(g, 'find (findSync)', 'JS Map', '>=', 15, `find dim 64, 4M keys, uniform >= 15x JS Map`));
+          targets.push(
+            ratioTarget(g, 'find (findSync)', `native gather (${threadLabel(ctx.threads)})`, '>=', 0.7, `find dim 64, 4M keys, uniform >= 0.7x static gather (${threadLabel(ctx.threads)}, as the backend)`),
+          );
+        }
+        await settle();
+      }
+      ctx.fixtures.releaseAll();
+      collectGarbage();
+    }
+    notes.push('keys are distinct pseudo-random int64; the table is presized (initCapacity = keys) and every row written');
+    notes.push(`the static gather copies arena rows into a reused output buffer; find and the JS Map allocate their output per call`);
+    const result: SuiteResult = { suite: 'find', path: 'EmbeddingTable.findSync (and find, the Promise form, on dim 64 / 4M / uniform)', groups, targets, notes, charts: [] };
+    return result;
+  },
+};

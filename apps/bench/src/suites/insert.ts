@@ -1,0 +1,89 @@
+/**
+ * insert: findOrInsert and upsert of new keys into an empty table that grows
+ * from the default initCapacity (growth included), against a JS Map doing the
+ * same. One sample = the whole fill, in batches; table creation is untimed.
+ */
+import { createTable, type EmbeddingTable } from '@embedstack/core';
+import { measure } from '../harness.js';
+import { type JsMapTable, jsMapFindOrInsert, jsMapUpsert } from '../peers/jsMap.js';
+import type { Group, SuiteResult } from '../report.js';
+import { makeKeys } from '../rng.js';
+import { formatCount } from '../stats.js';
+import { valuePattern } from '../tables.js';
+import { BATCH, figure, settle } from './common.js';
+import type { Suite } from './types.js';
+
+const DIM = 64;
+const SAMPLES = { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0 };
+
+/** Runs `fill(batchKeys, batchValues)` over all keys and returns the seconds it took. */
+function timedFill(keys: BigInt64Array, values: Float32Array, fill: (k: BigInt64Array, v: Float32Array) => void): number {
+  const t0 = performance.now();
+  for (let b = 0; b < keys.length; b += BATCH) {
+    const e = Math.min(keys.length, b + BATCH);
+    fill(keys.subarray(b, e), values.subarray(0, (e - b) * DIM));
+  }
+  return (performance.now() - t0) / 1000;
+}
+
+export const insertSuite: Suite = {
+  name: 'insert',
+  steps: () => 4,
+  async run(ctx) {
+    const n = ctx.args.full ? 4 << 20 : 1 << 20;
+    const keys = makeKeys(n, 3);
+    const values = valuePattern(BATCH, DIM);
+    const newTable = (): EmbeddingTable => createTable({ dim: DIM, name: 'bench_insert' }, { backend: ctx.backend });
+    const ours = (op: 'findOrInsert' | 'upsert') =>
+      measure(
+        `${op}Sync ${formatCount(n)} new keys`,
+        () => {
+          const t = newTable();
+          const s =
+            op === 'upsert' ? timedFill(keys, values, (k, v) => t.upsertSync(k, v)) : timedFill(keys, values, (k) => void t.findOrInsertSync(k));
+          if (t.size() !== n) throw new Error(`${op}: expected ${n} keys in the table but found ${t.size()}`);
+          t.dispose();
+          return s;
+        },
+        n,
+        SAMPLES,
+      );
+    const peer = (op: 'findOrInsert' | 'upsert') =>
+      measure(
+        `JS Map ${op} ${formatCount(n)} new keys`,
+        () => {
+          const map: JsMapTable = new Map();
+          const s =
+            op === 'upsert' ? timedFill(keys, values, (k, v) => jsMapUpsert(map, k, v, DIM)) : timedFill(keys, values, (k) => void jsMapFindOrInsert(map, k, DIM));
+          map.clear();
+          return s;
+        },
+        n,
+        SAMPLES,
+      );
+    const groups: Group[] = [];
+    for (const op of ['findOrInsert', 'upsert'] as const) {
+      const o = ours(op);
+      await settle();
+      const p = peer(op);
+      await settle();
+      groups.push({
+        title: `${op} of ${formatCount(n)} new keys, dim ${DIM}, batch ${formatCount(BATCH)}, from the default initCapacity (1024)`,
+        params: { op, keys: n, dim: DIM, batch: BATCH },
+        figures: [
+          figure(`${op}Sync`, 'ours', o.rate, 'keys/s', { samples: o.samples }),
+          figure('JS Map', 'peer', p.rate, 'keys/s', { samples: p.samples, note: op === 'upsert' ? 'set(key, row copy)' : 'get, else set(key, new Float32Array(dim))' }),
+        ],
+      });
+    }
+    const result: SuiteResult = {
+      suite: 'insert',
+      path: 'EmbeddingTable.findOrInsertSync / upsertSync, growth by doubling included',
+      groups,
+      targets: [],
+      notes: ['each sample fills a fresh table (creation untimed); median of 3 samples after 1 warm-up'],
+      charts: [],
+    };
+    return result;
+  },
+};

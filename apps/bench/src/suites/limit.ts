@@ -1,0 +1,73 @@
+/**
+ * limit: the physical ceiling. A plain native memcpy (GB/s) and a plain native
+ * random row gather (rows/s) over an arena the size of find's headline table,
+ * on 1 .. all threads; our findSync on the same size, same batches, for scale.
+ */
+import { drawIndices, pickKeys } from '../rng.js';
+import { measure } from '../harness.js';
+import type { Chart, Figure, SuiteResult } from '../report.js';
+import { formatBytes } from '../stats.js';
+import { BATCH, figure, HEADLINE, measureFindSync, measureGather, POOL_BATCHES, threadCounts, threadLabel } from './common.js';
+import type { Suite } from './types.js';
+
+export const limitSuite: Suite = {
+  name: 'limit',
+  steps: (ctx) => 2 * threadCounts(ctx.hwThreads).length + 1,
+  async run(ctx) {
+    const { dim, keys: rows } = HEADLINE;
+    const arena = ctx.fixtures.arena(rows, dim);
+    const bytes = rows * dim * 4;
+    const copy: Figure[] = [];
+    const gather: Figure[] = [];
+    const idx = drawIndices(POOL_BATCHES * BATCH, rows, 'uniform', 11);
+    for (const t of threadCounts(ctx.hwThreads)) {
+      const m = measure(`memcpy ${formatBytes(bytes)}, ${threadLabel(t)}`, () => void ctx.native.copyArena(arena, t), bytes / 1e9, {
+        minSamples: 3,
+        minMs: 0,
+      });
+      copy.push(figure(`native memcpy (${threadLabel(t)})`, 'peer', m.rate, 'GB/s', { samples: m.samples }));
+      gather.push(measureGather(`native gather, ${threadLabel(t)}`, ctx.native, arena, dim, idx, t));
+    }
+    const table = ctx.fixtures.table(dim, rows);
+    const find = measureFindSync('find (findSync)', table, pickKeys(ctx.fixtures.keys(rows), idx));
+    const findBytes = figure('find (findSync), value bytes out', 'ours', (find.value * dim * 4) / 1e9, 'GB/s', {
+      note: 'rows/s x row bytes',
+    });
+    const size = `${rows.toLocaleString('en-US')} rows x dim ${dim} (${formatBytes(bytes)})`;
+    const charts: Chart[] = [
+      {
+        file: 'limit-copy-vs-threads.svg',
+        title: `Native memcpy of ${formatBytes(bytes)}`,
+        xLabel: 'threads',
+        yLabel: 'GB/s',
+        series: [{ name: 'memcpy', points: copy.map((f, i) => [threadCounts(ctx.hwThreads)[i]!, f.value] as const) }],
+      },
+      {
+        file: 'limit-gather-vs-threads.svg',
+        title: `Native random row gather, ${size}`,
+        xLabel: 'threads',
+        yLabel: 'M rows/s',
+        series: [
+          { name: 'native gather', points: gather.map((f, i) => [threadCounts(ctx.hwThreads)[i]!, f.value / 1e6] as const) },
+          { name: `find (${ctx.backend.name})`, points: [[ctx.threads, find.value / 1e6]] },
+        ],
+      },
+    ];
+    const result: SuiteResult = {
+      suite: 'limit',
+      path: 'native loops (apps/bench/native) vs findSync on the same size',
+      groups: [
+        { title: `sequential copy, ${size}`, params: { rows, dim, bytes }, figures: [...copy, findBytes] },
+        {
+          title: `random row gather, ${size}, batch ${BATCH}, uniform`,
+          params: { rows, dim, batch: BATCH, distribution: 'uniform' },
+          figures: [...gather, find],
+        },
+      ],
+      targets: [],
+      notes: [`backend '${ctx.backend.name}' reports ${ctx.threads} thread(s); the machine has ${ctx.hwThreads}`],
+      charts,
+    };
+    return result;
+  },
+};

@@ -1,0 +1,142 @@
+/**
+ * memory: bytes per key of a dim-64 table at 1M and 10M keys, as the RSS growth
+ * of a fresh child process (so nothing else pollutes the delta) and as the
+ * table's own memoryUsage(); against a JS Map<bigint, Float32Array> and the
+ * values' own bytes. The child fills through small reused batches, so the
+ * inputs add nothing to the delta.
+ */
+import { execFile } from 'node:child_process';
+import os from 'node:os';
+import { createTable } from '@embedstack/core';
+import { loadBackend } from '../backend.js';
+import { collectGarbage } from '../harness.js';
+import { progress } from '../progress.js';
+import { type Figure, type Group, type SuiteResult, type Target, valueTarget } from '../report.js';
+import { fillKeys } from '../rng.js';
+import { formatCount } from '../stats.js';
+import { valuePattern } from '../tables.js';
+import { figure } from './common.js';
+import type { Suite, SuiteContext } from './types.js';
+
+const DIM = 64;
+const BATCH = 65536;
+
+export interface MemoryChildSpec {
+  what: 'table' | 'jsmap';
+  keys: number;
+  dim: number;
+  presize: boolean;
+  backend: string;
+}
+
+export interface MemoryChildResult {
+  rssDelta: number;
+  memoryUsage: number | null;
+  size: number;
+  capacity: number | null;
+}
+
+const rssNow = async (): Promise<number> => {
+  collectGarbage();
+  await new Promise((r) => setTimeout(r, 50));
+  collectGarbage();
+  return process.memoryUsage().rss;
+};
+
+/** Runs inside the child (cli.js --memory-child JSON): fills, prints one JSON line. */
+export async function memoryChild(spec: MemoryChildSpec): Promise<MemoryChildResult> {
+  const { backend } = spec.what === 'table' ? await loadBackend(spec.backend) : { backend: null };
+  const keys = new BigInt64Array(BATCH);
+  const values = valuePattern(BATCH, spec.dim);
+  const rss0 = await rssNow();
+  const each = (fn: (k: BigInt64Array, v: Float32Array) => void): void => {
+    for (let b = 0; b < spec.keys; b += BATCH) {
+      const n = Math.min(BATCH, spec.keys - b);
+      fn(fillKeys(keys.subarray(0, n), b, 9), values.subarray(0, n * spec.dim));
+    }
+  };
+  if (spec.what === 'jsmap') {
+    const map = new Map<bigint, Float32Array>();
+    each((k, v) => {
+      for (let i = 0; i < k.length; i++) map.set(k[i]!, v.slice(i * spec.dim, (i + 1) * spec.dim));
+    });
+    const rss1 = await rssNow();
+    return { rssDelta: rss1 - rss0, memoryUsage: null, size: map.size, capacity: null };
+  }
+  const table = createTable({ dim: spec.dim, name: 'bench_memory', ...(spec.presize ? { initCapacity: spec.keys } : {}) }, { backend: backend! });
+  each((k, v) => table.upsertSync(k, v));
+  const rss1 = await rssNow();
+  return { rssDelta: rss1 - rss0, memoryUsage: table.memoryUsage(), size: table.size(), capacity: table.capacity() };
+}
+
+function runChild(ctx: SuiteContext, spec: MemoryChildSpec): Promise<MemoryChildResult> {
+  const heapMb = Math.floor((os.totalmem() / 2 ** 20) * 0.75);
+  const args = ['--expose-gc', `--max-old-space-size=${heapMb}`, ctx.cliPath, '--memory-child', JSON.stringify(spec)];
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, args, { maxBuffer: 1 << 20, env: { ...process.env, EMBEDSTACK_BENCH_CHILD: '1' } }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`memory child ${JSON.stringify(spec)} failed: ${err.message}\n${stderr}`));
+      const line = stdout.trim().split('\n').pop() ?? '';
+      try {
+        resolve(JSON.parse(line) as MemoryChildResult);
+      } catch {
+        reject(new Error(`memory child printed no result: ${stdout}\n${stderr}`));
+      }
+    });
+  });
+}
+
+async function measureChild(ctx: SuiteContext, label: string, spec: MemoryChildSpec): Promise<MemoryChildResult | Error> {
+  progress.label(label);
+  try {
+    return await runChild(ctx, spec);
+  } catch (e) {
+    ctx.log(`memory: ${(e as Error).message}`);
+    return e as Error;
+  } finally {
+    progress.step();
+  }
+}
+
+const perKey = (r: MemoryChildResult | Error, n: number, pick: (r: MemoryChildResult) => number | null): number =>
+  r instanceof Error ? NaN : (pick(r) ?? NaN) / n;
+
+export const memorySuite: Suite = {
+  name: 'memory',
+  steps: (ctx) => 5 + (ctx.args.full ? 1 : 0),
+  async run(ctx) {
+    const groups: Group[] = [];
+    const targets: Target[] = [];
+    const valueBytes = DIM * 4;
+    for (const n of [1_000_000, 10_000_000]) {
+      const base = { keys: n, dim: DIM, backend: ctx.backend.name };
+      const grown = await measureChild(ctx, `table ${formatCount(n)} keys (grown)`, { ...base, what: 'table', presize: false });
+      const presized = await measureChild(ctx, `table ${formatCount(n)} keys (presized)`, { ...base, what: 'table', presize: true });
+      const figures: Figure[] = [
+        figure('table RSS (grown)', 'ours', perKey(grown, n, (r) => r.rssDelta), 'B/key', { lowerIsBetter: true, note: 'from initCapacity 1024' }),
+        figure('table RSS (presized)', 'ours', perKey(presized, n, (r) => r.rssDelta), 'B/key', { lowerIsBetter: true, note: 'initCapacity = keys' }),
+        figure('table memoryUsage() (grown)', 'ours', perKey(grown, n, (r) => r.memoryUsage), 'B/key', { lowerIsBetter: true }),
+      ];
+      if (n === 1_000_000 || ctx.args.full) {
+        const map = await measureChild(ctx, `JS Map ${formatCount(n)} keys`, { ...base, what: 'jsmap', presize: false });
+        figures.push(figure('JS Map RSS', 'peer', perKey(map, n, (r) => r.rssDelta), 'B/key', { lowerIsBetter: true, note: 'Map<bigint, Float32Array>' }));
+      }
+      figures.push(figure('value bytes', 'peer', valueBytes, 'B/key', { lowerIsBetter: true, note: `dim ${DIM} x 4` }));
+      groups.push({ title: `${n.toLocaleString('en-US')} keys, dim ${DIM} (fresh child process per figure)`, params: { keys: n, dim: DIM }, figures });
+      for (const f of figures.slice(0, 2)) {
+        targets.push(valueTarget(f.value - valueBytes, '<=', 24, 'B/key', `${f.name} overhead beyond value bytes, ${n.toLocaleString('en-US')} keys`));
+      }
+    }
+    const result: SuiteResult = {
+      suite: 'memory',
+      path: 'RSS growth of a fresh process filled with upsertSync in 64K batches; EmbeddingTable.memoryUsage()',
+      groups,
+      targets,
+      notes: [
+        'ratios here are cost ratios: "0.9x value bytes" means 10% more than the bare values',
+        `the JS Map at 10M keys runs with --full only`,
+      ],
+      charts: [],
+    };
+    return result;
+  },
+};

@@ -1,0 +1,92 @@
+/**
+ * scale: find keys/s as one table grows (1M -> 16M keys by default, -> 64M with
+ * --full) at a fixed batch, then as the batch grows (1K -> 1M keys) on the
+ * largest table. A flat per-key cost is the goal, so every figure is compared
+ * with the first one of its sweep. The growth's upsert rate is reported too.
+ */
+import { createTable } from '@embedstack/core';
+import { type Figure, type Group, type SuiteResult } from '../report.js';
+import { drawIndices, makeKeys, pickKeys } from '../rng.js';
+import { formatCount } from '../stats.js';
+import { fillTable } from '../tables.js';
+import { BATCH, figure, measureFindSync, settle } from './common.js';
+import type { Suite } from './types.js';
+
+const DIM = 32;
+const POOL_KEYS = 1 << 20;
+
+const sizesFor = (full: boolean): number[] =>
+  full ? [1, 2, 4, 8, 16, 32, 64].map((m) => m << 20) : [1 << 20, 4 << 20, 16 << 20];
+const BATCHES = [1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20];
+
+/** The first figure of a sweep becomes the baseline peer of the others. */
+function sweep(figures: Figure[]): Figure[] {
+  return figures.map((f, i) => (i === 0 ? { ...f, kind: 'peer' as const, name: `${f.name} (baseline)` } : f));
+}
+
+export const scaleSuite: Suite = {
+  name: 'scale',
+  steps: (ctx) => sizesFor(ctx.args.full).length + BATCHES.length,
+  async run(ctx) {
+    const sizes = sizesFor(ctx.args.full);
+    const maxKeys = sizes[sizes.length - 1]!;
+    const keys = makeKeys(maxKeys, 13);
+    const table = createTable({ dim: DIM, name: 'bench_scale' }, { backend: ctx.backend });
+    const bySize: Figure[] = [];
+    const upserts: [number, number][] = [];
+    let filled = 0;
+    for (const n of sizes) {
+      const seconds = fillTable(table, keys, filled, n);
+      upserts.push([n, (n - filled) / seconds]);
+      filled = n;
+      const pool = pickKeys(keys, drawIndices(POOL_KEYS, n, 'uniform', 51));
+      const f = measureFindSync(`find on ${formatCount(n)} keys`, table, pool, BATCH);
+      bySize.push({ ...f, name: `find @ ${formatCount(n)} keys` });
+      await settle();
+    }
+    const pool = pickKeys(keys, drawIndices(2 * BATCHES[BATCHES.length - 1]!, maxKeys, 'uniform', 52));
+    const byBatch: Figure[] = BATCHES.map((b) => ({ ...measureFindSync(`find, batch ${formatCount(b)}`, table, pool, b), name: `find, batch ${formatCount(b)}` }));
+    table.dispose();
+    await settle();
+    const groups: Group[] = [
+      { title: `table size sweep: dim ${DIM}, batch ${formatCount(BATCH)}, uniform`, params: { dim: DIM, batch: BATCH }, figures: sweep(bySize) },
+      { title: `batch sweep: ${formatCount(maxKeys)} keys, dim ${DIM}, uniform`, params: { dim: DIM, keys: maxKeys }, figures: sweep(byBatch) },
+      {
+        title: `growth: upsertSync of new keys into the growing table (from initCapacity 1024), batch ${formatCount(BATCH)}`,
+        params: { dim: DIM },
+        figures: sweep(upserts.map(([n, r]) => figure(`upsert up to ${formatCount(n)} keys`, 'ours', r, 'keys/s'))),
+      },
+    ];
+    const result: SuiteResult = {
+      suite: 'scale',
+      path: 'EmbeddingTable.findSync on one growing table; upsertSync for the growth',
+      groups,
+      targets: [],
+      notes: [`ratios compare with the sweep's first figure: 1.00x = flat per-key cost`],
+      charts: [
+        {
+          file: 'scale-table-size.svg',
+          title: `find and upsert throughput vs table size (dim ${DIM})`,
+          xLabel: 'keys in the table',
+          yLabel: 'M keys/s',
+          xLog: true,
+          formatX: formatCount,
+          series: [
+            { name: 'findSync', points: bySize.map((f, i) => [sizes[i]!, f.value / 1e6] as const) },
+            { name: 'upsertSync (growth)', points: upserts.map(([n, r]) => [n, r / 1e6] as const) },
+          ],
+        },
+        {
+          file: 'scale-batch.svg',
+          title: `find throughput vs batch (${formatCount(maxKeys)} keys, dim ${DIM})`,
+          xLabel: 'keys per call',
+          yLabel: 'M keys/s',
+          xLog: true,
+          formatX: formatCount,
+          series: [{ name: 'findSync', points: byBatch.map((f, i) => [BATCHES[i]!, f.value / 1e6] as const) }],
+        },
+      ],
+    };
+    return result;
+  },
+};

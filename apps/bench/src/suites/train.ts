@@ -1,0 +1,100 @@
+/**
+ * train: one fused applyGradients step (SGD, Adagrad, Adam) on a batch of Zipf
+ * keys with duplicates, against tfjs-core's dense path (scatterND of the sparse
+ * gradient into a [rows, dim] tensor, then the optimizer over the whole
+ * variable) and against findSync of the same keys on the same table.
+ */
+import { type OptimizerSpec, optimizers } from '@embedstack/core';
+import { measure } from '../harness.js';
+import { TfjsDenseTrainer, type TfjsOptimizerName, useTfjs } from '../peers/tfjs.js';
+import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
+import { drawIndices, makeKeys, pickKeys } from '../rng.js';
+import { formatCount } from '../stats.js';
+import { dynamicTable, valuePattern } from '../tables.js';
+import { figure, measureFindSync, settle } from './common.js';
+import type { Suite, SuiteContext } from './types.js';
+
+const DIM = 64;
+const BATCH = 65536;
+const POOL = 8;
+const ZIPF = 1.05;
+const KINDS: { kind: TfjsOptimizerName; spec: () => OptimizerSpec | undefined; label: string }[] = [
+  { kind: 'sgd', spec: () => undefined, label: 'SGD' },
+  { kind: 'adagrad', spec: () => optimizers.adagrad({ learningRate: 0.001 }), label: 'Adagrad' },
+  { kind: 'adam', spec: () => optimizers.adam({ learningRate: 0.001 }), label: 'Adam' },
+];
+
+/** tfjs-wasm's 2 GiB heap cannot hold Adam's dense state past ~256K x 64; cpu can (slowly). */
+const tfjsBackendFor = (rows: number): 'wasm' | 'cpu' => (rows * DIM * 4 * 8 < 1.5 * 2 ** 30 ? 'wasm' : 'cpu');
+
+async function tfjsFigure(ctx: SuiteContext, kind: TfjsOptimizerName, rows: number, idx: Uint32Array, grads: Float32Array): Promise<Figure> {
+  const b = tfjsBackendFor(rows);
+  const why = await useTfjs(b);
+  if (why !== null) return figure(`tfjs-core ${b} dense`, 'peer', NaN, 'keys/s', { note: `unavailable: ${why}` });
+  const trainer = new TfjsDenseTrainer(rows, DIM, kind);
+  const keys = new Int32Array(idx.buffer, idx.byteOffset, BATCH);
+  try {
+    const m = measure(`tfjs-core ${b} dense ${kind}`, () => trainer.step(keys, grads), BATCH, { minSamples: 3, minMs: 0, maxMs: 3000 });
+    return figure(`tfjs-core ${b} dense`, 'peer', m.rate, 'keys/s', { samples: m.samples, note: 'scatterND + optimizer.applyGradients' });
+  } catch (e) {
+    ctx.log(`train: tfjs-core ${b} ${kind} failed: ${(e as Error).message}`);
+    return figure(`tfjs-core ${b} dense`, 'peer', NaN, 'keys/s', { note: `failed: ${(e as Error).message}` });
+  } finally {
+    trainer.dispose();
+  }
+}
+
+export const trainSuite: Suite = {
+  name: 'train',
+  steps: () => KINDS.length * 3,
+  async run(ctx) {
+    const rows = ctx.args.full ? 1 << 20 : 1 << 18;
+    const keys = makeKeys(rows, 5);
+    const idx = drawIndices(POOL * BATCH, rows, { zipf: ZIPF }, 41);
+    const pool = pickKeys(keys, idx);
+    const grads = valuePattern(BATCH, DIM);
+    const distinct = new Set(idx.subarray(0, BATCH)).size;
+    const groups: Group[] = [];
+    const targets: Target[] = [];
+    for (const k of KINDS) {
+      const spec = k.spec();
+      const table = dynamicTable(ctx.backend, DIM, keys, spec ? { optimizer: spec, name: `bench_${k.kind}` } : { name: 'bench_sgd' });
+      const opt = spec ?? optimizers.sgd({ learningRate: 0.01 });
+      let step = 1;
+      const m = measure(
+        `applyGradientsSync ${k.label}`,
+        (i) => table.applyGradientsSync(pool.subarray((i % POOL) * BATCH, ((i % POOL) + 1) * BATCH), grads, opt, step++),
+        BATCH,
+      );
+      const find = measureFindSync(`findSync (${k.label} table)`, table, pool, BATCH);
+      table.dispose();
+      await settle();
+      const tf = await tfjsFigure(ctx, k.kind, rows, idx, grads);
+      const g: Group = {
+        title: `${k.label}: batch ${formatCount(BATCH)} keys (~${formatCount(distinct)} distinct, Zipf(${ZIPF})), ${formatCount(rows)}-key table, dim ${DIM}`,
+        params: { optimizer: k.kind, batch: BATCH, distinctPerBatch: distinct, rows, dim: DIM, zipf: ZIPF },
+        figures: [
+          figure(`applyGradientsSync ${k.label}`, 'ours', m.rate, 'keys/s', { samples: m.samples }),
+          { ...find, name: 'findSync (same table, same keys)', kind: 'peer' },
+          tf,
+        ],
+      };
+      groups.push(g);
+      if (k.kind === 'adagrad') {
+        targets.push(ratioTarget(g, 'applyGradientsSync Adagrad', 'findSync (same table, same keys)', '>=', 0.5, 'fused Adagrad step >= 0.5x the find rate'));
+      }
+    }
+    const result: SuiteResult = {
+      suite: 'train',
+      path: 'EmbeddingTable.applyGradientsSync (dedupe + sum duplicates + one fused update of row and slots)',
+      groups,
+      targets,
+      notes: [
+        'keys/s counts input keys, duplicates included',
+        `the tfjs dense update touches all ${formatCount(rows)} rows every step (that is its cost model); tfjs-wasm is used when its heap can hold the state, else tfjs cpu`,
+      ],
+      charts: [],
+    };
+    return result;
+  },
+};

@@ -1,0 +1,64 @@
+/**
+ * Filling embedstack tables for the benchmarks (untimed setup): batches of keys
+ * upserted with a fixed value pattern, so every page of the table is written
+ * and resident (a zero-filled table would read the shared zero page and flatter
+ * every figure).
+ */
+import { createTable, type EmbeddingBackend, type EmbeddingTable, type OptimizerSpec } from '@embedstack/core';
+import { progress } from './progress.js';
+
+export const FILL_BATCH = 65536;
+
+/** A [rows * dim] value pattern (every value distinct enough, none zero). */
+export function valuePattern(rows: number, dim: number): Float32Array {
+  const v = new Float32Array(rows * dim);
+  for (let j = 0; j < v.length; j++) v[j] = ((j * 7919) % 1000) / 1000 - 0.4995;
+  return v;
+}
+
+/** Upserts keys[from..to) in batches. Returns the seconds spent upserting. */
+export function fillTable(table: EmbeddingTable, keys: BigInt64Array | Int32Array, from = 0, to = keys.length): number {
+  const values = valuePattern(FILL_BATCH, table.dim);
+  let seconds = 0;
+  for (let b = from; b < to; b += FILL_BATCH) {
+    const e = Math.min(to, b + FILL_BATCH);
+    const v = e - b === FILL_BATCH ? values : values.subarray(0, (e - b) * table.dim);
+    const t0 = performance.now();
+    table.upsertSync(keys.subarray(b, e), v);
+    seconds += (performance.now() - t0) / 1000;
+  }
+  return seconds;
+}
+
+export interface DynamicTableOptions {
+  optimizer?: OptimizerSpec;
+  /** Reserve room for all keys up front (default) instead of growing by doubling. */
+  presize?: boolean;
+  name?: string;
+}
+
+/** A dynamic int64 table holding `keys`. */
+export function dynamicTable(backend: EmbeddingBackend, dim: number, keys: BigInt64Array, o: DynamicTableOptions = {}): EmbeddingTable {
+  progress.label(`building a ${keys.length.toLocaleString('en-US')}-key dim-${dim} table`);
+  const table = createTable(
+    {
+      dim,
+      name: o.name ?? 'bench',
+      ...(o.presize === false ? {} : { initCapacity: Math.max(1024, keys.length) }),
+      ...(o.optimizer ? { optimizer: o.optimizer } : {}),
+    },
+    { backend },
+  );
+  fillTable(table, keys);
+  return table;
+}
+
+/** A static table of `rows` rows (int32 row indices), every row written. */
+export function staticTable(backend: EmbeddingBackend, dim: number, rows: number): EmbeddingTable {
+  progress.label(`building a ${rows.toLocaleString('en-US')}-row dim-${dim} static table`);
+  const table = createTable({ kind: 'static', dim, vocabularySize: rows, keyDtype: 'int32', name: 'bench_static' }, { backend });
+  const idx = new Int32Array(rows);
+  for (let i = 0; i < rows; i++) idx[i] = i;
+  fillTable(table, idx);
+  return table;
+}
