@@ -563,8 +563,9 @@ export class Variable {
 
   /**
    * One optimizer step on the rows of `ids` (duplicates allowed; gradients of a
-   * key are summed). Fused: core's applyGradients on the shard (missing keys are
-   * inserted first). Otherwise: the state table computes the new row from the
+   * key are summed). Fused: the looked-up rows v0 are written back, then core's
+   * applyGradients updates row and slots in one pass (so the row becomes f(v0), as
+   * TFRA's upsert of the updated value). Otherwise: the state table computes the new row from the
    * looked-up value v0 and the slots, then the variable is set (upsert) or, with
    * bpV2, accumulated (accum of new - v0 when the key existed at lookup).
    */
@@ -579,17 +580,18 @@ export class Variable {
       if (keys.length === 0) return;
       const g = gatherRows(grads, p.positions[s]!, dim);
       const table = this.#tables[s]!;
-      if (b.fused) {
-        const scores = this.kvCreator.scoresFor(keys);
-        if (scores) await table.findOrInsert(keys, { scores });
-        await table.applyGradients(keys, g, b.spec, step);
-        return;
-      }
-      const state = b.stateTables![s]!;
       const { unique, index } = uniqueKeys(keys);
       const first = new Int32Array(unique.length).fill(-1);
       for (let i = 0; i < index.length; i++) if (first[index[i]!] === -1) first[index[i]!] = p.positions[s]![i]!;
       const before = gatherRows(v0, first, dim);
+      if (b.fused) {
+        // TFRA sets f(v0): the row as it was looked up, then the fused update of row and slots.
+        const scores = this.kvCreator.scoresFor(unique);
+        await table.upsert(unique, before, scores ? { scores } : undefined);
+        await table.applyGradients(keys, g, b.spec, step);
+        return;
+      }
+      const state = b.stateTables![s]!;
       const existed = gatherFlags(exists, first);
       await state.upsert(unique, before);
       await state.applyGradients(keys, g, b.spec, step);

@@ -1,0 +1,265 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import * as de from './index.js';
+import { expectError, rowsOf, uniqueName, useTestBackend } from './test/setup.js';
+
+beforeAll(async () => {
+  await useTestBackend();
+});
+
+const DIM = 3;
+const INIT = [0.1, -0.2, 0.3];
+
+// ---- an independent reimplementation: rows in a plain Map, Keras formulas --------
+
+type Kind = 'sgd' | 'adagrad' | 'adam';
+interface RefRow {
+  w: number[];
+  s: number[][];
+}
+
+class PlainModel {
+  rows = new Map<bigint, RefRow>();
+  t = 0;
+  constructor(
+    readonly kind: Kind,
+    readonly lr: number,
+  ) {}
+
+  private fresh(): RefRow {
+    const init = this.kind === 'adagrad' ? [Array(DIM).fill(0.1)] : this.kind === 'adam' ? [Array(DIM).fill(0), Array(DIM).fill(0)] : [];
+    return { w: INIT.slice(), s: init };
+  }
+
+  lookup(ids: bigint[]): number[][] {
+    return ids.map((k) => (this.rows.get(k) ?? this.fresh()).w.slice());
+  }
+
+  /** One step; grads per occurrence, summed per key. */
+  apply(ids: bigint[], grads: number[][]): void {
+    this.t++;
+    const sum = new Map<bigint, number[]>();
+    ids.forEach((k, i) => {
+      const g = sum.get(k) ?? Array(DIM).fill(0);
+      grads[i]!.forEach((x, c) => (g[c] += x));
+      sum.set(k, g);
+    });
+    for (const [k, g] of sum) {
+      const r = this.rows.get(k) ?? this.fresh();
+      for (let c = 0; c < DIM; c++) {
+        if (this.kind === 'sgd') r.w[c]! -= this.lr * g[c]!;
+        else if (this.kind === 'adagrad') {
+          r.s[0]![c]! += g[c]! ** 2;
+          r.w[c]! -= (this.lr * g[c]!) / (Math.sqrt(r.s[0]![c]!) + 1e-7);
+        } else {
+          const b1 = 0.9;
+          const b2 = 0.999;
+          const lrT = (this.lr * Math.sqrt(1 - b2 ** this.t)) / (1 - b1 ** this.t);
+          r.s[0]![c] = b1 * r.s[0]![c]! + (1 - b1) * g[c]!;
+          r.s[1]![c] = b2 * r.s[1]![c]! + (1 - b2) * g[c]! ** 2;
+          r.w[c]! -= (lrT * r.s[0]![c]!) / (Math.sqrt(r.s[1]![c]!) + 1e-7);
+        }
+      }
+      this.rows.set(k, r);
+    }
+  }
+}
+
+function target(k: bigint): number[] {
+  const x = Number(k);
+  return [Math.sin(x), Math.cos(x), (x % 3) - 1];
+}
+
+/** d/de of sum (e - target)^2 per occurrence. */
+function gradOf(ids: bigint[], rows: number[][]): number[][] {
+  return ids.map((k, i) => rows[i]!.map((e, c) => 2 * (e - target(k)[c]!)));
+}
+
+function optimizerFor(kind: Kind, lr: number): de.Optimizer {
+  if (kind === 'sgd') return new de.optimizers.SGD({ learningRate: lr });
+  if (kind === 'adagrad') return new de.optimizers.Adagrad({ learningRate: lr });
+  return new de.optimizers.Adam({ learningRate: lr });
+}
+
+const BATCHES: bigint[][] = [
+  [1n, 2n, 3n, 2n],
+  [3n, 4n, -5n, 1n, 1n],
+  [6n, 2n, 7n],
+  [1n, 2n, 3n, 4n, -5n, 6n, 7n, 8n],
+  [8n, 8n, 8n],
+  [2n, 9n, 1n, -5n],
+];
+
+function expectClose(a: number[][], b: number[][], tol: number, what: string): void {
+  expect(a.length, what).toBe(b.length);
+  a.forEach((row, i) => row.forEach((x, c) => expect(Math.abs(x - b[i]![c]!), `${what} [${i}][${c}]: ${x} vs ${b[i]![c]}`).toBeLessThan(tol)));
+}
+
+describe('training matches a plain-array reimplementation', () => {
+  for (const kind of ['sgd', 'adagrad', 'adam'] as Kind[]) {
+    for (const bpV2 of [false, true]) {
+      for (const via of bpV2 ? (['variable', 'optimizer'] as const) : (['none'] as const)) {
+        it(`${kind}${bpV2 ? ` with bpV2 set on the ${via}` : ''}`, async () => {
+          const lr = kind === 'sgd' ? 0.1 : 0.05;
+          const v = new de.Variable({ dim: DIM, initializer: INIT, name: uniqueName(kind), devices: ['a', 'b'], bpV2: via === 'variable' });
+          await v.upsert([100n], [5, 5, 5]); // never trained: must stay as is
+          const opt = de.DynamicEmbeddingOptimizer(optimizerFor(kind, lr), { bpV2: via === 'optimizer' });
+          const ref = new PlainModel(kind, lr);
+          for (const ids of BATCHES) {
+            const e = await de.embeddingLookup(v, ids, { name: 'emb' });
+            const got = rowsOf(e.data, DIM);
+            expectClose(got, ref.lookup(ids), 1e-4, 'lookup');
+            const grads = gradOf(ids, got);
+            await opt.applyGradients([[Float32Array.from(grads.flat()), v.getTrainableByName('emb') as de.ShadowVariable]]);
+            ref.apply(ids, gradOf(ids, ref.lookup(ids)));
+          }
+          expect(opt.iterations).toBe(BATCHES.length);
+          const [keys, values] = await v.export();
+          const exported = new Map(Array.from(keys as BigInt64Array, (k, i) => [k, rowsOf(values.data, DIM)[i]!]));
+          expect([...exported.keys()].sort()).toEqual([...ref.rows.keys(), 100n].sort());
+          expect(exported.get(100n)).toEqual([5, 5, 5]);
+          for (const [k, r] of ref.rows) expectClose([exported.get(k)!], [r.w], 1e-4, `row ${k}`);
+          const slots = v.getSlotVariables(opt);
+          expect(slots.length).toBe(kind === 'sgd' ? 0 : kind === 'adagrad' ? 1 : 2);
+          slots.forEach((slot, j) => {
+            expect(slot).toBeInstanceOf(de.Variable);
+            expect(slot.name).toBe(`${v.name}/${opt.name}/${opt.slotNames[j]}`);
+          });
+          for (const [j, slot] of slots.entries()) {
+            const ids = [...ref.rows.keys()];
+            const got = rowsOf((await slot.lookup(ids)).data, DIM);
+            expectClose(got, ids.map((k) => ref.rows.get(k)!.s[j]!), 1e-4, `slot ${slot.name}`);
+          }
+        });
+      }
+    }
+  }
+
+  it('a Tensor gradient of the lookup shape works; a wrong shape is refused and nothing changes', async () => {
+    const v = new de.Variable({ dim: 2, name: uniqueName(), initializer: 1 });
+    const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 0.5 }));
+    const ids = new de.Tensor(new BigInt64Array([1n, 2n, 1n, 3n]), [2, 2]);
+    const [, tw] = await de.embeddingLookup(v, ids, { name: 't', returnTrainable: true });
+    await expectError(opt.applyGradients([[new de.Tensor(new Float32Array(8), [4, 2]), tw]]), 'SHAPE_MISMATCH', 'Expected shape', '[2, 2, 2]');
+    await expectError(opt.applyGradients([[new Float32Array(6), tw]]), 'SHAPE_MISMATCH', 'gradsAndVars[0][0]');
+    await expectError(opt.applyGradients([[new Float32Array(8), v as unknown as de.ShadowVariable]]), 'INVALID_TYPE', 'gradsAndVars[0][1]');
+    expect(await v.size()).toBe(0);
+    expect(opt.iterations).toBe(0);
+    const g = new de.Tensor(Float32Array.from([1, 1, 2, 2, 1, 1, 4, 4]), [2, 2, 2]);
+    await opt.applyGradients([[g, tw]]);
+    // key 1 appears twice: grads summed (2), w = 1 - 0.5 * 2 = 0
+    expect(rowsOf((await v.lookup([1n, 2n, 3n])).data, 2)).toEqual([[0, 0], [0, 0], [-1, -1]]);
+  });
+
+  it('bpV2 adds deltas to the current row; without it the looked-up row is updated and set', async () => {
+    for (const bpV2 of [false, true]) {
+      const v = new de.Variable({ dim: 1, name: uniqueName(), bpV2 });
+      await v.upsert([1n], [10]);
+      const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }));
+      const [, tw] = await de.embeddingLookup(v, [1n, 2n], { name: 'x', returnTrainable: true });
+      // another writer changes key 1 and inserts key 2 between lookup and update
+      await v.upsert([1n, 2n], [100, 50]);
+      await opt.applyGradients([[[1, 2], tw]]);
+      const out = Array.from((await v.lookup([1n, 2n])).data);
+      // bpV2: 1 existed -> 100 + (9 - 10); 2 did not exist but is present now -> untouched
+      // set: 1 -> f(10) = 9; 2 -> f(0) = -2
+      expect(out).toEqual(bpV2 ? [99, 50] : [9, -2]);
+    }
+  });
+
+  it('refuses to train unwrapped, in inference mode, without a lookup, and with a second optimizer', async () => {
+    const v = new de.Variable({ dim: 1, name: uniqueName() });
+    const [, tw] = await de.embeddingLookup(v, [1n], { name: 'x', returnTrainable: true });
+    await expectError(new de.optimizers.SGD().applyGradients([[[1], tw]]), 'FAILED_PRECONDITION', 'DynamicEmbeddingOptimizer');
+    const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.Adam());
+    de.enableInferenceMode();
+    try {
+      expect(de.getModelMode()).toBe('inference');
+      await expectError(opt.applyGradients([[[1], tw]]), 'FAILED_PRECONDITION', 'inference');
+      // lookups are read-only: nothing recorded on the trainable
+      await de.embeddingLookup(v, [7n, 8n], { name: 'x' });
+      expect(Array.from(tw.ids!)).toEqual([1n]);
+    } finally {
+      de.enableTrainMode();
+    }
+    const fresh = new de.ShadowVariable(v, 'never');
+    await expectError(opt.applyGradients([[[1], fresh]]), 'FAILED_PRECONDITION', 'no recorded lookup');
+    await opt.applyGradients([[[1], tw]]);
+    const other = de.DynamicEmbeddingOptimizer(new de.optimizers.Adam());
+    await expectError(other.applyGradients([[[1], tw]]), 'FAILED_PRECONDITION', 'one optimizer');
+    expect(() => de.DynamicEmbeddingOptimizer({} as de.Optimizer)).toThrowError(/optimizer/);
+  });
+
+  it('a variable with trainable: false is not updated', async () => {
+    const v = new de.Variable({ dim: 1, name: uniqueName(), trainable: false });
+    const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD());
+    const [, tw] = await de.embeddingLookup(v, [1n], { name: 'x', returnTrainable: true });
+    await opt.applyGradients([[[1], tw]]);
+    expect(await v.size()).toBe(0);
+  });
+});
+
+describe('optimizers', () => {
+  it('have the Keras defaults and slot names', () => {
+    const cases: [de.Optimizer, number, string[]][] = [
+      [new de.optimizers.SGD(), 0.01, []],
+      [new de.optimizers.SGD({ momentum: 0.9 }), 0.01, ['momentum']],
+      [new de.optimizers.Momentum({ momentum: 0.9 }), 0.01, ['momentum']],
+      [new de.optimizers.Adagrad(), 0.001, ['accumulator']],
+      [new de.optimizers.Adam(), 0.001, ['m', 'v']],
+      [new de.optimizers.FTRL(), 0.001, ['accumulator', 'linear']],
+      [new de.optimizers.Adamax(), 0.001, ['m', 'v']],
+      [new de.optimizers.Adadelta(), 0.001, ['accum_grad', 'accum_var']],
+    ];
+    for (const [o, lr, slots] of cases) {
+      expect(o.learningRate).toBe(lr);
+      expect(o.getSlotNames()).toEqual(slots);
+      expect(o.dynamicEmbedding).toBe(false);
+    }
+    const adam = new de.optimizers.Adam();
+    expect([adam.beta1, adam.beta2, adam.epsilon]).toEqual([0.9, 0.999, 1e-7]);
+    const ftrl = new de.optimizers.FTRL();
+    expect([ftrl.learningRatePower, ftrl.initialAccumulatorValue, ftrl.l1RegularizationStrength, ftrl.beta]).toEqual([-0.5, 0.1, 0, 0]);
+    expect(new de.optimizers.Adadelta().rho).toBe(0.95);
+    const w = de.DynamicEmbeddingOptimizer(adam, { bpV2: true, synchronous: true });
+    expect(w).toBe(adam);
+    expect([w.dynamicEmbedding, w.bpV2, w.synchronous]).toEqual([true, true, true]);
+  });
+
+  it('reject bad options', () => {
+    expect(() => new de.optimizers.Adam({ learningRate: -1 })).toThrowError(/learningRate/);
+    expect(() => new de.optimizers.Adam({ beta1: 1.5 }).spec).toThrowError(/beta1/);
+    expect(() => new de.optimizers.SGD({ lr: 1 } as de.SGDOptions)).toThrowError(/options.lr/);
+    expect(() => de.DynamicEmbeddingOptimizer(new de.optimizers.SGD(), { bpV2: 'yes' } as unknown as { bpV2: boolean })).toThrowError(/bpV2/);
+  });
+
+  it('momentum, FTRL, Adamax and Adadelta train one step as their formulas say', async () => {
+    const g = 0.5;
+    const w0 = 1;
+    const lr = 0.1;
+    const cases: [de.Optimizer, number][] = [
+      // m = g; w -= lr*m
+      [new de.optimizers.Momentum({ learningRate: lr, momentum: 0.9 }), w0 - lr * g],
+      // acc' = 0.1 + g²; sigma = (sqrt(acc') - sqrt(0.1))/lr; linear = g - sigma*w; w = -linear / (sqrt(acc')/lr)
+      [
+        new de.optimizers.FTRL({ learningRate: lr }),
+        (() => {
+          const acc = 0.1 + g * g;
+          const sigma = (Math.sqrt(acc) - Math.sqrt(0.1)) / lr;
+          const linear = g - sigma * w0;
+          return -linear / (Math.sqrt(acc) / lr);
+        })(),
+      ],
+      // m = 0.1 g; u = |g|; w -= lr/(1-0.9) * m/(u+eps)
+      [new de.optimizers.Adamax({ learningRate: lr }), w0 - (lr / 0.1) * ((0.1 * g) / (g + 1e-7))],
+      // a = 0.05 g²; d = sqrt(0 + eps)/sqrt(a + eps) * g; w -= lr*d
+      [new de.optimizers.Adadelta({ learningRate: lr }), w0 - lr * ((Math.sqrt(1e-7) / Math.sqrt(0.05 * g * g + 1e-7)) * g)],
+    ];
+    for (const [o, expected] of cases) {
+      const v = new de.Variable({ dim: 1, name: uniqueName(), initializer: w0 });
+      const opt = de.DynamicEmbeddingOptimizer(o);
+      const [, tw] = await de.embeddingLookup(v, [3n], { name: 'x', returnTrainable: true });
+      await opt.applyGradients([[[g], tw]]);
+      expect((await v.lookup([3n])).data[0]!, o.name).toBeCloseTo(expected, 5);
+    }
+  });
+});
