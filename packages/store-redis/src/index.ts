@@ -1,6 +1,7 @@
 // @embedstack/store-redis: embedding tables in Redis / Redis Cluster (TFRA's layout). Explicit exports only.
 export { RedisStore } from './store.js';
-export { RedisRawTable, decodeKeys } from './rawTable.js';
+export { RedisRawTable } from './rawTable.js';
+export { decodeKeys } from './scanOps.js';
 export type { RedisRawTableInit } from './rawTable.js';
 export { createRedisBackend } from './backend.js';
 export type { RedisBackend, RedisBackendOptions } from './backend.js';

@@ -16,13 +16,14 @@ import { addScript, type KvContext } from './kv.js';
  * | lfu        | + occurrences in the call            | HINCRBY                  |
  * | timestamp  | wall-clock seconds of this client    | HSET (script 'all')      |
  * | frequency  | + 1 per call                         | HINCRBY                  |
+ * | epochLfu   | epoch * 2^32 + count in this epoch   | script 'elfu'            |
  * | customized | the caller's score (last occurrence) | HSET                     |
  *
  * Only keys present after the call's writes are touched (the touch script checks
  * HEXISTS on the bucket, atomically per bucket chunk). Scores are decimal strings
- * in `<bucket>:scores`; an absent score reads as 0. `epochLfu` needs 64-bit
- * arithmetic on the server that Lua's doubles cannot do exactly: UNSUPPORTED.
- * The epoch (setEpoch) is per RedisRawTable object, not shared.
+ * in `<bucket>:scores`; an absent score reads as 0. epochLfu
+ * (epoch * 2^32 + count in this epoch) is computed by the touch script with exact
+ * 32-bit halves. The epoch (setEpoch) is per RedisRawTable object, not shared.
  */
 
 const LOW32 = 0xffffffffn;
@@ -43,9 +44,10 @@ export function touchesOn(policy: ScorePolicy, write: boolean): boolean {
 }
 
 /**
- * Adds the score update of `ids` (distinct ids of `plan`) to `batch`. `clock` is the
- * call's clock value for the clock policies; `given` the caller's scores ([n]) or
- * null; `explicit` sets `given` verbatim whatever the policy (importRows).
+ * Adds the score update of `ids` (distinct ids of `plan`) to `batch`. `c` holds the
+ * call's clock value (clock policies) and wall-clock seconds (timestamp); `given` the
+ * caller's scores ([n]) or null; `explicit` sets `given` verbatim whatever the
+ * policy (importRows).
  */
 export function addTouch(
   batch: Batch,
@@ -53,7 +55,7 @@ export function addTouch(
   plan: KeyPlan,
   ids: readonly number[],
   s: ScoreState,
-  clock: bigint,
+  c: { clock: bigint; now: bigint },
   given: BigUint64Array | null,
   explicit = false,
 ): void {
@@ -67,11 +69,11 @@ export function addTouch(
   if (explicit && given) return void run('set', [], (i) => [plan.field(i), givenAt(i)]);
   switch (s.policy) {
     case 'lru':
-      return void run('all', [clock.toString()], (i) => [plan.field(i)]);
+      return void run('all', [c.clock.toString()], (i) => [plan.field(i)]);
     case 'epochLru':
-      return void run('all', [((BigInt(s.epoch) << 32n) | (clock & LOW32)).toString()], (i) => [plan.field(i)]);
+      return void run('all', [((BigInt(s.epoch) << 32n) | (c.clock & LOW32)).toString()], (i) => [plan.field(i)]);
     case 'timestamp':
-      return void run('all', [String(Math.floor(Date.now() / 1000))], (i) => [plan.field(i)]);
+      return void run('all', [c.now.toString()], (i) => [plan.field(i)]);
     case 'lfu':
       return void run('incr', [], (i) => [plan.field(i), String(d.count[d.of[i]!]!)]);
     case 'frequency':
@@ -80,6 +82,6 @@ export function addTouch(
       if (given) run('set', [], (i) => [plan.field(i), givenAt(i)]);
       return;
     case 'epochLfu':
-      return;
+      return void run('elfu', [String(s.epoch)], (i) => [plan.field(i), String(d.count[d.of[i]!]!)]);
   }
 }

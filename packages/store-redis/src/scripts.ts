@@ -46,6 +46,32 @@ end
 return inserted
 `;
 
+/**
+ * Accumulation on a static table, where every row exists (an absent field holds its
+ * initial value). KEYS[1] = bucket hash. ARGV[1] = dim, then triples (field, delta
+ * bytes, initial value bytes), all with exists = true: value = (stored or initial) + delta.
+ */
+const accumStatic = `
+local dim = tonumber(ARGV[1])
+for i = 2, #ARGV, 3 do
+  local cur = redis.call('HGET', KEYS[1], ARGV[i]) or ARGV[i + 2]
+  local d = ARGV[i + 1]
+  local out = {}
+  for c = 0, dim - 1 do
+    out[c + 1] = struct.pack('<f', struct.unpack('<f', cur, 4 * c + 1) + struct.unpack('<f', d, 4 * c + 1))
+  end
+  redis.call('HSET', KEYS[1], ARGV[i], table.concat(out))
+end
+return 0
+`;
+
+/** Presence flags. KEYS[1] = bucket hash; ARGV = fields. Returns 1/0 per field. */
+const present = `
+local out = {}
+for i = 1, #ARGV do out[i] = redis.call('HEXISTS', KEYS[1], ARGV[i]) end
+return out
+`;
+
 /** Overwrites existing fields only. KEYS[1] = bucket hash; ARGV = (field, value) pairs. Returns how many were written. */
 const assign = `
 local n = 0
@@ -79,15 +105,55 @@ return out
 
 /**
  * Score update of the fields present in the bucket. KEYS[1] = bucket hash,
- * KEYS[2] = scores hash. ARGV[1] = mode:
+ * KEYS[2] = scores hash (decimal uint64 strings). ARGV[1] = mode:
  * 'all' ARGV[2] = score, then fields: each gets that score;
- * 'set' then (field, score) pairs; 'incr' then (field, increment) pairs.
+ * 'set' then (field, score) pairs; 'incr' then (field, increment) pairs;
+ * 'elfu' ARGV[2] = epoch, then (field, occurrences) pairs: epochLfu, i.e.
+ * epoch * 2^32 + (count in this epoch + occurrences, capped at 2^32 - 1), with the
+ * 64-bit value split into two exact 32-bit halves (Lua numbers are doubles).
  */
 const touch = `
 local mode = ARGV[1]
+local W = 4294967296
+local function parse64(s)
+  local hi, lo = 0, 0
+  for i = 1, #s do
+    lo = lo * 10 + (string.byte(s, i) - 48)
+    local carry = math.floor(lo / W)
+    lo = lo - carry * W
+    hi = hi * 10 + carry
+  end
+  return hi, lo
+end
+local function fmt64(hi, lo)
+  local digits = {}
+  repeat
+    local rhi = hi % 10
+    hi = (hi - rhi) / 10
+    local cur = rhi * W + lo
+    local r = cur % 10
+    lo = (cur - r) / 10
+    digits[#digits + 1] = string.char(48 + r)
+  until hi == 0 and lo == 0
+  return string.reverse(table.concat(digits))
+end
 if mode == 'all' then
   for i = 3, #ARGV do
     if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then redis.call('HSET', KEYS[2], ARGV[i], ARGV[2]) end
+  end
+elseif mode == 'elfu' then
+  local epoch = tonumber(ARGV[2])
+  for i = 3, #ARGV, 2 do
+    if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
+      local count = tonumber(ARGV[i + 1])
+      local old = redis.call('HGET', KEYS[2], ARGV[i])
+      if old then
+        local hi, lo = parse64(old)
+        if hi == epoch then count = count + lo end
+      end
+      if count > W - 1 then count = W - 1 end
+      redis.call('HSET', KEYS[2], ARGV[i], fmt64(epoch, count))
+    end
   end
 else
   for i = 2, #ARGV, 2 do
@@ -103,8 +169,10 @@ return 0
 /** Every script, by the name it is defined under on the ioredis client. */
 export const SCRIPTS = {
   embedstackAccum: { lua: accum, numberOfKeys: 1 },
+  embedstackAccumStatic: { lua: accumStatic, numberOfKeys: 1 },
   embedstackAssign: { lua: assign, numberOfKeys: 1 },
   embedstackInsertMissing: { lua: insertMissing, numberOfKeys: 1 },
+  embedstackPresent: { lua: present, numberOfKeys: 1 },
   embedstackTouch: { lua: touch, numberOfKeys: 2 },
 } as const satisfies Record<string, ScriptDef>;
 
