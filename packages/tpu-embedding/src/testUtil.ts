@@ -20,6 +20,7 @@ export function testBackends(): Promise<BackendCase[]> {
     const cases: BackendCase[] = [{ name: 'reference', backend: referenceBackend }];
     let reason: string;
     try {
+      // @ts-ignore -- resolved by vitest's alias to the sources; its types exist only once cpu-backend is built
       const m = (await import('@embedstack/cpu-backend')) as Record<string, unknown>;
       const b = m.cpuBackend as EmbeddingBackend | undefined;
       if (b && b.isUsable()) return [...cases, { name: 'cpu', backend: b }];
@@ -34,7 +35,7 @@ export function testBackends(): Promise<BackendCase[]> {
 }
 
 /** Row-major 0..n-1, as the spec's worked example initialises its tables. */
-export const iota: TableInitializer = (shape) => Float32Array.from({ length: shape[0] * shape[1] }, (_, i) => i);
+export const iota = (shape: [number, number]): Float32Array => Float32Array.from({ length: shape[0] * shape[1] }, (_, i) => i);
 
 export const WATCHED = [[0], [0, 1], [0, 1], [1]];
 export const FAVORITED = [[0, 1], [1], [0], [0, 1]];
