@@ -7,4 +7,6 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'es2022',
+  // import.meta.url in the CJS build (src/backend.ts loads @embedstack/cpu-backend lazily)
+  shims: true,
 });
