@@ -256,6 +256,17 @@ describe('argument checks (nothing is written on a rejected call)', () => {
     });
   });
 
+  it('a file-system failure -> IO_ERROR naming the path, with the cause', async () => {
+    await withTempDir(async (dir) => {
+      await writeFile(join(dir, 'afile'), 'x');
+      const e = await rejection(saveTable(make(), join(dir, 'afile', 'ckpt')));
+      expect(e.code).toBe(ErrorCodes.IO_ERROR);
+      expect(e.message).toContain(join(dir, 'afile', 'ckpt'));
+      expect((e.cause as NodeJS.ErrnoException).code).toBe('ENOTDIR');
+      expect(await readFile(join(dir, 'afile'), 'utf8')).toBe('x');
+    });
+  });
+
   it('a disposed table is refused', async () => {
     await withTempDir(async (dir) => {
       const t = make();

@@ -2,7 +2,7 @@ import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { CheckpointCorruptError, FailedPreconditionError, NotFoundError } from '../errors.js';
-import { errnoOf, fsyncDir, io, ioError, randomTag, removeTree, renamePath, statOrNull } from './fsio.js';
+import { ensureDir, errnoOf, fsyncDir, io, ioError, randomTag, removeTree, renamePath, statOrNull } from './fsio.js';
 
 /**
  * The on-disk protocol that makes saves crash-safe (docs/checkpoint-format.md):
@@ -118,11 +118,13 @@ async function acquireFileLock(path: string, what: string): Promise<void> {
 }
 
 /**
- * Runs `fn` while holding the lock of `lockPath`: saves in this process queue up;
+ * Runs `fn` while holding the lock of `lockPath`: calls from this process run one at
+ * a time in call order (the queue is joined synchronously, before any await);
  * another live process holding it -> FailedPreconditionError; a lock left by a
- * crashed process is taken over.
+ * crashed process is taken over. `prepare` runs first, in the queue (e.g. creating
+ * the directory the lock file lives in).
  */
-export async function withLock<T>(lockPath: string, what: string, fn: () => Promise<T>): Promise<T> {
+export async function withLock<T>(lockPath: string, what: string, fn: () => Promise<T>, prepare?: () => Promise<void>): Promise<T> {
   const key = resolve(lockPath);
   const before = inProcess.get(key) ?? Promise.resolve();
   let release!: () => void;
@@ -132,6 +134,7 @@ export async function withLock<T>(lockPath: string, what: string, fn: () => Prom
   await before;
   let held = false;
   try {
+    await prepare?.();
     await acquireFileLock(key, what);
     held = true;
     return await fn();
@@ -265,7 +268,7 @@ export async function liveFolder(target: string): Promise<string | null> {
 export async function replaceFolder(target: string, canReplace: (path: string) => Promise<void>, fill: (tmpDir: string) => Promise<void>): Promise<void> {
   const s = siblings(target);
   const abs = resolve(target);
-  await io('create directory', s.parent, () => mkdir(s.parent, { recursive: true }));
+  const prepare = (): Promise<void> => ensureDir(s.parent);
   await withLock(s.lock, `write "${abs}"`, async () => {
     // recovery of a crashed replacement
     if (!(await statOrNull(abs)) && (await statOrNull(s.next))) await renamePath(s.next, abs);
@@ -294,5 +297,5 @@ export async function replaceFolder(target: string, canReplace: (path: string) =
     await renamePath(s.next, abs);
     await fsyncDir(s.parent);
     await removeTree(s.old);
-  });
+  }, prepare);
 }

@@ -78,7 +78,7 @@ describe('crash at each step of a save (injected)', () => {
 });
 
 describe('one writer per directory', () => {
-  it('concurrent saves from one process queue up; the result is one complete generation', async () => {
+  it('concurrent saves from one process run in call order; the last one called is live and complete', async () => {
     await withTempDir(async (dir) => {
       const tables = await Promise.all([1, 2, 3, 4].map(generation));
       await Promise.all(tables.map((t) => saveTable(t, dir, { batchSize: 3 })));

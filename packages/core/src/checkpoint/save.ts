@@ -108,8 +108,8 @@ async function writeDataFiles(table: EmbeddingTable, tmp: string, batchSize: num
  *
  * Streams the table with `exportBatches(batchSize)`: memory is one batch. The table
  * must not be written while it is saved (its export order would change). One save
- * per `dir` at a time: saves from this process queue up; another live process saving
- * into `dir` -> FailedPreconditionError.
+ * per `dir` at a time: saves from this process run one after another in call order;
+ * another live process saving into `dir` -> FailedPreconditionError.
  *
  * @returns the manifest written
  * @throws InvalidArgumentError / InvalidTypeError for bad arguments; IOError (with
@@ -123,8 +123,7 @@ export async function saveTable(table: EmbeddingTable, dir: string, options?: Sa
   const shard = checkShard(o.shard);
   const extra = checkExtra(o.extra);
   const root = resolve(dir);
-  await ensureDir(root);
-  return withLock(join(root, LOCK_FILE), `save into "${root}"`, async () => {
+  const save = async (): Promise<TableManifest> => {
     const current = await readCurrent(root);
     await removeLeftovers(root, current);
     const createdAt = new Date().toISOString();
@@ -187,5 +186,6 @@ export async function saveTable(table: EmbeddingTable, dir: string, options?: Sa
       }
       throw e;
     }
-  });
+  };
+  return withLock(join(root, LOCK_FILE), `save into "${root}"`, save, () => ensureDir(root));
 }
