@@ -77,7 +77,8 @@ export async function saveVariable(v: Variable, dir: string, options: SaveOption
   const extra = { tfra: { variable: v.name, keyDtype: v.keyDtype, procRank: proc.rank, procSize: proc.size } };
   const n = v.shardNum;
   for (let i = 0; i < n; i++) {
-    await saveTable(internal.tables[i]!, join(root, `shard_${i}_of_${n}`), { shard: { index: i, count: n }, extra });
+    const table = await internal.stores[i]!.ready();
+    if (table && v.kvCreator.savesRows) await saveTable(table, join(root, `shard_${i}_of_${n}`), { shard: { index: i, count: n }, extra });
     const state = internal.binding?.stateTables?.[i];
     if (state) await saveTable(state, join(root, `slots_${i}_of_${n}`), { shard: { index: i, count: n }, extra });
   }
@@ -133,7 +134,7 @@ export async function loadVariable(v: Variable, dir: string, options: LoadOption
       if (m) found.push({ path: join(base, p, s), kind: m[1]! });
     }
   }
-  if (!found.some((f) => f.kind === 'shard')) {
+  if (!found.some((f) => f.kind === 'shard') && v.kvCreator.savesRows) {
     throw new NotFoundError(`Expected dir to hold a checkpoint of variable "${v.name}" (${base}/proc_*/shard_*) but found none`, { argument: 'dir' });
   }
   // Verify every manifest fits before loading anything.
@@ -142,6 +143,7 @@ export async function loadVariable(v: Variable, dir: string, options: LoadOption
     if (m.dim !== v.dim) throw invalidParameter('dir', `checkpoints of dim ${v.dim} (variable "${v.name}")`, `dim ${m.dim} in ${found[i]!.path}`);
   });
   const internal = v[INTERNAL];
+  for (const st of internal.stores) await st.ready();
   const binding = internal.binding;
   const keepProc = proc ? (k: bigint | number) => floorMod(k, proc.size) === proc.rank : () => true;
   for (let f = 0; f < found.length; f++) {

@@ -13,6 +13,8 @@ export type { Partitioner } from './partition.js';
 // storage
 export { KVCreator, CuckooHashTableCreator, HkvHashTableCreator } from './kvCreators.js';
 export type { ShardTableSpec, HkvHashTableCreatorOptions, HkvEvictStrategy } from './kvCreators.js';
+export { RedisTableConfig, RedisTableCreator } from './redis.js';
+export type { RedisTableConfigFields } from './redis.js';
 
 // restrict policies
 export { RestrictPolicy } from './restrictPolicy.js';

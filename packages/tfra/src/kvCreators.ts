@@ -58,6 +58,21 @@ export abstract class KVCreator {
   epochFor(_step: number): number | null {
     return null;
   }
+
+  /** Runs once per table before its first operation (connect, import a model...). */
+  prepare(_table: EmbeddingTable): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** Exact row count of a table of this creator. */
+  sizeOf(table: EmbeddingTable): Promise<number> {
+    return Promise.resolve(table.size());
+  }
+
+  /** Whether `saveToFileSystem` writes the rows of this creator's tables (false: they stay in their store). */
+  get savesRows(): boolean {
+    return true;
+  }
 }
 
 /** TFRA's default store: a dynamic hash table in the memory of the active backend. */

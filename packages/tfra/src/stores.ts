@@ -12,32 +12,46 @@ import type { KVCreator } from './kvCreators.js';
  * is the store's (the core table's) guarantee.
  */
 export interface ShardStore {
+  /** The shard's own table once prepared by its creator (connected, imported), or null for views. */
+  ready(): Promise<EmbeddingTable | null>;
   find(keys: Keys): Promise<FindResult>;
   upsert(keys: Keys, values: Float32Array): Promise<void>;
   /** TFRA bp_v2 rule with deltas (see core.md). */
   accum(keys: Keys, deltas: Float32Array, exists: Uint8Array): Promise<void>;
   remove(keys: Keys): Promise<number>;
   clear(): Promise<void>;
-  size(): number;
+  size(): Promise<number>;
   /** Every row of the shard, in batches (a huge shard never needs one giant buffer). */
   exportBatches(): AsyncGenerator<{ keys: Keys; values: Float32Array }>;
 }
 
 /** The store of a Variable's own table (looked up through `table()`, which may be replaced when slots are added). */
 export function tableStore(table: () => EmbeddingTable, creator: KVCreator): ShardStore {
+  const prepared = new WeakMap<EmbeddingTable, Promise<void>>();
+  const ready = async (): Promise<EmbeddingTable> => {
+    const t = table();
+    let p = prepared.get(t);
+    if (!p) {
+      p = creator.prepare(t);
+      prepared.set(t, p);
+    }
+    await p;
+    return t;
+  };
   const scores = (keys: Keys) => {
     const s = creator.scoresFor(keys);
     return s ? { scores: s } : undefined;
   };
   return {
-    find: (keys) => table().find(keys),
-    upsert: (keys, values) => table().upsert(keys, values, scores(keys)),
-    accum: (keys, deltas, exists) => table().accum(keys, deltas, exists, scores(keys)),
-    remove: (keys) => table().remove(keys),
-    clear: () => table().clear(),
-    size: () => table().size(),
+    ready,
+    find: async (keys) => (await ready()).find(keys),
+    upsert: async (keys, values) => (await ready()).upsert(keys, values, scores(keys)),
+    accum: async (keys, deltas, exists) => (await ready()).accum(keys, deltas, exists, scores(keys)),
+    remove: async (keys) => (await ready()).remove(keys),
+    clear: async () => (await ready()).clear(),
+    size: async () => creator.sizeOf(await ready()),
     async *exportBatches() {
-      for await (const b of table().exportBatches()) yield { keys: b.keys, values: b.values };
+      for await (const b of (await ready()).exportBatches()) yield { keys: b.keys, values: b.values };
     },
   };
 }
@@ -121,10 +135,11 @@ export function slotStore(table: () => EmbeddingTable, slot: number, viewName: s
       const keyArr = t.keyDtype === 'int64' ? BigInt64Array.from(present as bigint[]) : Int32Array.from(present as number[]);
       await t.importRows(keyArr, outValues, outSlots, outScores);
     },
+    ready: () => Promise.resolve(null),
     accum: () => unsupported('accum'),
     remove: () => unsupported('remove'),
     clear: () => unsupported('clear'),
-    size: () => table().size(),
+    size: () => Promise.resolve(table().size()),
     async *exportBatches() {
       const t = table();
       for await (const b of t.exportBatches()) yield { keys: b.keys, values: b.slots[slot]! };

@@ -274,7 +274,7 @@ describe('Variable methods', () => {
     expect(t).toBeInstanceOf(de.ShadowVariable);
     expect(t.name).toBe('user_emb');
     expect(t.params).toBe(v);
-    expect(Array.from(t.ids!)).toEqual([1n, 2n]);
+    expect(Array.from(t.ids as BigInt64Array)).toEqual([1n, 2n]);
   });
 
   it('getSlotVariables refuses non-optimizers and is empty before training', () => {

@@ -386,7 +386,11 @@ export class Variable {
   /** Keys in shard `index`, or in every shard when omitted. */
   async size(index?: number | null): Promise<number> {
     this.#checkAlive();
-    if (index === undefined || index === null) return this.#stores.reduce((a, st) => a + st.size(), 0);
+    if (index === undefined || index === null) {
+      let total = 0;
+      for (const st of this.#stores) total += await st.size();
+      return total;
+    }
     if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0 || index >= this.shardNum) {
       throw new OutOfRangeError(`Expected index to be a shard index in [0, ${this.shardNum}) but received ${String(index)}`, { argument: 'index' });
     }
@@ -521,6 +525,7 @@ export class Variable {
         for (let i = 0; i < this.shardNum; i++) {
           const t = this.kvCreator.create(this.#shardSpec(i, spec));
           fresh.push(t);
+          await this.#stores[i]!.ready();
           for await (const batch of this.#tables[i]!.exportBatches()) await t.importRows(batch.keys, batch.values, null, batch.scores);
         }
       } catch (e) {
@@ -579,7 +584,7 @@ export class Variable {
       const keys = p.keys[s]!;
       if (keys.length === 0) return;
       const g = gatherRows(grads, p.positions[s]!, dim);
-      const table = this.#tables[s]!;
+      const table = (await this.#stores[s]!.ready())!;
       const { unique, index } = uniqueKeys(keys);
       const first = new Int32Array(unique.length).fill(-1);
       for (let i = 0; i < index.length; i++) if (first[index[i]!] === -1) first[index[i]!] = p.positions[s]![i]!;

@@ -5,7 +5,8 @@ import { registerBackend, referenceBackend, setDefaultBackend } from '@embedstac
 export async function useTestBackend(): Promise<string> {
   const wanted = process.env.TFRA_TEST_BACKEND ?? 'reference';
   if (wanted === 'cpu') {
-    await import('@embedstack/cpu-backend');
+    const cpu = '@embedstack/cpu-backend';
+    await import(/* @vite-ignore */ cpu);
     setDefaultBackend('cpu');
     return 'cpu';
   }
