@@ -1,12 +1,12 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createTable, EmbeddingError, type EmbeddingBackend, ErrorCodes, loadTable, optimizers, Tensor } from '@embedstack/core';
+import { createTable, type EmbeddingBackend, ErrorCodes, loadTable, optimizers, Tensor } from '@embedstack/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { Adam, FTRL, SGD } from './optimizers.js';
 import { ReplicaStrategy } from './strategy.js';
-import { expectClose, ragged, testBackends } from './testUtil.js';
+import { expectClose, expectError, ragged, testBackends } from './testUtil.js';
 import { TPUEmbedding } from './tpuEmbedding.js';
 
 const cases = await testBackends();
@@ -47,16 +47,6 @@ async function step(emb: TPUEmbedding, s: (typeof STEPS)[number]): Promise<void>
 
 function snapshot(emb: TPUEmbedding): number[][] {
   return [...emb.embeddingTables.values()].map((t) => Array.from(t.data as Float32Array));
-}
-
-async function expectError(fn: () => Promise<unknown>, code: string, text: string): Promise<void> {
-  const e = await fn().then(
-    () => null,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(EmbeddingError);
-  expect((e as EmbeddingError).code).toBe(code);
-  expect((e as EmbeddingError).message).toContain(text);
 }
 
 describe.each(cases)('save and restore on the $name backend', ({ backend, reason }) => {

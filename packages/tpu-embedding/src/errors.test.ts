@@ -1,28 +1,12 @@
-import { EmbeddingError, ErrorCodes, initializers, RaggedTensor, referenceBackend, SparseTensor, Tensor } from '@embedstack/core';
+import { ErrorCodes, initializers, RaggedTensor, referenceBackend, SparseTensor, Tensor } from '@embedstack/core';
 import { describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { Adagrad, AdagradMomentum, Adam, FTRL, SGD } from './optimizers.js';
 import { ReplicaStrategy } from './strategy.js';
-import { FAVORITED, fixture, FRIENDS, ragged, raggedWeights, sparse, sparseWeights, WATCHED } from './testUtil.js';
+import { expectError, FAVORITED, fixture, FRIENDS, ragged, raggedWeights, sparse, sparseWeights, WATCHED } from './testUtil.js';
 import { TPUEmbedding } from './tpuEmbedding.js';
 
 const backend = referenceBackend;
-
-/** Runs `fn` and checks the error's class, code and that the message names `argument`. */
-async function expectError(fn: () => unknown, code: string, argument: string | RegExp): Promise<EmbeddingError> {
-  let caught: unknown;
-  try {
-    await fn();
-  } catch (e) {
-    caught = e;
-  }
-  expect(caught, 'expected an error').toBeInstanceOf(EmbeddingError);
-  const e = caught as EmbeddingError;
-  expect(e.code).toBe(code);
-  if (typeof argument === 'string') expect(e.message).toContain(argument);
-  else expect(e.message).toMatch(argument);
-  return e;
-}
 
 const video = () => new TableConfig({ vocabularySize: 8, dim: 4, name: 'video' });
 

@@ -1,9 +1,9 @@
-import { EmbeddingError, ErrorCodes, referenceBackend, SparseTensor, Tensor } from '@embedstack/core';
+import { ErrorCodes, referenceBackend, SparseTensor, Tensor } from '@embedstack/core';
 import { describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { SGD } from './optimizers.js';
 import { cpuEmbeddingLookup, servingEmbeddingLookup } from './serving.js';
-import { expectClose, FAVORITED, fixture, FRIENDS, iota, ragged, raggedWeights, rows, sparse, sparseWeights, WATCHED } from './testUtil.js';
+import { expectClose, expectError, FAVORITED, fixture, FRIENDS, iota, ragged, raggedWeights, rows, sparse, sparseWeights, WATCHED } from './testUtil.js';
 
 const video = new TableConfig({ vocabularySize: 8, dim: 4, combiner: 'sum', name: 'video', initializer: iota });
 const user = new TableConfig({ vocabularySize: 16, dim: 2, combiner: 'mean', name: 'user', initializer: iota });
@@ -14,16 +14,6 @@ const tables = new Map([
   [user, iotaTensor(16, 2)],
   [userSqrtn, iotaTensor(16, 2)],
 ]);
-
-async function expectError(fn: () => Promise<unknown>, code: string, text: string): Promise<void> {
-  const e = await fn().then(
-    () => null,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(EmbeddingError);
-  expect((e as EmbeddingError).code).toBe(code);
-  expect((e as EmbeddingError).message).toContain(text);
-}
 
 describe('servingEmbeddingLookup', () => {
   it('is also exported as cpuEmbeddingLookup', () => {

@@ -1,5 +1,6 @@
 // Test helpers (not exported from the package): the spec's worked example and the backends to run on.
-import { type EmbeddingBackend, RaggedTensor, referenceBackend, SparseTensor, Tensor } from '@embedstack/core';
+import { EmbeddingError, type EmbeddingBackend, RaggedTensor, referenceBackend, SparseTensor, Tensor } from '@embedstack/core';
+import { expect } from 'vitest';
 import { FeatureConfig, TableConfig, type TableInitializer } from './config.js';
 import type { EmbeddingOptimizer } from './optimizers.js';
 import { ReplicaStrategy } from './strategy.js';
@@ -20,8 +21,8 @@ export function testBackends(): Promise<BackendCase[]> {
     const cases: BackendCase[] = [{ name: 'reference', backend: referenceBackend }];
     let reason: string;
     try {
-      // @ts-ignore -- resolved by vitest's alias to the sources; its types exist only once cpu-backend is built
-      const m = (await import('@embedstack/cpu-backend')) as Record<string, unknown>;
+      const specifier = '@embedstack/cpu-backend'; // a variable: its types exist only once cpu-backend is built
+      const m = (await import(/* @vite-ignore */ specifier)) as Record<string, unknown>;
       const b = m.cpuBackend as EmbeddingBackend | undefined;
       if (b && b.isUsable()) return [...cases, { name: 'cpu', backend: b }];
       reason = b ? (b.unavailableReason?.() ?? 'cpuBackend is not usable') : '@embedstack/cpu-backend exports no cpuBackend yet';
@@ -112,4 +113,20 @@ export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<numbe
 /** Flattens nested number arrays. */
 export function flat(rowsIn: number[][]): number[] {
   return rowsIn.flat();
+}
+
+/** Runs `fn` (sync or async) and checks that it fails with an EmbeddingError of `code` whose message names `argument`. */
+export async function expectError(fn: () => unknown, code: string, argument: string | RegExp): Promise<EmbeddingError> {
+  let caught: unknown;
+  try {
+    await fn();
+  } catch (e) {
+    caught = e;
+  }
+  expect(caught, 'expected an error').toBeInstanceOf(EmbeddingError);
+  const e = caught as EmbeddingError;
+  expect(e.code).toBe(code);
+  if (typeof argument === 'string') expect(e.message).toContain(argument);
+  else expect(e.message).toMatch(argument);
+  return e;
 }
