@@ -60,7 +60,8 @@ export function measure(label: string, fn: (i: number) => number | void, items: 
     selfTimed = typeof r === 'number';
     lastMs = selfTimed ? (r as number) * 1000 : performance.now() - t0;
   }
-  const perSample = selfTimed ? 1 : callsPerSample(o, lastMs);
+  // Without a warm-up there is no timing to group calls by: one call per sample.
+  const perSample = selfTimed || o.warmup === 0 ? 1 : callsPerSample(o, lastMs);
   const samples: number[] = [];
   const start = performance.now();
   do {
@@ -68,7 +69,10 @@ export function measure(label: string, fn: (i: number) => number | void, items: 
     const t0 = performance.now();
     for (let c = 0; c < perSample; c++) {
       const r = fn(call++);
-      if (typeof r === 'number') seconds += r;
+      if (typeof r === 'number') {
+        seconds += r;
+        selfTimed = true;
+      }
     }
     if (!selfTimed) seconds = (performance.now() - t0) / 1000;
     samples.push((items * perSample) / seconds);
@@ -88,7 +92,7 @@ export async function measureAsync(label: string, fn: (i: number) => Promise<unk
     await fn(call++);
     lastMs = performance.now() - t0;
   }
-  const perSample = callsPerSample(o, lastMs);
+  const perSample = o.warmup === 0 ? 1 : callsPerSample(o, lastMs);
   const samples: number[] = [];
   const start = performance.now();
   do {

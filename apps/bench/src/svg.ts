@@ -66,9 +66,9 @@ export function lineChart(spec: ChartSpec): string {
   const yMax = yTicks[yTicks.length - 1]!;
   const sx = (x: number): number => m.left + (((xLog ? Math.log2(x) : x) - x0) / (x1 - x0)) * pw;
   const sy = (y: number): number => m.top + ph - (y / yMax) * ph;
-  const xTickValues = xLog
-    ? [...new Set(pts.flat().map(([x]) => x))].sort((a, b) => a - b)
-    : niceTicks(x1).filter((v) => v >= x0 && v <= x1);
+  // Few distinct x values (sizes, batches, thread counts): tick exactly those.
+  const distinctX = [...new Set(pts.flat().map(([x]) => x))].sort((a, b) => a - b);
+  const xTickValues = xLog || distinctX.length <= 12 ? distinctX : niceTicks(x1).filter((v) => v >= x0 && v <= x1);
   const out: string[] = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`);
   out.push(`<rect x="0" y="0" width="${W}" height="${H}" fill="white"/>`);

@@ -40,12 +40,30 @@ export async function measureFindAsync(label: string, table: EmbeddingTable, poo
   return figure('find (Promise)', 'ours', m.rate, 'keys/s', { samples: m.samples });
 }
 
-/** The plain native gather over rotating batches of row indices; rows/s. */
-export function measureGather(label: string, native: NativePeers, arena: Arena, dim: number, pool: Uint32Array, threads: number, batch = BATCH): Figure {
+/**
+ * The plain native gather over rotating batches of row indices; rows/s. Writes
+ * into one reused output buffer, or with `freshOutput` into a new Float32Array
+ * per call (the allocation find and the JS Map pay).
+ */
+export function measureGather(
+  label: string,
+  native: NativePeers,
+  arena: Arena,
+  dim: number,
+  pool: Uint32Array,
+  threads: number,
+  batch = BATCH,
+  freshOutput = false,
+): Figure {
   const batches = Math.max(1, Math.floor(pool.length / batch));
-  const out = new Float32Array(batch * dim);
-  const m = measure(label, (i) => native.gather(arena, pool.subarray((i % batches) * batch, (i % batches) * batch + batch), out, threads), batch);
-  return figure(`native gather (${threadLabel(threads)})`, 'peer', m.rate, 'keys/s', { samples: m.samples });
+  const reused = new Float32Array(batch * dim);
+  const m = measure(
+    label,
+    (i) => native.gather(arena, pool.subarray((i % batches) * batch, (i % batches) * batch + batch), freshOutput ? new Float32Array(batch * dim) : reused, threads),
+    batch,
+  );
+  const name = `native gather (${threadLabel(threads)}${freshOutput ? ', fresh output' : ''})`;
+  return figure(name, 'peer', m.rate, 'keys/s', { samples: m.samples });
 }
 
 /** Releases garbage and gives the event loop a turn (lets timers and GC settle). */
