@@ -137,7 +137,7 @@ export class Embedding {
 
   /** Rows of `ids` through the shadow: flat [n * size] in ids order, and the unique index when withUnique. */
   protected async lookupFlat(keys: Keys): Promise<{ rows: Float32Array; unique: Int32Array | null; trainableRows: number }> {
-    const opts = { name: this.shadow.name, maxNorm: this.maxNorm };
+    const opts = { name: this.shadow.name, maxNorm: this.maxNorm > 0 ? this.maxNorm : null };
     if (this.withUnique) {
       const t = await embeddingLookupUnique(this.params, keys, opts);
       return { rows: t.data, unique: uniqueKeys(keys).index, trainableRows: this.shadow.ids?.length ?? 0 };

@@ -1,0 +1,144 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import * as de from './index.js';
+import { expectError, rowsOf, uniqueName, useTestBackend } from './test/setup.js';
+
+beforeAll(async () => {
+  await useTestBackend();
+});
+
+/** Variable of dim 2 whose row for key k is [k, 10k] (keys 0..9). */
+async function table(options: de.VariableOptions = {}): Promise<de.Variable> {
+  const v = new de.Variable({ dim: 2, name: uniqueName('lk'), devices: ['a', 'b', 'c'], ...options });
+  const keys = Array.from({ length: 10 }, (_, k) => BigInt(k));
+  await v.upsert(keys, Float32Array.from(keys.flatMap((k) => [Number(k), 10 * Number(k)])));
+  return v;
+}
+const row = (k: number) => [k, 10 * k];
+
+function close(got: Float32Array, want: number[][]): void {
+  const rows = rowsOf(got, 2);
+  expect(rows.length).toBe(want.length);
+  rows.forEach((r, i) => r.forEach((x, c) => expect(x, `[${i}][${c}]`).toBeCloseTo(want[i]![c]!, 4)));
+}
+
+describe('embeddingLookup / embeddingLookupUnique', () => {
+  it('return ids.shape + [dim] in id order, also through the unique path', async () => {
+    const v = await table();
+    const ids = new de.Tensor(new BigInt64Array([3n, 1n, 3n, 12n, 0n, 1n]), [3, 2]);
+    const a = await de.embeddingLookup(v, ids, { name: 'a' });
+    const b = await de.embeddingLookupUnique(v, ids, { name: 'b' });
+    expect(a.shape).toEqual([3, 2, 2]);
+    expect(b.shape).toEqual([3, 2, 2]);
+    const want = [row(3), row(1), row(3), [0, 0], row(0), row(1)];
+    close(a.data, want);
+    expect(Array.from(b.data)).toEqual(Array.from(a.data));
+    // the unique path records each id once
+    expect(Array.from((v.getTrainableByName('b') as de.ShadowVariable).ids as BigInt64Array)).toEqual([3n, 1n, 12n, 0n]);
+    expect(await v.size()).toBe(10); // lookups never insert
+  });
+
+  it('refuse ids of another key dtype, non-Variables and bad options; nothing is registered', async () => {
+    const v = await table();
+    await expectError(de.embeddingLookup(v, new Int32Array([1, 2]), { name: 'x' }), 'INVALID_TYPE', 'ids', 'int32');
+    await expectError(de.embeddingLookup(v, new de.Tensor(new Float32Array([1]), [1]) as never, { name: 'x' }), 'INVALID_TYPE', 'ids');
+    await expectError(de.embeddingLookupUnique(v, new Int32Array([1]), { name: 'x' }), 'INVALID_TYPE', 'ids');
+    await expectError(de.embeddingLookup({} as de.Variable, [1n]), 'INVALID_TYPE', 'params');
+    await expectError(de.embeddingLookup(v, [1n], { name: 'x', maxNorm: 0 }), 'INVALID_ARGUMENT', 'maxNorm');
+    await expectError(de.embeddingLookup(v, [1n], { name: 'x', maxnorm: 1 } as de.EmbeddingLookupOptions), 'INVALID_ARGUMENT', 'options.maxnorm');
+    expect(v.getTrainableByName('x')).toBeNull();
+    const v32 = new de.Variable({ keyDtype: 'int32', dim: 1, name: uniqueName() });
+    await expectError(de.embeddingLookup(v32, new BigInt64Array([1n])), 'INVALID_TYPE', 'ids', 'int64');
+    // plain JS numbers carry no dtype and are accepted for either
+    expect((await de.embeddingLookup(v32, [1, 2])).shape).toEqual([2, 1]);
+  });
+});
+
+describe('embeddingLookupSparse', () => {
+  // TF's documented example: [0,0]: id 1 w 2; [0,1]: id 3 w 0.5; [1,0]: id 0 w 1; [2,3]: id 1 w 3; plus an empty row 3.
+  const ids = () => new de.SparseTensor([[0, 0], [0, 1], [1, 0], [2, 3]], new BigInt64Array([1n, 3n, 0n, 1n]), [4, 4]);
+  const weights = () => new de.SparseTensor([[0, 0], [0, 1], [1, 0], [2, 3]], new Float32Array([2, 0.5, 1, 3]), [4, 4]);
+
+  it('combines weighted rows per first index with mean (default), sum and sqrtn; empty rows are zeros', async () => {
+    const v = await table();
+    const mean = await de.embeddingLookupSparse(v, ids(), weights());
+    expect(mean.shape).toEqual([4, 2]);
+    const r0 = [0, 1].map((c) => (row(1)[c]! * 2 + row(3)[c]! * 0.5) / 2.5);
+    close(mean.data, [r0, row(0), row(1), [0, 0]]);
+    const sum = await de.embeddingLookupSparse(v, ids(), weights(), { combiner: 'sum' });
+    close(sum.data, [[0, 1].map((c) => row(1)[c]! * 2 + row(3)[c]! * 0.5), row(0), row(1).map((x) => 3 * x), [0, 0]]);
+    const sqrtn = await de.embeddingLookupSparse(v, ids(), weights(), { combiner: 'sqrtn' });
+    close(sqrtn.data, [
+      [0, 1].map((c) => (row(1)[c]! * 2 + row(3)[c]! * 0.5) / Math.sqrt(4.25)),
+      row(0),
+      row(1).map((x) => (3 * x) / 3),
+      [0, 0],
+    ]);
+    const unweighted = await de.embeddingLookupSparse(v, ids(), null);
+    close(unweighted.data, [[0, 1].map((c) => (row(1)[c]! + row(3)[c]!) / 2), row(0), row(1), [0, 0]]);
+  });
+
+  it('clips each row to maxNorm before combining and registers the trainable on the unique ids', async () => {
+    const v = await table();
+    const out = await de.embeddingLookupSparse(v, ids(), null, { combiner: 'sum', maxNorm: 1, name: 'sp' });
+    const clip = (k: number) => row(k).map((x) => x / Math.max(1, Math.hypot(...row(k))));
+    close(out.data, [[0, 1].map((c) => clip(1)[c]! + clip(3)[c]!), clip(0), clip(1), [0, 0]]);
+    const t = v.getTrainableByName('sp/embedding_lookup') as de.ShadowVariable;
+    expect(Array.from(t.ids as BigInt64Array)).toEqual([1n, 3n, 0n]);
+  });
+
+  it('refuses a bad combiner (ValueError), non-sparse ids or weights (TypeError), mismatched weights', async () => {
+    const v = await table();
+    await expectError(de.embeddingLookupSparse(v, ids(), null, { combiner: 'max' as de.SparseLookupOptions['combiner'] }), 'INVALID_ARGUMENT', 'combiner', '"max"');
+    await expectError(de.embeddingLookupSparse(v, de.RaggedTensor.fromNestedArray([[1], [2]]) as never, null), 'INVALID_TYPE', 'spIds', 'SparseTensor');
+    await expectError(de.embeddingLookupSparse(v, ids(), new Float32Array(4) as never), 'INVALID_TYPE', 'spWeights');
+    const intWeights = new de.SparseTensor([[0, 0], [0, 1], [1, 0], [2, 3]], new BigInt64Array([1n, 1n, 1n, 1n]), [4, 4]);
+    await expectError(de.embeddingLookupSparse(v, ids(), intWeights), 'INVALID_TYPE', 'spWeights', 'float32');
+    const other = new de.SparseTensor([[0, 0], [0, 2], [1, 0], [2, 3]], new Float32Array(4), [4, 4]);
+    await expectError(de.embeddingLookupSparse(v, ids(), other), 'SHAPE_MISMATCH', 'spWeights');
+    const ids32 = new de.SparseTensor([[0, 0]], new Int32Array([1]), [1, 1]);
+    await expectError(de.embeddingLookupSparse(v, ids32, null), 'INVALID_TYPE', 'spIds', 'int32');
+    expect(v.getTrainableByName('embedding_lookup_sparse/embedding_lookup')).toBeNull();
+  });
+});
+
+describe('safeEmbeddingLookupSparse', () => {
+  it('flattens rank-3 ids to [d0, d1, dim], prunes weights <= 0, fills empty rows with defaultId or zeros', async () => {
+    const v = await table();
+    // dense shape [2, 2, 3]: rows (0,0): ids 1 (w 1), 2 (w -1); (0,1): id 3 (w 0); (1,0): nothing; (1,1): id 4 (w 2), 5 (w 2)
+    const sp = new de.SparseTensor([[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 1, 0], [1, 1, 2]], new BigInt64Array([1n, 2n, 3n, 4n, 5n]), [2, 2, 3]);
+    const w = new de.SparseTensor([[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 1, 0], [1, 1, 2]], new Float32Array([1, -1, 0, 2, 2]), [2, 2, 3]);
+    const zeros = await de.safeEmbeddingLookupSparse(v, sp, w, { combiner: 'mean' });
+    expect(zeros.shape).toEqual([2, 2, 2]);
+    close(zeros.data, [row(1), [0, 0], [0, 0], [0, 1].map((c) => (row(4)[c]! + row(5)[c]!) / 2)]);
+    const withDefault = await de.safeEmbeddingLookupSparse(v, sp, w, { combiner: 'mean', defaultId: 9 });
+    close(withDefault.data, [row(1), row(9), row(9), [0, 1].map((c) => (row(4)[c]! + row(5)[c]!) / 2)]);
+    // 'sum' keeps non-positive weights
+    const sum = await de.safeEmbeddingLookupSparse(v, sp, w, { combiner: 'sum' });
+    close(sum.data, [[0, 1].map((c) => row(1)[c]! - row(2)[c]!), [0, 0], [0, 0], [0, 1].map((c) => 2 * row(4)[c]! + 2 * row(5)[c]!)]);
+    // without weights nothing is pruned
+    const plain = await de.safeEmbeddingLookupSparse(v, sp, null, { combiner: 'sum', defaultId: 0 });
+    close(plain.data, [[0, 1].map((c) => row(1)[c]! + row(2)[c]!), row(3), row(0), [0, 1].map((c) => row(4)[c]! + row(5)[c]!)]);
+  });
+
+  it('refuses a missing variable, bad combiners, non-sparse ids and a defaultId of the wrong type', async () => {
+    const v = await table();
+    const sp = new de.SparseTensor([[0, 0]], new BigInt64Array([1n]), [1, 1]);
+    await expectError(de.safeEmbeddingLookupSparse(null as unknown as de.Variable, sp), 'INVALID_ARGUMENT', 'embeddingWeights');
+    await expectError(de.safeEmbeddingLookupSparse(v, sp, null, { combiner: 'tile' as 'sum' }), 'INVALID_ARGUMENT', 'combiner');
+    await expectError(de.safeEmbeddingLookupSparse(v, [1n] as never, null), 'INVALID_TYPE', 'sparseIds');
+    await expectError(de.safeEmbeddingLookupSparse(v, sp, null, { defaultId: 1.5 }), 'INVALID_TYPE', 'defaultId');
+  });
+});
+
+describe('string keys', () => {
+  it('look up, train and export by their stable hash', async () => {
+    const v = new de.Variable({ keyDtype: 'string', dim: 1, name: uniqueName(), devices: ['a', 'b'] });
+    await v.upsert(['a', 'b'], [1, 2]);
+    const e = await de.embeddingLookup(v, ['b', 'z', 'a'], { name: 's' });
+    expect(Array.from(e.data)).toEqual([2, 0, 1]);
+    const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }));
+    await opt.applyGradients([[[1, 1, 1], v.getTrainableByName('s') as de.ShadowVariable]]);
+    expect(Array.from((await v.lookup(['a', 'b', 'z'])).data)).toEqual([0, 1, -1]);
+    await expectError(de.embeddingLookup(v, new Int32Array([1]), { name: 's' }), 'INVALID_TYPE', 'ids');
+  });
+});
