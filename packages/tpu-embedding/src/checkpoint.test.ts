@@ -105,7 +105,10 @@ describe.each(cases)('save and restore on the $name backend', ({ backend, reason
     a.emb.build();
     const dir = freshDir();
     await a.emb.save(dir);
+    const listing = async () => (await readdir(dir, { recursive: true })).sort();
+    const before = await listing();
     await expectError(() => a.emb.save(dir), ErrorCodes.ALREADY_EXISTS, 'dir');
+    expect(await listing()).toEqual(before);
     const empty = freshDir();
     await (await import('node:fs/promises')).mkdir(empty);
     await a.emb.save(empty);

@@ -211,7 +211,7 @@ export function normalizeFeature(input: unknown, weight: unknown, spec: FeatureS
     }
   }
 
-  const leading = mode === 'train' ? leadingShape(natural, { ...spec }, kind, sequence) : natural;
+  const leading = mode === 'train' ? leadingShape(natural, spec, kind, sequence) : natural;
   const batch = natural[0]!;
   const nBags = sequence ? batch * L : leading.reduce((a, b) => a * b, 1);
   const shape = sequence ? [batch, L, spec.dim] : [...leading, spec.dim];

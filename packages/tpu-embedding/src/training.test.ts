@@ -147,6 +147,26 @@ describe.each(cases)('training on the $name backend', ({ backend, reason }) => {
     });
   }
 
+  it('runs calls in call order even when they are not awaited one by one', async () => {
+    const run = async (awaitEach: boolean) => {
+      const { emb } = fixture({ backend, optimizer: new Adagrad({ learningRate: 0.1 }) });
+      const grads = { watched: tensorOf([[1, 2, 3, 4], [0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2]]), favorited: tensorOf([[1, 0, 0, 1], [0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1]]), friends: tensorOf([[1, 1], [2, 2], [3, 3], [4, 4]]) };
+      const calls: Promise<unknown>[] = [];
+      for (let i = 0; i < 3; i++) {
+        calls.push(emb.enqueue({ watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) }));
+        calls.push(emb.dequeue());
+        calls.push(emb.applyGradients(grads));
+        if (awaitEach) await Promise.all(calls);
+      }
+      const results = await Promise.all(calls);
+      return { acts: results.filter((_, i) => i % 3 === 1), tables: [...emb.embeddingTables.values()].map((t) => Array.from(t.data as Float32Array)) };
+    };
+    const sequential = await run(true);
+    const queued = await run(false);
+    expect(queued.tables).toEqual(sequential.tables);
+    expect(queued.acts).toEqual(sequential.acts);
+  });
+
   it('treats a null gradient as zero, with a warning', async () => {
     const warnings: string[] = [];
     const onWarning = (w: Error) => warnings.push(w.message);
