@@ -47,14 +47,16 @@ export class Batch {
     try {
       replies = await conn.exec(this.cmds, !ctx.write);
     } catch (e) {
-      throw wrap(e, ctx, conn);
+      // Not connected: nothing was sent, every key of the batch is unknown.
+      const error = e instanceof Error ? e : new Error(String(e));
+      throw this.#failure(this.cmds.map((_, i) => i), error, conn, ctx, false);
     }
     const failed = replies.map((r, i) => (r.error ? i : -1)).filter((i) => i >= 0);
     if (failed.length > 0) throw this.#failure(failed, replies[failed[0]!]!.error!, conn, ctx);
     return replies.map((r) => r.value);
   }
 
-  #failure(failed: number[], first: Error, conn: RedisConnection, ctx: BatchContext): StoreUnavailableError {
+  #failure(failed: number[], first: Error, conn: RedisConnection, ctx: BatchContext, sent = true): StoreUnavailableError {
     const buckets = new Set<number>();
     const nodes = new Set<string>();
     const keyIdx = new Set<number>();
@@ -64,24 +66,29 @@ export class Batch {
       for (const k of this.covers[i]!.idx) keyIdx.add(k);
     }
     const where = `bucket(s) [${[...buckets].sort((a, b) => a - b).join(', ')}] on node(s) [${[...nodes].join(', ')}]`;
-    const state = ctx.write ? 'are in an unknown state (the write may or may not have been applied)' : 'could not be read';
+    const state = !sent
+      ? `could not be ${ctx.write ? 'written' : 'read'} (nothing was sent)`
+      : ctx.write
+        ? 'are in an unknown state (the write may or may not have been applied)'
+        : 'could not be read';
     let what: string;
     if (ctx.plan && keyIdx.size > 0) {
-      const distinct = [...new Set([...keyIdx].map((i) => ctx.plan!.key(i)))];
-      const listed = distinct.slice(0, MAX_LISTED_KEYS).map((k) => String(k));
-      const more = distinct.length > listed.length ? ` and ${distinct.length - listed.length} more` : '';
-      what = `${distinct.length} of the call's keys (${listed.join(', ')}${more}) in ${where} ${state}`;
+      const distinct = [...new Set([...keyIdx].sort((a, b) => a - b).map((i) => ctx.plan!.key(i)))];
+      what = `${distinct.length} of the call's keys (${listKeys(distinct)}) in ${where} ${state}`;
     } else {
-      what = `the data of ${where} ${ctx.write ? 'is in an unknown state' : 'could not be read'}`;
+      what = `the data of ${where} ${!sent ? 'could not be reached' : ctx.write ? 'is in an unknown state' : 'could not be read'}`;
     }
     return new StoreUnavailableError(`Redis ${ctx.op} on table "${ctx.table}" failed: ${what}: ${first.message}`, { cause: first });
   }
 }
 
-function wrap(e: unknown, ctx: BatchContext, conn: RedisConnection): Error {
-  if (e instanceof StoreUnavailableError) {
-    return new StoreUnavailableError(`Redis ${ctx.op} on table "${ctx.table}" failed: ${e.message}`, { cause: e });
-  }
-  const msg = e instanceof Error ? e.message : String(e);
-  return new StoreUnavailableError(`Redis ${ctx.op} on table "${ctx.table}" at ${conn.address} failed: ${msg}`, { cause: e });
+function listKeys(keys: readonly (bigint | number)[]): string {
+  const listed = keys.slice(0, MAX_LISTED_KEYS).map((k) => String(k));
+  const more = keys.length > listed.length ? ` and ${keys.length - listed.length} more` : '';
+  return listed.join(', ') + more;
+}
+
+/** The distinct keys of a plan, listed (at most 16, then a count), for messages. */
+export function describeKeys(plan: KeyPlan): string {
+  return listKeys(plan.distinct.first.map((i) => plan.key(i)));
 }

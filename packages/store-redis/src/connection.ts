@@ -201,12 +201,18 @@ export class RedisConnection {
       const res = (await p.exec()) ?? [];
       return cmds.map((_, i) => {
         const r = res[i];
-        return r ? { error: r[0], value: r[1] } : { error: new Error('no reply'), value: null };
+        return r ? { error: this.#explain(r[0]), value: r[1] } : { error: new Error('no reply'), value: null };
       });
     } catch (e) {
-      const error = e instanceof Error ? e : new Error(String(e));
+      const error = this.#explain(e instanceof Error ? e : new Error(String(e)));
       return cmds.map(() => ({ error, value: null }));
     }
+  }
+
+  /** ioredis reports a connection lost mid-command as a retry-limit error: say what happened. */
+  #explain(e: Error | null): Error | null {
+    if (!e || !/max retries per request/i.test(e.message)) return e;
+    return new Error(`the connection to Redis was lost before the reply (${e.message})${this.#cause()}`, { cause: e });
   }
 
   /** Closes the connection (QUIT, then a hard disconnect after 1 s). Idempotent. */

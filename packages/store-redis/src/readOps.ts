@@ -13,7 +13,7 @@ export async function find(core: TableCore, keys: Keys, op: string): Promise<Fin
   const ctx = await core.ctx();
   const plan = core.plan(keys);
   const d = plan.distinct;
-  const c = await core.begin(op, false);
+  const c = await core.begin(op, false, plan);
   const batch = new Batch();
   const read = addHmget(batch, ctx, plan, mainHash, d.first);
   core.touch(batch, ctx, plan, allIds(plan), c, false, null);
@@ -49,7 +49,7 @@ export async function findOrInsert(core: TableCore, keys: Keys, scores: BigUint6
   const plan = core.plan(keys);
   const d = plan.distinct;
   const dim = core.options.dim;
-  const c = await core.begin(op, true);
+  const c = await core.begin(op, true, plan);
   const b1 = new Batch();
   const read = addHmget(b1, ctx, plan, mainHash, d.first);
   core.touch(b1, ctx, plan, allIds(plan), c, true, scores);

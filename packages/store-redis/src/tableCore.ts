@@ -1,10 +1,11 @@
-import { initialRow, type Keys, type ResolvedTableOptions, referenceKernels, type ScoreClock } from '@embedstack/core';
-import { Batch, type BatchContext } from './batch.js';
+import { initialRow, type Keys, type ResolvedTableOptions, referenceKernels, type ScoreClock, StoreUnavailableError } from '@embedstack/core';
+import { Batch, type BatchContext, describeKeys } from './batch.js';
 import type { RedisConnection } from './connection.js';
 import { KeyPlan } from './keyPlan.js';
 import { TableKeyspace } from './keyspace.js';
 import { addHlen, type KvContext } from './kv.js';
 import type { ResolvedRedisTableLayout } from './options.js';
+import { printableKey } from './naming.js';
 import { addTouch, needsClock, touchesOn } from './scoring.js';
 
 /** The scores context of one call: the shared clock's value and this client's wall clock. */
@@ -108,15 +109,24 @@ export class TableCore {
   }
 
   /** Starts a scored call: INCR of the shared clock when the policy reads it, and the wall clock. */
-  async begin(op: string, write: boolean): Promise<CallClock> {
+  async begin(op: string, write: boolean, plan?: KeyPlan): Promise<CallClock> {
     const policy = this.options.scorePolicy;
     const now = this.scored && policy === 'timestamp' ? referenceKernels.nowSeconds() : 0n;
     if (!this.scored || !needsClock(policy) || !(write || touchesOn(policy, false))) return { clock: 0n, now };
     const key = this.keyspace.clock;
     const b = new Batch();
     b.add(0, { route: key, name: 'INCR', args: [key] });
-    const [v] = await this.run(b, op, undefined, true);
-    return { clock: BigInt(Number(v)), now };
+    try {
+      const [v] = await this.run(b, op, undefined, true);
+      return { clock: BigInt(Number(v)), now };
+    } catch (e) {
+      const cause = (e as Error).cause instanceof Error ? ((e as Error).cause as Error).message : (e as Error).message;
+      throw new StoreUnavailableError(
+        `Redis ${op} on table "${this.name}" failed before reading or writing any row (${plan ? `${plan.n} keys: ${describeKeys(plan)}` : 'no keys'}): ` +
+          `advancing the score clock ${printableKey(key)} failed: ${cause}`,
+        { cause: e },
+      );
+    }
   }
 
   /** The reference's score clock for this call (for scoring new keys client-side). */

@@ -20,7 +20,7 @@ export async function applyGradients(core: TableCore, keys: Keys, grads: Float32
   const dim = core.options.dim;
   const widths = core.widths;
   const { sums } = referenceKernels.dedupeGradients(keys, grads, dim);
-  const c = await core.begin(op, true);
+  const c = await core.begin(op, true, plan);
   const rb = new Batch();
   const readRows = addHmget(rb, ctx, plan, mainHash, d.first);
   const readSlots = widths.map((_, s) => addHmget(rb, ctx, plan, slotHash(s), d.first));

@@ -40,7 +40,7 @@ const lastOf = (plan: KeyPlan, ids: readonly number[]) => ids.map((id) => plan.d
 export async function upsert(core: TableCore, keys: Keys, values: Float32Array, scores: BigUint64Array | null): Promise<void> {
   const ctx = await core.ctx();
   const plan = core.plan(keys);
-  const c = await core.begin('upsert', true);
+  const c = await core.begin('upsert', true, plan);
   const ids = admitted(plan, await admitNew(core, ctx, plan, c, scores, false, 'upsert'));
   const batch = new Batch();
   const dim = core.options.dim;
@@ -55,7 +55,7 @@ export async function assign(core: TableCore, keys: Keys, values: Float32Array, 
   const ctx = await core.ctx();
   const plan = core.plan(keys);
   const d = plan.distinct;
-  const c = await core.begin('assign', true);
+  const c = await core.begin('assign', true, plan);
   const batch = new Batch();
   const dim = core.options.dim;
   addScript(batch, ctx, plan, 'embedstackAssign', (b) => [b.main], d.last, [], (i) => [plan.field(i), rowBytes(values, i, dim)]);
@@ -67,7 +67,7 @@ export async function accum(core: TableCore, keys: Keys, deltas: Float32Array, e
   const ctx = await core.ctx();
   const plan = core.plan(keys);
   const dim = core.options.dim;
-  const c = await core.begin('accum', true);
+  const c = await core.begin('accum', true, plan);
   const refused = await admitNew(core, ctx, plan, c, scores, false, 'accum', (i) => exists[i] === 0);
   const batch = new Batch();
   const d = plan.distinct;
@@ -111,7 +111,7 @@ export async function importRows(core: TableCore, keys: Keys, values: Float32Arr
   const plan = core.plan(keys);
   const dim = core.options.dim;
   const explicit = scores !== null;
-  const c = await core.begin('importRows', true);
+  const c = await core.begin('importRows', true, plan);
   const ids = admitted(plan, await admitNew(core, ctx, plan, c, scores, explicit, 'importRows'));
   const last = lastOf(plan, ids);
   const first = ids.map((id) => plan.distinct.first[id]!);
