@@ -8,7 +8,7 @@ import os from 'node:os';
 import { collectGarbage, measure } from '../harness.js';
 import { buildJsMap, type JsMapTable, jsMapFind } from '../peers/jsMap.js';
 import { type Distribution, distributionName, drawIndices, pickKeys } from '../rng.js';
-import { type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
+import { type Chart, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
 import { formatCount } from '../stats.js';
 import { BATCH, figure, HEADLINE, measureFindAsync, measureFindSync, measureGather, POOL_BATCHES, settle, threadLabel } from './common.js';
 import type { Suite, SuiteContext } from './types.js';
@@ -48,6 +48,9 @@ export const findSuite: Suite = {
     const groups: Group[] = [];
     const targets: Target[] = [];
     const notes: string[] = [];
+    /** Uniform findSync and JS Map rates by dim, for the table-size chart. */
+    const bySize = new Map<string, [number, number][]>();
+    const point = (series: string, x: number, y: number): void => void (bySize.get(series) ?? bySize.set(series, []).get(series)!).push([x, y / 1e6]);
     for (const c of findConfigs(ctx.args.full)) {
       const table = ctx.fixtures.table(c.dim, c.keys);
       const arena = ctx.fixtures.arena(c.keys, c.dim);
@@ -74,6 +77,11 @@ export const findSuite: Suite = {
         }
         const g: Group = { title: name, params: { dim: c.dim, keys: c.keys, distribution: distributionName(dist), batch: BATCH }, figures };
         groups.push(g);
+        if (dist === 'uniform') {
+          point(`findSync, dim ${c.dim}`, c.keys, figures[0]!.value);
+          const js = figures.find((f) => f.name === 'JS Map');
+          if (js && Number.isFinite(js.value)) point(`JS Map, dim ${c.dim}`, c.keys, js.value);
+        }
         if (headline) {
           targets.push(ratioTarget(g, 'find (findSync)', 'JS Map', '>=', 15, `find dim 64, 4M keys, uniform >= 15x JS Map`));
           targets.push(
@@ -88,7 +96,19 @@ export const findSuite: Suite = {
     notes.push('keys are distinct pseudo-random int64; the table is presized (initCapacity = keys) and every row written');
     notes.push('the static gather copies arena rows into a reused output buffer (and, on the headline row, into a fresh one per call); find and the JS Map allocate their output per call');
     notes.push('JS Map rows are Float32Array views into 64 MiB slabs (a faster setup than one ArrayBuffer per key, and no slower to look up)');
-    const result: SuiteResult = { suite: 'find', path: 'EmbeddingTable.findSync (and find, the Promise form, on dim 64 / 4M / uniform)', groups, targets, notes, charts: [] };
+    const charts: Chart[] = [
+      {
+        file: 'find-table-size.svg',
+        title: `find vs table size (uniform keys, batch ${formatCount(BATCH)})`,
+        xLabel: 'keys in the table',
+        yLabel: 'M keys/s',
+        xLog: true,
+        formatX: formatCount,
+        series: [...bySize].map(([name, points]) => ({ name, points })),
+      },
+    ];
+    const path = 'EmbeddingTable.findSync (and find, the Promise form, on dim 64 / 4M / uniform)';
+    const result: SuiteResult = { suite: 'find', path, groups, targets, notes, charts };
     return result;
   },
 };
