@@ -7,4 +7,6 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'es2022',
+  // import.meta.url in the CJS build (the lazy createRequire of @embedstack/cpu-backend)
+  shims: true,
 });

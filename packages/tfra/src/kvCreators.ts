@@ -8,6 +8,7 @@ import {
   type Keys,
   type OptimizerSpec,
   type ScorePolicy,
+  type TableOptions,
 } from '@embedstack/core';
 import { facadeBackend } from './backend.js';
 
@@ -85,21 +86,27 @@ export class CuckooHashTableCreator extends KVCreator {
   }
 
   create(spec: ShardTableSpec): EmbeddingTable {
-    return createTable(
-      {
-        kind: 'dynamic',
-        dim: spec.dim,
-        name: spec.tableName,
-        keyDtype: spec.keyDtype,
-        ...(spec.initSize > 0 ? { initCapacity: spec.initSize } : {}),
-        initializer: spec.initializer,
-        ...(spec.optimizer ? { optimizer: spec.optimizer } : {}),
-        seed: spec.seed,
-        stream: spec.stream,
-      },
-      { backend: facadeBackend() },
-    );
+    return memoryTable(spec, spec.initSize > 0 ? { initCapacity: spec.initSize } : {});
   }
+}
+
+/** Core table options of a shard: a dynamic table with the variable's initializer, seed, stream and slots. */
+export function shardTableOptions(spec: ShardTableSpec): TableOptions {
+  return {
+    kind: 'dynamic',
+    dim: spec.dim,
+    name: spec.tableName,
+    keyDtype: spec.keyDtype,
+    initializer: spec.initializer,
+    ...(spec.optimizer ? { optimizer: spec.optimizer } : {}),
+    seed: spec.seed,
+    stream: spec.stream,
+  };
+}
+
+/** A dynamic table of the facade's backend for `spec`, with `extra` table options. */
+function memoryTable(spec: ShardTableSpec, extra: Partial<TableOptions>): EmbeddingTable {
+  return createTable({ ...shardTableOptions(spec), ...extra }, { backend: facadeBackend() });
 }
 
 export type HkvEvictStrategy = 'lru' | 'lfu' | 'epochLru' | 'epochLfu' | 'customized';
@@ -168,22 +175,11 @@ export class HkvHashTableCreator extends KVCreator {
   }
 
   create(spec: ShardTableSpec): EmbeddingTable {
-    return createTable(
-      {
-        kind: 'dynamic',
-        dim: spec.dim,
-        name: spec.tableName,
-        keyDtype: spec.keyDtype,
-        initCapacity: Math.min(spec.initSize > 0 ? spec.initSize : this.initCapacity, this.maxCapacity),
-        maxCapacity: this.maxCapacity,
-        initializer: spec.initializer,
-        ...(spec.optimizer ? { optimizer: spec.optimizer } : {}),
-        scorePolicy: this.evictStrategy satisfies ScorePolicy,
-        seed: spec.seed,
-        stream: spec.stream,
-      },
-      { backend: facadeBackend() },
-    );
+    return memoryTable(spec, {
+      initCapacity: Math.min(spec.initSize > 0 ? spec.initSize : this.initCapacity, this.maxCapacity),
+      maxCapacity: this.maxCapacity,
+      scorePolicy: this.evictStrategy satisfies ScorePolicy,
+    });
   }
 
   override scoresFor(keys: Keys): BigUint64Array | null {
@@ -209,18 +205,6 @@ export class ScoredTableCreator extends KVCreator {
   }
 
   create(spec: ShardTableSpec): EmbeddingTable {
-    return createTable(
-      {
-        kind: 'dynamic',
-        dim: spec.dim,
-        name: spec.tableName,
-        keyDtype: spec.keyDtype,
-        initializer: spec.initializer,
-        scorePolicy: this.scorePolicy,
-        seed: spec.seed,
-        stream: spec.stream,
-      },
-      { backend: facadeBackend() },
-    );
+    return memoryTable(spec, { scorePolicy: this.scorePolicy });
   }
 }

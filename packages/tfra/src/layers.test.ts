@@ -27,7 +27,7 @@ describe('de.layers', () => {
   });
 
   it('FieldWiseEmbedding: zeros before any upsert; rank > 2 and slots out of range are refused', async () => {
-    const layer = new de.layers.FieldWiseEmbedding({ embeddingSize: 2, nslots: 3, slotMapFn: (k) => Number(BigInt(k as bigint) % 3n), initializer: 0, name: uniqueName('fw') });
+    const layer = new de.layers.FieldWiseEmbedding({ embeddingSize: 2, nslots: 3, slotMapFn: (k: bigint | number) => Number(BigInt(k) % 3n), initializer: 0, name: uniqueName('fw') });
     expect(Array.from((await layer.call(ids2x3())).data)).toEqual(new Array(12).fill(0));
     await expectError(layer.call(new de.Tensor(new BigInt64Array(8), [2, 2, 2])), 'UNSUPPORTED', 'ids', 'rank');
     const bad = new de.layers.FieldWiseEmbedding({ embeddingSize: 2, nslots: 2, slotMapFn: () => 5, name: uniqueName('fw') });

@@ -44,7 +44,7 @@ describe('embeddingLookup / embeddingLookupUnique', () => {
     await expectError(de.embeddingLookupUnique(v, new Int32Array([1]), { name: 'x' }), 'INVALID_TYPE', 'ids');
     await expectError(de.embeddingLookup({} as de.Variable, [1n]), 'INVALID_TYPE', 'params');
     await expectError(de.embeddingLookup(v, [1n], { name: 'x', maxNorm: 0 }), 'INVALID_ARGUMENT', 'maxNorm');
-    await expectError(de.embeddingLookup(v, [1n], { name: 'x', maxnorm: 1 } as de.EmbeddingLookupOptions), 'INVALID_ARGUMENT', 'options.maxnorm');
+    await expectError(de.embeddingLookup(v, [1n], { name: 'x', maxnorm: 1 } as never), 'INVALID_ARGUMENT', 'options.maxnorm');
     expect(v.getTrainableByName('x')).toBeNull();
     const v32 = new de.Variable({ keyDtype: 'int32', dim: 1, name: uniqueName() });
     await expectError(de.embeddingLookup(v32, new BigInt64Array([1n])), 'INVALID_TYPE', 'ids', 'int64');

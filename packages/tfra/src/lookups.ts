@@ -70,6 +70,16 @@ async function readRows(v: Variable, keys: Keys, shape: readonly number[], name:
 
 type WithTrainable<T> = [T, ShadowVariable];
 
+/** Validated arguments of the dense lookups (everything is checked before any read). */
+function denseArgs(params: unknown, ids: unknown, options: unknown, defaultName: string) {
+  const v = checkParams(params);
+  const o = checkOptionsObject(options, 'options', LOOKUP_OPTIONS);
+  const name = checkName(o.name, defaultName);
+  const maxNorm = validateMaxNorm(o.maxNorm);
+  const returnTrainable = checkBoolean(o.returnTrainable, 'returnTrainable', false);
+  return { v, k: toKeys(ids, v.keyDtype, 'ids', true), name, maxNorm, returnTrainable };
+}
+
 /**
  * TFRA's `embedding_lookup`: the rows of `ids` (any shape; flat arrays are [n]),
  * as a Tensor of shape ids.shape + [dim]. Never inserts. In train mode the
@@ -83,12 +93,7 @@ export async function embeddingLookup(
   ids: VariableKeys,
   options: EmbeddingLookupOptions = {},
 ): Promise<Tensor<Float32Array> | WithTrainable<Tensor<Float32Array>>> {
-  const v = checkParams(params);
-  const o = checkOptionsObject(options, 'options', LOOKUP_OPTIONS);
-  const name = checkName(o.name, 'embedding_lookup');
-  const maxNorm = validateMaxNorm(o.maxNorm);
-  const returnTrainable = checkBoolean(o.returnTrainable, 'returnTrainable', false);
-  const k = toKeys(ids, v.keyDtype, 'ids', true);
+  const { v, k, name, maxNorm, returnTrainable } = denseArgs(params, ids, options, 'embedding_lookup');
   const [rows, trainable] = await readRows(v, k.keys, k.shape, name, maxNorm);
   const out = new Tensor(rows, [...k.shape, v.dim]);
   return returnTrainable ? [out, trainable] : out;
@@ -105,12 +110,7 @@ export async function embeddingLookupUnique(
   ids: VariableKeys,
   options: EmbeddingLookupOptions = {},
 ): Promise<Tensor<Float32Array> | WithTrainable<Tensor<Float32Array>>> {
-  const v = checkParams(params);
-  const o = checkOptionsObject(options, 'options', LOOKUP_OPTIONS);
-  const name = checkName(o.name, 'embedding_lookup_unique');
-  const maxNorm = validateMaxNorm(o.maxNorm);
-  const returnTrainable = checkBoolean(o.returnTrainable, 'returnTrainable', false);
-  const k = toKeys(ids, v.keyDtype, 'ids', true);
+  const { v, k, name, maxNorm, returnTrainable } = denseArgs(params, ids, options, 'embedding_lookup_unique');
   const { unique, index } = uniqueKeys(k.keys);
   const [rows, trainable] = await readRows(v, unique, [unique.length], name, maxNorm);
   const out = new Tensor(gatherRows(rows, index, v.dim), [...k.shape, v.dim]);

@@ -243,12 +243,32 @@ export class Adagrad extends Optimizer {
   }
 }
 
-export interface AdamOptions extends CommonOptions {
+export interface AdamaxOptions extends CommonOptions {
   beta1?: number;
   beta2?: number;
   epsilon?: number;
+}
+
+export interface AdamOptions extends AdamaxOptions {
   /** Not supported (Keras default false). */
   amsgrad?: boolean;
+}
+
+/** Options and slots shared by Adam and Adamax (Keras defaults 0.001, 0.9, 0.999, 1e-7; slots 'm', 'v'). */
+abstract class MomentsOptimizer extends Optimizer {
+  readonly beta1: number;
+  readonly beta2: number;
+  readonly epsilon: number;
+  protected constructor(options: AdamOptions, name: string, extra: readonly string[]) {
+    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'beta1', 'beta2', 'epsilon', ...extra]) as AdamOptions;
+    super(o, { learningRate: 0.001, name });
+    this.beta1 = num(o.beta1, 'beta1', 0.9);
+    this.beta2 = num(o.beta2, 'beta2', 0.999);
+    this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
+  }
+  get slotNames(): readonly string[] {
+    return ['m', 'v'];
+  }
 }
 
 /**
@@ -257,20 +277,10 @@ export interface AdamOptions extends CommonOptions {
  * w -= lr_t * m / (sqrt(v) + eps) with lr_t = lr * sqrt(1-b2^t) / (1-b1^t), t the step.
  * Slots 'm', 'v'.
  */
-export class Adam extends Optimizer {
-  readonly beta1: number;
-  readonly beta2: number;
-  readonly epsilon: number;
+export class Adam extends MomentsOptimizer {
   constructor(options: AdamOptions = {}) {
-    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'beta1', 'beta2', 'epsilon', 'amsgrad']) as AdamOptions;
-    super(o, { learningRate: 0.001, name: 'Adam' });
-    this.beta1 = num(o.beta1, 'beta1', 0.9);
-    this.beta2 = num(o.beta2, 'beta2', 0.999);
-    this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
-    if (checkBoolean(o.amsgrad, 'amsgrad', false)) throw invalidParameter('amsgrad', 'false (AMSGrad is not supported)', true);
-  }
-  get slotNames(): readonly string[] {
-    return ['m', 'v'];
+    super(options, 'Adam', ['amsgrad']);
+    if (checkBoolean(options?.amsgrad, 'amsgrad', false)) throw invalidParameter('amsgrad', 'false (AMSGrad is not supported)', true);
   }
   protected buildSpec(): OptimizerSpec {
     const base = this.coreLearningRate();
@@ -335,26 +345,10 @@ export class FTRL extends Optimizer {
   }
 }
 
-export interface AdamaxOptions extends CommonOptions {
-  beta1?: number;
-  beta2?: number;
-  epsilon?: number;
-}
-
 /** Keras Adamax (learningRate 0.001, beta1 0.9, beta2 0.999, epsilon 1e-7): m = b1*m+(1-b1)*g; u = max(b2*u, |g|); w -= lr/(1-b1^t)*m/(u+eps). Slots 'm', 'v'. */
-export class Adamax extends Optimizer {
-  readonly beta1: number;
-  readonly beta2: number;
-  readonly epsilon: number;
+export class Adamax extends MomentsOptimizer {
   constructor(options: AdamaxOptions = {}) {
-    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'beta1', 'beta2', 'epsilon']) as AdamaxOptions;
-    super(o, { learningRate: 0.001, name: 'Adamax' });
-    this.beta1 = num(o.beta1, 'beta1', 0.9);
-    this.beta2 = num(o.beta2, 'beta2', 0.999);
-    this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
-  }
-  get slotNames(): readonly string[] {
-    return ['m', 'v'];
+    super(options, 'Adamax', []);
   }
   protected buildSpec(): OptimizerSpec {
     return build('adamax', { ...this.common(), learningRate: this.coreLearningRate(), beta1: this.beta1, beta2: this.beta2, epsilon: this.epsilon });

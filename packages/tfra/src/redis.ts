@@ -8,7 +8,7 @@ import {
   UnsupportedError,
 } from '@embedstack/core';
 import { RedisRawTable, RedisStore, type RedisStoreOptions, type RedisTableLayout } from '@embedstack/store-redis';
-import { KVCreator, type ShardTableSpec } from './kvCreators.js';
+import { KVCreator, type ShardTableSpec, shardTableOptions } from './kvCreators.js';
 
 /**
  * TFRA's Redis configuration, field names as in TFRA's JSON file. Defaults are
@@ -331,16 +331,7 @@ export class RedisTableCreator extends KVCreator {
   create(spec: ShardTableSpec): EmbeddingTable {
     const embeddingName = spec.shardNum === 1 ? spec.variableName : spec.tableName;
     return this.store.createTable(
-      {
-        kind: 'dynamic',
-        dim: spec.dim,
-        name: spec.tableName,
-        keyDtype: spec.keyDtype,
-        initializer: spec.initializer,
-        ...(spec.optimizer ? { optimizer: spec.optimizer } : {}),
-        seed: spec.seed,
-        stream: spec.stream,
-      },
+      shardTableOptions(spec),
       this.config.layout(embeddingName),
     );
   }

@@ -5,17 +5,27 @@ import { ScoredTableCreator } from './kvCreators.js';
 import { RestrictPolicy } from './restrictPolicy.js';
 import { Variable } from './variable.js';
 
-function statusVariable(v: Variable, suffix: string, policy: 'timestamp' | 'frequency'): Variable {
-  return new Variable({
-    name: `${v.name}/${suffix}`,
-    keyDtype: storageDtype(v.keyDtype),
-    dim: 1,
-    devices: v.devices,
-    partitioner: v.partitioner,
-    trainable: false,
-    checkpoint: v.checkpoint,
-    kvCreator: new ScoredTableCreator(policy),
-  });
+/** A policy whose status Variable `<name>/<policy>` scores its rows with core's policy of the same name. */
+abstract class StatusPolicy extends RestrictPolicy {
+  readonly #status: Variable;
+
+  constructor(variable: Variable, policy: 'timestamp' | 'frequency') {
+    super(variable);
+    this.#status = new Variable({
+      name: `${variable.name}/${policy}`,
+      keyDtype: storageDtype(variable.keyDtype),
+      dim: 1,
+      devices: variable.devices,
+      partitioner: variable.partitioner,
+      trainable: false,
+      checkpoint: variable.checkpoint,
+      kvCreator: new ScoredTableCreator(policy),
+    });
+  }
+
+  get status(): Variable {
+    return this.#status;
+  }
 }
 
 /**
@@ -23,21 +33,14 @@ function statusVariable(v: Variable, suffix: string, policy: 'timestamp' | 'freq
  * second of the key's last update (the status table's 'timestamp' score; its value
  * holds the same second as float32, approximate). `restrict` keeps the newest.
  */
-export class TimestampRestrictPolicy extends RestrictPolicy {
-  readonly #status: Variable;
-
+export class TimestampRestrictPolicy extends StatusPolicy {
   constructor(variable: Variable) {
-    super(variable);
-    this.#status = statusVariable(variable, 'timestamp', 'timestamp');
-  }
-
-  get status(): Variable {
-    return this.#status;
+    super(variable, 'timestamp');
   }
 
   async applyUpdate(keys: Keys): Promise<void> {
     const { unique } = uniqueKeys(keys);
-    await this.#status.upsert(unique, new Float32Array(unique.length).fill(Math.floor(Date.now() / 1000)));
+    await this.status.upsert(unique, new Float32Array(unique.length).fill(Math.floor(Date.now() / 1000)));
   }
 }
 
@@ -47,22 +50,15 @@ export class TimestampRestrictPolicy extends RestrictPolicy {
  * repeated); held as the status table's 'frequency' score and as its value.
  * `restrict` keeps the most frequent.
  */
-export class FrequencyRestrictPolicy extends RestrictPolicy {
-  readonly #status: Variable;
-
+export class FrequencyRestrictPolicy extends StatusPolicy {
   constructor(variable: Variable) {
-    super(variable);
-    this.#status = statusVariable(variable, 'frequency', 'frequency');
-  }
-
-  get status(): Variable {
-    return this.#status;
+    super(variable, 'frequency');
   }
 
   async applyUpdate(keys: Keys): Promise<void> {
     const { unique } = uniqueKeys(keys);
-    const { values, exists } = await this.#status[INTERNAL].find(unique);
+    const { values, exists } = await this.status[INTERNAL].find(unique);
     const next = values.map((c, i) => (exists[i] ? c + 1 : 1));
-    await this.#status.accum(unique, values, next, exists);
+    await this.status.accum(unique, values, next, exists);
   }
 }

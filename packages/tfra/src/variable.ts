@@ -140,7 +140,7 @@ function intOption(v: unknown, argument: string, min: number, fallback: number, 
 export class Variable {
   readonly name: string;
   readonly keyDtype: TfraKeyDtype;
-  readonly valueDtype: 'float32' = 'float32';
+  readonly valueDtype = 'float32' as const;
   readonly dim: number;
   readonly devices: readonly string[];
   readonly shardNum: number;
@@ -466,28 +466,28 @@ export class Variable {
   // ---- package internals (optimizers, lookups, policies, checkpoints) -------
 
   get [INTERNAL]() {
-    const self = this;
+    const tables = (): EmbeddingTable[] => (this.#view ? this.#view.tables() : this.#tables);
+    const binding = (): Binding | null => this.#binding;
+    const isView = (): boolean => this.#view !== null;
     return {
       get tables(): EmbeddingTable[] {
-        return self.#view ? self.#view.tables() : self.#tables;
-      },
-      get stores(): ShardStore[] {
-        return self.#stores;
+        return tables();
       },
       get binding(): Binding | null {
-        return self.#binding;
+        return binding();
       },
       get isView(): boolean {
-        return self.#view !== null;
+        return isView();
       },
-      trainables: self.#trainables,
-      partition: (keys: Keys) => self.#partition(keys),
-      find: (keys: Keys) => self.#find(keys),
-      removeFromShard: (s: number, keys: Keys) => self.#removeFromShard(s, keys),
+      stores: this.#stores,
+      trainables: this.#trainables,
+      partition: (keys: Keys) => this.#partition(keys),
+      find: (keys: Keys) => this.#find(keys),
+      removeFromShard: (s: number, keys: Keys) => this.#removeFromShard(s, keys),
       bind: (owner: object, spec: OptimizerSpec, slotNames: readonly string[], optimizerName: string, bpV2: boolean) =>
-        self.#bind(owner, spec, slotNames, optimizerName, bpV2),
+        this.#bind(owner, spec, slotNames, optimizerName, bpV2),
       trainStep: (binding: Binding, ids: Keys, grads: Float32Array, v0: Float32Array, exists: Uint8Array, step: number, sequential: boolean) =>
-        self.#trainStep(binding, ids, grads, v0, exists, step, sequential),
+        this.#trainStep(binding, ids, grads, v0, exists, step, sequential),
     };
   }
 
