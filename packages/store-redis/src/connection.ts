@@ -68,7 +68,7 @@ export class RedisConnection {
           clusterRetryStrategy: (times: number) => Math.min(100 * times, 2000),
           retryDelayOnFailover: 100,
           retryDelayOnClusterDown: 100,
-          maxRedirections: 16,
+          maxRedirections: o.retry.clusterRedirections,
           slotsRefreshTimeout: Math.max(1000, Math.min(o.connectTimeoutMs, 5000)),
         },
       );

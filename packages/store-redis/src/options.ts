@@ -27,6 +27,13 @@ export interface RedisRetryOptions {
   attempts?: number;
   /** Milliseconds between tries. Integer >= 0. Default 100. */
   delayMs?: number;
+  /**
+   * Cluster only: how many times ioredis itself re-sends a command after MOVED, ASK,
+   * TRYAGAIN, CLUSTERDOWN or a closed connection (100 ms apart) before failing it
+   * (ioredis's maxRedirections). Integer >= 1. Default 16. Lower it to fail fast when
+   * a master is down and has no replica.
+   */
+  clusterRedirections?: number;
 }
 
 /** How to reach Redis. Shared by every table of one {@link RedisStore}. */
@@ -59,7 +66,7 @@ export interface ResolvedRedisStoreOptions {
   connectTimeoutMs: number;
   commandTimeoutMs: number;
   keysSendingSize: number;
-  retry: { attempts: number; delayMs: number };
+  retry: { attempts: number; delayMs: number; clusterRedirections: number };
 }
 
 /**
@@ -157,7 +164,7 @@ export function resolveStoreOptions(options: RedisStoreOptions = {}): ResolvedRe
   if (mode === 'cluster' && db !== 0) throw invalidParameter('db', '0 in cluster mode (Redis Cluster has one database)', db);
   const retry = options.retry ?? {};
   if (typeof retry !== 'object' || retry === null) throw invalidParameter('retry', 'an object { attempts, delayMs }', retry, InvalidTypeError);
-  checkKnown(retry, ['attempts', 'delayMs'], 'retry');
+  checkKnown(retry, ['attempts', 'delayMs', 'clusterRedirections'], 'retry');
   return {
     mode,
     hosts,
@@ -170,6 +177,7 @@ export function resolveStoreOptions(options: RedisStoreOptions = {}): ResolvedRe
     retry: {
       attempts: retry.attempts === undefined ? 2 : int(retry.attempts, 'retry.attempts', 0, 100),
       delayMs: retry.delayMs === undefined ? 100 : int(retry.delayMs, 'retry.delayMs', 0),
+      clusterRedirections: retry.clusterRedirections === undefined ? 16 : int(retry.clusterRedirections, 'retry.clusterRedirections', 1, 1000),
     },
   };
 }
