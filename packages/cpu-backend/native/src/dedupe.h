@@ -1,0 +1,42 @@
+// Distinct keys of a batch, in order of first appearance, with per-occurrence
+// unique ids, counts and last occurrences (write ops score by them, applyGradients
+// sums duplicate gradients by them). A temporary linear-probing table of 2n slots.
+// Not thread-safe; one per call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace embedstack {
+
+class BatchDedupe {
+ public:
+  void build(const int64_t* keys, size_t n);
+
+  size_t uniqueCount() const { return keys_.size(); }
+  int64_t key(size_t u) const { return keys_[u]; }
+  const int64_t* keys() const { return keys_.data(); }
+  /** Unique id of occurrence i. */
+  uint32_t uniqueOf(size_t i) const { return ids_[i]; }
+  uint32_t count(size_t u) const { return counts_[u]; }
+  uint32_t firstOccurrence(size_t u) const { return first_[u]; }
+  uint32_t lastOccurrence(size_t u) const { return last_[u]; }
+
+  /** Occurrences of each unique in order: occurrences(u) = [begin, end) into occurrenceList(). Built on demand. */
+  void buildOccurrenceLists();
+  const uint32_t* occurrenceList() const { return occ_.data(); }
+  uint32_t occurrencesBegin(size_t u) const { return offsets_[u]; }
+  uint32_t occurrencesEnd(size_t u) const { return offsets_[u + 1]; }
+
+ private:
+  std::vector<int64_t> keys_;
+  std::vector<uint32_t> ids_;
+  std::vector<uint32_t> counts_;
+  std::vector<uint32_t> first_;
+  std::vector<uint32_t> last_;
+  std::vector<uint32_t> offsets_;
+  std::vector<uint32_t> occ_;
+};
+
+}  // namespace embedstack

@@ -1,0 +1,186 @@
+// Dynamic table: construction, the arena and index primitives, and the ops that
+// need no batch planning (remove, clear, export, restrict, sizes).
+#include "dynamic_table.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "thread_pool.h"
+
+namespace embedstack {
+
+DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
+  const TableConfig& c = config_;
+  dim_ = c.dim;
+  slotFloats_ = c.slotFloats();
+  size_t floats = checkedAdd(dim_, slotFloats_, "a row");
+  size_t bytes = checkedAdd(16, checkedMul(floats, sizeof(float), "a row"), "a row");
+  recordBytes_ = (bytes + 7) & ~size_t{7};
+  capped_ = c.maxCapacity <= kMaxRows;
+  capCeiling_ = capped_ ? c.maxCapacity : kMaxRows;
+  slotTemplate_.reserve(slotFloats_);
+  for (size_t s = 0; s < c.slotWidths.size(); ++s) {
+    for (uint32_t j = 0; j < c.slotWidths[s]; ++j) slotTemplate_.push_back(c.slotInitial[s]);
+  }
+  capacity_ = std::min(std::max<size_t>(c.initCapacity, 1), capCeiling_);
+  arena_.allocateZeroed(checkedMul(capacity_, recordBytes_, "the row arena"), "the row arena");
+  // The index starts small and grows with the keys (initCapacity reserves rows, not probes).
+  index_.reset(KeyIndex::groupsFor(std::min<size_t>(capacity_, 65536)));
+}
+
+ScoreClock DynamicTable::beginCall() {
+  ScoreClock t;
+  t.clock = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+  t.epoch = epoch_.load(std::memory_order_relaxed);
+  t.now = config_.scorePolicy == ScorePolicy::kTimestamp ? nowSeconds() : 0;
+  return t;
+}
+
+void DynamicTable::prefetchRecord(uint32_t row, size_t bytes) const {
+  const uint8_t* p = record(row);
+  uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  uintptr_t last = reinterpret_cast<uintptr_t>(p) + bytes - 1;
+  for (uintptr_t a = first; a <= last; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
+}
+
+uint32_t DynamicTable::lookup(int64_t key) const {
+  size_t slot = index_.find(key, hashKey(key), [this](uint32_t row) { return keyOf(row); });
+  return slot == KeyIndex::kNoSlot ? KeyIndex::kNoRow : index_.rowAt(slot);
+}
+
+void DynamicTable::rebuildIndex(size_t groups) {
+  KeyIndex fresh;
+  fresh.reset(groups);
+  for (size_t row = 0; row < size_; ++row) {
+    if (row + 8 < size_) __builtin_prefetch(record(row + 8));
+    fresh.insert(hashKey(keyOf(row)), static_cast<uint32_t>(row));
+  }
+  index_ = std::move(fresh);
+}
+
+void DynamicTable::reserve(size_t finalSize, size_t newEntries) {
+  ES_CHECK(finalSize <= capCeiling_, kFailedPrecondition,
+           "Expected the table to hold at most " << capCeiling_ << " rows but the call needs " << finalSize);
+  if (!index_.fits(newEntries)) rebuildIndex(KeyIndex::groupsFor(index_.used() + newEntries));
+  if (finalSize > capacity_) {
+    size_t cap = capacity_;
+    while (cap < finalSize) cap = cap > capCeiling_ / 2 ? capCeiling_ : std::min(cap * 2, capCeiling_);
+    arena_.resize(checkedMul(cap, recordBytes_, "the row arena"), "the row arena");
+    capacity_ = cap;
+  }
+}
+
+uint32_t DynamicTable::insertRow(int64_t key, bool fillValue) {
+  const uint32_t row = static_cast<uint32_t>(size_);
+  uint8_t* rec = record(row);
+  std::memcpy(rec, &key, sizeof key);
+  *scoreOf(row) = 0;
+  if (fillValue) config_.initializer.fill(key, 0, dim_, valuesOf(row));
+  if (slotFloats_ > 0) std::memcpy(slotsOf(row), slotTemplate_.data(), slotFloats_ * sizeof(float));
+  index_.insert(hashKey(key), row);
+  ++size_;
+  return row;
+}
+
+bool DynamicTable::removeKey(int64_t key) {
+  auto keyAt = [this](uint32_t r) { return keyOf(r); };
+  const size_t slot = index_.find(key, hashKey(key), keyAt);
+  if (slot == KeyIndex::kNoSlot) return false;
+  const uint32_t row = index_.rowAt(slot);
+  const uint32_t last = static_cast<uint32_t>(size_ - 1);
+  index_.erase(slot);
+  if (row != last) {
+    const int64_t moved = keyOf(last);
+    const size_t movedSlot = index_.find(moved, hashKey(moved), keyAt);
+    std::memcpy(record(row), record(last), recordBytes_);
+    index_.setRow(movedSlot, row);
+  }
+  --size_;
+  return true;
+}
+
+size_t DynamicTable::remove(const int64_t* keys, size_t n) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  size_t removed = 0;
+  for (size_t i = 0; i < n; ++i) removed += removeKey(keys[i]) ? 1 : 0;
+  return removed;
+}
+
+void DynamicTable::clear() {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  index_.clear();
+  size_ = 0;
+}
+
+size_t DynamicTable::size() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  return size_;
+}
+
+size_t DynamicTable::capacity() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  return capacity_;
+}
+
+size_t DynamicTable::memoryUsage() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  return arena_.bytes() + index_.bytes();
+}
+
+void DynamicTable::setEpoch(uint32_t epoch) {
+  checkAlive();
+  epoch_.store(epoch, std::memory_order_relaxed);
+}
+
+ExportResult DynamicTable::exportBatch(size_t offset, size_t limit) {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  const size_t start = std::min(offset, size_);
+  const size_t n = std::min(limit, size_ - start);
+  const TableConfig& c = config_;
+  ExportResult r;
+  r.keys.allocate(n);
+  r.values.allocate(checkedMul(n, dim_, "export values"));
+  r.scores.allocate(n);
+  for (uint32_t w : c.slotWidths) r.slots.emplace_back(checkedMul(n, w, "export slots"));
+  forEachRange(n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const size_t row = start + i;
+      r.keys[i] = keyOf(row);
+      r.scores[i] = __atomic_load_n(scoreOf(row), __ATOMIC_RELAXED);
+      std::memcpy(r.values.data() + i * dim_, valuesOf(row), dim_ * sizeof(float));
+      const float* s = slotsOf(row);
+      for (size_t j = 0; j < c.slotWidths.size(); ++j) {
+        const uint32_t w = c.slotWidths[j];
+        std::memcpy(r.slots[j].data() + i * w, s, w * sizeof(float));
+        s += w;
+      }
+    }
+  });
+  return r;
+}
+
+size_t DynamicTable::restrict(size_t numReserved) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  if (size_ <= numReserved) return 0;
+  struct Ranked {
+    uint64_t score;
+    int64_t key;
+  };
+  std::vector<Ranked> ranked(size_);
+  for (size_t row = 0; row < size_; ++row) ranked[row] = {*scoreOf(row), keyOf(row)};
+  // Keep the highest scores, ties keep smaller signed keys (every candidate is resident).
+  auto keeps = [](const Ranked& a, const Ranked& b) { return a.score != b.score ? a.score > b.score : a.key < b.key; };
+  std::nth_element(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(numReserved), ranked.end(), keeps);
+  size_t removed = 0;
+  for (size_t i = numReserved; i < ranked.size(); ++i) removed += removeKey(ranked[i].key) ? 1 : 0;
+  return removed;
+}
+
+}  // namespace embedstack

@@ -1,0 +1,162 @@
+// Dynamic table: a hash table from int64 keys to rows.
+//
+// Memory (host):
+//  - arena: one Block of `capacity` records, row-major, dense (rows 0..size-1):
+//      [int64 key][uint64 score][float value[dim]][float slots[slotFloats]]
+//    One access brings a row, its optimizer slots and its score. Removal moves the
+//    last record into the hole, so the arena stays dense and export order is arena
+//    order (offset/limit is O(1)). Capacity doubles from initCapacity, capped at
+//    maxCapacity; untouched capacity is address space, not RSS.
+//  - index: KeyIndex (control bytes + 4-byte row per slot), see key_index.h.
+// Overhead per key beyond the value bytes: 16 (key, score) + 5 / load (5.7..7.3).
+//
+// Semantics follow core's reference dynamic table exactly (scores, the eviction
+// rule of capped tables, accum's bp_v2 rule); see the .cc files for each op.
+#pragma once
+
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "dedupe.h"
+#include "key_index.h"
+#include "table.h"
+
+namespace embedstack {
+
+class DynamicTable final : public Table {
+ public:
+  /** Largest number of rows (row indices are uint32, one value is the "no row" marker). */
+  static constexpr size_t kMaxRows = UINT32_MAX - 1;
+
+  explicit DynamicTable(TableConfig config);
+
+  FindResult find(const int64_t* keys, size_t n) override;
+  FindResult findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores) override;
+  void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
+  void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
+  void accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
+             const uint64_t* scores) override;
+  size_t remove(const int64_t* keys, size_t n) override;
+  void clear() override;
+  size_t size() const override;
+  size_t capacity() const override;
+  size_t memoryUsage() const override;
+  ExportResult exportBatch(size_t offset, size_t limit) override;
+  void importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
+                  const uint64_t* scores) override;
+  HostArray<float> lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing) override;
+  void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
+  size_t restrict(size_t numReserved) override;
+  void setEpoch(uint32_t epoch) override;
+
+  // Introspection for tests and benchmarks.
+  size_t indexGroups() const { return index_.groups(); }
+  size_t indexTombstones() const { return index_.tombstones(); }
+  size_t recordBytes() const { return recordBytes_; }
+  const uint8_t* arenaData() const { return arena(); }
+
+ private:
+  /** State of one write call: its clock, distinct keys, and their rows. */
+  struct WriteBatch {
+    ScoreClock clock;
+    BatchDedupe dedupe;
+    const uint64_t* scores = nullptr;  // caller's scores [n] or null
+    std::vector<uint32_t> rows;        // per unique: row, or KeyIndex::kNoRow
+    std::vector<uint8_t> present;      // per unique: resident before the call
+    std::vector<uint8_t> refused;      // per unique: a new key the eviction rule refused
+    bool hasGiven(size_t u) const { return scores != nullptr; }
+    uint64_t given(size_t u) const { return scores ? scores[dedupe.lastOccurrence(u)] : 0; }
+  };
+
+  // ---- layout -----------------------------------------------------------------
+  uint8_t* arena() const { return static_cast<uint8_t*>(arena_.data()); }
+  uint8_t* record(size_t row) const { return arena() + row * recordBytes_; }
+  int64_t keyOf(size_t row) const {
+    int64_t k;
+    std::memcpy(&k, record(row), sizeof k);
+    return k;
+  }
+  uint64_t* scoreOf(size_t row) const { return reinterpret_cast<uint64_t*>(record(row) + 8); }
+  float* valuesOf(size_t row) const { return reinterpret_cast<float*>(record(row) + 16); }
+  float* slotsOf(size_t row) const { return valuesOf(row) + dim_; }
+
+  // ---- primitives (dynamic_table.cc) ----------------------------------------------
+  ScoreClock beginCall();
+  uint32_t lookup(int64_t key) const;
+  /** Arena room for `finalSize` rows and index room for `newEntries` more keys. Throws, changing nothing. */
+  void reserve(size_t finalSize, size_t newEntries);
+  /** Appends a row (score 0, initial slots; initial value when fillValue). Requires reserve(). */
+  uint32_t insertRow(int64_t key, bool fillValue);
+  /** Removes `key` if present (moves the last record into its hole). */
+  bool removeKey(int64_t key);
+  void rebuildIndex(size_t groups);
+
+  /**
+   * Looks up keys[begin..end) in order, calling fn(i, row) (row = kNoRow when absent).
+   * Software-pipelined: hashes and index groups are prefetched 16 keys ahead, the
+   * candidate record (`prefetchBytes` of it) 8 keys ahead.
+   */
+  template <class Fn>
+  void probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, Fn&& fn) const;
+  void prefetchRecord(uint32_t row, size_t bytes) const;
+
+  // ---- write path (dynamic_write.cc, dynamic_admit.cc) -------------------------------
+  void startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores);
+  /**
+   * Decides which absent uniques with wantsNew[u] are admitted (the eviction rule when
+   * the cap is reached), reserves room, evicts losing residents and marks refused
+   * keys. Returns the admitted uniques in order of first appearance; inserts nothing.
+   */
+  std::vector<uint32_t> admit(WriteBatch& wb, const std::vector<uint8_t>* wantsNew, bool explicitScores);
+  void insertAdmitted(WriteBatch& wb, const std::vector<uint32_t>& admitted, bool fillValues);
+  /** Scores every unique resident at the end of the call (write policies). */
+  void touchWritten(WriteBatch& wb, bool explicitScores);
+  /** findOrInsert's body under the exclusive lock: rows per unique, refused keys left absent. */
+  void findOrInsertLocked(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores);
+
+  size_t dim_;
+  size_t slotFloats_;
+  size_t recordBytes_;
+  size_t capCeiling_;  // maxCapacity, or kMaxRows when uncapped
+  bool capped_;
+  std::vector<float> slotTemplate_;  // [slotFloats] initial slot values of a new row
+
+  Block arena_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+  KeyIndex index_;
+  std::atomic<uint64_t> clock_{0};
+  std::atomic<uint64_t> epoch_{0};
+};
+
+template <class Fn>
+void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, Fn&& fn) const {
+  constexpr size_t kRing = 32;
+  constexpr size_t kIndexAhead = 16;
+  constexpr size_t kRecordAhead = 8;
+  uint64_t hashes[kRing];
+  const size_t n = end - begin;
+  auto keyAt = [this](uint32_t row) { return keyOf(row); };
+  for (size_t i = 0; i < n + kIndexAhead; ++i) {
+    if (i < n) {
+      const uint64_t h = hashKey(keys[begin + i]);
+      hashes[i % kRing] = h;
+      index_.prefetch(h);
+    }
+    if (i >= kIndexAhead - kRecordAhead) {
+      size_t j = i - (kIndexAhead - kRecordAhead);
+      if (j < n) {
+        uint32_t cand = index_.firstCandidate(hashes[j % kRing]);
+        if (cand < size_) prefetchRecord(cand, prefetchBytes);
+      }
+    }
+    if (i >= kIndexAhead) {
+      size_t j = i - kIndexAhead;
+      size_t slot = index_.find(keys[begin + j], hashes[j % kRing], keyAt);
+      fn(begin + j, slot == KeyIndex::kNoSlot ? KeyIndex::kNoRow : index_.rowAt(slot));
+    }
+  }
+}
+
+}  // namespace embedstack

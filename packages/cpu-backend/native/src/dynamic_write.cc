@@ -1,0 +1,213 @@
+// Dynamic table write path, under the exclusive lock. Every write call:
+//   1. advances the clock, dedupes its keys and probes each distinct key once;
+//   2. admits its new keys (the eviction rule when the cap is reached, see
+//      dynamic_admit.cc), reserving all memory before the first change;
+//   3. applies the op (the last occurrence of a key wins for upsert/assign/import;
+//      accum runs in order; applyGradients sums duplicates in order, in float);
+//   4. scores every distinct key resident at the end (nextScore with its count).
+// Per-unique work (value copies, optimizer updates, scores) runs on the thread pool.
+#include <mutex>
+
+#include "dynamic_table.h"
+#include "thread_pool.h"
+
+namespace embedstack {
+
+void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores) {
+  wb.dedupe.build(keys, n);
+  const size_t u = wb.dedupe.uniqueCount();
+  wb.scores = scores;
+  wb.rows.assign(u, KeyIndex::kNoRow);
+  wb.present.assign(u, 0);
+  wb.refused.assign(u, 0);
+  forEachRange(u, [&](size_t b, size_t e) {
+    probe(wb.dedupe.keys(), b, e, 16, [&](size_t j, uint32_t row) {
+      wb.rows[j] = row;
+      wb.present[j] = row != KeyIndex::kNoRow;
+    });
+  });
+  // The clock advances only once the call cannot fail for lack of scratch memory.
+  wb.clock = beginCall();
+}
+
+void DynamicTable::insertAdmitted(WriteBatch& wb, const std::vector<uint32_t>& admitted, bool fillValues) {
+  for (size_t k = 0; k < admitted.size(); ++k) {
+    if (k + 8 < admitted.size()) index_.prefetch(hashKey(wb.dedupe.key(admitted[k + 8])));
+    const uint32_t u = admitted[k];
+    wb.rows[u] = insertRow(wb.dedupe.key(u), fillValues);
+  }
+}
+
+void DynamicTable::touchWritten(WriteBatch& wb, bool explicitScores) {
+  const ScorePolicy policy = config_.scorePolicy;
+  forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
+    for (size_t u = b; u < e; ++u) {
+      const uint32_t row = wb.rows[u];
+      if (row == KeyIndex::kNoRow) continue;
+      uint64_t* s = scoreOf(row);
+      *s = explicitScores ? wb.given(u)
+                          : nextScore(policy, *s, wb.dedupe.count(u), wb.hasGiven(u), wb.given(u), wb.clock);
+    }
+  });
+}
+
+void DynamicTable::findOrInsertLocked(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores) {
+  startWrite(wb, keys, n, scores);
+  std::vector<uint32_t> admitted = admit(wb, nullptr, false);
+  insertAdmitted(wb, admitted, true);
+  touchWritten(wb, false);
+}
+
+FindResult DynamicTable::findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  FindResult r;
+  r.values.allocate(checkedMul(n, dim_, "findOrInsert values"));
+  r.exists.allocate(n);
+  WriteBatch wb;
+  findOrInsertLocked(wb, keys, n, scores);
+  float* out = r.values.data();
+  forEachRange(n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      if (i + 8 < e) {
+        uint32_t ahead = wb.rows[wb.dedupe.uniqueOf(i + 8)];
+        if (ahead != KeyIndex::kNoRow) prefetchRecord(ahead, 16 + dim_ * sizeof(float));
+      }
+      const size_t u = wb.dedupe.uniqueOf(i);
+      const uint32_t row = wb.rows[u];
+      r.exists[i] = wb.present[u];
+      if (row != KeyIndex::kNoRow) {
+        std::memcpy(out + i * dim_, valuesOf(row), dim_ * sizeof(float));
+      } else {
+        config_.initializer.fill(keys[i], 0, dim_, out + i * dim_);
+      }
+    }
+  });
+  return r;
+}
+
+void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  WriteBatch wb;
+  startWrite(wb, keys, n, scores);
+  std::vector<uint32_t> admitted = admit(wb, nullptr, false);
+  insertAdmitted(wb, admitted, false);  // every admitted row gets its value below
+  forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
+    for (size_t u = b; u < e; ++u) {
+      const uint32_t row = wb.rows[u];
+      if (row == KeyIndex::kNoRow) continue;
+      std::memcpy(valuesOf(row), values + wb.dedupe.lastOccurrence(u) * dim_, dim_ * sizeof(float));
+    }
+  });
+  touchWritten(wb, false);
+}
+
+void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  WriteBatch wb;
+  startWrite(wb, keys, n, scores);
+  forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
+    for (size_t u = b; u < e; ++u) {
+      const uint32_t row = wb.rows[u];
+      if (row == KeyIndex::kNoRow) continue;
+      std::memcpy(valuesOf(row), values + wb.dedupe.lastOccurrence(u) * dim_, dim_ * sizeof(float));
+    }
+  });
+  touchWritten(wb, false);
+}
+
+void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
+                         const uint64_t* scores) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  WriteBatch wb;
+  startWrite(wb, keys, n, scores);
+  // A key can be inserted only by an occurrence with exists = 0.
+  std::vector<uint8_t> wants(wb.dedupe.uniqueCount(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!exists[i]) wants[wb.dedupe.uniqueOf(i)] = 1;
+  }
+  admit(wb, &wants, false);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t u = wb.dedupe.uniqueOf(i);
+    if (wb.refused[u]) continue;
+    const float* d = deltas + i * dim_;
+    uint32_t row = wb.rows[u];
+    if (row != KeyIndex::kNoRow && exists[i]) {
+      float* v = valuesOf(row);
+      for (size_t c = 0; c < dim_; ++c) v[c] = v[c] + d[c];
+    } else if (row == KeyIndex::kNoRow && !exists[i]) {
+      row = insertRow(wb.dedupe.key(u), false);
+      std::memcpy(valuesOf(row), d, dim_ * sizeof(float));
+      wb.rows[u] = row;
+    }
+  }
+  touchWritten(wb, false);
+}
+
+void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
+                              const uint64_t* scores) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  const bool explicitScores = scores != nullptr;
+  const std::vector<uint32_t>& widths = config_.slotWidths;
+  WriteBatch wb;
+  startWrite(wb, keys, n, scores);
+  std::vector<uint32_t> admitted = admit(wb, nullptr, explicitScores);
+  insertAdmitted(wb, admitted, false);
+  forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
+    for (size_t u = b; u < e; ++u) {
+      const uint32_t row = wb.rows[u];
+      if (row == KeyIndex::kNoRow) continue;
+      const size_t last = wb.dedupe.lastOccurrence(u);
+      std::memcpy(valuesOf(row), values + last * dim_, dim_ * sizeof(float));
+      float* s = slotsOf(row);
+      if (slots) {
+        for (size_t j = 0; j < widths.size(); ++j) {
+          std::memcpy(s, slots[j] + last * widths[j], widths[j] * sizeof(float));
+          s += widths[j];
+        }
+      } else if (slotFloats_ > 0) {
+        std::memcpy(s, slotTemplate_.data(), slotFloats_ * sizeof(float));
+      }
+    }
+  });
+  touchWritten(wb, explicitScores);
+}
+
+void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
+  checkOptimizer(opt);
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  WriteBatch wb;
+  startWrite(wb, keys, n, nullptr);
+  wb.dedupe.buildOccurrenceLists();
+  std::vector<uint32_t> admitted = admit(wb, nullptr, false);
+  insertAdmitted(wb, admitted, true);
+  const BatchDedupe& d = wb.dedupe;
+  const uint32_t* occ = d.occurrenceList();
+  forEachRange(d.uniqueCount(), [&](size_t b, size_t e) {
+    std::vector<float> sum(dim_);
+    std::vector<double> scratch(dim_);
+    for (size_t u = b; u < e; ++u) {
+      if (u + 4 < e) {
+        uint32_t ahead = wb.rows[u + 4];
+        if (ahead != KeyIndex::kNoRow) prefetchRecord(ahead, recordBytes_);
+        __builtin_prefetch(grads + static_cast<size_t>(occ[d.occurrencesBegin(u + 4)]) * dim_);
+      }
+      const uint32_t row = wb.rows[u];
+      if (row == KeyIndex::kNoRow) continue;
+      for (size_t c = 0; c < dim_; ++c) sum[c] = 0.0f;
+      for (uint32_t k = d.occurrencesBegin(u); k < d.occurrencesEnd(u); ++k) {
+        const float* g = grads + static_cast<size_t>(occ[k]) * dim_;
+        for (size_t c = 0; c < dim_; ++c) sum[c] = sum[c] + g[c];
+      }
+      applyOptimizerRow(opt, valuesOf(row), slotsOf(row), sum.data(), dim_, scratch.data());
+    }
+  }, 256);
+  touchWritten(wb, false);
+}
+
+}  // namespace embedstack

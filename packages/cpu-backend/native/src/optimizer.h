@@ -1,0 +1,64 @@
+// Fused sparse optimizer updates of one row and its slots, bit-compatible with
+// core's reference kernels (core/src/reference/kernels.ts applyOptimizerRow):
+// every formula in double reading the stored float32 values, each stored value
+// rounded to float32 once, slots updated earlier in the row read back rounded.
+// Built with -ffp-contract=off so no multiply-add is fused.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace embedstack {
+
+enum class OptimizerKind : int {
+  kSgd = 0,
+  kAdagrad,
+  kAdagradMomentum,
+  kAdam,
+  kFtrl,
+  kRowWiseAdagrad,
+  kMomentum,
+  kAdamax,
+  kAdadelta,
+};
+constexpr int kOptimizerKinds = 9;
+
+/** core's ResolvedOptimizer: all numbers, the step's learning rate already evaluated. */
+struct OptimizerParams {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  double lr = 0;
+  double step = 1;
+  double clipWeightMin = -__builtin_inf();
+  double clipWeightMax = __builtin_inf();
+  double weightDecay = 0;
+  double clipGradMin = -__builtin_inf();
+  double clipGradMax = __builtin_inf();
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-7;
+  double momentum = 0;
+  bool useNesterov = false;
+  double exponent = 2;
+  double l1 = 0;
+  double l2 = 0;
+  double beta = 0;
+  double learningRatePower = -0.5;
+  bool sumInsideSqrt = true;
+  double rho = 0.95;
+};
+
+/** Slot layout an optimizer kind needs: count, and per slot a full row (true) or one float. */
+struct SlotRequirement {
+  int count;
+  bool fullRow[2];
+};
+SlotRequirement slotRequirement(OptimizerKind kind);
+const char* optimizerName(OptimizerKind kind);
+
+/**
+ * Updates row `w` [dim] and its slots (contiguous: slot 0 then slot 1, each [dim] or
+ * [1]) with the summed gradient `g` [dim]. `scratch` holds dim doubles.
+ */
+void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const float* g, size_t dim, double* scratch);
+
+}  // namespace embedstack

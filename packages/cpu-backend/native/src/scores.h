@@ -1,0 +1,93 @@
+// Score policies (core's scores.ts, precise rules in core/src/reference/scoring.ts).
+// Every scored call advances the table clock once; rows touched by the call get
+// nextScore(...). Pure functions plus the relaxed-atomic per-occurrence update the
+// read path uses under a shared lock (lfu counts commute, so concurrent reads add up
+// exactly; lru-style stores keep the clock of one of the overlapping calls).
+#pragma once
+
+#include <cstdint>
+
+namespace embedstack {
+
+enum class ScorePolicy : int { kLru = 0, kLfu, kEpochLru, kEpochLfu, kTimestamp, kFrequency, kCustomized };
+
+constexpr uint64_t kLow32 = 0xffffffffULL;
+
+/** Clock state of one call: the advanced clock, the epoch, wall-clock seconds. */
+struct ScoreClock {
+  uint64_t clock = 0;
+  uint64_t epoch = 0;
+  uint64_t now = 0;
+};
+
+inline bool scoresOnRead(ScorePolicy p) {
+  return p == ScorePolicy::kLru || p == ScorePolicy::kLfu || p == ScorePolicy::kEpochLru || p == ScorePolicy::kEpochLfu;
+}
+
+inline uint64_t saturatingAdd(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/**
+ * The score of a row touched by a call. `old` is the row's score (0 for a row the
+ * call inserted, which scores exactly as an absent one); `occurrences` counts the
+ * key's occurrences in the call; `given` is the caller's score at its last one.
+ */
+inline uint64_t nextScore(ScorePolicy p, uint64_t old, uint64_t occurrences, bool hasGiven, uint64_t given,
+                          const ScoreClock& t) {
+  switch (p) {
+    case ScorePolicy::kLru:
+      return t.clock;
+    case ScorePolicy::kLfu:
+      return saturatingAdd(old, occurrences);
+    case ScorePolicy::kEpochLru:
+      return (t.epoch << 32) | (t.clock & kLow32);
+    case ScorePolicy::kEpochLfu: {
+      uint64_t count = (old >> 32) == t.epoch ? (old & kLow32) + occurrences : occurrences;
+      if (count > kLow32 || count < occurrences) count = kLow32;
+      return (t.epoch << 32) | count;
+    }
+    case ScorePolicy::kTimestamp:
+      return t.now;
+    case ScorePolicy::kFrequency:
+      return saturatingAdd(old, 1);
+    case ScorePolicy::kCustomized:
+      return hasGiven ? given : old;
+  }
+  return old;
+}
+
+/** One read occurrence of a resident row, applied atomically (read policies only). */
+inline void touchOnReadAtomic(uint64_t* score, ScorePolicy p, const ScoreClock& t) {
+  if (p == ScorePolicy::kLru || p == ScorePolicy::kEpochLru) {
+    uint64_t s = nextScore(p, 0, 1, false, 0, t);
+    if (__atomic_load_n(score, __ATOMIC_RELAXED) != s) __atomic_store_n(score, s, __ATOMIC_RELAXED);
+    return;
+  }
+  uint64_t old = __atomic_load_n(score, __ATOMIC_RELAXED);
+  for (;;) {
+    uint64_t s = nextScore(p, old, 1, false, 0, t);
+    if (__atomic_compare_exchange_n(score, &old, s, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+  }
+}
+
+/** Wall-clock seconds (floor of Date.now() / 1000). */
+uint64_t nowSeconds();
+
+/** A row or new key competing for room in a full capped table. */
+struct EvictionCandidate {
+  uint64_t score;
+  int64_t key;
+  bool resident;
+  uint32_t ref;  // row index (resident) or unique-key index (new)
+};
+
+/** True when `a` is kept before `b`: higher score, then resident, then smaller signed key. */
+inline bool keepsBefore(const EvictionCandidate& a, const EvictionCandidate& b) {
+  if (a.score != b.score) return a.score > b.score;
+  if (a.resident != b.resident) return a.resident;
+  return a.key < b.key;
+}
+
+}  // namespace embedstack

@@ -1,0 +1,253 @@
+#include "static_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "dedupe.h"
+#include "thread_pool.h"
+
+namespace embedstack {
+
+StaticTable::StaticTable(TableConfig config) : Table(std::move(config)) {
+  const TableConfig& c = config_;
+  dim_ = c.dim;
+  slotFloats_ = c.slotFloats();
+  rowFloats_ = checkedAdd(dim_, slotFloats_, "a row");
+  rows_ = c.vocabularySize;
+  for (size_t s = 0; s < c.slotWidths.size(); ++s) {
+    for (uint32_t j = 0; j < c.slotWidths[s]; ++j) slotTemplate_.push_back(c.slotInitial[s]);
+  }
+  arena_.allocateZeroed(checkedMul(checkedMul(rows_, rowFloats_, "the static table"), sizeof(float), "the static table"),
+                        "the static table");
+  // Fresh pages are zero: an all-zero initial state needs no writes (and no RSS).
+  bool allZero = c.initializer.kind == InitKind::kZeros;
+  for (float v : slotTemplate_) allZero = allZero && v == 0.0f && !std::signbit(v);
+  if (!allZero) resetAll();
+}
+
+void StaticTable::resetRow(size_t r) {
+  float* p = row(r);
+  config_.initializer.fill(static_cast<int64_t>(r), r, dim_, p);
+  if (slotFloats_ > 0) std::memcpy(p + dim_, slotTemplate_.data(), slotFloats_ * sizeof(float));
+}
+
+void StaticTable::resetAll() {
+  forEachRange(rows_, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) resetRow(r);
+  });
+}
+
+void StaticTable::checkKeys(const int64_t* keys, size_t n, const char* argument) const {
+  const uint64_t limit = rows_;
+  for (size_t i = 0; i < n; ++i) {
+    ES_CHECK(static_cast<uint64_t>(keys[i]) < limit, kOutOfRange,
+             "Expected " << argument << "[" << i << "] to be a row index in [0, " << rows_
+                         << ") of the static table but received " << keys[i]);
+  }
+}
+
+void StaticTable::forEachInRowOrder(const int64_t* keys, size_t n, const std::function<void(size_t)>& fn) {
+  ThreadPool& pool = ThreadPool::shared();
+  const size_t t = pool.threads();
+  if (n < kParallelThreshold || t == 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  pool.parallelFor(t, 1, [&](size_t b, size_t e) {
+    for (size_t owner = b; owner < e; ++owner) {
+      for (size_t i = 0; i < n; ++i) {
+        if (static_cast<uint64_t>(keys[i]) % t == owner) fn(i);
+      }
+    }
+  });
+}
+
+FindResult StaticTable::find(const int64_t* keys, size_t n) {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  checkKeys(keys, n, "keys");
+  FindResult r;
+  r.values.allocate(checkedMul(n, dim_, "find values"));
+  r.exists.allocate(n);
+  float* out = r.values.data();
+  forEachRange(n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      if (i + 8 < e) {
+        const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(keys[i + 8])));
+        for (size_t off = 0; off < dim_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
+      }
+      std::memcpy(out + i * dim_, row(static_cast<size_t>(keys[i])), dim_ * sizeof(float));
+      r.exists[i] = 1;
+    }
+  });
+  return r;
+}
+
+FindResult StaticTable::findOrInsert(const int64_t* keys, size_t n, const uint64_t*) { return find(keys, n); }
+
+void StaticTable::upsert(const int64_t* keys, size_t n, const float* values, const uint64_t*) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  checkKeys(keys, n, "keys");
+  forEachInRowOrder(keys, n, [&](size_t i) {
+    std::memcpy(row(static_cast<size_t>(keys[i])), values + i * dim_, dim_ * sizeof(float));
+  });
+}
+
+void StaticTable::assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
+  upsert(keys, n, values, scores);
+}
+
+void StaticTable::accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists, const uint64_t*) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  checkKeys(keys, n, "keys");
+  forEachInRowOrder(keys, n, [&](size_t i) {
+    if (!exists[i]) return;
+    float* v = row(static_cast<size_t>(keys[i]));
+    const float* d = deltas + i * dim_;
+    for (size_t c = 0; c < dim_; ++c) v[c] = v[c] + d[c];
+  });
+}
+
+size_t StaticTable::remove(const int64_t* keys, size_t n) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  checkKeys(keys, n, "keys");
+  BatchDedupe d;
+  d.build(keys, n);
+  for (size_t u = 0; u < d.uniqueCount(); ++u) resetRow(static_cast<size_t>(d.key(u)));
+  return d.uniqueCount();
+}
+
+void StaticTable::clear() {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  resetAll();
+}
+
+size_t StaticTable::size() const {
+  checkAlive();
+  return rows_;
+}
+
+size_t StaticTable::capacity() const {
+  checkAlive();
+  return rows_;
+}
+
+size_t StaticTable::memoryUsage() const {
+  checkAlive();
+  return rows_ * rowFloats_ * sizeof(float);
+}
+
+ExportResult StaticTable::exportBatch(size_t offset, size_t limit) {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  const size_t start = std::min(offset, rows_);
+  const size_t n = std::min(limit, rows_ - start);
+  const std::vector<uint32_t>& widths = config_.slotWidths;
+  ExportResult r;
+  r.keys.allocate(n);
+  r.values.allocate(checkedMul(n, dim_, "export values"));
+  r.scores.allocate(n);
+  for (uint32_t w : widths) r.slots.emplace_back(checkedMul(n, w, "export slots"));
+  forEachRange(n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const float* p = row(start + i);
+      r.keys[i] = static_cast<int64_t>(start + i);
+      r.scores[i] = 0;
+      std::memcpy(r.values.data() + i * dim_, p, dim_ * sizeof(float));
+      p += dim_;
+      for (size_t j = 0; j < widths.size(); ++j) {
+        std::memcpy(r.slots[j].data() + i * widths[j], p, widths[j] * sizeof(float));
+        p += widths[j];
+      }
+    }
+  });
+  return r;
+}
+
+void StaticTable::importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
+                             const uint64_t*) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  checkKeys(keys, n, "keys");
+  const std::vector<uint32_t>& widths = config_.slotWidths;
+  forEachInRowOrder(keys, n, [&](size_t i) {
+    float* p = row(static_cast<size_t>(keys[i]));
+    std::memcpy(p, values + i * dim_, dim_ * sizeof(float));
+    p += dim_;
+    if (slots) {
+      for (size_t j = 0; j < widths.size(); ++j) {
+        std::memcpy(p, slots[j] + i * widths[j], widths[j] * sizeof(float));
+        p += widths[j];
+      }
+    } else if (slotFloats_ > 0) {
+      std::memcpy(p, slotTemplate_.data(), slotFloats_ * sizeof(float));
+    }
+  });
+}
+
+HostArray<float> StaticTable::lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool) {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  checkKeys(bag.keys, bag.n, "ids");
+  HostArray<float> out(checkedMul(bag.rows, dim_, "lookupCombined output"));
+  forEachBagRange(bag, [&](size_t rb, size_t re) {
+    std::vector<double> acc(dim_);
+    RowCombiner rc(combiner, maxNorm, dim_, acc.data());
+    const size_t end = static_cast<size_t>(bag.rowSplits[re]);
+    for (size_t r = rb; r < re; ++r) {
+      rc.begin();
+      for (size_t j = static_cast<size_t>(bag.rowSplits[r]); j < static_cast<size_t>(bag.rowSplits[r + 1]); ++j) {
+        if (j + 8 < end) {
+          const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(bag.keys[j + 8])));
+          for (size_t off = 0; off < dim_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
+        }
+        rc.add(row(static_cast<size_t>(bag.keys[j])), bag.weights ? static_cast<double>(bag.weights[j]) : 1.0);
+      }
+      rc.finish(out.data() + r * dim_);
+    }
+  });
+  return out;
+}
+
+void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
+  checkOptimizer(opt);
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  checkKeys(keys, n, "keys");
+  BatchDedupe d;
+  d.build(keys, n);
+  d.buildOccurrenceLists();
+  const uint32_t* occ = d.occurrenceList();
+  forEachRange(d.uniqueCount(), [&](size_t b, size_t e) {
+    std::vector<float> sum(dim_);
+    std::vector<double> scratch(dim_);
+    for (size_t u = b; u < e; ++u) {
+      if (u + 4 < e) {
+        const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(d.key(u + 4))));
+        for (size_t off = 0; off < rowFloats_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
+      }
+      for (size_t c = 0; c < dim_; ++c) sum[c] = 0.0f;
+      for (uint32_t k = d.occurrencesBegin(u); k < d.occurrencesEnd(u); ++k) {
+        const float* g = grads + static_cast<size_t>(occ[k]) * dim_;
+        for (size_t c = 0; c < dim_; ++c) sum[c] = sum[c] + g[c];
+      }
+      float* p = row(static_cast<size_t>(d.key(u)));
+      applyOptimizerRow(opt, p, p + dim_, sum.data(), dim_, scratch.data());
+    }
+  }, 256);
+}
+
+size_t StaticTable::restrict(size_t) {
+  checkAlive();
+  return 0;
+}
+
+void StaticTable::setEpoch(uint32_t) { checkAlive(); }
+
+}  // namespace embedstack

@@ -1,0 +1,56 @@
+// Static table: rows 0..vocabularySize-1, every row exists. One Block holds
+// [rows][dim + slotFloats] floats (a row and its slots together). Keys are row
+// indices checked against [0, vocabularySize) before any change (OUT_OF_RANGE).
+// Semantics as core's reference static table: exists is always 1, findOrInsert is
+// find, remove/clear reset rows (value and slots) to their initial values, scores
+// are 0, restrict removes nothing, export is in row order.
+#pragma once
+
+#include "table.h"
+
+namespace embedstack {
+
+class StaticTable final : public Table {
+ public:
+  explicit StaticTable(TableConfig config);
+
+  FindResult find(const int64_t* keys, size_t n) override;
+  FindResult findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores) override;
+  void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
+  void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
+  void accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
+             const uint64_t* scores) override;
+  size_t remove(const int64_t* keys, size_t n) override;
+  void clear() override;
+  size_t size() const override;
+  size_t capacity() const override;
+  size_t memoryUsage() const override;
+  ExportResult exportBatch(size_t offset, size_t limit) override;
+  void importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
+                  const uint64_t* scores) override;
+  HostArray<float> lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing) override;
+  void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
+  size_t restrict(size_t numReserved) override;
+  void setEpoch(uint32_t epoch) override;
+
+ private:
+  float* row(size_t r) const { return static_cast<float*>(arena_.data()) + r * rowFloats_; }
+  void resetRow(size_t r);
+  void resetAll();
+  /** Throws OUT_OF_RANGE naming `argument`[i] when a key is not a row index. */
+  void checkKeys(const int64_t* keys, size_t n, const char* argument) const;
+  /**
+   * Calls fn(i) for every i in [0, n) such that each row's occurrences run in order
+   * (large batches: thread t owns the rows r with r % threads == t).
+   */
+  void forEachInRowOrder(const int64_t* keys, size_t n, const std::function<void(size_t)>& fn);
+
+  size_t dim_;
+  size_t slotFloats_;
+  size_t rowFloats_;
+  size_t rows_;
+  std::vector<float> slotTemplate_;
+  Block arena_;
+};
+
+}  // namespace embedstack

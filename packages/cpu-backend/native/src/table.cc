@@ -1,0 +1,89 @@
+// Table factory (validates a config) and helpers shared by both table kinds.
+#include <memory>
+#include <sstream>
+
+#include "dynamic_table.h"
+#include "static_table.h"
+#include "thread_pool.h"
+
+namespace embedstack {
+
+namespace {
+constexpr size_t kMaxDim = size_t{1} << 20;
+constexpr size_t kMaxSlots = 8;
+
+std::string describeLayout(const std::vector<uint32_t>& widths, size_t dim) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < widths.size(); ++i) s << (i ? ", " : "") << (widths[i] == dim ? "dim" : "1");
+  s << "]";
+  return s.str();
+}
+}  // namespace
+
+void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_t)>& fn) {
+  if (bag.rows == 0) return;
+  if (bag.n >= kParallelThreshold && bag.rows > 1) {
+    ThreadPool::shared().parallelFor(bag.rows, parallelGrain(bag.rows, 16), fn);
+  } else {
+    fn(0, bag.rows);
+  }
+}
+
+void Table::checkOptimizer(const OptimizerParams& opt) const {
+  const SlotRequirement req = slotRequirement(opt.kind);
+  const size_t dim = config_.dim;
+  bool ok = config_.slotWidths.size() == static_cast<size_t>(req.count);
+  for (int i = 0; ok && i < req.count; ++i) ok = config_.slotWidths[i] == (req.fullRow[i] ? dim : 1);
+  if (!ok) {
+    std::vector<uint32_t> need;
+    for (int i = 0; i < req.count; ++i) need.push_back(req.fullRow[i] ? static_cast<uint32_t>(dim) : 1);
+    ES_FAIL(kInvalidArgument, "Expected optimizer to be an optimizer whose slots are "
+                                  << describeLayout(config_.slotWidths, dim) << " (the table's layout) but received "
+                                  << optimizerName(opt.kind) << " with slots " << describeLayout(need, dim));
+  }
+}
+
+std::shared_ptr<Table> createTable(TableConfig c) {
+  ES_CHECK(c.dim >= 1 && c.dim <= kMaxDim, kInvalidArgument,
+           "Expected dim to be an integer in [1, " << kMaxDim << "] but received " << c.dim);
+  ES_CHECK(c.slotWidths.size() == c.slotInitial.size(), kShapeMismatch,
+           "Expected one initial value per slot (" << c.slotWidths.size() << ") but received "
+                                                   << c.slotInitial.size());
+  ES_CHECK(c.slotWidths.size() <= kMaxSlots, kInvalidArgument,
+           "Expected at most " << kMaxSlots << " slots but received " << c.slotWidths.size());
+  for (size_t i = 0; i < c.slotWidths.size(); ++i) {
+    ES_CHECK(c.slotWidths[i] == 1 || c.slotWidths[i] == c.dim, kInvalidArgument,
+             "Expected slotWidths[" << i << "] to be 1 or dim (" << c.dim << ") but received " << c.slotWidths[i]);
+  }
+  const Initializer& init = c.initializer;
+  const int kind = static_cast<int>(init.kind);
+  ES_CHECK(kind >= 0 && kind <= static_cast<int>(InitKind::kArray), kInvalidArgument,
+           "Expected initializer kind to be in [0, 7] but received " << kind);
+  if (init.kind == InitKind::kRow) {
+    ES_CHECK(init.values.size() == c.dim, kShapeMismatch,
+             "Expected initializer values of length " << c.dim << " (dim) but received " << init.values.size());
+  }
+  const int policy = static_cast<int>(c.scorePolicy);
+  ES_CHECK(policy >= 0 && policy <= static_cast<int>(ScorePolicy::kCustomized), kInvalidArgument,
+           "Expected scorePolicy to be in [0, 6] but received " << policy);
+  if (c.isStatic) {
+    ES_CHECK(c.vocabularySize >= 1, kInvalidArgument,
+             "Expected vocabularySize to be an integer >= 1 but received " << c.vocabularySize);
+    if (init.kind == InitKind::kArray) {
+      ES_CHECK(init.values.size() == checkedMul(c.vocabularySize, c.dim, "the initializer array"), kShapeMismatch,
+               "Expected initializer values of length " << c.vocabularySize * c.dim << " (rows * dim) but received "
+                                                        << init.values.size());
+    }
+    return std::make_shared<StaticTable>(std::move(c));
+  }
+  ES_CHECK(init.kind != InitKind::kArray, kInvalidArgument,
+           "Expected initializer to be a per-key initializer for a dynamic table but received array");
+  ES_CHECK(c.initCapacity >= 1, kInvalidArgument,
+           "Expected initCapacity to be an integer >= 1 but received " << c.initCapacity);
+  ES_CHECK(c.maxCapacity >= 1, kInvalidArgument,
+           "Expected maxCapacity to be an integer >= 1 but received " << c.maxCapacity);
+  return std::make_shared<DynamicTable>(std::move(c));
+}
+
+}  // namespace embedstack

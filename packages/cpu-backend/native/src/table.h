@@ -1,0 +1,129 @@
+// The native table contract (core's RawTableSync, in C++). Keys arrive as int64
+// (int32 keys sign-extended by the binding). Lengths are validated by the caller
+// (the N-API layer): values [n * dim], exists [n], scores [n] or null. Range checks
+// that depend on table state (static row indices, optimizer slot layout) are made
+// here, before any change: a call that throws changed nothing.
+//
+// Thread safety: every method may be called from any thread. Each table has a
+// reader-writer lock: find, lookupCombined without insertMissing, exportBatch and
+// the size queries share it (their score updates are relaxed atomics); every
+// other method holds it exclusively. After markDisposed() every method throws
+// DISPOSED; memory is released when the last owner drops the table.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <vector>
+
+#include "combine.h"
+#include "errors.h"
+#include "initializer.h"
+#include "memory.h"
+#include "optimizer.h"
+#include "scores.h"
+
+namespace embedstack {
+
+struct TableConfig {
+  bool isStatic = false;
+  size_t dim = 1;
+  bool int32Keys = false;
+  /** static: rows */
+  size_t vocabularySize = 0;
+  /** dynamic: rows reserved up front, and the cap (SIZE_MAX = uncapped) */
+  size_t initCapacity = 1024;
+  size_t maxCapacity = SIZE_MAX;
+  Initializer initializer;
+  ScorePolicy scorePolicy = ScorePolicy::kLru;
+  /** per slot: floats per row (dim or 1) */
+  std::vector<uint32_t> slotWidths;
+  /** per slot: initial value */
+  std::vector<float> slotInitial;
+
+  size_t slotFloats() const {
+    size_t s = 0;
+    for (uint32_t w : slotWidths) s += w;
+    return s;
+  }
+};
+
+struct FindResult {
+  HostArray<float> values;    // [n * dim]
+  HostArray<uint8_t> exists;  // [n]
+};
+
+struct ExportResult {
+  HostArray<int64_t> keys;               // [n]
+  HostArray<float> values;               // [n * dim]
+  std::vector<HostArray<float>> slots;   // per slot [n * width]
+  HostArray<uint64_t> scores;            // [n]
+};
+
+/** A ragged bag: row r holds keys[rowSplits[r] .. rowSplits[r+1]). */
+struct BagInput {
+  const int32_t* rowSplits = nullptr;  // [rows + 1], validated: 0, non-decreasing, ends at n
+  size_t rows = 0;
+  const int64_t* keys = nullptr;       // [n]
+  size_t n = 0;
+  const float* weights = nullptr;      // [n] or null (all ones)
+};
+
+/** Runs fn over ranges of bag rows: split over the thread pool when the bag has many keys. */
+void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_t)>& fn);
+
+class Table {
+ public:
+  explicit Table(TableConfig config) : config_(std::move(config)) {}
+  virtual ~Table() = default;
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+
+  const TableConfig& config() const { return config_; }
+
+  virtual FindResult find(const int64_t* keys, size_t n) = 0;
+  virtual FindResult findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores) = 0;
+  virtual void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) = 0;
+  virtual void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) = 0;
+  virtual void accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
+                     const uint64_t* scores) = 0;
+  virtual size_t remove(const int64_t* keys, size_t n) = 0;
+  virtual void clear() = 0;
+  virtual size_t size() const = 0;
+  virtual size_t capacity() const = 0;
+  virtual size_t memoryUsage() const = 0;
+  virtual ExportResult exportBatch(size_t offset, size_t limit) = 0;
+  /** `slots`: null, or one pointer per slot to [n * width] floats. */
+  virtual void importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
+                          const uint64_t* scores) = 0;
+  virtual HostArray<float> lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm,
+                                          bool insertMissing) = 0;
+  virtual void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) = 0;
+  virtual size_t restrict(size_t numReserved) = 0;
+  virtual void setEpoch(uint32_t epoch) = 0;
+
+  /** Makes every later call throw DISPOSED (calls already running finish). Idempotent. */
+  void markDisposed() { disposed_.store(true, std::memory_order_release); }
+  bool disposed() const { return disposed_.load(std::memory_order_acquire); }
+
+ protected:
+  void checkAlive() const {
+    ES_CHECK(!disposed(), kDisposed, "Expected a live table but it was disposed");
+  }
+  /** Throws unless the optimizer's slots are exactly this table's slots. */
+  void checkOptimizer(const OptimizerParams& opt) const;
+
+  TableConfig config_;
+  mutable std::shared_mutex mutex_;
+
+ private:
+  std::atomic<bool> disposed_{false};
+};
+
+/** Validates the config (throws INVALID_ARGUMENT naming the field) and builds the table. */
+std::shared_ptr<Table> createTable(TableConfig config);
+
+}  // namespace embedstack

@@ -1,0 +1,126 @@
+#include "thread_pool.h"
+
+#include <cstdlib>
+#include <exception>
+
+namespace embedstack {
+
+struct ThreadPool::Job {
+  const std::function<void(size_t, size_t)>* fn = nullptr;
+  size_t n = 0;
+  size_t grain = 1;
+  size_t chunks = 0;
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> done{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex m;
+  std::condition_variable finished;
+};
+
+ThreadPool& ThreadPool::shared() {
+  static ThreadPool* pool = [] {
+    size_t n = std::thread::hardware_concurrency();
+    if (const char* env = std::getenv("EMBEDSTACK_CPU_THREADS")) {
+      long v = std::strtol(env, nullptr, 10);
+      if (v >= 1 && v <= 1024) n = static_cast<size_t>(v);
+    }
+    return new ThreadPool(n == 0 ? 1 : n);
+  }();
+  return *pool;
+}
+
+ThreadPool::ThreadPool(size_t threads) {
+  for (size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::runChunks(Job& job) {
+  for (;;) {
+    size_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.chunks) return;
+    if (!job.failed.load(std::memory_order_relaxed)) {
+      size_t begin = c * job.grain;
+      size_t end = begin + job.grain < job.n ? begin + job.grain : job.n;
+      try {
+        (*job.fn)(begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(job.m);
+        if (!job.error) job.error = std::current_exception();
+        job.failed.store(true, std::memory_order_relaxed);
+      }
+    }
+    if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 == job.chunks) {
+      std::lock_guard<std::mutex> lock(job.m);
+      job.finished.notify_all();
+    }
+  }
+}
+
+void ThreadPool::workerLoop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      for (;;) {
+        if (stop_) return;
+        while (!queue_.empty() && queue_.front()->next.load(std::memory_order_relaxed) >= queue_.front()->chunks) {
+          queue_.pop_front();
+        }
+        if (!queue_.empty()) break;
+        wake_.wait(lock);
+      }
+      job = queue_.front();
+    }
+    runChunks(*job);
+  }
+}
+
+void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
+  if (n == 0) return;
+  if (grain < 1) grain = 1;
+  if (workers_.empty() || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->n = n;
+  job->grain = grain;
+  job->chunks = (n + grain - 1) / grain;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(job);
+  }
+  wake_.notify_all();
+  runChunks(*job);
+  {
+    std::unique_lock<std::mutex> lock(job->m);
+    job->finished.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == job->chunks; });
+  }
+  if (job->error) std::rethrow_exception(job->error);
+}
+
+size_t parallelGrain(size_t n, size_t minGrain) {
+  size_t t = ThreadPool::shared().threads();
+  size_t g = n / (4 * t) + 1;
+  return g < minGrain ? minGrain : g;
+}
+
+void forEachRange(size_t n, const std::function<void(size_t, size_t)>& fn, size_t minGrain) {
+  if (n < kParallelThreshold) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  ThreadPool::shared().parallelFor(n, parallelGrain(n, minGrain), fn);
+}
+
+}  // namespace embedstack

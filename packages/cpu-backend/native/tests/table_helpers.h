@@ -1,0 +1,64 @@
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "dynamic_table.h"
+#include "table.h"
+
+namespace estest {
+
+inline embedstack::TableConfig dynamicConfig(size_t dim, size_t initCap = 1024, size_t maxCap = SIZE_MAX,
+                                             embedstack::ScorePolicy policy = embedstack::ScorePolicy::kLru) {
+  embedstack::TableConfig c;
+  c.dim = dim;
+  c.initCapacity = initCap;
+  c.maxCapacity = maxCap;
+  c.scorePolicy = policy;
+  return c;
+}
+
+/** Rows as a key -> (values, score) map, from a full export (order-independent). */
+struct Snapshot {
+  std::map<int64_t, std::vector<float>> values;
+  std::map<int64_t, uint64_t> scores;
+  std::map<int64_t, std::vector<float>> slots;
+};
+
+inline Snapshot snapshot(embedstack::Table& t) {
+  Snapshot s;
+  auto r = t.exportBatch(0, SIZE_MAX);
+  const size_t dim = t.config().dim;
+  for (size_t i = 0; i < r.keys.size(); ++i) {
+    s.values[r.keys[i]] = std::vector<float>(r.values.data() + i * dim, r.values.data() + (i + 1) * dim);
+    s.scores[r.keys[i]] = r.scores[i];
+    std::vector<float> sl;
+    for (size_t j = 0; j < r.slots.size(); ++j) {
+      size_t w = t.config().slotWidths[j];
+      sl.insert(sl.end(), r.slots[j].data() + i * w, r.slots[j].data() + (i + 1) * w);
+    }
+    s.slots[r.keys[i]] = sl;
+  }
+  return s;
+}
+
+inline std::vector<float> rowOf(size_t dim, float base) {
+  std::vector<float> v(dim);
+  for (size_t c = 0; c < dim; ++c) v[c] = base + static_cast<float>(c) * 0.25f;
+  return v;
+}
+
+/** Values for keys: row i = rowOf(dim, base(key)). */
+template <class F>
+std::vector<float> valuesFor(const std::vector<int64_t>& keys, size_t dim, F base) {
+  std::vector<float> out;
+  for (int64_t k : keys) {
+    auto r = rowOf(dim, base(k));
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
+
+}  // namespace estest

@@ -1,0 +1,82 @@
+// A minimal test harness: TEST(name) registers a case; EXPECT_* record failures
+// with file:line and keep going; ASSERT_* stop the case. main() runs every case
+// and exits non-zero when any failed.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+
+namespace estest {
+
+struct Case {
+  const char* name;
+  std::function<void()> fn;
+};
+std::vector<Case>& registry();
+void fail(const char* file, int line, const std::string& what);
+struct Register {
+  Register(const char* name, std::function<void()> fn) { registry().push_back({name, std::move(fn)}); }
+};
+struct AssertionStop {};
+
+inline uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+}  // namespace estest
+
+#define ES_TEST_CAT2(a, b) a##b
+#define ES_TEST_CAT(a, b) ES_TEST_CAT2(a, b)
+#define TEST(name)                                                       \
+  static void name();                                                    \
+  static ::estest::Register ES_TEST_CAT(es_register_, name)(#name, name); \
+  static void name()
+
+#define EXPECT_TRUE(cond)                                              \
+  do {                                                                 \
+    if (!(cond)) ::estest::fail(__FILE__, __LINE__, "expected " #cond); \
+  } while (0)
+
+#define EXPECT_EQ(a, b)                                                                        \
+  do {                                                                                         \
+    auto es_a_ = (a);                                                                          \
+    auto es_b_ = (b);                                                                          \
+    if (!(es_a_ == es_b_)) {                                                                   \
+      std::ostringstream es_s_;                                                                \
+      es_s_ << "expected " #a " == " #b " but got " << +es_a_ << " vs " << +es_b_;             \
+      ::estest::fail(__FILE__, __LINE__, es_s_.str());                                         \
+    }                                                                                          \
+  } while (0)
+
+#define ASSERT_TRUE(cond)                                                \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      ::estest::fail(__FILE__, __LINE__, "assertion failed: " #cond);    \
+      throw ::estest::AssertionStop{};                                   \
+    }                                                                    \
+  } while (0)
+
+/** Same float bits (so NaN payloads and signed zeros count). */
+#define EXPECT_FLOAT_BITS(a, b) EXPECT_EQ(::estest::floatBits(a), ::estest::floatBits(b))
+
+#define EXPECT_THROW_CODE(expr, ecode)                                                                     \
+  do {                                                                                                     \
+    bool es_thrown_ = false;                                                                               \
+    try {                                                                                                  \
+      (void)(expr);                                                                                        \
+    } catch (const ::embedstack::EmbedError& es_e_) {                                                      \
+      es_thrown_ = true;                                                                                   \
+      if (es_e_.code() != ::embedstack::ErrorCode::ecode)                                                  \
+        ::estest::fail(__FILE__, __LINE__, std::string("wrong error code: ") + es_e_.what());              \
+    }                                                                                                      \
+    if (!es_thrown_) ::estest::fail(__FILE__, __LINE__, "expected " #expr " to throw " #ecode);            \
+  } while (0)

@@ -1,0 +1,372 @@
+// Dynamic table semantics (core's reference dynamic table is the specification).
+#include <climits>
+#include <cmath>
+#include <random>
+#include <unordered_map>
+
+#include "table_helpers.h"
+#include "test.h"
+
+using namespace embedstack;
+using estest::dynamicConfig;
+using estest::rowOf;
+using estest::snapshot;
+
+TEST(extreme_keys_round_trip) {
+  auto t = createTable(dynamicConfig(3, 2));
+  std::vector<int64_t> keys = {INT64_MIN, INT64_MAX, -1, 0, int64_t{1} << 40};
+  auto vals = estest::valuesFor(keys, 3, [](int64_t k) { return static_cast<float>(k % 1000) + 0.5f; });
+  t->upsert(keys.data(), keys.size(), vals.data(), nullptr);
+  EXPECT_EQ(t->size(), size_t{5});
+  auto r = t->find(keys.data(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(static_cast<int>(r.exists[i]), 1);
+    for (size_t c = 0; c < 3; ++c) EXPECT_EQ(r.values[i * 3 + c], vals[i * 3 + c]);
+  }
+  int64_t missing[] = {1, INT64_MIN + 1, INT64_MAX - 1};
+  auto m = t->find(missing, 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(static_cast<int>(m.exists[i]), 0);
+    EXPECT_EQ(m.values[i * 3], 0.0f);
+  }
+  auto s = snapshot(*t);
+  EXPECT_EQ(s.values.size(), size_t{5});
+  EXPECT_EQ(s.values[INT64_MIN][0], static_cast<float>(INT64_MIN % 1000) + 0.5f);
+  // removing the extremes works too
+  int64_t gone[] = {INT64_MIN, INT64_MAX};
+  EXPECT_EQ(t->remove(gone, 2), size_t{2});
+  auto after = t->find(keys.data(), keys.size());
+  EXPECT_EQ(static_cast<int>(after.exists[0]), 0);
+  EXPECT_EQ(static_cast<int>(after.exists[1]), 0);
+  EXPECT_EQ(static_cast<int>(after.exists[2]), 1);
+  EXPECT_EQ(after.values[2 * 3], vals[2 * 3]);
+}
+
+TEST(capacity_doubles_from_init_capacity) {
+  auto t = createTable(dynamicConfig(2, 3));
+  EXPECT_EQ(t->capacity(), size_t{3});
+  std::vector<int64_t> keys;
+  for (int64_t k = 0; k < 1000; ++k) keys.push_back(k * 7919 - 5000);
+  size_t done = 0;
+  for (size_t batch : {size_t{1}, size_t{2}, size_t{1}, size_t{96}, size_t{900}}) {
+    std::vector<int64_t> part(keys.begin() + static_cast<long>(done), keys.begin() + static_cast<long>(done + batch));
+    auto v = estest::valuesFor(part, 2, [](int64_t k) { return static_cast<float>(k); });
+    t->upsert(part.data(), part.size(), v.data(), nullptr);
+    done += batch;
+    size_t cap = 3;
+    while (cap < done) cap *= 2;
+    EXPECT_EQ(t->capacity(), cap);
+  }
+  EXPECT_EQ(t->size(), size_t{1000});
+  auto r = t->find(keys.data(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(static_cast<int>(r.exists[i]), 1);
+    EXPECT_EQ(r.values[i * 2], static_cast<float>(keys[i]));
+  }
+}
+
+TEST(remove_keeps_arena_dense_and_export_in_arena_order) {
+  auto t = createTable(dynamicConfig(1, 4));
+  std::vector<int64_t> keys = {10, 20, 30, 40, 50};
+  std::vector<float> vals = {1, 2, 3, 4, 5};
+  t->upsert(keys.data(), 5, vals.data(), nullptr);
+  int64_t rm[] = {20, 20, 99};
+  EXPECT_EQ(t->remove(rm, 3), size_t{1});
+  auto e = t->exportBatch(0, 100);
+  ASSERT_TRUE(e.keys.size() == 4);
+  // 50 (last) moved into 20's hole
+  std::vector<int64_t> order(e.keys.data(), e.keys.data() + 4);
+  EXPECT_TRUE((order == std::vector<int64_t>{10, 50, 30, 40}));
+  EXPECT_EQ(e.values[1], 5.0f);
+  auto page = t->exportBatch(1, 2);
+  EXPECT_EQ(page.keys.size(), size_t{2});
+  EXPECT_EQ(page.keys[0], int64_t{50});
+  EXPECT_EQ(t->exportBatch(4, 10).keys.size(), size_t{0});
+  EXPECT_EQ(t->exportBatch(99, 10).keys.size(), size_t{0});
+  auto f = t->find(keys.data(), 5);
+  EXPECT_EQ(f.values[4], 5.0f);
+  EXPECT_EQ(static_cast<int>(f.exists[1]), 0);
+}
+
+TEST(many_inserts_and_removes_against_a_map) {
+  auto t = createTable(dynamicConfig(2, 16));
+  std::unordered_map<int64_t, float> model;
+  std::mt19937_64 rng(123);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<int64_t> keys;
+    for (int i = 0; i < 64; ++i) keys.push_back(static_cast<int64_t>(rng() % 3000) - 1500);
+    if (round % 3 == 2) {
+      size_t expected = 0;
+      for (int64_t k : keys) expected += model.erase(k);
+      EXPECT_EQ(t->remove(keys.data(), keys.size()), expected);
+    } else {
+      std::vector<float> v;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        float x = static_cast<float>(round * 100 + static_cast<int>(i));
+        v.push_back(x);
+        v.push_back(-x);
+        model[keys[i]] = x;  // the last occurrence wins
+      }
+      t->upsert(keys.data(), keys.size(), v.data(), nullptr);
+    }
+    EXPECT_EQ(t->size(), model.size());
+  }
+  auto s = snapshot(*t);
+  EXPECT_EQ(s.values.size(), model.size());
+  for (auto& kv : model) {
+    ASSERT_TRUE(s.values.count(kv.first) == 1);
+    EXPECT_EQ(s.values[kv.first][0], kv.second);
+    EXPECT_EQ(s.values[kv.first][1], -kv.second);
+  }
+}
+
+TEST(clear_keeps_capacity_and_clock) {
+  auto t = createTable(dynamicConfig(1, 2));
+  std::vector<int64_t> keys = {1, 2, 3, 4, 5};
+  std::vector<float> v(5, 1.0f);
+  t->upsert(keys.data(), 5, v.data(), nullptr);  // clock 1
+  EXPECT_EQ(t->capacity(), size_t{8});
+  t->clear();
+  EXPECT_EQ(t->size(), size_t{0});
+  EXPECT_EQ(t->capacity(), size_t{8});
+  EXPECT_EQ(static_cast<int>(t->find(keys.data(), 1).exists[0]), 0);  // clock 2
+  t->upsert(keys.data(), 1, v.data(), nullptr);                       // clock 3
+  EXPECT_EQ(snapshot(*t).scores[1], uint64_t{3});
+}
+
+TEST(find_or_insert_reports_presence_before_the_call) {
+  TableConfig c = dynamicConfig(2);
+  c.initializer.kind = InitKind::kConstant;
+  c.initializer.a = 0.5;
+  auto t = createTable(c);
+  int64_t keys[] = {7, 8, 7};
+  auto r = t->findOrInsert(keys, 3, nullptr);
+  EXPECT_EQ(static_cast<int>(r.exists[0]) + r.exists[1] + r.exists[2], 0);
+  EXPECT_EQ(r.values[4], 0.5f);
+  EXPECT_EQ(t->size(), size_t{2});
+  auto again = t->findOrInsert(keys, 3, nullptr);
+  EXPECT_EQ(static_cast<int>(again.exists[0]) + again.exists[1] + again.exists[2], 3);
+  // find never inserts
+  int64_t other = 9;
+  t->find(&other, 1);
+  EXPECT_EQ(t->size(), size_t{2});
+}
+
+TEST(assign_overwrites_existing_keys_only) {
+  auto t = createTable(dynamicConfig(1));
+  int64_t k1 = 1;
+  float one = 1;
+  t->upsert(&k1, 1, &one, nullptr);
+  int64_t keys[] = {1, 2, 1};
+  float vals[] = {5, 6, 7};
+  t->assign(keys, 3, vals, nullptr);
+  EXPECT_EQ(t->size(), size_t{1});
+  EXPECT_EQ(snapshot(*t).values[1][0], 7.0f);
+}
+
+TEST(accum_follows_bp_v2_in_order) {
+  auto t = createTable(dynamicConfig(1));
+  int64_t k = 1;
+  float ten = 10;
+  t->upsert(&k, 1, &ten, nullptr);
+  // 1 present: exists -> add, !exists -> no-op. 2 absent: !exists inserts, then exists adds.
+  // 3 absent: exists -> no-op (never inserted).
+  int64_t keys[] = {1, 1, 2, 2, 2, 3};
+  float deltas[] = {1, 100, 5, 2, 1000, 9};
+  uint8_t exists[] = {1, 0, 0, 1, 0, 1};
+  t->accum(keys, 6, deltas, exists, nullptr);
+  auto s = snapshot(*t);
+  EXPECT_EQ(s.values.size(), size_t{2});
+  EXPECT_EQ(s.values[1][0], 11.0f);
+  EXPECT_EQ(s.values[2][0], 7.0f);
+}
+
+TEST(lru_scores_follow_the_call_clock) {
+  auto t = createTable(dynamicConfig(1));
+  int64_t keys[] = {1, 2};
+  float v[] = {0, 0};
+  t->upsert(keys, 2, v, nullptr);      // clock 1
+  t->find(keys, 1);                    // clock 2: key 1 read
+  t->remove(keys + 1, 0);              // remove does not advance the clock
+  auto e = t->exportBatch(0, 10);      // neither does export
+  auto s = snapshot(*t);
+  EXPECT_EQ(s.scores[1], uint64_t{2});
+  EXPECT_EQ(s.scores[2], uint64_t{1});
+  int64_t absent = 42;
+  t->find(&absent, 1);                 // clock 3
+  t->upsert(keys + 1, 1, v, nullptr);  // clock 4
+  EXPECT_EQ(snapshot(*t).scores[2], uint64_t{4});
+  (void)e;
+}
+
+TEST(lfu_epoch_frequency_and_customized_scores) {
+  int64_t keys[] = {5, 6, 5, 5};
+  float v[4] = {0, 0, 0, 0};
+  {
+    auto t = createTable(dynamicConfig(1, 8, SIZE_MAX, ScorePolicy::kLfu));
+    t->upsert(keys, 4, v, nullptr);
+    t->find(keys, 4);
+    auto s = snapshot(*t);
+    EXPECT_EQ(s.scores[5], uint64_t{6});
+    EXPECT_EQ(s.scores[6], uint64_t{2});
+  }
+  {
+    auto t = createTable(dynamicConfig(1, 8, SIZE_MAX, ScorePolicy::kFrequency));
+    t->upsert(keys, 4, v, nullptr);
+    t->find(keys, 4);  // reads do not count
+    t->assign(keys, 4, v, nullptr);
+    EXPECT_EQ(snapshot(*t).scores[5], uint64_t{2});
+  }
+  {
+    auto t = createTable(dynamicConfig(1, 8, SIZE_MAX, ScorePolicy::kEpochLfu));
+    t->setEpoch(3);
+    t->upsert(keys, 4, v, nullptr);
+    EXPECT_EQ(snapshot(*t).scores[5], (uint64_t{3} << 32) | 3);
+    t->find(keys, 1);
+    EXPECT_EQ(snapshot(*t).scores[5], (uint64_t{3} << 32) | 4);
+    t->setEpoch(4);
+    t->find(keys, 1);
+    EXPECT_EQ(snapshot(*t).scores[5], (uint64_t{4} << 32) | 1);
+  }
+  {
+    auto t = createTable(dynamicConfig(1, 8, SIZE_MAX, ScorePolicy::kEpochLru));
+    t->setEpoch(2);
+    t->upsert(keys, 4, v, nullptr);  // clock 1
+    EXPECT_EQ(snapshot(*t).scores[6], (uint64_t{2} << 32) | 1);
+  }
+  {
+    auto t = createTable(dynamicConfig(1, 8, SIZE_MAX, ScorePolicy::kCustomized));
+    uint64_t given[] = {100, 200, 300, 400};
+    t->upsert(keys, 4, v, given);
+    auto s = snapshot(*t);
+    EXPECT_EQ(s.scores[5], uint64_t{400});  // the last occurrence's score
+    EXPECT_EQ(s.scores[6], uint64_t{200});
+    t->upsert(keys, 2, v, nullptr);  // no scores: unchanged
+    EXPECT_EQ(snapshot(*t).scores[5], uint64_t{400});
+    int64_t fresh = 77;
+    t->upsert(&fresh, 1, v, nullptr);  // a new row without a score gets 0
+    EXPECT_EQ(snapshot(*t).scores[77], uint64_t{0});
+  }
+}
+
+TEST(apply_gradients_inserts_missing_keys_and_sums_duplicates) {
+  TableConfig c = dynamicConfig(2);
+  c.initializer.kind = InitKind::kOnes;
+  c.slotWidths = {2};
+  c.slotInitial = {0.1f};
+  auto t = createTable(c);
+  int64_t keys[] = {3, 4, 3};
+  float grads[] = {1, 2, 0.5f, 0.5f, 3, 4};
+  OptimizerParams p;
+  p.kind = OptimizerKind::kAdagrad;
+  p.lr = 0.1;
+  t->applyGradients(keys, 3, grads, p);
+  auto s = snapshot(*t);
+  // key 3: g = (4, 6), acc = 0.1 + g^2, w = 1 - 0.1 * g / sqrt(acc)
+  float acc0 = static_cast<float>(static_cast<double>(0.1f) + 16.0);
+  EXPECT_FLOAT_BITS(s.slots[3][0], acc0);
+  EXPECT_FLOAT_BITS(s.values[3][0], static_cast<float>(1.0 - 0.4 / std::sqrt(static_cast<double>(acc0))));
+  float acc4 = static_cast<float>(static_cast<double>(0.1f) + 0.25);
+  EXPECT_FLOAT_BITS(s.values[4][1], static_cast<float>(1.0 - 0.1 * 0.5 / std::sqrt(static_cast<double>(acc4))));
+  OptimizerParams adam;
+  adam.kind = OptimizerKind::kAdam;
+  EXPECT_THROW_CODE(t->applyGradients(keys, 3, grads, adam), kInvalidArgument);
+}
+
+TEST(import_rows_sets_slots_and_explicit_scores) {
+  TableConfig c = dynamicConfig(1);
+  c.slotWidths = {1, 1};
+  c.slotInitial = {0.5f, 0.25f};
+  auto t = createTable(c);
+  int64_t keys[] = {1, 2};
+  float vals[] = {10, 20};
+  float s0[] = {1, 2};
+  float s1[] = {3, 4};
+  const float* slots[] = {s0, s1};
+  uint64_t scores[] = {1000, 7};
+  t->importRows(keys, 2, vals, slots, scores);
+  auto s = snapshot(*t);
+  EXPECT_EQ(s.scores[1], uint64_t{1000});
+  EXPECT_EQ(s.slots[2][1], 4.0f);
+  t->importRows(keys, 1, vals, nullptr, nullptr);  // slots reset, score by policy (lru: clock 2)
+  s = snapshot(*t);
+  EXPECT_EQ(s.slots[1][0], 0.5f);
+  EXPECT_EQ(s.scores[1], uint64_t{2});
+}
+
+TEST(lookup_combined_sum_mean_sqrtn_weights_and_max_norm) {
+  auto t = createTable(dynamicConfig(2));
+  int64_t keys[] = {1, 2};
+  float vals[] = {3, 4, 1, 0};  // |e1| = 5
+  t->upsert(keys, 2, vals, nullptr);
+  int32_t splits[] = {0, 2, 2, 3};
+  int64_t ids[] = {1, 2, 99};  // 99 is missing: zeros
+  float w[] = {2, 1, 1};
+  BagInput bag{splits, 3, ids, 3, w};
+  auto sum = t->lookupCombined(bag, Combiner::kSum, 0, false);
+  EXPECT_EQ(sum[0], 7.0f);
+  EXPECT_EQ(sum[1], 8.0f);
+  EXPECT_EQ(sum[2], 0.0f);  // empty row
+  EXPECT_EQ(sum[4], 0.0f);  // missing key
+  auto mean = t->lookupCombined(bag, Combiner::kMean, 0, false);
+  EXPECT_FLOAT_BITS(mean[0], static_cast<float>(7.0 / 3.0));
+  auto sqrtn = t->lookupCombined(bag, Combiner::kSqrtn, 0, false);
+  EXPECT_FLOAT_BITS(sqrtn[1], static_cast<float>(8.0 / std::sqrt(5.0)));
+  auto clipped = t->lookupCombined(bag, Combiner::kSum, 2.5, false);  // e1 -> (1.5, 2) then * 2
+  EXPECT_EQ(clipped[0], 4.0f);
+  EXPECT_EQ(clipped[1], 4.0f);
+  float zero[] = {0, 0, 0};
+  BagInput zw{splits, 3, ids, 3, zero};
+  auto dn = t->lookupCombined(zw, Combiner::kMean, 0, false);  // div-no-nan
+  EXPECT_EQ(dn[0], 0.0f);
+  EXPECT_EQ(t->size(), size_t{2});
+  t->lookupCombined(bag, Combiner::kSum, 0, true);  // insertMissing
+  EXPECT_EQ(t->size(), size_t{3});
+}
+
+TEST(large_batches_use_the_pool_and_agree) {
+  auto t = createTable(dynamicConfig(4, 64));
+  const size_t n = 70000;
+  std::vector<int64_t> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = static_cast<int64_t>(i * 2654435761ULL) - 12345;
+  auto vals = estest::valuesFor(keys, 4, [](int64_t k) { return static_cast<float>(k & 1023); });
+  t->upsert(keys.data(), n, vals.data(), nullptr);
+  EXPECT_EQ(t->size(), n);
+  std::vector<int64_t> probe(keys);
+  probe.push_back(-7);  // missing
+  auto r = t->find(probe.data(), probe.size());
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) wrong += r.values[i * 4 + 3] != vals[i * 4 + 3] || !r.exists[i];
+  EXPECT_EQ(wrong, size_t{0});
+  EXPECT_EQ(static_cast<int>(r.exists[n]), 0);
+  // a bag over all keys, one key per row
+  std::vector<int32_t> splits(n + 1);
+  for (size_t i = 0; i <= n; ++i) splits[i] = static_cast<int32_t>(i);
+  BagInput bag{splits.data(), n, keys.data(), n, nullptr};
+  auto out = t->lookupCombined(bag, Combiner::kSum, 0, false);
+  wrong = 0;
+  for (size_t i = 0; i < n * 4; ++i) wrong += out[i] != vals[i];
+  EXPECT_EQ(wrong, size_t{0});
+}
+
+TEST(disposed_table_throws_disposed) {
+  auto t = createTable(dynamicConfig(1));
+  t->markDisposed();
+  int64_t k = 1;
+  EXPECT_THROW_CODE(t->find(&k, 1), kDisposed);
+  EXPECT_THROW_CODE(t->size(), kDisposed);
+}
+
+TEST(create_table_validates_config) {
+  EXPECT_THROW_CODE(createTable(dynamicConfig(0)), kInvalidArgument);
+  TableConfig c = dynamicConfig(2);
+  c.slotWidths = {3};
+  c.slotInitial = {0};
+  EXPECT_THROW_CODE(createTable(c), kInvalidArgument);
+  TableConfig huge = dynamicConfig(1024);
+  huge.isStatic = true;
+  huge.vocabularySize = SIZE_MAX / 4;
+  EXPECT_THROW_CODE(createTable(huge), kInvalidArgument);  // size overflow
+  TableConfig big = dynamicConfig(1024, size_t{1} << 40);  // 4 PiB: more than the machine has
+  EXPECT_THROW_CODE(createTable(big), kFailedPrecondition);
+}

@@ -1,0 +1,83 @@
+#include <cmath>
+
+#include "static_table.h"
+#include "table_helpers.h"
+#include "test.h"
+
+using namespace embedstack;
+using estest::snapshot;
+
+namespace {
+TableConfig staticConfig(size_t rows, size_t dim) {
+  TableConfig c;
+  c.isStatic = true;
+  c.vocabularySize = rows;
+  c.dim = dim;
+  return c;
+}
+}  // namespace
+
+TEST(static_rows_all_exist_and_reset_on_remove) {
+  TableConfig c = staticConfig(5, 2);
+  c.initializer.kind = InitKind::kArray;
+  c.initializer.values = {0, 1, 10, 11, 20, 21, 30, 31, 40, 41};
+  c.slotWidths = {1};
+  c.slotInitial = {0.5f};
+  auto t = createTable(c);
+  EXPECT_EQ(t->size(), size_t{5});
+  EXPECT_EQ(t->capacity(), size_t{5});
+  EXPECT_EQ(t->memoryUsage(), size_t{5 * 3 * 4});
+  int64_t keys[] = {3, 0, 3};
+  auto r = t->find(keys, 3);
+  EXPECT_EQ(r.values[0], 30.0f);
+  EXPECT_EQ(r.values[2], 0.0f);
+  EXPECT_EQ(static_cast<int>(r.exists[1]), 1);
+  float vals[] = {1, 1, 2, 2, 3, 3};
+  t->upsert(keys, 3, vals, nullptr);  // row 3: last occurrence wins
+  EXPECT_EQ(snapshot(*t).values[3][0], 3.0f);
+  uint8_t ex[] = {1, 0, 1};
+  t->accum(keys, 3, vals, ex, nullptr);
+  EXPECT_EQ(snapshot(*t).values[3][1], 7.0f);
+  EXPECT_EQ(snapshot(*t).values[0][0], 2.0f);
+  EXPECT_EQ(t->remove(keys, 3), size_t{2});
+  auto s = snapshot(*t);
+  EXPECT_EQ(s.values[3][0], 30.0f);
+  EXPECT_EQ(s.slots[3][0], 0.5f);
+  EXPECT_EQ(t->restrict(0), size_t{0});
+  auto e = t->exportBatch(3, 10);
+  EXPECT_EQ(e.keys.size(), size_t{2});
+  EXPECT_EQ(e.keys[0], int64_t{3});
+  EXPECT_EQ(e.scores[1], uint64_t{0});
+}
+
+TEST(static_keys_out_of_range_change_nothing) {
+  auto t = createTable(staticConfig(4, 1));
+  int64_t keys[] = {0, 4};
+  float vals[] = {9, 9};
+  EXPECT_THROW_CODE(t->upsert(keys, 2, vals, nullptr), kOutOfRange);
+  int64_t neg = -1;
+  EXPECT_THROW_CODE(t->find(&neg, 1), kOutOfRange);
+  EXPECT_EQ(snapshot(*t).values[0][0], 0.0f);
+}
+
+TEST(static_apply_gradients_and_bags) {
+  TableConfig c = staticConfig(3, 2);
+  c.initializer.kind = InitKind::kOnes;
+  auto t = createTable(c);
+  int64_t keys[] = {1, 1, 2};
+  float grads[] = {1, 1, 2, 2, 4, 4};
+  OptimizerParams p;
+  p.kind = OptimizerKind::kSgd;
+  p.lr = 0.5;
+  t->applyGradients(keys, 3, grads, p);
+  auto s = snapshot(*t);
+  EXPECT_EQ(s.values[1][0], -0.5f);  // 1 - 0.5 * 3
+  EXPECT_EQ(s.values[2][1], -1.0f);
+  EXPECT_EQ(s.values[0][0], 1.0f);
+  int32_t splits[] = {0, 3};
+  BagInput bag{splits, 1, keys, 3, nullptr};
+  auto out = t->lookupCombined(bag, Combiner::kMean, 0, false);
+  EXPECT_FLOAT_BITS(out[0], static_cast<float>((-0.5 - 0.5 - 1.0) / 3.0));
+  t->clear();
+  EXPECT_EQ(snapshot(*t).values[1][0], 1.0f);
+}
