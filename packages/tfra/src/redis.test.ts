@@ -82,6 +82,7 @@ describe.skipIf(!available)('redis', () => {
     await a.upsert([3n, 4n], [30, 40]);
     const b = new de.Variable({ dim: 1, name, kvCreator: creator });
     expect(await b.size()).toBe(2);
+    await expectError(() => b.lookupSync([4n]), 'UNSUPPORTED', 'Promise form');
     expect(Array.from((await b.lookup([4n, 3n, 9n])).data)).toEqual([40, 30, 0]);
   });
 

@@ -75,7 +75,7 @@ export class ShadowVariable {
 
   /** Records a lookup (called by the embedding lookups in train mode). */
   record(ids: Keys, shape: readonly number[], values: Float32Array, exists: Uint8Array): void {
-    this.#ids = ids;
+    this.#ids = ids.slice();
     this.#shape = shape.slice();
     this.#values = values.slice();
     this.#exists = exists.slice();

@@ -283,3 +283,37 @@ describe('Variable methods', () => {
     expect(v.getSlotVariables(de.DynamicEmbeddingOptimizer(new de.optimizers.Adam()))).toEqual([]);
   });
 });
+
+describe('synchronous forms (in-memory tables)', () => {
+  it('worked examples 1 and 3 run synchronously with the same results', () => {
+    const v = new de.Variable({ dim: 2, initializer: [-1, -2], name: uniqueName(), devices: ['a', 'b'] });
+    v.upsertSync([0n, 1n, 2n, 3n], new Float32Array([0, 1, 2, 3, 4, 5, 6, 7]));
+    expect(v.sizeSync()).toBe(4);
+    expect([v.sizeSync(0), v.sizeSync(1)]).toEqual([2, 2]);
+    expect(v.removeSync([3n, 4n])).toBe(1);
+    const { values, exists } = v.lookupSync([0n, 1n, 4n], { returnExists: true });
+    expect(rowsOf(values.data, 2)).toEqual([[0, 1], [2, 3], [-1, -2]]);
+    expect(exists).toEqual([true, true, false]);
+    expect(sortedKeys(v.exportSync()[0])).toEqual([0n, 1n, 2n]);
+    v.clearSync();
+    expect(v.sizeSync()).toBe(0);
+
+    const a = new de.Variable({ dim: 1, name: uniqueName() });
+    a.upsertSync([0n, 1n, 2n, 3n, 100n], [0, 1, 2, 3, 99]);
+    a.removeSync([1n]);
+    a.accumSync([0n, 1n, 100n, 3n], [0, 1, 2, 3], [10, 11, 100, 13], [true, true, false, true]);
+    const [keys, vals] = a.exportSync();
+    expect(new Map(Array.from(keys as BigInt64Array, (k, i) => [k, vals.data[i]]))).toEqual(new Map([[0n, 10], [2n, 2], [3n, 13], [100n, 99]]));
+    expect(() => a.upsertSync([1n], [1, 2])).toThrowError(/Expected shape/);
+    expect(() => a.sizeSync(1)).toThrowError(/index/);
+  });
+
+  it('slot views have no synchronous forms', async () => {
+    const v = new de.Variable({ dim: 1, name: uniqueName() });
+    const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.Adagrad());
+    const [, tw] = await de.embeddingLookup(v, [1n], { name: 't', returnTrainable: true });
+    await opt.applyGradients([[[1], tw]]);
+    const [acc] = v.getSlotVariables(opt);
+    await expectError(() => acc!.lookupSync([1n]), 'UNSUPPORTED', 'Promise form');
+  });
+});

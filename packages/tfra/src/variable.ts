@@ -2,6 +2,7 @@ import {
   AlreadyExistsError,
   type EmbeddingTable,
   FailedPreconditionError,
+  type FindResult,
   fnv1a32,
   type InitializerSpec,
   InvalidTypeError,
@@ -10,6 +11,7 @@ import {
   OutOfRangeError,
   type OptimizerSpec,
   Tensor,
+  UnsupportedError,
 } from '@embedstack/core';
 import { loadVariable, type LoadOptions, type SaveOptions, saveVariable } from './checkpoint.js';
 import { INTERNAL } from './internal.js';
@@ -263,11 +265,10 @@ export class Variable {
     return partitionKeys(keys, this.shardNum, this.partitioner);
   }
 
+  /** Runs `fn` on every shard that has keys, concurrently (remote shards overlap their round trips). */
   async #eachShard<T>(p: Partition, fn: (store: ShardStore, s: number) => Promise<T>): Promise<T[]> {
     this.#checkAlive();
-    const out: T[] = [];
-    for (let s = 0; s < this.shardNum; s++) if (p.keys[s]!.length > 0 || p.keys.length === 1) out.push(await fn(this.#stores[s]!, s));
-    return out;
+    return Promise.all(this.#shards(p).map((s) => fn(this.#stores[s]!, s)));
   }
 
   /**
@@ -275,10 +276,39 @@ export class Variable {
    * @throws ShapeMismatchError "Expected shape ..." when values do not match; InvalidTypeError for bad keys
    */
   async upsert(keys: VariableKeys, values: VariableValues): Promise<void> {
+    const { p, rows } = this.#upsertPlan(keys, values);
+    await this.#eachShard(p, (st, s) => st.upsert(p.keys[s]!, rows(s)));
+  }
+
+  /** `upsert` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
+  upsertSync(keys: VariableKeys, values: VariableValues): void {
+    const { p, rows } = this.#upsertPlan(keys, values);
+    this.#eachTableSync(p, (t, s) => t.upsertSync(p.keys[s]!, rows(s), this.#scores(p.keys[s]!)));
+  }
+
+  #upsertPlan(keys: VariableKeys, values: VariableValues) {
     const k = this.#keys(keys);
     const v = checkValues(values, k.shape, k.keys.length, this.dim);
     const p = this.#partition(k.keys);
-    await this.#eachShard(p, (st, s) => st.upsert(p.keys[s]!, gatherRows(v, p.positions[s]!, this.dim)));
+    return { p, rows: (s: number) => gatherRows(v, p.positions[s]!, this.dim) };
+  }
+
+  #scores(keys: Keys): { scores: BigUint64Array } | undefined {
+    const s = this.kvCreator.scoresFor(keys);
+    return s ? { scores: s } : undefined;
+  }
+
+  /** Shards that have keys in `p` (or every shard when `p` is null). */
+  #shards(p: Partition | null): number[] {
+    const all = Array.from({ length: this.shardNum }, (_, s) => s);
+    return p === null || this.shardNum === 1 ? all : all.filter((s) => p.keys[s]!.length > 0);
+  }
+
+  /** Runs `fn` on the own table of each shard of `p` (null: every shard). @throws UnsupportedError for views */
+  #eachTableSync<T>(p: Partition | null, fn: (table: EmbeddingTable, s: number) => T): T[] {
+    this.#checkAlive();
+    if (this.#view) throw new UnsupportedError(`Slot variable "${this.name}" offers no synchronous operations; use the Promise form`);
+    return this.#shards(p).map((s) => fn(this.#tables[s]!, s));
   }
 
   /**
@@ -287,20 +317,31 @@ export class Variable {
    * newValues; otherwise nothing (bp_v2).
    */
   async accum(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array): Promise<void> {
+    const { p, deltas, flags } = this.#accumPlan(keys, oldValues, newValues, exists);
+    await this.#eachShard(p, (st, s) => st.accum(p.keys[s]!, deltas(s), flags(s)));
+  }
+
+  /** `accum` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
+  accumSync(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array): void {
+    const { p, deltas, flags } = this.#accumPlan(keys, oldValues, newValues, exists);
+    this.#eachTableSync(p, (t, s) => t.accumSync(p.keys[s]!, deltas(s), flags(s), this.#scores(p.keys[s]!)));
+  }
+
+  #accumPlan(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array) {
     const k = this.#keys(keys);
     const n = k.keys.length;
     const oldV = checkValues(oldValues, k.shape, n, this.dim, 'oldValues');
     const newV = checkValues(newValues, k.shape, n, this.dim, 'newValues');
     const e = checkExists(exists, n);
-    const deltas = new Float32Array(n * this.dim);
+    const d = new Float32Array(n * this.dim);
     for (let i = 0; i < n; i++) {
       for (let c = 0; c < this.dim; c++) {
         const j = i * this.dim + c;
-        deltas[j] = e[i] ? newV[j]! - oldV[j]! : newV[j]!;
+        d[j] = e[i] ? newV[j]! - oldV[j]! : newV[j]!;
       }
     }
     const p = this.#partition(k.keys);
-    await this.#eachShard(p, (st, s) => st.accum(p.keys[s]!, gatherRows(deltas, p.positions[s]!, this.dim), gatherFlags(e, p.positions[s]!)));
+    return { p, deltas: (s: number) => gatherRows(d, p.positions[s]!, this.dim), flags: (s: number) => gatherFlags(e, p.positions[s]!) };
   }
 
   /**
@@ -311,24 +352,46 @@ export class Variable {
   lookup(keys: VariableKeys, options: { returnExists: true }): Promise<LookupWithExists>;
   lookup(keys: VariableKeys, options?: LookupOptions): Promise<Tensor<Float32Array> | LookupWithExists>;
   async lookup(keys: VariableKeys, options: LookupOptions = {}): Promise<Tensor<Float32Array> | LookupWithExists> {
-    const o = checkOptionsObject(options, 'options', ['returnExists']);
-    const returnExists = checkBoolean(o.returnExists, 'returnExists', false);
-    const k = this.#keys(keys);
-    const { values, exists } = await this.#find(k.keys);
-    const tensor = new Tensor(values, [...k.shape, this.dim]);
-    return returnExists ? { values: tensor, exists: Array.from(exists, (x) => x === 1) } : tensor;
+    const [returnExists, k] = this.#lookupArgs(keys, options);
+    return this.#lookupResult(await this.#find(k.keys), k.shape, returnExists);
   }
 
-  async #find(keys: Keys): Promise<{ values: Float32Array; exists: Uint8Array }> {
+  /** `lookup` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
+  lookupSync(keys: VariableKeys, options?: { returnExists?: false | null }): Tensor<Float32Array>;
+  lookupSync(keys: VariableKeys, options: { returnExists: true }): LookupWithExists;
+  lookupSync(keys: VariableKeys, options: LookupOptions = {}): Tensor<Float32Array> | LookupWithExists {
+    const [returnExists, k] = this.#lookupArgs(keys, options);
+    const out = this.#findInto(k.keys);
+    this.#eachTableSync(out.p, (t, s) => out.put(s, t.findSync(out.p.keys[s]!)));
+    return this.#lookupResult(out, k.shape, returnExists);
+  }
+
+  #lookupArgs(keys: VariableKeys, options: LookupOptions): [boolean, { keys: Keys; shape: number[] }] {
+    const o = checkOptionsObject(options, 'options', ['returnExists']);
+    return [checkBoolean(o.returnExists, 'returnExists', false), this.#keys(keys)];
+  }
+
+  #lookupResult(r: { values: Float32Array; exists: Uint8Array }, shape: number[], returnExists: boolean): Tensor<Float32Array> | LookupWithExists {
+    const tensor = new Tensor(r.values, [...shape, this.dim]);
+    return returnExists ? { values: tensor, exists: Array.from(r.exists, (x) => x === 1) } : tensor;
+  }
+
+  /** Output buffers of a partitioned read and how to place one shard's result. */
+  #findInto(keys: Keys) {
     const p = this.#partition(keys);
     const values = new Float32Array(keys.length * this.dim);
     const exists = new Uint8Array(keys.length);
-    await this.#eachShard(p, async (st, s) => {
-      const r = await st.find(p.keys[s]!);
+    const put = (s: number, r: FindResult) => {
       scatterRows(values, p.positions[s]!, r.values, this.dim);
       p.positions[s]!.forEach((pos, i) => (exists[pos] = r.exists[i]!));
-    });
-    return { values, exists };
+    };
+    return { p, values, exists, put };
+  }
+
+  async #find(keys: Keys): Promise<{ values: Float32Array; exists: Uint8Array }> {
+    const out = this.#findInto(keys);
+    await this.#eachShard(out.p, async (st, s) => out.put(s, await st.find(out.p.keys[s]!)));
+    return out;
   }
 
   /** Removes `keys` (missing keys are ignored) from the variable, its slots and its restrict status. Resolves to how many were removed. */
@@ -336,6 +399,19 @@ export class Variable {
     const k = this.#keys(keys);
     const p = this.#partition(k.keys);
     const counts = await this.#eachShard(p, (_, s) => this.#removeFromShard(s, p.keys[s]!));
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  /** `remove` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
+  removeSync(keys: VariableKeys): number {
+    const k = this.#keys(keys);
+    const p = this.#partition(k.keys);
+    const counts = this.#eachTableSync(p, (t, s) => {
+      const n = t.removeSync(p.keys[s]!);
+      this.#binding?.stateTables?.[s]?.removeSync(p.keys[s]!);
+      this.restrictPolicy?.status[INTERNAL].tables[s]!.removeSync(p.keys[s]!);
+      return n;
+    });
     return counts.reduce((a, b) => a + b, 0);
   }
 
@@ -360,6 +436,15 @@ export class Variable {
     if (status) await status.clear();
   }
 
+  /** `clear` of in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
+  clearSync(): void {
+    this.#eachTableSync(null, (t, s) => {
+      t.clearSync();
+      this.#binding?.stateTables?.[s]?.clearSync();
+    });
+    this.restrictPolicy?.status.clearSync();
+  }
+
   /** Every key and value of every shard (order undefined): [keys, Tensor [n, dim]]. */
   async export(): Promise<[Keys, Tensor<Float32Array>]> {
     this.#checkAlive();
@@ -371,6 +456,16 @@ export class Variable {
         valueParts.push(b.values);
       }
     }
+    return this.#concat(keyParts, valueParts);
+  }
+
+  /** `export` of in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
+  exportSync(): [Keys, Tensor<Float32Array>] {
+    const batches = this.#eachTableSync(null, (t) => t.exportSync());
+    return this.#concat(batches.map((b) => b.keys), batches.map((b) => b.values));
+  }
+
+  #concat(keyParts: Keys[], valueParts: Float32Array[]): [Keys, Tensor<Float32Array>] {
     const n = keyParts.reduce((a, b) => a + b.length, 0);
     const keys = storageDtype(this.keyDtype) === 'int64' ? new BigInt64Array(n) : new Int32Array(n);
     const values = new Float32Array(n * this.dim);
@@ -385,16 +480,26 @@ export class Variable {
 
   /** Keys in shard `index`, or in every shard when omitted. */
   async size(index?: number | null): Promise<number> {
+    const shards = this.#sizeShards(index);
+    let total = 0;
+    for (const s of shards) total += await this.#stores[s]!.size();
+    return total;
+  }
+
+  /** `size` of in-memory tables, synchronously. @throws UnsupportedError for slot views */
+  sizeSync(index?: number | null): number {
+    const shards = this.#sizeShards(index);
+    if (this.#view) throw new UnsupportedError(`Slot variable "${this.name}" offers no synchronous operations; use the Promise form`);
+    return shards.reduce((a, s) => a + this.#tables[s]!.size(), 0);
+  }
+
+  #sizeShards(index: number | null | undefined): number[] {
     this.#checkAlive();
-    if (index === undefined || index === null) {
-      let total = 0;
-      for (const st of this.#stores) total += await st.size();
-      return total;
-    }
+    if (index === undefined || index === null) return Array.from({ length: this.shardNum }, (_, s) => s);
     if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0 || index >= this.shardNum) {
       throw new OutOfRangeError(`Expected index to be a shard index in [0, ${this.shardNum}) but received ${String(index)}`, { argument: 'index' });
     }
-    return this.#stores[index]!.size();
+    return [index];
   }
 
   /**
