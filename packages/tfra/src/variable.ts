@@ -741,7 +741,7 @@ export function getVariable(name: string, options: GetVariableOptions = {}): Var
   const existing = registry.get(name);
   if (existing) {
     if (reuseFlag) return existing;
-    throw new AlreadyExistsError(`Variable ${name} already exists, disallowed. Did you mean to set reuse: true? (argument name)`, {
+    throw new AlreadyExistsError(`Variable ${name} already exists, disallowed: expected name to be unused (or reuse: true) but received "${name}"`, {
       argument: 'name',
     });
   }
