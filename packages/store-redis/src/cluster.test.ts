@@ -32,7 +32,7 @@ beforeAll(async () => {
   cluster = await startRedisCluster({ masters: 3 });
   store = newStore();
   plain = new Cluster(cluster.hosts);
-  const slots = (await plain.cluster('SLOTS')) as [number, number, [string, number]][];
+  const slots = (await plain.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
   ranges = slots.map(([a, b, [, port]]) => [a, b, port] as [number, number, number]).sort((x, y) => x[0] - y[0]);
 });
 
