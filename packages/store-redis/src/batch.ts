@@ -1,5 +1,5 @@
 import { StoreUnavailableError } from '@embedstack/core';
-import { type BatchCommand, RedisConnection } from './connection.js';
+import { type BatchCommand, neverRan, RedisConnection } from './connection.js';
 import type { KeyPlan } from './keyPlan.js';
 
 /** What a failed call reports. */
@@ -52,7 +52,10 @@ export class Batch {
       throw this.#failure(this.cmds.map((_, i) => i), error, conn, ctx, false);
     }
     const failed = replies.map((r, i) => (r.error ? i : -1)).filter((i) => i >= 0);
-    if (failed.length > 0) throw this.#failure(failed, replies[failed[0]!]!.error!, conn, ctx);
+    if (failed.length > 0) {
+      const sent = !failed.every((i) => neverRan(replies[i]!.error!));
+      throw this.#failure(failed, replies[failed[0]!]!.error!, conn, ctx, sent);
+    }
     return replies.map((r) => r.value);
   }
 
@@ -67,7 +70,7 @@ export class Batch {
     }
     const where = `bucket(s) [${[...buckets].sort((a, b) => a - b).join(', ')}] on node(s) [${[...nodes].join(', ')}]`;
     const state = !sent
-      ? `could not be ${ctx.write ? 'written' : 'read'} (nothing was sent)`
+      ? `could not be ${ctx.write ? 'written' : 'read'} (nothing was applied)`
       : ctx.write
         ? 'are in an unknown state (the write may or may not have been applied)'
         : 'could not be read';

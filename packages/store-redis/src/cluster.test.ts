@@ -176,5 +176,20 @@ describe('Redis Cluster: a master dies during a stream of lookups', () => {
     expect(stats.before).toBe(6);
     expect(stats.rejected).toBeGreaterThanOrEqual(4);
     expect(stats.liveOkAfter).toBeGreaterThanOrEqual(3);
+    // Writes: keys on the dead master are named as unknown or unwritten; live buckets still take writes.
+    const mixed = [keys[1]!, keys[4]!, keys[0]!];
+    const err = await t.upsert(mixed, new Float32Array(9).fill(1)).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect((err as { code?: string } | null)?.code, err?.message).toBe('STORE_UNAVAILABLE');
+    const lost = mixed.filter(isDead);
+    expect(err!.message).toContain(`${lost.length} of the call's keys (${lost.join(', ')})`);
+    expect(err!.message).toMatch(/unknown state|could not be written/);
+    // The live key of the rejected call was written (a call is not atomic across nodes).
+    expect(Array.from((await t.find([keys[0]!])).values)).toEqual([1, 1, 1]);
+    const live = liveKeys.filter((k) => !mixed.includes(k)).slice(0, 5);
+    await t.accum(live, new Float32Array(15).fill(1), new Uint8Array(5).fill(1));
+    expect(Array.from((await t.find(live)).values)).toEqual(live.flatMap((k) => row(k).map((v) => v + 1)));
   });
 });

@@ -21,10 +21,22 @@ export interface Reply {
   value: unknown;
 }
 
+/** True when a command failed before it ran (re-sending it is safe, nothing was applied). */
+export function neverRan(e: Error): boolean {
+  return NOT_RUN.test(e.message);
+}
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** ioredis rejects the whole pipeline, before sending anything, when the slot map changed under it. */
-const NOT_SENT = /All keys in the pipeline should belong to the same slots allocation group|All the keys in a pipeline command/;
+const NODE_GONE = 'no connection to the master';
+/**
+ * Failures after which the command certainly did not run, so that re-sending is safe
+ * even for writes: redirections and cluster-state replies, a master we have no
+ * connection to, and ioredis refusing a pipeline whose slot map changed under it.
+ */
+const NOT_RUN = new RegExp(
+  `^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN|LOADING) |^${NODE_GONE}|All keys in the pipeline should belong to the same slots allocation group|All the keys in a pipeline command`,
+);
 
 /**
  * One ioredis client (standalone `Redis` or `Cluster`) plus the batch executor.
@@ -46,6 +58,7 @@ export class RedisConnection {
   /** The last error the client reported (connection refused, ...), for messages. */
   lastError: Error | undefined;
   #closed = false;
+  readonly #scripted = new WeakSet<Redis>();
 
   constructor(options: ResolvedRedisStoreOptions) {
     this.options = options;
@@ -153,12 +166,21 @@ export class RedisConnection {
 
   /**
    * Sends `cmds` as one pipeline per node and returns one reply per command, in
-   * order (errors are returned, not thrown). `readOnly` batches are retried per
-   * the retry policy. @throws StoreUnavailableError only when not connected.
+   * order (errors are returned, not thrown).
+   *
+   * Re-sending: a command that failed before it could run (MOVED, ASK, TRYAGAIN,
+   * CLUSTERDOWN, LOADING, a node not connected, a stale slot map) is sent again,
+   * after a slot-map refresh, up to `retry.clusterRedirections` times; other
+   * failures are re-sent only for `readOnly` batches, up to `retry.attempts` times.
+   * In cluster mode write batches go to the node's own connection, not through
+   * ioredis's cluster pipeline, which would re-send a whole pipeline after a lost
+   * connection (running an accum twice if the server had executed it).
+   * @throws StoreUnavailableError only when not connected.
    */
   async exec(cmds: readonly BatchCommand[], readOnly: boolean): Promise<Reply[]> {
     await this.ready();
     const replies: Reply[] = new Array(cmds.length);
+    const { attempts, delayMs, clusterRedirections } = this.options.retry;
     let pending = cmds.map((_, i) => i);
     for (let attempt = 0; pending.length > 0; attempt++) {
       const groups = new Map<string, number[]>();
@@ -169,28 +191,61 @@ export class RedisConnection {
         list.push(i);
       }
       const retry: number[] = [];
+      let moved = false;
       await Promise.all(
-        [...groups.values()].map(async (idx) => {
-          const res = await this.#pipeline(idx.map((i) => cmds[i]!));
-          const failed = res.some((r) => r.error !== null);
-          const resend = failed && res.every((r) => r.error && NOT_SENT.test(r.error.message));
+        [...groups].map(async ([group, idx]) => {
+          const res = await this.#pipeline(group, idx.map((i) => cmds[i]!), readOnly);
           idx.forEach((i, j) => {
-            replies[i] = res[j]!;
-            if (res[j]!.error && (readOnly || resend)) retry.push(i);
+            const r = res[j]!;
+            replies[i] = r;
+            if (!r.error) return;
+            const safe = neverRan(r.error);
+            if (/^(MOVED|ASK) /.test(r.error.message)) moved = true;
+            if ((safe && attempt < clusterRedirections) || (readOnly && attempt < attempts)) retry.push(i);
           });
         }),
       );
-      if (retry.length === 0 || attempt >= this.options.retry.attempts) break;
+      if (retry.length === 0 || this.#closed) break;
       pending = retry.sort((a, b) => a - b);
-      await sleep(this.options.retry.delayMs);
-      if (this.#closed) break;
+      if (moved && this.isCluster) await this.#refreshSlots();
+      await sleep(delayMs);
       await this.ready().catch(() => {});
     }
     return replies;
   }
 
-  async #pipeline(cmds: readonly BatchCommand[]): Promise<Reply[]> {
-    const p = this.client.pipeline() as unknown as Record<string, (...a: RedisArg[]) => unknown> & {
+  #refreshSlots(): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, this.options.connectTimeoutMs);
+      (this.client as Cluster).refreshSlotsCache(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** The connection to a group's master (cluster), with the scripts defined on it. */
+  #node(group: string): Redis | undefined {
+    const key = RedisConnection.nodeLabel(group);
+    const node = (this.client as Cluster).nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
+    if (node && !this.#scripted.has(node)) {
+      for (const [name, def] of Object.entries(SCRIPTS)) node.defineCommand(name, def);
+      this.#scripted.add(node);
+    }
+    return node;
+  }
+
+  async #pipeline(group: string, cmds: readonly BatchCommand[], readOnly: boolean): Promise<Reply[]> {
+    let target: Redis | Cluster = this.client;
+    if (this.isCluster && !readOnly) {
+      const node = this.#node(group);
+      if (!node) {
+        const error = new Error(`${NODE_GONE} ${RedisConnection.nodeLabel(group)}${this.#cause()}`);
+        return cmds.map(() => ({ error, value: null }));
+      }
+      target = node;
+    }
+    const p = target.pipeline() as unknown as Record<string, (...a: RedisArg[]) => unknown> & {
       exec(): Promise<[Error | null, unknown][] | null>;
     };
     for (const c of cmds) {
