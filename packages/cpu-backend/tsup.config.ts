@@ -7,4 +7,7 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'es2022',
+  // import.meta.url in the CJS build (the loader finds build/ relative to it)
+  shims: true,
+  external: ['@embedstack/core'],
 });

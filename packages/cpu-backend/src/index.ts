@@ -1,1 +1,21 @@
-export {};
+// @embedstack/cpu-backend: the native C++ CPU backend. Importing it registers
+// backend 'cpu' (priority 10) in core's registry. Explicit exports only.
+import { registerBackend } from '@embedstack/core';
+import { cpuBackend } from './backend.js';
+
+export { CpuBackend, cpuBackend } from './backend.js';
+export type { CpuBackendOptions } from './backend.js';
+export { CpuRawTable, ASYNC_MIN_WORK } from './cpuTable.js';
+export { loadAddon, candidatePaths, explain, ADDON_FILE } from './loader.js';
+export type { AddonLoad, AddonAttempt } from './loader.js';
+export { encodeTable, encodeOptimizer, TableField, OptimizerField, TABLE_FIELDS, OPTIMIZER_FIELDS } from './abi.js';
+export type { EncodedTable } from './abi.js';
+export type {
+  NativeBinding,
+  NativeTableHandle,
+  NativeInfo,
+  NativeFindResult,
+  NativeExportResult,
+} from './native.js';
+
+registerBackend(cpuBackend);

@@ -1,0 +1,50 @@
+// The typed boundary between src/native.ts and the addon: fixed layouts of the
+// Float64Array "structs" passed to createTable and applyGradients. Keep in sync
+// with src/abi.ts (a test checks the lengths and names match).
+#pragma once
+
+namespace embedstack {
+namespace abi {
+
+enum TableField : int {
+  kKind = 0,           // 0 dynamic, 1 static
+  kDim,                // integer >= 1
+  kKeyDtype,           // 0 int64, 1 int32
+  kVocabularySize,     // static: rows
+  kInitCapacity,       // dynamic
+  kMaxCapacity,        // dynamic; Infinity = uncapped
+  kInitKind,           // InitKind
+  kInitA,              // constant value / uniform min / normal mean
+  kInitB,              // uniform max / normal std
+  kSeed,               // uint32
+  kStream,             // uint32
+  kScorePolicy,        // ScorePolicy
+  kTableFields         // length of the config vector
+};
+
+enum OptimizerField : int {
+  kOptKind = 0,  // OptimizerKind
+  kLr,
+  kStep,
+  kClipWeightMin,
+  kClipWeightMax,
+  kWeightDecay,
+  kClipGradMin,
+  kClipGradMax,
+  kBeta1,
+  kBeta2,
+  kEpsilon,
+  kMomentum,
+  kUseNesterov,  // 0 / 1
+  kExponent,
+  kL1,
+  kL2,
+  kBeta,
+  kLearningRatePower,
+  kSumInsideSqrt,  // 0 / 1
+  kRho,
+  kOptimizerFields
+};
+
+}  // namespace abi
+}  // namespace embedstack

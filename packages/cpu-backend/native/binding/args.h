@@ -1,0 +1,70 @@
+// Validation of everything the addon receives from JS. Every check throws an
+// EmbedError (INVALID_TYPE / SHAPE_MISMATCH / OUT_OF_RANGE / INVALID_ARGUMENT /
+// DISPOSED) whose message names the argument, what was expected and what was
+// received, so that no input can crash the process, even when the addon is
+// called directly, bypassing @embedstack/core.
+#pragma once
+
+#include <napi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "table.h"
+
+namespace embedstack {
+
+/** What the JS handle of a table wraps (an External tagged with our type tag). */
+struct TableHolder {
+  std::shared_ptr<Table> table;
+  bool int32Keys = false;
+  size_t dim = 0;
+};
+
+/** Short description of a JS value for messages ("Float64Array(3)", "NaN", "undefined"...). */
+std::string describe(const Napi::Value& v);
+
+/** Marks a new handle as ours. */
+void tagHandle(const Napi::External<TableHolder>& handle);
+/** The live table behind info[i] (throws INVALID_TYPE for a foreign value, DISPOSED after dispose). */
+std::shared_ptr<Table> tableArg(const Napi::CallbackInfo& info, size_t i, TableHolder** holder = nullptr);
+/** The holder behind info[i] even when disposed (for dispose / isDisposed). */
+TableHolder* holderArg(const Napi::CallbackInfo& info, size_t i);
+
+/** A typed array argument: pointer into JS memory (valid while the JS value lives). */
+template <class T>
+struct TypedArg {
+  const T* data = nullptr;
+  size_t length = 0;
+  bool present = false;
+  Napi::Value value;  // the JS typed array, to keep alive for async work
+};
+
+TypedArg<float> floatArg(const Napi::CallbackInfo& info, size_t i, const char* name, bool nullable);
+TypedArg<uint8_t> uint8Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
+TypedArg<int32_t> int32Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
+TypedArg<uint32_t> uint32Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
+TypedArg<double> float64Arg(const Napi::CallbackInfo& info, size_t i, const char* name, size_t expectedLength);
+TypedArg<uint64_t> scoresArg(const Napi::CallbackInfo& info, size_t i, size_t n);
+
+/** Keys in the table's dtype (BigInt64Array or Int32Array), as int64. */
+struct KeysArg {
+  const int64_t* data = nullptr;
+  size_t n = 0;
+  std::vector<int64_t> widened;  // int32 keys sign-extended (data points here)
+  Napi::Value value;
+};
+KeysArg keysArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& holder, const char* name);
+
+/** Checks that `arr` holds exactly `expected` elements (SHAPE_MISMATCH). */
+void checkLength(size_t actual, size_t expected, const char* name, const char* what);
+
+/** A number argument: finite integer in [min, max] (or +Infinity when allowInfinity). */
+double integerArg(const Napi::CallbackInfo& info, size_t i, const char* name, double min, double max,
+                  bool allowInfinity = false);
+double numberArg(const Napi::CallbackInfo& info, size_t i, const char* name);
+bool boolArg(const Napi::CallbackInfo& info, size_t i, const char* name);
+
+}  // namespace embedstack

@@ -1,0 +1,351 @@
+// The addon's table functions. Each parses and validates its arguments into an
+// Op (see async_op.h) that runs synchronously (`find`) or on the libuv pool
+// (`findAsync`). Argument 0 is always the table handle from createTable.
+#include "table_api.h"
+
+#include <cmath>
+
+#include "abi.h"
+#include "args.h"
+#include "async_op.h"
+
+namespace embedstack {
+
+namespace {
+
+constexpr double kMaxSafe = 9007199254740991.0;  // 2^53 - 1
+
+// ---- parsing helpers ---------------------------------------------------------
+
+const float* valuesFor(const Napi::CallbackInfo& info, size_t i, const char* name, size_t n, size_t dim,
+                       std::vector<Napi::Value>& keep) {
+  TypedArg<float> v = floatArg(info, i, name, false);
+  checkLength(v.length, checkedMul(n, dim, name), name, "floats (keys * dim)");
+  keep.push_back(v.value);
+  return v.data;
+}
+
+const uint64_t* optionalScores(const Napi::CallbackInfo& info, size_t i, size_t n, std::vector<Napi::Value>& keep) {
+  TypedArg<uint64_t> s = scoresArg(info, i, n);
+  if (s.present) keep.push_back(s.value);
+  return s.present ? s.data : nullptr;
+}
+
+OptimizerParams parseOptimizer(const Napi::CallbackInfo& info, size_t i) {
+  TypedArg<double> a = float64Arg(info, i, "optimizer", abi::kOptimizerFields);
+  const double* v = a.data;
+  const double kind = v[abi::kOptKind];
+  ES_CHECK(kind == std::floor(kind) && kind >= 0 && kind < kOptimizerKinds, kInvalidArgument,
+           "Expected optimizer[kind] to be an integer in [0, " << kOptimizerKinds - 1 << "] but received " << kind);
+  OptimizerParams p;
+  p.kind = static_cast<OptimizerKind>(static_cast<int>(kind));
+  p.lr = v[abi::kLr];
+  p.step = v[abi::kStep];
+  p.clipWeightMin = v[abi::kClipWeightMin];
+  p.clipWeightMax = v[abi::kClipWeightMax];
+  p.weightDecay = v[abi::kWeightDecay];
+  p.clipGradMin = v[abi::kClipGradMin];
+  p.clipGradMax = v[abi::kClipGradMax];
+  p.beta1 = v[abi::kBeta1];
+  p.beta2 = v[abi::kBeta2];
+  p.epsilon = v[abi::kEpsilon];
+  p.momentum = v[abi::kMomentum];
+  p.useNesterov = v[abi::kUseNesterov] != 0;
+  p.exponent = v[abi::kExponent];
+  p.l1 = v[abi::kL1];
+  p.l2 = v[abi::kL2];
+  p.beta = v[abi::kBeta];
+  p.learningRatePower = v[abi::kLearningRatePower];
+  p.sumInsideSqrt = v[abi::kSumInsideSqrt] != 0;
+  p.rho = v[abi::kRho];
+  return p;
+}
+
+// ---- ops ------------------------------------------------------------------------
+
+Op<FindResult> prepareFind(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
+  Op<FindResult> op;
+  op.keepAlive.push_back(keys->value);
+  op.job = [t, keys] { return t->find(keys->data, keys->n); };
+  op.toJs = [](Napi::Env env, FindResult& r) { return findToJs(env, r); };
+  return op;
+}
+
+Op<FindResult> prepareFindOrInsert(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
+  Op<FindResult> op;
+  op.keepAlive.push_back(keys->value);
+  const uint64_t* scores = optionalScores(info, 2, keys->n, op.keepAlive);
+  op.job = [t, keys, scores] { return t->findOrInsert(keys->data, keys->n, scores); };
+  op.toJs = [](Napi::Env env, FindResult& r) { return findToJs(env, r); };
+  return op;
+}
+
+Napi::Value undefinedToJs(Napi::Env env, Unit&) { return env.Undefined(); }
+Napi::Value countToJs(Napi::Env env, size_t& n) { return Napi::Number::New(env, static_cast<double>(n)); }
+
+template <void (Table::*Method)(const int64_t*, size_t, const float*, const uint64_t*)>
+Op<Unit> prepareWrite(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
+  Op<Unit> op;
+  op.keepAlive.push_back(keys->value);
+  const float* values = valuesFor(info, 2, "values", keys->n, h->dim, op.keepAlive);
+  const uint64_t* scores = optionalScores(info, 3, keys->n, op.keepAlive);
+  op.job = [t, keys, values, scores] {
+    ((*t).*Method)(keys->data, keys->n, values, scores);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+Op<Unit> prepareAccum(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
+  Op<Unit> op;
+  op.keepAlive.push_back(keys->value);
+  const float* deltas = valuesFor(info, 2, "deltas", keys->n, h->dim, op.keepAlive);
+  TypedArg<uint8_t> exists = uint8Arg(info, 3, "exists");
+  checkLength(exists.length, keys->n, "exists", "flags (one per key)");
+  op.keepAlive.push_back(exists.value);
+  const uint64_t* scores = optionalScores(info, 4, keys->n, op.keepAlive);
+  const uint8_t* ex = exists.data;
+  op.job = [t, keys, deltas, ex, scores] {
+    t->accum(keys->data, keys->n, deltas, ex, scores);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+Op<size_t> prepareRemove(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
+  Op<size_t> op;
+  op.keepAlive.push_back(keys->value);
+  op.job = [t, keys] { return t->remove(keys->data, keys->n); };
+  op.toJs = countToJs;
+  return op;
+}
+
+Op<Unit> prepareClear(const Napi::CallbackInfo& info) {
+  auto t = tableArg(info, 0);
+  Op<Unit> op;
+  op.job = [t] {
+    t->clear();
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+Op<ExportResult> prepareExport(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  const double offset = integerArg(info, 1, "offset", 0, kMaxSafe);
+  const double limit = integerArg(info, 2, "limit", 0, kMaxSafe, true);
+  const size_t o = static_cast<size_t>(offset);
+  const size_t l = limit == INFINITY ? SIZE_MAX : static_cast<size_t>(limit);
+  const bool int32Keys = h->int32Keys;
+  Op<ExportResult> op;
+  op.job = [t, o, l] { return t->exportBatch(o, l); };
+  op.toJs = [int32Keys](Napi::Env env, ExportResult& r) { return exportToJs(env, r, int32Keys); };
+  return op;
+}
+
+Op<Unit> prepareImport(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
+  const size_t n = keys->n;
+  Op<Unit> op;
+  op.keepAlive.push_back(keys->value);
+  const float* values = valuesFor(info, 2, "values", n, h->dim, op.keepAlive);
+  auto slotPtrs = std::make_shared<std::vector<const float*>>();
+  Napi::Value slotsValue = info.Length() > 3 ? info[3] : info.Env().Undefined();
+  const std::vector<uint32_t>& widths = t->config().slotWidths;
+  if (!slotsValue.IsUndefined() && !slotsValue.IsNull()) {
+    ES_CHECK(slotsValue.IsArray(), kInvalidType,
+             "Expected slots to be an array of " << widths.size() << " Float32Arrays or null but received "
+                                                 << describe(slotsValue));
+    Napi::Array arr = slotsValue.As<Napi::Array>();
+    ES_CHECK(arr.Length() == widths.size(), kShapeMismatch,
+             "Expected slots to hold " << widths.size() << " arrays (one per slot) but received " << arr.Length());
+    for (uint32_t j = 0; j < arr.Length(); ++j) {
+      Napi::Value s = arr.Get(j);
+      ES_CHECK(s.IsTypedArray() && s.As<Napi::TypedArray>().TypedArrayType() == napi_float32_array, kInvalidType,
+               "Expected slots[" << j << "] to be a Float32Array but received " << describe(s));
+      Napi::Float32Array fa = s.As<Napi::Float32Array>();
+      size_t len = fa.Data() == nullptr ? 0 : fa.ElementLength();
+      checkLength(len, checkedMul(n, widths[j], "slots"), "slots[j]", "floats (keys * slot width)");
+      slotPtrs->push_back(fa.Data());
+      op.keepAlive.push_back(s);
+    }
+  }
+  const uint64_t* scores = optionalScores(info, 4, n, op.keepAlive);
+  op.job = [t, keys, values, slotPtrs, scores] {
+    // null slots (or [] for a table without slots): every imported row gets its slots' initial values
+    t->importRows(keys->data, keys->n, values, slotPtrs->empty() ? nullptr : slotPtrs->data(), scores);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+Op<HostArray<float>> prepareLookupCombined(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  TypedArg<int32_t> splits = int32Arg(info, 1, "rowSplits");
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 2, *h, "keys"));
+  TypedArg<float> weights = floatArg(info, 3, "weights", true);
+  const double combiner = integerArg(info, 4, "combiner", 0, 2);
+  const double maxNorm = numberArg(info, 5, "maxNorm");
+  ES_CHECK(std::isfinite(maxNorm) && maxNorm >= 0, kInvalidArgument,
+           "Expected maxNorm to be a finite number >= 0 (0 = no clipping) but received " << maxNorm);
+  const bool insertMissing = boolArg(info, 6, "insertMissing");
+  ES_CHECK(splits.length >= 1, kShapeMismatch, "Expected rowSplits to hold nrows + 1 >= 1 offsets but received 0");
+  ES_CHECK(splits.data[0] == 0, kInvalidArgument, "Expected rowSplits[0] to be 0 but received " << splits.data[0]);
+  for (size_t r = 1; r < splits.length; ++r) {
+    ES_CHECK(splits.data[r] >= splits.data[r - 1], kInvalidArgument,
+             "Expected rowSplits to be non-decreasing but rowSplits[" << r << "] = " << splits.data[r]
+                                                                     << " < rowSplits[" << r - 1
+                                                                     << "] = " << splits.data[r - 1]);
+  }
+  ES_CHECK(static_cast<size_t>(splits.data[splits.length - 1]) == keys->n, kShapeMismatch,
+           "Expected rowSplits to end at the number of keys (" << keys->n << ") but it ends at "
+                                                                << splits.data[splits.length - 1]);
+  if (weights.present) checkLength(weights.length, keys->n, "weights", "weights (one per key)");
+  BagInput bag;
+  bag.rowSplits = splits.data;
+  bag.rows = splits.length - 1;
+  bag.keys = keys->data;
+  bag.n = keys->n;
+  bag.weights = weights.present ? weights.data : nullptr;
+  Op<HostArray<float>> op;
+  op.keepAlive.push_back(splits.value);
+  op.keepAlive.push_back(keys->value);
+  if (weights.present) op.keepAlive.push_back(weights.value);
+  const Combiner c = static_cast<Combiner>(static_cast<int>(combiner));
+  op.job = [t, keys, bag, c, maxNorm, insertMissing] { return t->lookupCombined(bag, c, maxNorm, insertMissing); };
+  op.toJs = [](Napi::Env env, HostArray<float>& r) -> Napi::Value { return toFloat32Array(env, r); };
+  return op;
+}
+
+Op<Unit> prepareApplyGradients(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
+  Op<Unit> op;
+  op.keepAlive.push_back(keys->value);
+  const float* grads = valuesFor(info, 2, "grads", keys->n, h->dim, op.keepAlive);
+  const OptimizerParams p = parseOptimizer(info, 3);
+  op.job = [t, keys, grads, p] {
+    t->applyGradients(keys->data, keys->n, grads, p);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+Op<size_t> prepareRestrict(const Napi::CallbackInfo& info) {
+  auto t = tableArg(info, 0);
+  const size_t n = static_cast<size_t>(integerArg(info, 1, "numReserved", 0, kMaxSafe));
+  Op<size_t> op;
+  op.job = [t, n] { return t->restrict(n); };
+  op.toJs = countToJs;
+  return op;
+}
+
+template <class R, Op<R> (*Prepare)(const Napi::CallbackInfo&)>
+Napi::Value syncFn(const Napi::CallbackInfo& info) {
+  return guard(info, [&] {
+    Op<R> op = Prepare(info);
+    return runSync<R>(info.Env(), op);
+  });
+}
+
+template <class R, Op<R> (*Prepare)(const Napi::CallbackInfo&)>
+Napi::Value asyncFn(const Napi::CallbackInfo& info) {
+  return guard(info, [&] { return runAsync<R>(info.Env(), Prepare(info)); });
+}
+
+// ---- sync-only functions ------------------------------------------------------------
+
+Napi::Value sizeFn(const Napi::CallbackInfo& info) {
+  return guard(info, [&] { return Napi::Number::New(info.Env(), static_cast<double>(tableArg(info, 0)->size())); });
+}
+Napi::Value capacityFn(const Napi::CallbackInfo& info) {
+  return guard(info,
+               [&] { return Napi::Number::New(info.Env(), static_cast<double>(tableArg(info, 0)->capacity())); });
+}
+Napi::Value memoryUsageFn(const Napi::CallbackInfo& info) {
+  return guard(info,
+               [&] { return Napi::Number::New(info.Env(), static_cast<double>(tableArg(info, 0)->memoryUsage())); });
+}
+Napi::Value setEpochFn(const Napi::CallbackInfo& info) {
+  return guard(info, [&] {
+    auto t = tableArg(info, 0);
+    t->setEpoch(static_cast<uint32_t>(integerArg(info, 1, "epoch", 0, 4294967295.0)));
+    return info.Env().Undefined();
+  });
+}
+Napi::Value disposeFn(const Napi::CallbackInfo& info) {
+  return guard(info, [&] {
+    TableHolder* h = holderArg(info, 0);
+    if (h->table) {
+      h->table->markDisposed();
+      h->table.reset();  // memory goes when the last running op lets go of it
+    }
+    return info.Env().Undefined();
+  });
+}
+Napi::Value isDisposedFn(const Napi::CallbackInfo& info) {
+  return guard(info, [&] { return Napi::Boolean::New(info.Env(), holderArg(info, 0)->table == nullptr); });
+}
+
+}  // namespace
+
+void registerTableFunctions(Napi::Env env, Napi::Object exports) {
+  auto def = [&](const char* name, Napi::Function::Callback fn) { exports.Set(name, Napi::Function::New(env, fn, name)); };
+  def("find", syncFn<FindResult, prepareFind>);
+  def("findAsync", asyncFn<FindResult, prepareFind>);
+  def("findOrInsert", syncFn<FindResult, prepareFindOrInsert>);
+  def("findOrInsertAsync", asyncFn<FindResult, prepareFindOrInsert>);
+  def("upsert", syncFn<Unit, prepareWrite<&Table::upsert>>);
+  def("upsertAsync", asyncFn<Unit, prepareWrite<&Table::upsert>>);
+  def("assign", syncFn<Unit, prepareWrite<&Table::assign>>);
+  def("assignAsync", asyncFn<Unit, prepareWrite<&Table::assign>>);
+  def("accum", syncFn<Unit, prepareAccum>);
+  def("accumAsync", asyncFn<Unit, prepareAccum>);
+  def("remove", syncFn<size_t, prepareRemove>);
+  def("removeAsync", asyncFn<size_t, prepareRemove>);
+  def("clear", syncFn<Unit, prepareClear>);
+  def("clearAsync", asyncFn<Unit, prepareClear>);
+  def("exportBatch", syncFn<ExportResult, prepareExport>);
+  def("exportBatchAsync", asyncFn<ExportResult, prepareExport>);
+  def("importRows", syncFn<Unit, prepareImport>);
+  def("importRowsAsync", asyncFn<Unit, prepareImport>);
+  def("lookupCombined", syncFn<HostArray<float>, prepareLookupCombined>);
+  def("lookupCombinedAsync", asyncFn<HostArray<float>, prepareLookupCombined>);
+  def("applyGradients", syncFn<Unit, prepareApplyGradients>);
+  def("applyGradientsAsync", asyncFn<Unit, prepareApplyGradients>);
+  def("restrict", syncFn<size_t, prepareRestrict>);
+  def("restrictAsync", asyncFn<size_t, prepareRestrict>);
+  def("size", sizeFn);
+  def("capacity", capacityFn);
+  def("memoryUsage", memoryUsageFn);
+  def("setEpoch", setEpochFn);
+  def("dispose", disposeFn);
+  def("isDisposed", isDisposedFn);
+}
+
+}  // namespace embedstack

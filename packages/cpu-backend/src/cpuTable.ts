@@ -1,0 +1,145 @@
+import type {
+  Bag,
+  Combiner,
+  ExportBatch,
+  FindResult,
+  Keys,
+  RawTable,
+  RawTableAsync,
+  RawTableSync,
+  ResolvedOptimizer,
+  ResolvedTableOptions,
+} from '@embedstack/core';
+import { COMBINER_IDS, encodeOptimizer, encodeTable } from './abi.js';
+import { call, callAsync } from './errors.js';
+import type { NativeBinding, NativeExportResult, NativeFindResult, NativeTableHandle } from './native.js';
+
+/**
+ * Calls doing at least this much work (keys * dim floats moved) run on the libuv
+ * pool (`xxxAsync` in the addon), so the event loop stays free; smaller ones run
+ * inline, where a thread hop would cost more than the call.
+ */
+export const ASYNC_MIN_WORK = 1 << 17;
+
+const toFind = ([values, exists]: NativeFindResult): FindResult => ({ values, exists });
+const toExport = ([keys, values, slots, scores]: NativeExportResult): ExportBatch => ({ keys, values, slots, scores });
+
+function inline<R>(fn: () => R): Promise<R> {
+  try {
+    return Promise.resolve(fn());
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
+
+/**
+ * The RawTable of the CPU backend: a native table (host memory, see the addon's
+ * dynamic_table.h / static_table.h) behind a handle. Sync ops call the addon on
+ * the calling thread; async ops go to the libuv pool when large (ASYNC_MIN_WORK).
+ * Any number of calls may overlap: the native table has a reader-writer lock.
+ * Errors are core EmbeddingErrors (native failures keep their code and stack).
+ */
+export class CpuRawTable implements RawTable {
+  readonly sync: RawTableSync;
+  readonly async: RawTableAsync;
+  readonly #b: NativeBinding;
+  readonly #h: NativeTableHandle;
+  readonly #dim: number;
+
+  constructor(binding: NativeBinding, options: ResolvedTableOptions) {
+    this.#b = binding;
+    this.#dim = options.dim;
+    const e = encodeTable(options);
+    this.#h = call(() => binding.createTable(e.config, e.slotWidths, e.slotInitial, e.initValues));
+    const b = binding;
+    const h = this.#h;
+    const big = (n: number): boolean => n * Math.max(this.#dim, 8) >= ASYNC_MIN_WORK;
+    const comb = (c: Combiner): number => COMBINER_IDS[c];
+
+    const sync: RawTableSync = {
+      find: (keys) => toFind(call(() => b.find(h, keys))),
+      findOrInsert: (keys, scores) => toFind(call(() => b.findOrInsert(h, keys, scores))),
+      upsert: (keys, values, scores) => call(() => b.upsert(h, keys, values, scores)),
+      assign: (keys, values, scores) => call(() => b.assign(h, keys, values, scores)),
+      accum: (keys, deltas, exists, scores) => call(() => b.accum(h, keys, deltas, exists, scores)),
+      remove: (keys) => call(() => b.remove(h, keys)),
+      clear: () => call(() => b.clear(h)),
+      size: () => call(() => b.size(h)),
+      capacity: () => call(() => b.capacity(h)),
+      memoryUsage: () => call(() => b.memoryUsage(h)),
+      exportBatch: (offset, limit) => toExport(call(() => b.exportBatch(h, offset, limit))),
+      importRows: (keys, values, slots, scores) => call(() => b.importRows(h, keys, values, slots, scores)),
+      lookupCombined: (bag: Bag<Keys>, combiner, maxNorm, insertMissing) =>
+        call(() => b.lookupCombined(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing)),
+      applyGradients: (keys, grads, optimizer: ResolvedOptimizer) =>
+        call(() => b.applyGradients(h, keys, grads, encodeOptimizer(optimizer))),
+      restrict: (numReserved) => call(() => b.restrict(h, numReserved)),
+      setEpoch: (epoch) => call(() => b.setEpoch(h, epoch)),
+      dispose: () => call(() => b.dispose(h)),
+    };
+    this.sync = sync;
+
+    const sizeOf = (): number => {
+      try {
+        return b.size(h);
+      } catch {
+        return 0; // disposed: the call below reports it
+      }
+    };
+    this.async = {
+      find: (keys) => (big(keys.length) ? callAsync(() => b.findAsync(h, keys)).then(toFind) : inline(() => sync.find(keys))),
+      findOrInsert: (keys, scores) =>
+        big(keys.length)
+          ? callAsync(() => b.findOrInsertAsync(h, keys, scores)).then(toFind)
+          : inline(() => sync.findOrInsert(keys, scores)),
+      upsert: (keys, values, scores) =>
+        big(keys.length) ? callAsync(() => b.upsertAsync(h, keys, values, scores)) : inline(() => sync.upsert(keys, values, scores)),
+      assign: (keys, values, scores) =>
+        big(keys.length) ? callAsync(() => b.assignAsync(h, keys, values, scores)) : inline(() => sync.assign(keys, values, scores)),
+      accum: (keys, deltas, exists, scores) =>
+        big(keys.length)
+          ? callAsync(() => b.accumAsync(h, keys, deltas, exists, scores))
+          : inline(() => sync.accum(keys, deltas, exists, scores)),
+      remove: (keys) => (big(keys.length) ? callAsync(() => b.removeAsync(h, keys)) : inline(() => sync.remove(keys))),
+      clear: () => (big(sizeOf()) ? callAsync(() => b.clearAsync(h)) : inline(() => sync.clear())),
+      exportBatch: (offset, limit) =>
+        big(Math.min(limit, Math.max(0, sizeOf() - offset)))
+          ? callAsync(() => b.exportBatchAsync(h, offset, limit)).then(toExport)
+          : inline(() => sync.exportBatch(offset, limit)),
+      importRows: (keys, values, slots, scores) =>
+        big(keys.length)
+          ? callAsync(() => b.importRowsAsync(h, keys, values, slots, scores))
+          : inline(() => sync.importRows(keys, values, slots, scores)),
+      lookupCombined: (bag, combiner, maxNorm, insertMissing) =>
+        big(bag.keys.length)
+          ? callAsync(() => b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing))
+          : inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing)),
+      applyGradients: (keys, grads, optimizer) =>
+        big(keys.length)
+          ? callAsync(() => b.applyGradientsAsync(h, keys, grads, encodeOptimizer(optimizer)))
+          : inline(() => sync.applyGradients(keys, grads, optimizer)),
+      restrict: (numReserved) =>
+        big(sizeOf()) ? callAsync(() => b.restrictAsync(h, numReserved)) : inline(() => sync.restrict(numReserved)),
+    };
+  }
+
+  size(): number {
+    return this.sync.size();
+  }
+  capacity(): number {
+    return this.sync.capacity();
+  }
+  memoryUsage(): number {
+    return this.sync.memoryUsage();
+  }
+  setEpoch(epoch: number): void {
+    this.sync.setEpoch(epoch);
+  }
+  /** Frees the native memory (at once, or when running async calls end). Idempotent. */
+  dispose(): void {
+    this.#b.dispose(this.#h);
+  }
+  get disposed(): boolean {
+    return this.#b.isDisposed(this.#h);
+  }
+}

@@ -1,0 +1,110 @@
+import type { Keys } from '@embedstack/core';
+
+/**
+ * The typed boundary of the native addon (`build/Release/embedstack_cpu.node`),
+ * in the spirit of tfjs-node's TFJSBinding: typed arrays and fixed-layout
+ * Float64Array "structs" (see abi.ts), never string-keyed option bags.
+ *
+ * Every function validates what it receives (types, lengths, ranges, the handle)
+ * and throws an Error with a `code` from core's ErrorCodes (plus `nativeLocation`,
+ * the file:line of the failed check) for anything wrong; no input crashes the
+ * process. Results are fresh arrays over native memory handed to JS (external
+ * ArrayBuffers freed by the garbage collector).
+ *
+ * `xxx` runs on the calling thread; `xxxAsync` runs on the libuv pool and keeps
+ * the input arrays alive until it settles (do not detach or transfer an input's
+ * buffer while an async call that reads it is pending). Large batches use the
+ * addon's own thread pool in both forms.
+ */
+
+/** An opaque table handle (a tagged External). Freed by dispose() or the GC. */
+export interface NativeTableHandle {
+  readonly __embedstackNativeTable: never;
+}
+
+/** [values [n*dim], exists [n]] */
+export type NativeFindResult = [Float32Array, Uint8Array];
+/** [keys [n], values [n*dim], slots (one [n*width] per slot), scores [n]] */
+export type NativeExportResult = [Keys, Float32Array, Float32Array[], BigUint64Array];
+
+export interface NativeInfo {
+  /** 'sse2' or 'swar': how control-byte groups are probed. */
+  groupProbing: 'sse2' | 'swar';
+  /** Threads of the native pool (caller included): EMBEDSTACK_CPU_THREADS or the hardware's. */
+  threads: number;
+  hardwareConcurrency: number;
+  /** Physical memory in bytes (0 when unknown). */
+  physicalMemory: number;
+  /** Batches of at least this many keys are split over the native pool. */
+  parallelThreshold: number;
+  napiVersion: number;
+}
+
+export interface NativeBinding {
+  info(): NativeInfo;
+  /** Lengths of the config and optimizer vectors this build expects. */
+  readonly abiFields: { table: number; optimizer: number };
+  /**
+   * config: Float64Array(abiFields.table) laid out by TableField; slotWidths: floats per
+   * row of each slot (dim or 1); slotInitial: each slot's initial value; initValues: the
+   * `row` ([dim]) or `array` ([rows*dim]) initializer's values, else null.
+   */
+  createTable(config: Float64Array, slotWidths: Uint32Array, slotInitial: Float32Array, initValues: Float32Array | null): NativeTableHandle;
+
+  find(t: NativeTableHandle, keys: Keys): NativeFindResult;
+  findAsync(t: NativeTableHandle, keys: Keys): Promise<NativeFindResult>;
+  findOrInsert(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null): NativeFindResult;
+  findOrInsertAsync(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null): Promise<NativeFindResult>;
+  upsert(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
+  upsertAsync(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): Promise<void>;
+  assign(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
+  assignAsync(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): Promise<void>;
+  accum(t: NativeTableHandle, keys: Keys, deltas: Float32Array, exists: Uint8Array, scores: BigUint64Array | null): void;
+  accumAsync(t: NativeTableHandle, keys: Keys, deltas: Float32Array, exists: Uint8Array, scores: BigUint64Array | null): Promise<void>;
+  remove(t: NativeTableHandle, keys: Keys): number;
+  removeAsync(t: NativeTableHandle, keys: Keys): Promise<number>;
+  clear(t: NativeTableHandle): void;
+  clearAsync(t: NativeTableHandle): Promise<void>;
+  /** limit may be Infinity. */
+  exportBatch(t: NativeTableHandle, offset: number, limit: number): NativeExportResult;
+  exportBatchAsync(t: NativeTableHandle, offset: number, limit: number): Promise<NativeExportResult>;
+  importRows(t: NativeTableHandle, keys: Keys, values: Float32Array, slots: Float32Array[] | null, scores: BigUint64Array | null): void;
+  importRowsAsync(
+    t: NativeTableHandle,
+    keys: Keys,
+    values: Float32Array,
+    slots: Float32Array[] | null,
+    scores: BigUint64Array | null,
+  ): Promise<void>;
+  /** combiner: 0 sum, 1 mean, 2 sqrtn; maxNorm 0 = none. Returns [nrows*dim]. */
+  lookupCombined(
+    t: NativeTableHandle,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    combiner: number,
+    maxNorm: number,
+    insertMissing: boolean,
+  ): Float32Array;
+  lookupCombinedAsync(
+    t: NativeTableHandle,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    combiner: number,
+    maxNorm: number,
+    insertMissing: boolean,
+  ): Promise<Float32Array>;
+  /** optimizer: Float64Array(abiFields.optimizer) laid out by OptimizerField. */
+  applyGradients(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): void;
+  applyGradientsAsync(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): Promise<void>;
+  restrict(t: NativeTableHandle, numReserved: number): number;
+  restrictAsync(t: NativeTableHandle, numReserved: number): Promise<number>;
+  size(t: NativeTableHandle): number;
+  capacity(t: NativeTableHandle): number;
+  memoryUsage(t: NativeTableHandle): number;
+  setEpoch(t: NativeTableHandle, epoch: number): void;
+  /** Idempotent; later calls on the handle throw DISPOSED. Memory goes when running async calls end. */
+  dispose(t: NativeTableHandle): void;
+  isDisposed(t: NativeTableHandle): boolean;
+}
