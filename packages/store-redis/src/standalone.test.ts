@@ -167,6 +167,15 @@ describe('standalone Redis store', () => {
     expect(Array.from((await got.find(keys)).values)).toEqual(expected.flat());
   });
 
+  it('scripts survive SCRIPT FLUSH: EVALSHA falls back to EVAL', async () => {
+    const t = await store.openTable({ dim: 1, name: 'flush' }, { modelTag: 'flush', storageSlice: 2 });
+    await t.upsert([1n, 2n], [1, 2]);
+    await t.accum([1n, 2n], [10, 20], [true, true]);
+    expect(await plain.script('FLUSH')).toBe('OK');
+    await t.accum([1n, 2n, 3n], [100, 200, 3], [true, true, false]);
+    expect(Array.from((await t.find([1n, 2n, 3n])).values)).toEqual([111, 222, 3]);
+  });
+
   it('applyGradients: adagrad rows and accumulators, checked against hand formulas and the raw slot hash', async () => {
     const opt = optimizers.adagrad({ learningRate: 0.1, initialAccumulatorValue: 0.1 });
     const t = await store.openTable({ dim: 2, name: 'ada', optimizer: opt, initializer: initializers.constant(0.5) }, { modelTag: 'ada', storageSlice: 2 });
