@@ -1,0 +1,107 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BackendUnavailableError, createTable, ErrorCodes } from '@embedstack/core';
+import { ADDON_FILE, CpuBackend, candidatePaths, explain, loadAddon } from '@embedstack/cpu-backend';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+const pkg = fileURLToPath(new URL('..', import.meta.url));
+const corePkg = fileURLToPath(new URL('../../core', import.meta.url));
+
+/** Builds a package's dist with tsup when it is missing (`pnpm test` builds everything first). */
+function ensureDist(dir: string): void {
+  if (existsSync(join(dir, 'dist', 'index.js')) && existsSync(join(dir, 'dist', 'index.cjs'))) return;
+  execFileSync(process.execPath, [join(pkg, '..', '..', 'node_modules', 'tsup', 'dist', 'cli-default.js')], { cwd: dir, stdio: 'pipe' });
+}
+
+function runNode(args: string[], env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, args, { cwd: pkg, encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('cpu backend: loading', () => {
+  beforeAll(() => {
+    ensureDist(corePkg);
+    ensureDist(pkg);
+  }, 120_000);
+
+  const probe =
+    "const t = m.cpuBackend.isUsable() && core.createTable({ dim: 2 }, { backend: 'cpu' }); " +
+    "t.upsertSync([1n], [3, 4]); console.log(JSON.stringify({ usable: m.cpuBackend.isUsable(), v: Array.from(t.findSync([1n]).values), backends: core.listBackends() }));";
+
+  it('loads from CommonJS (require) and registers "cpu"', () => {
+    const r = runNode(['-e', `const m = require('@embedstack/cpu-backend'); const core = require('@embedstack/core'); ${probe}`]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ usable: true, v: [3, 4], backends: ['cpu'] });
+  });
+
+  it('loads from ESM (import) and registers "cpu"', () => {
+    const r = runNode([
+      '--input-type=module',
+      '-e',
+      `const m = await import('@embedstack/cpu-backend'); const core = await import('@embedstack/core'); ${probe}`,
+    ]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ usable: true, v: [3, 4], backends: ['cpu'] });
+  });
+
+  it('explains a missing build: unusable, and createTable throws BACKEND_UNAVAILABLE with the fix', () => {
+    const empty = mkdtempSync(join(tmpdir(), 'embedstack-noaddon-'));
+    const backend = new CpuBackend({ load: () => loadAddon(candidatePaths({ EMBEDSTACK_CPU_ADDON: empty })) });
+    expect(backend.isUsable()).toBe(false);
+    const reason = backend.unavailableReason()!;
+    expect(reason).toContain(join(empty, ADDON_FILE));
+    expect(reason).toContain('pnpm --filter @embedstack/cpu-backend build');
+    expect(reason).not.toMatch(/module not found/i);
+    let err: unknown;
+    try {
+      createTable({ dim: 2 }, { backend });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(BackendUnavailableError);
+    expect((err as BackendUnavailableError).code).toBe(ErrorCodes.BACKEND_UNAVAILABLE);
+    expect((err as Error).message).toBe(reason);
+  });
+
+  it('EMBEDSTACK_CPU_ADDON pointing at an empty directory: the built package says what to run', () => {
+    const empty = mkdtempSync(join(tmpdir(), 'embedstack-noaddon-'));
+    const r = runNode(
+      [
+        '-e',
+        "const m = require('@embedstack/cpu-backend'); const core = require('@embedstack/core'); " +
+          "try { core.getBackend('cpu'); console.log('no error'); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message, usable: m.cpuBackend.isUsable() })); }",
+      ],
+      { EMBEDSTACK_CPU_ADDON: empty },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { code: string; message: string; usable: boolean };
+    expect(out.code).toBe('BACKEND_UNAVAILABLE');
+    expect(out.usable).toBe(false);
+    expect(out.message).toContain('not built');
+    expect(out.message).toContain('pnpm --filter @embedstack/cpu-backend build');
+  });
+
+  it('a corrupt .node file is reported as built for another platform, with the rebuild command', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'embedstack-badaddon-'));
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, ADDON_FILE), 'not an ELF file');
+    const load = loadAddon([join(dir, ADDON_FILE)]);
+    expect(load.binding).toBeNull();
+    expect(load.attempts).toHaveLength(1);
+    expect(load.reason).toContain('pnpm --filter @embedstack/cpu-backend rebuild');
+  });
+
+  it('names the fix for each cause', () => {
+    const missing = [{ path: '/x/embedstack_cpu.node', error: 'no such file (ENOENT)' }];
+    expect(explain(missing, () => ({ cmake: false, compiler: false }))).toContain('apt-get install -y cmake g++');
+    expect(explain(missing, () => ({ cmake: false, compiler: true }))).toMatch(/cmake is not installed/);
+    expect(explain(missing, () => ({ cmake: true, compiler: true }))).toContain('It is not built');
+    const abi = [{ path: '/x/embedstack_cpu.node', error: 'The module was compiled against a different Node.js version using NODE_MODULE_VERSION 108' }];
+    expect(explain(abi)).toContain('another Node.js version');
+    const platform = [{ path: '/x/embedstack_cpu.node', error: '/x/embedstack_cpu.node: invalid ELF header' }];
+    expect(explain(platform)).toContain('another platform');
+  });
+});
