@@ -3,8 +3,9 @@ import * as de from './index.js';
 import { INTERNAL } from './internal.js';
 import { expectError, rowsOf, sortedKeys, uniqueName, useTestBackend } from './test/setup.js';
 
+let backend = '';
 beforeAll(async () => {
-  await useTestBackend();
+  backend = await useTestBackend();
 });
 
 async function contents(v: de.Variable): Promise<Map<bigint, number[]>> {
@@ -115,6 +116,7 @@ describe('Variable options', () => {
     expect(v.bpV2).toBe(false);
     expect(v.restrictPolicy).toBeNull();
     expect(v.kvCreator).toBeInstanceOf(de.CuckooHashTableCreator);
+    expect(v[INTERNAL].tables[0]!.backendName).toBe(backend); // the tables live on the backend under test
     v.dispose();
   });
 
