@@ -51,7 +51,7 @@ interface Round {
 }
 
 function startChild(dir: string, firstGen: number): Promise<Round> {
-  const child = spawn(process.execPath, [childScript, dir, String(ROWS), String(firstGen)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [childScript, dir, String(ROWS), String(firstGen)], { stdio: ['pipe', 'pipe', 'pipe'] });
   const lines: string[] = [];
   let stderr = '';
   let buf = '';

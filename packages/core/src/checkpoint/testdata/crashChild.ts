@@ -7,6 +7,10 @@ import { writeSync } from 'node:fs';
 import { saveTable } from '../save.js';
 import { generatedTable } from './generatedTable.js';
 
+// Never outlive the test: exit when the parent goes away (stdin closes) or after 60 s.
+process.stdin.on('end', () => process.exit(2)).resume();
+setTimeout(() => process.exit(3), 60_000).unref();
+
 const [dir, rowsArg, firstArg] = process.argv.slice(2);
 const { table, setGeneration } = generatedTable(Number(rowsArg));
 writeSync(1, 'ready\n');
