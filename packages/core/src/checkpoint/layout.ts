@@ -87,9 +87,8 @@ async function readHolder(path: string): Promise<LockHolder | null> {
   try {
     const h = JSON.parse(await readFile(path, 'utf8')) as LockHolder;
     return Number.isSafeInteger(h.pid) && typeof h.host === 'string' ? h : null;
-  } catch (e) {
-    if (errnoOf(e) === 'ENOENT') return null;
-    return null; // empty or half-written lock of a crashed writer: stale
+  } catch {
+    return null; // gone, or empty / half-written by a crashed writer: stale
   }
 }
 
