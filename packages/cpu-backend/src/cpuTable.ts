@@ -12,7 +12,7 @@ import type {
 } from '@embedstack/core';
 import { COMBINER_IDS, encodeOptimizer, encodeTable } from './abi.js';
 import { call, callAsync } from './errors.js';
-import type { NativeBinding, NativeExportResult, NativeFindResult, NativeTableHandle } from './native.js';
+import type { NativeBinding, NativeExportResult, NativeTableHandle } from './native.js';
 
 /**
  * Calls doing at least this much work (keys * dim floats moved) run on the libuv
@@ -21,8 +21,21 @@ import type { NativeBinding, NativeExportResult, NativeFindResult, NativeTableHa
  */
 export const ASYNC_MIN_WORK = 1 << 17;
 
-const toFind = ([values, exists]: NativeFindResult): FindResult => ({ values, exists });
 const toExport = ([keys, values, slots, scores]: NativeExportResult): ExportBatch => ({ keys, values, slots, scores });
+
+/**
+ * A fresh Float32Array the addon fills completely. Large ones come uninitialised from
+ * Node's allocator (no zero fill; the garbage collector frees them without waiting for
+ * the event loop, so memory is reused even by tight synchronous loops).
+ */
+function floats(n: number): Float32Array {
+  if (n * 4 < 65536) return new Float32Array(n);
+  return new Float32Array(Buffer.allocUnsafeSlow(n * 4).buffer, 0, n);
+}
+
+function findResult(n: number, dim: number): FindResult {
+  return { values: floats(n * dim), exists: new Uint8Array(n) };
+}
 
 function inline<R>(fn: () => R): Promise<R> {
   try {
@@ -55,10 +68,20 @@ export class CpuRawTable implements RawTable {
     const h = this.#h;
     const big = (n: number): boolean => n * Math.max(this.#dim, 8) >= ASYNC_MIN_WORK;
     const comb = (c: Combiner): number => COMBINER_IDS[c];
+    const dim = this.#dim;
+    const bagOut = (bag: Bag<Keys>): Float32Array => floats((bag.rowSplits.length - 1) * dim);
 
     const sync: RawTableSync = {
-      find: (keys) => toFind(call(() => b.find(h, keys))),
-      findOrInsert: (keys, scores) => toFind(call(() => b.findOrInsert(h, keys, scores))),
+      find: (keys) => {
+        const r = findResult(keys.length, dim);
+        call(() => b.find(h, keys, r.values, r.exists));
+        return r;
+      },
+      findOrInsert: (keys, scores) => {
+        const r = findResult(keys.length, dim);
+        call(() => b.findOrInsert(h, keys, scores, r.values, r.exists));
+        return r;
+      },
       upsert: (keys, values, scores) => call(() => b.upsert(h, keys, values, scores)),
       assign: (keys, values, scores) => call(() => b.assign(h, keys, values, scores)),
       accum: (keys, deltas, exists, scores) => call(() => b.accum(h, keys, deltas, exists, scores)),
@@ -69,8 +92,11 @@ export class CpuRawTable implements RawTable {
       memoryUsage: () => call(() => b.memoryUsage(h)),
       exportBatch: (offset, limit) => toExport(call(() => b.exportBatch(h, offset, limit))),
       importRows: (keys, values, slots, scores) => call(() => b.importRows(h, keys, values, slots, scores)),
-      lookupCombined: (bag: Bag<Keys>, combiner, maxNorm, insertMissing) =>
-        call(() => b.lookupCombined(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing)),
+      lookupCombined: (bag: Bag<Keys>, combiner, maxNorm, insertMissing) => {
+        const out = bagOut(bag);
+        call(() => b.lookupCombined(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, out));
+        return out;
+      },
       applyGradients: (keys, grads, optimizer: ResolvedOptimizer) =>
         call(() => b.applyGradients(h, keys, grads, encodeOptimizer(optimizer))),
       restrict: (numReserved) => call(() => b.restrict(h, numReserved)),
@@ -87,11 +113,16 @@ export class CpuRawTable implements RawTable {
       }
     };
     this.async = {
-      find: (keys) => (big(keys.length) ? callAsync(() => b.findAsync(h, keys)).then(toFind) : inline(() => sync.find(keys))),
-      findOrInsert: (keys, scores) =>
-        big(keys.length)
-          ? callAsync(() => b.findOrInsertAsync(h, keys, scores)).then(toFind)
-          : inline(() => sync.findOrInsert(keys, scores)),
+      find: (keys) => {
+        if (!big(keys.length)) return inline(() => sync.find(keys));
+        const r = findResult(keys.length, dim);
+        return callAsync(() => b.findAsync(h, keys, r.values, r.exists)).then(() => r);
+      },
+      findOrInsert: (keys, scores) => {
+        if (!big(keys.length)) return inline(() => sync.findOrInsert(keys, scores));
+        const r = findResult(keys.length, dim);
+        return callAsync(() => b.findOrInsertAsync(h, keys, scores, r.values, r.exists)).then(() => r);
+      },
       upsert: (keys, values, scores) =>
         big(keys.length) ? callAsync(() => b.upsertAsync(h, keys, values, scores)) : inline(() => sync.upsert(keys, values, scores)),
       assign: (keys, values, scores) =>
@@ -110,10 +141,13 @@ export class CpuRawTable implements RawTable {
         big(keys.length)
           ? callAsync(() => b.importRowsAsync(h, keys, values, slots, scores))
           : inline(() => sync.importRows(keys, values, slots, scores)),
-      lookupCombined: (bag, combiner, maxNorm, insertMissing) =>
-        big(bag.keys.length)
-          ? callAsync(() => b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing))
-          : inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing)),
+      lookupCombined: (bag, combiner, maxNorm, insertMissing) => {
+        if (!big(bag.keys.length)) return inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing));
+        const out = bagOut(bag);
+        return callAsync(() =>
+          b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, out),
+        ).then(() => out);
+      },
       applyGradients: (keys, grads, optimizer) =>
         big(keys.length)
           ? callAsync(() => b.applyGradientsAsync(h, keys, grads, encodeOptimizer(optimizer)))

@@ -9,7 +9,8 @@ import type { Keys } from '@embedstack/core';
  * and throws an Error with a `code` from core's ErrorCodes (plus `nativeLocation`,
  * the file:line of the failed check) for anything wrong; no input crashes the
  * process. Results are fresh arrays over native memory handed to JS (external
- * ArrayBuffers freed by the garbage collector).
+ * ArrayBuffers freed by the garbage collector), or, for find / findOrInsert /
+ * lookupCombined, arrays the caller passes to be filled (every element is written).
  *
  * `xxx` runs on the calling thread; `xxxAsync` runs on the libuv pool and keeps
  * the input arrays alive until it settles (do not detach or transfer an input's
@@ -51,10 +52,21 @@ export interface NativeBinding {
    */
   createTable(config: Float64Array, slotWidths: Uint32Array, slotInitial: Float32Array, initValues: Float32Array | null): NativeTableHandle;
 
+  /** Fresh result arrays, or (with outValues [n*dim] and outExists [n]) fills those and returns undefined. */
   find(t: NativeTableHandle, keys: Keys): NativeFindResult;
+  find(t: NativeTableHandle, keys: Keys, outValues: Float32Array, outExists: Uint8Array): undefined;
   findAsync(t: NativeTableHandle, keys: Keys): Promise<NativeFindResult>;
+  findAsync(t: NativeTableHandle, keys: Keys, outValues: Float32Array, outExists: Uint8Array): Promise<undefined>;
   findOrInsert(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null): NativeFindResult;
+  findOrInsert(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null, outValues: Float32Array, outExists: Uint8Array): undefined;
   findOrInsertAsync(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null): Promise<NativeFindResult>;
+  findOrInsertAsync(
+    t: NativeTableHandle,
+    keys: Keys,
+    scores: BigUint64Array | null,
+    outValues: Float32Array,
+    outExists: Uint8Array,
+  ): Promise<undefined>;
   upsert(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
   upsertAsync(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): Promise<void>;
   assign(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
@@ -76,7 +88,10 @@ export interface NativeBinding {
     slots: Float32Array[] | null,
     scores: BigUint64Array | null,
   ): Promise<void>;
-  /** combiner: 0 sum, 1 mean, 2 sqrtn; maxNorm 0 = none. Returns [nrows*dim]. */
+  /**
+   * combiner: 0 sum, 1 mean, 2 sqrtn; maxNorm 0 = none. Returns a fresh [nrows*dim], or
+   * fills `out` ([nrows*dim]) and returns undefined.
+   */
   lookupCombined(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -85,7 +100,8 @@ export interface NativeBinding {
     combiner: number,
     maxNorm: number,
     insertMissing: boolean,
-  ): Float32Array;
+    out?: Float32Array,
+  ): Float32Array | undefined;
   lookupCombinedAsync(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -94,7 +110,8 @@ export interface NativeBinding {
     combiner: number,
     maxNorm: number,
     insertMissing: boolean,
-  ): Promise<Float32Array>;
+    out?: Float32Array,
+  ): Promise<Float32Array | undefined>;
   /** optimizer: Float64Array(abiFields.optimizer) laid out by OptimizerField. */
   applyGradients(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): void;
   applyGradientsAsync(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): Promise<void>;

@@ -61,28 +61,80 @@ OptimizerParams parseOptimizer(const Napi::CallbackInfo& info, size_t i) {
   return p;
 }
 
+/** Caller-provided result arrays (both, or neither: then the addon allocates them). */
+struct FindOutputs {
+  float* values = nullptr;
+  uint8_t* exists = nullptr;
+};
+
+FindOutputs findOutputs(const Napi::CallbackInfo& info, size_t i, size_t n, size_t dim, std::vector<Napi::Value>& keep) {
+  FindOutputs o;
+  const bool given = info.Length() > i && !info[i].IsUndefined() && !info[i].IsNull();
+  const bool givenExists = info.Length() > i + 1 && !info[i + 1].IsUndefined() && !info[i + 1].IsNull();
+  if (!given && !givenExists) return o;
+  TypedArg<float> v = floatArg(info, i, "outValues", false);
+  TypedArg<uint8_t> e = uint8Arg(info, i + 1, "outExists");
+  checkLength(v.length, checkedMul(n, dim, "outValues"), "outValues", "floats (keys * dim)");
+  checkLength(e.length, n, "outExists", "flags (one per key)");
+  keep.push_back(v.value);
+  keep.push_back(e.value);
+  o.values = const_cast<float*>(v.data);
+  o.exists = const_cast<uint8_t*>(e.data);
+  return o;
+}
+
+/** A find's result: in caller arrays (returns undefined) or fresh ones (returns [values, exists]). */
+struct FindOutcome {
+  FindResult owned;
+  bool filled = false;
+};
+
+Napi::Value findOutcomeToJs(Napi::Env env, FindOutcome& r) { return r.filled ? env.Undefined() : findToJs(env, r.owned); }
+
 // ---- ops ------------------------------------------------------------------------
 
-Op<FindResult> prepareFind(const Napi::CallbackInfo& info) {
+// find(t, keys, outValues?, outExists?)
+Op<FindOutcome> prepareFind(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
-  Op<FindResult> op;
+  Op<FindOutcome> op;
   op.keepAlive.push_back(keys->value);
-  op.job = [t, keys] { return t->find(keys->data, keys->n); };
-  op.toJs = [](Napi::Env env, FindResult& r) { return findToJs(env, r); };
+  const FindOutputs out = findOutputs(info, 2, keys->n, h->dim, op.keepAlive);
+  op.job = [t, keys, out] {
+    FindOutcome r;
+    if (out.values) {
+      t->findInto(keys->data, keys->n, out.values, out.exists);
+      r.filled = true;
+    } else {
+      r.owned = t->find(keys->data, keys->n);
+    }
+    return r;
+  };
+  op.toJs = findOutcomeToJs;
   return op;
 }
 
-Op<FindResult> prepareFindOrInsert(const Napi::CallbackInfo& info) {
+// findOrInsert(t, keys, scores, outValues?, outExists?)
+Op<FindOutcome> prepareFindOrInsert(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
-  Op<FindResult> op;
+  Op<FindOutcome> op;
   op.keepAlive.push_back(keys->value);
   const uint64_t* scores = optionalScores(info, 2, keys->n, op.keepAlive);
-  op.job = [t, keys, scores] { return t->findOrInsert(keys->data, keys->n, scores); };
-  op.toJs = [](Napi::Env env, FindResult& r) { return findToJs(env, r); };
+  const FindOutputs out = findOutputs(info, 3, keys->n, h->dim, op.keepAlive);
+  op.job = [t, keys, scores, out] {
+    FindOutcome r;
+    if (out.values) {
+      t->findOrInsertInto(keys->data, keys->n, scores, out.values, out.exists);
+      r.filled = true;
+    } else {
+      r.owned = t->findOrInsert(keys->data, keys->n, scores);
+    }
+    return r;
+  };
+  op.toJs = findOutcomeToJs;
   return op;
 }
 
@@ -201,7 +253,14 @@ Op<Unit> prepareImport(const Napi::CallbackInfo& info) {
   return op;
 }
 
-Op<HostArray<float>> prepareLookupCombined(const Napi::CallbackInfo& info) {
+/** lookupCombined's result: in the caller's array (undefined) or a fresh one. */
+struct BagOutcome {
+  HostArray<float> owned;
+  bool filled = false;
+};
+
+// lookupCombined(t, rowSplits, keys, weights, combiner, maxNorm, insertMissing, out?)
+Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
   TypedArg<int32_t> splits = int32Arg(info, 1, "rowSplits");
@@ -230,13 +289,31 @@ Op<HostArray<float>> prepareLookupCombined(const Napi::CallbackInfo& info) {
   bag.keys = keys->data;
   bag.n = keys->n;
   bag.weights = weights.present ? weights.data : nullptr;
-  Op<HostArray<float>> op;
+  Op<BagOutcome> op;
   op.keepAlive.push_back(splits.value);
   op.keepAlive.push_back(keys->value);
   if (weights.present) op.keepAlive.push_back(weights.value);
+  float* outData = nullptr;
+  if (info.Length() > 7 && !info[7].IsUndefined() && !info[7].IsNull()) {
+    TypedArg<float> o = floatArg(info, 7, "out", false);
+    checkLength(o.length, checkedMul(bag.rows, h->dim, "out"), "out", "floats (rows * dim)");
+    op.keepAlive.push_back(o.value);
+    outData = const_cast<float*>(o.data);
+  }
   const Combiner c = static_cast<Combiner>(static_cast<int>(combiner));
-  op.job = [t, keys, bag, c, maxNorm, insertMissing] { return t->lookupCombined(bag, c, maxNorm, insertMissing); };
-  op.toJs = [](Napi::Env env, HostArray<float>& r) -> Napi::Value { return toFloat32Array(env, r); };
+  op.job = [t, keys, bag, c, maxNorm, insertMissing, outData] {
+    BagOutcome r;
+    if (outData) {
+      t->lookupCombinedInto(bag, c, maxNorm, insertMissing, outData);
+      r.filled = true;
+    } else {
+      r.owned = t->lookupCombined(bag, c, maxNorm, insertMissing);
+    }
+    return r;
+  };
+  op.toJs = [](Napi::Env env, BagOutcome& r) -> Napi::Value {
+    return r.filled ? env.Undefined() : Napi::Value(toFloat32Array(env, r.owned));
+  };
   return op;
 }
 
@@ -316,10 +393,10 @@ Napi::Value isDisposedFn(const Napi::CallbackInfo& info) {
 
 void registerTableFunctions(Napi::Env env, Napi::Object exports) {
   auto def = [&](const char* name, Napi::Function::Callback fn) { exports.Set(name, Napi::Function::New(env, fn, name)); };
-  def("find", syncFn<FindResult, prepareFind>);
-  def("findAsync", asyncFn<FindResult, prepareFind>);
-  def("findOrInsert", syncFn<FindResult, prepareFindOrInsert>);
-  def("findOrInsertAsync", asyncFn<FindResult, prepareFindOrInsert>);
+  def("find", syncFn<FindOutcome, prepareFind>);
+  def("findAsync", asyncFn<FindOutcome, prepareFind>);
+  def("findOrInsert", syncFn<FindOutcome, prepareFindOrInsert>);
+  def("findOrInsertAsync", asyncFn<FindOutcome, prepareFindOrInsert>);
   def("upsert", syncFn<Unit, prepareWrite<&Table::upsert>>);
   def("upsertAsync", asyncFn<Unit, prepareWrite<&Table::upsert>>);
   def("assign", syncFn<Unit, prepareWrite<&Table::assign>>);
@@ -334,8 +411,8 @@ void registerTableFunctions(Napi::Env env, Napi::Object exports) {
   def("exportBatchAsync", asyncFn<ExportResult, prepareExport>);
   def("importRows", syncFn<Unit, prepareImport>);
   def("importRowsAsync", asyncFn<Unit, prepareImport>);
-  def("lookupCombined", syncFn<HostArray<float>, prepareLookupCombined>);
-  def("lookupCombinedAsync", asyncFn<HostArray<float>, prepareLookupCombined>);
+  def("lookupCombined", syncFn<BagOutcome, prepareLookupCombined>);
+  def("lookupCombinedAsync", asyncFn<BagOutcome, prepareLookupCombined>);
   def("applyGradients", syncFn<Unit, prepareApplyGradients>);
   def("applyGradientsAsync", asyncFn<Unit, prepareApplyGradients>);
   def("restrict", syncFn<size_t, prepareRestrict>);

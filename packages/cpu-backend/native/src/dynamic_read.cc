@@ -9,18 +9,13 @@
 
 namespace embedstack {
 
-FindResult DynamicTable::find(const int64_t* keys, size_t n) {
+void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* exists) {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
-  FindResult r;
-  r.values.allocate(checkedMul(n, dim_, "find values"));
-  r.exists.allocate(n);
   const ScoreClock t = beginCall();
   const ScorePolicy policy = config_.scorePolicy;
   const bool touch = scoresOnRead(policy);
   const size_t bytes = 16 + dim_ * sizeof(float);
-  float* out = r.values.data();
-  uint8_t* exists = r.exists.data();
   forEachRange(n, [&](size_t b, size_t e) {
     probe(keys, b, e, bytes, [&](size_t i, uint32_t row) {
       float* dst = out + i * dim_;
@@ -34,12 +29,10 @@ FindResult DynamicTable::find(const int64_t* keys, size_t n) {
       }
     });
   });
-  return r;
 }
 
-HostArray<float> DynamicTable::lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm,
-                                             bool insertMissing) {
-  HostArray<float> out(checkedMul(bag.rows, dim_, "lookupCombined output"));
+void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
+                                      float* out) {
   if (insertMissing) {
     // Exactly findOrInsert on the bag's keys, then the reduction over their rows.
     std::unique_lock<std::shared_mutex> lock(mutex_);
@@ -67,10 +60,10 @@ HostArray<float> DynamicTable::lookupCombined(const BagInput& bag, Combiner comb
           }
           rc.add(e, bag.weights ? static_cast<double>(bag.weights[j]) : 1.0);
         }
-        rc.finish(out.data() + r * dim_);
+        rc.finish(out + r * dim_);
       }
     });
-    return out;
+    return;
   }
 
   std::shared_lock<std::shared_mutex> lock(mutex_);
@@ -88,7 +81,7 @@ HostArray<float> DynamicTable::lookupCombined(const BagInput& bag, Combiner comb
     probe(bag.keys, static_cast<size_t>(bag.rowSplits[rb]), static_cast<size_t>(bag.rowSplits[re]), bytes,
           [&](size_t i, uint32_t row) {
             while (static_cast<size_t>(bag.rowSplits[r + 1]) <= i) {
-              rc.finish(out.data() + r * dim_);
+              rc.finish(out + r * dim_);
               ++r;
               rc.begin();
             }
@@ -103,12 +96,11 @@ HostArray<float> DynamicTable::lookupCombined(const BagInput& bag, Combiner comb
             rc.add(e, bag.weights ? static_cast<double>(bag.weights[i]) : 1.0);
           });
     for (; r < re; ++r) {
-      rc.finish(out.data() + r * dim_);
+      rc.finish(out + r * dim_);
       rc.begin();
     }
   };
   forEachBagRange(bag, work);
-  return out;
 }
 
 }  // namespace embedstack

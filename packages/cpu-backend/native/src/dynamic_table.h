@@ -31,8 +31,9 @@ class DynamicTable final : public Table {
 
   explicit DynamicTable(TableConfig config);
 
-  FindResult find(const int64_t* keys, size_t n) override;
-  FindResult findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores) override;
+  void findInto(const int64_t* keys, size_t n, float* values, uint8_t* exists) override;
+  void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values,
+                        uint8_t* exists) override;
   void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
@@ -45,7 +46,8 @@ class DynamicTable final : public Table {
   ExportResult exportBatch(size_t offset, size_t limit) override;
   void importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
                   const uint64_t* scores) override;
-  HostArray<float> lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing) override;
+  void lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
+                          float* out) override;
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;
@@ -132,9 +134,15 @@ class DynamicTable final : public Table {
 
 template <class Fn>
 void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, Fn&& fn) const {
-  constexpr size_t kRing = 32;
-  constexpr size_t kIndexAhead = 16;
-  constexpr size_t kRecordAhead = 8;
+#ifndef ES_INDEX_AHEAD
+#define ES_INDEX_AHEAD 16
+#endif
+#ifndef ES_RECORD_AHEAD
+#define ES_RECORD_AHEAD 8
+#endif
+  constexpr size_t kRing = 64;
+  constexpr size_t kIndexAhead = ES_INDEX_AHEAD;
+  constexpr size_t kRecordAhead = ES_RECORD_AHEAD;
   uint64_t hashes[kRing];
   const size_t n = end - begin;
   auto keyAt = [this](uint32_t row) { return keyOf(row); };

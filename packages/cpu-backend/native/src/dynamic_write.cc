@@ -58,15 +58,12 @@ void DynamicTable::findOrInsertLocked(WriteBatch& wb, const int64_t* keys, size_
   touchWritten(wb, false);
 }
 
-FindResult DynamicTable::findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores) {
+void DynamicTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* out,
+                                    uint8_t* exists) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
-  FindResult r;
-  r.values.allocate(checkedMul(n, dim_, "findOrInsert values"));
-  r.exists.allocate(n);
   WriteBatch wb;
   findOrInsertLocked(wb, keys, n, scores);
-  float* out = r.values.data();
   forEachRange(n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       if (i + 8 < e) {
@@ -75,7 +72,7 @@ FindResult DynamicTable::findOrInsert(const int64_t* keys, size_t n, const uint6
       }
       const size_t u = wb.dedupe.uniqueOf(i);
       const uint32_t row = wb.rows[u];
-      r.exists[i] = wb.present[u];
+      exists[i] = wb.present[u];
       if (row != KeyIndex::kNoRow) {
         std::memcpy(out + i * dim_, valuesOf(row), dim_ * sizeof(float));
       } else {
@@ -83,7 +80,6 @@ FindResult DynamicTable::findOrInsert(const int64_t* keys, size_t n, const uint6
       }
     }
   });
-  return r;
 }
 
 void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {

@@ -4,45 +4,46 @@
 
 namespace embedstack {
 
+static_assert(kGroupWidth + kGroupSlots * sizeof(uint32_t) == kGroupBytes, "a group is one cache line");
+
 size_t KeyIndex::groupsFor(size_t entries) {
-  // entries / (14 * 0.8): after a growth the index is at load 0.7 and grows again at 0.875.
-  size_t g = entries / 11 + 1;
-  return g < 1 ? 1 : g;
+  // entries / 8.5 groups: right after a growth the index holds 8.5 keys per group
+  // (load 0.71), and it grows again at 10 (0.83).
+  return entries * 2 / 17 + 1;
 }
 
 void KeyIndex::reset(size_t groups) {
   if (groups < 1) groups = 1;
   ES_CHECK(groups < (size_t{1} << 32), kInvalidArgument, "Expected the hash index to need fewer than 2^32 groups");
-  size_t slots = checkedMul(groups, kGroupWidth, "the hash index");
-  Block ctrl, rows;
-  ctrl.allocateZeroed(slots, "the hash index control bytes");
-  rows.allocateZeroed(checkedMul(slots, sizeof(uint32_t), "the hash index"), "the hash index rows");
-  std::memset(ctrl.data(), kCtrlEmpty, slots);
-  ctrl_ = std::move(ctrl);
-  rows_ = std::move(rows);
+  Block block;
+  block.allocateZeroed(checkedMul(groups, kGroupBytes, "the hash index"), "the hash index");
+  groups_block_ = std::move(block);
   groups_ = groups;
-  used_ = 0;
-  tombstones_ = 0;
+  clear();
 }
 
 void KeyIndex::clear() {
-  if (ctrl_.data()) std::memset(ctrl_.data(), kCtrlEmpty, groups_ * kGroupWidth);
+  for (size_t g = 0; g < groups_; ++g) {
+    uint8_t* ctrl = groupAt(g);
+    std::memset(ctrl, kCtrlEmpty, kGroupSlots);
+    std::memset(ctrl + kGroupSlots, kCtrlDeleted, kGroupWidth - kGroupSlots);  // padding: never matched
+  }
   used_ = 0;
   tombstones_ = 0;
 }
 
 size_t KeyIndex::insert(uint64_t h, uint32_t row) {
-  uint8_t* ctrl = ctrlBytes();
   size_t g = hashGroup(h, groups_);
   for (size_t probes = 0; probes < groups_; ++probes) {
-    BitMask free = Group(ctrl + g * kGroupWidth).matchFree();
+    uint8_t* ctrl = groupAt(g);
+    BitMask free = Group(ctrl).matchFree();
     if (free) {
-      size_t slot = g * kGroupWidth + free.lowest();
-      if (ctrl[slot] == kCtrlDeleted) --tombstones_;
-      ctrl[slot] = hashFragment(h);
-      rowIndices()[slot] = row;
+      const unsigned j = free.lowest();
+      if (ctrl[j] == kCtrlDeleted) --tombstones_;
+      ctrl[j] = hashFragment(h);
+      rowsOf(ctrl)[j] = row;
       ++used_;
-      return slot;
+      return g * kGroupSlots + j;
     }
     if (++g == groups_) g = 0;
   }
@@ -50,14 +51,13 @@ size_t KeyIndex::insert(uint64_t h, uint32_t row) {
 }
 
 void KeyIndex::erase(size_t slot) {
-  uint8_t* ctrl = ctrlBytes();
-  size_t g = slot / kGroupWidth;
+  uint8_t* ctrl = groupAt(slot / kGroupSlots);
   // A group that still has an empty slot was never full since the last rebuild, so
   // no probe sequence ever passed through it: the freed slot can be empty again.
-  if (Group(ctrl + g * kGroupWidth).matchEmpty()) {
-    ctrl[slot] = kCtrlEmpty;
+  if (Group(ctrl).matchEmpty()) {
+    ctrl[slot % kGroupSlots] = kCtrlEmpty;
   } else {
-    ctrl[slot] = kCtrlDeleted;
+    ctrl[slot % kGroupSlots] = kCtrlDeleted;
     ++tombstones_;
   }
   --used_;

@@ -1,12 +1,13 @@
-// The hash index of a dynamic table: open addressing over groups of 16 slots, one
+// The hash index of a dynamic table: open addressing over groups (group.h), one
 // control byte per slot (7-bit hash fragment, or empty / deleted) and a 4-byte
-// arena row index per slot. Keys live in the arena records, not here, so every
-// int64 value is a valid key. Linear probing over 16-aligned groups; the group
-// count is any number (multiply-shift), so the index grows by 1.25x steps and
-// costs 5 bytes / 0.7..0.875 load = 5.7..7.1 bytes per key.
+// arena row index per slot, both in the group's one cache line (so a probe costs
+// one memory access). Keys live in the arena records, not here, so every int64
+// value is a valid key. Linear probing over groups; the group count is any number
+// (multiply-shift), so the index grows in ~1.2x steps and costs 64 bytes per
+// 8.5..10 keys = 6.4..7.5 bytes per key.
 //
-// Memory: two Blocks (control bytes, row indices). Not synchronised: the owning
-// table holds its lock; concurrent const calls are safe.
+// Memory: one 64-byte aligned Block of groups. Not synchronised: the owning table
+// holds its lock; concurrent const calls are safe.
 #pragma once
 
 #include <cstddef>
@@ -22,8 +23,8 @@ class KeyIndex {
  public:
   static constexpr uint32_t kNoRow = UINT32_MAX;
   static constexpr size_t kNoSlot = SIZE_MAX;
-  /** Entries + tombstones allowed per group (7/8 of 16). */
-  static constexpr size_t kMaxPerGroup = 14;
+  /** Entries + tombstones allowed per group (10 of 12 slots). */
+  static constexpr size_t kMaxPerGroup = 10;
 
   /** Groups needed to hold `entries` at the post-growth load (0.7). */
   static size_t groupsFor(size_t entries);
@@ -36,23 +37,23 @@ class KeyIndex {
   size_t groups() const { return groups_; }
   size_t used() const { return used_; }
   size_t tombstones() const { return tombstones_; }
-  size_t bytes() const { return ctrl_.bytes() + rows_.bytes(); }
+  size_t bytes() const { return groups_block_.bytes(); }
   /** True when `extra` more entries fit under the maximum load. */
   bool fits(size_t extra) const { return used_ + tombstones_ + extra <= groups_ * kMaxPerGroup; }
 
   /** Slot holding `key` (hash `h`), or kNoSlot. `keyAt(row)` reads a row's key. */
   template <class KeyAt>
   size_t find(int64_t key, uint64_t h, const KeyAt& keyAt) const {
-    const uint8_t* ctrl = ctrlBytes();
-    const uint32_t* rows = rowIndices();
     const uint8_t fragment = hashFragment(h);
     size_t g = hashGroup(h, groups_);
     for (size_t probes = 0; probes < groups_; ++probes) {
-      Group group(ctrl + g * kGroupWidth);
+      const uint8_t* ctrl = groupAt(g);
+      const uint32_t* rows = rowsOf(ctrl);
+      Group group(ctrl);
       for (BitMask m = group.match(fragment); m; m.dropLowest()) {
-        size_t slot = g * kGroupWidth + m.lowest();
+        const unsigned j = m.lowest();
         // The SWAR matcher may flag non-full bytes: check the byte before the key.
-        if (ctrl[slot] == fragment && keyAt(rows[slot]) == key) return slot;
+        if (ctrl[j] == fragment && keyAt(rows[j]) == key) return g * kGroupSlots + j;
       }
       if (group.matchEmpty()) return kNoSlot;
       if (++g == groups_) g = 0;
@@ -65,28 +66,25 @@ class KeyIndex {
   /** Frees a slot (empty when its group never filled up, else a tombstone). */
   void erase(size_t slot);
 
-  uint32_t rowAt(size_t slot) const { return rowIndices()[slot]; }
-  void setRow(size_t slot, uint32_t row) { rowIndices()[slot] = row; }
+  uint32_t rowAt(size_t slot) const { return rowsOf(groupAt(slot / kGroupSlots))[slot % kGroupSlots]; }
+  void setRow(size_t slot, uint32_t row) { rowsOf(groupAt(slot / kGroupSlots))[slot % kGroupSlots] = row; }
 
-  /** Prefetches the control bytes and row indices of the hash's home group. */
-  void prefetch(uint64_t h) const {
-    size_t g = hashGroup(h, groups_);
-    __builtin_prefetch(ctrlBytes() + g * kGroupWidth);
-    __builtin_prefetch(rowIndices() + g * kGroupWidth);
-  }
+  /** Prefetches the hash's home group (its control bytes and rows: one line). */
+  void prefetch(uint64_t h) const { __builtin_prefetch(groupAt(hashGroup(h, groups_))); }
   /** Row of the first fragment match in the home group (for prefetching the record), or kNoRow. */
   uint32_t firstCandidate(uint64_t h) const {
-    size_t g = hashGroup(h, groups_);
-    BitMask m = Group(ctrlBytes() + g * kGroupWidth).match(hashFragment(h));
-    return m ? rowIndices()[g * kGroupWidth + m.lowest()] : kNoRow;
+    const uint8_t* ctrl = groupAt(hashGroup(h, groups_));
+    BitMask m = Group(ctrl).match(hashFragment(h));
+    return m ? rowsOf(ctrl)[m.lowest()] : kNoRow;
   }
 
  private:
-  uint8_t* ctrlBytes() const { return static_cast<uint8_t*>(ctrl_.data()); }
-  uint32_t* rowIndices() const { return static_cast<uint32_t*>(rows_.data()); }
+  uint8_t* groupAt(size_t g) const { return static_cast<uint8_t*>(groups_block_.data()) + g * kGroupBytes; }
+  static uint32_t* rowsOf(const uint8_t* group) {
+    return reinterpret_cast<uint32_t*>(const_cast<uint8_t*>(group) + kGroupWidth);
+  }
 
-  Block ctrl_;
-  Block rows_;
+  Block groups_block_;
   size_t groups_ = 0;
   size_t used_ = 0;
   size_t tombstones_ = 0;

@@ -69,7 +69,11 @@ void Block::allocateZeroed(size_t bytes, const char* what) {
     } else
 #endif
     {
-      fresh.data_ = std::calloc(1, bytes);
+      void* p = nullptr;
+      if (posix_memalign(&p, 64, bytes) == 0) {
+        std::memset(p, 0, bytes);
+        fresh.data_ = p;
+      }
     }
     if (!fresh.data_) throwOutOfMemory(bytes, what, __FILE__, __LINE__);
     fresh.bytes_ = bytes;

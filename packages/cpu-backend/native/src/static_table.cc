@@ -64,14 +64,10 @@ void StaticTable::forEachInRowOrder(const int64_t* keys, size_t n, const std::fu
   });
 }
 
-FindResult StaticTable::find(const int64_t* keys, size_t n) {
+void StaticTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* exists) {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   checkKeys(keys, n, "keys");
-  FindResult r;
-  r.values.allocate(checkedMul(n, dim_, "find values"));
-  r.exists.allocate(n);
-  float* out = r.values.data();
   forEachRange(n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       if (i + 8 < e) {
@@ -79,13 +75,14 @@ FindResult StaticTable::find(const int64_t* keys, size_t n) {
         for (size_t off = 0; off < dim_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
       }
       std::memcpy(out + i * dim_, row(static_cast<size_t>(keys[i])), dim_ * sizeof(float));
-      r.exists[i] = 1;
+      exists[i] = 1;
     }
   });
-  return r;
 }
 
-FindResult StaticTable::findOrInsert(const int64_t* keys, size_t n, const uint64_t*) { return find(keys, n); }
+void StaticTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_t*, float* values, uint8_t* exists) {
+  findInto(keys, n, values, exists);
+}
 
 void StaticTable::upsert(const int64_t* keys, size_t n, const float* values, const uint64_t*) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
@@ -191,11 +188,10 @@ void StaticTable::importRows(const int64_t* keys, size_t n, const float* values,
   });
 }
 
-HostArray<float> StaticTable::lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool) {
+void StaticTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool, float* out) {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   checkKeys(bag.keys, bag.n, "ids");
-  HostArray<float> out(checkedMul(bag.rows, dim_, "lookupCombined output"));
   forEachBagRange(bag, [&](size_t rb, size_t re) {
     std::vector<double> acc(dim_);
     RowCombiner rc(combiner, maxNorm, dim_, acc.data());
@@ -209,10 +205,9 @@ HostArray<float> StaticTable::lookupCombined(const BagInput& bag, Combiner combi
         }
         rc.add(row(static_cast<size_t>(bag.keys[j])), bag.weights ? static_cast<double>(bag.weights[j]) : 1.0);
       }
-      rc.finish(out.data() + r * dim_);
+      rc.finish(out + r * dim_);
     }
   });
-  return out;
 }
 
 void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {

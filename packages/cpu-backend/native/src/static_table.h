@@ -14,8 +14,9 @@ class StaticTable final : public Table {
  public:
   explicit StaticTable(TableConfig config);
 
-  FindResult find(const int64_t* keys, size_t n) override;
-  FindResult findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores) override;
+  void findInto(const int64_t* keys, size_t n, float* values, uint8_t* exists) override;
+  void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values,
+                        uint8_t* exists) override;
   void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
@@ -28,7 +29,8 @@ class StaticTable final : public Table {
   ExportResult exportBatch(size_t offset, size_t limit) override;
   void importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
                   const uint64_t* scores) override;
-  HostArray<float> lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing) override;
+  void lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
+                          float* out) override;
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;

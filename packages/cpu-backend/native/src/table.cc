@@ -30,6 +30,28 @@ void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_
   }
 }
 
+FindResult Table::find(const int64_t* keys, size_t n) {
+  FindResult r;
+  r.values.allocate(checkedMul(n, config_.dim, "find values"));
+  r.exists.allocate(n);
+  findInto(keys, n, r.values.data(), r.exists.data());
+  return r;
+}
+
+FindResult Table::findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores) {
+  FindResult r;
+  r.values.allocate(checkedMul(n, config_.dim, "findOrInsert values"));
+  r.exists.allocate(n);
+  findOrInsertInto(keys, n, scores, r.values.data(), r.exists.data());
+  return r;
+}
+
+HostArray<float> Table::lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing) {
+  HostArray<float> out(checkedMul(bag.rows, config_.dim, "lookupCombined output"));
+  lookupCombinedInto(bag, combiner, maxNorm, insertMissing, out.data());
+  return out;
+}
+
 void Table::checkOptimizer(const OptimizerParams& opt) const {
   const SlotRequirement req = slotRequirement(opt.kind);
   const size_t dim = config_.dim;

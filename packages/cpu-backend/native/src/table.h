@@ -84,8 +84,13 @@ class Table {
 
   const TableConfig& config() const { return config_; }
 
-  virtual FindResult find(const int64_t* keys, size_t n) = 0;
-  virtual FindResult findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores) = 0;
+  /** Reads rows into values [n * dim] and exists [n] (caller memory, every element written). */
+  virtual void findInto(const int64_t* keys, size_t n, float* values, uint8_t* exists) = 0;
+  virtual void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values,
+                                uint8_t* exists) = 0;
+  /** The same into fresh buffers. */
+  FindResult find(const int64_t* keys, size_t n);
+  FindResult findOrInsert(const int64_t* keys, size_t n, const uint64_t* scores);
   virtual void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) = 0;
   virtual void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) = 0;
   virtual void accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
@@ -99,8 +104,10 @@ class Table {
   /** `slots`: null, or one pointer per slot to [n * width] floats. */
   virtual void importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
                           const uint64_t* scores) = 0;
-  virtual HostArray<float> lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm,
-                                          bool insertMissing) = 0;
+  /** Combines each bag row into out [rows * dim] (caller memory, every element written). */
+  virtual void lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
+                                  float* out) = 0;
+  HostArray<float> lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing);
   virtual void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) = 0;
   virtual size_t restrict(size_t numReserved) = 0;
   virtual void setEpoch(uint32_t epoch) = 0;
