@@ -258,6 +258,36 @@ export function normalizeFeature(input: unknown, weight: unknown, spec: FeatureS
   return { kind, shape, splits, ids, scale };
 }
 
+/**
+ * The activations of bags [b0, b1): out[b] = Σ_{j in bag b} scale[j] * row(j), where
+ * row(j) is `dim` floats of `values` at offset `rowAt(j)`. Accumulated in float64 in
+ * entry order and rounded to float32 once, so training (`dequeue`, whatever the
+ * sharding) and serving (`servingEmbeddingLookup`) give the same bits. Returns a
+ * fresh [(b1 - b0) * dim] array.
+ */
+export function reduceBags(
+  splits: Int32Array,
+  scale: Float64Array,
+  b0: number,
+  b1: number,
+  dim: number,
+  values: Float32Array,
+  rowAt: (entry: number) => number,
+): Float32Array {
+  const out = new Float32Array((b1 - b0) * dim);
+  const acc = new Float64Array(dim);
+  for (let bag = b0; bag < b1; bag++) {
+    acc.fill(0);
+    for (let j = splits[bag]!; j < splits[bag + 1]!; j++) {
+      const s = scale[j]!;
+      const base = rowAt(j);
+      for (let c = 0; c < dim; c++) acc[c] = acc[c]! + s * values[base + c]!;
+    }
+    out.set(acc, (bag - b0) * dim);
+  }
+  return out;
+}
+
 /** scale_j = w_j / denom(bag) with div-no-nan. Returns a new array. */
 function foldCombiner(splits: Int32Array, w: Float64Array, combiner: Combiner): Float64Array {
   const out = new Float64Array(w.length);

@@ -1,9 +1,23 @@
-import { ErrorCodes, referenceBackend, SparseTensor, Tensor } from '@embedstack/core';
+import { ErrorCodes, SparseTensor, Tensor } from '@embedstack/core';
 import { describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { SGD } from './optimizers.js';
 import { cpuEmbeddingLookup, servingEmbeddingLookup } from './serving.js';
-import { expectClose, expectError, FAVORITED, fixture, FRIENDS, iota, ragged, raggedWeights, rows, sparse, sparseWeights, WATCHED } from './testUtil.js';
+import {
+  expectClose,
+  expectError,
+  FAVORITED,
+  fixture,
+  FRIENDS,
+  iota,
+  ragged,
+  raggedWeights,
+  rows,
+  sparse,
+  sparseWeights,
+  testBackends,
+  WATCHED,
+} from './testUtil.js';
 
 const video = new TableConfig({ vocabularySize: 8, dim: 4, combiner: 'sum', name: 'video', initializer: iota });
 const user = new TableConfig({ vocabularySize: 16, dim: 2, combiner: 'mean', name: 'user', initializer: iota });
@@ -83,19 +97,26 @@ describe('servingEmbeddingLookup', () => {
     expect(rows(dense[0]!)).toEqual([[2, 3], [4, 5], [6, 7], [10, 11], [12, 13], [14, 15]]);
   });
 
-  it("serves what training's dequeue computes, from embeddingTables", async () => {
-    const { emb, featureConfig } = fixture({ backend: referenceBackend, optimizer: new SGD({ learningRate: 0.05 }), userCombiner: 'sqrtn', friendsSequence: 2 });
-    const inputs = { watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) };
-    const weights = { watched: raggedWeights([[1], [2, 3], [1, 1], [0.5]]), favorited: null, friends: null };
-    await emb.enqueue(inputs, { weights });
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
-    await emb.applyGradients(acts);
-    await emb.enqueue(inputs, { weights, training: false });
-    const after = (await emb.dequeue()) as Record<string, Tensor>;
-    const served = (await servingEmbeddingLookup(inputs, weights, emb.embeddingTables, featureConfig)) as Record<string, Tensor>;
-    for (const k of ['watched', 'favorited', 'friends']) {
-      expect(served[k]!.shape).toEqual(after[k]!.shape);
-      expectClose(served[k]!.data as Float32Array, after[k]!.data as Float32Array, 1e-6);
+  it("serves exactly what training's dequeue computes, from embeddingTables (any numHosts, every backend)", async () => {
+    for (const { backend } of await testBackends()) {
+      if (!backend) continue; // the skip reason is printed by testBackends
+      for (const numHosts of [1, 3]) {
+        const { emb, featureConfig } = fixture({ backend, numHosts, optimizer: new SGD({ learningRate: 0.05 }), userCombiner: 'sqrtn', videoCombiner: 'mean', friendsSequence: 2 });
+        const inputs = { watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) };
+        const weights = { watched: raggedWeights([[1], [2, 3], [1, 1.7], [0.5]]), favorited: null, friends: null };
+        await emb.enqueue(inputs, { weights });
+        const acts = (await emb.dequeue()) as Record<string, Tensor>;
+        await emb.applyGradients(acts);
+        await emb.enqueue(inputs, { weights, training: false });
+        const after = (await emb.dequeue()) as Record<string, Tensor>;
+        const served = (await servingEmbeddingLookup(inputs, weights, emb.embeddingTables, featureConfig)) as Record<string, Tensor>;
+        for (const k of ['watched', 'favorited', 'friends']) {
+          expect(served[k]!.shape).toEqual(after[k]!.shape);
+          // bit for bit: one reduction (float64, rounded once) serves both paths
+          expect(Array.from(served[k]!.data as Float32Array), `${backend.name} numHosts ${numHosts} ${k}`).toEqual(Array.from(after[k]!.data as Float32Array));
+        }
+        emb.dispose();
+      }
     }
   });
 

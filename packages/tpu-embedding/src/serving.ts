@@ -1,6 +1,6 @@
 import { formatShape, InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError, Tensor } from '@embedstack/core';
 import { type FeatureConfig, isFeatureConfig, type TableConfig } from './config.js';
-import { normalizeFeature } from './inputs.js';
+import { normalizeFeature, reduceBags } from './inputs.js';
 import { flattenStructure, flattenUpTo, type Nest, packSequenceAs } from './nest.js';
 
 /**
@@ -71,19 +71,7 @@ export async function servingEmbeddingLookup(
       },
       'serve',
     );
-    const values = table.data;
-    const nBags = b.splits.length - 1;
-    const out = new Float32Array(nBags * dim);
-    const acc = new Float64Array(dim);
-    for (let bag = 0; bag < nBags; bag++) {
-      acc.fill(0);
-      for (let j = b.splits[bag]!; j < b.splits[bag + 1]!; j++) {
-        const s = b.scale[j]!;
-        const base = b.ids[j]! * dim;
-        for (let c = 0; c < dim; c++) acc[c] = acc[c]! + s * values[base + c]!;
-      }
-      out.set(acc, bag * dim);
-    }
+    const out = reduceBags(b.splits, b.scale, 0, b.splits.length - 1, dim, table.data, (j) => b.ids[j]! * dim);
     return new Tensor(out, b.shape);
   });
   return packSequenceAs(featureConfig, isFeatureConfig, outputs);

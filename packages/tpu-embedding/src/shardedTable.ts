@@ -20,6 +20,7 @@ import {
   UnsupportedError,
 } from '@embedstack/core';
 import type { TableConfig } from './config.js';
+import { reduceBags } from './inputs.js';
 import type { EmbeddingOptimizer, SlotValue } from './optimizers.js';
 import { type ShardRange, shardOf, shardRanges } from './strategy.js';
 
@@ -211,39 +212,23 @@ export class ShardedTable {
   /**
    * Weighted sum per bag over bags [b0, b1): out[b] = Σ_{j in bag b} scale[j] * row(ids[j]).
    * `splits` [nBags + 1] delimit the bags' entries; the combiner is already folded into
-   * `scale`. One `lookupCombined` (combiner 'sum') per shard, concurrently; partial sums
-   * are added in double and rounded once. Returns [(b1 - b0) * dim].
+   * `scale`. The rows are read with one `find` per shard (concurrently) and reduced on
+   * the host by {@link reduceBags} (float64, rounded once), so the result does not
+   * depend on the number of shards or replicas by a single bit, and equals what
+   * `servingEmbeddingLookup` computes from the same parameters. Returns [(b1 - b0) * dim].
    */
   async lookup(splits: Int32Array, ids: Float64Array, scale: Float64Array, b0: number, b1: number): Promise<Float32Array> {
     const dim = this.dim;
-    const nb = b1 - b0;
     const e0 = splits[b0]!;
+    const rows = new Float32Array((splits[b1]! - e0) * dim);
     const parts = this.#partition(ids, e0, splits[b1]!);
-    const results = await Promise.all(
-      parts.map((p) => {
-        const n = p.positions.length;
-        const rowSplits = new Int32Array(nb + 1);
-        const weights = new Float32Array(n);
-        let k = 0;
-        for (let b = 0; b < nb; b++) {
-          const end = splits[b0 + b + 1]!;
-          while (k < n && p.positions[k]! < end) {
-            weights[k] = scale[p.positions[k]!]!;
-            k++;
-          }
-          rowSplits[b + 1] = k;
-        }
-        const keys = localKeys(ids, p.positions, n, p.shard.start, p.shard.keyDtype);
-        return p.shard.table.lookupCombined({ rowSplits, keys, weights }, { combiner: 'sum' });
+    await Promise.all(
+      parts.map(async (p) => {
+        const found = await p.shard.table.find(localKeys(ids, p.positions, p.positions.length, p.shard.start, p.shard.keyDtype));
+        for (let i = 0; i < p.positions.length; i++) rows.set(found.values.subarray(i * dim, (i + 1) * dim), (p.positions[i]! - e0) * dim);
       }),
     );
-    if (results.length === 1) return results[0]!;
-    const out = new Float32Array(nb * dim);
-    if (results.length === 0) return out;
-    const acc = new Float64Array(nb * dim);
-    for (const r of results) for (let i = 0; i < acc.length; i++) acc[i] = acc[i]! + r[i]!;
-    out.set(acc);
-    return out;
+    return reduceBags(splits, scale, b0, b1, dim, rows, (j) => (j - e0) * dim);
   }
 
   /** Splits (ids, grads) by shard; with `allRows` every row of the shard is touched (zero gradient). */
