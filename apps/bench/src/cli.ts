@@ -84,6 +84,8 @@ async function main(argv: string[]): Promise<number> {
   if (!args.json) {
     out(`embedstack-bench — backend '${backend.name}' (${threads} thread${threads === 1 ? '' : 's'}), ${args.full ? 'full' : 'default'} sizes\n`);
     out(`machine: ${machine.cpuModel}, ${machine.cores} cores, ${formatBytes(machine.memoryBytes)}, ${machine.platform}; node ${vers.node}\n`);
+    const load = machine.loadAverage[0] ?? 0;
+    out(`load average: ${machine.loadAverage.join(' ')}${load > machine.cores / 2 ? ' (busy machine: absolute figures are noisy; peers are interleaved so ratios hold up better)' : ''}\n`);
     out(`suites: ${args.suites.join(', ')}\n\n`);
   }
   const t0 = performance.now();
@@ -99,7 +101,7 @@ async function main(argv: string[]): Promise<number> {
     else out(formatSuite(r) + '\n');
     if (args.plot && r.charts.length) for (const f of writeCharts(args.plot, r)) progress.log(`wrote ${f}`);
   }
-  if (!args.json) out(`total: ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+  if (!args.json) out(`total: ${((performance.now() - t0) / 1000).toFixed(1)} s; load average now ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
   return 0;
 }
 

@@ -28,3 +28,14 @@ describe('measure', () => {
     expect(seen).toEqual([0, 1, 2]);
   });
 });
+
+describe('measureInterleaved', () => {
+  it('warms every job up, then takes one sample of each per round', async () => {
+    const { measureInterleaved } = await import('./harness.js');
+    const order: string[] = [];
+    const job = (name: string) => ({ label: name, items: 1, fn: (i: number) => void order.push(`${name}${i}`) });
+    const ms = measureInterleaved([job('a'), job('b')], { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0, sampleMs: 0 });
+    expect(order).toEqual(['a0', 'b0', 'a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
+    expect(ms.map((m) => m.samples.length)).toEqual([3, 3]);
+  });
+});

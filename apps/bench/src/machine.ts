@@ -10,6 +10,8 @@ export interface MachineInfo {
   memoryBytes: number;
   platform: string;
   arch: string;
+  /** 1, 5 and 15 minute load averages when the run started (other processes skew figures). */
+  loadAverage: number[];
 }
 
 export function machineInfo(): MachineInfo {
@@ -20,6 +22,7 @@ export function machineInfo(): MachineInfo {
     memoryBytes: os.totalmem(),
     platform: `${os.platform()} ${os.release()}`,
     arch: os.arch(),
+    loadAverage: os.loadavg().map((x) => Math.round(x * 100) / 100),
   };
 }
 

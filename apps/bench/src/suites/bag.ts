@@ -12,7 +12,7 @@ import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } f
 import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../stats.js';
 import { staticTable, valuePattern } from '../tables.js';
-import { figure, settle, threadLabel } from './common.js';
+import { type Entry, figure, runEntries, settle, threadLabel } from './common.js';
 import type { Suite } from './types.js';
 
 const DIM = 64;
@@ -75,23 +75,31 @@ export const bagSuite: Suite = {
     const nativeOut = new Float32Array(BATCH * FEATURES * DIM);
     COMBINERS.forEach((combiner, ci) => {
       const opts = { combiner };
-      const s = measure(`static lookupCombinedSync ${combiner}`, () => void stat.lookupCombinedSync(staticBag, opts), nids);
-      const d = measure(`dynamic lookupCombinedSync ${combiner}`, () => void dyn.lookupCombinedSync(dynamicBag, opts), nids);
-      const js = measure(`JS loop ${combiner}`, () => void jsGatherReduce(values, DIM, splits, ids, combiner === 'mean'), nids, { minSamples: 3 });
-      const natives = [...new Set([1, ctx.threads])].map((t) => {
-        const m = measure(`native gather-reduce ${combiner} ${threadLabel(t)}`, () => ctx.native.gatherReduce(arena, splits, ids, nativeOut, combiner === 'mean', t), nids);
-        return figure(`native loop (${threadLabel(t)})`, 'peer', m.rate, 'rows/s', { samples: m.samples });
+      const mean = combiner === 'mean';
+      const entry = (label: string, name: string, kind: 'ours' | 'peer', fn: () => void, note?: string): Entry => ({
+        job: { label: `${label} ${combiner}`, fn, items: nids },
+        name,
+        kind,
+        unit: 'rows/s',
+        ...(note ? { note } : {}),
       });
+      const measured = runEntries(
+        [
+          entry('static lookupCombinedSync', 'static lookupCombinedSync', 'ours', () => void stat.lookupCombinedSync(staticBag, opts)),
+          entry('dynamic lookupCombinedSync', 'dynamic lookupCombinedSync', 'ours', () => void dyn.lookupCombinedSync(dynamicBag, opts)),
+          entry('JS loop', 'JS loop', 'peer', () => void jsGatherReduce(values, DIM, splits, ids, mean), 'Float32Array gather-reduce'),
+          ...[...new Set([1, ctx.threads])].map((t) =>
+            entry(`native gather-reduce ${threadLabel(t)}`, `native loop (${threadLabel(t)})`, 'peer', () =>
+              ctx.native.gatherReduce(arena, splits, ids, nativeOut, mean, t),
+            ),
+          ),
+        ],
+        { minSamples: 3 },
+      );
       const g: Group = {
         title: `${combiner}: ${FEATURES} features x ${IDS} ids, batch ${BATCH} (${formatCount(nids)} ids/call), ${formatCount(ROWS)} rows, dim ${DIM}, uniform ids`,
         params: { combiner, features: FEATURES, idsPerFeature: IDS, batch: BATCH, rows: ROWS, dim: DIM },
-        figures: [
-          figure('static lookupCombinedSync', 'ours', s.rate, 'rows/s', { samples: s.samples }),
-          figure('dynamic lookupCombinedSync', 'ours', d.rate, 'rows/s', { samples: d.samples }),
-          figure('JS loop', 'peer', js.rate, 'rows/s', { samples: js.samples, note: 'Float32Array gather-reduce' }),
-          ...tf[ci]!,
-          ...natives,
-        ],
+        figures: [...measured.slice(0, 3), ...tf[ci]!, ...measured.slice(3)],
       };
       groups.push(g);
       const o = 'static lookupCombinedSync';

@@ -1,6 +1,6 @@
 /** Measurement pieces shared by several suites. */
 import type { EmbeddingTable } from '@embedstack/core';
-import { type MeasureOptions, measure, measureAsync } from '../harness.js';
+import { type Job, type MeasureOptions, measureAsync, measureInterleaved } from '../harness.js';
 import type { Arena, NativePeers } from '../native.js';
 import type { Figure } from '../report.js';
 
@@ -26,17 +26,40 @@ export function figure(name: string, kind: 'ours' | 'peer', value: number, unit:
   return { name, kind, value, unit, ...extra };
 }
 
-/** findSync over rotating batches of `pool`; keys/s. */
-export function measureFindSync(label: string, table: EmbeddingTable, pool: BigInt64Array, batch = BATCH, o?: MeasureOptions): Figure {
+/** A job plus how its figure is reported. */
+export interface Entry {
+  job: Job;
+  name: string;
+  kind: 'ours' | 'peer';
+  unit: string;
+  note?: string;
+}
+
+/** Measures the entries interleaved (see measureInterleaved) and returns their figures, in order. */
+export function runEntries(entries: readonly Entry[], o?: MeasureOptions): Figure[] {
+  const ms = measureInterleaved(
+    entries.map((e) => e.job),
+    o,
+  );
+  return entries.map((e, i) => figure(e.name, e.kind, ms[i]!.rate, e.unit, { samples: ms[i]!.samples, ...(e.note ? { note: e.note } : {}) }));
+}
+
+/** Call i works on batch i mod (pool length / batch) of `pool`. */
+export function rotating<T extends { length: number; subarray(a: number, b: number): T }>(pool: T, batch: number): (i: number) => T {
   const batches = Math.max(1, Math.floor(pool.length / batch));
-  const m = measure(label, (i) => void table.findSync(pool.subarray((i % batches) * batch, (i % batches) * batch + batch)), batch, o);
-  return figure('find (findSync)', 'ours', m.rate, 'keys/s', { samples: m.samples });
+  return (i) => pool.subarray((i % batches) * batch, (i % batches) * batch + batch);
+}
+
+/** findSync over rotating batches of `pool`; keys/s. */
+export function findEntry(label: string, table: EmbeddingTable, pool: BigInt64Array, batch = BATCH, name = 'find (findSync)'): Entry {
+  const next = rotating(pool, batch);
+  return { job: { label, fn: (i) => void table.findSync(next(i)), items: batch }, name, kind: 'ours', unit: 'keys/s' };
 }
 
 /** The Promise form of find, one call awaited at a time; keys/s. */
 export async function measureFindAsync(label: string, table: EmbeddingTable, pool: BigInt64Array, batch = BATCH): Promise<Figure> {
-  const batches = Math.max(1, Math.floor(pool.length / batch));
-  const m = await measureAsync(label, (i) => table.find(pool.subarray((i % batches) * batch, (i % batches) * batch + batch)), batch);
+  const next = rotating(pool, batch);
+  const m = await measureAsync(label, (i) => table.find(next(i)), batch);
   return figure('find (Promise)', 'ours', m.rate, 'keys/s', { samples: m.samples });
 }
 
@@ -45,7 +68,7 @@ export async function measureFindAsync(label: string, table: EmbeddingTable, poo
  * into one reused output buffer, or with `freshOutput` into a new Float32Array
  * per call (the allocation find and the JS Map pay).
  */
-export function measureGather(
+export function gatherEntry(
   label: string,
   native: NativePeers,
   arena: Arena,
@@ -54,16 +77,12 @@ export function measureGather(
   threads: number,
   batch = BATCH,
   freshOutput = false,
-): Figure {
-  const batches = Math.max(1, Math.floor(pool.length / batch));
+): Entry {
+  const next = rotating(pool, batch);
   const reused = new Float32Array(batch * dim);
-  const m = measure(
-    label,
-    (i) => native.gather(arena, pool.subarray((i % batches) * batch, (i % batches) * batch + batch), freshOutput ? new Float32Array(batch * dim) : reused, threads),
-    batch,
-  );
+  const fn = (i: number): void => native.gather(arena, next(i), freshOutput ? new Float32Array(batch * dim) : reused, threads);
   const name = `native gather (${threadLabel(threads)}${freshOutput ? ', fresh output' : ''})`;
-  return figure(name, 'peer', m.rate, 'keys/s', { samples: m.samples });
+  return { job: { label, fn, items: batch }, name, kind: 'peer', unit: 'keys/s' };
 }
 
 /** Releases garbage and gives the event loop a turn (lets timers and GC settle). */

@@ -5,12 +5,25 @@
  * gather over an arena of the same size.
  */
 import os from 'node:os';
-import { collectGarbage, measure } from '../harness.js';
+import { collectGarbage } from '../harness.js';
 import { buildJsMap, type JsMapTable, jsMapFind } from '../peers/jsMap.js';
 import { type Distribution, distributionName, drawIndices, pickKeys } from '../rng.js';
 import { type Chart, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
 import { formatCount } from '../stats.js';
-import { BATCH, figure, HEADLINE, measureFindAsync, measureFindSync, measureGather, POOL_BATCHES, settle, threadLabel } from './common.js';
+import {
+  BATCH,
+  type Entry,
+  figure,
+  findEntry,
+  gatherEntry,
+  HEADLINE,
+  measureFindAsync,
+  POOL_BATCHES,
+  rotating,
+  runEntries,
+  settle,
+  threadLabel,
+} from './common.js';
 import type { Suite, SuiteContext } from './types.js';
 
 export interface FindConfig {
@@ -62,19 +75,25 @@ export const findSuite: Suite = {
         const idx = drawIndices(POOL_BATCHES * BATCH, c.keys, dist, 21);
         const pool = pickKeys(keys, idx);
         const headline = c.dim === HEADLINE.dim && c.keys === HEADLINE.keys && dist === 'uniform';
-        const figures = [measureFindSync(`${name}: findSync`, table, pool)];
-        if (headline) figures.push(await measureFindAsync(`${name}: find (Promise)`, table, pool));
-        if (typeof map === 'string') figures.push(figure('JS Map', 'peer', NaN, 'keys/s', { note: map }));
-        else {
-          const batches = POOL_BATCHES;
-          const m = measure(`${name}: JS Map`, (i) => void jsMapFind(map, pool.subarray((i % batches) * BATCH, (i % batches + 1) * BATCH), c.dim), BATCH);
-          figures.push(figure('JS Map', 'peer', m.rate, 'keys/s', { samples: m.samples, note: 'Map<bigint, Float32Array>, rows copied out' }));
+        const entries: Entry[] = [findEntry(`${name}: findSync`, table, pool)];
+        if (typeof map !== 'string') {
+          const next = rotating(pool, BATCH);
+          entries.push({
+            job: { label: `${name}: JS Map`, fn: (i) => void jsMapFind(map, next(i), c.dim), items: BATCH },
+            name: 'JS Map',
+            kind: 'peer',
+            unit: 'keys/s',
+            note: 'Map<bigint, Float32Array>, rows copied out',
+          });
         }
-        for (const t of gatherThreads) figures.push(measureGather(`${name}: native gather ${threadLabel(t)}`, ctx.native, arena, c.dim, idx, t));
+        for (const t of gatherThreads) entries.push(gatherEntry(`${name}: native gather ${threadLabel(t)}`, ctx.native, arena, c.dim, idx, t));
         if (headline) {
           const label = `${name}: native gather ${threadLabel(ctx.threads)}, fresh output`;
-          figures.push(measureGather(label, ctx.native, arena, c.dim, idx, ctx.threads, BATCH, true));
+          entries.push(gatherEntry(label, ctx.native, arena, c.dim, idx, ctx.threads, BATCH, true));
         }
+        const figures = runEntries(entries, headline ? { minSamples: 10, minMs: 800 } : {});
+        if (typeof map === 'string') figures.splice(1, 0, figure('JS Map', 'peer', NaN, 'keys/s', { note: map }));
+        if (headline) figures.splice(1, 0, await measureFindAsync(`${name}: find (Promise)`, table, pool));
         const g: Group = { title: name, params: { dim: c.dim, keys: c.keys, distribution: distributionName(dist), batch: BATCH }, figures };
         groups.push(g);
         if (dist === 'uniform') {

@@ -4,19 +4,16 @@
  * same. One sample = the whole fill, in batches; table creation is untimed.
  */
 import { createTable, type EmbeddingTable } from '@embedstack/core';
-import { measure } from '../harness.js';
 import { type JsMapTable, jsMapFindOrInsert, jsMapUpsert } from '../peers/jsMap.js';
 import type { Group, SuiteResult } from '../report.js';
 import { makeKeys } from '../rng.js';
 import { formatCount } from '../stats.js';
 import { valuePattern } from '../tables.js';
-import { BATCH, figure, settle } from './common.js';
+import { BATCH, runEntries, settle } from './common.js';
 import type { Suite } from './types.js';
 
 const DIM = 64;
-const SAMPLES = { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0 };
-/** The JS Map fills take seconds each: no warm-up fill (its JIT warms within the first batches). */
-const PEER_SAMPLES = { warmup: 0, minSamples: 2, maxSamples: 2, minMs: 0 };
+type Op = 'findOrInsert' | 'upsert';
 
 /** Runs `fill(batchKeys, batchValues)` over all keys and returns the seconds it took. */
 function timedFill(keys: BigInt64Array, values: Float32Array, fill: (k: BigInt64Array, v: Float32Array) => void): number {
@@ -36,46 +33,40 @@ export const insertSuite: Suite = {
     const keys = makeKeys(n, 3);
     const values = valuePattern(BATCH, DIM);
     const newTable = (): EmbeddingTable => createTable({ dim: DIM, name: 'bench_insert' }, { backend: ctx.backend });
-    const ours = (op: 'findOrInsert' | 'upsert') =>
-      measure(
-        `${op}Sync ${formatCount(n)} new keys`,
-        () => {
-          const t = newTable();
-          const s =
-            op === 'upsert' ? timedFill(keys, values, (k, v) => t.upsertSync(k, v)) : timedFill(keys, values, (k) => void t.findOrInsertSync(k));
-          if (t.size() !== n) throw new Error(`${op}: expected ${n} keys in the table but found ${t.size()}`);
-          t.dispose();
-          return s;
-        },
-        n,
-        SAMPLES,
-      );
-    const peer = (op: 'findOrInsert' | 'upsert') =>
-      measure(
-        `JS Map ${op} ${formatCount(n)} new keys`,
-        () => {
-          const map: JsMapTable = new Map();
-          const s =
-            op === 'upsert' ? timedFill(keys, values, (k, v) => jsMapUpsert(map, k, v, DIM)) : timedFill(keys, values, (k) => void jsMapFindOrInsert(map, k, DIM));
-          map.clear();
-          return s;
-        },
-        n,
-        PEER_SAMPLES,
-      );
+    const fillOurs = (op: Op) => (): number => {
+      const t = newTable();
+      const s = op === 'upsert' ? timedFill(keys, values, (k, v) => t.upsertSync(k, v)) : timedFill(keys, values, (k) => void t.findOrInsertSync(k));
+      if (t.size() !== n) throw new Error(`${op}: expected ${n} keys in the table but found ${t.size()}`);
+      t.dispose();
+      return s;
+    };
+    const fillMap = (op: Op) => (): number => {
+      const map: JsMapTable = new Map();
+      const s = op === 'upsert' ? timedFill(keys, values, (k, v) => jsMapUpsert(map, k, v, DIM)) : timedFill(keys, values, (k) => void jsMapFindOrInsert(map, k, DIM));
+      map.clear();
+      return s;
+    };
     const groups: Group[] = [];
     for (const op of ['findOrInsert', 'upsert'] as const) {
-      const o = ours(op);
-      await settle();
-      const p = peer(op);
+      const figures = runEntries(
+        [
+          { job: { label: `${op}Sync ${formatCount(n)} new keys`, fn: fillOurs(op), items: n }, name: `${op}Sync`, kind: 'ours', unit: 'keys/s' },
+          {
+            // The JS Map fills take seconds each: no warm-up fill (its JIT warms within the first batches).
+            job: { label: `JS Map ${op} ${formatCount(n)} new keys`, fn: fillMap(op), items: n, warmup: 0 },
+            name: 'JS Map',
+            kind: 'peer',
+            unit: 'keys/s',
+            note: op === 'upsert' ? 'set(key, row copy)' : 'get, else set(key, new Float32Array(dim))',
+          },
+        ],
+        { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0 },
+      );
       await settle();
       groups.push({
         title: `${op} of ${formatCount(n)} new keys, dim ${DIM}, batch ${formatCount(BATCH)}, from the default initCapacity (1024)`,
         params: { op, keys: n, dim: DIM, batch: BATCH },
-        figures: [
-          figure(`${op}Sync`, 'ours', o.rate, 'keys/s', { samples: o.samples }),
-          figure('JS Map', 'peer', p.rate, 'keys/s', { samples: p.samples, note: op === 'upsert' ? 'set(key, row copy)' : 'get, else set(key, new Float32Array(dim))' }),
-        ],
+        figures,
       });
     }
     const result: SuiteResult = {
@@ -83,7 +74,7 @@ export const insertSuite: Suite = {
       path: 'EmbeddingTable.findOrInsertSync / upsertSync, growth by doubling included',
       groups,
       targets: [],
-      notes: ['each sample fills a fresh table or Map (creation untimed); ours: median of 3 fills after 1 warm-up fill; JS Map: mean of 2 fills'],
+      notes: ['each sample fills a fresh table or Map (creation untimed); median of 3 fills, interleaved (ours after 1 warm-up fill; the JS Map without)'],
       charts: [],
     };
     return result;

@@ -4,10 +4,9 @@
  * on 1 .. all threads; our findSync on the same size, same batches, for scale.
  */
 import { drawIndices, pickKeys } from '../rng.js';
-import { measure } from '../harness.js';
-import type { Chart, Figure, SuiteResult } from '../report.js';
+import type { Chart, SuiteResult } from '../report.js';
 import { formatBytes } from '../stats.js';
-import { BATCH, figure, HEADLINE, measureFindSync, measureGather, POOL_BATCHES, threadCounts, threadLabel } from './common.js';
+import { BATCH, figure, findEntry, gatherEntry, HEADLINE, POOL_BATCHES, runEntries, threadCounts, threadLabel } from './common.js';
 import type { Suite } from './types.js';
 
 export const limitSuite: Suite = {
@@ -17,19 +16,24 @@ export const limitSuite: Suite = {
     const { dim, keys: rows } = HEADLINE;
     const arena = ctx.fixtures.arena(rows, dim);
     const bytes = rows * dim * 4;
-    const copy: Figure[] = [];
-    const gather: Figure[] = [];
     const idx = drawIndices(POOL_BATCHES * BATCH, rows, 'uniform', 11);
-    for (const t of threadCounts(ctx.hwThreads)) {
-      const m = measure(`memcpy ${formatBytes(bytes)}, ${threadLabel(t)}`, () => void ctx.native.copyArena(arena, t), bytes / 1e9, {
-        minSamples: 3,
-        minMs: 0,
-      });
-      copy.push(figure(`native memcpy (${threadLabel(t)})`, 'peer', m.rate, 'GB/s', { samples: m.samples }));
-      gather.push(measureGather(`native gather, ${threadLabel(t)}`, ctx.native, arena, dim, idx, t));
-    }
+    const counts = threadCounts(ctx.hwThreads);
+    const copy = runEntries(
+      counts.map((t) => ({
+        job: { label: `memcpy ${formatBytes(bytes)}, ${threadLabel(t)}`, fn: () => void ctx.native.copyArena(arena, t), items: bytes / 1e9 },
+        name: `native memcpy (${threadLabel(t)})`,
+        kind: 'peer' as const,
+        unit: 'GB/s',
+      })),
+      { minSamples: 3, minMs: 0 },
+    );
     const table = ctx.fixtures.table(dim, rows);
-    const find = measureFindSync('find (findSync)', table, pickKeys(ctx.fixtures.keys(rows), idx));
+    const gatherAndFind = runEntries([
+      ...counts.map((t) => gatherEntry(`native gather, ${threadLabel(t)}`, ctx.native, arena, dim, idx, t)),
+      findEntry('find (findSync)', table, pickKeys(ctx.fixtures.keys(rows), idx)),
+    ]);
+    const gather = gatherAndFind.slice(0, counts.length);
+    const find = gatherAndFind[counts.length]!;
     const findBytes = figure('find (findSync), value bytes out', 'ours', (find.value * dim * 4) / 1e9, 'GB/s', {
       note: 'rows/s x row bytes',
     });
@@ -40,7 +44,7 @@ export const limitSuite: Suite = {
         title: `Native memcpy of ${formatBytes(bytes)}`,
         xLabel: 'threads',
         yLabel: 'GB/s',
-        series: [{ name: 'memcpy', points: copy.map((f, i) => [threadCounts(ctx.hwThreads)[i]!, f.value] as const) }],
+        series: [{ name: 'memcpy', points: copy.map((f, i) => [counts[i]!, f.value] as const) }],
       },
       {
         file: 'limit-gather-vs-threads.svg',
@@ -48,7 +52,7 @@ export const limitSuite: Suite = {
         xLabel: 'threads',
         yLabel: 'M rows/s',
         series: [
-          { name: 'native gather', points: gather.map((f, i) => [threadCounts(ctx.hwThreads)[i]!, f.value / 1e6] as const) },
+          { name: 'native gather', points: gather.map((f, i) => [counts[i]!, f.value / 1e6] as const) },
           { name: `find (${ctx.backend.name})`, points: [[ctx.threads, find.value / 1e6]] },
         ],
       },

@@ -9,7 +9,7 @@ import { type Figure, type Group, type SuiteResult } from '../report.js';
 import { drawIndices, makeKeys, pickKeys } from '../rng.js';
 import { formatCount } from '../stats.js';
 import { fillTable } from '../tables.js';
-import { BATCH, figure, measureFindSync, settle } from './common.js';
+import { BATCH, figure, findEntry, runEntries, settle } from './common.js';
 import type { Suite } from './types.js';
 
 const DIM = 32;
@@ -40,12 +40,11 @@ export const scaleSuite: Suite = {
       upserts.push([n, (n - filled) / seconds]);
       filled = n;
       const pool = pickKeys(keys, drawIndices(POOL_KEYS, n, 'uniform', 51));
-      const f = measureFindSync(`find on ${formatCount(n)} keys`, table, pool, BATCH);
-      bySize.push({ ...f, name: `find @ ${formatCount(n)} keys` });
+      bySize.push(...runEntries([findEntry(`find on ${formatCount(n)} keys`, table, pool, BATCH, `find @ ${formatCount(n)} keys`)]));
       await settle();
     }
     const pool = pickKeys(keys, drawIndices(2 * BATCHES[BATCHES.length - 1]!, maxKeys, 'uniform', 52));
-    const byBatch: Figure[] = BATCHES.map((b) => ({ ...measureFindSync(`find, batch ${formatCount(b)}`, table, pool, b), name: `find, batch ${formatCount(b)}` }));
+    const byBatch = runEntries(BATCHES.map((b) => findEntry(`find, batch ${formatCount(b)}`, table, pool, b, `find, batch ${formatCount(b)}`)));
     table.dispose();
     await settle();
     const groups: Group[] = [

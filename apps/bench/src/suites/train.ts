@@ -11,7 +11,7 @@ import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } f
 import { drawIndices, makeKeys, pickKeys } from '../rng.js';
 import { formatCount } from '../stats.js';
 import { dynamicTable, valuePattern } from '../tables.js';
-import { figure, measureFindSync, settle } from './common.js';
+import { figure, findEntry, rotating, runEntries, settle } from './common.js';
 import type { Suite, SuiteContext } from './types.js';
 
 const DIM = 64;
@@ -61,12 +61,16 @@ export const trainSuite: Suite = {
       const table = dynamicTable(ctx.backend, DIM, keys, spec ? { optimizer: spec, name: `bench_${k.kind}` } : { name: 'bench_sgd' });
       const opt = spec ?? optimizers.sgd({ learningRate: 0.01 });
       let step = 1;
-      const m = measure(
-        `applyGradientsSync ${k.label}`,
-        (i) => table.applyGradientsSync(pool.subarray((i % POOL) * BATCH, ((i % POOL) + 1) * BATCH), grads, opt, step++),
-        BATCH,
-      );
-      const find = measureFindSync(`findSync (${k.label} table)`, table, pool, BATCH);
+      const next = rotating(pool, BATCH);
+      const [m, find] = runEntries([
+        {
+          job: { label: `applyGradientsSync ${k.label}`, fn: (i) => table.applyGradientsSync(next(i), grads, opt, step++), items: BATCH },
+          name: `applyGradientsSync ${k.label}`,
+          kind: 'ours',
+          unit: 'keys/s',
+        },
+        { ...findEntry(`findSync (${k.label} table)`, table, pool, BATCH, 'findSync (same table, same keys)'), kind: 'peer' },
+      ]);
       table.dispose();
       await settle();
       const tf = await tfjsFigure(ctx, k.kind, rows, idx, grads);
@@ -74,8 +78,8 @@ export const trainSuite: Suite = {
         title: `${k.label}: batch ${formatCount(BATCH)} keys (~${formatCount(distinct)} distinct, Zipf(${ZIPF})), ${formatCount(rows)}-key table, dim ${DIM}`,
         params: { optimizer: k.kind, batch: BATCH, distinctPerBatch: distinct, rows, dim: DIM, zipf: ZIPF },
         figures: [
-          figure(`applyGradientsSync ${k.label}`, 'ours', m.rate, 'keys/s', { samples: m.samples }),
-          { ...find, name: 'findSync (same table, same keys)', kind: 'peer' },
+          m!,
+          find!,
           tf,
         ],
       };
