@@ -2,6 +2,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { EmbeddingBackend } from '../backend.js';
 import { SuiteContext } from './harness.js';
 import { basicOpsSection } from './sections/basicOps.js';
+import { checkpointSection } from './sections/checkpoint.js';
 import { combinersSection } from './sections/combiners.js';
 import { errorsSection } from './sections/errors.js';
 import { exportImportSection } from './sections/exportImport.js';
@@ -68,6 +69,7 @@ export function runConformanceSuite(options: ConformanceSuiteOptions): void {
     exportImportSection(ctx);
     initializersSection(ctx);
     errorsSection(ctx);
+    checkpointSection(ctx);
     propertiesSection(ctx);
   });
 }

@@ -75,6 +75,14 @@ export function combinersSection(ctx: SuiteContext): void {
             const t = await make();
             const out = await ops.lookupCombined(t, RaggedTensor.fromNestedArray(ids), { combiner, maxNorm: 4.5 });
             expectClose(out, expectedBag(ids, combiner, undefined, 4.5), combiner);
+            // The clip applies to the row itself, before its weight.
+            const w = [[0.5, 3], [], [0.1, 2, 1], [0.2]];
+            const weighted = await ops.lookupCombined(t, RaggedTensor.fromNestedArray(ids), {
+              combiner,
+              maxNorm: 4.5,
+              weights: RaggedTensor.fromNestedArray(w, { dtype: 'float32' }),
+            });
+            expectClose(weighted, expectedBag(ids, combiner, w, 4.5), `${combiner} weighted`);
           });
         }
 
