@@ -73,6 +73,16 @@ export abstract class Optimizer {
     return (this.#spec ??= this.buildSpec());
   }
 
+  /**
+   * Builds the core spec now, so that hyperparameters core refuses (beta1 outside
+   * [0, 1), a non-positive initialAccumulatorValue, ...) are reported by the
+   * constructor, not by the first `applyGradients`. Every concrete optimizer calls it last.
+   * @throws InvalidArgumentError naming the hyperparameter
+   */
+  protected validate(): void {
+    void this.spec;
+  }
+
   /** Is this optimizer wrapped by DynamicEmbeddingOptimizer (able to train dynamic embeddings)? */
   get dynamicEmbedding(): boolean {
     return this.#wrapped;
@@ -179,6 +189,7 @@ export class SGD extends Optimizer {
     this.momentum = num(o.momentum, 'momentum', 0);
     if (this.momentum < 0) throw invalidParameter('momentum', 'a number >= 0', this.momentum);
     this.nesterov = checkBoolean(o.nesterov, 'nesterov', false);
+    this.validate();
   }
   get slotNames(): readonly string[] {
     return this.momentum > 0 ? ['momentum'] : [];
@@ -207,6 +218,7 @@ export class Momentum extends Optimizer {
     this.momentum = num(o.momentum, 'momentum', 0);
     if (this.momentum < 0) throw invalidParameter('momentum', 'a number >= 0', this.momentum);
     this.useNesterov = checkBoolean(o.useNesterov, 'useNesterov', false);
+    this.validate();
   }
   get slotNames(): readonly string[] {
     return ['momentum'];
@@ -234,6 +246,7 @@ export class Adagrad extends Optimizer {
     super(o, { learningRate: 0.001, name: 'Adagrad' });
     this.initialAccumulatorValue = num(o.initialAccumulatorValue, 'initialAccumulatorValue', 0.1);
     this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
+    this.validate();
   }
   get slotNames(): readonly string[] {
     return ['accumulator'];
@@ -281,6 +294,7 @@ export class Adam extends MomentsOptimizer {
   constructor(options: AdamOptions = {}) {
     super(options, 'Adam', ['amsgrad']);
     if (checkBoolean(options?.amsgrad, 'amsgrad', false)) throw invalidParameter('amsgrad', 'false (AMSGrad is not supported)', true);
+    this.validate();
   }
   protected buildSpec(): OptimizerSpec {
     const base = this.coreLearningRate();
@@ -328,6 +342,7 @@ export class FTRL extends Optimizer {
     if (num(o.l2ShrinkageRegularizationStrength, 'l2ShrinkageRegularizationStrength', 0) !== 0) {
       throw invalidParameter('l2ShrinkageRegularizationStrength', '0 (shrinkage is not supported)', o.l2ShrinkageRegularizationStrength);
     }
+    this.validate();
   }
   get slotNames(): readonly string[] {
     return ['accumulator', 'linear'];
@@ -349,6 +364,7 @@ export class FTRL extends Optimizer {
 export class Adamax extends MomentsOptimizer {
   constructor(options: AdamaxOptions = {}) {
     super(options, 'Adamax', []);
+    this.validate();
   }
   protected buildSpec(): OptimizerSpec {
     return build('adamax', { ...this.common(), learningRate: this.coreLearningRate(), beta1: this.beta1, beta2: this.beta2, epsilon: this.epsilon });
@@ -369,6 +385,7 @@ export class Adadelta extends Optimizer {
     super(o, { learningRate: 0.001, name: 'Adadelta' });
     this.rho = num(o.rho, 'rho', 0.95);
     this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
+    this.validate();
   }
   get slotNames(): readonly string[] {
     return ['accum_grad', 'accum_var'];

@@ -145,6 +145,31 @@ describe('optimizers', () => {
     expect(() => de.DynamicEmbeddingOptimizer(new de.optimizers.SGD(), { bpV2: 'yes' } as unknown as { bpV2: boolean })).toThrowError(/bpV2/);
   });
 
+  it('reject bad hyperparameters in the constructor, not at the first training step', () => {
+    const cases: [() => de.Optimizer, string][] = [
+      [() => new de.optimizers.Adam({ beta1: 1.5 }), 'beta1'],
+      [() => new de.optimizers.Adam({ beta2: -0.1 }), 'beta2'],
+      [() => new de.optimizers.Adam({ epsilon: -1 }), 'epsilon'],
+      [() => new de.optimizers.Adamax({ beta1: 1 }), 'beta1'],
+      [() => new de.optimizers.Adagrad({ initialAccumulatorValue: -1 }), 'initialAccumulatorValue'],
+      [() => new de.optimizers.FTRL({ learningRatePower: 1 }), 'learningRatePower'],
+      [() => new de.optimizers.FTRL({ l1RegularizationStrength: -1 }), 'l1'],
+      [() => new de.optimizers.FTRL({ initialAccumulatorValue: 0 }), 'initialAccumulatorValue'],
+      [() => new de.optimizers.Adadelta({ rho: 2 }), 'rho'],
+    ];
+    for (const [make, argument] of cases) {
+      let err: (Error & { code?: string }) | undefined;
+      try {
+        make();
+      } catch (e) {
+        err = e as Error & { code?: string };
+      }
+      expect(err, argument).toBeInstanceOf(Error);
+      expect(err!.code, argument).toBe('INVALID_ARGUMENT');
+      expect(err!.message, argument).toContain(argument);
+    }
+  });
+
   it('momentum, FTRL, Adamax and Adadelta train one step as their formulas say', async () => {
     const g = 0.5;
     const w0 = 1;
