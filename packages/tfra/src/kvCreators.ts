@@ -150,7 +150,7 @@ export class HkvHashTableCreator extends KVCreator {
   constructor(options: HkvHashTableCreatorOptions | null = {}) {
     super();
     const o = options ?? {};
-    if (typeof o !== 'object') throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    if (typeof o !== 'object' || Array.isArray(o)) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     for (const k of Object.keys(o)) {
       if (!HKV_KNOWN.includes(k)) throw invalidParameter(`options.${k}`, `one of ${HKV_KNOWN.join(', ')}`, k);
     }

@@ -27,6 +27,8 @@ describe('HkvHashTableCreator', () => {
     await expectError(() => new de.HkvHashTableCreator({ evictStrategy: 'fifo' as 'lru' }), 'INVALID_ARGUMENT', 'evictStrategy');
     await expectError(() => new de.HkvHashTableCreator({ evictStrategy: 'customized' }), 'INVALID_ARGUMENT', 'genScoresFn');
     await expectError(() => new de.HkvHashTableCreator({ maxCapacty: 5 } as de.HkvHashTableCreatorOptions), 'INVALID_ARGUMENT', 'options.maxCapacty');
+    await expectError(() => new de.HkvHashTableCreator([] as unknown as de.HkvHashTableCreatorOptions), 'INVALID_TYPE', 'options');
+    await expectError(() => new de.HkvHashTableCreator(7 as unknown as de.HkvHashTableCreatorOptions), 'INVALID_TYPE', 'options');
   });
 
   it('lru: a full shard evicts its least recently used row', async () => {

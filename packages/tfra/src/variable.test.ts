@@ -224,6 +224,9 @@ describe('Variable methods', () => {
     const v = new de.Variable({ dim: 1, name: uniqueName(), devices: ['a', 'b'] });
     await v.upsert([1n, 2n], [1, 2]);
     await expectError(v.size(2), 'OUT_OF_RANGE', 'index');
+    await expectError(v.size(-1), 'OUT_OF_RANGE', 'index', 'received -1');
+    await expectError(v.size('0' as unknown as number), 'INVALID_TYPE', 'index', 'received "0"');
+    await expectError(v.size(0.5), 'INVALID_TYPE', 'index', 'received 0.5');
     await expectError(v.upsert([1.5, 2], [1, 2]), 'INVALID_TYPE', 'keys[0]');
     await expectError(v.upsert(['x'] as unknown as bigint[], [1]), 'INVALID_TYPE', 'keys[0]');
     await expectError(v.accum([1n, 2n], [0, 0], [5, 5], [true]), 'SHAPE_MISMATCH', 'exists');

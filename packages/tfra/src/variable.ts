@@ -496,9 +496,10 @@ export class Variable {
   #sizeShards(index: number | null | undefined): number[] {
     this.#checkAlive();
     if (index === undefined || index === null) return Array.from({ length: this.shardNum }, (_, s) => s);
-    if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0 || index >= this.shardNum) {
-      throw new OutOfRangeError(`Expected index to be a shard index in [0, ${this.shardNum}) but received ${String(index)}`, { argument: 'index' });
+    if (typeof index !== 'number' || !Number.isSafeInteger(index)) {
+      throw invalidParameter('index', `a shard index (an integer in [0, ${this.shardNum})), undefined or null`, index, InvalidTypeError);
     }
+    if (index < 0 || index >= this.shardNum) throw invalidParameter('index', `a shard index in [0, ${this.shardNum})`, index, OutOfRangeError);
     return [index];
   }
 
