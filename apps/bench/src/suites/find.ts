@@ -66,7 +66,9 @@ export const findSuite: Suite = {
     const point = (series: string, x: number, y: number): void => void (bySize.get(series) ?? bySize.set(series, []).get(series)!).push([x, y / 1e6]);
     for (const c of findConfigs(ctx.args.full)) {
       const table = ctx.fixtures.table(c.dim, c.keys);
-      const arena = ctx.fixtures.arena(c.keys, c.dim);
+      // The arena is the values alone; skip it (and the gather peers) when it and the table would crowd RAM.
+      const arenaFits = tableBytes(c) + c.keys * c.dim * 4 < os.totalmem() * 0.7;
+      const arena = arenaFits ? ctx.fixtures.arena(c.keys, c.dim) : null;
       const keys = ctx.fixtures.keys(c.keys);
       const map = buildMap(ctx, c);
       const gatherThreads = [...new Set([1, ctx.threads])];
@@ -86,13 +88,14 @@ export const findSuite: Suite = {
             note: 'Map<bigint, Float32Array>, rows copied out',
           });
         }
-        for (const t of gatherThreads) entries.push(gatherEntry(`${name}: native gather ${threadLabel(t)}`, ctx.native, arena, c.dim, idx, t));
-        if (headline) {
+        for (const t of arena ? gatherThreads : []) entries.push(gatherEntry(`${name}: native gather ${threadLabel(t)}`, ctx.native, arena!, c.dim, idx, t));
+        if (headline && arena) {
           const label = `${name}: native gather ${threadLabel(ctx.threads)}, fresh output`;
           entries.push(gatherEntry(label, ctx.native, arena, c.dim, idx, ctx.threads, BATCH, true));
         }
         const figures = runEntries(entries, headline ? { minSamples: 10, minMs: 800 } : {});
         if (typeof map === 'string') figures.splice(1, 0, figure('JS Map', 'peer', NaN, 'keys/s', { note: map }));
+        if (!arena) figures.push(figure('native gather', 'peer', NaN, 'keys/s', { note: 'skipped: the arena and the table would not fit in RAM together' }));
         if (headline) figures.splice(1, 0, await measureFindAsync(`${name}: find (Promise)`, table, pool));
         const g: Group = { title: name, params: { dim: c.dim, keys: c.keys, distribution: distributionName(dist), batch: BATCH }, figures };
         groups.push(g);
