@@ -1,22 +1,30 @@
 import {
+  describeValue,
+  formatShape,
   InvalidTypeError,
   invalidParameter,
   type KeyDtype,
   type Keys,
   normalizeKeys,
+  ShapeMismatchError,
   Tensor,
 } from '@embedstack/core';
 
 /** Key types of a Variable. 'string' keys are hashed to int64 with {@link hashString64}. */
 export type TfraKeyDtype = 'int64' | 'int32' | 'string';
 
-/** Every form a Variable takes keys in (string[] for 'string' variables). */
+/**
+ * Every form a Variable takes keys in (string[] for 'string' variables). A flat
+ * array or typed array has shape [n]; a Tensor keeps its shape, and so does a
+ * rectangular nested array (`[[1, 2], [3, 4]]` has shape [2, 2]).
+ */
 export type VariableKeys =
   | BigInt64Array
   | Int32Array
   | readonly number[]
   | readonly bigint[]
   | readonly string[]
+  | readonly (readonly unknown[])[]
   | Tensor<BigInt64Array>
   | Tensor<Int32Array>;
 
@@ -66,6 +74,10 @@ function typedDtype(input: unknown): KeyDtype | 'float32' | null {
  * @throws InvalidTypeError naming `argument`
  */
 export function toKeys(input: unknown, keyDtype: TfraKeyDtype, argument = 'keys', strict = false): NormalizedKeys {
+  if (Array.isArray(input) && input.length > 0 && Array.isArray(input[0])) {
+    const { flat, shape } = flattenNested(input, argument);
+    return { keys: toKeys(flat, keyDtype, argument, strict).keys, shape };
+  }
   const dtype = storageDtype(keyDtype);
   const typed = typedDtype(input);
   if (strict && typed !== null && typed !== dtype) {
@@ -83,6 +95,36 @@ export function toKeys(input: unknown, keyDtype: TfraKeyDtype, argument = 'keys'
   const keys = normalizeKeys(input, dtype, argument);
   const shape = input instanceof Tensor ? input.shape.slice() : [keys.length];
   return { keys, shape };
+}
+
+/**
+ * A rectangular nested array of keys (`[[23, 12, 0], [9, 13, 10]]`) as a flat list
+ * and its shape, like `Tensor.fromNestedArray`.
+ * @throws ShapeMismatchError naming `argument` when it is ragged
+ */
+function flattenNested(input: readonly unknown[], argument: string): { flat: unknown[]; shape: number[] } {
+  const shape: number[] = [];
+  for (let probe: unknown = input; Array.isArray(probe); probe = probe[0]) {
+    shape.push(probe.length);
+    if (probe.length === 0) break;
+  }
+  const flat: unknown[] = [];
+  const walk = (node: unknown, d: number, at: string): void => {
+    if (d === shape.length) {
+      if (Array.isArray(node)) throw new ShapeMismatchError(`Expected ${at} to be a key (rectangular ${argument} of shape ${formatShape(shape)}) but received an array`, { argument });
+      flat.push(node);
+      return;
+    }
+    if (!Array.isArray(node) || node.length !== shape[d]) {
+      const got = Array.isArray(node) ? `an array of length ${node.length}` : describeValue(node);
+      throw new ShapeMismatchError(`Expected ${at} to be an array of length ${shape[d]} (rectangular ${argument} of shape ${formatShape(shape)}) but received ${got}`, {
+        argument,
+      });
+    }
+    node.forEach((v, i) => walk(v, d + 1, `${at}[${i}]`));
+  };
+  walk(input, 0, argument);
+  return { flat, shape };
 }
 
 /** Distinct keys in order of first appearance, and for each input position the index of its key. */

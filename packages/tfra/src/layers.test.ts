@@ -26,6 +26,24 @@ describe('de.layers', () => {
     }
   });
 
+  it('take ids as a rectangular nested array too (the worked example written literally)', async () => {
+    const layer = new de.layers.FieldWiseEmbedding({ embeddingSize: 2, nslots: 3, slotMapFn: (k: bigint | number) => Number(BigInt(k) % 3n), initializer: [1, 1], name: uniqueName('fw') });
+    const out = await layer.call([[23, 12, 0], [9, 13, 10]]);
+    expect(out.shape).toEqual([2, 3, 2]);
+    expect(out.toNestedArray()).toEqual([
+      [[2, 2], [0, 0], [1, 1]],
+      [[1, 1], [2, 2], [0, 0]],
+    ]);
+    const v = new de.Variable({ dim: 1, name: uniqueName() });
+    await v.upsert([[1n, 2n], [3n, 4n]], [1, 2, 3, 4]);
+    const got = await v.lookup([[4n], [1n]]);
+    expect(got.shape).toEqual([2, 1, 1]);
+    expect(Array.from(got.data)).toEqual([4, 1]);
+    await expectError(v.upsert([[5n, 6n], [7n]], [1, 2, 3]), 'SHAPE_MISMATCH', 'keys[1]', 'length 2');
+    await expectError(v.lookup([[1.5]]), 'INVALID_TYPE', 'keys[0]');
+    expect(await v.size()).toBe(4);
+  });
+
   it('FieldWiseEmbedding: zeros before any upsert; rank > 2 and slots out of range are refused', async () => {
     const layer = new de.layers.FieldWiseEmbedding({ embeddingSize: 2, nslots: 3, slotMapFn: (k: bigint | number) => Number(BigInt(k) % 3n), initializer: 0, name: uniqueName('fw') });
     expect(Array.from((await layer.call(ids2x3())).data)).toEqual(new Array(12).fill(0));
