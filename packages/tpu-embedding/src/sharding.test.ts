@@ -3,13 +3,13 @@ import { describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { Adagrad, Adam } from './optimizers.js';
 import { ReplicaStrategy, shardOf, shardRanges } from './strategy.js';
-import { ragged, raggedWeights, testBackends } from './testUtil.js';
+import { expectError, ragged, raggedWeights, testBackends } from './testUtil.js';
 import { TPUEmbedding } from './tpuEmbedding.js';
 
 const cases = await testBackends();
 
 describe('row sharding (TF layout)', () => {
-  it('gives the first rows % H shards one extra row and skips empty shards', () => {
+  it('gives the first rows % H shards one extra row and skips empty shards; refuses bad counts', async () => {
     expect(shardRanges(8, 3)).toEqual([
       { start: 0, size: 3 },
       { start: 3, size: 3 },
@@ -25,6 +25,10 @@ describe('row sharding (TF layout)', () => {
       { start: 1, size: 1 },
     ]);
     expect(shardRanges(5, 1)).toEqual([{ start: 0, size: 5 }]);
+    expect(shardRanges(0, 2)).toEqual([]);
+    await expectError(() => shardRanges(8, 0), 'INVALID_ARGUMENT', 'Expected hosts to be an integer >= 1 but received 0');
+    await expectError(() => shardRanges(-1, 2), 'INVALID_ARGUMENT', 'Expected rows to be an integer >= 0 but received -1');
+    await expectError(() => shardRanges('8' as unknown as number, 3), 'INVALID_ARGUMENT', 'received "8"');
     for (const [rows, hosts] of [
       [8, 3],
       [16, 3],

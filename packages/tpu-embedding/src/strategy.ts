@@ -49,8 +49,11 @@ export interface ShardRange {
  * TF's row sharding of `rows` over `hosts`: the first `rows % hosts` shards get
  * `floor(rows / hosts) + 1` rows, the rest `floor(rows / hosts)`; empty shards are
  * skipped (so there are min(rows, hosts) shards).
+ * @throws InvalidArgumentError when rows is not an integer >= 0 or hosts not an integer >= 1
  */
 export function shardRanges(rows: number, hosts: number): ShardRange[] {
+  if (!Number.isSafeInteger(rows) || rows < 0) throw invalidParameter('rows', 'an integer >= 0', rows);
+  if (!Number.isSafeInteger(hosts) || hosts < 1) throw invalidParameter('hosts', 'an integer >= 1', hosts);
   const q = Math.floor(rows / hosts);
   const r = rows % hosts;
   const out: ShardRange[] = [];
