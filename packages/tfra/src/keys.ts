@@ -36,8 +36,10 @@ const encoder = new TextEncoder();
 /**
  * The stable 64-bit hash of 'string' keys: FNV-1a 64 over the UTF-8 bytes, read as
  * a signed int64. Same string -> same key on every run, machine and shard.
+ * @throws InvalidTypeError when `text` is not a string
  */
 export function hashString64(text: string): bigint {
+  if (typeof text !== 'string') throw invalidParameter('text', 'a string', text, InvalidTypeError);
   let h = FNV64_OFFSET;
   for (const b of encoder.encode(text)) {
     h ^= BigInt(b);

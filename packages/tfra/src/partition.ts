@@ -7,8 +7,15 @@ import { takeKeys } from './keys.js';
  */
 export type Partitioner = (keys: Keys, shardNum: number) => ArrayLike<number>;
 
-/** TF's default: the non-negative floor modulo `key % shardNum`, exact on 64-bit keys. */
+/**
+ * TF's default: the non-negative floor modulo `key % shardNum`, exact on 64-bit keys.
+ * @throws InvalidTypeError when keys is not a BigInt64Array or Int32Array; InvalidArgumentError when shardNum is not an integer >= 1
+ */
 export function defaultPartitionFn(keys: Keys, shardNum: number): Int32Array {
+  if (!(keys instanceof BigInt64Array) && !(keys instanceof Int32Array)) {
+    throw invalidParameter('keys', 'a BigInt64Array or Int32Array (the stored keys)', keys, InvalidTypeError);
+  }
+  if (!Number.isSafeInteger(shardNum) || shardNum < 1) throw invalidParameter('shardNum', 'an integer >= 1', shardNum);
   const out = new Int32Array(keys.length);
   if (shardNum === 1) return out;
   if (keys instanceof Int32Array) {

@@ -5,6 +5,7 @@ import {
   type Keys,
 } from '@embedstack/core';
 import { INTERNAL } from './internal.js';
+import { checkOptionsObject } from './values.js';
 import type { Variable } from './variable.js';
 
 export interface RestrictOptions {
@@ -45,8 +46,7 @@ export abstract class RestrictPolicy {
       throw invalidParameter('numReserved', 'an integer', numReserved, InvalidTypeError);
     }
     if (numReserved < 0) throw invalidParameter('numReserved', 'an integer >= 0', numReserved);
-    if (options !== null && typeof options !== 'object') throw invalidParameter('options', 'an options object', options, InvalidTypeError);
-    const trigger = options?.trigger ?? numReserved;
+    const trigger = checkOptionsObject(options, 'options', ['trigger']).trigger ?? numReserved;
     if (typeof trigger !== 'number' || !Number.isSafeInteger(trigger)) {
       throw invalidParameter('trigger', 'an integer', trigger, InvalidTypeError);
     }

@@ -1,5 +1,5 @@
-import type { Keys } from '@embedstack/core';
-import type { Variable } from './variable.js';
+import { InvalidTypeError, invalidParameter, type Keys, validateMaxNorm } from '@embedstack/core';
+import { Variable } from './variable.js';
 
 /** TFRA's model modes: 'train' records lookups for training; 'inference' only reads. */
 export type ModelMode = 'train' | 'inference';
@@ -39,7 +39,11 @@ export class ShadowVariable {
   #values: Float32Array | null = null;
   #exists: Uint8Array | null = null;
 
+  /** @throws InvalidTypeError when params is not a de.Variable or name not a non-empty string; InvalidArgumentError for a bad maxNorm */
   constructor(params: Variable, name: string, maxNorm = 0) {
+    if (!(params instanceof Variable)) throw invalidParameter('params', 'a de.Variable', params, InvalidTypeError);
+    if (typeof name !== 'string' || name.length === 0) throw invalidParameter('name', 'a non-empty string', name, InvalidTypeError);
+    if (maxNorm !== 0) validateMaxNorm(maxNorm);
     this.params = params;
     this.name = name;
     this.maxNorm = maxNorm;

@@ -156,6 +156,8 @@ describe('Variable options', () => {
     // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c
     expect(de.hashString64('a')).toBe(BigInt.asIntN(64, 0xaf63dc4c8601ec8cn));
     expect(de.hashString64('')).toBe(BigInt.asIntN(64, 0xcbf29ce484222325n));
+    await expectError(() => de.hashString64(5 as unknown as string), 'INVALID_TYPE', 'Expected text to be a string but received 5');
+    await expectError(() => de.hashString64(undefined as unknown as string), 'INVALID_TYPE', 'text');
   });
 
   it('a custom partitioner places keys; a bad one is refused before any write', async () => {
@@ -165,6 +167,10 @@ describe('Variable options', () => {
     const bad = new de.Variable({ dim: 1, name: uniqueName(), devices: ['a', 'b'], partitioner: () => [0, 5] });
     await expectError(bad.upsert([1n, 2n], [1, 2]), 'INVALID_ARGUMENT', 'partitioner');
     expect(await bad.size()).toBe(0);
+    // the default partitioner, called directly
+    expect(Array.from(de.defaultPartitionFn(new BigInt64Array([-1n, 5n, 6n]), 3))).toEqual([2, 2, 0]);
+    await expectError(() => de.defaultPartitionFn(new BigInt64Array([1n]), 0), 'INVALID_ARGUMENT', 'Expected shardNum to be an integer >= 1 but received 0');
+    await expectError(() => de.defaultPartitionFn([1, 2] as unknown as BigInt64Array, 2), 'INVALID_TYPE', 'keys');
   });
 
   it('initSize is split over the shards', () => {
@@ -250,6 +256,18 @@ describe('Variable methods', () => {
     expect(warn).toHaveBeenCalledTimes(1);
     expect(String(warn.mock.calls[0]![0])).toContain('restrict');
     warn.mockRestore();
+  });
+
+  it('restrict refuses unknown options and bad counts before touching anything', async () => {
+    const v = new de.Variable({ dim: 1, name: uniqueName(), restrictPolicy: de.FrequencyRestrictPolicy });
+    await v.upsert([1n, 2n, 3n], [1, 2, 3]);
+    await expectError(v.restrict(1, { trig: 0 } as unknown as de.RestrictOptions)!, 'INVALID_ARGUMENT', 'options.trig');
+    await expectError(v.restrict(1, 5 as unknown as de.RestrictOptions)!, 'INVALID_TYPE', 'options');
+    await expectError(v.restrict(-1)!, 'INVALID_ARGUMENT', 'numReserved');
+    await expectError(v.restrict(1, { trigger: 'a' as unknown as number })!, 'INVALID_TYPE', 'trigger');
+    expect(await v.size()).toBe(3);
+    expect(await v.restrict(1, { trigger: 0 })).toBe(2);
+    expect(await v.size()).toBe(1);
   });
 
   it('getVariable enforces unique names unless reuse is set; new Variable does not', () => {
