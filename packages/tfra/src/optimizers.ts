@@ -143,6 +143,8 @@ export abstract class Optimizer {
       const g = checkValues(grad, t.shape, ids.length, t.dim, `gradsAndVars[${i}][0]`);
       return { t, ids, g, v0: t.values, exists: t.exists };
     });
+    // Every variable must be trainable by this optimizer before any row is written.
+    for (const { t } of work) if (t.params.trainable) t.params[INTERNAL].checkBindable(this);
     const spec = this.spec;
     const step = this.iterations + 1;
     for (const { t, ids, g, v0, exists } of work) {

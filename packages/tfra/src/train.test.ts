@@ -104,6 +104,22 @@ describe('training matches a plain-array reimplementation', () => {
     expect(() => de.DynamicEmbeddingOptimizer({} as de.Optimizer)).toThrowError(/optimizer/);
   });
 
+  it('a pair whose variable is bound to another optimizer rejects the whole call: nothing changes', async () => {
+    const a = new de.Variable({ dim: 1, name: uniqueName(), initializer: 1 });
+    const b = new de.Variable({ dim: 1, name: uniqueName(), initializer: 1 });
+    const other = de.DynamicEmbeddingOptimizer(new de.optimizers.Adagrad());
+    const [, tb] = await de.embeddingLookup(b, [5n], { name: 'b', returnTrainable: true });
+    await other.applyGradients([[[1], tb]]);
+    const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }));
+    const [, ta] = await de.embeddingLookup(a, [1n, 2n], { name: 'a', returnTrainable: true });
+    await de.embeddingLookup(b, [5n], { name: 'b' });
+    await expectError(opt.applyGradients([[[1, 1], ta], [[1], tb]]), 'FAILED_PRECONDITION', 'one optimizer');
+    expect(await a.size()).toBe(0); // a was not trained either
+    expect(opt.iterations).toBe(0);
+    await opt.applyGradients([[[1, 1], ta]]);
+    expect(Array.from((await a.lookup([1n, 2n])).data)).toEqual([0, 0]);
+  });
+
   it('a variable with trainable: false is not updated', async () => {
     const v = new de.Variable({ dim: 1, name: uniqueName(), trainable: false });
     const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD());

@@ -590,6 +590,7 @@ export class Variable {
       partition: (keys: Keys) => this.#partition(keys),
       find: (keys: Keys) => this.#find(keys),
       removeFromShard: (s: number, keys: Keys) => this.#removeFromShard(s, keys),
+      checkBindable: (owner: object) => this.#checkBindable(owner),
       bind: (owner: object, spec: OptimizerSpec, slotNames: readonly string[], optimizerName: string, bpV2: boolean) =>
         this.#bind(owner, spec, slotNames, optimizerName, bpV2),
       trainStep: (binding: Binding, ids: Keys, grads: Float32Array, v0: Float32Array, exists: Uint8Array, step: number, sequential: boolean) =>
@@ -598,20 +599,28 @@ export class Variable {
   }
 
   /** Attaches `owner`'s optimizer on first use: adds its slots beside the rows (or in state tables). */
-  async #bind(owner: object, spec: OptimizerSpec, slotNames: readonly string[], optimizerName: string, bpV2: boolean): Promise<Binding> {
+  /**
+   * Throws when `owner` cannot train this variable (disposed, a slot view, or bound
+   * to another optimizer), so an optimizer can check every pair before updating any.
+   */
+  #checkBindable(owner: object): void {
     this.#checkAlive();
     if (this.#view) throw new FailedPreconditionError(`Variable "${this.name}" is a slot view and cannot be trained`);
-    if (this.#bindingPending) await this.#bindingPending.catch(() => undefined);
     const b = this.#binding;
-    if (b) {
-      if (b.owner !== owner) {
-        throw new FailedPreconditionError(
-          `Expected Variable "${this.name}" to be trained by one optimizer but it is already trained by another ${b.spec.kind} optimizer; create one optimizer per variable`,
-          { argument: 'optimizer' },
-        );
-      }
-      return b;
+    if (b && b.owner !== owner) {
+      throw new FailedPreconditionError(
+        `Expected Variable "${this.name}" to be trained by one optimizer but it is already trained by another ${b.spec.kind} optimizer; create one optimizer per variable`,
+        { argument: 'optimizer' },
+      );
     }
+  }
+
+  async #bind(owner: object, spec: OptimizerSpec, slotNames: readonly string[], optimizerName: string, bpV2: boolean): Promise<Binding> {
+    this.#checkBindable(owner);
+    if (this.#bindingPending) await this.#bindingPending.catch(() => undefined);
+    this.#checkBindable(owner);
+    const b = this.#binding;
+    if (b) return b;
     this.#bindingPending = this.#makeBinding(owner, spec, slotNames, optimizerName, bpV2);
     try {
       this.#binding = await this.#bindingPending;
