@@ -273,7 +273,7 @@ describe('dequeue and applyGradients errors', () => {
     await f.emb.enqueue(good());
     const acts = (await f.emb.dequeue()) as Record<string, Tensor>;
     const before = [...f.emb.embeddingTables.values()].map((t) => Array.from(t.data as Float32Array));
-    await expectError(() => f.emb.applyGradients(acts), ErrorCodes.INVALID_ARGUMENT, 'learningRate');
+    await expectError(() => f.emb.applyGradients(acts), ErrorCodes.INVALID_ARGUMENT, 'Expected the value returned by learningRate() to be a finite number >= 0 but received NaN');
     expect([...f.emb.embeddingTables.values()].map((t) => Array.from(t.data as Float32Array))).toEqual(before);
     expect(f.emb.step).toBe(0);
   });

@@ -170,7 +170,7 @@ export abstract class EmbeddingOptimizer {
     if (this.#lrStep !== step) {
       const v = lr();
       if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) {
-        throw invalidParameter('learningRate()', 'to return a finite number >= 0', v);
+        throw invalidParameter('the value returned by learningRate()', 'a finite number >= 0', v);
       }
       this.#lrValue = v;
       this.#lrStep = step;
