@@ -194,7 +194,7 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
     hyper.initialAccumulatorValue = 0;
   }
   for (const [k, v] of Object.entries(o)) {
-    if (v === undefined || !(k in DEFAULT_HYPER)) continue;
+    if (v === undefined || v === null || !(k in DEFAULT_HYPER)) continue;
     (hyper as unknown as Record<string, unknown>)[k] = v;
   }
   const h = hyper;

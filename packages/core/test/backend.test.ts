@@ -1,0 +1,140 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  createTable,
+  type EmbeddingBackend,
+  ErrorCodes,
+  getBackend,
+  hasBackend,
+  listBackends,
+  ReferenceBackend,
+  referenceBackend,
+  registerBackend,
+  setDefaultBackend,
+  unregisterBackend,
+} from '@embedstack/core';
+import { throwsCode } from './util.js';
+
+// Checked before any test registers anything: importing core registers no backend.
+const initiallyRegistered = listBackends();
+
+function fake(name: string, priority: number, usable = true, reason?: string): EmbeddingBackend {
+  return {
+    name,
+    priority,
+    isUsable: () => usable,
+    capabilities: () => ({ sync: true, threads: 1, device: 'js' }),
+    devices: () => [{ id: 'js:0', kind: 'js' }],
+    createTable: (o) => referenceBackend.createTable(o),
+    ...(reason ? { unavailableReason: () => reason } : {}),
+  };
+}
+
+const saved = process.env.EMBEDSTACK_BACKEND;
+afterEach(() => {
+  for (const n of listBackends()) unregisterBackend(n);
+  setDefaultBackend(undefined);
+  if (saved === undefined) delete process.env.EMBEDSTACK_BACKEND;
+  else process.env.EMBEDSTACK_BACKEND = saved;
+});
+
+describe('backend registry', () => {
+  it('core registers nothing on import; the reference backend is opt-in', () => {
+    expect(initiallyRegistered).toEqual([]);
+    expect(hasBackend()).toBe(false);
+    expect(referenceBackend).toBeInstanceOf(ReferenceBackend);
+    expect([referenceBackend.name, referenceBackend.priority]).toEqual(['reference', 0]);
+    expect(referenceBackend.capabilities()).toEqual({ sync: true, threads: 1, device: 'js' });
+    expect(referenceBackend.isUsable()).toBe(true);
+    expect(referenceBackend.unavailableReason()).toBeUndefined();
+    expect(referenceBackend.devices()[0]!.kind).toBe('js');
+  });
+
+  it('register, list, has, unregister', () => {
+    registerBackend(referenceBackend);
+    registerBackend(fake('a', 5));
+    expect(listBackends()).toEqual(['reference', 'a']);
+    expect(hasBackend()).toBe(true);
+    expect(hasBackend('a')).toBe(true);
+    expect(hasBackend('b')).toBe(false);
+    registerBackend(fake('a', 7)); // replaces
+    expect(getBackend('a').priority).toBe(7);
+    expect(unregisterBackend('a')).toBe(true);
+    expect(unregisterBackend('a')).toBe(false);
+    throwsCode(() => registerBackend({ name: 'x' } as never), ErrorCodes.INVALID_TYPE, 'backend');
+    throwsCode(() => registerBackend(null as never), ErrorCodes.INVALID_TYPE, 'backend');
+  });
+
+  it('the registry lives on globalThis so copies of core share it', () => {
+    registerBackend(fake('shared', 1));
+    const state = (globalThis as Record<symbol, { backends: Map<string, EmbeddingBackend> }>)[Symbol.for('embedstack.backendRegistry')]!;
+    expect([...state.backends.keys()]).toEqual(['shared']);
+  });
+
+  it('without a name: the usable backend of highest priority', () => {
+    registerBackend(referenceBackend);
+    registerBackend(fake('cpu', 10));
+    registerBackend(fake('cuda', 20, false, 'no GPU: install the CUDA driver'));
+    expect(getBackend().name).toBe('cpu');
+    unregisterBackend('cpu');
+    expect(getBackend().name).toBe('reference');
+  });
+
+  it('setDefaultBackend chooses by name; undefined returns to automatic choice; unknown names are NOT_FOUND', () => {
+    registerBackend(referenceBackend);
+    registerBackend(fake('cpu', 10));
+    setDefaultBackend('reference');
+    expect(getBackend().name).toBe('reference');
+    expect(getBackend('cpu').name).toBe('cpu');
+    setDefaultBackend(undefined);
+    expect(getBackend().name).toBe('cpu');
+    const e = throwsCode(() => setDefaultBackend('tpu'), ErrorCodes.NOT_FOUND, 'backend');
+    expect(e.message).toContain('"tpu"');
+    expect(e.message).toContain('[reference, cpu]');
+    setDefaultBackend('reference');
+    unregisterBackend('reference'); // clears the default
+    expect(getBackend().name).toBe('cpu');
+  });
+
+  it('EMBEDSTACK_BACKEND overrides setDefaultBackend and priority; an explicit name overrides it', () => {
+    registerBackend(referenceBackend);
+    registerBackend(fake('cpu', 10));
+    setDefaultBackend('cpu');
+    process.env.EMBEDSTACK_BACKEND = 'reference';
+    expect(getBackend().name).toBe('reference');
+    expect(getBackend('cpu').name).toBe('cpu');
+    process.env.EMBEDSTACK_BACKEND = '';
+    expect(getBackend().name).toBe('cpu');
+    process.env.EMBEDSTACK_BACKEND = 'cuda';
+    const e = throwsCode(() => getBackend(), ErrorCodes.NOT_FOUND, 'backend');
+    expect(e.message).toContain('"cuda"');
+    expect(e.message).toContain('EMBEDSTACK_BACKEND');
+  });
+
+  it('an unusable backend explains itself, named or not', () => {
+    registerBackend(fake('cuda', 20, false, 'no GPU found: install the NVIDIA driver'));
+    const named = throwsCode(() => getBackend('cuda'), ErrorCodes.BACKEND_UNAVAILABLE, 'cuda');
+    expect(named.message).toContain('no GPU found: install the NVIDIA driver');
+    registerBackend(fake('mystery', 1, false));
+    const none = throwsCode(() => getBackend(), ErrorCodes.BACKEND_UNAVAILABLE, '@embedstack/cpu-backend');
+    expect(none.message).toContain('- cuda: no GPU found: install the NVIDIA driver');
+    expect(none.message).toContain('- mystery: not usable');
+    expect(throwsCode(() => getBackend('mystery'), ErrorCodes.BACKEND_UNAVAILABLE, 'mystery').message).toContain('no reason given');
+  });
+
+  it('with nothing registered, getBackend says how to get one', () => {
+    const e = throwsCode(() => getBackend(), ErrorCodes.BACKEND_UNAVAILABLE, 'registerBackend');
+    expect(e.message).toContain('@embedstack/cpu-backend');
+  });
+
+  it('createTable takes a backend object, a registered name, or the default', () => {
+    const a = createTable({ dim: 2, name: 'x' }, { backend: referenceBackend });
+    expect(a.backendName).toBe('reference');
+    registerBackend(fake('other', 3));
+    const b = createTable({ dim: 2 }, { backend: 'other' });
+    expect(b.backendName).toBe('other');
+    const c = createTable({ dim: 2 });
+    expect(c.backendName).toBe('other');
+    throwsCode(() => createTable({ dim: 2 }, { backend: 'nope' }), ErrorCodes.NOT_FOUND, 'nope');
+    throwsCode(() => createTable({ dim: 0 }, { backend: referenceBackend }), ErrorCodes.INVALID_ARGUMENT, 'dim');
+  });
+});

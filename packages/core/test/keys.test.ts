@@ -1,0 +1,115 @@
+import { describe, expect, it } from 'vitest';
+import { ErrorCodes, floorMod, keyAt, keyShape, normalizeKeys, RaggedTensor, SparseTensor, Tensor, toBag } from '@embedstack/core';
+import { list, throwsCode } from './util.js';
+
+const MIN = -(2n ** 63n);
+const MAX = 2n ** 63n - 1n;
+
+describe('normalizeKeys', () => {
+  it('int64: returns a BigInt64Array itself, converts every other form', () => {
+    const own = BigInt64Array.from([1n, MIN, MAX]);
+    expect(normalizeKeys(own, 'int64')).toBe(own);
+    const want = [1n, -2n, 0n];
+    expect(list(normalizeKeys(Int32Array.from([1, -2, 0]), 'int64'))).toEqual(want);
+    expect(list(normalizeKeys([1, -2, 0], 'int64'))).toEqual(want);
+    expect(list(normalizeKeys([1n, -2n, 0n], 'int64'))).toEqual(want);
+    expect(list(normalizeKeys([1, -2n, 0], 'int64'))).toEqual(want);
+    expect(list(normalizeKeys(BigUint64Array.from([1n, MAX]), 'int64'))).toEqual([1n, MAX]);
+    expect(list(normalizeKeys(new Tensor(BigInt64Array.from([4n, 5n]), [1, 2]), 'int64'))).toEqual([4n, 5n]);
+    expect(list(normalizeKeys(new Tensor(Int32Array.from([4])), 'int64'))).toEqual([4n]);
+    expect(list(normalizeKeys([Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER], 'int64'))).toEqual([2n ** 53n - 1n, -(2n ** 53n - 1n)]);
+    expect(normalizeKeys([], 'int64')).toBeInstanceOf(BigInt64Array);
+  });
+
+  it('int64: unsafe numbers and out-of-range bigints are errors, never rounded', () => {
+    throwsCode(() => normalizeKeys([1, 2 ** 53], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[1]');
+    throwsCode(() => normalizeKeys([-(2 ** 53)], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys([1.5], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys([NaN], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys([MAX + 1n], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys([0n, MIN - 1n], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[1]');
+    throwsCode(() => normalizeKeys(BigUint64Array.from([MAX + 1n]), 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys(['1'], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys(Float32Array.from([1]), 'int64'), ErrorCodes.INVALID_TYPE, 'keys');
+    throwsCode(() => normalizeKeys(new Tensor(Float32Array.from([1])), 'int64'), ErrorCodes.INVALID_TYPE, 'keys');
+    throwsCode(() => normalizeKeys(7, 'int64', 'ids'), ErrorCodes.INVALID_TYPE, 'ids');
+    throwsCode(() => normalizeKeys([1], 'int16' as never), ErrorCodes.INVALID_TYPE, 'keyDtype');
+  });
+
+  it('int32: returns an Int32Array itself, converts in-range values, rejects overflow', () => {
+    const own = Int32Array.from([1, -2]);
+    expect(normalizeKeys(own, 'int32')).toBe(own);
+    expect(list(normalizeKeys([2147483647, -2147483648], 'int32'))).toEqual([2147483647, -2147483648]);
+    expect(list(normalizeKeys([5n, -5n], 'int32'))).toEqual([5, -5]);
+    expect(list(normalizeKeys(BigInt64Array.from([7n]), 'int32'))).toEqual([7]);
+    expect(list(normalizeKeys(BigUint64Array.from([7n]), 'int32'))).toEqual([7]);
+    expect(list(normalizeKeys(new Tensor(BigInt64Array.from([3n])), 'int32'))).toEqual([3]);
+    throwsCode(() => normalizeKeys([2147483648], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys([0, -2147483649], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[1]');
+    throwsCode(() => normalizeKeys([2n ** 31n], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys(BigInt64Array.from([MIN]), 'int32'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys([0.5], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys(new Float64Array(1), 'int32'), ErrorCodes.INVALID_TYPE, 'keys');
+  });
+
+  it('keyShape, keyAt and floorMod', () => {
+    expect(keyShape(new Tensor(new BigInt64Array(6), [2, 3]))).toEqual([2, 3]);
+    expect(keyShape([1, 2, 3])).toEqual([3]);
+    expect(keyAt(Int32Array.from([-4]), 0)).toBe(-4n);
+    expect(keyAt(BigInt64Array.from([MIN]), 0)).toBe(MIN);
+    expect(floorMod(-1n, 4)).toBe(3);
+    expect(floorMod(MIN, 3)).toBe(Number(((MIN % 3n) + 3n) % 3n));
+    expect(floorMod(MAX, 10)).toBe(7);
+    expect(floorMod(-7, 3)).toBe(2);
+    expect(floorMod(7, 3)).toBe(1);
+  });
+});
+
+describe('toBag', () => {
+  it('ragged ids keep their splits; weights as a RaggedTensor or Float32Array', () => {
+    const ids = RaggedTensor.fromNestedArray([[1, 2], [], [3]]);
+    const b = toBag(ids, RaggedTensor.fromNestedArray([[0.5, 1], [], [2]], { dtype: 'float32' }), 'int64');
+    expect(list(b.rowSplits)).toEqual([0, 2, 2, 3]);
+    expect(list(b.keys)).toEqual([1n, 2n, 3n]);
+    expect(list(b.weights!)).toEqual([0.5, 1, 2]);
+    expect(toBag(ids, null, 'int32').keys).toBeInstanceOf(Int32Array);
+    expect(toBag(ids, undefined, 'int64').weights).toBeNull();
+    expect(list(toBag(ids, Float32Array.from([1, 2, 3]), 'int64').weights!)).toEqual([1, 2, 3]);
+  });
+
+  it('sparse ids are segmented by their first index, stable within a row, any rank >= 2', () => {
+    const sp = new SparseTensor([[2, 0], [0, 1], [0, 0], [2, 1]], [10, 11, 12, 13], [4, 2]);
+    const w = new SparseTensor([[2, 0], [0, 1], [0, 0], [2, 1]], Float32Array.from([1, 2, 3, 4]), [4, 2]);
+    const b = toBag(sp, w, 'int64');
+    expect(list(b.rowSplits)).toEqual([0, 2, 2, 4, 4]);
+    expect(list(b.keys)).toEqual([11n, 12n, 10n, 13n]);
+    expect(list(b.weights!)).toEqual([2, 3, 1, 4]);
+    const r3 = toBag(new SparseTensor([[1, 0, 0], [0, 1, 1]], [5, 6], [2, 2, 2]), Float32Array.from([0.5, 0.25]), 'int32');
+    expect(list(r3.rowSplits)).toEqual([0, 1, 2]);
+    expect(list(r3.keys)).toEqual([6, 5]);
+    expect(list(r3.weights!)).toEqual([0.25, 0.5]);
+  });
+
+  it('a Bag passes through after validation', () => {
+    const b = toBag({ rowSplits: Int32Array.from([0, 1]), keys: BigInt64Array.from([4n]), weights: null }, Float32Array.from([2]), 'int64');
+    expect(list(b.weights!)).toEqual([2]);
+    throwsCode(() => toBag({ rowSplits: Int32Array.from([0, 2]), keys: BigInt64Array.from([4n]), weights: null }, null, 'int64'), ErrorCodes.INVALID_ARGUMENT, 'ids.rowSplits');
+    throwsCode(() => toBag({ rowSplits: Int32Array.from([0, 1, 0, 1]), keys: BigInt64Array.from([4n]), weights: null }, null, 'int64'), ErrorCodes.INVALID_ARGUMENT, 'ids.rowSplits');
+    throwsCode(() => toBag({ rowSplits: Int32Array.from([0, 1]), keys: BigInt64Array.from([4n]), weights: new Float32Array(2) }, null, 'int64'), ErrorCodes.INVALID_ARGUMENT, 'weights');
+  });
+
+  it('rejects mismatched weights, non-float weights, rank-1 sparse ids and other inputs', () => {
+    const ids = RaggedTensor.fromNestedArray([[1, 2]]);
+    throwsCode(() => toBag(ids, RaggedTensor.fromNestedArray([[1], [1]], { dtype: 'float32' }), 'int64'), ErrorCodes.SHAPE_MISMATCH, 'weights');
+    throwsCode(() => toBag(ids, RaggedTensor.fromNestedArray([[1, 2]]), 'int64'), ErrorCodes.INVALID_TYPE, 'weights');
+    throwsCode(() => toBag(ids, Float32Array.from([1]), 'int64'), ErrorCodes.SHAPE_MISMATCH, 'weights');
+    throwsCode(() => toBag(ids, new SparseTensor([[0, 0]], [1.5], [1, 1]) as never, 'int64'), ErrorCodes.INVALID_TYPE, 'weights');
+    const sp = new SparseTensor([[0, 0]], [1], [1, 1]);
+    throwsCode(() => toBag(sp, new SparseTensor([[0, 1]], [1.5], [1, 2]), 'int64'), ErrorCodes.SHAPE_MISMATCH, 'weights');
+    throwsCode(() => toBag(sp, Float32Array.from([1, 2]), 'int64'), ErrorCodes.SHAPE_MISMATCH, 'weights');
+    throwsCode(() => toBag(sp, ids as never, 'int64'), ErrorCodes.INVALID_TYPE, 'weights');
+    throwsCode(() => toBag(new SparseTensor([0], [1], [2]), null, 'int64'), ErrorCodes.INVALID_ARGUMENT, 'ids.denseShape');
+    throwsCode(() => toBag([[1]] as never, null, 'int64'), ErrorCodes.INVALID_TYPE, 'ids');
+    throwsCode(() => toBag(RaggedTensor.fromNestedArray([[2 ** 31]]), null, 'int32'), ErrorCodes.INVALID_TYPE, 'ids.values[0]');
+  });
+});
