@@ -123,7 +123,7 @@ export class Embedding {
       seed: o.seed ?? 0,
     });
     this.shadow = new ShadowVariable(this.params, `${this.name}-shadow`, this.maxNorm);
-    (this.params[INTERNAL].trainables as Map<string, ShadowVariable>).set(this.shadow.name, this.shadow);
+    this.params[INTERNAL].trainables.set(this.shadow.name, this.shadow);
   }
 
   get trainable(): boolean {

@@ -50,7 +50,7 @@ function checkName(v: unknown, fallback: string): string {
 }
 
 function trainableOf(v: Variable, name: string, maxNorm: number): ShadowVariable {
-  const store = v[INTERNAL].trainables as Map<string, ShadowVariable>;
+  const store = v[INTERNAL].trainables;
   let t = store.get(name);
   if (!t) {
     t = new ShadowVariable(v, name, maxNorm);

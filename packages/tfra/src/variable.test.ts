@@ -293,11 +293,11 @@ describe('Variable methods', () => {
     const v = new de.Variable({ dim: 2, name: uniqueName() });
     expect(v.getTrainableByName('user_emb')).toBeNull();
     await de.embeddingLookup(v, [1n, 2n], { name: 'user_emb' });
-    const t = v.getTrainableByName('user_emb') as de.ShadowVariable;
+    const t: de.ShadowVariable | null = v.getTrainableByName('user_emb'); // typed, no cast (tsc checks this)
     expect(t).toBeInstanceOf(de.ShadowVariable);
-    expect(t.name).toBe('user_emb');
-    expect(t.params).toBe(v);
-    expect(Array.from(t.ids as BigInt64Array)).toEqual([1n, 2n]);
+    expect(t!.name).toBe('user_emb');
+    expect(t!.params).toBe(v);
+    expect(Array.from(t!.ids as BigInt64Array)).toEqual([1n, 2n]);
   });
 
   it('getSlotVariables refuses non-optimizers and is empty before training', () => {

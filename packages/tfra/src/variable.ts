@@ -28,6 +28,7 @@ import {
   scatterRows,
 } from './partition.js';
 import { isRestrictPolicyClass, type RestrictOptions, type RestrictPolicy, type RestrictPolicyClass } from './restrictPolicy.js';
+import type { ShadowVariable } from './shadow.js';
 import { type ShardStore, slotStore, tableStore } from './stores.js';
 import { checkBoolean, checkExists, checkOptionsObject, checkValues, type VariableValues } from './values.js';
 
@@ -162,7 +163,7 @@ export class Variable {
   #tables: EmbeddingTable[];
   readonly #stores: ShardStore[];
   readonly #view: ViewSource | null;
-  readonly #trainables = new Map<string, unknown>();
+  readonly #trainables = new Map<string, ShadowVariable>();
   #binding: Binding | null = null;
   #bindingPending: Promise<Binding> | null = null;
   #disposed = false;
@@ -529,7 +530,7 @@ export class Variable {
   }
 
   /** The trainable view registered by `embeddingLookup(this, ids, { name })`, or null. */
-  getTrainableByName(name: string): unknown {
+  getTrainableByName(name: string): ShadowVariable | null {
     if (typeof name !== 'string') throw invalidParameter('name', 'a string', name, InvalidTypeError);
     return this.#trainables.get(name) ?? null;
   }
