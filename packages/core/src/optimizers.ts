@@ -185,7 +185,11 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
   }
   const o = options;
   const lr = o.learningRate ?? DEFAULT_LR[kind];
-  if (typeof lr !== 'function') num(lr, 'learningRate', (v) => v >= 0, 'a number >= 0 or a function');
+  if (typeof lr !== 'function') {
+    // FTRL divides by the learning rate, so 0 is refused there.
+    if (kind === 'ftrl') num(lr, 'learningRate', (v) => v > 0, 'a number > 0 or a function');
+    else num(lr, 'learningRate', (v) => v >= 0, 'a number >= 0 or a function');
+  }
   const hyper: OptimizerHyper = { ...DEFAULT_HYPER };
   if (kind === 'adagradMomentum') hyper.epsilon = 1e-10;
   if (kind === 'adagradMomentum') hyper.beta2 = 1;

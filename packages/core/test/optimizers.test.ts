@@ -120,6 +120,7 @@ describe('optimizer specs: every validation error names the option', () => {
     ['ftrl l2', () => optimizers.ftrl({ l2: -1 }), 'l2'],
     ['ftrl beta', () => optimizers.ftrl({ beta: -1 }), 'beta'],
     ['ftrl learningRatePower', () => optimizers.ftrl({ learningRatePower: 0.5 }), 'learningRatePower'],
+    ['ftrl zero learning rate (it divides by lr)', () => optimizers.ftrl({ learningRate: 0 }), 'learningRate'],
     ['useGradientAccumulation', () => optimizers.sgd({ useGradientAccumulation: 'yes' as never }), 'useGradientAccumulation'],
     ['clipvalue without accumulation', () => optimizers.sgd({ clipvalue: 1, useGradientAccumulation: false }), 'clipvalue'],
     ['negative clipvalue', () => optimizers.sgd({ clipvalue: -1 }), 'clipvalue'],
