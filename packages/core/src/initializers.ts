@@ -98,9 +98,14 @@ export function resolveInitializer(
       if (rows === undefined) throw invalidParameter(argument, 'a per-key initializer for a dynamic table', 'function');
       const out = spec.fn([rows, dim]);
       if (!out || typeof (out as ArrayLike<number>).length !== 'number' || out.length !== rows * dim) {
-        throw invalidParameter(`${argument}(shape)`, `to return ${rows * dim} numbers`, out);
+        throw invalidParameter(`the result of ${argument}([${rows}, ${dim}])`, `an array of ${rows * dim} numbers`, out);
       }
-      return { kind: 'array', values: Float32Array.from(out) };
+      const values = Float32Array.from(out);
+      const bad = values.findIndex((v) => !Number.isFinite(v));
+      if (bad >= 0) {
+        throw invalidParameter(`the result of ${argument}([${rows}, ${dim}])[${bad}]`, 'a finite number', out[bad]);
+      }
+      return { kind: 'array', values };
     }
     default:
       return spec;

@@ -311,7 +311,7 @@ export function isOptimizerSpec(value: unknown): value is OptimizerSpec {
 export function resolveOptimizer(spec: OptimizerSpec, step: number): ResolvedOptimizer {
   const lr = typeof spec.learningRate === 'function' ? spec.learningRate(step) : spec.learningRate;
   if (typeof lr !== 'number' || !Number.isFinite(lr)) {
-    throw invalidParameter('learningRate(step)', 'to return a finite number', lr);
+    throw invalidParameter(`the result of learningRate(${step})`, 'a finite number', lr);
   }
   return {
     ...spec.hyper,

@@ -155,7 +155,7 @@ describe('resolveOptimizer', () => {
   });
 
   it('a learning-rate function must return a finite number', () => {
-    throwsCode(() => resolveOptimizer(optimizers.sgd({ learningRate: () => Infinity }), 1), ErrorCodes.INVALID_ARGUMENT, 'learningRate(step)');
-    throwsCode(() => resolveOptimizer(optimizers.sgd({ learningRate: () => '1' as never }), 1), ErrorCodes.INVALID_ARGUMENT, 'learningRate(step)');
+    throwsCode(() => resolveOptimizer(optimizers.sgd({ learningRate: () => Infinity }), 1), ErrorCodes.INVALID_ARGUMENT, 'learningRate(1)');
+    throwsCode(() => resolveOptimizer(optimizers.sgd({ learningRate: () => '1' as never }), 1), ErrorCodes.INVALID_ARGUMENT, 'learningRate(1)');
   });
 });

@@ -101,7 +101,8 @@ describe('initializers', () => {
     throwsCode(() => resolveInitializer(initializers.fromArray([1, 2]), 1, undefined), ErrorCodes.INVALID_ARGUMENT, 'initializer');
     throwsCode(() => resolveInitializer(initializers.fromArray([1, 2]), 1, 3), ErrorCodes.INVALID_ARGUMENT, 'initializer.values');
     throwsCode(() => resolveInitializer(initializers.fromFunction(() => [1]), 1, undefined), ErrorCodes.INVALID_ARGUMENT, 'initializer');
-    throwsCode(() => resolveInitializer(initializers.fromFunction(() => [1]), 1, 2), ErrorCodes.INVALID_ARGUMENT, 'initializer(shape)');
+    throwsCode(() => resolveInitializer(initializers.fromFunction(() => [1]), 1, 2), ErrorCodes.INVALID_ARGUMENT, 'initializer([2, 1])');
+    throwsCode(() => resolveInitializer(initializers.fromFunction(() => [1, NaN]), 1, 2), ErrorCodes.INVALID_ARGUMENT, 'initializer([2, 1])[1]');
     let calls = 0;
     const r = resolveInitializer(initializers.fromFunction(([n, d]) => (calls++, Array.from({ length: n * d }, (_, i) => i))), 2, 2);
     expect(calls).toBe(1);

@@ -187,7 +187,7 @@ export class HkvHashTableCreator extends KVCreator {
     const s = this.genScoresFn(keys);
     const out = s instanceof BigUint64Array ? s : Array.isArray(s) ? BigUint64Array.from(s as readonly bigint[]) : null;
     if (out === null || out.length !== keys.length) {
-      throw invalidParameter('genScoresFn(keys)', `to return ${keys.length} uint64 scores`, s, InvalidTypeError);
+      throw invalidParameter('the result of genScoresFn(keys)', `${keys.length} uint64 scores`, s, InvalidTypeError);
     }
     return out;
   }

@@ -48,7 +48,7 @@ export function partitionKeys(keys: Keys, shardNum: number, fn: Partitioner): Pa
   }
   const ids = fn(keys, shardNum);
   if (!ids || typeof ids.length !== 'number' || ids.length !== keys.length) {
-    throw invalidParameter('partitioner(keys, shardNum)', `to return ${keys.length} shard indices`, ids, InvalidTypeError);
+    throw invalidParameter('the result of partitioner(keys, shardNum)', `${keys.length} shard indices`, ids, InvalidTypeError);
   }
   const counts = new Int32Array(shardNum);
   for (let i = 0; i < ids.length; i++) {
