@@ -1,16 +1,56 @@
 #include "combine.h"
 
+#include <cmath>
+
+#include "multiversion.h"
+
 namespace embedstack {
 
-// The hot loop of unweighted bags: float -> double and add, vectorised (with AVX2
-// when the CPU has it; the results are identical, IEEE adds are exact-rounded).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(EMBEDSTACK_NO_CLONES)
-__attribute__((target_clones("avx2", "default")))
-#endif
-static void addFloatsToDoubles(double* __restrict acc, const float* __restrict e, size_t dim) {
-  for (size_t c = 0; c < dim; ++c) acc[c] += static_cast<double>(e[c]);
+ES_MULTIVERSION
+void combineBagRows(const BagSpan& s) {
+  const size_t dim = s.dim;
+  double* __restrict acc = s.acc;
+  const size_t lastEntry = static_cast<size_t>(s.rowSplits[s.rowEnd]);
+  const size_t rowBytes = dim * sizeof(float);
+  for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
+    for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
+    double wsum = 0;
+    double wsq = 0;
+    const size_t end = static_cast<size_t>(s.rowSplits[r + 1]);
+    for (size_t j = static_cast<size_t>(s.rowSplits[r]); j < end; ++j) {
+      if (j + 8 < lastEntry) {
+        const char* p = reinterpret_cast<const char*>(s.rows[j + 8 - s.entryBase]);
+        for (size_t off = 0; off < rowBytes; off += 64) __builtin_prefetch(p + off, 0, 1);
+      }
+      const float* __restrict e = s.rows[j - s.entryBase];
+      const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
+      wsum += w;
+      wsq += w * w;
+      double scale = w;
+      if (s.maxNorm > 0) {
+        double n2 = 0;
+        for (size_t c = 0; c < dim; ++c) n2 += static_cast<double>(e[c]) * static_cast<double>(e[c]);
+        const double norm = std::sqrt(n2);
+        if (norm > s.maxNorm) scale = (w * s.maxNorm) / norm;
+      }
+      if (scale == 1.0) {
+        for (size_t c = 0; c < dim; ++c) acc[c] += static_cast<double>(e[c]);  // 1.0 * e is exact
+      } else {
+        for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + scale * static_cast<double>(e[c]);
+      }
+    }
+    double div = 1;
+    if (s.combiner == Combiner::kMean) div = wsum;
+    if (s.combiner == Combiner::kSqrtn) div = std::sqrt(wsq);
+    float* __restrict o = s.out + r * dim;
+    if (div == 0) {
+      for (size_t c = 0; c < dim; ++c) o[c] = 0.0f;
+    } else if (div == 1.0) {
+      for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(acc[c]);
+    } else {
+      for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(acc[c] / div);
+    }
+  }
 }
-
-void RowCombiner::addUnit(const float* e) { addFloatsToDoubles(acc_, e, dim_); }
 
 }  // namespace embedstack

@@ -31,6 +31,29 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
   });
 }
 
+namespace {
+
+// Entry rows of one span of a bag, plus the initial values of its missing keys.
+struct SpanRows {
+  std::vector<const float*> rows;
+  std::vector<size_t> missing;  // entries whose key is absent (or refused)
+  std::vector<float> initial;   // [missing * dim]
+
+  void fillMissing(const BagInput& bag, size_t eb, size_t dim, const Initializer& init) {
+    if (missing.empty()) return;
+    initial.resize(missing.size() * dim);
+    for (size_t k = 0; k < missing.size(); ++k) {
+      init.fill(bag.keys[missing[k]], 0, dim, initial.data() + k * dim);
+      rows[missing[k] - eb] = initial.data() + k * dim;
+    }
+    missing.clear();
+  }
+};
+
+constexpr size_t kBagSpanEntries = 2048;
+
+}  // namespace
+
 void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
                                       float* out) {
   if (insertMissing) {
@@ -39,29 +62,25 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
     checkAlive();
     WriteBatch wb;
     findOrInsertLocked(wb, bag.keys, bag.n, nullptr);
-    const BatchDedupe& d = wb.dedupe;
     forEachBagRange(bag, [&](size_t rb, size_t re) {
       std::vector<double> acc(dim_);
-      std::vector<float> tmp(dim_);
-      RowCombiner rc(combiner, maxNorm, dim_, acc.data());
-      for (size_t r = rb; r < re; ++r) {
-        rc.begin();
-        for (int32_t j = bag.rowSplits[r]; j < bag.rowSplits[r + 1]; ++j) {
-          if (static_cast<size_t>(j) + 8 < bag.n) {
-            uint32_t ahead = wb.rows[d.uniqueOf(static_cast<size_t>(j) + 8)];
-            if (ahead != KeyIndex::kNoRow) __builtin_prefetch(valuesOf(ahead));
-          }
-          const uint32_t row = wb.rows[d.uniqueOf(static_cast<size_t>(j))];
-          const float* e = tmp.data();
+      SpanRows span;
+      forEachBagSpan(bag, rb, re, kBagSpanEntries, [&](size_t r0, size_t r1) {
+        const size_t eb = static_cast<size_t>(bag.rowSplits[r0]);
+        const size_t ee = static_cast<size_t>(bag.rowSplits[r1]);
+        span.rows.resize(ee - eb);
+        for (size_t j = eb; j < ee; ++j) {
+          const uint32_t row = wb.rows[wb.dedupe.uniqueOf(j)];
           if (row != KeyIndex::kNoRow) {
-            e = valuesOf(row);
+            span.rows[j - eb] = valuesOf(row);
           } else {
-            config_.initializer.fill(bag.keys[j], 0, dim_, tmp.data());
+            span.missing.push_back(j);  // refused by a full table: its initial value
           }
-          rc.add(e, bag.weights ? static_cast<double>(bag.weights[j]) : 1.0);
         }
-        rc.finish(out + r * dim_);
-      }
+        span.fillMissing(bag, eb, dim_, config_.initializer);
+        combineBagRows({bag.rowSplits, r0, r1, span.rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out,
+                        acc.data()});
+      });
     });
     return;
   }
@@ -72,35 +91,26 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
   const ScorePolicy policy = config_.scorePolicy;
   const bool touch = scoresOnRead(policy);
   const size_t bytes = 16 + dim_ * sizeof(float);
-  auto work = [&](size_t rb, size_t re) {
+  forEachBagRange(bag, [&](size_t rb, size_t re) {
     std::vector<double> acc(dim_);
-    std::vector<float> tmp(dim_);
-    RowCombiner rc(combiner, maxNorm, dim_, acc.data());
-    size_t r = rb;
-    rc.begin();
-    probe(bag.keys, static_cast<size_t>(bag.rowSplits[rb]), static_cast<size_t>(bag.rowSplits[re]), bytes,
-          [&](size_t i, uint32_t row) {
-            while (static_cast<size_t>(bag.rowSplits[r + 1]) <= i) {
-              rc.finish(out + r * dim_);
-              ++r;
-              rc.begin();
-            }
-            const float* e;
-            if (row != KeyIndex::kNoRow) {
-              e = valuesOf(row);
-              if (touch) touchOnReadAtomic(scoreOf(row), policy, t);
-            } else {
-              config_.initializer.fill(bag.keys[i], 0, dim_, tmp.data());
-              e = tmp.data();
-            }
-            rc.add(e, bag.weights ? static_cast<double>(bag.weights[i]) : 1.0);
-          });
-    for (; r < re; ++r) {
-      rc.finish(out + r * dim_);
-      rc.begin();
-    }
-  };
-  forEachBagRange(bag, work);
+    SpanRows span;
+    forEachBagSpan(bag, rb, re, kBagSpanEntries, [&](size_t r0, size_t r1) {
+      const size_t eb = static_cast<size_t>(bag.rowSplits[r0]);
+      const size_t ee = static_cast<size_t>(bag.rowSplits[r1]);
+      span.rows.resize(ee - eb);
+      probe(bag.keys, eb, ee, bytes, [&](size_t i, uint32_t row) {
+        if (row != KeyIndex::kNoRow) {
+          span.rows[i - eb] = valuesOf(row);
+          if (touch) touchOnReadAtomic(scoreOf(row), policy, t);
+        } else {
+          span.missing.push_back(i);
+        }
+      });
+      span.fillMissing(bag, eb, dim_, config_.initializer);
+      combineBagRows(
+          {bag.rowSplits, r0, r1, span.rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out, acc.data()});
+    });
+  });
 }
 
 }  // namespace embedstack

@@ -24,8 +24,9 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   }
   capacity_ = std::min(std::max<size_t>(c.initCapacity, 1), capCeiling_);
   arena_.allocateZeroed(checkedMul(capacity_, recordBytes_, "the row arena"), "the row arena");
-  // The index starts small and grows with the keys (initCapacity reserves rows, not probes).
-  index_.reset(KeyIndex::groupsFor(std::min<size_t>(capacity_, 65536)));
+  // The index is sized for initCapacity keys up front (the arena's capacity costs no
+  // RSS until used; the index is written now, so it is capped at 2^26 keys' worth).
+  index_.reset(KeyIndex::groupsFor(std::min<size_t>(capacity_, size_t{1} << 26)));
 }
 
 ScoreClock DynamicTable::beginCall() {
@@ -51,9 +52,22 @@ uint32_t DynamicTable::lookup(int64_t key) const {
 void DynamicTable::rebuildIndex(size_t groups) {
   KeyIndex fresh;
   fresh.reset(groups);
-  for (size_t row = 0; row < size_; ++row) {
-    if (row + 8 < size_) __builtin_prefetch(record(row + 8));
-    fresh.insert(hashKey(keyOf(row)), static_cast<uint32_t>(row));
+  // Keys are read in arena order (sequential); their home groups are prefetched
+  // 16 rows ahead so the random inserts overlap their cache misses.
+  constexpr size_t kAhead = 16;
+  constexpr size_t kRing = 32;
+  uint64_t hashes[kRing];
+  const KeyIndex::View v = fresh.view();
+  for (size_t row = 0; row < size_ + kAhead; ++row) {
+    if (row < size_) {
+      const uint64_t h = hashKey(keyOf(row));
+      hashes[row % kRing] = h;
+      __builtin_prefetch(v.group(v.homeGroup(h)), 1);
+    }
+    if (row >= kAhead) {
+      const size_t r = row - kAhead;
+      fresh.insert(hashes[r % kRing], static_cast<uint32_t>(r));
+    }
   }
   index_ = std::move(fresh);
 }

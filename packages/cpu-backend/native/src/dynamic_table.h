@@ -114,6 +114,14 @@ class DynamicTable final : public Table {
   void insertAdmitted(WriteBatch& wb, const std::vector<uint32_t>& admitted, bool fillValues);
   /** Scores every unique resident at the end of the call (write policies). */
   void touchWritten(WriteBatch& wb, bool explicitScores);
+  /** Scores unique u if it is resident (nextScore with its count, or the caller's score). */
+  void touchUnique(const WriteBatch& wb, size_t u, bool explicitScores) {
+    const uint32_t row = wb.rows[u];
+    if (row == KeyIndex::kNoRow) return;
+    uint64_t* s = scoreOf(row);
+    *s = explicitScores ? wb.given(u)
+                        : nextScore(config_.scorePolicy, *s, wb.dedupe.count(u), wb.hasGiven(u), wb.given(u), wb.clock);
+  }
   /** findOrInsert's body under the exclusive lock: rows per unique, refused keys left absent. */
   void findOrInsertLocked(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores);
 
@@ -143,26 +151,48 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t p
   constexpr size_t kRing = 64;
   constexpr size_t kIndexAhead = ES_INDEX_AHEAD;
   constexpr size_t kRecordAhead = ES_RECORD_AHEAD;
-  uint64_t hashes[kRing];
+  static_assert(kIndexAhead < kRing && kRecordAhead < kIndexAhead, "pipeline stages");
+  struct Pending {
+    size_t group;
+    uint8_t fragment;
+  };
+  Pending ring[kRing];
+  // Locals, so that the loop keeps them in registers whatever fn stores.
+  const KeyIndex::View idx = index_.view();
+  const uint8_t* const arena = this->arena();
+  const size_t recordBytes = recordBytes_;
+  const size_t rows = size_;
+  auto keyAt = [arena, recordBytes](uint32_t row) {
+    int64_t k;
+    std::memcpy(&k, arena + static_cast<size_t>(row) * recordBytes, sizeof k);
+    return k;
+  };
+  auto prefetchRow = [arena, recordBytes, prefetchBytes](uint32_t row) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(arena + static_cast<size_t>(row) * recordBytes);
+    for (uintptr_t a = p & ~uintptr_t{63}; a < p + prefetchBytes; a += 64) {
+      __builtin_prefetch(reinterpret_cast<const void*>(a));
+    }
+  };
   const size_t n = end - begin;
-  auto keyAt = [this](uint32_t row) { return keyOf(row); };
   for (size_t i = 0; i < n + kIndexAhead; ++i) {
     if (i < n) {
       const uint64_t h = hashKey(keys[begin + i]);
-      hashes[i % kRing] = h;
-      index_.prefetch(h);
+      const size_t g = idx.homeGroup(h);
+      ring[i % kRing] = {g, hashFragment(h)};
+      __builtin_prefetch(idx.group(g));
     }
     if (i >= kIndexAhead - kRecordAhead) {
-      size_t j = i - (kIndexAhead - kRecordAhead);
+      const size_t j = i - (kIndexAhead - kRecordAhead);
       if (j < n) {
-        uint32_t cand = index_.firstCandidate(hashes[j % kRing]);
-        if (cand < size_) prefetchRecord(cand, prefetchBytes);
+        const Pending& p = ring[j % kRing];
+        const uint32_t cand = idx.firstCandidate(p.group, p.fragment);
+        if (cand < rows) prefetchRow(cand);
       }
     }
     if (i >= kIndexAhead) {
-      size_t j = i - kIndexAhead;
-      size_t slot = index_.find(keys[begin + j], hashes[j % kRing], keyAt);
-      fn(begin + j, slot == KeyIndex::kNoSlot ? KeyIndex::kNoRow : index_.rowAt(slot));
+      const size_t j = i - kIndexAhead;
+      const Pending& p = ring[j % kRing];
+      fn(begin + j, idx.findRow(keys[begin + j], p.fragment, p.group, keyAt));
     }
   }
 }

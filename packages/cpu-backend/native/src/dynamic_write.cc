@@ -13,6 +13,13 @@
 
 namespace embedstack {
 
+namespace {
+inline void prefetchFloats(const float* p, size_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (size_t off = 0; off < n * sizeof(float); off += 64) __builtin_prefetch(c + off);
+}
+}  // namespace
+
 void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores) {
   wb.dedupe.build(keys, n);
   const size_t u = wb.dedupe.uniqueCount();
@@ -39,15 +46,8 @@ void DynamicTable::insertAdmitted(WriteBatch& wb, const std::vector<uint32_t>& a
 }
 
 void DynamicTable::touchWritten(WriteBatch& wb, bool explicitScores) {
-  const ScorePolicy policy = config_.scorePolicy;
   forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
-    for (size_t u = b; u < e; ++u) {
-      const uint32_t row = wb.rows[u];
-      if (row == KeyIndex::kNoRow) continue;
-      uint64_t* s = scoreOf(row);
-      *s = explicitScores ? wb.given(u)
-                          : nextScore(policy, *s, wb.dedupe.count(u), wb.hasGiven(u), wb.given(u), wb.clock);
-    }
+    for (size_t u = b; u < e; ++u) touchUnique(wb, u, explicitScores);
   });
 }
 
@@ -94,9 +94,9 @@ void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, co
       const uint32_t row = wb.rows[u];
       if (row == KeyIndex::kNoRow) continue;
       std::memcpy(valuesOf(row), values + wb.dedupe.lastOccurrence(u) * dim_, dim_ * sizeof(float));
+      touchUnique(wb, u, false);
     }
   });
-  touchWritten(wb, false);
 }
 
 void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
@@ -109,9 +109,9 @@ void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, co
       const uint32_t row = wb.rows[u];
       if (row == KeyIndex::kNoRow) continue;
       std::memcpy(valuesOf(row), values + wb.dedupe.lastOccurrence(u) * dim_, dim_ * sizeof(float));
+      touchUnique(wb, u, false);
     }
   });
-  touchWritten(wb, false);
 }
 
 void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
@@ -168,9 +168,9 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
       } else if (slotFloats_ > 0) {
         std::memcpy(s, slotTemplate_.data(), slotFloats_ * sizeof(float));
       }
+      touchUnique(wb, u, explicitScores);
     }
   });
-  touchWritten(wb, explicitScores);
 }
 
 void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
@@ -191,19 +191,18 @@ void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* gr
       if (u + 4 < e) {
         uint32_t ahead = wb.rows[u + 4];
         if (ahead != KeyIndex::kNoRow) prefetchRecord(ahead, recordBytes_);
-        __builtin_prefetch(grads + static_cast<size_t>(occ[d.occurrencesBegin(u + 4)]) * dim_);
+        // the first two gradient rows of that key (most keys have one or two)
+        const uint32_t o = d.occurrencesBegin(u + 4);
+        prefetchFloats(grads + static_cast<size_t>(occ[o]) * dim_, dim_);
+        if (d.count(u + 4) > 1) prefetchFloats(grads + static_cast<size_t>(occ[o + 1]) * dim_, dim_);
       }
       const uint32_t row = wb.rows[u];
       if (row == KeyIndex::kNoRow) continue;
-      for (size_t c = 0; c < dim_; ++c) sum[c] = 0.0f;
-      for (uint32_t k = d.occurrencesBegin(u); k < d.occurrencesEnd(u); ++k) {
-        const float* g = grads + static_cast<size_t>(occ[k]) * dim_;
-        for (size_t c = 0; c < dim_; ++c) sum[c] = sum[c] + g[c];
-      }
-      applyOptimizerRow(opt, valuesOf(row), slotsOf(row), sum.data(), dim_, scratch.data());
+      applyGradientRow(opt, valuesOf(row), slotsOf(row), grads, occ + d.occurrencesBegin(u), d.count(u), dim_,
+                       sum.data(), scratch.data());
+      touchUnique(wb, u, false);
     }
   }, 256);
-  touchWritten(wb, false);
 }
 
 }  // namespace embedstack

@@ -61,6 +61,47 @@ class KeyIndex {
     return kNoSlot;
   }
 
+  /** The row indices of a group (after its 16 control bytes). */
+  static uint32_t* rowsOf(const uint8_t* group) {
+    return reinterpret_cast<uint32_t*>(const_cast<uint8_t*>(group) + kGroupWidth);
+  }
+
+  /**
+   * A read-only snapshot of the index's layout for hot loops (its fields live in
+   * registers, not reloaded from the object after every store). Valid until the
+   * index changes.
+   */
+  struct View {
+    const uint8_t* base;
+    size_t groups;
+
+    size_t homeGroup(uint64_t h) const { return hashGroup(h, groups); }
+    const uint8_t* group(size_t g) const { return base + g * kGroupBytes; }
+    /** Row of `key` probing from group g, or kNoRow. */
+    template <class KeyAt>
+    uint32_t findRow(int64_t key, uint8_t fragment, size_t g, const KeyAt& keyAt) const {
+      for (size_t probes = 0; probes < groups; ++probes) {
+        const uint8_t* ctrl = group(g);
+        const uint32_t* rows = rowsOf(ctrl);
+        Group grp(ctrl);
+        for (BitMask m = grp.match(fragment); m; m.dropLowest()) {
+          const unsigned j = m.lowest();
+          if (ctrl[j] == fragment && keyAt(rows[j]) == key) return rows[j];
+        }
+        if (grp.matchEmpty()) return kNoRow;
+        if (++g == groups) g = 0;
+      }
+      return kNoRow;
+    }
+    /** Row of the first fragment match in group g (a prefetch hint), or kNoRow. */
+    uint32_t firstCandidate(size_t g, uint8_t fragment) const {
+      const uint8_t* ctrl = group(g);
+      BitMask m = Group(ctrl).match(fragment);
+      return m ? rowsOf(ctrl)[m.lowest()] : kNoRow;
+    }
+  };
+  View view() const { return View{static_cast<const uint8_t*>(groups_block_.data()), groups_}; }
+
   /** Places a key known to be absent; returns its slot. Requires fits(1). */
   size_t insert(uint64_t h, uint32_t row);
   /** Frees a slot (empty when its group never filled up, else a tombstone). */
@@ -80,9 +121,6 @@ class KeyIndex {
 
  private:
   uint8_t* groupAt(size_t g) const { return static_cast<uint8_t*>(groups_block_.data()) + g * kGroupBytes; }
-  static uint32_t* rowsOf(const uint8_t* group) {
-    return reinterpret_cast<uint32_t*>(const_cast<uint8_t*>(group) + kGroupWidth);
-  }
 
   Block groups_block_;
   size_t groups_ = 0;

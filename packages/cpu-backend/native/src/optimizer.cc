@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "multiversion.h"
+
 namespace embedstack {
 
 SlotRequirement slotRequirement(OptimizerKind kind) {
@@ -41,7 +43,10 @@ inline float f32(double v) { return static_cast<float>(v); }
 
 }  // namespace
 
-void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const float* g, size_t dim, double* grad) {
+// The update of one row, inlined into each multiversioned entry point below so
+// that every clone (AVX-512 / AVX2 / baseline) vectorises it for its target.
+__attribute__((always_inline)) static inline void updateRow(const OptimizerParams& p, float* w, float* slots,
+                                                            const float* g, size_t dim, double* grad) {
   const double lr = p.lr;
   for (size_t i = 0; i < dim; ++i) {
     double x = g[i];
@@ -142,6 +147,25 @@ void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const f
       }
       return;
   }
+}
+
+ES_MULTIVERSION
+void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const float* g, size_t dim, double* scratch) {
+  updateRow(p, w, slots, g, dim, scratch);
+}
+
+ES_MULTIVERSION
+void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
+                      size_t count, size_t dim, float* sum, double* scratch) {
+  // Duplicate keys' gradients summed in float, in order of appearance, from 0 (so a
+  // single -0 gradient becomes +0 exactly as the reference's Float32Array sums).
+  const float* g0 = grads + static_cast<size_t>(occurrences[0]) * dim;
+  for (size_t c = 0; c < dim; ++c) sum[c] = 0.0f + g0[c];
+  for (size_t k = 1; k < count; ++k) {
+    const float* g = grads + static_cast<size_t>(occurrences[k]) * dim;
+    for (size_t c = 0; c < dim; ++c) sum[c] = sum[c] + g[c];
+  }
+  updateRow(p, w, slots, sum, dim, scratch);
 }
 
 }  // namespace embedstack

@@ -61,4 +61,12 @@ const char* optimizerName(OptimizerKind kind);
  */
 void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const float* g, size_t dim, double* scratch);
 
+/**
+ * Sums a key's gradients (rows `occurrences[0..count)` of grads [n * dim], in float,
+ * in order) into `sum` [dim], then applies the update as applyOptimizerRow.
+ * `count` >= 1. Multiversioned (AVX-512 / AVX2 / baseline).
+ */
+void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
+                      size_t count, size_t dim, float* sum, double* scratch);
+
 }  // namespace embedstack

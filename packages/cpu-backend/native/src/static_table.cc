@@ -194,19 +194,14 @@ void StaticTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, dou
   checkKeys(bag.keys, bag.n, "ids");
   forEachBagRange(bag, [&](size_t rb, size_t re) {
     std::vector<double> acc(dim_);
-    RowCombiner rc(combiner, maxNorm, dim_, acc.data());
-    const size_t end = static_cast<size_t>(bag.rowSplits[re]);
-    for (size_t r = rb; r < re; ++r) {
-      rc.begin();
-      for (size_t j = static_cast<size_t>(bag.rowSplits[r]); j < static_cast<size_t>(bag.rowSplits[r + 1]); ++j) {
-        if (j + 8 < end) {
-          const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(bag.keys[j + 8])));
-          for (size_t off = 0; off < dim_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
-        }
-        rc.add(row(static_cast<size_t>(bag.keys[j])), bag.weights ? static_cast<double>(bag.weights[j]) : 1.0);
-      }
-      rc.finish(out + r * dim_);
-    }
+    std::vector<const float*> rows;
+    forEachBagSpan(bag, rb, re, 4096, [&](size_t r0, size_t r1) {
+      const size_t eb = static_cast<size_t>(bag.rowSplits[r0]);
+      const size_t ee = static_cast<size_t>(bag.rowSplits[r1]);
+      rows.resize(ee - eb);
+      for (size_t j = eb; j < ee; ++j) rows[j - eb] = row(static_cast<size_t>(bag.keys[j]));
+      combineBagRows({bag.rowSplits, r0, r1, rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out, acc.data()});
+    });
   });
 }
 

@@ -75,6 +75,22 @@ struct BagInput {
 /** Runs fn over ranges of bag rows: split over the thread pool when the bag has many keys. */
 void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_t)>& fn);
 
+/**
+ * Splits bag rows [rb, re) into consecutive spans of about `entries` keys (a row is
+ * never split) and calls fn(r0, r1) for each, in order.
+ */
+template <class Fn>
+void forEachBagSpan(const BagInput& bag, size_t rb, size_t re, size_t entries, Fn&& fn) {
+  size_t r0 = rb;
+  while (r0 < re) {
+    size_t r1 = r0 + 1;
+    const size_t start = static_cast<size_t>(bag.rowSplits[r0]);
+    while (r1 < re && static_cast<size_t>(bag.rowSplits[r1 + 1]) - start <= entries) ++r1;
+    fn(r0, r1);
+    r0 = r1;
+  }
+}
+
 class Table {
  public:
   explicit Table(TableConfig config) : config_(std::move(config)) {}

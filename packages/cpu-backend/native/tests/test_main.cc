@@ -6,6 +6,7 @@
 namespace estest {
 
 static int failures = 0;
+static int printedInCase;
 
 std::vector<Case>& registry() {
   static std::vector<Case> cases;
@@ -14,6 +15,7 @@ std::vector<Case>& registry() {
 
 void fail(const char* file, int line, const std::string& what) {
   ++failures;
+  if (++printedInCase > 10) return;  // the first failures of a case say enough
   const char* base = std::strrchr(file, '/');
   std::cerr << "  FAIL " << (base ? base + 1 : file) << ":" << line << ": " << what << "\n";
 }
@@ -27,6 +29,7 @@ int main(int argc, char** argv) {
   for (auto& c : estest::registry()) {
     if (filter && !std::strstr(c.name, filter)) continue;
     int before = estest::failures;
+    estest::printedInCase = 0;
     try {
       c.fn();
     } catch (const estest::AssertionStop&) {
