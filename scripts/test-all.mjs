@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The README's test command: builds every package (turbo), runs every vitest test
+// The README's test command: builds, typechecks and lints every package (turbo), runs every vitest test
 // across the workspace and the native C++ tests (plain and ASan+UBSan), then prints
 // one closing line "N passed, N failed, N skipped". Exits non-zero when anything fails.
 import { spawnSync } from 'node:child_process';
@@ -28,6 +28,7 @@ const want = (name) => only.length === 0 || only.includes(name);
 
 if (want('build')) step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
 if (want('typecheck')) step('typecheck', bin('turbo'), ['run', 'typecheck', '--output-logs=errors-only']);
+if (want('lint')) step('lint (layering rules included)', bin('turbo'), ['run', 'lint', '--output-logs=errors-only']);
 
 let passed = 0;
 let failed = 0;
