@@ -80,6 +80,7 @@ FindOutputs findOutputs(const Napi::CallbackInfo& info, size_t i, size_t n, size
   keep.push_back(e.value);
   o.values = const_cast<float*>(v.data);
   o.exists = const_cast<uint8_t*>(e.data);
+  adviseHugePages(o.values, v.length * sizeof(float));
   return o;
 }
 
@@ -299,6 +300,7 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
     checkLength(o.length, checkedMul(bag.rows, h->dim, "out"), "out", "floats (rows * dim)");
     op.keepAlive.push_back(o.value);
     outData = const_cast<float*>(o.data);
+    adviseHugePages(outData, o.length * sizeof(float));
   }
   const Combiner c = static_cast<Combiner>(static_cast<int>(combiner));
   op.job = [t, keys, bag, c, maxNorm, insertMissing, outData] {

@@ -47,7 +47,6 @@ std::vector<uint32_t> DynamicTable::admit(WriteBatch& wb, const std::vector<uint
   };
   for (size_t row = 0; row < size_; ++row) {
     if (touched[row >> 6] & (uint64_t{1} << (row & 63))) continue;
-    if (row + 16 < size_) __builtin_prefetch(record(row + 16));
     consider({*scoreOf(row), keyOf(row), true, static_cast<uint32_t>(row)});
   }
   const ScorePolicy policy = config_.scorePolicy;

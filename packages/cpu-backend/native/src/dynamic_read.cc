@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "dynamic_table.h"
+#include "stream_copy.h"
 #include "thread_pool.h"
 
 namespace embedstack {
@@ -15,12 +16,13 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
   const ScoreClock t = beginCall();
   const ScorePolicy policy = config_.scorePolicy;
   const bool touch = scoresOnRead(policy);
-  const size_t bytes = 16 + dim_ * sizeof(float);
+  const size_t bytes = dim_ * sizeof(float);
+  const bool stream = n * bytes >= kStreamingBytes;
   forEachRange(n, [&](size_t b, size_t e) {
-    probe(keys, b, e, bytes, [&](size_t i, uint32_t row) {
+    probe(keys, b, e, bytes, touch, [&](size_t i, uint32_t row) {
       float* dst = out + i * dim_;
       if (row != KeyIndex::kNoRow) {
-        std::memcpy(dst, valuesOf(row), dim_ * sizeof(float));
+        copyFloats(dst, valuesOf(row), dim_, stream);
         exists[i] = 1;
         if (touch) touchOnReadAtomic(scoreOf(row), policy, t);
       } else {
@@ -28,6 +30,7 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
         exists[i] = 0;
       }
     });
+    if (stream) streamFence();
   });
 }
 
@@ -90,7 +93,7 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
   const ScoreClock t = beginCall();
   const ScorePolicy policy = config_.scorePolicy;
   const bool touch = scoresOnRead(policy);
-  const size_t bytes = 16 + dim_ * sizeof(float);
+  const size_t bytes = dim_ * sizeof(float);
   forEachBagRange(bag, [&](size_t rb, size_t re) {
     std::vector<double> acc(dim_);
     SpanRows span;
@@ -98,7 +101,7 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
       const size_t eb = static_cast<size_t>(bag.rowSplits[r0]);
       const size_t ee = static_cast<size_t>(bag.rowSplits[r1]);
       span.rows.resize(ee - eb);
-      probe(bag.keys, eb, ee, bytes, [&](size_t i, uint32_t row) {
+      probe(bag.keys, eb, ee, bytes, touch, [&](size_t i, uint32_t row) {
         if (row != KeyIndex::kNoRow) {
           span.rows[i - eb] = valuesOf(row);
           if (touch) touchOnReadAtomic(scoreOf(row), policy, t);

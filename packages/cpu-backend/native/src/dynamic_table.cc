@@ -13,9 +13,8 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   const TableConfig& c = config_;
   dim_ = c.dim;
   slotFloats_ = c.slotFloats();
-  size_t floats = checkedAdd(dim_, slotFloats_, "a row");
-  size_t bytes = checkedAdd(16, checkedMul(floats, sizeof(float), "a row"), "a row");
-  recordBytes_ = (bytes + 7) & ~size_t{7};
+  rowFloats_ = checkedAdd(dim_, slotFloats_, "a row");
+  checkedMul(rowFloats_, sizeof(float), "a row");
   capped_ = c.maxCapacity <= kMaxRows;
   capCeiling_ = capped_ ? c.maxCapacity : kMaxRows;
   slotTemplate_.reserve(slotFloats_);
@@ -23,7 +22,8 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
     for (uint32_t j = 0; j < c.slotWidths[s]; ++j) slotTemplate_.push_back(c.slotInitial[s]);
   }
   capacity_ = std::min(std::max<size_t>(c.initCapacity, 1), capCeiling_);
-  arena_.allocateZeroed(checkedMul(capacity_, recordBytes_, "the row arena"), "the row arena");
+  arena_.allocateZeroed(checkedMul(capacity_, rowBytes(), "the row arena"), "the row arena");
+  meta_.allocateZeroed(checkedMul(capacity_, sizeof(RowMeta), "the keys and scores"), "the keys and scores");
   // The index is sized for initCapacity keys up front (the arena's capacity costs no
   // RSS until used; the index is written now, so it is capped at 2^26 keys' worth).
   index_.reset(KeyIndex::groupsFor(std::min<size_t>(capacity_, size_t{1} << 26)));
@@ -37,11 +37,9 @@ ScoreClock DynamicTable::beginCall() {
   return t;
 }
 
-void DynamicTable::prefetchRecord(uint32_t row, size_t bytes) const {
-  const uint8_t* p = record(row);
-  uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-  uintptr_t last = reinterpret_cast<uintptr_t>(p) + bytes - 1;
-  for (uintptr_t a = first; a <= last; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
+void DynamicTable::prefetchRow(uint32_t row, size_t bytes) const {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(valuesOf(row));
+  for (uintptr_t a = p & ~uintptr_t{63}; a < p + bytes; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a));
 }
 
 uint32_t DynamicTable::lookup(int64_t key) const {
@@ -58,9 +56,10 @@ void DynamicTable::rebuildIndex(size_t groups) {
   constexpr size_t kRing = 32;
   uint64_t hashes[kRing];
   const KeyIndex::View v = fresh.view();
+  const RowMeta* rowMeta = meta();
   for (size_t row = 0; row < size_ + kAhead; ++row) {
     if (row < size_) {
-      const uint64_t h = hashKey(keyOf(row));
+      const uint64_t h = hashKey(rowMeta[row].key);
       hashes[row % kRing] = h;
       __builtin_prefetch(v.group(v.homeGroup(h)), 1);
     }
@@ -79,16 +78,16 @@ void DynamicTable::reserve(size_t finalSize, size_t newEntries) {
   if (finalSize > capacity_) {
     size_t cap = capacity_;
     while (cap < finalSize) cap = cap > capCeiling_ / 2 ? capCeiling_ : std::min(cap * 2, capCeiling_);
-    arena_.resize(checkedMul(cap, recordBytes_, "the row arena"), "the row arena");
+    // Either block may move; capacity_ changes only once both are large enough.
+    arena_.resize(checkedMul(cap, rowBytes(), "the row arena"), "the row arena");
+    meta_.resize(checkedMul(cap, sizeof(RowMeta), "the keys and scores"), "the keys and scores");
     capacity_ = cap;
   }
 }
 
 uint32_t DynamicTable::insertRow(int64_t key, bool fillValue) {
   const uint32_t row = static_cast<uint32_t>(size_);
-  uint8_t* rec = record(row);
-  std::memcpy(rec, &key, sizeof key);
-  *scoreOf(row) = 0;
+  meta()[row] = RowMeta{key, 0};
   if (fillValue) config_.initializer.fill(key, 0, dim_, valuesOf(row));
   if (slotFloats_ > 0) std::memcpy(slotsOf(row), slotTemplate_.data(), slotFloats_ * sizeof(float));
   index_.insert(hashKey(key), row);
@@ -106,7 +105,8 @@ bool DynamicTable::removeKey(int64_t key) {
   if (row != last) {
     const int64_t moved = keyOf(last);
     const size_t movedSlot = index_.find(moved, hashKey(moved), keyAt);
-    std::memcpy(record(row), record(last), recordBytes_);
+    meta()[row] = meta()[last];
+    std::memcpy(valuesOf(row), valuesOf(last), rowBytes());
     index_.setRow(movedSlot, row);
   }
   --size_;
@@ -143,7 +143,7 @@ size_t DynamicTable::capacity() const {
 size_t DynamicTable::memoryUsage() const {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
-  return arena_.bytes() + index_.bytes();
+  return arena_.bytes() + meta_.bytes() + index_.bytes();
 }
 
 void DynamicTable::setEpoch(uint32_t epoch) {

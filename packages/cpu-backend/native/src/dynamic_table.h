@@ -1,14 +1,18 @@
 // Dynamic table: a hash table from int64 keys to rows.
 //
-// Memory (host):
-//  - arena: one Block of `capacity` records, row-major, dense (rows 0..size-1):
-//      [int64 key][uint64 score][float value[dim]][float slots[slotFloats]]
-//    One access brings a row, its optimizer slots and its score. Removal moves the
-//    last record into the hole, so the arena stays dense and export order is arena
-//    order (offset/limit is O(1)). Capacity doubles from initCapacity, capped at
-//    maxCapacity; untouched capacity is address space, not RSS.
+// Memory (host), all dense over rows 0..size-1 and indexed by the same row:
+//  - the arena: `capacity` records of [float value[dim]][float slots[slotFloats]],
+//    row-major, so one access brings a row and its optimizer slots (a row of dim
+//    64 is exactly 4 cache lines, as in a plain [rows, dim] array);
+//  - meta [capacity] {int64 key, uint64 score} beside it: 16 bytes per row in one
+//    cache line with 3 others, compact enough to stay in cache for millions of
+//    rows, so probing, score updates and eviction scans neither touch nor dirty
+//    the values (a find reads 1 index line + 1 meta line + the row).
+//  Removal moves the last row into the hole, so everything stays dense and export
+//  order is arena order (offset/limit is O(1)). Capacity doubles from
+//  initCapacity, capped at maxCapacity; untouched capacity is address space, not RSS.
 //  - index: KeyIndex (control bytes + 4-byte row per slot), see key_index.h.
-// Overhead per key beyond the value bytes: 16 (key, score) + 5 / load (5.7..7.3).
+// Overhead per key beyond the value bytes: 16 (key, score) + 6.4..7.5 (index).
 //
 // Semantics follow core's reference dynamic table exactly (scores, the eviction
 // rule of capped tables, accum's bp_v2 rule); see the .cc files for each op.
@@ -55,8 +59,6 @@ class DynamicTable final : public Table {
   // Introspection for tests and benchmarks.
   size_t indexGroups() const { return index_.groups(); }
   size_t indexTombstones() const { return index_.tombstones(); }
-  size_t recordBytes() const { return recordBytes_; }
-  const uint8_t* arenaData() const { return arena(); }
 
  private:
   /** State of one write call: its clock, distinct keys, and their rows. */
@@ -72,16 +74,17 @@ class DynamicTable final : public Table {
   };
 
   // ---- layout -----------------------------------------------------------------
-  uint8_t* arena() const { return static_cast<uint8_t*>(arena_.data()); }
-  uint8_t* record(size_t row) const { return arena() + row * recordBytes_; }
-  int64_t keyOf(size_t row) const {
-    int64_t k;
-    std::memcpy(&k, record(row), sizeof k);
-    return k;
-  }
-  uint64_t* scoreOf(size_t row) const { return reinterpret_cast<uint64_t*>(record(row) + 8); }
-  float* valuesOf(size_t row) const { return reinterpret_cast<float*>(record(row) + 16); }
+  float* arena() const { return static_cast<float*>(arena_.data()); }
+  struct RowMeta {
+    int64_t key;
+    uint64_t score;
+  };
+  RowMeta* meta() const { return static_cast<RowMeta*>(meta_.data()); }
+  int64_t keyOf(size_t row) const { return meta()[row].key; }
+  uint64_t* scoreOf(size_t row) const { return &meta()[row].score; }
+  float* valuesOf(size_t row) const { return arena() + row * rowFloats_; }
   float* slotsOf(size_t row) const { return valuesOf(row) + dim_; }
+  size_t rowBytes() const { return rowFloats_ * sizeof(float); }
 
   // ---- primitives (dynamic_table.cc) ----------------------------------------------
   ScoreClock beginCall();
@@ -90,18 +93,20 @@ class DynamicTable final : public Table {
   void reserve(size_t finalSize, size_t newEntries);
   /** Appends a row (score 0, initial slots; initial value when fillValue). Requires reserve(). */
   uint32_t insertRow(int64_t key, bool fillValue);
-  /** Removes `key` if present (moves the last record into its hole). */
+  /** Removes `key` if present (moves the last row into its hole). */
   bool removeKey(int64_t key);
   void rebuildIndex(size_t groups);
 
   /**
    * Looks up keys[begin..end) in order, calling fn(i, row) (row = kNoRow when absent).
-   * Software-pipelined: hashes and index groups are prefetched 16 keys ahead, the
-   * candidate record (`prefetchBytes` of it) 8 keys ahead.
+   * Software-pipelined: hashes and index groups are prefetched 16 keys ahead; the
+   * candidate row's key and score (for writing when `forWrite`) and its first
+   * `prefetchBytes` of values/slots 8 keys ahead.
    */
   template <class Fn>
-  void probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, Fn&& fn) const;
-  void prefetchRecord(uint32_t row, size_t bytes) const;
+  void probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, bool forWrite, Fn&& fn) const;
+  /** Prefetches the first `bytes` of a row's values and slots. */
+  void prefetchRow(uint32_t row, size_t bytes) const;
 
   // ---- write path (dynamic_write.cc, dynamic_admit.cc) -------------------------------
   void startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores);
@@ -127,12 +132,13 @@ class DynamicTable final : public Table {
 
   size_t dim_;
   size_t slotFloats_;
-  size_t recordBytes_;
+  size_t rowFloats_;  // dim + slotFloats
   size_t capCeiling_;  // maxCapacity, or kMaxRows when uncapped
   bool capped_;
   std::vector<float> slotTemplate_;  // [slotFloats] initial slot values of a new row
 
-  Block arena_;
+  Block arena_;  // [capacity * rowFloats] floats
+  Block meta_;   // [capacity] RowMeta
   size_t size_ = 0;
   size_t capacity_ = 0;
   KeyIndex index_;
@@ -141,14 +147,15 @@ class DynamicTable final : public Table {
 };
 
 template <class Fn>
-void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, Fn&& fn) const {
+void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, bool forWrite,
+                         Fn&& fn) const {
 #ifndef ES_INDEX_AHEAD
 #define ES_INDEX_AHEAD 16
 #endif
 #ifndef ES_RECORD_AHEAD
 #define ES_RECORD_AHEAD 8
 #endif
-  constexpr size_t kRing = 64;
+  constexpr size_t kRing = 32;
   constexpr size_t kIndexAhead = ES_INDEX_AHEAD;
   constexpr size_t kRecordAhead = ES_RECORD_AHEAD;
   static_assert(kIndexAhead < kRing && kRecordAhead < kIndexAhead, "pipeline stages");
@@ -159,20 +166,11 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t p
   Pending ring[kRing];
   // Locals, so that the loop keeps them in registers whatever fn stores.
   const KeyIndex::View idx = index_.view();
-  const uint8_t* const arena = this->arena();
-  const size_t recordBytes = recordBytes_;
+  const RowMeta* const rowMeta = this->meta();
+  const char* const arena = reinterpret_cast<const char*>(this->arena());
+  const size_t stride = rowBytes();
   const size_t rows = size_;
-  auto keyAt = [arena, recordBytes](uint32_t row) {
-    int64_t k;
-    std::memcpy(&k, arena + static_cast<size_t>(row) * recordBytes, sizeof k);
-    return k;
-  };
-  auto prefetchRow = [arena, recordBytes, prefetchBytes](uint32_t row) {
-    const uintptr_t p = reinterpret_cast<uintptr_t>(arena + static_cast<size_t>(row) * recordBytes);
-    for (uintptr_t a = p & ~uintptr_t{63}; a < p + prefetchBytes; a += 64) {
-      __builtin_prefetch(reinterpret_cast<const void*>(a));
-    }
-  };
+  auto keyAt = [rowMeta](uint32_t row) { return rowMeta[row].key; };
   const size_t n = end - begin;
   for (size_t i = 0; i < n + kIndexAhead; ++i) {
     if (i < n) {
@@ -186,7 +184,15 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t p
       if (j < n) {
         const Pending& p = ring[j % kRing];
         const uint32_t cand = idx.firstCandidate(p.group, p.fragment);
-        if (cand < rows) prefetchRow(cand);
+        if (cand < rows) {
+          if (forWrite) {
+            __builtin_prefetch(rowMeta + cand, 1);
+          } else {
+            __builtin_prefetch(rowMeta + cand);
+          }
+          const char* r = arena + static_cast<size_t>(cand) * stride;
+          for (size_t off = 0; off < prefetchBytes; off += 64) __builtin_prefetch(r + off);
+        }
       }
     }
     if (i >= kIndexAhead) {

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "dynamic_table.h"
+#include "stream_copy.h"
 #include "thread_pool.h"
 
 namespace embedstack {
@@ -28,7 +29,7 @@ void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, con
   wb.present.assign(u, 0);
   wb.refused.assign(u, 0);
   forEachRange(u, [&](size_t b, size_t e) {
-    probe(wb.dedupe.keys(), b, e, 16, [&](size_t j, uint32_t row) {
+    probe(wb.dedupe.keys(), b, e, 0, false, [&](size_t j, uint32_t row) {
       wb.rows[j] = row;
       wb.present[j] = row != KeyIndex::kNoRow;
     });
@@ -64,21 +65,23 @@ void DynamicTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_
   checkAlive();
   WriteBatch wb;
   findOrInsertLocked(wb, keys, n, scores);
+  const bool stream = n * dim_ * sizeof(float) >= kStreamingBytes;
   forEachRange(n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       if (i + 8 < e) {
         uint32_t ahead = wb.rows[wb.dedupe.uniqueOf(i + 8)];
-        if (ahead != KeyIndex::kNoRow) prefetchRecord(ahead, 16 + dim_ * sizeof(float));
+        if (ahead != KeyIndex::kNoRow) prefetchRow(ahead, dim_ * sizeof(float));
       }
       const size_t u = wb.dedupe.uniqueOf(i);
       const uint32_t row = wb.rows[u];
       exists[i] = wb.present[u];
       if (row != KeyIndex::kNoRow) {
-        std::memcpy(out + i * dim_, valuesOf(row), dim_ * sizeof(float));
+        copyFloats(out + i * dim_, valuesOf(row), dim_, stream);
       } else {
         config_.initializer.fill(keys[i], 0, dim_, out + i * dim_);
       }
     }
+    if (stream) streamFence();
   });
 }
 
@@ -190,7 +193,10 @@ void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* gr
     for (size_t u = b; u < e; ++u) {
       if (u + 4 < e) {
         uint32_t ahead = wb.rows[u + 4];
-        if (ahead != KeyIndex::kNoRow) prefetchRecord(ahead, recordBytes_);
+        if (ahead != KeyIndex::kNoRow) {
+          prefetchRow(ahead, rowBytes());
+          __builtin_prefetch(scoreOf(ahead), 1);
+        }
         // the first two gradient rows of that key (most keys have one or two)
         const uint32_t o = d.occurrencesBegin(u + 4);
         prefetchFloats(grads + static_cast<size_t>(occ[o]) * dim_, dim_);

@@ -41,6 +41,17 @@ size_t physicalMemoryBytes() {
   return 0;
 }
 
+void adviseHugePages(void* p, size_t bytes) {
+#if defined(ES_HAVE_MMAP) && defined(MADV_HUGEPAGE)
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHugePage - 1);
+  if (end > begin && end - begin >= 2 * kHugePage) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 static void checkFits(size_t bytes, const char* what) {
   size_t phys = physicalMemoryBytes();
   // Linux overcommits: a mapping larger than RAM may "succeed" and be killed later.

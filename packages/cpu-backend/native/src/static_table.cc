@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "dedupe.h"
+#include "stream_copy.h"
 #include "thread_pool.h"
 
 namespace embedstack {
@@ -68,15 +69,17 @@ void StaticTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* e
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   checkKeys(keys, n, "keys");
+  const bool stream = n * dim_ * sizeof(float) >= kStreamingBytes;
   forEachRange(n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       if (i + 8 < e) {
         const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(keys[i + 8])));
         for (size_t off = 0; off < dim_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
       }
-      std::memcpy(out + i * dim_, row(static_cast<size_t>(keys[i])), dim_ * sizeof(float));
+      copyFloats(out + i * dim_, row(static_cast<size_t>(keys[i])), dim_, stream);
       exists[i] = 1;
     }
+    if (stream) streamFence();
   });
 }
 
