@@ -76,18 +76,21 @@ export const bagSuite: Suite = {
     COMBINERS.forEach((combiner, ci) => {
       const opts = { combiner };
       const mean = combiner === 'mean';
-      const entry = (label: string, name: string, kind: 'ours' | 'peer', fn: () => void, note?: string): Entry => ({
+      const entry = (label: string, name: string, kind: 'ours' | 'peer', fn: () => void, extra: Partial<Entry> = {}): Entry => ({
         job: { label: `${label} ${combiner}`, fn, items: nids },
         name,
         kind,
         unit: 'rows/s',
-        ...(note ? { note } : {}),
+        ...extra,
       });
       const measured = runEntries(
         [
           entry('static lookupCombinedSync', 'static lookupCombinedSync', 'ours', () => void stat.lookupCombinedSync(staticBag, opts)),
           entry('dynamic lookupCombinedSync', 'dynamic lookupCombinedSync', 'ours', () => void dyn.lookupCombinedSync(dynamicBag, opts)),
-          entry('JS loop', 'JS loop', 'peer', () => void jsGatherReduce(values, DIM, splits, ids, mean), 'Float32Array gather-reduce'),
+          entry('JS loop', 'JS loop', 'peer', () => void jsGatherReduce(values, DIM, splits, ids, mean), {
+            note: 'Float32Array gather-reduce',
+            isolated: true, // its 27 MB output per call would bring GCs into our samples
+          }),
           ...[...new Set([1, ctx.threads])].map((t) =>
             entry(`native gather-reduce ${threadLabel(t)}`, `native loop (${threadLabel(t)})`, 'peer', () =>
               ctx.native.gatherReduce(arena, splits, ids, nativeOut, mean, t),

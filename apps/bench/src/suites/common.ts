@@ -1,6 +1,6 @@
 /** Measurement pieces shared by several suites. */
 import type { EmbeddingTable } from '@embedstack/core';
-import { type Job, type MeasureOptions, measureAsync, measureInterleaved } from '../harness.js';
+import { collectGarbage, type Job, type MeasureOptions, type Measured, measureAsync, measureInterleaved } from '../harness.js';
 import type { Arena, NativePeers } from '../native.js';
 import type { Figure } from '../report.js';
 
@@ -33,15 +33,33 @@ export interface Entry {
   kind: 'ours' | 'peer';
   unit: string;
   note?: string;
+  /**
+   * Timed on its own after the interleaved ones: for jobs that allocate large JS
+   * buffers or heaps, whose garbage collection would otherwise land in the other
+   * jobs' samples (our result allocations are what trigger the collections).
+   */
+  isolated?: boolean;
 }
 
-/** Measures the entries interleaved (see measureInterleaved) and returns their figures, in order. */
+/**
+ * Measures the entries (interleaved, see measureInterleaved, except the isolated
+ * ones, timed one by one afterwards) and returns their figures in entry order.
+ */
 export function runEntries(entries: readonly Entry[], o?: MeasureOptions): Figure[] {
-  const ms = measureInterleaved(
-    entries.map((e) => e.job),
+  const shared = entries.filter((e) => !e.isolated);
+  const measured = new Map<Entry, Measured>();
+  measureInterleaved(
+    shared.map((e) => e.job),
     o,
-  );
-  return entries.map((e, i) => figure(e.name, e.kind, ms[i]!.rate, e.unit, { samples: ms[i]!.samples, ...(e.note ? { note: e.note } : {}) }));
+  ).forEach((m, i) => measured.set(shared[i]!, m));
+  for (const e of entries.filter((x) => x.isolated)) {
+    collectGarbage();
+    measured.set(e, measureInterleaved([e.job], o)[0]!);
+  }
+  return entries.map((e) => {
+    const m = measured.get(e)!;
+    return figure(e.name, e.kind, m.rate, e.unit, { samples: m.samples, ...(e.note ? { note: e.note } : {}) });
+  });
 }
 
 /** Call i works on batch i mod (pool length / batch) of `pool`. */
@@ -82,7 +100,7 @@ export function gatherEntry(
   const reused = new Float32Array(batch * dim);
   const fn = (i: number): void => native.gather(arena, next(i), freshOutput ? new Float32Array(batch * dim) : reused, threads);
   const name = `native gather (${threadLabel(threads)}${freshOutput ? ', fresh output' : ''})`;
-  return { job: { label, fn, items: batch }, name, kind: 'peer', unit: 'keys/s' };
+  return { job: { label, fn, items: batch }, name, kind: 'peer', unit: 'keys/s', isolated: freshOutput };
 }
 
 /** Releases garbage and gives the event loop a turn (lets timers and GC settle). */

@@ -124,7 +124,7 @@ export const findSuite: Suite = {
       collectGarbage();
     }
     notes.push('keys are distinct pseudo-random int64; the table is presized (initCapacity = keys) and every row written');
-    notes.push('ours and the native gathers are sampled interleaved, before the JS Map is built; the JS Map is then timed on the same key batches');
+    notes.push('ours and the native gathers are sampled interleaved, before the JS Map is built; the JS Map (and the fresh-output gather, whose 16 MB allocations would bring GCs into our samples) are then timed on their own, on the same key batches');
     notes.push('the static gather copies arena rows into a reused output buffer (and, on the headline row, into a fresh one per call); find and the JS Map allocate their output per call');
     notes.push('JS Map rows are Float32Array views into 64 MiB slabs (a faster setup than one ArrayBuffer per key, and no slower to look up)');
     const charts: Chart[] = [
