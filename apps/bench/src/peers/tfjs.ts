@@ -25,15 +25,10 @@ export async function useTfjs(name: TfjsBackendName): Promise<string | null> {
       setWasmPaths(path.join(path.dirname(pkg), 'dist') + path.sep);
       wasmPathSet = true;
     }
-    const log = console.log;
-    console.log = () => {}; // tfjs greets Node users with a banner on first use
-    let ok: boolean;
-    try {
-      ok = await tf.setBackend(name);
-      await tf.ready();
-    } finally {
-      console.log = log;
-    }
+    // Production mode: no debug checks, and no "install tfjs-node" banner on stderr.
+    tf.enableProdMode();
+    const ok = await tf.setBackend(name);
+    await tf.ready();
     if (!ok || tf.getBackend() !== name) return `tf.setBackend('${name}') returned false`;
     return null;
   } catch (e) {
