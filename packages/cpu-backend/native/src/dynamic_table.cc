@@ -17,10 +17,6 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   checkedMul(rowFloats_, sizeof(float), "a row");
   capped_ = c.maxCapacity <= kMaxRows;
   capCeiling_ = capped_ ? c.maxCapacity : kMaxRows;
-  slotTemplate_.reserve(slotFloats_);
-  for (size_t s = 0; s < c.slotWidths.size(); ++s) {
-    for (uint32_t j = 0; j < c.slotWidths[s]; ++j) slotTemplate_.push_back(c.slotInitial[s]);
-  }
   capacity_ = std::min(std::max<size_t>(c.initCapacity, 1), capCeiling_);
   arena_.allocateZeroed(checkedMul(capacity_, rowBytes(), "the row arena"), "the row arena");
   meta_.allocateZeroed(checkedMul(capacity_, sizeof(RowMeta), "the keys and scores"), "the keys and scores");
@@ -168,12 +164,7 @@ ExportResult DynamicTable::exportBatch(size_t offset, size_t limit) {
       r.keys[i] = keyOf(row);
       r.scores[i] = __atomic_load_n(scoreOf(row), __ATOMIC_RELAXED);
       std::memcpy(r.values.data() + i * dim_, valuesOf(row), dim_ * sizeof(float));
-      const float* s = slotsOf(row);
-      for (size_t j = 0; j < c.slotWidths.size(); ++j) {
-        const uint32_t w = c.slotWidths[j];
-        std::memcpy(r.slots[j].data() + i * w, s, w * sizeof(float));
-        s += w;
-      }
+      exportSlots(slotsOf(row), r.slots, i);
     }
   });
   return r;

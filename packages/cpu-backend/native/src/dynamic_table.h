@@ -127,6 +127,8 @@ class DynamicTable final : public Table {
     *s = explicitScores ? wb.given(u)
                         : nextScore(config_.scorePolicy, *s, wb.dedupe.count(u), wb.hasGiven(u), wb.given(u), wb.clock);
   }
+  /** Writes each resident unique's value from its last occurrence, and scores it. */
+  void writeLastValues(WriteBatch& wb, const float* values);
   /** findOrInsert's body under the exclusive lock: rows per unique, refused keys left absent. */
   void findOrInsertLocked(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores);
 
@@ -135,7 +137,6 @@ class DynamicTable final : public Table {
   size_t rowFloats_;  // dim + slotFloats
   size_t capCeiling_;  // maxCapacity, or kMaxRows when uncapped
   bool capped_;
-  std::vector<float> slotTemplate_;  // [slotFloats] initial slot values of a new row
 
   Block arena_;  // [capacity * rowFloats] floats
   Block meta_;   // [capacity] RowMeta

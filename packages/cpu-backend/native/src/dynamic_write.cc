@@ -85,13 +85,7 @@ void DynamicTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_
   });
 }
 
-void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
-  std::unique_lock<std::shared_mutex> lock(mutex_);
-  checkAlive();
-  WriteBatch wb;
-  startWrite(wb, keys, n, scores);
-  std::vector<uint32_t> admitted = admit(wb, nullptr, false);
-  insertAdmitted(wb, admitted, false);  // every admitted row gets its value below
+void DynamicTable::writeLastValues(WriteBatch& wb, const float* values) {
   forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
     for (size_t u = b; u < e; ++u) {
       const uint32_t row = wb.rows[u];
@@ -102,19 +96,22 @@ void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, co
   });
 }
 
+void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  WriteBatch wb;
+  startWrite(wb, keys, n, scores);
+  std::vector<uint32_t> admitted = admit(wb, nullptr, false);
+  insertAdmitted(wb, admitted, false);  // every admitted row gets its value below
+  writeLastValues(wb, values);
+}
+
 void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   WriteBatch wb;
   startWrite(wb, keys, n, scores);
-  forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
-    for (size_t u = b; u < e; ++u) {
-      const uint32_t row = wb.rows[u];
-      if (row == KeyIndex::kNoRow) continue;
-      std::memcpy(valuesOf(row), values + wb.dedupe.lastOccurrence(u) * dim_, dim_ * sizeof(float));
-      touchUnique(wb, u, false);
-    }
-  });
+  writeLastValues(wb, values);
 }
 
 void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
@@ -151,7 +148,6 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   const bool explicitScores = scores != nullptr;
-  const std::vector<uint32_t>& widths = config_.slotWidths;
   WriteBatch wb;
   startWrite(wb, keys, n, scores);
   std::vector<uint32_t> admitted = admit(wb, nullptr, explicitScores);
@@ -162,15 +158,7 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
       if (row == KeyIndex::kNoRow) continue;
       const size_t last = wb.dedupe.lastOccurrence(u);
       std::memcpy(valuesOf(row), values + last * dim_, dim_ * sizeof(float));
-      float* s = slotsOf(row);
-      if (slots) {
-        for (size_t j = 0; j < widths.size(); ++j) {
-          std::memcpy(s, slots[j] + last * widths[j], widths[j] * sizeof(float));
-          s += widths[j];
-        }
-      } else if (slotFloats_ > 0) {
-        std::memcpy(s, slotTemplate_.data(), slotFloats_ * sizeof(float));
-      }
+      importSlots(slotsOf(row), slots, last);
       touchUnique(wb, u, explicitScores);
     }
   });

@@ -17,9 +17,6 @@ StaticTable::StaticTable(TableConfig config) : Table(std::move(config)) {
   slotFloats_ = c.slotFloats();
   rowFloats_ = checkedAdd(dim_, slotFloats_, "a row");
   rows_ = c.vocabularySize;
-  for (size_t s = 0; s < c.slotWidths.size(); ++s) {
-    for (uint32_t j = 0; j < c.slotWidths[s]; ++j) slotTemplate_.push_back(c.slotInitial[s]);
-  }
   arena_.allocateZeroed(checkedMul(checkedMul(rows_, rowFloats_, "the static table"), sizeof(float), "the static table"),
                         "the static table");
   // Fresh pages are zero: an all-zero initial state needs no writes (and no RSS).
@@ -160,11 +157,7 @@ ExportResult StaticTable::exportBatch(size_t offset, size_t limit) {
       r.keys[i] = static_cast<int64_t>(start + i);
       r.scores[i] = 0;
       std::memcpy(r.values.data() + i * dim_, p, dim_ * sizeof(float));
-      p += dim_;
-      for (size_t j = 0; j < widths.size(); ++j) {
-        std::memcpy(r.slots[j].data() + i * widths[j], p, widths[j] * sizeof(float));
-        p += widths[j];
-      }
+      exportSlots(p + dim_, r.slots, i);
     }
   });
   return r;
@@ -175,19 +168,10 @@ void StaticTable::importRows(const int64_t* keys, size_t n, const float* values,
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   checkKeys(keys, n, "keys");
-  const std::vector<uint32_t>& widths = config_.slotWidths;
   forEachInRowOrder(keys, n, [&](size_t i) {
     float* p = row(static_cast<size_t>(keys[i]));
     std::memcpy(p, values + i * dim_, dim_ * sizeof(float));
-    p += dim_;
-    if (slots) {
-      for (size_t j = 0; j < widths.size(); ++j) {
-        std::memcpy(p, slots[j] + i * widths[j], widths[j] * sizeof(float));
-        p += widths[j];
-      }
-    } else if (slotFloats_ > 0) {
-      std::memcpy(p, slotTemplate_.data(), slotFloats_ * sizeof(float));
-    }
+    importSlots(p + dim_, slots, i);
   });
 }
 

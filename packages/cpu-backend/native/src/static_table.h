@@ -51,7 +51,6 @@ class StaticTable final : public Table {
   size_t slotFloats_;
   size_t rowFloats_;
   size_t rows_;
-  std::vector<float> slotTemplate_;
   Block arena_;
 };
 

@@ -1,4 +1,5 @@
 // Table factory (validates a config) and helpers shared by both table kinds.
+#include <cstring>
 #include <memory>
 #include <sstream>
 
@@ -27,6 +28,32 @@ void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_
     ThreadPool::shared().parallelFor(bag.rows, parallelGrain(bag.rows, 16), fn);
   } else {
     fn(0, bag.rows);
+  }
+}
+
+Table::Table(TableConfig config) : config_(std::move(config)) {
+  for (size_t s = 0; s < config_.slotWidths.size(); ++s) {
+    for (uint32_t j = 0; j < config_.slotWidths[s]; ++j) slotTemplate_.push_back(config_.slotInitial[s]);
+  }
+}
+
+void Table::importSlots(float* dst, const float* const* slots, size_t i) const {
+  if (!slots) {
+    if (!slotTemplate_.empty()) std::memcpy(dst, slotTemplate_.data(), slotTemplate_.size() * sizeof(float));
+    return;
+  }
+  for (size_t j = 0; j < config_.slotWidths.size(); ++j) {
+    const uint32_t w = config_.slotWidths[j];
+    std::memcpy(dst, slots[j] + i * w, w * sizeof(float));
+    dst += w;
+  }
+}
+
+void Table::exportSlots(const float* src, std::vector<HostArray<float>>& out, size_t i) const {
+  for (size_t j = 0; j < config_.slotWidths.size(); ++j) {
+    const uint32_t w = config_.slotWidths[j];
+    std::memcpy(out[j].data() + i * w, src, w * sizeof(float));
+    src += w;
   }
 }
 

@@ -93,7 +93,7 @@ void forEachBagSpan(const BagInput& bag, size_t rb, size_t re, size_t entries, F
 
 class Table {
  public:
-  explicit Table(TableConfig config) : config_(std::move(config)) {}
+  explicit Table(TableConfig config);
   virtual ~Table() = default;
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
@@ -138,8 +138,16 @@ class Table {
   }
   /** Throws unless the optimizer's slots are exactly this table's slots. */
   void checkOptimizer(const OptimizerParams& opt) const;
+  /**
+   * A row's slots (`dst`, [slotFloats]) from import arrays (`slots[j]` is [n * width_j],
+   * entry i), or their initial values when `slots` is null.
+   */
+  void importSlots(float* dst, const float* const* slots, size_t i) const;
+  /** Splits a row's slots (`src`) into export arrays at entry i. */
+  void exportSlots(const float* src, std::vector<HostArray<float>>& out, size_t i) const;
 
   TableConfig config_;
+  std::vector<float> slotTemplate_;  // [slotFloats] a new row's slots (each slot's initial value)
   mutable std::shared_mutex mutex_;
 
  private:
