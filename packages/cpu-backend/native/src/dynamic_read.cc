@@ -61,6 +61,7 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
                                       float* out) {
   if (insertMissing) {
     // Exactly findOrInsert on the bag's keys, then the reduction over their rows.
+    ScratchRelease release(bag.n);
     std::unique_lock<std::shared_mutex> lock(mutex_);
     checkAlive();
     WriteBatch wb;

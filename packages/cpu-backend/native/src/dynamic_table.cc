@@ -22,7 +22,7 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   meta_.allocateZeroed(checkedMul(capacity_, sizeof(RowMeta), "the keys and scores"), "the keys and scores");
   // The index is sized for initCapacity keys up front (the arena's capacity costs no
   // RSS until used; the index is written now, so it is capped at 2^26 keys' worth).
-  index_.reset(KeyIndex::groupsFor(std::min<size_t>(capacity_, size_t{1} << 26)));
+  index_.reset(KeyIndex::groupsToHold(std::min<size_t>(capacity_, size_t{1} << 26)));
 }
 
 ScoreClock DynamicTable::beginCall() {

@@ -12,7 +12,7 @@
 //  order is arena order (offset/limit is O(1)). Capacity doubles from
 //  initCapacity, capped at maxCapacity; untouched capacity is address space, not RSS.
 //  - index: KeyIndex (control bytes + 4-byte row per slot), see key_index.h.
-// Overhead per key beyond the value bytes: 16 (key, score) + 6.4..7.5 (index).
+// Overhead per key beyond the value bytes: 16 (key, score) + 5.8..6.4 (index).
 //
 // Semantics follow core's reference dynamic table exactly (scores, the eviction
 // rule of capped tables, accum's bp_v2 rule); see the .cc files for each op.

@@ -61,6 +61,7 @@ void DynamicTable::findOrInsertLocked(WriteBatch& wb, const int64_t* keys, size_
 
 void DynamicTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* out,
                                     uint8_t* exists) {
+  ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   WriteBatch wb;
@@ -97,6 +98,7 @@ void DynamicTable::writeLastValues(WriteBatch& wb, const float* values) {
 }
 
 void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
+  ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   WriteBatch wb;
@@ -107,6 +109,7 @@ void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, co
 }
 
 void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
+  ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   WriteBatch wb;
@@ -116,6 +119,7 @@ void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, co
 
 void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
                          const uint64_t* scores) {
+  ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   WriteBatch wb;
@@ -145,6 +149,7 @@ void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, con
 
 void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
                               const uint64_t* scores) {
+  ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   const bool explicitScores = scores != nullptr;
@@ -166,6 +171,7 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
 
 void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
   checkOptimizer(opt);
+  ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   WriteBatch wb;

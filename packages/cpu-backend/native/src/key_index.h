@@ -3,8 +3,8 @@
 // arena row index per slot, both in the group's one cache line (so a probe costs
 // one memory access). Keys live in the arena records, not here, so every int64
 // value is a valid key. Linear probing over groups; the group count is any number
-// (multiply-shift), so the index grows in ~1.2x steps and costs 64 bytes per
-// 8.5..10 keys = 6.4..7.5 bytes per key.
+// (multiply-shift), so the index grows in 1.1x steps and costs 64 bytes per
+// 10..11 keys = 5.8..6.4 bytes per key.
 //
 // Memory: one 64-byte aligned Block of groups. Not synchronised: the owning table
 // holds its lock; concurrent const calls are safe.
@@ -23,11 +23,13 @@ class KeyIndex {
  public:
   static constexpr uint32_t kNoRow = UINT32_MAX;
   static constexpr size_t kNoSlot = SIZE_MAX;
-  /** Entries + tombstones allowed per group (10 of 12 slots). */
-  static constexpr size_t kMaxPerGroup = 10;
+  /** Entries + tombstones allowed per group (11 of 12 slots). */
+  static constexpr size_t kMaxPerGroup = 11;
 
-  /** Groups needed to hold `entries` at the post-growth load (0.7). */
+  /** Groups for `entries` keys with room to grow: 10 keys per group (load 0.83). */
   static size_t groupsFor(size_t entries);
+  /** Groups that hold exactly `entries` keys at the maximum load (a presized table). */
+  static size_t groupsToHold(size_t entries) { return entries / kMaxPerGroup + 1; }
 
   /** Drops everything and sizes the index to `groups` (>= 1) empty groups. */
   void reset(size_t groups);

@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #if defined(__linux__)
 #include <sys/mman.h>
 #include <unistd.h>
@@ -39,6 +42,12 @@ size_t physicalMemoryBytes() {
   if (pages > 0 && page > 0) return static_cast<size_t>(pages) * static_cast<size_t>(page);
 #endif
   return 0;
+}
+
+ScratchRelease::~ScratchRelease() {
+#if defined(__GLIBC__)
+  if (active_) malloc_trim(0);
+#endif
 }
 
 void adviseHugePages(void* p, size_t bytes) {

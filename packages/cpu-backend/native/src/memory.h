@@ -31,6 +31,23 @@ size_t physicalMemoryBytes();
  */
 void adviseHugePages(void* p, size_t bytes);
 
+/**
+ * Declared before a large call's scratch buffers: when it goes out of scope (after
+ * them), returns the C library's freed heap memory to the system, so per-call
+ * scratch (megabytes for large batches) does not stay in the process's RSS.
+ */
+class ScratchRelease {
+ public:
+  explicit ScratchRelease(size_t items) : active_(items >= kMinItems) {}
+  ~ScratchRelease();
+  ScratchRelease(const ScratchRelease&) = delete;
+  ScratchRelease& operator=(const ScratchRelease&) = delete;
+
+ private:
+  static constexpr size_t kMinItems = 16384;
+  bool active_;
+};
+
 class Block {
  public:
   Block() = default;

@@ -194,6 +194,7 @@ void StaticTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, dou
 
 void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
   checkOptimizer(opt);
+  ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   checkKeys(keys, n, "keys");
