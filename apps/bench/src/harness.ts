@@ -17,7 +17,12 @@ export interface MeasureOptions {
   minMs?: number;
   /** Stop after this long (ms) even before minSamples (at least one sample). Default 4000. */
   maxMs?: number;
-  /** Group calls so that one sample lasts at least this long (ms). Default 20. */
+  /**
+   * Group calls so that one sample lasts at least this long (ms). Default 100: long
+   * enough that each sample averages over the periodic costs of a call (the GCs its
+   * result buffers trigger every few tens of ms), so the median is not a coin toss
+   * between samples with and without one.
+   */
   sampleMs?: number;
 }
 
@@ -33,7 +38,7 @@ export interface Measured {
 type Resolved = Required<MeasureOptions>;
 
 function resolve(o: MeasureOptions): Resolved {
-  return { warmup: 1, minSamples: 5, maxSamples: 40, minMs: 400, maxMs: 4000, sampleMs: 20, ...o };
+  return { warmup: 1, minSamples: 5, maxSamples: 40, minMs: 400, maxMs: 4000, sampleMs: 100, ...o };
 }
 
 /** Whether sampling is over, given the samples so far and the time since sampling began. */
