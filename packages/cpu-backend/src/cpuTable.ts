@@ -12,7 +12,7 @@ import type {
 } from '@embedstack/core';
 import { COMBINER_IDS, encodeOptimizer, encodeTable } from './abi.js';
 import { call, callAsync } from './errors.js';
-import type { NativeBinding, NativeExportResult, NativeFindResult, NativeTableHandle } from './native.js';
+import type { NativeBinding, NativeExportResult, NativeTableHandle } from './native.js';
 
 /**
  * Calls doing at least this much work (keys * dim floats moved) run on the libuv
@@ -21,14 +21,12 @@ import type { NativeBinding, NativeExportResult, NativeFindResult, NativeTableHa
  */
 export const ASYNC_MIN_WORK = 1 << 17;
 
-const toFind = ([values, exists]: NativeFindResult): FindResult => ({ values, exists });
 const toExport = ([keys, values, slots, scores]: NativeExportResult): ExportBatch => ({ keys, values, slots, scores });
 
 /**
- * A fresh Float32Array the addon fills completely (synchronous calls). Large ones
- * come uninitialised from Node's allocator: no zero fill, and the garbage collector
- * frees them without waiting for the event loop, so even a tight synchronous loop
- * reuses memory instead of faulting in fresh pages on every call.
+ * A fresh Float32Array the addon fills completely. Large ones come uninitialised from
+ * Node's allocator (no zero fill; the garbage collector frees them without waiting for
+ * the event loop, so memory is reused even by tight synchronous loops).
  */
 function floats(n: number): Float32Array {
   if (n * 4 < 65536) return new Float32Array(n);
@@ -115,13 +113,16 @@ export class CpuRawTable implements RawTable {
       }
     };
     this.async = {
-      // Async results are allocated by the addon on the worker thread (and freed by
-      // finalizers, which run because the event loop turns between async calls).
-      find: (keys) => (big(keys.length) ? callAsync(() => b.findAsync(h, keys)).then(toFind) : inline(() => sync.find(keys))),
-      findOrInsert: (keys, scores) =>
-        big(keys.length)
-          ? callAsync(() => b.findOrInsertAsync(h, keys, scores)).then(toFind)
-          : inline(() => sync.findOrInsert(keys, scores)),
+      find: (keys) => {
+        if (!big(keys.length)) return inline(() => sync.find(keys));
+        const r = findResult(keys.length, dim);
+        return callAsync(() => b.findAsync(h, keys, r.values, r.exists)).then(() => r);
+      },
+      findOrInsert: (keys, scores) => {
+        if (!big(keys.length)) return inline(() => sync.findOrInsert(keys, scores));
+        const r = findResult(keys.length, dim);
+        return callAsync(() => b.findOrInsertAsync(h, keys, scores, r.values, r.exists)).then(() => r);
+      },
       upsert: (keys, values, scores) =>
         big(keys.length) ? callAsync(() => b.upsertAsync(h, keys, values, scores)) : inline(() => sync.upsert(keys, values, scores)),
       assign: (keys, values, scores) =>
@@ -140,12 +141,13 @@ export class CpuRawTable implements RawTable {
         big(keys.length)
           ? callAsync(() => b.importRowsAsync(h, keys, values, slots, scores))
           : inline(() => sync.importRows(keys, values, slots, scores)),
-      lookupCombined: (bag, combiner, maxNorm, insertMissing) =>
-        big(bag.keys.length)
-          ? callAsync(() =>
-              b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing),
-            ).then((out) => out!)
-          : inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing)),
+      lookupCombined: (bag, combiner, maxNorm, insertMissing) => {
+        if (!big(bag.keys.length)) return inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing));
+        const out = bagOut(bag);
+        return callAsync(() =>
+          b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, out),
+        ).then(() => out);
+      },
       applyGradients: (keys, grads, optimizer) =>
         big(keys.length)
           ? callAsync(() => b.applyGradientsAsync(h, keys, grads, encodeOptimizer(optimizer)))
