@@ -7,19 +7,19 @@ namespace embedstack {
 namespace abi {
 
 enum TableField : int {
-  kKind = 0,           // 0 dynamic, 1 static
-  kDim,                // integer >= 1
-  kKeyDtype,           // 0 int64, 1 int32
-  kVocabularySize,     // static: rows
-  kInitCapacity,       // dynamic
-  kMaxCapacity,        // dynamic; Infinity = uncapped
-  kInitKind,           // InitKind
-  kInitA,              // constant value / uniform min / normal mean
-  kInitB,              // uniform max / normal std
-  kSeed,               // uint32
-  kStream,             // uint32
-  kScorePolicy,        // ScorePolicy
-  kTableFields         // length of the config vector
+  kKind = 0,        // 0 dynamic, 1 static
+  kDim,             // integer >= 1
+  kKeyDtype,        // 0 int64, 1 int32
+  kVocabularySize,  // static: rows
+  kInitCapacity,    // dynamic
+  kMaxCapacity,     // dynamic; Infinity = uncapped
+  kInitKind,        // InitKind
+  kInitA,           // constant value / uniform min / normal mean
+  kInitB,           // uniform max / normal std
+  kSeed,            // uint32
+  kStream,          // uint32
+  kScorePolicy,     // ScorePolicy
+  kTableFields      // length of the config vector
 };
 
 enum OptimizerField : int {

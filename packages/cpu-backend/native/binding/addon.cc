@@ -84,8 +84,8 @@ Napi::Value createTableFn(const Napi::CallbackInfo& info) {
     holder->int32Keys = c.int32Keys;
     holder->dim = c.dim;
     holder->table = createTable(std::move(c));
-    auto handle = Napi::External<TableHolder>::New(info.Env(), holder.get(),
-                                                   [](Napi::Env, TableHolder* h) { delete h; });
+    auto handle =
+        Napi::External<TableHolder>::New(info.Env(), holder.get(), [](Napi::Env, TableHolder* h) { delete h; });
     holder.release();
     tagHandle(handle);
     return handle;
@@ -119,6 +119,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
 
 }  // namespace embedstack
 
-static Napi::Object initModule(Napi::Env env, Napi::Object exports) { return embedstack::init(env, exports); }
+static Napi::Object initModule(Napi::Env env, Napi::Object exports) {
+  return embedstack::init(env, exports);
+}
 
 NODE_API_MODULE(embedstack_cpu, initModule)

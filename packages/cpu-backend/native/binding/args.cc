@@ -116,15 +116,17 @@ std::string describe(const Napi::Value& v) {
   return "object";
 }
 
-void tagHandle(const Napi::External<TableHolder>& handle) { handle.TypeTag(&kTableTag); }
+void tagHandle(const Napi::External<TableHolder>& handle) {
+  handle.TypeTag(&kTableTag);
+}
 
 TableHolder* holderArg(const Napi::CallbackInfo& info, size_t i) {
   Napi::Value v = argAt(info, i);
   ES_CHECK(v.IsExternal() && v.As<Napi::External<TableHolder>>().CheckTypeTag(&kTableTag), kInvalidType,
            "Expected table to be a table handle returned by createTable but received " << describe(v));
   TableHolder* h = v.As<Napi::External<TableHolder>>().Data();
-  ES_CHECK(h != nullptr, kInvalidType, "Expected table to be a table handle returned by createTable but received "
-                                           << describe(v));
+  ES_CHECK(h != nullptr, kInvalidType,
+           "Expected table to be a table handle returned by createTable but received " << describe(v));
   return h;
 }
 

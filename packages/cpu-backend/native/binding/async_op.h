@@ -23,9 +23,9 @@ struct Unit {};
 
 template <class R>
 struct Op {
-  std::function<R()> job;                              // runs on any thread, no JS
-  std::function<Napi::Value(Napi::Env, R&)> toJs;     // runs on the JS thread
-  std::vector<Napi::Value> keepAlive;                  // JS inputs the job reads
+  std::function<R()> job;                          // runs on any thread, no JS
+  std::function<Napi::Value(Napi::Env, R&)> toJs;  // runs on the JS thread
+  std::vector<Napi::Value> keepAlive;              // JS inputs the job reads
 };
 
 template <class R>

@@ -8,7 +8,9 @@ namespace embedstack {
 
 namespace {
 
-void freeBlock(napi_env, void* data, void*) { std::free(data); }
+void freeBlock(napi_env, void* data, void*) {
+  std::free(data);
+}
 
 // Takes ownership of a malloc'd block and returns an ArrayBuffer over it.
 Napi::ArrayBuffer adopt(Napi::Env env, void* data, size_t bytes) {

@@ -67,7 +67,8 @@ struct FindOutputs {
   uint8_t* exists = nullptr;
 };
 
-FindOutputs findOutputs(const Napi::CallbackInfo& info, size_t i, size_t n, size_t dim, std::vector<Napi::Value>& keep) {
+FindOutputs findOutputs(const Napi::CallbackInfo& info, size_t i, size_t n, size_t dim,
+                        std::vector<Napi::Value>& keep) {
   FindOutputs o;
   const bool given = info.Length() > i && !info[i].IsUndefined() && !info[i].IsNull();
   const bool givenExists = info.Length() > i + 1 && !info[i + 1].IsUndefined() && !info[i + 1].IsNull();
@@ -90,7 +91,9 @@ struct FindOutcome {
   bool filled = false;
 };
 
-Napi::Value findOutcomeToJs(Napi::Env env, FindOutcome& r) { return r.filled ? env.Undefined() : findToJs(env, r.owned); }
+Napi::Value findOutcomeToJs(Napi::Env env, FindOutcome& r) {
+  return r.filled ? env.Undefined() : findToJs(env, r.owned);
+}
 
 // ---- ops ------------------------------------------------------------------------
 
@@ -139,8 +142,12 @@ Op<FindOutcome> prepareFindOrInsert(const Napi::CallbackInfo& info) {
   return op;
 }
 
-Napi::Value undefinedToJs(Napi::Env env, Unit&) { return env.Undefined(); }
-Napi::Value countToJs(Napi::Env env, size_t& n) { return Napi::Number::New(env, static_cast<double>(n)); }
+Napi::Value undefinedToJs(Napi::Env env, Unit&) {
+  return env.Undefined();
+}
+Napi::Value countToJs(Napi::Env env, size_t& n) {
+  return Napi::Number::New(env, static_cast<double>(n));
+}
 
 template <void (Table::*Method)(const int64_t*, size_t, const float*, const uint64_t*)>
 Op<Unit> prepareWrite(const Napi::CallbackInfo& info) {
@@ -276,13 +283,12 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   ES_CHECK(splits.data[0] == 0, kInvalidArgument, "Expected rowSplits[0] to be 0 but received " << splits.data[0]);
   for (size_t r = 1; r < splits.length; ++r) {
     ES_CHECK(splits.data[r] >= splits.data[r - 1], kInvalidArgument,
-             "Expected rowSplits to be non-decreasing but rowSplits[" << r << "] = " << splits.data[r]
-                                                                     << " < rowSplits[" << r - 1
-                                                                     << "] = " << splits.data[r - 1]);
+             "Expected rowSplits to be non-decreasing but rowSplits["
+                 << r << "] = " << splits.data[r] << " < rowSplits[" << r - 1 << "] = " << splits.data[r - 1]);
   }
   ES_CHECK(static_cast<size_t>(splits.data[splits.length - 1]) == keys->n, kShapeMismatch,
            "Expected rowSplits to end at the number of keys (" << keys->n << ") but it ends at "
-                                                                << splits.data[splits.length - 1]);
+                                                               << splits.data[splits.length - 1]);
   if (weights.present) checkLength(weights.length, keys->n, "weights", "weights (one per key)");
   BagInput bag;
   bag.rowSplits = splits.data;
@@ -363,8 +369,7 @@ Napi::Value sizeFn(const Napi::CallbackInfo& info) {
   return guard(info, [&] { return Napi::Number::New(info.Env(), static_cast<double>(tableArg(info, 0)->size())); });
 }
 Napi::Value capacityFn(const Napi::CallbackInfo& info) {
-  return guard(info,
-               [&] { return Napi::Number::New(info.Env(), static_cast<double>(tableArg(info, 0)->capacity())); });
+  return guard(info, [&] { return Napi::Number::New(info.Env(), static_cast<double>(tableArg(info, 0)->capacity())); });
 }
 Napi::Value memoryUsageFn(const Napi::CallbackInfo& info) {
   return guard(info,
@@ -394,7 +399,9 @@ Napi::Value isDisposedFn(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void registerTableFunctions(Napi::Env env, Napi::Object exports) {
-  auto def = [&](const char* name, Napi::Function::Callback fn) { exports.Set(name, Napi::Function::New(env, fn, name)); };
+  auto def = [&](const char* name, Napi::Function::Callback fn) {
+    exports.Set(name, Napi::Function::New(env, fn, name));
+  };
   def("find", syncFn<FindOutcome, prepareFind>);
   def("findAsync", asyncFn<FindOutcome, prepareFind>);
   def("findOrInsert", syncFn<FindOutcome, prepareFindOrInsert>);

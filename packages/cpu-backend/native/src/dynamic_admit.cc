@@ -51,7 +51,8 @@ std::vector<uint32_t> DynamicTable::admit(WriteBatch& wb, const std::vector<uint
   }
   const ScorePolicy policy = config_.scorePolicy;
   for (uint32_t u : fresh) {
-    const uint64_t score = explicitScores ? wb.given(u) : nextScore(policy, 0, d.count(u), wb.hasGiven(u), wb.given(u), wb.clock);
+    const uint64_t score =
+        explicitScores ? wb.given(u) : nextScore(policy, 0, d.count(u), wb.hasGiven(u), wb.given(u), wb.clock);
     consider({score, d.key(u), false, u});
   }
 

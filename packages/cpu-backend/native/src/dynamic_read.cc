@@ -82,8 +82,8 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
           }
         }
         span.fillMissing(bag, eb, dim_, config_.initializer);
-        combineBagRows({bag.rowSplits, r0, r1, span.rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out,
-                        acc.data()});
+        combineBagRows(
+            {bag.rowSplits, r0, r1, span.rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out, acc.data()});
       });
     });
     return;

@@ -36,8 +36,7 @@ class DynamicTable final : public Table {
   explicit DynamicTable(TableConfig config);
 
   void findInto(const int64_t* keys, size_t n, float* values, uint8_t* exists) override;
-  void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values,
-                        uint8_t* exists) override;
+  void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values, uint8_t* exists) override;
   void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
@@ -134,7 +133,7 @@ class DynamicTable final : public Table {
 
   size_t dim_;
   size_t slotFloats_;
-  size_t rowFloats_;  // dim + slotFloats
+  size_t rowFloats_;   // dim + slotFloats
   size_t capCeiling_;  // maxCapacity, or kMaxRows when uncapped
   bool capped_;
 

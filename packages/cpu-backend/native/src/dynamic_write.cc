@@ -181,28 +181,31 @@ void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* gr
   insertAdmitted(wb, admitted, true);
   const BatchDedupe& d = wb.dedupe;
   const uint32_t* occ = d.occurrenceList();
-  forEachRange(d.uniqueCount(), [&](size_t b, size_t e) {
-    std::vector<float> sum(dim_);
-    std::vector<double> scratch(dim_);
-    for (size_t u = b; u < e; ++u) {
-      if (u + 4 < e) {
-        uint32_t ahead = wb.rows[u + 4];
-        if (ahead != KeyIndex::kNoRow) {
-          prefetchRow(ahead, rowBytes());
-          __builtin_prefetch(scoreOf(ahead), 1);
+  forEachRange(
+      d.uniqueCount(),
+      [&](size_t b, size_t e) {
+        std::vector<float> sum(dim_);
+        std::vector<double> scratch(dim_);
+        for (size_t u = b; u < e; ++u) {
+          if (u + 4 < e) {
+            uint32_t ahead = wb.rows[u + 4];
+            if (ahead != KeyIndex::kNoRow) {
+              prefetchRow(ahead, rowBytes());
+              __builtin_prefetch(scoreOf(ahead), 1);
+            }
+            // the first two gradient rows of that key (most keys have one or two)
+            const uint32_t o = d.occurrencesBegin(u + 4);
+            prefetchFloats(grads + static_cast<size_t>(occ[o]) * dim_, dim_);
+            if (d.count(u + 4) > 1) prefetchFloats(grads + static_cast<size_t>(occ[o + 1]) * dim_, dim_);
+          }
+          const uint32_t row = wb.rows[u];
+          if (row == KeyIndex::kNoRow) continue;
+          applyGradientRow(opt, valuesOf(row), slotsOf(row), grads, occ + d.occurrencesBegin(u), d.count(u), dim_,
+                           sum.data(), scratch.data());
+          touchUnique(wb, u, false);
         }
-        // the first two gradient rows of that key (most keys have one or two)
-        const uint32_t o = d.occurrencesBegin(u + 4);
-        prefetchFloats(grads + static_cast<size_t>(occ[o]) * dim_, dim_);
-        if (d.count(u + 4) > 1) prefetchFloats(grads + static_cast<size_t>(occ[o + 1]) * dim_, dim_);
-      }
-      const uint32_t row = wb.rows[u];
-      if (row == KeyIndex::kNoRow) continue;
-      applyGradientRow(opt, valuesOf(row), slotsOf(row), grads, occ + d.occurrencesBegin(u), d.count(u), dim_,
-                       sum.data(), scratch.data());
-      touchUnique(wb, u, false);
-    }
-  }, 256);
+      },
+      256);
 }
 
 }  // namespace embedstack

@@ -46,14 +46,13 @@ class EmbedError : public std::runtime_error {
 // ES_CHECK(cond, code, message-stream): throws EmbedError(code, message) at file:line
 // when cond is false. The message is built only on failure:
 //   ES_CHECK(n <= max, kOutOfRange, "Expected n to be <= " << max << " but received " << n);
-#define ES_CHECK(cond, code, msg)                                                                       \
-  do {                                                                                                  \
-    if (__builtin_expect(!(cond), 0)) {                                                                 \
-      std::ostringstream es_check_stream_;                                                              \
-      es_check_stream_ << msg;                                                                          \
-      throw ::embedstack::EmbedError(::embedstack::ErrorCode::code, es_check_stream_.str(), __FILE__, \
-                                     __LINE__);                                                         \
-    }                                                                                                   \
+#define ES_CHECK(cond, code, msg)                                                                                \
+  do {                                                                                                           \
+    if (__builtin_expect(!(cond), 0)) {                                                                          \
+      std::ostringstream es_check_stream_;                                                                       \
+      es_check_stream_ << msg;                                                                                   \
+      throw ::embedstack::EmbedError(::embedstack::ErrorCode::code, es_check_stream_.str(), __FILE__, __LINE__); \
+    }                                                                                                            \
   } while (0)
 
 #define ES_FAIL(code, msg) ES_CHECK(false, code, msg)

@@ -56,8 +56,8 @@ class Group {
   /** `ctrl` points at 16 control bytes, 16-byte aligned. */
   explicit Group(const uint8_t* ctrl) : v_(_mm_load_si128(reinterpret_cast<const __m128i*>(ctrl))) {}
   BitMask match(uint8_t fragment) const {
-    return BitMask(kSlotMask & static_cast<uint32_t>(_mm_movemask_epi8(
-                                   _mm_cmpeq_epi8(_mm_set1_epi8(static_cast<char>(fragment)), v_))));
+    return BitMask(kSlotMask & static_cast<uint32_t>(
+                                   _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_set1_epi8(static_cast<char>(fragment)), v_))));
   }
   BitMask matchEmpty() const {
     return BitMask(kSlotMask & static_cast<uint32_t>(_mm_movemask_epi8(
@@ -95,9 +95,7 @@ class Group {
   // High bit of each empty byte (0x80: high bit set, bit 1 clear; deleted 0xFE has bit 1 set).
   static uint64_t empty(uint64_t w) { return (w & ~(w << 6)) & kMsbs; }
   // Packs the high bits of the 8 bytes into 8 bits (byte k -> bit k).
-  static uint32_t gather(uint64_t msbs) {
-    return static_cast<uint32_t>(((msbs >> 7) * 0x0102040810204080ULL) >> 56);
-  }
+  static uint32_t gather(uint64_t msbs) { return static_cast<uint32_t>(((msbs >> 7) * 0x0102040810204080ULL) >> 56); }
   uint64_t lo_, hi_;
 };
 

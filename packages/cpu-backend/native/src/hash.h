@@ -18,9 +18,13 @@ inline uint64_t hashKey(int64_t key) {
 }
 
 /** The 7-bit fragment stored in a slot's control byte (low bits of the hash). */
-inline uint8_t hashFragment(uint64_t h) { return static_cast<uint8_t>(h & 0x7f); }
+inline uint8_t hashFragment(uint64_t h) {
+  return static_cast<uint8_t>(h & 0x7f);
+}
 
 /** Group of a hash among `groups` (< 2^32) groups: high 32 bits, multiply-shift (no power of two needed). */
-inline uint64_t hashGroup(uint64_t h, uint64_t groups) { return ((h >> 32) * groups) >> 32; }
+inline uint64_t hashGroup(uint64_t h, uint64_t groups) {
+  return ((h >> 32) * groups) >> 32;
+}
 
 }  // namespace embedstack

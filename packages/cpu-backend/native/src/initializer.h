@@ -34,7 +34,9 @@ inline uint32_t randomWord(uint32_t seed, uint32_t stream, int64_t key, uint32_t
   return mix32(mix32(keyPrefix(seed, stream, key) ^ column) ^ draw);
 }
 
-inline double uniform01(uint32_t word) { return (static_cast<double>(word >> 8) + 0.5) / 16777216.0; }
+inline double uniform01(uint32_t word) {
+  return (static_cast<double>(word >> 8) + 0.5) / 16777216.0;
+}
 
 /** Box-Muller, cosine branch, as random.ts (same operation order). */
 inline double standardNormal(double u1, double u2) {
@@ -60,7 +62,10 @@ struct Initializer {
   /** Writes the initial row of `key` (array initializers use `row`) into out[0..dim). */
   void fill(int64_t key, size_t row, size_t dim, float* out) const;
   /** True when the value depends on the key (so it cannot be computed once per table). */
-  bool perKey() const { return kind == InitKind::kUniform || kind == InitKind::kNormal || kind == InitKind::kTruncatedNormal || kind == InitKind::kArray; }
+  bool perKey() const {
+    return kind == InitKind::kUniform || kind == InitKind::kNormal || kind == InitKind::kTruncatedNormal ||
+           kind == InitKind::kArray;
+  }
 };
 
 }  // namespace embedstack

@@ -66,7 +66,8 @@ class Block {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
-  /** Replaces the block by `bytes` of zeroed, 64-byte aligned memory. Throws FAILED_PRECONDITION on failure (block unchanged). */
+  /** Replaces the block by `bytes` of zeroed, 64-byte aligned memory. Throws FAILED_PRECONDITION on failure (block
+   * unchanged). */
   void allocateZeroed(size_t bytes, const char* what);
   /** Grows or shrinks keeping the first min(old, new) bytes; new bytes are zero. Throws, block unchanged. */
   void resize(size_t bytes, const char* what);

@@ -21,8 +21,8 @@ SlotRequirement slotRequirement(OptimizerKind kind) {
 }
 
 const char* optimizerName(OptimizerKind kind) {
-  static const char* const names[] = {"sgd",           "adagrad",  "adagradMomentum", "adam",    "ftrl",
-                                      "rowWiseAdagrad", "momentum", "adamax",          "adadelta"};
+  static const char* const names[] = {"sgd",      "adagrad", "adagradMomentum", "adam", "ftrl", "rowWiseAdagrad",
+                                      "momentum", "adamax",  "adadelta"};
   int k = static_cast<int>(kind);
   return k >= 0 && k < kOptimizerKinds ? names[k] : "unknown";
 }
@@ -30,7 +30,9 @@ const char* optimizerName(OptimizerKind kind) {
 namespace {
 
 // Math.sign: NaN and signed zeros pass through.
-inline double jsSign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }
+inline double jsSign(double x) {
+  return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+}
 
 // Math.max of two numbers: NaN wins, +0 beats -0.
 inline double jsMax(double a, double b) {
@@ -39,7 +41,9 @@ inline double jsMax(double a, double b) {
   return a > b ? a : b;
 }
 
-inline float f32(double v) { return static_cast<float>(v); }
+inline float f32(double v) {
+  return static_cast<float>(v);
+}
 
 }  // namespace
 
@@ -133,7 +137,8 @@ __attribute__((always_inline)) static inline void updateRow(const OptimizerParam
         const double gi = grad[i];
         s0[i] = f32(p.beta1 * static_cast<double>(s0[i]) + (1 - p.beta1) * gi);
         s1[i] = f32(jsMax(p.beta2 * static_cast<double>(s1[i]), std::fabs(gi)));
-        store(i, static_cast<double>(w[i]) - (scale * static_cast<double>(s0[i])) / (static_cast<double>(s1[i]) + p.epsilon));
+        store(i, static_cast<double>(w[i]) -
+                     (scale * static_cast<double>(s0[i])) / (static_cast<double>(s1[i]) + p.epsilon));
       }
       return;
     }
@@ -141,7 +146,9 @@ __attribute__((always_inline)) static inline void updateRow(const OptimizerParam
       for (size_t i = 0; i < dim; ++i) {
         const double gi = grad[i];
         s0[i] = f32(p.rho * static_cast<double>(s0[i]) + (1 - p.rho) * gi * gi);
-        const double d = (std::sqrt(static_cast<double>(s1[i]) + p.epsilon) / std::sqrt(static_cast<double>(s0[i]) + p.epsilon)) * gi;
+        const double d =
+            (std::sqrt(static_cast<double>(s1[i]) + p.epsilon) / std::sqrt(static_cast<double>(s0[i]) + p.epsilon)) *
+            gi;
         s1[i] = f32(p.rho * static_cast<double>(s1[i]) + (1 - p.rho) * d * d);
         store(i, static_cast<double>(w[i]) - lr * d);
       }

@@ -17,8 +17,9 @@ StaticTable::StaticTable(TableConfig config) : Table(std::move(config)) {
   slotFloats_ = c.slotFloats();
   rowFloats_ = checkedAdd(dim_, slotFloats_, "a row");
   rows_ = c.vocabularySize;
-  arena_.allocateZeroed(checkedMul(checkedMul(rows_, rowFloats_, "the static table"), sizeof(float), "the static table"),
-                        "the static table");
+  arena_.allocateZeroed(
+      checkedMul(checkedMul(rows_, rowFloats_, "the static table"), sizeof(float), "the static table"),
+      "the static table");
   // Fresh pages are zero: an all-zero initial state needs no writes (and no RSS).
   bool allZero = c.initializer.kind == InitKind::kZeros;
   for (float v : slotTemplate_) allZero = allZero && v == 0.0f && !std::signbit(v);
@@ -202,23 +203,26 @@ void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* gra
   d.build(keys, n);
   d.buildOccurrenceLists();
   const uint32_t* occ = d.occurrenceList();
-  forEachRange(d.uniqueCount(), [&](size_t b, size_t e) {
-    std::vector<float> sum(dim_);
-    std::vector<double> scratch(dim_);
-    for (size_t u = b; u < e; ++u) {
-      if (u + 4 < e) {
-        const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(d.key(u + 4))));
-        for (size_t off = 0; off < rowFloats_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
-      }
-      for (size_t c = 0; c < dim_; ++c) sum[c] = 0.0f;
-      for (uint32_t k = d.occurrencesBegin(u); k < d.occurrencesEnd(u); ++k) {
-        const float* g = grads + static_cast<size_t>(occ[k]) * dim_;
-        for (size_t c = 0; c < dim_; ++c) sum[c] = sum[c] + g[c];
-      }
-      float* p = row(static_cast<size_t>(d.key(u)));
-      applyOptimizerRow(opt, p, p + dim_, sum.data(), dim_, scratch.data());
-    }
-  }, 256);
+  forEachRange(
+      d.uniqueCount(),
+      [&](size_t b, size_t e) {
+        std::vector<float> sum(dim_);
+        std::vector<double> scratch(dim_);
+        for (size_t u = b; u < e; ++u) {
+          if (u + 4 < e) {
+            const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(d.key(u + 4))));
+            for (size_t off = 0; off < rowFloats_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
+          }
+          for (size_t c = 0; c < dim_; ++c) sum[c] = 0.0f;
+          for (uint32_t k = d.occurrencesBegin(u); k < d.occurrencesEnd(u); ++k) {
+            const float* g = grads + static_cast<size_t>(occ[k]) * dim_;
+            for (size_t c = 0; c < dim_; ++c) sum[c] = sum[c] + g[c];
+          }
+          float* p = row(static_cast<size_t>(d.key(u)));
+          applyOptimizerRow(opt, p, p + dim_, sum.data(), dim_, scratch.data());
+        }
+      },
+      256);
 }
 
 size_t StaticTable::restrict(size_t) {
@@ -226,6 +230,8 @@ size_t StaticTable::restrict(size_t) {
   return 0;
 }
 
-void StaticTable::setEpoch(uint32_t) { checkAlive(); }
+void StaticTable::setEpoch(uint32_t) {
+  checkAlive();
+}
 
 }  // namespace embedstack

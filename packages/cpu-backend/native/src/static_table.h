@@ -15,8 +15,7 @@ class StaticTable final : public Table {
   explicit StaticTable(TableConfig config);
 
   void findInto(const int64_t* keys, size_t n, float* values, uint8_t* exists) override;
-  void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values,
-                        uint8_t* exists) override;
+  void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values, uint8_t* exists) override;
   void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,

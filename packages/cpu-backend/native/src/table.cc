@@ -97,8 +97,7 @@ std::shared_ptr<Table> createTable(TableConfig c) {
   ES_CHECK(c.dim >= 1 && c.dim <= kMaxDim, kInvalidArgument,
            "Expected dim to be an integer in [1, " << kMaxDim << "] but received " << c.dim);
   ES_CHECK(c.slotWidths.size() == c.slotInitial.size(), kShapeMismatch,
-           "Expected one initial value per slot (" << c.slotWidths.size() << ") but received "
-                                                   << c.slotInitial.size());
+           "Expected one initial value per slot (" << c.slotWidths.size() << ") but received " << c.slotInitial.size());
   ES_CHECK(c.slotWidths.size() <= kMaxSlots, kInvalidArgument,
            "Expected at most " << kMaxSlots << " slots but received " << c.slotWidths.size());
   for (size_t i = 0; i < c.slotWidths.size(); ++i) {

@@ -57,19 +57,19 @@ struct FindResult {
 };
 
 struct ExportResult {
-  HostArray<int64_t> keys;               // [n]
-  HostArray<float> values;               // [n * dim]
-  std::vector<HostArray<float>> slots;   // per slot [n * width]
-  HostArray<uint64_t> scores;            // [n]
+  HostArray<int64_t> keys;              // [n]
+  HostArray<float> values;              // [n * dim]
+  std::vector<HostArray<float>> slots;  // per slot [n * width]
+  HostArray<uint64_t> scores;           // [n]
 };
 
 /** A ragged bag: row r holds keys[rowSplits[r] .. rowSplits[r+1]). */
 struct BagInput {
   const int32_t* rowSplits = nullptr;  // [rows + 1], validated: 0, non-decreasing, ends at n
   size_t rows = 0;
-  const int64_t* keys = nullptr;       // [n]
+  const int64_t* keys = nullptr;  // [n]
   size_t n = 0;
-  const float* weights = nullptr;      // [n] or null (all ones)
+  const float* weights = nullptr;  // [n] or null (all ones)
 };
 
 /** Runs fn over ranges of bag rows: split over the thread pool when the bag has many keys. */
@@ -133,9 +133,7 @@ class Table {
   bool disposed() const { return disposed_.load(std::memory_order_acquire); }
 
  protected:
-  void checkAlive() const {
-    ES_CHECK(!disposed(), kDisposed, "Expected a live table but it was disposed");
-  }
+  void checkAlive() const { ES_CHECK(!disposed(), kDisposed, "Expected a live table but it was disposed"); }
   /** Throws unless the optimizer's slots are exactly this table's slots. */
   void checkOptimizer(const OptimizerParams& opt) const;
   /**

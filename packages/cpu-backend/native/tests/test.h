@@ -36,47 +36,47 @@ inline uint32_t floatBits(float f) {
 
 #define ES_TEST_CAT2(a, b) a##b
 #define ES_TEST_CAT(a, b) ES_TEST_CAT2(a, b)
-#define TEST(name)                                                       \
-  static void name();                                                    \
+#define TEST(name)                                                        \
+  static void name();                                                     \
   static ::estest::Register ES_TEST_CAT(es_register_, name)(#name, name); \
   static void name()
 
-#define EXPECT_TRUE(cond)                                              \
-  do {                                                                 \
+#define EXPECT_TRUE(cond)                                               \
+  do {                                                                  \
     if (!(cond)) ::estest::fail(__FILE__, __LINE__, "expected " #cond); \
   } while (0)
 
-#define EXPECT_EQ(a, b)                                                                        \
-  do {                                                                                         \
-    auto es_a_ = (a);                                                                          \
-    auto es_b_ = (b);                                                                          \
-    if (!(es_a_ == es_b_)) {                                                                   \
-      std::ostringstream es_s_;                                                                \
-      es_s_ << "expected " #a " == " #b " but got " << +es_a_ << " vs " << +es_b_;             \
-      ::estest::fail(__FILE__, __LINE__, es_s_.str());                                         \
-    }                                                                                          \
+#define EXPECT_EQ(a, b)                                                            \
+  do {                                                                             \
+    auto es_a_ = (a);                                                              \
+    auto es_b_ = (b);                                                              \
+    if (!(es_a_ == es_b_)) {                                                       \
+      std::ostringstream es_s_;                                                    \
+      es_s_ << "expected " #a " == " #b " but got " << +es_a_ << " vs " << +es_b_; \
+      ::estest::fail(__FILE__, __LINE__, es_s_.str());                             \
+    }                                                                              \
   } while (0)
 
-#define ASSERT_TRUE(cond)                                                \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      ::estest::fail(__FILE__, __LINE__, "assertion failed: " #cond);    \
-      throw ::estest::AssertionStop{};                                   \
-    }                                                                    \
+#define ASSERT_TRUE(cond)                                             \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      ::estest::fail(__FILE__, __LINE__, "assertion failed: " #cond); \
+      throw ::estest::AssertionStop{};                                \
+    }                                                                 \
   } while (0)
 
 /** Same float bits (so NaN payloads and signed zeros count). */
 #define EXPECT_FLOAT_BITS(a, b) EXPECT_EQ(::estest::floatBits(a), ::estest::floatBits(b))
 
-#define EXPECT_THROW_CODE(expr, ecode)                                                                     \
-  do {                                                                                                     \
-    bool es_thrown_ = false;                                                                               \
-    try {                                                                                                  \
-      (void)(expr);                                                                                        \
-    } catch (const ::embedstack::EmbedError& es_e_) {                                                      \
-      es_thrown_ = true;                                                                                   \
-      if (es_e_.code() != ::embedstack::ErrorCode::ecode)                                                  \
-        ::estest::fail(__FILE__, __LINE__, std::string("wrong error code: ") + es_e_.what());              \
-    }                                                                                                      \
-    if (!es_thrown_) ::estest::fail(__FILE__, __LINE__, "expected " #expr " to throw " #ecode);            \
+#define EXPECT_THROW_CODE(expr, ecode)                                                          \
+  do {                                                                                          \
+    bool es_thrown_ = false;                                                                    \
+    try {                                                                                       \
+      (void)(expr);                                                                             \
+    } catch (const ::embedstack::EmbedError& es_e_) {                                           \
+      es_thrown_ = true;                                                                        \
+      if (es_e_.code() != ::embedstack::ErrorCode::ecode)                                       \
+        ::estest::fail(__FILE__, __LINE__, std::string("wrong error code: ") + es_e_.what());   \
+    }                                                                                           \
+    if (!es_thrown_) ::estest::fail(__FILE__, __LINE__, "expected " #expr " to throw " #ecode); \
   } while (0)

@@ -185,10 +185,10 @@ TEST(lru_scores_follow_the_call_clock) {
   auto t = createTable(dynamicConfig(1));
   int64_t keys[] = {1, 2};
   float v[] = {0, 0};
-  t->upsert(keys, 2, v, nullptr);      // clock 1
-  t->find(keys, 1);                    // clock 2: key 1 read
-  t->remove(keys + 1, 0);              // remove does not advance the clock
-  auto e = t->exportBatch(0, 10);      // neither does export
+  t->upsert(keys, 2, v, nullptr);  // clock 1
+  t->find(keys, 1);                // clock 2: key 1 read
+  t->remove(keys + 1, 0);          // remove does not advance the clock
+  auto e = t->exportBatch(0, 10);  // neither does export
   auto s = snapshot(*t);
   EXPECT_EQ(s.scores[1], uint64_t{2});
   EXPECT_EQ(s.scores[2], uint64_t{1});

@@ -18,7 +18,7 @@ TEST(group_matches_fragments_and_empties) {
   ctrl[9] = kCtrlDeleted;
   ctrl[10] = 0x05;
   ctrl[11] = 0x05;
-  ctrl[12] = 0x05;     // padding
+  ctrl[12] = 0x05;  // padding
   ctrl[13] = kCtrlEmpty;
   ctrl[14] = kCtrlDeleted;
   Group g(ctrl);
@@ -113,8 +113,10 @@ TEST(index_many_random_keys_against_a_set) {
   size_t misses = 0;
   for (int i = 0; i < 10000; ++i) {
     int64_t k = static_cast<int64_t>(rng());
-    if (!set.count(k)) misses += h.find(k) == KeyIndex::kNoSlot;
-    else misses += 1;
+    if (!set.count(k))
+      misses += h.find(k) == KeyIndex::kNoSlot;
+    else
+      misses += 1;
   }
   EXPECT_EQ(misses, size_t{10000});
 }

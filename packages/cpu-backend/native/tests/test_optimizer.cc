@@ -16,7 +16,9 @@ Row run(const OptimizerParams& p, std::vector<float> w, std::vector<float> slots
   applyOptimizerRow(p, w.data(), slots.data(), g.data(), w.size(), scratch.data());
   return {w, slots};
 }
-float f(double x) { return static_cast<float>(x); }
+float f(double x) {
+  return static_cast<float>(x);
+}
 }  // namespace
 
 TEST(sgd_with_clips_and_weight_decay_by_hand) {
