@@ -54,6 +54,30 @@ function buildMap(ctx: SuiteContext, c: FindConfig): JsMapTable | string {
   }
 }
 
+interface Run {
+  dist: Distribution;
+  name: string;
+  idx: Uint32Array;
+  pool: BigInt64Array;
+  headline: boolean;
+  figures: Figure[];
+}
+
+/**
+ * Builds the JS Map and times it on each run's batches. A function of its own so
+ * the map dies with its frame: a multi-GB map kept alive by a stale register would
+ * be marked by every later GC, and our result buffers trigger many.
+ */
+function measureJsMap(ctx: SuiteContext, c: FindConfig, runs: readonly Run[]): Figure[] {
+  const map = buildMap(ctx, c);
+  return runs.map((r) => {
+    if (typeof map === 'string') return figure('JS Map', 'peer', NaN, 'keys/s', { note: map });
+    const next = rotating(r.pool, BATCH);
+    const m = measure(`${r.name}: JS Map`, (i) => void jsMapFind(map, next(i), c.dim), BATCH, r.headline ? { minSamples: 10 } : {});
+    return figure('JS Map', 'peer', m.rate, 'keys/s', { samples: m.samples, note: 'Map<bigint, Float32Array>, rows copied out' });
+  });
+}
+
 export const findSuite: Suite = {
   name: 'find',
   steps: (ctx) => findConfigs(ctx.args.full).length * DISTS.length * (2 + (ctx.threads > 1 ? 2 : 1)) + 2,
@@ -71,7 +95,7 @@ export const findSuite: Suite = {
       const arena = arenaFits ? ctx.fixtures.arena(c.keys, c.dim) : null;
       const keys = ctx.fixtures.keys(c.keys);
       const gatherThreads = [...new Set([1, ctx.threads])];
-      const runs = DISTS.map((dist) => {
+      const runs: Run[] = DISTS.map((dist) => {
         const idx = drawIndices(POOL_BATCHES * BATCH, c.keys, dist, 21);
         return {
           dist,
@@ -79,7 +103,7 @@ export const findSuite: Suite = {
           idx,
           pool: pickKeys(keys, idx),
           headline: c.dim === HEADLINE.dim && c.keys === HEADLINE.keys && dist === 'uniform',
-          figures: [] as Figure[],
+          figures: [],
         };
       });
       // Phase 1, before the JS Map exists: ours and the native gathers, interleaved. (With a
@@ -98,15 +122,9 @@ export const findSuite: Suite = {
         await settle();
       }
       // Phase 2: the JS Map, on the same key batches.
-      const map = buildMap(ctx, c);
-      for (const r of runs) {
-        let js: Figure;
-        if (typeof map === 'string') js = figure('JS Map', 'peer', NaN, 'keys/s', { note: map });
-        else {
-          const next = rotating(r.pool, BATCH);
-          const m = measure(`${r.name}: JS Map`, (i) => void jsMapFind(map, next(i), c.dim), BATCH, r.headline ? { minSamples: 10 } : {});
-          js = figure('JS Map', 'peer', m.rate, 'keys/s', { samples: m.samples, note: 'Map<bigint, Float32Array>, rows copied out' });
-        }
+      const maps = measureJsMap(ctx, c, runs);
+      for (const [i, r] of runs.entries()) {
+        const js = maps[i]!;
         r.figures.splice(r.headline ? 2 : 1, 0, js);
         const g: Group = { title: r.name, params: { dim: c.dim, keys: c.keys, distribution: distributionName(r.dist), batch: BATCH }, figures: r.figures };
         groups.push(g);
