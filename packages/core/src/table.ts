@@ -38,6 +38,35 @@ export interface LookupCombinedOptions {
 
 const finalizer = new FinalizationRegistry<RawTable>((raw) => raw.dispose());
 
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/**
+ * Index of the first key outside [0, n), or -1. Hot path of every static-table call:
+ * reads int64 keys as two uint32 words (no BigInt per key; a negative key has a
+ * high word >= 2^31 and fails the bound).
+ */
+function firstOutOfRange(keys: Keys, n: number): number {
+  if (keys instanceof Int32Array) {
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      if (k < 0 || k >= n) return i;
+    }
+    return -1;
+  }
+  if (!LITTLE_ENDIAN) {
+    const limit = BigInt(n);
+    for (let i = 0; i < keys.length; i++) if (keys[i]! < 0n || keys[i]! >= limit) return i;
+    return -1;
+  }
+  const words = new Uint32Array(keys.buffer, keys.byteOffset, keys.length * 2);
+  for (let i = 0; i < keys.length; i++) {
+    const hi = words[2 * i + 1]!;
+    const lo = words[2 * i]!;
+    if (hi === 0 ? lo >= n : hi >= 0x200000 || hi * 4294967296 + lo >= n) return i;
+  }
+  return -1;
+}
+
 /**
  * A table: validates and normalises every argument once, then calls the backend.
  * Keys: any {@link KeyInput}. Values: flat Float32Array [n*dim] (or a Tensor of shape
@@ -93,14 +122,12 @@ export class EmbeddingTable {
     const keys = normalizeKeys(input, this.keyDtype, argument);
     if (this.kind === 'static') {
       const n = this.options.vocabularySize;
-      for (let i = 0; i < keys.length; i++) {
-        const k = keys[i]!;
-        if (k < 0 || k >= n) {
-          throw new OutOfRangeError(
-            `Expected ${argument}[${i}] to be a row index in [0, ${n}) of table "${this.name}" but received ${k}`,
-            { argument },
-          );
-        }
+      const bad = firstOutOfRange(keys, n);
+      if (bad >= 0) {
+        throw new OutOfRangeError(
+          `Expected ${argument}[${bad}] to be a row index in [0, ${n}) of table "${this.name}" but received ${keys[bad]}`,
+          { argument },
+        );
       }
     }
     return keys;

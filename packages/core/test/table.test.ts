@@ -35,3 +35,32 @@ describe('EmbeddingTable', () => {
     throwsCode(() => t.size(), ErrorCodes.DISPOSED, 'disposed');
   });
 });
+
+describe('static-table key range check', () => {
+  const cases: [string, bigint, number][] = [
+    ['the vocabulary size itself', 10n, 1],
+    ['-1', -1n, 1],
+    ['INT64_MIN', -(2n ** 63n), 0],
+    ['INT64_MAX', 2n ** 63n - 1n, 2],
+    ['2^32 + 1 (low word in range)', 2n ** 32n + 1n, 1],
+    ['2^40', 2n ** 40n, 0],
+  ];
+  for (const [what, bad, at] of cases) {
+    it(`refuses ${what} at its index and leaves the table unchanged`, () => {
+      const t = createTable({ kind: 'static', vocabularySize: 10, dim: 1, initializer: initializers.zeros() }, { backend: referenceBackend });
+      const keys = [0n, 9n, 3n];
+      keys.splice(at, 0, bad);
+      throwsCode(() => t.upsertSync(BigInt64Array.from(keys), new Float32Array(keys.length).fill(5)), ErrorCodes.OUT_OF_RANGE, `keys[${at}]`);
+      expect(Array.from(t.findSync([0n, 3n, 9n]).values)).toEqual([0, 0, 0]);
+      t.dispose();
+    });
+  }
+  it('accepts every index in [0, vocabularySize) for int64 and int32 keys', () => {
+    for (const keyDtype of ['int64', 'int32'] as const) {
+      const t = createTable({ kind: 'static', keyDtype, vocabularySize: 10, dim: 1, initializer: initializers.fromArray([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]) }, { backend: referenceBackend });
+      expect(Array.from(t.findSync([9, 0, 5]).values)).toEqual([9, 0, 5]);
+      throwsCode(() => t.findSync([10]), ErrorCodes.OUT_OF_RANGE, 'keys[0]');
+      t.dispose();
+    }
+  });
+});
