@@ -145,7 +145,9 @@ export const findSuite: Suite = {
     notes.push('ours and the native gathers are sampled interleaved, before the JS Map is built; the JS Map (and the fresh-output gather, whose 16 MB allocations would bring GCs into our samples) are then timed on their own, on the same key batches');
     notes.push('the static gather copies arena rows into a reused output buffer (and, on the headline row, into a fresh one per call); find and the JS Map allocate their output per call');
     notes.push('JS Map rows are Float32Array views into 64 MiB slabs (a faster setup than one ArrayBuffer per key, and no slower to look up)');
-    const charts: Chart[] = [
+    // A size chart needs several sizes per dim (--full); the default run has one each.
+    const sized = [...bySize].filter(([, points]) => points.length >= 2);
+    const charts: Chart[] = sized.length === 0 ? [] : [
       {
         file: 'find-table-size.svg',
         title: `find vs table size (uniform keys, batch ${formatCount(BATCH)})`,
@@ -153,7 +155,7 @@ export const findSuite: Suite = {
         yLabel: 'M keys/s',
         xLog: true,
         formatX: formatCount,
-        series: [...bySize].map(([name, points]) => ({ name, points })),
+        series: sized.map(([name, points]) => ({ name, points })),
       },
     ];
     const path = 'EmbeddingTable.findSync (and find, the Promise form, on dim 64 / 4M / uniform)';
