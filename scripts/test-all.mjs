@@ -33,19 +33,27 @@ if (want('lint')) step('lint (layering rules included)', bin('turbo'), ['run', '
 let passed = 0;
 let failed = 0;
 let skipped = 0;
-if (want('vitest')) {
+function vitest(title, name, args, extraEnv = {}) {
   mkdirSync(join(root, '.tmp'), { recursive: true });
-  const out = join(root, '.tmp', 'vitest-report.json');
-  step('vitest', bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`]);
+  const out = join(root, '.tmp', `vitest-${name}.json`);
+  step(title, bin('vitest'), ['run', ...args, '--reporter=default', '--reporter=json', `--outputFile.json=${out}`], {
+    env: { ...env, ...extraEnv },
+  });
   if (existsSync(out)) {
     const report = JSON.parse(readFileSync(out, 'utf8'));
     passed += report.numPassedTests ?? 0;
     failed += report.numFailedTests ?? 0;
     skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
-    if (report.numFailedTestSuites > 0 && failed === 0) failed += report.numFailedTestSuites;
+    if (report.numFailedTestSuites > 0 && report.numFailedTests === 0) failed += report.numFailedTestSuites;
   } else {
     failed++;
   }
+}
+
+if (want('vitest')) {
+  vitest('vitest (every package; tfra on the reference backend)', 'all', []);
+  // The tfra suite again on the native CPU backend (the product path).
+  vitest('vitest (tfra on the cpu backend)', 'tfra-cpu', ['packages/tfra'], { TFRA_TEST_BACKEND: 'cpu' });
 }
 
 const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
