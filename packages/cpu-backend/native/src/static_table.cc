@@ -213,13 +213,9 @@ void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* gra
             const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(d.key(u + 4))));
             for (size_t off = 0; off < rowFloats_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
           }
-          for (size_t c = 0; c < dim_; ++c) sum[c] = 0.0f;
-          for (uint32_t k = d.occurrencesBegin(u); k < d.occurrencesEnd(u); ++k) {
-            const float* g = grads + static_cast<size_t>(occ[k]) * dim_;
-            for (size_t c = 0; c < dim_; ++c) sum[c] = sum[c] + g[c];
-          }
           float* p = row(static_cast<size_t>(d.key(u)));
-          applyOptimizerRow(opt, p, p + dim_, sum.data(), dim_, scratch.data());
+          applyGradientRow(opt, p, p + dim_, grads, occ + d.occurrencesBegin(u), d.count(u), dim_, sum.data(),
+                           scratch.data());
         }
       },
       256);
