@@ -78,6 +78,7 @@ export {
 } from './backend.js';
 export type { EmbeddingBackend, BackendCapabilities, DeviceInfo } from './backend.js';
 export { EmbeddingTable, createTable } from './table.js';
+export { validateValues, validateExists } from './values.js';
 export type { ValuesInput, ExistsInput, WriteOptions, LookupCombinedOptions } from './table.js';
 
 // reference backend (the test oracle; plain TypeScript, not the product path)

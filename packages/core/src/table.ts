@@ -14,12 +14,12 @@ import {
 import { type KeyInput, keyShape, normalizeKeys } from './keys.js';
 import { isOptimizerSpec, type OptimizerSpec, type ResolvedOptimizer, resolveOptimizer, sameSlotLayout } from './optimizers.js';
 import type { ExportBatch, FindResult, RawTable, RawTableSync } from './rawTable.js';
-import { formatShape } from './shape.js';
 import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } from './tableOptions.js';
 import { Tensor } from './tensor.js';
+import { type ExistsInput, validateExists, validateValues, type ValuesInput } from './values.js';
 
-export type ValuesInput = Float32Array | Tensor<Float32Array> | readonly number[];
-export type ExistsInput = Uint8Array | readonly boolean[];
+export type { ExistsInput, ValuesInput } from './values.js';
+
 
 export interface WriteOptions {
   /** Scores of the keys, [n]; only for the 'customized' policy. */
@@ -133,31 +133,10 @@ export class EmbeddingTable {
     return keys;
   }
 
+  /** Values for n keys: a Tensor must have shape keys.shape + [dim]; a flat array n * dim floats. */
   values(input: ValuesInput | unknown, keysInput: unknown, n: number, argument = 'values'): Float32Array {
-    const dim = this.dim;
-    if (input instanceof Tensor) {
-      if (!(input.data instanceof Float32Array)) throw invalidParameter(argument, 'float32 values', input.dtype, InvalidTypeError);
-      const expected = [...keyShape(keysInput as KeyInput), dim];
-      const ok = input.shape.length === expected.length && input.shape.every((d, i) => d === expected[i]);
-      if (!ok) {
-        throw new ShapeMismatchError(
-          `Expected shape ${formatShape(expected)} for ${argument} but received shape ${formatShape(input.shape)}`,
-          { argument },
-        );
-      }
-      return input.data;
-    }
-    let v: Float32Array;
-    if (input instanceof Float32Array) v = input;
-    else if (Array.isArray(input) && input.every((x) => typeof x === 'number')) v = Float32Array.from(input);
-    else throw invalidParameter(argument, 'a Float32Array, number[] or float32 Tensor', input, InvalidTypeError);
-    if (v.length !== n * dim) {
-      throw new ShapeMismatchError(
-        `Expected shape [${n}, ${dim}] (${n * dim} floats) for ${argument} but received ${v.length} floats`,
-        { argument },
-      );
-    }
-    return v;
+    const shape = input instanceof Tensor ? keyShape(keysInput as KeyInput) : [n];
+    return validateValues(input, shape, this.dim, argument);
   }
 
   private scores(opts: WriteOptions | undefined, n: number): BigUint64Array | null {
@@ -174,14 +153,6 @@ export class EmbeddingTable {
     return out;
   }
 
-  private exists(input: ExistsInput | unknown, n: number): Uint8Array {
-    let e: Uint8Array;
-    if (input instanceof Uint8Array) e = input;
-    else if (Array.isArray(input) && input.every((x) => typeof x === 'boolean')) e = Uint8Array.from(input, (x) => (x ? 1 : 0));
-    else throw invalidParameter('exists', 'a Uint8Array or boolean[]', input, InvalidTypeError);
-    if (e.length !== n) throw new ShapeMismatchError(`Expected ${n} exists flags but received ${e.length}`, { argument: 'exists' });
-    return e;
-  }
 
   private bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, Combiner, number, boolean] {
     const bag = toBag(ids, o.weights, this.keyDtype);
@@ -271,7 +242,7 @@ export class EmbeddingTable {
   async accum(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): Promise<void> {
     const k = this.keys(keys);
     const d = this.values(deltas, keys, k.length, 'deltas');
-    return this.raw.async.accum(k, d, this.exists(exists, k.length), this.scores(opts, k.length));
+    return this.raw.async.accum(k, d, validateExists(exists, k.length), this.scores(opts, k.length));
   }
   async remove(keys: KeyInput): Promise<number> {
     return this.raw.async.remove(this.keys(keys));
@@ -350,7 +321,7 @@ export class EmbeddingTable {
   accumSync(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): void {
     const k = this.keys(keys);
     const d = this.values(deltas, keys, k.length, 'deltas');
-    this.syncOps.accum(k, d, this.exists(exists, k.length), this.scores(opts, k.length));
+    this.syncOps.accum(k, d, validateExists(exists, k.length), this.scores(opts, k.length));
   }
   removeSync(keys: KeyInput): number {
     return this.syncOps.remove(this.keys(keys));

@@ -6,6 +6,7 @@ import {
   Tensor,
   UnsupportedError,
   validateMaxNorm,
+  validateValues,
 } from '@embedstack/core';
 import { INTERNAL } from './internal.js';
 import type { VariableInitializer } from './initializer.js';
@@ -15,7 +16,7 @@ import { embeddingLookup, embeddingLookupUnique } from './lookups.js';
 import type { Partitioner } from './partition.js';
 import type { RestrictPolicyClass } from './restrictPolicy.js';
 import { ShadowVariable } from './shadow.js';
-import { checkBoolean, checkOptionsObject, checkValues, type VariableValues } from './values.js';
+import { checkBoolean, checkOptionsObject, type VariableValues } from './values.js';
 import { Variable } from './variable.js';
 
 /** Reductions of the layers (TF's reduce_<combiner>). */
@@ -202,7 +203,7 @@ export class Embedding {
     if (!r) throw new UnsupportedError(`Layer ${this.name}: call(ids) before backward()`);
     if (!r.linear) throw new UnsupportedError(`Layer ${this.name}: backward() supports the 'sum' and 'mean' combiners, not '${this.combiner}'`);
     const d = this.embeddingSize;
-    const g = checkValues(outputGrad, [r.outRows], r.outRows, d, 'outputGrad');
+    const g = validateValues(outputGrad, [r.outRows], d, 'outputGrad');
     const out = new Float32Array(r.trainableRows * d);
     for (let i = 0; i < r.route.length; i++) {
       const dst = (r.unique ? r.unique[i]! : i) * d;

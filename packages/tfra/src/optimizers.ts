@@ -6,10 +6,11 @@ import {
   type OptimizerKind,
   type OptimizerOptions,
   type OptimizerSpec,
+  validateValues,
 } from '@embedstack/core';
 import { INTERNAL } from './internal.js';
 import { getModelMode, ShadowVariable } from './shadow.js';
-import { checkBoolean, checkOptionsObject, checkValues, type VariableValues } from './values.js';
+import { checkBoolean, checkOptionsObject, type VariableValues } from './values.js';
 import type { Variable } from './variable.js';
 
 /** A number, or a Keras schedule: a function of the 0-based iteration count. */
@@ -140,7 +141,7 @@ export abstract class Optimizer {
           argument: `gradsAndVars[${i}][1]`,
         });
       }
-      const g = checkValues(grad, t.shape, ids.length, t.dim, `gradsAndVars[${i}][0]`);
+      const g = validateValues(grad, t.shape, t.dim, `gradsAndVars[${i}][0]`);
       return { t, ids, g, v0: t.values, exists: t.exists };
     });
     // Every variable must be trainable by this optimizer before any row is written.

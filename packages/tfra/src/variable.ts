@@ -12,6 +12,8 @@ import {
   type OptimizerSpec,
   Tensor,
   UnsupportedError,
+  validateExists,
+  validateValues,
 } from '@embedstack/core';
 import { loadVariable, type LoadOptions, type SaveOptions, saveVariable } from './checkpoint.js';
 import { INTERNAL } from './internal.js';
@@ -30,7 +32,7 @@ import {
 import { isRestrictPolicyClass, type RestrictOptions, type RestrictPolicy, type RestrictPolicyClass } from './restrictPolicy.js';
 import type { ShadowVariable } from './shadow.js';
 import { type ShardStore, slotStore, tableStore } from './stores.js';
-import { checkBoolean, checkExists, checkOptionsObject, checkValues, type VariableValues } from './values.js';
+import { checkBoolean, checkOptionsObject, type VariableValues } from './values.js';
 
 /** Options of `new de.Variable(...)` (TFRA's keyword arguments, camelCase). */
 export interface VariableOptions {
@@ -289,7 +291,7 @@ export class Variable {
 
   #upsertPlan(keys: VariableKeys, values: VariableValues) {
     const k = this.#keys(keys);
-    const v = checkValues(values, k.shape, k.keys.length, this.dim);
+    const v = validateValues(values, k.shape, this.dim);
     const p = this.#partition(k.keys);
     return { p, rows: (s: number) => gatherRows(v, p.positions[s]!, this.dim) };
   }
@@ -331,9 +333,9 @@ export class Variable {
   #accumPlan(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array) {
     const k = this.#keys(keys);
     const n = k.keys.length;
-    const oldV = checkValues(oldValues, k.shape, n, this.dim, 'oldValues');
-    const newV = checkValues(newValues, k.shape, n, this.dim, 'newValues');
-    const e = checkExists(exists, n);
+    const oldV = validateValues(oldValues, k.shape, this.dim, 'oldValues');
+    const newV = validateValues(newValues, k.shape, this.dim, 'newValues');
+    const e = validateExists(exists, n);
     const d = new Float32Array(n * this.dim);
     for (let i = 0; i < n; i++) {
       for (let c = 0; c < this.dim; c++) {
