@@ -21,6 +21,17 @@ function floatValues(w: SparseTensor | RaggedTensor, argument: string): Float32A
  * entries keep their order within a row.
  */
 export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids'): Bag<Keys> {
+  return toOrderedBag(ids, weights, keyDtype, argument).bag;
+}
+
+/** A bag and where each input entry went: `order[i]` is the bag entry of input entry i (null: the same position). */
+export interface OrderedBag {
+  bag: Bag<Keys>;
+  order: Int32Array | null;
+}
+
+/** {@link toBag}, also saying how a SparseTensor's entries were reordered (only when they were not in row order). */
+export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids'): OrderedBag {
   if (ids instanceof RaggedTensor) {
     const keys = normalizeKeys(ids.values, keyDtype, `${argument}.values`);
     let w: Float32Array | null = null;
@@ -37,7 +48,7 @@ export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, ar
         throw invalidParameter('weights', 'a RaggedTensor like ids (or a Float32Array)', weights, InvalidTypeError);
       }
     }
-    return { rowSplits: ids.rowSplits, keys, weights: w };
+    return { bag: { rowSplits: ids.rowSplits, keys, weights: w }, order: null };
   }
   if (ids instanceof SparseTensor) {
     if (ids.rank < 2) throw invalidParameter(`${argument}.denseShape`, 'rank >= 2', ids.denseShape);
@@ -63,14 +74,19 @@ export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, ar
     for (let i = 0; i < nnz; i++) splits[ids.row(i) + 1]!++;
     for (let r = 0; r < nrows; r++) splits[r + 1]! += splits[r]!;
     const cursor = splits.slice(0, nrows);
+    let sorted = true;
+    for (let i = 1; i < nnz && sorted; i++) sorted = ids.row(i) >= ids.row(i - 1);
+    if (sorted) return { bag: { rowSplits: splits, keys: src, weights: wsrc }, order: null };
     const keys = (src instanceof BigInt64Array ? new BigInt64Array(nnz) : new Int32Array(nnz)) as Keys;
     const w = wsrc ? new Float32Array(nnz) : null;
+    const order = new Int32Array(nnz);
     for (let i = 0; i < nnz; i++) {
       const at = cursor[ids.row(i)]!++;
+      order[i] = at;
       (keys as unknown as (number | bigint)[])[at] = src[i]!;
       if (w) w[at] = wsrc![i]!;
     }
-    return { rowSplits: splits, keys, weights: w };
+    return { bag: { rowSplits: splits, keys, weights: w }, order };
   }
   if (typeof ids === 'object' && ids !== null && 'rowSplits' in ids && 'keys' in ids) {
     const keys = normalizeKeys(ids.keys, keyDtype, `${argument}.keys`);
@@ -83,7 +99,7 @@ export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, ar
     if (w !== null && (!(w instanceof Float32Array) || w.length !== keys.length)) {
       throw invalidParameter('weights', `a Float32Array of length ${keys.length}`, w);
     }
-    return { rowSplits: s, keys, weights: w };
+    return { bag: { rowSplits: s, keys, weights: w }, order: null };
   }
   throw invalidParameter(argument, 'a SparseTensor or RaggedTensor', ids, InvalidTypeError);
 }

@@ -32,8 +32,10 @@ export { Tensor, toTypedArray } from './tensor.js';
 export { SparseTensor, RaggedTensor, sparseFromDense } from './sparse.js';
 export { normalizeKeys, keyShape, keyAt, floorMod } from './keys.js';
 export type { KeyInput } from './keys.js';
-export { toBag } from './bag.js';
-export type { BagInput, BagWeights } from './bag.js';
+export { toBag, toOrderedBag } from './bag.js';
+export type { BagInput, BagWeights, OrderedBag } from './bag.js';
+export { resolveShardPlan, localKeyOf, planEntries, checkOwnedRows, describePlan } from './shardPlan.js';
+export type { ShardPlan, ShardPlacement, ResolvedShardPlan, PlanTarget, PlanEntries } from './shardPlan.js';
 
 // combiners, initializers, optimizers, scores
 export { COMBINERS, isCombiner, validateCombiner, validateMaxNorm } from './combiners.js';
@@ -79,12 +81,24 @@ export {
 export type { EmbeddingBackend, BackendCapabilities, DeviceInfo } from './backend.js';
 export { EmbeddingTable, createTable } from './table.js';
 export { validateValues, validateExists } from './values.js';
-export type { ValuesInput, ExistsInput, WriteOptions, LookupCombinedOptions } from './table.js';
+export type {
+  ValuesInput,
+  ExistsInput,
+  WriteOptions,
+  FindOutput,
+  FindOptions,
+  CombinerOptions,
+  LookupCombinedOptions,
+  PartialLookupOptions,
+  BackwardOptions,
+  CombinedGradientsOptions,
+  ApplyGradientsOptions,
+} from './table.js';
 
 // reference backend (the test oracle; plain TypeScript, not the product path)
 // BEGIN reference exports
 export { ReferenceBackend, referenceBackend, referenceKernels, ReferenceDynamicTable, ReferenceStaticTable } from './reference/index.js';
-export type { ScoreClock, EvictionCandidate } from './reference/index.js';
+export type { ScoreClock, EvictionCandidate, OwnedEntries } from './reference/index.js';
 // END reference exports
 
 // checkpoints and the HugeCTR layout

@@ -1,12 +1,21 @@
 import type { Bag, Combiner } from './combiners.js';
 import type { Keys } from './dtypes.js';
 import type { ResolvedOptimizer } from './optimizers.js';
+import type { ResolvedShardPlan } from './shardPlan.js';
 
 /**
  * The backend side of a table. Core has validated and normalised every argument
- * before calling (keys typed and in range, lengths = n*dim, dtypes right), so a
- * backend trusts its input and never re-validates. Results are freshly allocated
- * host arrays owned by the caller.
+ * before calling (keys typed and in range, lengths = n*dim, dtypes right, `out`
+ * arrays of the right length), so a backend trusts its input and never
+ * re-validates. Results are freshly allocated host arrays owned by the caller, or
+ * the caller's own `out` arrays (filled, and returned).
+ *
+ * Shard plans (`plan`, see shardPlan.ts): the op sees the keys of a whole logical
+ * batch and works only on the entries this table's shard owns, under their local
+ * keys (`localKeyOf`); what it writes for an owned entry is exactly what the op
+ * without a plan writes for the local key. Entries other shards own are not read,
+ * inserted, scored or written, and their parts of `out` are left as they are.
+ * Static-table keys owned by the shard are in range; others are not checked.
  *
  * All-or-nothing: a call either completes or changes nothing.
  * Thread safety: async calls on one table may overlap; the backend serialises
@@ -31,9 +40,13 @@ export interface ExportBatch<K extends Keys = Keys> {
 }
 
 export interface RawTableSync {
-  find(keys: Keys): FindResult;
-  /** Missing keys are inserted with their initial value (or refused when a full capped table keeps older rows). */
-  findOrInsert(keys: Keys, scores: BigUint64Array | null): FindResult;
+  /**
+   * Reads rows. `out` (values [n * dim], exists [n]) is filled and returned when
+   * given; it is always given with a plan (then only owned entries are written).
+   */
+  find(keys: Keys, out: FindResult | null, plan: ResolvedShardPlan | null): FindResult;
+  /** Missing keys are inserted with their initial value (or refused when a full capped table keeps older rows). `out`, `plan`: as find. */
+  findOrInsert(keys: Keys, scores: BigUint64Array | null, out: FindResult | null, plan: ResolvedShardPlan | null): FindResult;
   upsert(keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
   /** Overwrites existing keys only. */
   assign(keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
@@ -51,12 +64,60 @@ export interface RawTableSync {
   /** Bulk load: upsert of values plus slots and scores (defaults: slot initial values, policy scores). */
   importRows(keys: Keys, values: Float32Array, slots: Float32Array[] | null, scores: BigUint64Array | null): void;
   /**
-   * Embedding bag, one pass: out[r] = combine over the bag's row r.
-   * `maxNorm` 0 = no clipping. `insertMissing` inserts missing keys (training).
+   * Embedding bag, one pass: out[r] = combine over the bag's row r ([nrows * dim];
+   * `out` filled and returned when given). `maxNorm` 0 = no clipping.
+   * `insertMissing` inserts missing keys (training).
    */
-  lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insertMissing: boolean): Float32Array;
-  /** Dedupe + sum duplicate keys, then one fused update of row and slots. Missing keys are inserted first. */
-  applyGradients(keys: Keys, grads: Float32Array, optimizer: ResolvedOptimizer): void;
+  lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null): Float32Array;
+  /**
+   * This shard's part of an embedding bag: for each row r, ADDS to out[r] (float64,
+   * [nrows * dim]) the sum over the row's owned entries of their clipped, weighted
+   * rows divided by the denominator of the WHOLE row (every entry counts, owned or
+   * not; see reference/combineOps.ts for the exact arithmetic). Rows with a zero
+   * denominator get nothing. Returns `out`.
+   */
+  lookupCombinedPartial(
+    bag: Bag<Keys>,
+    combiner: Combiner,
+    maxNorm: number,
+    insertMissing: boolean,
+    plan: ResolvedShardPlan,
+    out: Float64Array,
+  ): Float64Array;
+  /**
+   * The combiner's backward: from pooled gradients `grads` [nrows * dim], the
+   * gradient of each owned entry (w_j / denom_r * grads[r], through maxNorm's clip;
+   * combineOps.ts), written at the entry's row of `out` [nnz * dim] (float32).
+   * Only when maxNorm > 0 does it read rows: one find of the owned local keys
+   * (with find's score update). Returns `out`.
+   */
+  lookupCombinedBackward(
+    bag: Bag<Keys>,
+    grads: Float32Array,
+    combiner: Combiner,
+    maxNorm: number,
+    plan: ResolvedShardPlan | null,
+    out: Float32Array,
+  ): Float32Array;
+  /**
+   * lookupCombinedBackward fused with applyGradients: exactly
+   * applyGradients(local keys of the owned entries in entry order, their per-entry
+   * gradients) in one call; with maxNorm > 0 the rows are read first by one find of
+   * the owned local keys (missing keys read their initial value).
+   */
+  applyCombinedGradients(
+    bag: Bag<Keys>,
+    grads: Float32Array,
+    combiner: Combiner,
+    maxNorm: number,
+    plan: ResolvedShardPlan | null,
+    optimizer: ResolvedOptimizer,
+  ): void;
+  /**
+   * Dedupe + sum duplicate keys, then one fused update of row and slots. Missing keys
+   * are inserted first. With a plan: the owned entries under their local keys.
+   */
+  applyGradients(keys: Keys, grads: Float32Array, optimizer: ResolvedOptimizer, plan: ResolvedShardPlan | null): void;
   /** Keep the `numReserved` highest-score rows (ties: smaller key kept); returns how many were removed. */
   restrict(numReserved: number): number;
   /** Sets the epoch of the epochLru / epochLfu policies. */
@@ -108,6 +169,9 @@ export function rawTableFromSync(sync: RawTableSync): RawTable {
       exportBatch: wrap(s.exportBatch.bind(s)),
       importRows: wrap(s.importRows.bind(s)),
       lookupCombined: wrap(s.lookupCombined.bind(s)),
+      lookupCombinedPartial: wrap(s.lookupCombinedPartial.bind(s)),
+      lookupCombinedBackward: wrap(s.lookupCombinedBackward.bind(s)),
+      applyCombinedGradients: wrap(s.applyCombinedGradients.bind(s)),
       applyGradients: wrap(s.applyGradients.bind(s)),
       restrict: wrap(s.restrict.bind(s)),
     },

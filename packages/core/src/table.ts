@@ -1,4 +1,4 @@
-import { type BagInput, type BagWeights, toBag } from './bag.js';
+import { type BagInput, type BagWeights, toOrderedBag } from './bag.js';
 import type { Bag, Combiner } from './combiners.js';
 import { validateCombiner, validateMaxNorm } from './combiners.js';
 import { type EmbeddingBackend, getBackend } from './backend.js';
@@ -14,6 +14,7 @@ import {
 import { type KeyInput, keyShape, normalizeKeys } from './keys.js';
 import { isOptimizerSpec, type OptimizerSpec, type ResolvedOptimizer, resolveOptimizer, sameSlotLayout } from './optimizers.js';
 import type { ExportBatch, FindResult, RawTable, RawTableSync } from './rawTable.js';
+import { checkOwnedRows, type ResolvedShardPlan, resolveShardPlan, type ShardPlan } from './shardPlan.js';
 import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } from './tableOptions.js';
 import { Tensor } from './tensor.js';
 import { type ExistsInput, validateExists, validateValues, type ValuesInput } from './values.js';
@@ -26,14 +27,73 @@ export interface WriteOptions {
   scores?: BigUint64Array | readonly bigint[] | null;
 }
 
-export interface LookupCombinedOptions {
+/** Caller-owned result arrays of find / findOrInsert (filled and returned, so a serving loop allocates nothing). */
+export interface FindOutput {
+  /** [n * dim] floats. */
+  values: Float32Array;
+  /** [n] flags; allocated per call when omitted. */
+  exists?: Uint8Array | null;
+}
+
+export interface FindOptions {
+  /** Arrays to fill instead of fresh ones. With a plan, only the owned entries are written. */
+  out?: FindOutput | null;
+  /** Read only the keys this shard owns, under their local keys (shardPlan.ts). Default none. */
+  plan?: ShardPlan | null;
+}
+
+/** The embedding bag's arguments (core.md "Combiners"). */
+export interface CombinerOptions {
+  /** Per id (a RaggedTensor / SparseTensor like the ids, or a flat Float32Array); default all 1. */
   weights?: BagWeights;
   /** Default 'mean'. */
   combiner?: Combiner;
   /** Clip each row to this L2 norm before combining. Default none. */
   maxNorm?: number | null;
+}
+
+export interface LookupCombinedOptions extends CombinerOptions {
   /** Insert missing keys with their initial value (training). Default false. */
   insertMissing?: boolean;
+  /** [nrows * dim] floats to fill (and return) instead of a fresh array. */
+  out?: Float32Array | null;
+}
+
+export interface PartialLookupOptions extends CombinerOptions {
+  /** This table's shard of the logical table. Required. */
+  plan: ShardPlan;
+  /** Insert missing owned keys (training). Default false. */
+  insertMissing?: boolean;
+  /**
+   * [nrows * dim] float64 accumulator this shard's part is ADDED to; default a fresh
+   * zero array. Calls adding to one array must not overlap in time.
+   */
+  out?: Float64Array | null;
+}
+
+export interface BackwardOptions extends CombinerOptions {
+  /** Only the entries this shard owns (their rows of `out`; others are left as they are). Default none (every entry). */
+  plan?: ShardPlan | null;
+  /** [nnz * dim] floats to fill (and return); default a fresh zero array. */
+  out?: Float32Array | null;
+}
+
+export interface CombinedGradientsOptions extends CombinerOptions {
+  /** Only the entries this shard owns, under their local keys. Default none. */
+  plan?: ShardPlan | null;
+}
+
+export interface ApplyGradientsOptions {
+  /** Only the entries this shard owns, under their local keys. Default none. */
+  plan?: ShardPlan | null;
+}
+
+/** A caller's float32 output array of exactly `n` floats, or null when none was given. */
+function floatOut(v: unknown, n: number, argument: string): Float32Array | null {
+  if (v === undefined || v === null) return null;
+  if (!(v instanceof Float32Array)) throw invalidParameter(argument, 'a Float32Array', v, InvalidTypeError);
+  if (v.length !== n) throw new ShapeMismatchError(`Expected ${argument} to hold ${n} floats but received ${v.length}`, { argument });
+  return v;
 }
 
 const finalizer = new FinalizationRegistry<RawTable>((raw) => raw.dispose());
@@ -118,9 +178,11 @@ export class EmbeddingTable {
 
   // ---- validation helpers -------------------------------------------------
 
-  keys(input: KeyInput | unknown, argument = 'keys'): Keys {
+  keys(input: KeyInput | unknown, argument = 'keys', plan: ResolvedShardPlan | null = null): Keys {
     const keys = normalizeKeys(input, this.keyDtype, argument);
-    if (this.kind === 'static') {
+    if (this.kind === 'static' && plan !== null) {
+      checkOwnedRows(keys, plan, this.options.vocabularySize, this.name, argument);
+    } else if (this.kind === 'static') {
       const n = this.options.vocabularySize;
       const bad = firstOutOfRange(keys, n);
       if (bad >= 0) {
@@ -154,14 +216,90 @@ export class EmbeddingTable {
   }
 
 
-  private bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, Combiner, number, boolean] {
-    const bag = toBag(ids, o.weights, this.keyDtype);
-    if (this.kind === 'static') this.keys(bag.keys, 'ids');
-    const combiner = validateCombiner(o.combiner ?? 'mean');
-    const maxNorm = validateMaxNorm(o.maxNorm);
-    const insert = o.insertMissing ?? false;
+  private plan(plan: unknown): ResolvedShardPlan | null {
+    return plan === undefined || plan === null ? null : resolveShardPlan(plan, this.options);
+  }
+
+  /** A validated bag (ids, weights, combiner, maxNorm) and the input entry order; static ids checked (owned ones with a plan). */
+  private combinerArgs(ids: BagInput, o: CombinerOptions, plan: ResolvedShardPlan | null): { bag: Bag<Keys>; order: Int32Array | null; combiner: Combiner; maxNorm: number } {
+    if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    const { bag, order } = toOrderedBag(ids, o.weights, this.keyDtype);
+    if (this.kind === 'static') this.keys(bag.keys, 'ids', plan);
+    return { bag, order, combiner: validateCombiner(o.combiner ?? 'mean'), maxNorm: validateMaxNorm(o.maxNorm) };
+  }
+
+  private insertArg(v: unknown): boolean {
+    const insert = v ?? false;
     if (typeof insert !== 'boolean') throw invalidParameter('insertMissing', 'a boolean', insert);
-    return [bag, combiner, maxNorm, insert];
+    return insert;
+  }
+
+  private bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, Combiner, number, boolean, Float32Array | null] {
+    const a = this.combinerArgs(ids, o, null);
+    const out = floatOut(o.out, (a.bag.rowSplits.length - 1) * this.dim, 'out');
+    return [a.bag, a.combiner, a.maxNorm, this.insertArg(o.insertMissing), out];
+  }
+
+  private partialArgs(ids: BagInput, o: PartialLookupOptions): [Bag<Keys>, Combiner, number, boolean, ResolvedShardPlan, Float64Array] {
+    if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object with a plan', o, InvalidTypeError);
+    const plan = resolveShardPlan(o.plan, this.options, 'plan');
+    const a = this.combinerArgs(ids, o, plan);
+    const n = (a.bag.rowSplits.length - 1) * this.dim;
+    let out: Float64Array;
+    if (o.out === undefined || o.out === null) out = new Float64Array(n);
+    else if (!(o.out instanceof Float64Array)) throw invalidParameter('out', 'a Float64Array', o.out, InvalidTypeError);
+    else if (o.out.length !== n) throw new ShapeMismatchError(`Expected out to hold ${n} floats (rows * dim) but received ${o.out.length}`, { argument: 'out' });
+    else out = o.out;
+    return [a.bag, a.combiner, a.maxNorm, this.insertArg(o.insertMissing), plan, out];
+  }
+
+  /** Backward arguments: bag, grads [nrows * dim], plan and the bag-ordered output (with how to put it back in input order). */
+  private backwardArgs(ids: BagInput, grads: ValuesInput, o: BackwardOptions) {
+    if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    const plan = this.plan(o.plan);
+    const a = this.combinerArgs(ids, o, plan);
+    const nrows = a.bag.rowSplits.length - 1;
+    const g = validateValues(grads, [nrows], this.dim, 'grads');
+    const size = a.bag.keys.length * this.dim;
+    const user = floatOut(o.out, size, 'out');
+    const out = user ?? new Float32Array(size);
+    const order = a.order;
+    const dim = this.dim;
+    // The backend works in bag order; an unsorted SparseTensor's entries are moved back to input order.
+    const work = order ? new Float32Array(size) : out;
+    if (order && user) for (let i = 0; i < order.length; i++) work.set(out.subarray(i * dim, (i + 1) * dim), order[i]! * dim);
+    const finish = (): Float32Array => {
+      if (order) for (let i = 0; i < order.length; i++) out.set(work.subarray(order[i]! * dim, (order[i]! + 1) * dim), i * dim);
+      return out;
+    };
+    return { args: [a.bag, g, a.combiner, a.maxNorm, plan, work] as const, finish };
+  }
+
+  private combinedGradientArgs(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinedGradientsOptions) {
+    if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    const plan = this.plan(o.plan);
+    const a = this.combinerArgs(ids, o, plan);
+    const g = validateValues(grads, [a.bag.rowSplits.length - 1], this.dim, 'grads');
+    return [a.bag, g, a.combiner, a.maxNorm, plan, this.optimizer(optimizer, step)] as const;
+  }
+
+  private findArgs(keysIn: KeyInput, o: FindOptions | undefined): [Keys, FindResult | null, ResolvedShardPlan | null] {
+    if (o !== undefined && (typeof o !== 'object' || o === null)) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    const plan = this.plan(o?.plan);
+    const keys = this.keys(keysIn, 'keys', plan);
+    const n = keys.length;
+    const given = o?.out;
+    if (given === undefined || given === null) {
+      return [keys, plan ? { values: new Float32Array(n * this.dim), exists: new Uint8Array(n) } : null, plan];
+    }
+    if (typeof given !== 'object') throw invalidParameter('out', 'an object { values, exists? }', given, InvalidTypeError);
+    const values = floatOut(given.values, n * this.dim, 'out.values')!;
+    let exists: Uint8Array;
+    if (given.exists === undefined || given.exists === null) exists = new Uint8Array(n);
+    else if (!(given.exists instanceof Uint8Array)) throw invalidParameter('out.exists', 'a Uint8Array', given.exists, InvalidTypeError);
+    else if (given.exists.length !== n) throw new ShapeMismatchError(`Expected out.exists to hold ${n} flags but received ${given.exists.length}`, { argument: 'out.exists' });
+    else exists = given.exists;
+    return [keys, { values, exists }, plan];
   }
 
   private optimizer(optimizer: OptimizerSpec, step: number): ResolvedOptimizer {
@@ -221,13 +359,18 @@ export class EmbeddingTable {
 
   // ---- operations (Promise form) -------------------------------------------
 
-  /** Reads rows; missing keys get their initial value, exists = 0. Never inserts. */
-  async find(keys: KeyInput): Promise<FindResult> {
-    return this.raw.async.find(this.keys(keys));
+  /**
+   * Reads rows ({ values [n * dim], exists [n] }); missing keys get their initial
+   * value, exists = 0. Never inserts. `out` arrays are filled and returned; with a
+   * plan only the owned entries are read (and written to the result).
+   */
+  async find(keys: KeyInput, opts?: FindOptions): Promise<FindResult> {
+    return this.raw.async.find(...this.findArgs(keys, opts));
   }
-  async findOrInsert(keys: KeyInput, opts?: WriteOptions): Promise<FindResult> {
-    const k = this.keys(keys);
-    return this.raw.async.findOrInsert(k, this.scores(opts, k.length));
+  /** find, inserting missing keys with their initial value. */
+  async findOrInsert(keys: KeyInput, opts?: WriteOptions & FindOptions): Promise<FindResult> {
+    const [k, out, plan] = this.findArgs(keys, opts);
+    return this.raw.async.findOrInsert(k, this.scores(opts, k.length), out, plan);
   }
   async upsert(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): Promise<void> {
     const k = this.keys(keys);
@@ -280,15 +423,50 @@ export class EmbeddingTable {
   async importRows(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | null): Promise<void> {
     return this.raw.async.importRows(...this.importArgs(keys, values, slots, scores));
   }
-  /** Embedding bag: [nrows * dim]. */
+  /** Embedding bag: [nrows * dim] (in `out` when given). */
   async lookupCombined(ids: BagInput, opts: LookupCombinedOptions = {}): Promise<Float32Array> {
     return this.raw.async.lookupCombined(...this.bag(ids, opts));
   }
-  /** grads: [n * dim]; duplicate keys are summed, then one fused update per row. `step` >= 1. */
-  async applyGradients(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number): Promise<void> {
-    const k = this.keys(keys);
+  /**
+   * This shard's part of an embedding bag over the whole logical batch `ids`: adds,
+   * per row, its owned entries' pooled sum divided by the whole row's denominator to
+   * `out` (float64 [nrows * dim]). Summing every shard's part (in shard order) and
+   * rounding to float32 once (`Float32Array.prototype.set`) gives the combined rows.
+   */
+  async lookupCombinedPartial(ids: BagInput, opts: PartialLookupOptions): Promise<Float64Array> {
+    return this.raw.async.lookupCombinedPartial(...this.partialArgs(ids, opts));
+  }
+  /**
+   * The combiner's backward: per-entry gradients [nnz * dim] (input entry order) from
+   * the pooled gradients `grads` [nrows * dim]: w_j / denom_r * grads[r] (denominator
+   * over the whole row; 0 when it is 0), through the gradient of maxNorm's clip_by_norm
+   * at the entry's current row when maxNorm is set. With a plan, only owned entries'
+   * rows of `out` are written.
+   */
+  async lookupCombinedBackward(ids: BagInput, grads: ValuesInput, opts: BackwardOptions = {}): Promise<Float32Array> {
+    const { args, finish } = this.backwardArgs(ids, grads, opts);
+    await this.raw.async.lookupCombinedBackward(...args);
+    return finish();
+  }
+  /**
+   * One fused training step from pooled gradients: exactly applyGradients(the owned
+   * entries' local keys, their lookupCombinedBackward gradients), run by the backend
+   * in one call (dedupe + float32 sums of duplicates, one fused update per row).
+   */
+  async applyCombinedGradients(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): Promise<void> {
+    return this.raw.async.applyCombinedGradients(...this.combinedGradientArgs(ids, grads, optimizer, step, opts));
+  }
+  /** grads: [n * dim]; duplicate keys are summed, then one fused update per row. `step` >= 1. With a plan: owned keys only. */
+  async applyGradients(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): Promise<void> {
+    return this.raw.async.applyGradients(...this.gradientArgs(keys, grads, optimizer, step, opts));
+  }
+
+  private gradientArgs(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: ApplyGradientsOptions | undefined) {
+    if (o !== undefined && (typeof o !== 'object' || o === null)) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    const plan = this.plan(o?.plan);
+    const k = this.keys(keys, 'keys', plan);
     const g = this.values(grads, keys, k.length, 'grads');
-    return this.raw.async.applyGradients(k, g, this.optimizer(optimizer, step));
+    return [k, g, this.optimizer(optimizer, step), plan] as const;
   }
   /** Keeps the `numReserved` highest-score rows. Dynamic tables only. */
   async restrict(numReserved: number): Promise<number> {
@@ -303,12 +481,12 @@ export class EmbeddingTable {
 
   // ---- operations (sync form) ----------------------------------------------
 
-  findSync(keys: KeyInput): FindResult {
-    return this.syncOps.find(this.keys(keys));
+  findSync(keys: KeyInput, opts?: FindOptions): FindResult {
+    return this.syncOps.find(...this.findArgs(keys, opts));
   }
-  findOrInsertSync(keys: KeyInput, opts?: WriteOptions): FindResult {
-    const k = this.keys(keys);
-    return this.syncOps.findOrInsert(k, this.scores(opts, k.length));
+  findOrInsertSync(keys: KeyInput, opts?: WriteOptions & FindOptions): FindResult {
+    const [k, out, plan] = this.findArgs(keys, opts);
+    return this.syncOps.findOrInsert(k, this.scores(opts, k.length), out, plan);
   }
   upsertSync(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): void {
     const k = this.keys(keys);
@@ -339,10 +517,19 @@ export class EmbeddingTable {
   lookupCombinedSync(ids: BagInput, opts: LookupCombinedOptions = {}): Float32Array {
     return this.syncOps.lookupCombined(...this.bag(ids, opts));
   }
-  applyGradientsSync(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number): void {
-    const k = this.keys(keys);
-    const g = this.values(grads, keys, k.length, 'grads');
-    this.syncOps.applyGradients(k, g, this.optimizer(optimizer, step));
+  lookupCombinedPartialSync(ids: BagInput, opts: PartialLookupOptions): Float64Array {
+    return this.syncOps.lookupCombinedPartial(...this.partialArgs(ids, opts));
+  }
+  lookupCombinedBackwardSync(ids: BagInput, grads: ValuesInput, opts: BackwardOptions = {}): Float32Array {
+    const { args, finish } = this.backwardArgs(ids, grads, opts);
+    this.syncOps.lookupCombinedBackward(...args);
+    return finish();
+  }
+  applyCombinedGradientsSync(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): void {
+    this.syncOps.applyCombinedGradients(...this.combinedGradientArgs(ids, grads, optimizer, step, opts));
+  }
+  applyGradientsSync(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): void {
+    this.syncOps.applyGradients(...this.gradientArgs(keys, grads, optimizer, step, opts));
   }
   restrictSync(numReserved: number): number {
     return this.syncOps.restrict(this.restrictArg(numReserved));

@@ -1,4 +1,12 @@
-import type { Combiner, InitializerSpec, OptimizerKind, ResolvedOptimizer, ResolvedTableOptions, ScorePolicy } from '@embedstack/core';
+import type {
+  Combiner,
+  InitializerSpec,
+  OptimizerKind,
+  ResolvedOptimizer,
+  ResolvedShardPlan,
+  ResolvedTableOptions,
+  ScorePolicy,
+} from '@embedstack/core';
 
 /**
  * Fixed layouts of the Float64Array "structs" the addon takes (native/binding/abi.h
@@ -43,6 +51,18 @@ export const OptimizerField = {
   rho: 19,
 } as const;
 export const OPTIMIZER_FIELDS = 20;
+
+/** The shard-plan vector (native/binding/abi.h PlanField). */
+export const PlanField = {
+  placement: 0,
+  numShards: 1,
+  shard: 2,
+  start: 3,
+  end: 4,
+} as const;
+export const PLAN_FIELDS = 5;
+
+const PLACEMENT_IDS = { mod: 1, range: 2, localized: 3 } as const;
 
 const INIT_KINDS: Record<InitializerSpec['kind'], number> = {
   zeros: 0,
@@ -153,5 +173,17 @@ export function encodeOptimizer(o: ResolvedOptimizer): Float64Array {
   v[OptimizerField.learningRatePower] = o.learningRatePower;
   v[OptimizerField.sumInsideSqrt] = o.sumInsideSqrt ? 1 : 0;
   v[OptimizerField.rho] = o.rho;
+  return v;
+}
+
+/** A resolved shard plan -> the addon's plan vector (null: no plan). */
+export function encodePlan(p: ResolvedShardPlan | null): Float64Array | null {
+  if (!p) return null;
+  const v = new Float64Array(PLAN_FIELDS);
+  v[PlanField.placement] = PLACEMENT_IDS[p.placement];
+  v[PlanField.numShards] = p.numShards;
+  v[PlanField.shard] = p.shard;
+  v[PlanField.start] = p.start;
+  v[PlanField.end] = p.end;
   return v;
 }

@@ -8,9 +8,10 @@ import type {
   RawTableAsync,
   RawTableSync,
   ResolvedOptimizer,
+  ResolvedShardPlan,
   ResolvedTableOptions,
 } from '@embedstack/core';
-import { COMBINER_IDS, encodeOptimizer, encodeTable } from './abi.js';
+import { COMBINER_IDS, encodeOptimizer, encodePlan, encodeTable } from './abi.js';
 import { call, callAsync } from './errors.js';
 import type { NativeBinding, NativeExportResult, NativeTableHandle } from './native.js';
 
@@ -69,17 +70,21 @@ export class CpuRawTable implements RawTable {
     const big = (n: number): boolean => n * Math.max(this.#dim, 8) >= ASYNC_MIN_WORK;
     const comb = (c: Combiner): number => COMBINER_IDS[c];
     const dim = this.#dim;
-    const bagOut = (bag: Bag<Keys>): Float32Array => floats((bag.rowSplits.length - 1) * dim);
+    const bagOut = (bag: Bag<Keys>, out: Float32Array | null): Float32Array => out ?? floats((bag.rowSplits.length - 1) * dim);
+    const plan = (p: ResolvedShardPlan | null): Float64Array | null => encodePlan(p);
+    const findOut = (keys: Keys, out: FindResult | null): FindResult => out ?? findResult(keys.length, dim);
 
     const sync: RawTableSync = {
-      find: (keys) => {
-        const r = findResult(keys.length, dim);
-        call(() => b.find(h, keys, r.values, r.exists));
+      find: (keys, out, p) => {
+        const r = findOut(keys, out);
+        if (p) call(() => b.findPlanned(h, keys, plan(p)!, r.values, r.exists));
+        else call(() => b.find(h, keys, r.values, r.exists));
         return r;
       },
-      findOrInsert: (keys, scores) => {
-        const r = findResult(keys.length, dim);
-        call(() => b.findOrInsert(h, keys, scores, r.values, r.exists));
+      findOrInsert: (keys, scores, out, p) => {
+        const r = findOut(keys, out);
+        if (p) call(() => b.findOrInsertPlanned(h, keys, scores, plan(p)!, r.values, r.exists));
+        else call(() => b.findOrInsert(h, keys, scores, r.values, r.exists));
         return r;
       },
       upsert: (keys, values, scores) => call(() => b.upsert(h, keys, values, scores)),
@@ -92,13 +97,29 @@ export class CpuRawTable implements RawTable {
       memoryUsage: () => call(() => b.memoryUsage(h)),
       exportBatch: (offset, limit) => toExport(call(() => b.exportBatch(h, offset, limit))),
       importRows: (keys, values, slots, scores) => call(() => b.importRows(h, keys, values, slots, scores)),
-      lookupCombined: (bag: Bag<Keys>, combiner, maxNorm, insertMissing) => {
-        const out = bagOut(bag);
+      lookupCombined: (bag: Bag<Keys>, combiner, maxNorm, insertMissing, given) => {
+        const out = bagOut(bag, given);
         call(() => b.lookupCombined(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, out));
         return out;
       },
-      applyGradients: (keys, grads, optimizer: ResolvedOptimizer) =>
-        call(() => b.applyGradients(h, keys, grads, encodeOptimizer(optimizer))),
+      lookupCombinedPartial: (bag, combiner, maxNorm, insertMissing, p, out) => {
+        call(() =>
+          b.lookupCombinedPartial(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, plan(p)!, out),
+        );
+        return out;
+      },
+      lookupCombinedBackward: (bag, grads, combiner, maxNorm, p, out) => {
+        call(() => b.lookupCombinedBackward(h, bag.rowSplits, bag.keys, bag.weights, grads, comb(combiner), maxNorm, plan(p), out));
+        return out;
+      },
+      applyCombinedGradients: (bag, grads, combiner, maxNorm, p, optimizer) =>
+        call(() =>
+          b.applyCombinedGradients(h, bag.rowSplits, bag.keys, bag.weights, grads, comb(combiner), maxNorm, plan(p), encodeOptimizer(optimizer)),
+        ),
+      applyGradients: (keys, grads, optimizer: ResolvedOptimizer, p) =>
+        p
+          ? call(() => b.applyGradientsPlanned(h, keys, grads, encodeOptimizer(optimizer), plan(p)!))
+          : call(() => b.applyGradients(h, keys, grads, encodeOptimizer(optimizer))),
       restrict: (numReserved) => call(() => b.restrict(h, numReserved)),
       setEpoch: (epoch) => call(() => b.setEpoch(h, epoch)),
       dispose: () => call(() => b.dispose(h)),
@@ -113,15 +134,19 @@ export class CpuRawTable implements RawTable {
       }
     };
     this.async = {
-      find: (keys) => {
-        if (!big(keys.length)) return inline(() => sync.find(keys));
-        const r = findResult(keys.length, dim);
-        return callAsync(() => b.findAsync(h, keys, r.values, r.exists)).then(() => r);
+      find: (keys, out, p) => {
+        if (!big(keys.length)) return inline(() => sync.find(keys, out, p));
+        const r = findOut(keys, out);
+        const run = p ? () => b.findPlannedAsync(h, keys, plan(p)!, r.values, r.exists) : () => b.findAsync(h, keys, r.values, r.exists);
+        return callAsync<unknown>(run).then(() => r);
       },
-      findOrInsert: (keys, scores) => {
-        if (!big(keys.length)) return inline(() => sync.findOrInsert(keys, scores));
-        const r = findResult(keys.length, dim);
-        return callAsync(() => b.findOrInsertAsync(h, keys, scores, r.values, r.exists)).then(() => r);
+      findOrInsert: (keys, scores, out, p) => {
+        if (!big(keys.length)) return inline(() => sync.findOrInsert(keys, scores, out, p));
+        const r = findOut(keys, out);
+        const run = p
+          ? () => b.findOrInsertPlannedAsync(h, keys, scores, plan(p)!, r.values, r.exists)
+          : () => b.findOrInsertAsync(h, keys, scores, r.values, r.exists);
+        return callAsync<unknown>(run).then(() => r);
       },
       upsert: (keys, values, scores) =>
         big(keys.length) ? callAsync(() => b.upsertAsync(h, keys, values, scores)) : inline(() => sync.upsert(keys, values, scores)),
@@ -141,17 +166,47 @@ export class CpuRawTable implements RawTable {
         big(keys.length)
           ? callAsync(() => b.importRowsAsync(h, keys, values, slots, scores))
           : inline(() => sync.importRows(keys, values, slots, scores)),
-      lookupCombined: (bag, combiner, maxNorm, insertMissing) => {
-        if (!big(bag.keys.length)) return inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing));
-        const out = bagOut(bag);
+      lookupCombined: (bag, combiner, maxNorm, insertMissing, given) => {
+        if (!big(bag.keys.length)) return inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing, given));
+        const out = bagOut(bag, given);
         return callAsync(() =>
           b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, out),
         ).then(() => out);
       },
-      applyGradients: (keys, grads, optimizer) =>
-        big(keys.length)
-          ? callAsync(() => b.applyGradientsAsync(h, keys, grads, encodeOptimizer(optimizer)))
-          : inline(() => sync.applyGradients(keys, grads, optimizer)),
+      lookupCombinedPartial: (bag, combiner, maxNorm, insertMissing, p, out) => {
+        if (!big(bag.keys.length)) return inline(() => sync.lookupCombinedPartial(bag, combiner, maxNorm, insertMissing, p, out));
+        return callAsync(() =>
+          b.lookupCombinedPartialAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, plan(p)!, out),
+        ).then(() => out);
+      },
+      lookupCombinedBackward: (bag, grads, combiner, maxNorm, p, out) => {
+        if (!big(bag.keys.length)) return inline(() => sync.lookupCombinedBackward(bag, grads, combiner, maxNorm, p, out));
+        return callAsync(() =>
+          b.lookupCombinedBackwardAsync(h, bag.rowSplits, bag.keys, bag.weights, grads, comb(combiner), maxNorm, plan(p), out),
+        ).then(() => out);
+      },
+      applyCombinedGradients: (bag, grads, combiner, maxNorm, p, optimizer) =>
+        big(bag.keys.length)
+          ? callAsync(() =>
+              b.applyCombinedGradientsAsync(
+                h,
+                bag.rowSplits,
+                bag.keys,
+                bag.weights,
+                grads,
+                comb(combiner),
+                maxNorm,
+                plan(p),
+                encodeOptimizer(optimizer),
+              ),
+            )
+          : inline(() => sync.applyCombinedGradients(bag, grads, combiner, maxNorm, p, optimizer)),
+      applyGradients: (keys, grads, optimizer, p) => {
+        if (!big(keys.length)) return inline(() => sync.applyGradients(keys, grads, optimizer, p));
+        return p
+          ? callAsync(() => b.applyGradientsPlannedAsync(h, keys, grads, encodeOptimizer(optimizer), plan(p)!))
+          : callAsync(() => b.applyGradientsAsync(h, keys, grads, encodeOptimizer(optimizer)));
+      },
       restrict: (numReserved) =>
         big(sizeOf()) ? callAsync(() => b.restrictAsync(h, numReserved)) : inline(() => sync.restrict(numReserved)),
     };

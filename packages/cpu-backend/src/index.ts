@@ -8,7 +8,7 @@ export type { CpuBackendOptions } from './backend.js';
 export { CpuRawTable, ASYNC_MIN_WORK } from './cpuTable.js';
 export { loadAddon, candidatePaths, explain, ADDON_FILE } from './loader.js';
 export type { AddonLoad, AddonAttempt } from './loader.js';
-export { encodeTable, encodeOptimizer, TableField, OptimizerField, TABLE_FIELDS, OPTIMIZER_FIELDS } from './abi.js';
+export { encodeTable, encodeOptimizer, encodePlan, TableField, OptimizerField, PlanField, TABLE_FIELDS, OPTIMIZER_FIELDS, PLAN_FIELDS } from './abi.js';
 export type { EncodedTable } from './abi.js';
 export type {
   NativeBinding,

@@ -3,7 +3,7 @@ import { existsSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { OPTIMIZER_FIELDS, TABLE_FIELDS } from './abi.js';
+import { OPTIMIZER_FIELDS, PLAN_FIELDS, TABLE_FIELDS } from './abi.js';
 import type { NativeBinding } from './native.js';
 
 /**
@@ -107,7 +107,7 @@ export function loadAddon(candidates: string[] = candidatePaths()): AddonLoad {
     try {
       const binding = require(path) as NativeBinding;
       const fields = binding.abiFields;
-      if (!fields || fields.table !== TABLE_FIELDS || fields.optimizer !== OPTIMIZER_FIELDS) {
+      if (!fields || fields.table !== TABLE_FIELDS || fields.optimizer !== OPTIMIZER_FIELDS || fields.plan !== PLAN_FIELDS) {
         attempts.push({ path, error: `stale build: its ABI (${JSON.stringify(fields)}) differs from this package's` });
         continue;
       }

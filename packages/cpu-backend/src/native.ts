@@ -44,7 +44,7 @@ export interface NativeInfo {
 export interface NativeBinding {
   info(): NativeInfo;
   /** Lengths of the config and optimizer vectors this build expects. */
-  readonly abiFields: { table: number; optimizer: number };
+  readonly abiFields: { table: number; optimizer: number; plan: number };
   /**
    * config: Float64Array(abiFields.table) laid out by TableField; slotWidths: floats per
    * row of each slot (dim or 1); slotInitial: each slot's initial value; initValues: the
@@ -115,6 +115,99 @@ export interface NativeBinding {
   /** optimizer: Float64Array(abiFields.optimizer) laid out by OptimizerField. */
   applyGradients(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): void;
   applyGradientsAsync(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): Promise<void>;
+  // ---- shard plans and the combiner's backward (rawTable.ts; plan: Float64Array(abiFields.plan) by PlanField, or null) ----
+  /** Fills the owned entries' rows of outValues [n*dim] / outExists [n]; other entries are left as they are. */
+  findPlanned(t: NativeTableHandle, keys: Keys, plan: Float64Array, outValues: Float32Array, outExists: Uint8Array): void;
+  findPlannedAsync(t: NativeTableHandle, keys: Keys, plan: Float64Array, outValues: Float32Array, outExists: Uint8Array): Promise<void>;
+  findOrInsertPlanned(
+    t: NativeTableHandle,
+    keys: Keys,
+    scores: BigUint64Array | null,
+    plan: Float64Array,
+    outValues: Float32Array,
+    outExists: Uint8Array,
+  ): void;
+  findOrInsertPlannedAsync(
+    t: NativeTableHandle,
+    keys: Keys,
+    scores: BigUint64Array | null,
+    plan: Float64Array,
+    outValues: Float32Array,
+    outExists: Uint8Array,
+  ): Promise<void>;
+  /** Adds this shard's part of each bag row to out (Float64Array [nrows*dim]). */
+  lookupCombinedPartial(
+    t: NativeTableHandle,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    combiner: number,
+    maxNorm: number,
+    insertMissing: boolean,
+    plan: Float64Array,
+    out: Float64Array,
+  ): void;
+  lookupCombinedPartialAsync(
+    t: NativeTableHandle,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    combiner: number,
+    maxNorm: number,
+    insertMissing: boolean,
+    plan: Float64Array,
+    out: Float64Array,
+  ): Promise<void>;
+  /** Per-entry gradients of the owned entries into out [nnz*dim] from pooled grads [nrows*dim]. */
+  lookupCombinedBackward(
+    t: NativeTableHandle,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    grads: Float32Array,
+    combiner: number,
+    maxNorm: number,
+    plan: Float64Array | null,
+    out: Float32Array,
+  ): void;
+  lookupCombinedBackwardAsync(
+    t: NativeTableHandle,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    grads: Float32Array,
+    combiner: number,
+    maxNorm: number,
+    plan: Float64Array | null,
+    out: Float32Array,
+  ): Promise<void>;
+  /** lookupCombinedBackward of the owned entries fused with applyGradients of their local keys. */
+  applyCombinedGradients(
+    t: NativeTableHandle,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    grads: Float32Array,
+    combiner: number,
+    maxNorm: number,
+    plan: Float64Array | null,
+    optimizer: Float64Array,
+  ): void;
+  applyCombinedGradientsAsync(
+    t: NativeTableHandle,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    grads: Float32Array,
+    combiner: number,
+    maxNorm: number,
+    plan: Float64Array | null,
+    optimizer: Float64Array,
+  ): Promise<void>;
+  /** applyGradients of the owned entries under their local keys. */
+  applyGradientsPlanned(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array, plan: Float64Array): void;
+  applyGradientsPlannedAsync(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array, plan: Float64Array): Promise<void>;
+
   restrict(t: NativeTableHandle, numReserved: number): number;
   restrictAsync(t: NativeTableHandle, numReserved: number): Promise<number>;
   size(t: NativeTableHandle): number;

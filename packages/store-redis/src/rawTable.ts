@@ -6,6 +6,8 @@ import {
   type Keys,
   type RawTable,
   type RawTableAsync,
+  type ResolvedOptimizer,
+  type ResolvedShardPlan,
   type ResolvedTableOptions,
   referenceKernels,
   slotFloatsPerRow,
@@ -73,8 +75,9 @@ export class RedisRawTable implements RawTable {
     this.#owns = init.ownsConnection;
     const c = this.#core;
     this.async = {
-      find: (k) => this.#read(() => find(c, k, 'find')),
-      findOrInsert: (k, s) => this.#write(() => findOrInsert(c, k, s, 'findOrInsert')),
+      find: (k, out, plan) => this.#read(() => this.#plannedRead(k, null, out, plan, (keys) => find(c, keys, 'find'))),
+      findOrInsert: (k, s, out, plan) =>
+        this.#write(() => this.#plannedRead(k, s, out, plan, (keys, scores) => findOrInsert(c, keys, scores, 'findOrInsert'))),
       upsert: (k, v, s) => this.#write(() => upsert(c, k, v, s)),
       assign: (k, v, s) => this.#write(() => assign(c, k, v, s)),
       accum: (k, d, e, s) => this.#write(() => accum(c, k, d, e, s)),
@@ -82,8 +85,14 @@ export class RedisRawTable implements RawTable {
       clear: () => this.#write(() => clear(c)),
       exportBatch: (offset, limit) => this.#read(() => exportBatch(c, this.#export, offset, limit)),
       importRows: (k, v, sl, sc) => this.#write(() => importRows(c, k, v, sl, sc)),
-      lookupCombined: (bag, cb, m, ins) => this.#lookupCombined(bag, cb, m, ins),
-      applyGradients: (k, g, opt) => this.#write(() => applyGradients(c, k, g, opt)),
+      lookupCombined: (bag, cb, m, ins, out) => this.#lookupCombined(bag, cb, m, ins, out),
+      lookupCombinedPartial: (bag, cb, m, ins, plan, out) => this.#lookupCombinedPartial(bag, cb, m, ins, plan, out),
+      lookupCombinedBackward: (bag, g, cb, m, plan, out) => this.#lookupCombinedBackward(bag, g, cb, m, plan, out),
+      applyCombinedGradients: (bag, g, cb, m, plan, opt) => this.#applyCombinedGradients(bag, g, cb, m, plan, opt),
+      applyGradients: (k, g, opt, plan) => {
+        const p = referenceKernels.plannedGradients(k, g, c.options.dim, plan);
+        return this.#write(() => applyGradients(c, p.keys, p.grads, opt));
+      },
       restrict: (n) => this.#write(() => restrict(c, n)),
     };
   }
@@ -167,13 +176,73 @@ export class RedisRawTable implements RawTable {
     return this.#lock.write(fn);
   }
 
-  async #lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insertMissing: boolean): Promise<Float32Array> {
+  /** The rows of `keys` as one find (or findOrInsert) call of the bag op `op`. */
+  #rows(keys: Keys, insert: boolean, op: string): Promise<FindResult> {
     const c = this.#core;
-    const r: FindResult = insertMissing
-      ? await this.#write(() => findOrInsert(c, bag.keys, null, 'lookupCombined'))
-      : await this.#read(() => find(c, bag.keys, 'lookupCombined'));
+    return insert ? this.#write(() => findOrInsert(c, keys, null, op)) : this.#read(() => find(c, keys, op));
+  }
+
+  /** find / findOrInsert with `out` and a plan: the plain read of the owned local keys, placed at their positions. */
+  async #plannedRead(
+    keys: Keys,
+    scores: BigUint64Array | null,
+    out: FindResult | null,
+    plan: ResolvedShardPlan | null,
+    read: (keys: Keys, scores: BigUint64Array | null) => Promise<FindResult>,
+  ): Promise<FindResult> {
+    const q = referenceKernels.planRead(keys, scores, plan);
+    return referenceKernels.placeFound(await read(q.keys, q.scores), out, q.positions, this.#core.options.dim);
+  }
+
+  async #lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null): Promise<Float32Array> {
+    const r = await this.#rows(bag.keys, insertMissing, 'lookupCombined');
+    const dim = this.#core.options.dim;
+    const pooled = referenceKernels.combineBag((j) => r.values.subarray(j * dim, (j + 1) * dim), bag, dim, combiner, maxNorm);
+    if (!out) return pooled;
+    out.set(pooled);
+    return out;
+  }
+
+  async #lookupCombinedPartial(
+    bag: Bag<Keys>,
+    combiner: Combiner,
+    maxNorm: number,
+    insertMissing: boolean,
+    plan: ResolvedShardPlan,
+    out: Float64Array,
+  ): Promise<Float64Array> {
+    const owned = referenceKernels.ownedEntries(bag, plan);
+    const rows = (await this.#rows(owned.local, insertMissing, 'lookupCombinedPartial')).values;
+    return referenceKernels.poolPartial(bag, owned, rows, this.#core.options.dim, combiner, maxNorm, out);
+  }
+
+  async #lookupCombinedBackward(
+    bag: Bag<Keys>,
+    grads: Float32Array,
+    combiner: Combiner,
+    maxNorm: number,
+    plan: ResolvedShardPlan | null,
+    out: Float32Array,
+  ): Promise<Float32Array> {
+    const owned = referenceKernels.ownedEntries(bag, plan);
+    const rows = maxNorm > 0 ? (await this.#rows(owned.local, false, 'lookupCombinedBackward')).values : null;
+    return referenceKernels.entryGradients(bag, owned, grads, this.#core.options.dim, combiner, maxNorm, rows, out, false);
+  }
+
+  async #applyCombinedGradients(
+    bag: Bag<Keys>,
+    grads: Float32Array,
+    combiner: Combiner,
+    maxNorm: number,
+    plan: ResolvedShardPlan | null,
+    opt: ResolvedOptimizer,
+  ): Promise<void> {
+    const c = this.#core;
     const dim = c.options.dim;
-    return referenceKernels.combineBag((j) => r.values.subarray(j * dim, (j + 1) * dim), bag, dim, combiner, maxNorm);
+    const owned = referenceKernels.ownedEntries(bag, plan);
+    const rows = maxNorm > 0 ? (await this.#rows(owned.local, false, 'applyCombinedGradients')).values : null;
+    const g = referenceKernels.entryGradients(bag, owned, grads, dim, combiner, maxNorm, rows, new Float32Array(owned.count * dim), true);
+    await this.#write(() => applyGradients(c, owned.local, g, opt));
   }
 }
 

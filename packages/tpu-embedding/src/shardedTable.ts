@@ -315,6 +315,9 @@ export class ShardedTable {
         remove: unsupported('remove'),
         restrict: unsupported('restrict'),
         lookupCombined: unsupported('lookupCombined'),
+        lookupCombinedPartial: unsupported('lookupCombinedPartial'),
+        lookupCombinedBackward: unsupported('lookupCombinedBackward'),
+        applyCombinedGradients: unsupported('applyCombinedGradients'),
         applyGradients: unsupported('applyGradients'),
         clear: async () => {
           await Promise.all(this.shards.map((s) => s.table.clear()));

@@ -6,6 +6,8 @@ import type { ExportBatch, FindResult, RawTableSync } from '../rawTable.js';
 import { scoresOnRead } from '../scores.js';
 import type { ResolvedTableOptions } from '../tableOptions.js';
 import { applyOptimizerRow, combineBag, dedupeGradients } from './kernels.js';
+import { applyCombined, backward, partialLookup, type PlainOps, plannedGradients, plannedRead } from './plannedOps.js';
+import type { ResolvedShardPlan } from '../shardPlan.js';
 import { type EvictionCandidate, evictionLosers, nextScore, nowSeconds, type ScoreClock } from './scoring.js';
 
 type Key = bigint | number;
@@ -45,11 +47,19 @@ export class ReferenceDynamicTable implements RawTableSync {
   #capacity: number;
   #t: ScoreClock = { clock: 0, epoch: 0, now: 0n };
   #disposed = false;
+  /** The plain (plan-less) reads and update the planned operations are built from. */
+  readonly #plain: PlainOps;
 
   constructor(options: ResolvedTableOptions) {
     this.#o = options;
     this.#widths = options.slots.widths.map((w) => (w === 'dim' ? options.dim : 1));
     this.#capacity = Math.min(options.initCapacity, options.maxCapacity);
+    this.#plain = {
+      dim: options.dim,
+      find: (keys) => this.#find(keys),
+      findOrInsert: (keys, scores) => this.#findOrInsert(keys, scores),
+      applyGradients: (keys, grads, optimizer) => this.#applyGradients(keys, grads, optimizer),
+    };
   }
 
   // ---- helpers ---------------------------------------------------------------
@@ -151,8 +161,17 @@ export class ReferenceDynamicTable implements RawTableSync {
 
   // ---- RawTableSync ----------------------------------------------------------
 
-  find(keys: Keys): FindResult {
+  find(keys: Keys, out: FindResult | null = null, plan: ResolvedShardPlan | null = null): FindResult {
     this.#check();
+    return plannedRead(this.#plain, keys, null, false, out, plan);
+  }
+
+  findOrInsert(keys: Keys, scores: BigUint64Array | null, out: FindResult | null = null, plan: ResolvedShardPlan | null = null): FindResult {
+    this.#check();
+    return plannedRead(this.#plain, keys, scores, true, out, plan);
+  }
+
+  #find(keys: Keys): FindResult {
     this.#begin();
     const dim = this.#o.dim;
     const values = new Float32Array(keys.length * dim);
@@ -168,8 +187,7 @@ export class ReferenceDynamicTable implements RawTableSync {
     return { values, exists };
   }
 
-  findOrInsert(keys: Keys, scores: BigUint64Array | null): FindResult {
-    this.#check();
+  #findOrInsert(keys: Keys, scores: BigUint64Array | null): FindResult {
     this.#begin();
     const dim = this.#o.dim;
     const occ = this.#occurrences(keys, scores);
@@ -309,15 +327,39 @@ export class ReferenceDynamicTable implements RawTableSync {
   }
 
   /** With insertMissing: exactly findOrInsert on the bag's keys; else exactly find. Then combineBag. */
-  lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insertMissing: boolean): Float32Array {
+  lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null = null): Float32Array {
+    this.#check();
     const dim = this.#o.dim;
-    const r = insertMissing ? this.findOrInsert(bag.keys, null) : this.find(bag.keys);
-    return combineBag((j) => r.values.subarray(j * dim, (j + 1) * dim), bag, dim, combiner, maxNorm);
+    const r = insertMissing ? this.#findOrInsert(bag.keys, null) : this.#find(bag.keys);
+    const c = combineBag((j) => r.values.subarray(j * dim, (j + 1) * dim), bag, dim, combiner, maxNorm);
+    if (!out) return c;
+    out.set(c);
+    return out;
+  }
+
+  lookupCombinedPartial(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insert: boolean, plan: ResolvedShardPlan, out: Float64Array): Float64Array {
+    this.#check();
+    return partialLookup(this.#plain, bag, combiner, maxNorm, insert, plan, out);
+  }
+
+  lookupCombinedBackward(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, maxNorm: number, plan: ResolvedShardPlan | null, out: Float32Array): Float32Array {
+    this.#check();
+    return backward(this.#plain, bag, grads, combiner, maxNorm, plan, out);
+  }
+
+  applyCombinedGradients(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, maxNorm: number, plan: ResolvedShardPlan | null, optimizer: ResolvedOptimizer): void {
+    this.#check();
+    applyCombined(this.#plain, bag, grads, combiner, maxNorm, plan, optimizer);
+  }
+
+  applyGradients(keys: Keys, grads: Float32Array, optimizer: ResolvedOptimizer, plan: ResolvedShardPlan | null = null): void {
+    this.#check();
+    const p = plannedGradients(keys, grads, this.#o.dim, plan);
+    this.#applyGradients(p.keys, p.grads, optimizer);
   }
 
   /** Dedupe (float32 sums in order), insert missing keys (eviction rule), one fused update per admitted row. */
-  applyGradients(keys: Keys, grads: Float32Array, optimizer: ResolvedOptimizer): void {
-    this.#check();
+  #applyGradients(keys: Keys, grads: Float32Array, optimizer: ResolvedOptimizer): void {
     this.#begin();
     const dim = this.#o.dim;
     const { unique, sums } = dedupeGradients(keys, grads, dim);

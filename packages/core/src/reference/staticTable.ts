@@ -5,6 +5,8 @@ import type { ResolvedOptimizer } from '../optimizers.js';
 import type { ExportBatch, FindResult, RawTableSync } from '../rawTable.js';
 import type { ResolvedTableOptions } from '../tableOptions.js';
 import { applyOptimizerRow, combineBag, dedupeGradients } from './kernels.js';
+import { applyCombined, backward, partialLookup, type PlainOps, plannedGradients, plannedRead } from './plannedOps.js';
+import type { ResolvedShardPlan } from '../shardPlan.js';
 
 /**
  * Reference static table: rows 0..vocabularySize-1 in one Float32Array
@@ -21,6 +23,8 @@ export class ReferenceStaticTable implements RawTableSync {
   readonly #rows: number;
   #values: Float32Array;
   #slots: Float32Array[];
+  /** The plain (plan-less) reads and update the planned operations are built from. */
+  readonly #plain: PlainOps;
 
   constructor(options: ResolvedTableOptions) {
     this.#o = options;
@@ -28,6 +32,12 @@ export class ReferenceStaticTable implements RawTableSync {
     this.#widths = options.slots.widths.map((w) => (w === 'dim' ? options.dim : 1));
     this.#values = new Float32Array(this.#rows * options.dim);
     this.#slots = this.#widths.map((w) => new Float32Array(this.#rows * w));
+    this.#plain = {
+      dim: options.dim,
+      find: (keys) => this.#find(keys),
+      findOrInsert: (keys) => this.#find(keys),
+      applyGradients: (keys, grads, optimizer) => this.#applyGradients(keys, grads, optimizer),
+    };
     for (let r = 0; r < this.#rows; r++) this.#reset(r);
   }
 
@@ -42,15 +52,19 @@ export class ReferenceStaticTable implements RawTableSync {
     return this.#values.subarray(r * this.#o.dim, (r + 1) * this.#o.dim);
   }
 
-  find(keys: Keys): FindResult {
+  find(keys: Keys, out: FindResult | null = null, plan: ResolvedShardPlan | null = null): FindResult {
+    return plannedRead(this.#plain, keys, null, false, out, plan);
+  }
+
+  findOrInsert(keys: Keys, _scores: BigUint64Array | null = null, out: FindResult | null = null, plan: ResolvedShardPlan | null = null): FindResult {
+    return plannedRead(this.#plain, keys, null, false, out, plan);
+  }
+
+  #find(keys: Keys): FindResult {
     const dim = this.#o.dim;
     const values = new Float32Array(keys.length * dim);
     for (let i = 0; i < keys.length; i++) values.set(this.#row(Number(keys[i])), i * dim);
     return { values, exists: new Uint8Array(keys.length).fill(1) };
-  }
-
-  findOrInsert(keys: Keys): FindResult {
-    return this.find(keys);
   }
 
   upsert(keys: Keys, values: Float32Array): void {
@@ -124,11 +138,31 @@ export class ReferenceStaticTable implements RawTableSync {
     }
   }
 
-  lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number): Float32Array {
-    return combineBag((j) => this.#row(Number(bag.keys[j])), bag, this.#o.dim, combiner, maxNorm);
+  lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, _insert = false, out: Float32Array | null = null): Float32Array {
+    const r = combineBag((j) => this.#row(Number(bag.keys[j])), bag, this.#o.dim, combiner, maxNorm);
+    if (!out) return r;
+    out.set(r);
+    return out;
   }
 
-  applyGradients(keys: Keys, grads: Float32Array, optimizer: ResolvedOptimizer): void {
+  lookupCombinedPartial(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insert: boolean, plan: ResolvedShardPlan, out: Float64Array): Float64Array {
+    return partialLookup(this.#plain, bag, combiner, maxNorm, insert, plan, out);
+  }
+
+  lookupCombinedBackward(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, maxNorm: number, plan: ResolvedShardPlan | null, out: Float32Array): Float32Array {
+    return backward(this.#plain, bag, grads, combiner, maxNorm, plan, out);
+  }
+
+  applyCombinedGradients(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, maxNorm: number, plan: ResolvedShardPlan | null, optimizer: ResolvedOptimizer): void {
+    applyCombined(this.#plain, bag, grads, combiner, maxNorm, plan, optimizer);
+  }
+
+  applyGradients(keys: Keys, grads: Float32Array, optimizer: ResolvedOptimizer, plan: ResolvedShardPlan | null = null): void {
+    const p = plannedGradients(keys, grads, this.#o.dim, plan);
+    this.#applyGradients(p.keys, p.grads, optimizer);
+  }
+
+  #applyGradients(keys: Keys, grads: Float32Array, optimizer: ResolvedOptimizer): void {
     const dim = this.#o.dim;
     const { unique, sums } = dedupeGradients(keys, grads, dim);
     unique.forEach((k, u) => {

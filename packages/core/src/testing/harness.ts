@@ -7,10 +7,15 @@ import type { KeyInput } from '../keys.js';
 import type { OptimizerSpec } from '../optimizers.js';
 import type { ExportBatch, FindResult } from '../rawTable.js';
 import {
+  type ApplyGradientsOptions,
+  type BackwardOptions,
+  type CombinedGradientsOptions,
   createTable,
   type EmbeddingTable,
   type ExistsInput,
+  type FindOptions,
   type LookupCombinedOptions,
+  type PartialLookupOptions,
   type ValuesInput,
   type WriteOptions,
 } from '../table.js';
@@ -22,8 +27,8 @@ export type Form = 'promise' | 'sync';
 /** The table operations, always awaited; the 'sync' form calls the `...Sync` methods. */
 export interface Ops {
   readonly form: Form;
-  find(t: EmbeddingTable, keys: KeyInput): Promise<FindResult>;
-  findOrInsert(t: EmbeddingTable, keys: KeyInput, o?: WriteOptions): Promise<FindResult>;
+  find(t: EmbeddingTable, keys: KeyInput, o?: FindOptions): Promise<FindResult>;
+  findOrInsert(t: EmbeddingTable, keys: KeyInput, o?: WriteOptions & FindOptions): Promise<FindResult>;
   upsert(t: EmbeddingTable, keys: KeyInput, values: ValuesInput, o?: WriteOptions): Promise<void>;
   assign(t: EmbeddingTable, keys: KeyInput, values: ValuesInput, o?: WriteOptions): Promise<void>;
   accum(t: EmbeddingTable, keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, o?: WriteOptions): Promise<void>;
@@ -32,13 +37,23 @@ export interface Ops {
   export(t: EmbeddingTable, o?: { offset?: number; limit?: number }): Promise<ExportBatch>;
   importRows(t: EmbeddingTable, keys: KeyInput, values: ValuesInput, slots?: Float32Array[] | null, scores?: BigUint64Array | null): Promise<void>;
   lookupCombined(t: EmbeddingTable, ids: BagInput, o?: LookupCombinedOptions): Promise<Float32Array>;
-  applyGradients(t: EmbeddingTable, keys: KeyInput, grads: ValuesInput, opt: OptimizerSpec, step: number): Promise<void>;
+  lookupCombinedPartial(t: EmbeddingTable, ids: BagInput, o: PartialLookupOptions): Promise<Float64Array>;
+  lookupCombinedBackward(t: EmbeddingTable, ids: BagInput, grads: ValuesInput, o?: BackwardOptions): Promise<Float32Array>;
+  applyCombinedGradients(
+    t: EmbeddingTable,
+    ids: BagInput,
+    grads: ValuesInput,
+    opt: OptimizerSpec,
+    step: number,
+    o?: CombinedGradientsOptions,
+  ): Promise<void>;
+  applyGradients(t: EmbeddingTable, keys: KeyInput, grads: ValuesInput, opt: OptimizerSpec, step: number, o?: ApplyGradientsOptions): Promise<void>;
   restrict(t: EmbeddingTable, n: number): Promise<number>;
 }
 
 const promiseOps: Ops = {
   form: 'promise',
-  find: (t, k) => t.find(k),
+  find: (t, k, o) => t.find(k, o),
   findOrInsert: (t, k, o) => t.findOrInsert(k, o),
   upsert: (t, k, v, o) => t.upsert(k, v, o),
   assign: (t, k, v, o) => t.assign(k, v, o),
@@ -48,13 +63,16 @@ const promiseOps: Ops = {
   export: (t, o) => t.export(o),
   importRows: (t, k, v, s, sc) => t.importRows(k, v, s, sc),
   lookupCombined: (t, ids, o) => t.lookupCombined(ids, o),
-  applyGradients: (t, k, g, opt, step) => t.applyGradients(k, g, opt, step),
+  lookupCombinedPartial: (t, ids, o) => t.lookupCombinedPartial(ids, o),
+  lookupCombinedBackward: (t, ids, g, o) => t.lookupCombinedBackward(ids, g, o),
+  applyCombinedGradients: (t, ids, g, opt, step, o) => t.applyCombinedGradients(ids, g, opt, step, o),
+  applyGradients: (t, k, g, opt, step, o) => t.applyGradients(k, g, opt, step, o),
   restrict: (t, n) => t.restrict(n),
 };
 
 const syncOps: Ops = {
   form: 'sync',
-  find: async (t, k) => t.findSync(k),
+  find: async (t, k, o) => t.findSync(k, o),
   findOrInsert: async (t, k, o) => t.findOrInsertSync(k, o),
   upsert: async (t, k, v, o) => t.upsertSync(k, v, o),
   assign: async (t, k, v, o) => t.assignSync(k, v, o),
@@ -64,7 +82,10 @@ const syncOps: Ops = {
   export: async (t, o) => t.exportSync(o),
   importRows: async (t, k, v, s, sc) => t.importRowsSync(k, v, s, sc),
   lookupCombined: async (t, ids, o) => t.lookupCombinedSync(ids, o),
-  applyGradients: async (t, k, g, opt, step) => t.applyGradientsSync(k, g, opt, step),
+  lookupCombinedPartial: async (t, ids, o) => t.lookupCombinedPartialSync(ids, o),
+  lookupCombinedBackward: async (t, ids, g, o) => t.lookupCombinedBackwardSync(ids, g, o),
+  applyCombinedGradients: async (t, ids, g, opt, step, o) => t.applyCombinedGradientsSync(ids, g, opt, step, o),
+  applyGradients: async (t, k, g, opt, step, o) => t.applyGradientsSync(k, g, opt, step, o),
   restrict: async (t, n) => t.restrictSync(n),
 };
 

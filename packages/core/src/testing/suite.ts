@@ -1,6 +1,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { EmbeddingBackend } from '../backend.js';
 import { SuiteContext } from './harness.js';
+import { backwardSection } from './sections/backward.js';
 import { basicOpsSection } from './sections/basicOps.js';
 import { checkpointSection } from './sections/checkpoint.js';
 import { combinersSection } from './sections/combiners.js';
@@ -8,8 +9,10 @@ import { errorsSection } from './sections/errors.js';
 import { exportImportSection } from './sections/exportImport.js';
 import { initializersSection } from './sections/initializers.js';
 import { optimizersSection } from './sections/optimizers.js';
+import { outputsSection } from './sections/outputs.js';
 import { propertiesSection } from './sections/properties.js';
 import { scoresSection } from './sections/scores.js';
+import { shardPlansSection } from './sections/shardPlans.js';
 
 export interface ConformanceSuiteOptions {
   /** Shown in the test names. */
@@ -64,6 +67,9 @@ export function runConformanceSuite(options: ConformanceSuiteOptions): void {
 
     basicOpsSection(ctx);
     combinersSection(ctx);
+    outputsSection(ctx);
+    backwardSection(ctx);
+    shardPlansSection(ctx);
     optimizersSection(ctx);
     scoresSection(ctx);
     exportImportSection(ctx);

@@ -46,5 +46,14 @@ enum OptimizerField : int {
   kOptimizerFields
 };
 
+enum PlanField : int {
+  kPlacement = 0,  // 1 mod, 2 range, 3 localized
+  kNumShards,      // mod: N >= 1
+  kShard,          // mod: [0, N)
+  kStart,          // range: first global key (safe integer)
+  kEnd,            // range: one past the last
+  kPlanFields
+};
+
 }  // namespace abi
 }  // namespace embedstack

@@ -10,6 +10,7 @@
 #include "async_op.h"
 #include "group.h"
 #include "memory.h"
+#include "plan_api.h"
 #include "table_api.h"
 #include "thread_pool.h"
 
@@ -110,8 +111,10 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   Napi::Object fields = Napi::Object::New(env);
   fields.Set("table", static_cast<double>(abi::kTableFields));
   fields.Set("optimizer", static_cast<double>(abi::kOptimizerFields));
+  fields.Set("plan", static_cast<double>(abi::kPlanFields));
   exports.Set("abiFields", fields);
   registerTableFunctions(env, exports);
+  registerPlanFunctions(env, exports);
   return exports;
 }
 

@@ -157,6 +157,10 @@ TypedArg<double> float64Arg(const Napi::CallbackInfo& info, size_t i, const char
   return a;
 }
 
+TypedArg<double> float64ArrayArg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  return typedArg<double>(info, i, name, napi_float64_array, false);
+}
+
 TypedArg<uint64_t> scoresArg(const Napi::CallbackInfo& info, size_t i, size_t n) {
   TypedArg<uint64_t> a = typedArg<uint64_t>(info, i, "scores", napi_biguint64_array, true);
   if (a.present) checkLength(a.length, n, "scores", "scores (one per key)");

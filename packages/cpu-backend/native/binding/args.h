@@ -47,6 +47,8 @@ TypedArg<uint8_t> uint8Arg(const Napi::CallbackInfo& info, size_t i, const char*
 TypedArg<int32_t> int32Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
 TypedArg<uint32_t> uint32Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
 TypedArg<double> float64Arg(const Napi::CallbackInfo& info, size_t i, const char* name, size_t expectedLength);
+/** A Float64Array of any length (a caller's output array). */
+TypedArg<double> float64ArrayArg(const Napi::CallbackInfo& info, size_t i, const char* name);
 TypedArg<uint64_t> scoresArg(const Napi::CallbackInfo& info, size_t i, size_t n);
 
 /** Keys in the table's dtype (BigInt64Array or Int32Array), as int64. */

@@ -106,4 +106,19 @@ Napi::Value guard(const Napi::CallbackInfo& info, F&& body) {
   }
 }
 
+/** A binding function running the op built by Prepare on the calling thread. */
+template <class R, Op<R> (*Prepare)(const Napi::CallbackInfo&)>
+Napi::Value syncFn(const Napi::CallbackInfo& info) {
+  return guard(info, [&] {
+    Op<R> op = Prepare(info);
+    return runSync<R>(info.Env(), op);
+  });
+}
+
+/** A binding function queueing the op built by Prepare on the libuv pool (returns a Promise). */
+template <class R, Op<R> (*Prepare)(const Napi::CallbackInfo&)>
+Napi::Value asyncFn(const Napi::CallbackInfo& info) {
+  return guard(info, [&] { return runAsync<R>(info.Env(), Prepare(info)); });
+}
+
 }  // namespace embedstack

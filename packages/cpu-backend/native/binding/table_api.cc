@@ -8,6 +8,7 @@
 #include "abi.h"
 #include "args.h"
 #include "async_op.h"
+#include "op_args.h"
 
 namespace embedstack {
 
@@ -29,36 +30,6 @@ const uint64_t* optionalScores(const Napi::CallbackInfo& info, size_t i, size_t 
   TypedArg<uint64_t> s = scoresArg(info, i, n);
   if (s.present) keep.push_back(s.value);
   return s.present ? s.data : nullptr;
-}
-
-OptimizerParams parseOptimizer(const Napi::CallbackInfo& info, size_t i) {
-  TypedArg<double> a = float64Arg(info, i, "optimizer", abi::kOptimizerFields);
-  const double* v = a.data;
-  const double kind = v[abi::kOptKind];
-  ES_CHECK(kind == std::floor(kind) && kind >= 0 && kind < kOptimizerKinds, kInvalidArgument,
-           "Expected optimizer[kind] to be an integer in [0, " << kOptimizerKinds - 1 << "] but received " << kind);
-  OptimizerParams p;
-  p.kind = static_cast<OptimizerKind>(static_cast<int>(kind));
-  p.lr = v[abi::kLr];
-  p.step = v[abi::kStep];
-  p.clipWeightMin = v[abi::kClipWeightMin];
-  p.clipWeightMax = v[abi::kClipWeightMax];
-  p.weightDecay = v[abi::kWeightDecay];
-  p.clipGradMin = v[abi::kClipGradMin];
-  p.clipGradMax = v[abi::kClipGradMax];
-  p.beta1 = v[abi::kBeta1];
-  p.beta2 = v[abi::kBeta2];
-  p.epsilon = v[abi::kEpsilon];
-  p.momentum = v[abi::kMomentum];
-  p.useNesterov = v[abi::kUseNesterov] != 0;
-  p.exponent = v[abi::kExponent];
-  p.l1 = v[abi::kL1];
-  p.l2 = v[abi::kL2];
-  p.beta = v[abi::kBeta];
-  p.learningRatePower = v[abi::kLearningRatePower];
-  p.sumInsideSqrt = v[abi::kSumInsideSqrt] != 0;
-  p.rho = v[abi::kRho];
-  return p;
 }
 
 /** Caller-provided result arrays (both, or neither: then the addon allocates them). */
@@ -271,35 +242,13 @@ struct BagOutcome {
 Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
-  TypedArg<int32_t> splits = int32Arg(info, 1, "rowSplits");
-  auto keys = std::make_shared<KeysArg>(keysArg(info, 2, *h, "keys"));
-  TypedArg<float> weights = floatArg(info, 3, "weights", true);
-  const double combiner = integerArg(info, 4, "combiner", 0, 2);
-  const double maxNorm = numberArg(info, 5, "maxNorm");
-  ES_CHECK(std::isfinite(maxNorm) && maxNorm >= 0, kInvalidArgument,
-           "Expected maxNorm to be a finite number >= 0 (0 = no clipping) but received " << maxNorm);
-  const bool insertMissing = boolArg(info, 6, "insertMissing");
-  ES_CHECK(splits.length >= 1, kShapeMismatch, "Expected rowSplits to hold nrows + 1 >= 1 offsets but received 0");
-  ES_CHECK(splits.data[0] == 0, kInvalidArgument, "Expected rowSplits[0] to be 0 but received " << splits.data[0]);
-  for (size_t r = 1; r < splits.length; ++r) {
-    ES_CHECK(splits.data[r] >= splits.data[r - 1], kInvalidArgument,
-             "Expected rowSplits to be non-decreasing but rowSplits["
-                 << r << "] = " << splits.data[r] << " < rowSplits[" << r - 1 << "] = " << splits.data[r - 1]);
-  }
-  ES_CHECK(static_cast<size_t>(splits.data[splits.length - 1]) == keys->n, kShapeMismatch,
-           "Expected rowSplits to end at the number of keys (" << keys->n << ") but it ends at "
-                                                               << splits.data[splits.length - 1]);
-  if (weights.present) checkLength(weights.length, keys->n, "weights", "weights (one per key)");
-  BagInput bag;
-  bag.rowSplits = splits.data;
-  bag.rows = splits.length - 1;
-  bag.keys = keys->data;
-  bag.n = keys->n;
-  bag.weights = weights.present ? weights.data : nullptr;
   Op<BagOutcome> op;
-  op.keepAlive.push_back(splits.value);
-  op.keepAlive.push_back(keys->value);
-  if (weights.present) op.keepAlive.push_back(weights.value);
+  BagArg b = bagArg(info, 1, *h, op.keepAlive);
+  auto keys = b.keys;
+  const BagInput bag = b.input;
+  const Combiner c = combinerArg(info, 4);
+  const double maxNorm = maxNormArg(info, 5);
+  const bool insertMissing = boolArg(info, 6, "insertMissing");
   float* outData = nullptr;
   if (info.Length() > 7 && !info[7].IsUndefined() && !info[7].IsNull()) {
     TypedArg<float> o = floatArg(info, 7, "out", false);
@@ -308,7 +257,6 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
     outData = const_cast<float*>(o.data);
     adviseHugePages(outData, o.length * sizeof(float));
   }
-  const Combiner c = static_cast<Combiner>(static_cast<int>(combiner));
   op.job = [t, keys, bag, c, maxNorm, insertMissing, outData] {
     BagOutcome r;
     if (outData) {
@@ -332,7 +280,7 @@ Op<Unit> prepareApplyGradients(const Napi::CallbackInfo& info) {
   Op<Unit> op;
   op.keepAlive.push_back(keys->value);
   const float* grads = valuesFor(info, 2, "grads", keys->n, h->dim, op.keepAlive);
-  const OptimizerParams p = parseOptimizer(info, 3);
+  const OptimizerParams p = optimizerArg(info, 3);
   op.job = [t, keys, grads, p] {
     t->applyGradients(keys->data, keys->n, grads, p);
     return Unit{};
@@ -348,19 +296,6 @@ Op<size_t> prepareRestrict(const Napi::CallbackInfo& info) {
   op.job = [t, n] { return t->restrict(n); };
   op.toJs = countToJs;
   return op;
-}
-
-template <class R, Op<R> (*Prepare)(const Napi::CallbackInfo&)>
-Napi::Value syncFn(const Napi::CallbackInfo& info) {
-  return guard(info, [&] {
-    Op<R> op = Prepare(info);
-    return runSync<R>(info.Env(), op);
-  });
-}
-
-template <class R, Op<R> (*Prepare)(const Napi::CallbackInfo&)>
-Napi::Value asyncFn(const Napi::CallbackInfo& info) {
-  return guard(info, [&] { return runAsync<R>(info.Env(), Prepare(info)); });
 }
 
 // ---- sync-only functions ------------------------------------------------------------

@@ -128,6 +128,9 @@ class Table {
   virtual size_t restrict(size_t numReserved) = 0;
   virtual void setEpoch(uint32_t epoch) = 0;
 
+  /** Throws INVALID_ARGUMENT unless the optimizer's slots are exactly this table's slots. */
+  void validateOptimizer(const OptimizerParams& opt) const { checkOptimizer(opt); }
+
   /** Makes every later call throw DISPOSED (calls already running finish). Idempotent. */
   void markDisposed() { disposed_.store(true, std::memory_order_release); }
   bool disposed() const { return disposed_.load(std::memory_order_acquire); }

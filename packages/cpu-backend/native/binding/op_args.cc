@@ -1,0 +1,107 @@
+#include "op_args.h"
+
+#include <cmath>
+
+#include "abi.h"
+
+namespace embedstack {
+
+namespace {
+constexpr double kMaxSafe = 9007199254740991.0;  // 2^53 - 1
+}
+
+BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, std::vector<Napi::Value>& keep) {
+  TypedArg<int32_t> splits = int32Arg(info, i, "rowSplits");
+  BagArg b;
+  b.keys = std::make_shared<KeysArg>(keysArg(info, i + 1, h, "keys"));
+  TypedArg<float> weights = floatArg(info, i + 2, "weights", true);
+  const size_t n = b.keys->n;
+  ES_CHECK(splits.length >= 1, kShapeMismatch, "Expected rowSplits to hold nrows + 1 >= 1 offsets but received 0");
+  ES_CHECK(splits.data[0] == 0, kInvalidArgument, "Expected rowSplits[0] to be 0 but received " << splits.data[0]);
+  for (size_t r = 1; r < splits.length; ++r) {
+    ES_CHECK(splits.data[r] >= splits.data[r - 1], kInvalidArgument,
+             "Expected rowSplits to be non-decreasing but rowSplits["
+                 << r << "] = " << splits.data[r] << " < rowSplits[" << r - 1 << "] = " << splits.data[r - 1]);
+  }
+  ES_CHECK(static_cast<size_t>(splits.data[splits.length - 1]) == n, kShapeMismatch,
+           "Expected rowSplits to end at the number of keys (" << n << ") but it ends at "
+                                                               << splits.data[splits.length - 1]);
+  if (weights.present) checkLength(weights.length, n, "weights", "weights (one per key)");
+  b.input.rowSplits = splits.data;
+  b.input.rows = splits.length - 1;
+  b.input.keys = b.keys->data;
+  b.input.n = n;
+  b.input.weights = weights.present ? weights.data : nullptr;
+  keep.push_back(splits.value);
+  keep.push_back(b.keys->value);
+  if (weights.present) keep.push_back(weights.value);
+  return b;
+}
+
+Combiner combinerArg(const Napi::CallbackInfo& info, size_t i) {
+  return static_cast<Combiner>(static_cast<int>(integerArg(info, i, "combiner", 0, 2)));
+}
+
+double maxNormArg(const Napi::CallbackInfo& info, size_t i) {
+  const double maxNorm = numberArg(info, i, "maxNorm");
+  ES_CHECK(std::isfinite(maxNorm) && maxNorm >= 0, kInvalidArgument,
+           "Expected maxNorm to be a finite number >= 0 (0 = no clipping) but received " << maxNorm);
+  return maxNorm;
+}
+
+OptimizerParams optimizerArg(const Napi::CallbackInfo& info, size_t i) {
+  TypedArg<double> a = float64Arg(info, i, "optimizer", abi::kOptimizerFields);
+  const double* v = a.data;
+  const double kind = v[abi::kOptKind];
+  ES_CHECK(kind == std::floor(kind) && kind >= 0 && kind < kOptimizerKinds, kInvalidArgument,
+           "Expected optimizer[kind] to be an integer in [0, " << kOptimizerKinds - 1 << "] but received " << kind);
+  OptimizerParams p;
+  p.kind = static_cast<OptimizerKind>(static_cast<int>(kind));
+  p.lr = v[abi::kLr];
+  p.step = v[abi::kStep];
+  p.clipWeightMin = v[abi::kClipWeightMin];
+  p.clipWeightMax = v[abi::kClipWeightMax];
+  p.weightDecay = v[abi::kWeightDecay];
+  p.clipGradMin = v[abi::kClipGradMin];
+  p.clipGradMax = v[abi::kClipGradMax];
+  p.beta1 = v[abi::kBeta1];
+  p.beta2 = v[abi::kBeta2];
+  p.epsilon = v[abi::kEpsilon];
+  p.momentum = v[abi::kMomentum];
+  p.useNesterov = v[abi::kUseNesterov] != 0;
+  p.exponent = v[abi::kExponent];
+  p.l1 = v[abi::kL1];
+  p.l2 = v[abi::kL2];
+  p.beta = v[abi::kBeta];
+  p.learningRatePower = v[abi::kLearningRatePower];
+  p.sumInsideSqrt = v[abi::kSumInsideSqrt] != 0;
+  p.rho = v[abi::kRho];
+  return p;
+}
+
+ShardPlan planArg(const Napi::CallbackInfo& info, size_t i, const Table& t) {
+  ShardPlan p;
+  if (info.Length() <= i || info[i].IsUndefined() || info[i].IsNull()) return p;
+  TypedArg<double> a = float64Arg(info, i, "plan", abi::kPlanFields);
+  const double* v = a.data;
+  auto integer = [&](int field, const char* name, double min, double max) {
+    const double x = v[field];
+    ES_CHECK(std::isfinite(x) && x == std::floor(x) && x >= min && x <= max, kInvalidArgument,
+             "Expected plan." << name << " to be an integer in [" << min << ", " << max << "] but received " << x);
+    return x;
+  };
+  const int placement = static_cast<int>(integer(abi::kPlacement, "placement", 1, 3));
+  if (placement == 1) {
+    p.kind = ShardPlan::kMod;
+    p.numShards = static_cast<int64_t>(integer(abi::kNumShards, "numShards", 1, 1 << 20));
+    p.shard = static_cast<int64_t>(integer(abi::kShard, "shard", 0, static_cast<double>(p.numShards - 1)));
+    p.roundRobin = t.config().isStatic;
+  } else if (placement == 2) {
+    p.kind = ShardPlan::kRange;
+    p.start = static_cast<int64_t>(integer(abi::kStart, "start", -kMaxSafe, kMaxSafe));
+    p.end = static_cast<int64_t>(integer(abi::kEnd, "end", static_cast<double>(p.start), kMaxSafe));
+  }
+  return p;
+}
+
+}  // namespace embedstack

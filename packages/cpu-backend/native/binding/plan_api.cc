@@ -1,0 +1,172 @@
+// The addon's shard-plan and combiner-backward functions (core's rawTable.ts):
+// findPlanned, findOrInsertPlanned, lookupCombinedPartial, lookupCombinedBackward,
+// applyCombinedGradients, applyGradientsPlanned, each with an `...Async` form.
+// Arguments are validated here (no input crashes the process); the work is
+// src/planned_ops.cc. Argument 0 is the table handle.
+#include "plan_api.h"
+
+#include "async_op.h"
+#include "op_args.h"
+#include "planned_ops.h"
+
+namespace embedstack {
+
+namespace {
+
+Napi::Value undefinedToJs(Napi::Env env, Unit&) {
+  return env.Undefined();
+}
+
+/** A caller's Float32Array of exactly `n` floats (written by the job). */
+float* floatOut(const Napi::CallbackInfo& info, size_t i, const char* name, size_t n, std::vector<Napi::Value>& keep) {
+  TypedArg<float> o = floatArg(info, i, name, false);
+  checkLength(o.length, n, name, "floats");
+  keep.push_back(o.value);
+  return const_cast<float*>(o.data);
+}
+
+// findPlanned(t, keys, plan, outValues, outExists) / findOrInsertPlanned(t, keys, scores, plan, outValues, outExists)
+template <bool Insert>
+Op<Unit> preparePlannedFind(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
+  Op<Unit> op;
+  op.keepAlive.push_back(keys->value);
+  size_t i = 2;
+  const uint64_t* scores = nullptr;
+  if (Insert) {
+    TypedArg<uint64_t> s = scoresArg(info, i++, keys->n);
+    if (s.present) op.keepAlive.push_back(s.value);
+    scores = s.present ? s.data : nullptr;
+  }
+  const ShardPlan plan = planArg(info, i++, *t);
+  float* values = floatOut(info, i++, "outValues", checkedMul(keys->n, h->dim, "outValues"), op.keepAlive);
+  TypedArg<uint8_t> e = uint8Arg(info, i, "outExists");
+  checkLength(e.length, keys->n, "outExists", "flags (one per key)");
+  op.keepAlive.push_back(e.value);
+  uint8_t* exists = const_cast<uint8_t*>(e.data);
+  op.job = [t, keys, plan, scores, values, exists] {
+    plannedFind(*t, keys->data, keys->n, plan, Insert, scores, values, exists);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+// lookupCombinedPartial(t, rowSplits, keys, weights, combiner, maxNorm, insertMissing, plan, out: Float64Array)
+Op<Unit> preparePartial(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  Op<Unit> op;
+  BagArg b = bagArg(info, 1, *h, op.keepAlive);
+  const Combiner c = combinerArg(info, 4);
+  const double maxNorm = maxNormArg(info, 5);
+  const bool insert = boolArg(info, 6, "insertMissing");
+  const ShardPlan plan = planArg(info, 7, *t);
+  TypedArg<double> o = float64ArrayArg(info, 8, "out");
+  checkLength(o.length, checkedMul(b.input.rows, h->dim, "out"), "out", "numbers (rows * dim)");
+  op.keepAlive.push_back(o.value);
+  double* out = const_cast<double*>(o.data);
+  auto keys = b.keys;
+  const BagInput bag = b.input;
+  op.job = [t, keys, bag, c, maxNorm, insert, plan, out] {
+    lookupCombinedPartial(*t, bag, c, maxNorm, insert, plan, out);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+/** Arguments 1-7 of the backward ops: rowSplits, keys, weights, grads [rows * dim], combiner, maxNorm, plan | null. */
+struct GradientArgs {
+  std::shared_ptr<KeysArg> keys;
+  BagInput bag;
+  const float* grads;
+  Combiner combiner;
+  double maxNorm;
+  ShardPlan plan;
+};
+
+GradientArgs gradientArgs(const Napi::CallbackInfo& info, const TableHolder& h, const Table& t,
+                          std::vector<Napi::Value>& keep) {
+  BagArg b = bagArg(info, 1, h, keep);
+  TypedArg<float> g = floatArg(info, 4, "grads", false);
+  checkLength(g.length, checkedMul(b.input.rows, h.dim, "grads"), "grads", "floats (rows * dim)");
+  keep.push_back(g.value);
+  GradientArgs a{b.keys, b.input, g.data, combinerArg(info, 5), maxNormArg(info, 6), planArg(info, 7, t)};
+  return a;
+}
+
+// lookupCombinedBackward(t, rowSplits, keys, weights, grads, combiner, maxNorm, plan | null, out: Float32Array [n * dim])
+Op<Unit> prepareBackward(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  Op<Unit> op;
+  const GradientArgs a = gradientArgs(info, *h, *t, op.keepAlive);
+  float* out = floatOut(info, 8, "out", checkedMul(a.bag.n, h->dim, "out"), op.keepAlive);
+  op.job = [t, a, out] {
+    lookupCombinedBackward(*t, a.bag, a.grads, a.combiner, a.maxNorm, a.plan, out);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+// applyCombinedGradients(t, rowSplits, keys, weights, grads, combiner, maxNorm, plan | null, optimizer)
+Op<Unit> prepareApplyCombined(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  Op<Unit> op;
+  const GradientArgs a = gradientArgs(info, *h, *t, op.keepAlive);
+  const OptimizerParams opt = optimizerArg(info, 8);
+  op.job = [t, a, opt] {
+    applyCombinedGradients(*t, a.bag, a.grads, a.combiner, a.maxNorm, a.plan, opt);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+// applyGradientsPlanned(t, keys, grads, optimizer, plan)
+Op<Unit> preparePlannedGradients(const Napi::CallbackInfo& info) {
+  TableHolder* h;
+  auto t = tableArg(info, 0, &h);
+  auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
+  Op<Unit> op;
+  op.keepAlive.push_back(keys->value);
+  TypedArg<float> g = floatArg(info, 2, "grads", false);
+  checkLength(g.length, checkedMul(keys->n, h->dim, "grads"), "grads", "floats (keys * dim)");
+  op.keepAlive.push_back(g.value);
+  const OptimizerParams opt = optimizerArg(info, 3);
+  const ShardPlan plan = planArg(info, 4, *t);
+  const float* grads = g.data;
+  op.job = [t, keys, grads, plan, opt] {
+    plannedApplyGradients(*t, keys->data, keys->n, grads, plan, opt);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+}  // namespace
+
+void registerPlanFunctions(Napi::Env env, Napi::Object exports) {
+  auto def = [&](const char* name, Napi::Function::Callback fn) {
+    exports.Set(name, Napi::Function::New(env, fn, name));
+  };
+  def("findPlanned", syncFn<Unit, preparePlannedFind<false>>);
+  def("findPlannedAsync", asyncFn<Unit, preparePlannedFind<false>>);
+  def("findOrInsertPlanned", syncFn<Unit, preparePlannedFind<true>>);
+  def("findOrInsertPlannedAsync", asyncFn<Unit, preparePlannedFind<true>>);
+  def("lookupCombinedPartial", syncFn<Unit, preparePartial>);
+  def("lookupCombinedPartialAsync", asyncFn<Unit, preparePartial>);
+  def("lookupCombinedBackward", syncFn<Unit, prepareBackward>);
+  def("lookupCombinedBackwardAsync", asyncFn<Unit, prepareBackward>);
+  def("applyCombinedGradients", syncFn<Unit, prepareApplyCombined>);
+  def("applyCombinedGradientsAsync", asyncFn<Unit, prepareApplyCombined>);
+  def("applyGradientsPlanned", syncFn<Unit, preparePlannedGradients>);
+  def("applyGradientsPlannedAsync", asyncFn<Unit, preparePlannedGradients>);
+}
+
+}  // namespace embedstack

@@ -1,0 +1,93 @@
+#include "combine_plan.h"
+
+#include <cmath>
+
+#include "multiversion.h"
+
+namespace embedstack {
+
+void bagDenominators(const int32_t* rowSplits, const float* weights, size_t rb, size_t re, Combiner c, double* denom) {
+  for (size_t r = rb; r < re; ++r) {
+    if (c == Combiner::kSum) {
+      denom[r] = 1.0;
+      continue;
+    }
+    double s = 0;
+    for (int32_t j = rowSplits[r]; j < rowSplits[r + 1]; ++j) {
+      const double w = weights ? static_cast<double>(weights[j]) : 1.0;
+      s += c == Combiner::kMean ? w : w * w;
+    }
+    denom[r] = c == Combiner::kMean ? s : std::sqrt(s);
+  }
+}
+
+namespace {
+
+inline size_t ownedIndex(const PlanSpan& s, size_t j) {
+  return s.index ? static_cast<size_t>(s.index[j]) : j;
+}
+inline bool isOwned(const PlanSpan& s, size_t j) {
+  return !s.index || s.index[j] >= 0;
+}
+
+}  // namespace
+
+ES_MULTIVERSION
+void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
+  const size_t dim = s.dim;
+  for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
+    for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
+    const size_t end = static_cast<size_t>(s.rowSplits[r + 1]);
+    for (size_t j = static_cast<size_t>(s.rowSplits[r]); j < end; ++j) {
+      if (!isOwned(s, j)) continue;
+      const float* __restrict e = s.rows + ownedIndex(s, j) * dim;
+      const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
+      double scale = w;
+      if (s.maxNorm > 0) {
+        double n2 = 0;
+        for (size_t c = 0; c < dim; ++c) n2 += static_cast<double>(e[c]) * static_cast<double>(e[c]);
+        const double norm = std::sqrt(n2);
+        if (norm > s.maxNorm) scale = (w * s.maxNorm) / norm;
+      }
+      for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + scale * static_cast<double>(e[c]);
+    }
+    const double d = s.denom[r];
+    if (d == 0) continue;
+    double* __restrict o = out + r * dim;
+    for (size_t c = 0; c < dim; ++c) o[c] = o[c] + acc[c] / d;
+  }
+}
+
+ES_MULTIVERSION
+void combineBackwardRows(const PlanSpan& s, const float* grads, float* out, bool compact, double* dy) {
+  const size_t dim = s.dim;
+  for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
+    const double d = s.denom[r];
+    const float* __restrict g = grads + r * dim;
+    const size_t end = static_cast<size_t>(s.rowSplits[r + 1]);
+    for (size_t j = static_cast<size_t>(s.rowSplits[r]); j < end; ++j) {
+      if (!isOwned(s, j)) continue;
+      const size_t i = ownedIndex(s, j);
+      const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
+      const double scale = d == 0 ? 0.0 : w / d;
+      for (size_t c = 0; c < dim; ++c) dy[c] = scale * static_cast<double>(g[c]);
+      float* __restrict o = out + (compact ? i : j) * dim;
+      if (s.maxNorm > 0) {
+        const float* __restrict e = s.rows + i * dim;
+        double n2 = 0;
+        for (size_t c = 0; c < dim; ++c) n2 += static_cast<double>(e[c]) * static_cast<double>(e[c]);
+        const double norm = std::sqrt(n2);
+        if (norm > s.maxNorm) {
+          double dot = 0;
+          for (size_t c = 0; c < dim; ++c) dot += static_cast<double>(e[c]) * dy[c];
+          const double k = s.maxNorm / norm;
+          for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(k * (dy[c] - (static_cast<double>(e[c]) * dot) / n2));
+          continue;
+        }
+      }
+      for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(dy[c]);
+    }
+  }
+}
+
+}  // namespace embedstack

@@ -1,0 +1,43 @@
+// Kernels of the planned embedding bag and of the combiner's backward, bit-compatible
+// with core's reference/combineOps.ts: double arithmetic, entries in bag order, IEEE
+// add/mul/div/sqrt only (the build disables contraction).
+//  - denom_r over EVERY entry of row r: sum 1; mean Σw; sqrtn sqrt(Σw²);
+//  - forward term s_j e_j: s_j = w_j, or (w_j * maxNorm) / ||e_j|| when clipped;
+//  - backward: dy = (w_j / denom_r) g_r (0 when denom_r == 0), through the gradient
+//    of clip_by_norm when ||e_j|| > maxNorm: (maxNorm/||e||) (dy - e (e·dy) / ||e||²).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "combine.h"
+
+namespace embedstack {
+
+/** Rows [rowBegin, rowEnd) of a bag whose owned entries have rows in `rows`. */
+struct PlanSpan {
+  const int32_t* rowSplits;  // absolute entry offsets
+  size_t rowBegin;
+  size_t rowEnd;
+  const float* weights;   // [nnz] or null = ones
+  const int32_t* index;   // [nnz] compact index of each entry, -1 = not owned; null = every entry, index j
+  const float* rows;      // [owned * dim] the owned entries' rows (null when not needed)
+  const double* denom;    // [nrows]
+  double maxNorm;         // 0 = none
+  size_t dim;
+};
+
+/** denom[r] for r in [rb, re). */
+void bagDenominators(const int32_t* rowSplits, const float* weights, size_t rb, size_t re, Combiner c, double* denom);
+
+/** out[r * dim + c] += (Σ_{owned j in r} s_j e_j)[c] / denom_r for the span's rows (nothing when denom_r == 0). */
+void combinePartialRows(const PlanSpan& s, double* out, double* acc);
+
+/**
+ * Per-entry gradients of the span's owned entries from pooled grads [nrows * dim]:
+ * written at row j of `out` (entry j), or at row index[j] with `compact`.
+ * `rows` is read only when maxNorm > 0.
+ */
+void combineBackwardRows(const PlanSpan& s, const float* grads, float* out, bool compact, double* dy);
+
+}  // namespace embedstack

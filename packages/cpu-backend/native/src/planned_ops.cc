@@ -1,0 +1,180 @@
+#include "planned_ops.h"
+
+#include <cstring>
+#include <vector>
+
+#include "combine_plan.h"
+#include "memory.h"
+
+namespace embedstack {
+
+namespace {
+
+/** The entries a shard owns: positions (ascending), local keys, and per entry its compact index (-1 = not owned). */
+struct Owned {
+  std::vector<uint32_t> positions;
+  std::vector<int64_t> local;
+  std::vector<int32_t> index;  // filled only when asked
+
+  size_t count() const { return local.size(); }
+};
+
+Owned ownedEntries(const int64_t* keys, size_t n, const ShardPlan& plan, bool wantIndex) {
+  Owned o;
+  o.positions.reserve(plan.all() ? n : n / static_cast<size_t>(plan.numShards) + 16);
+  o.local.reserve(o.positions.capacity());
+  if (wantIndex) o.index.assign(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t l;
+    if (!plan.owns(keys[i], &l)) continue;
+    if (wantIndex) o.index[i] = static_cast<int32_t>(o.local.size());
+    o.positions.push_back(static_cast<uint32_t>(i));
+    o.local.push_back(l);
+  }
+  return o;
+}
+
+/** The owned entries' keys and index for a bag: the bag itself (no copy) when the plan owns everything. */
+struct BagOwnership {
+  Owned owned;
+  const int64_t* local;
+  size_t count;
+  const int32_t* index;
+};
+
+BagOwnership bagOwnership(const BagInput& bag, const ShardPlan& plan) {
+  BagOwnership b;
+  if (plan.all()) {
+    b.local = bag.keys;
+    b.count = bag.n;
+    b.index = nullptr;
+    return b;
+  }
+  b.owned = ownedEntries(bag.keys, bag.n, plan, true);
+  b.local = b.owned.local.data();
+  b.count = b.owned.count();
+  b.index = b.owned.index.data();
+  return b;
+}
+
+std::vector<double> denominators(const BagInput& bag, Combiner c) {
+  std::vector<double> d(bag.rows);
+  bagDenominators(bag.rowSplits, bag.weights, 0, bag.rows, c, d.data());
+  return d;
+}
+
+/** The owned entries' rows (find, or findOrInsert when `insert`) into a fresh [count * dim] buffer. */
+std::vector<float> readRows(Table& t, const int64_t* local, size_t count, bool insert) {
+  const size_t dim = t.config().dim;
+  std::vector<float> rows(checkedMul(count, dim, "the rows of a planned lookup"));
+  std::vector<uint8_t> exists(count);
+  if (insert) {
+    t.findOrInsertInto(local, count, nullptr, rows.data(), exists.data());
+  } else {
+    t.findInto(local, count, rows.data(), exists.data());
+  }
+  return rows;
+}
+
+PlanSpan spanOf(const BagInput& bag, const BagOwnership& b, const float* rows, const double* denom, double maxNorm,
+                size_t dim, size_t r0, size_t r1) {
+  return PlanSpan{bag.rowSplits, r0, r1, bag.weights, b.index, rows, denom, maxNorm, dim};
+}
+
+}  // namespace
+
+void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan, bool insert, const uint64_t* scores,
+                 float* values, uint8_t* exists) {
+  const size_t dim = t.config().dim;
+  if (plan.all()) {
+    if (insert) {
+      t.findOrInsertInto(keys, n, scores, values, exists);
+    } else {
+      t.findInto(keys, n, values, exists);
+    }
+    return;
+  }
+  ScratchRelease release(n);
+  Owned o = ownedEntries(keys, n, plan, false);
+  const size_t m = o.count();
+  std::vector<float> v(checkedMul(m, dim, "find values"));
+  std::vector<uint8_t> e(m);
+  if (insert) {
+    std::vector<uint64_t> s;
+    if (scores) {
+      s.resize(m);
+      for (size_t i = 0; i < m; ++i) s[i] = scores[o.positions[i]];
+    }
+    t.findOrInsertInto(o.local.data(), m, scores ? s.data() : nullptr, v.data(), e.data());
+  } else {
+    t.findInto(o.local.data(), m, v.data(), e.data());
+  }
+  for (size_t i = 0; i < m; ++i) {
+    std::memcpy(values + static_cast<size_t>(o.positions[i]) * dim, v.data() + i * dim, dim * sizeof(float));
+    exists[o.positions[i]] = e[i];
+  }
+}
+
+void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double maxNorm, bool insert,
+                           const ShardPlan& plan, double* out) {
+  const size_t dim = t.config().dim;
+  ScratchRelease release(bag.n);
+  const std::vector<double> denom = denominators(bag, c);
+  const BagOwnership b = bagOwnership(bag, plan);
+  const std::vector<float> rows = readRows(t, b.local, b.count, insert);
+  forEachBagRange(bag, [&](size_t r0, size_t r1) {
+    std::vector<double> acc(dim);
+    combinePartialRows(spanOf(bag, b, rows.data(), denom.data(), maxNorm, dim, r0, r1), out, acc.data());
+  });
+}
+
+void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
+                            const ShardPlan& plan, float* out) {
+  const size_t dim = t.config().dim;
+  ScratchRelease release(bag.n);
+  const std::vector<double> denom = denominators(bag, c);
+  const BagOwnership b = bagOwnership(bag, plan);
+  std::vector<float> rows;
+  if (maxNorm > 0) rows = readRows(t, b.local, b.count, false);
+  forEachBagRange(bag, [&](size_t r0, size_t r1) {
+    std::vector<double> dy(dim);
+    combineBackwardRows(spanOf(bag, b, rows.data(), denom.data(), maxNorm, dim, r0, r1), grads, out, false,
+                        dy.data());
+  });
+}
+
+void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
+                            const ShardPlan& plan, const OptimizerParams& opt) {
+  t.validateOptimizer(opt);  // before the row read below changes any read score
+  const size_t dim = t.config().dim;
+  ScratchRelease release(bag.n);
+  const std::vector<double> denom = denominators(bag, c);
+  BagOwnership b = bagOwnership(bag, plan);
+  std::vector<float> rows;
+  if (maxNorm > 0) rows = readRows(t, b.local, b.count, false);
+  std::vector<float> g(checkedMul(b.count, dim, "the per-entry gradients"));
+  forEachBagRange(bag, [&](size_t r0, size_t r1) {
+    std::vector<double> dy(dim);
+    combineBackwardRows(spanOf(bag, b, rows.data(), denom.data(), maxNorm, dim, r0, r1), grads, g.data(), true,
+                        dy.data());
+  });
+  t.applyGradients(b.local, b.count, g.data(), opt);
+}
+
+void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,
+                           const OptimizerParams& opt) {
+  if (plan.all()) {
+    t.applyGradients(keys, n, grads, opt);
+    return;
+  }
+  const size_t dim = t.config().dim;
+  ScratchRelease release(n);
+  Owned o = ownedEntries(keys, n, plan, false);
+  std::vector<float> g(checkedMul(o.count(), dim, "the owned gradients"));
+  for (size_t i = 0; i < o.count(); ++i) {
+    std::memcpy(g.data() + i * dim, grads + static_cast<size_t>(o.positions[i]) * dim, dim * sizeof(float));
+  }
+  t.applyGradients(o.local.data(), o.count(), g.data(), opt);
+}
+
+}  // namespace embedstack

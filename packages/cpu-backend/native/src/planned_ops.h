@@ -1,0 +1,42 @@
+// Table operations with a shard plan, and the combiner's backward (core's
+// rawTable.ts: find / findOrInsert with a plan, lookupCombinedPartial,
+// lookupCombinedBackward, applyCombinedGradients, applyGradients with a plan).
+// Built on the Table interface only: the owned entries' local keys are read (or
+// updated) by one findInto / findOrInsertInto / applyGradients call on the table,
+// so locking, scoring, admission and atomicity are exactly those calls'. Rows go
+// through a per-call scratch buffer (host memory, freed at the end of the call).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shard_plan.h"
+#include "table.h"
+
+namespace embedstack {
+
+/**
+ * find (insert = false) or findOrInsert of the owned keys, written at their positions
+ * of values [n * dim] / exists [n]; other positions are left as they are.
+ * `scores` [n] or null (findOrInsert only).
+ */
+void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan, bool insert, const uint64_t* scores,
+                 float* values, uint8_t* exists);
+
+/** lookupCombinedPartial: adds this shard's part of every bag row to out [rows * dim] (float64). */
+void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double maxNorm, bool insert,
+                           const ShardPlan& plan, double* out);
+
+/** lookupCombinedBackward: owned entries' gradients at their rows of out [n * dim]. grads [rows * dim]. */
+void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
+                            const ShardPlan& plan, float* out);
+
+/** applyCombinedGradients: applyGradients(owned local keys, their per-entry gradients). */
+void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
+                            const ShardPlan& plan, const OptimizerParams& opt);
+
+/** applyGradients of the owned entries of (keys, grads [n * dim]) under their local keys. */
+void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,
+                           const OptimizerParams& opt);
+
+}  // namespace embedstack

@@ -1,0 +1,50 @@
+// A shard plan (core's shardPlan.ts): which keys of a logical table split over N
+// shards this table owns, and the local key each maps to.
+//  - kAll ('localized', or no plan): every key, local key = key;
+//  - kMod: key k owned when floorMod(k, N) == shard; local key k (dynamic tables)
+//    or floor(k / N) (static tables: round-robin rows);
+//  - kRange: keys [start, end), local key k - start.
+#pragma once
+
+#include <cstdint>
+
+namespace embedstack {
+
+struct ShardPlan {
+  enum Kind : int { kAll = 0, kMod = 1, kRange = 2 };
+  Kind kind = kAll;
+  int64_t numShards = 1;
+  int64_t shard = 0;
+  int64_t start = 0;
+  int64_t end = 0;
+  bool roundRobin = false;
+
+  bool all() const { return kind == kAll; }
+
+  /** True when this shard owns `k`; then *local is its local key. Exact on every int64. */
+  bool owns(int64_t k, int64_t* local) const {
+    switch (kind) {
+      case kAll:
+        *local = k;
+        return true;
+      case kMod: {
+        int64_t q = k / numShards;
+        int64_t r = k % numShards;
+        if (r < 0) {
+          r += numShards;
+          q -= 1;
+        }
+        if (r != shard) return false;
+        *local = roundRobin ? q : k;
+        return true;
+      }
+      case kRange:
+        if (k < start || k >= end) return false;
+        *local = k - start;
+        return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace embedstack
