@@ -40,6 +40,8 @@ export interface ResolvedShardPlan {
 export interface PlanTarget {
   readonly kind: 'dynamic' | 'static';
   readonly vocabularySize: number;
+  /** int32 tables take 'range' bounds within int32 (local keys must fit). */
+  readonly keyDtype?: 'int64' | 'int32';
 }
 
 const MAX_SHARDS = 1 << 20;
@@ -67,8 +69,9 @@ export function resolveShardPlan(plan: unknown, table: PlanTarget, argument = 'p
       return { placement: 'mod', numShards, shard, start: 0, end: 0, roundRobin: table.kind === 'static' };
     }
     case 'range': {
-      const start = int('start', -Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
-      const end = int('end', start, Number.MAX_SAFE_INTEGER);
+      const [lo, hi] = table.keyDtype === 'int32' ? [-2147483648, 2147483648] : [-Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER];
+      const start = int('start', lo, hi);
+      const end = int('end', start, hi);
       if (table.kind === 'static' && end - start > table.vocabularySize) {
         throw invalidParameter(`${argument}.end`, `at most start + vocabularySize (${start} + ${table.vocabularySize})`, end);
       }

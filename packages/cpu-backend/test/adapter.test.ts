@@ -1,5 +1,5 @@
 import { createTable, EmbeddingError, getBackend, InvalidTypeError, optimizers, resolveOptimizer } from '@embedstack/core';
-import { ASYNC_MIN_WORK, cpuBackend, loadAddon, OPTIMIZER_FIELDS, TABLE_FIELDS } from '@embedstack/cpu-backend';
+import { ASYNC_MIN_WORK, cpuBackend, loadAddon, OPTIMIZER_FIELDS, PLAN_FIELDS, TABLE_FIELDS } from '@embedstack/cpu-backend';
 import { describe, expect, it } from 'vitest';
 
 describe('cpu backend: adapter and registration', () => {
@@ -18,7 +18,7 @@ describe('cpu backend: adapter and registration', () => {
 
   it('the addon and the TypeScript side agree on the ABI vectors', () => {
     const b = loadAddon().binding!;
-    expect(b.abiFields).toEqual({ table: TABLE_FIELDS, optimizer: OPTIMIZER_FIELDS });
+    expect(b.abiFields).toEqual({ table: TABLE_FIELDS, optimizer: OPTIMIZER_FIELDS, plan: PLAN_FIELDS });
   });
 
   it('native failures become core EmbeddingErrors keeping code, message and native location', () => {
