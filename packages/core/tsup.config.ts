@@ -8,4 +8,6 @@ export default defineConfig({
   sourcemap: true,
   target: 'es2022',
   external: ['vitest', 'fast-check'],
+  // import.meta.url in the CJS build (loadDefaultBackend resolves @embedstack/cpu-backend from it)
+  shims: true,
 });

@@ -1,5 +1,7 @@
+import { createRequire } from 'node:module';
 import { BackendUnavailableError, InvalidTypeError, invalidParameter, NotFoundError } from './errors.js';
 import type { RawTable } from './rawTable.js';
+import { referenceBackend } from './reference/backend.js';
 import type { ResolvedTableOptions } from './tableOptions.js';
 
 export interface DeviceInfo {
@@ -80,14 +82,22 @@ export function setDefaultBackend(name: string | undefined): void {
   state.defaultName = name;
 }
 
+/** The backend name asked for: `name`, else EMBEDSTACK_BACKEND, else setDefaultBackend's; undefined for automatic choice. */
+function wantedBackend(name: string | undefined): string | undefined {
+  const wanted = name ?? (typeof process !== 'undefined' ? process.env.EMBEDSTACK_BACKEND : undefined) ?? state.defaultName;
+  return wanted === '' ? undefined : wanted;
+}
+
 /**
  * The backend called `name`; else `EMBEDSTACK_BACKEND`; else the one set by
  * setDefaultBackend; else the usable backend of highest priority.
  * @throws NotFoundError / BackendUnavailableError
  */
 export function getBackend(name?: string): EmbeddingBackend {
-  const wanted = name ?? (typeof process !== 'undefined' ? process.env.EMBEDSTACK_BACKEND : undefined) ?? state.defaultName;
-  if (wanted !== undefined && wanted !== '') {
+  const wanted = wantedBackend(name);
+  if (wanted !== undefined) {
+    // The reference backend is part of core: selectable by name without registering it first.
+    if (wanted === referenceBackend.name && !registry.has(wanted)) registry.set(wanted, referenceBackend);
     const b = registry.get(wanted);
     if (!b) {
       throw new NotFoundError(
@@ -113,4 +123,71 @@ export function getBackend(name?: string): EmbeddingBackend {
     );
   }
   return best;
+}
+
+/** The package every facade depends on for running on the CPU; importing it registers backend 'cpu'. */
+export const DEFAULT_BACKEND_PACKAGE = '@embedstack/cpu-backend';
+
+export interface LoadDefaultBackendOptions {
+  /** A backend object (used as is) or name (looked up in the registry). Default: the registry's choice. */
+  backend?: string | EmbeddingBackend | null;
+  /**
+   * Where `@embedstack/cpu-backend` is resolved from: the calling package's
+   * `import.meta.url` (or a file path), so that the facade's own dependency is found.
+   * Default: core's own location.
+   */
+  from?: string | URL;
+  /** Loads the default backend package (tests and bundlers replace it). Default: `createRequire(from)(DEFAULT_BACKEND_PACKAGE)`. */
+  load?: () => unknown;
+}
+
+/**
+ * The backend a facade runs on: the one place that loads the default backend.
+ * An EmbeddingBackend object is used as is. Otherwise, when no backend is
+ * registered (or 'cpu' is asked for and not registered), `@embedstack/cpu-backend`
+ * is loaded first (importing it registers 'cpu'); then core's registry decides
+ * ({@link getBackend}: the name, EMBEDSTACK_BACKEND, setDefaultBackend, or the usable
+ * backend of highest priority; 'reference' is always available by name).
+ *
+ * @throws BackendUnavailableError saying why the CPU backend could not be loaded or
+ *   used and how to fix it; NotFoundError for an unknown name; InvalidTypeError for a
+ *   `backend` that is neither a name nor a backend
+ */
+export function loadDefaultBackend(options: LoadDefaultBackendOptions = {}): EmbeddingBackend {
+  const backend = options.backend ?? undefined;
+  if (typeof backend === 'object') {
+    if (typeof backend.createTable !== 'function' || typeof backend.name !== 'string') {
+      throw invalidParameter('backend', 'a backend name or an EmbeddingBackend', backend, InvalidTypeError);
+    }
+    return backend;
+  }
+  if (backend !== undefined && typeof backend !== 'string') {
+    throw invalidParameter('backend', 'a backend name, an EmbeddingBackend, undefined or null', backend, InvalidTypeError);
+  }
+  const wanted = wantedBackend(backend);
+  if ((wanted === undefined && registry.size === 0) || (wanted === 'cpu' && !registry.has('cpu'))) {
+    const from = options.from ?? import.meta.url;
+    loadCpuBackend(options.load ?? (() => createRequire(from)(DEFAULT_BACKEND_PACKAGE)));
+  }
+  return getBackend(backend);
+}
+
+function loadCpuBackend(load: () => unknown): void {
+  try {
+    load();
+  } catch (cause) {
+    const missing = (cause as { code?: string }).code === 'MODULE_NOT_FOUND' && String((cause as Error).message).includes(DEFAULT_BACKEND_PACKAGE);
+    const fix = missing
+      ? `install it (npm install ${DEFAULT_BACKEND_PACKAGE}; every facade lists it as a dependency)`
+      : `its native addon did not load; rebuild it (npx -y pnpm@10.34.9 --filter ${DEFAULT_BACKEND_PACKAGE} build, which needs a C++17 compiler and cmake)`;
+    throw new BackendUnavailableError(
+      `No embedstack backend is registered and ${DEFAULT_BACKEND_PACKAGE} could not be loaded: ${(cause as Error).message}. ` +
+        `Fix: ${fix}; or run on the pure-TypeScript reference backend (EMBEDSTACK_BACKEND=reference, slow), ` +
+        'or register a backend with registerBackend().',
+      { cause },
+    );
+  }
+  if (!registry.has('cpu')) {
+    throw new BackendUnavailableError(`${DEFAULT_BACKEND_PACKAGE} loaded but did not register backend "cpu" (two copies of @embedstack/core?)`);
+  }
 }

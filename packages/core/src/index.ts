@@ -77,10 +77,23 @@ export {
   hasBackend,
   setDefaultBackend,
   getBackend,
+  loadDefaultBackend,
+  DEFAULT_BACKEND_PACKAGE,
 } from './backend.js';
-export type { EmbeddingBackend, BackendCapabilities, DeviceInfo } from './backend.js';
+export type { EmbeddingBackend, BackendCapabilities, DeviceInfo, LoadDefaultBackendOptions } from './backend.js';
 export { EmbeddingTable, createTable } from './table.js';
 export { validateValues, validateExists } from './values.js';
+export {
+  checkOptions,
+  checkBoolean,
+  checkInteger,
+  checkNumber,
+  checkName,
+  checkFunction,
+  firstOutOfRange,
+  checkRowIndices,
+} from './validation.js';
+export type { OptionsCheck, RangeCheck } from './validation.js';
 export type {
   ValuesInput,
   ExistsInput,

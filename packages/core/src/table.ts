@@ -7,7 +7,6 @@ import {
   DisposedError,
   InvalidTypeError,
   invalidParameter,
-  OutOfRangeError,
   ShapeMismatchError,
   UnsupportedError,
 } from './errors.js';
@@ -17,6 +16,7 @@ import type { ExportBatch, FindResult, RawTable, RawTableSync } from './rawTable
 import { checkOwnedRows, type ResolvedShardPlan, resolveShardPlan, type ShardPlan } from './shardPlan.js';
 import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } from './tableOptions.js';
 import { Tensor } from './tensor.js';
+import { checkRowIndices } from './validation.js';
 import { type ExistsInput, validateExists, validateValues, type ValuesInput } from './values.js';
 
 export type { ExistsInput, ValuesInput } from './values.js';
@@ -98,35 +98,6 @@ function floatOut(v: unknown, n: number, argument: string): Float32Array | null 
 
 const finalizer = new FinalizationRegistry<RawTable>((raw) => raw.dispose());
 
-const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-
-/**
- * Index of the first key outside [0, n), or -1. Hot path of every static-table call:
- * reads int64 keys as two uint32 words (no BigInt per key; a negative key has a
- * high word >= 2^31 and fails the bound).
- */
-function firstOutOfRange(keys: Keys, n: number): number {
-  if (keys instanceof Int32Array) {
-    for (let i = 0; i < keys.length; i++) {
-      const k = keys[i]!;
-      if (k < 0 || k >= n) return i;
-    }
-    return -1;
-  }
-  if (!LITTLE_ENDIAN) {
-    const limit = BigInt(n);
-    for (let i = 0; i < keys.length; i++) if (keys[i]! < 0n || keys[i]! >= limit) return i;
-    return -1;
-  }
-  const words = new Uint32Array(keys.buffer, keys.byteOffset, keys.length * 2);
-  for (let i = 0; i < keys.length; i++) {
-    const hi = words[2 * i + 1]!;
-    const lo = words[2 * i]!;
-    if (hi === 0 ? lo >= n : hi >= 0x200000 || hi * 4294967296 + lo >= n) return i;
-  }
-  return -1;
-}
-
 /**
  * A table: validates and normalises every argument once, then calls the backend.
  * Keys: any {@link KeyInput}. Values: flat Float32Array [n*dim] (or a Tensor of shape
@@ -176,27 +147,18 @@ export class EmbeddingTable {
     return s;
   }
 
-  // ---- validation helpers -------------------------------------------------
+  // ---- validation of arguments (internal) --------------------------------------
 
-  keys(input: KeyInput | unknown, argument = 'keys', plan: ResolvedShardPlan | null = null): Keys {
+  /** Keys in the table's dtype; static tables: row indices in range (with a plan, the owned keys' local rows). */
+  private keys(input: KeyInput | unknown, argument = 'keys', plan: ResolvedShardPlan | null = null): Keys {
     const keys = normalizeKeys(input, this.keyDtype, argument);
-    if (this.kind === 'static' && plan !== null) {
-      checkOwnedRows(keys, plan, this.options.vocabularySize, this.name, argument);
-    } else if (this.kind === 'static') {
-      const n = this.options.vocabularySize;
-      const bad = firstOutOfRange(keys, n);
-      if (bad >= 0) {
-        throw new OutOfRangeError(
-          `Expected ${argument}[${bad}] to be a row index in [0, ${n}) of table "${this.name}" but received ${keys[bad]}`,
-          { argument },
-        );
-      }
-    }
+    if (this.kind === 'static' && plan !== null) checkOwnedRows(keys, plan, this.options.vocabularySize, this.name, argument);
+    else if (this.kind === 'static') checkRowIndices(keys, this.options.vocabularySize, argument, this.name);
     return keys;
   }
 
   /** Values for n keys: a Tensor must have shape keys.shape + [dim]; a flat array n * dim floats. */
-  values(input: ValuesInput | unknown, keysInput: unknown, n: number, argument = 'values'): Float32Array {
+  private values(input: ValuesInput | unknown, keysInput: unknown, n: number, argument = 'values'): Float32Array {
     const shape = input instanceof Tensor ? keyShape(keysInput as KeyInput) : [n];
     return validateValues(input, shape, this.dim, argument);
   }

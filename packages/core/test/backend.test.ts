@@ -6,6 +6,7 @@ import {
   getBackend,
   hasBackend,
   listBackends,
+  loadDefaultBackend,
   ReferenceBackend,
   referenceBackend,
   registerBackend,
@@ -136,5 +137,47 @@ describe('backend registry', () => {
     expect(c.backendName).toBe('other');
     throwsCode(() => createTable({ dim: 2 }, { backend: 'nope' }), ErrorCodes.NOT_FOUND, 'nope');
     throwsCode(() => createTable({ dim: 0 }, { backend: referenceBackend }), ErrorCodes.INVALID_ARGUMENT, 'dim');
+  });
+
+  it('the reference backend is selectable by name (or EMBEDSTACK_BACKEND) without registering it', () => {
+    expect(getBackend('reference')).toBe(referenceBackend);
+    unregisterBackend('reference');
+    process.env.EMBEDSTACK_BACKEND = 'reference';
+    expect(getBackend()).toBe(referenceBackend);
+    expect(createTable({ dim: 2 }).backendName).toBe('reference');
+  });
+});
+
+describe('loadDefaultBackend', () => {
+  it('uses a backend object as is and a name through the registry', () => {
+    const a = fake('a', 1);
+    expect(loadDefaultBackend({ backend: a })).toBe(a);
+    registerBackend(a);
+    expect(loadDefaultBackend({ backend: 'a' })).toBe(a);
+    expect(loadDefaultBackend()).toBe(a);
+    expect(loadDefaultBackend({ backend: 'reference' })).toBe(referenceBackend);
+    throwsCode(() => loadDefaultBackend({ backend: 5 as never }), ErrorCodes.INVALID_TYPE, 'backend');
+    throwsCode(() => loadDefaultBackend({ backend: { name: 'x' } as never }), ErrorCodes.INVALID_TYPE, 'backend');
+    throwsCode(() => loadDefaultBackend({ backend: 'nope' }), ErrorCodes.NOT_FOUND, 'backend');
+  });
+
+  it('explains what to do when nothing is registered and the CPU backend cannot be resolved', () => {
+    const missing = () => {
+      throw Object.assign(new Error("Cannot find module '@embedstack/cpu-backend'"), { code: 'MODULE_NOT_FOUND' });
+    };
+    const e = throwsCode(() => loadDefaultBackend({ load: missing }), ErrorCodes.BACKEND_UNAVAILABLE, '@embedstack/cpu-backend');
+    expect(e.message).toContain('npm install @embedstack/cpu-backend');
+    expect(e.message).toContain('EMBEDSTACK_BACKEND=reference');
+    expect(e.cause).toBeInstanceOf(Error);
+    const broken = () => {
+      throw new Error('embedstack_cpu.node: invalid ELF header');
+    };
+    const b = throwsCode(() => loadDefaultBackend({ load: broken }), ErrorCodes.BACKEND_UNAVAILABLE, 'invalid ELF header');
+    expect(b.message).toContain('rebuild it');
+    // A package that loads but registers nothing is reported too.
+    throwsCode(() => loadDefaultBackend({ load: () => undefined }), ErrorCodes.BACKEND_UNAVAILABLE, 'did not register');
+    expect(hasBackend()).toBe(false);
+    // Asked for 'reference', nothing is loaded.
+    expect(loadDefaultBackend({ backend: 'reference', load: broken })).toBe(referenceBackend);
   });
 });

@@ -1,24 +1,32 @@
 import {
+  type Bag,
+  checkRowIndices,
   type Combiner,
+  firstOutOfRange,
   formatShape,
   InvalidArgumentError,
   InvalidTypeError,
   invalidParameter,
+  type KeyDtype,
+  type Keys,
+  normalizeKeys,
   OutOfRangeError,
   RaggedTensor,
   ShapeMismatchError,
   SparseTensor,
   Tensor,
+  toOrderedBag,
 } from '@embedstack/core';
 
 /**
  * Turns one feature's input (dense ids, SparseTensor or RaggedTensor, plus optional
- * weights of the same kind) into "bags": groups of (row id, scale) whose weighted sum
- * is one activation row. The combiner is folded into the scale (sum: w; mean:
- * w / Σw; sqrtn: w / sqrt(Σw²); a zero denominator gives 0, div-no-nan), so forward
- * is `act[b] = Σ scale_j * row(id_j)` and backward is `grad(row id_j) += scale_j * g[b]`.
- * Sequence features make one bag per (example, position < maxSequenceLength);
- * positions past the length are dropped, missing ones stay empty (zero rows).
+ * weights of the same kind) into the embedding bag core's ops take: one bag row per
+ * activation row, with global row ids (the table's key dtype) and weights. Pooling,
+ * its combiner and its backward are core's (`lookupCombined`, `applyCombinedGradients`);
+ * this module only validates and lays out. Ragged and row-sorted sparse inputs pass
+ * their arrays through without a copy; sequence features make one bag row per
+ * (example, position < maxSequenceLength): positions past the length are dropped,
+ * missing ones stay empty (zero rows).
  */
 
 /** Dense ids, SparseTensor or RaggedTensor. */
@@ -38,47 +46,77 @@ export interface FeatureSpec {
   /** Per-replica leading shape (FeatureConfig.outputShape) and the replica count; undefined in serving. */
   outputShape: readonly number[] | undefined;
   numReplicas: number;
+  /** Key dtype of the table's row ids. */
+  keyDtype: KeyDtype;
 }
 
-/** One feature's normalised batch. Bag b <-> activation row b (row-major over `shape` without dim). */
+/** One feature's normalised batch. Bag row b <-> activation row b (row-major over `shape` without dim). */
 export interface FeatureBatch {
   kind: InputKind;
   /** Activation shape: leading dims, [maxSequenceLength] for sequence features, [dim]. */
   shape: number[];
-  /** Bags: [nBags + 1] offsets into ids/scale. */
-  splits: Int32Array;
-  /** Global row ids, validated. */
-  ids: Float64Array;
-  /** Effective weight of each id (combiner folded in). */
-  scale: Float64Array;
+  /** One id per activation row, weight 1, nothing to pool: read with a gather (find). */
+  gather: boolean;
+  /** Global row ids (validated), their weights (null: all 1) and the row splits. */
+  bag: Bag<Keys>;
 }
 
-/** 'train': every id must be a row (enqueue). 'serve': sparse ids < 0 and weights <= 0 are dropped (safe lookup). */
+/** 'train': every id must be a row (enqueue). 'serve': TF's safe lookup for sparse ids (see normalizeFeature). */
 export type InputMode = 'train' | 'serve';
-
-interface IdSource {
-  n: number;
-  at(i: number): number;
-}
 
 const INTEGER_ARRAYS = [Int8Array, Uint8Array, Int16Array, Uint16Array, Int32Array, Uint32Array] as const;
 
-function typedSource(data: ArrayLike<number | bigint>): IdSource {
-  if (data instanceof BigInt64Array || data instanceof BigUint64Array) return { n: data.length, at: (i) => Number(data[i]!) };
-  return { n: data.length, at: (i) => data[i] as number };
+/** Every id in [0, rows), as keys of `dtype` (the caller's array when it already is one). @throws OutOfRangeError */
+function rowIds(values: unknown, spec: FeatureSpec, argument: string): Keys {
+  const rows = spec.vocabularySize;
+  if (values instanceof BigInt64Array && spec.keyDtype === 'int32') {
+    checkRowIndices(values, rows, argument, spec.tableName);
+    // Every id is in [0, rows) within int32: its low word is the id.
+    const words = new Int32Array(values.buffer, values.byteOffset, values.length * 2);
+    const out = new Int32Array(values.length);
+    for (let i = 0; i < out.length; i++) out[i] = words[2 * i]!;
+    return out;
+  }
+  if (Array.isArray(values)) {
+    for (let i = 0; i < values.length; i++) {
+      const v: unknown = values[i];
+      const n = typeof v === 'bigint' ? Number(v) : v;
+      if (typeof n !== 'number' || !Number.isInteger(n)) throw invalidParameter(`${argument}[${i}]`, 'an integer id (number or bigint)', v, InvalidTypeError);
+      if (!(n >= 0 && n < rows)) throw outOfRange(argument, i, v, spec);
+    }
+  }
+  let keys: Keys;
+  try {
+    keys = normalizeKeys(values, spec.keyDtype, argument);
+  } catch (e) {
+    // An int64 id that does not fit the table's int32 ids is out of range, not a type error.
+    if (values instanceof BigUint64Array || values instanceof BigInt64Array) {
+      const i = Array.from(values as ArrayLike<bigint>).findIndex((v) => v < 0n || v >= BigInt(rows));
+      if (i >= 0) throw outOfRange(argument, i, values[i], spec);
+    }
+    throw e;
+  }
+  const bad = firstOutOfRange(keys, rows);
+  if (bad >= 0) throw outOfRange(argument, bad, keys[bad], spec);
+  return keys;
 }
 
-/** Dense ids as a flat source plus shape. */
-function denseIds(input: unknown, path: string): { src: IdSource; shape: number[] } {
+function outOfRange(argument: string, i: number, v: unknown, spec: FeatureSpec): OutOfRangeError {
+  return new OutOfRangeError(
+    `Expected ${argument}[${i}] to be a row index in [0, ${spec.vocabularySize}) of table "${spec.tableName}" but received ${String(v)}`,
+    { argument: spec.path },
+  );
+}
+
+/** Dense ids (flat, any integer form) and their shape. */
+function denseIds(input: unknown, path: string): { ids: unknown; shape: number[] } {
   if (input instanceof Tensor) {
     if (input.dtype === 'float32') throw invalidParameter(path, 'int32 or int64 ids', 'a float32 Tensor', InvalidTypeError);
     if (input.rank < 1) throw invalidParameter(`${path}.shape`, 'rank >= 1 ([batch, ...])', formatShape(input.shape));
-    return { src: typedSource(input.data as Int32Array | BigInt64Array), shape: input.shape.slice() };
+    return { ids: input.data, shape: input.shape.slice() };
   }
-  if (input instanceof BigInt64Array || input instanceof BigUint64Array || INTEGER_ARRAYS.some((C) => input instanceof C)) {
-    const a = input as ArrayLike<number | bigint>;
-    return { src: typedSource(a), shape: [a.length] };
-  }
+  if (input instanceof BigInt64Array || input instanceof BigUint64Array || input instanceof Int32Array) return { ids: input, shape: [input.length] };
+  if (INTEGER_ARRAYS.some((C) => input instanceof C)) return { ids: Array.from(input as ArrayLike<number>), shape: [(input as ArrayLike<number>).length] };
   if (ArrayBuffer.isView(input)) throw invalidParameter(path, 'integer ids', input, InvalidTypeError);
   if (!Array.isArray(input)) {
     throw invalidParameter(path, 'a Tensor, an integer typed array, a nested array of ids, a SparseTensor or a RaggedTensor', input, InvalidTypeError);
@@ -88,12 +126,11 @@ function denseIds(input: unknown, path: string): { src: IdSource; shape: number[
     shape.push(probe.length);
     if (probe.length === 0) break;
   }
-  const flat: number[] = [];
+  const flat: unknown[] = [];
   const walk = (node: unknown, d: number, at: string): void => {
     if (d === shape.length) {
-      if (typeof node === 'bigint') flat.push(Number(node));
-      else if (typeof node === 'number' && Number.isInteger(node)) flat.push(node);
-      else throw invalidParameter(at, 'an integer id (number or bigint)', node, InvalidTypeError);
+      if (Array.isArray(node)) throw new ShapeMismatchError(`Expected ${at} to be an id (rectangular ids) but received an array`, { argument: path });
+      flat.push(node);
       return;
     }
     if (!Array.isArray(node) || node.length !== shape[d]) {
@@ -104,7 +141,7 @@ function denseIds(input: unknown, path: string): { src: IdSource; shape: number[
     node.forEach((v, i) => walk(v, d + 1, `${at}[${i}]`));
   };
   walk(input, 0, path);
-  return { src: { n: flat.length, at: (i) => flat[i]! }, shape };
+  return { ids: flat, shape };
 }
 
 function floatWeights(w: SparseTensor | RaggedTensor, path: string): Float32Array {
@@ -112,9 +149,8 @@ function floatWeights(w: SparseTensor | RaggedTensor, path: string): Float32Arra
   return w.values;
 }
 
-function checkIdValues(values: ArrayLike<number | bigint>, dtype: string, path: string): IdSource {
+function checkIdDtype(dtype: string, path: string): void {
   if (dtype === 'float32') throw invalidParameter(`${path}.values`, 'int32 or int64 ids', 'float32 values', InvalidTypeError);
-  return typedSource(values);
 }
 
 /** Leading (per-example) shape, checked against outputShape when given. */
@@ -136,8 +172,73 @@ function leadingShape(natural: number[], spec: FeatureSpec, kind: InputKind, seq
   return expected;
 }
 
+function checkSparseWeights(input: SparseTensor, weight: unknown, spec: FeatureSpec): Float32Array | null {
+  if (weight === undefined || weight === null) return null;
+  if (!(weight instanceof SparseTensor)) throw invalidParameter(spec.weightPath, 'a SparseTensor (like its ids)', weight, InvalidTypeError);
+  const w = floatWeights(weight, `${spec.weightPath}.values`);
+  const same =
+    weight.nnz === input.nnz &&
+    weight.denseShape.length === input.denseShape.length &&
+    weight.denseShape.every((d, i) => d === input.denseShape[i]) &&
+    weight.indices.every((v, i) => v === input.indices[i]);
+  if (!same) throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the indices and denseShape of ${spec.path}`, { argument: spec.weightPath });
+  return w;
+}
+
+function checkRaggedWeights(input: RaggedTensor, weight: unknown, spec: FeatureSpec): Float32Array | null {
+  if (weight === undefined || weight === null) return null;
+  if (!(weight instanceof RaggedTensor)) throw invalidParameter(spec.weightPath, 'a RaggedTensor (like its ids)', weight, InvalidTypeError);
+  const w = floatWeights(weight, `${spec.weightPath}.values`);
+  const a = weight.rowSplits;
+  const b = input.rowSplits;
+  if (a.length !== b.length || a.some((v, i) => v !== b[i])) {
+    throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the row splits of ${spec.path}`, { argument: spec.weightPath });
+  }
+  return w;
+}
+
+/** Identity row splits [0, 1, ..., n]: one id per bag row. */
+function identitySplits(n: number): Int32Array {
+  const s = new Int32Array(n + 1);
+  for (let i = 0; i <= n; i++) s[i] = i;
+  return s;
+}
+
+/**
+ * The general layout: entry i (kept when `bagOf(i) >= 0`) goes to bag row bagOf(i),
+ * entries keep their order within a row. Used for sequence features and for the
+ * serving-time pruning of sparse ids.
+ */
+function layOut(keys: Keys, weights: Float32Array | null, nBags: number, bagOf: (i: number) => number): Bag<Keys> {
+  const n = keys.length;
+  const bags = new Int32Array(n);
+  const counts = new Int32Array(nBags + 1);
+  for (let i = 0; i < n; i++) {
+    const b = bagOf(i);
+    bags[i] = b;
+    if (b >= 0) counts[b + 1]!++;
+  }
+  for (let b = 0; b < nBags; b++) counts[b + 1]! += counts[b]!;
+  const kept = counts[nBags]!;
+  const out = (keys instanceof BigInt64Array ? new BigInt64Array(kept) : new Int32Array(kept)) as Keys;
+  const w = weights ? new Float32Array(kept) : null;
+  const cursor = counts.slice(0, nBags);
+  for (let i = 0; i < n; i++) {
+    const b = bags[i]!;
+    if (b < 0) continue;
+    const at = cursor[b]!++;
+    (out as Int32Array)[at] = (keys as Int32Array)[i]!;
+    if (w) w[at] = weights![i]!;
+  }
+  return { rowSplits: counts, keys: out, weights: w };
+}
+
 /**
  * Validates and normalises one feature.
+ * Serving (`mode` 'serve') follows TF's safe lookup for a SparseTensor: ids < 0 are
+ * dropped, and so are entries of weight <= 0 unless the combiner is 'sum'; ids of
+ * rank n > 2 are grouped by their first n - 1 index columns (output
+ * [d0, ..., d(n-2), dim]).
  * @throws InvalidTypeError (wrong input or weight kind/dtype), InvalidArgumentError
  *   (weights for dense ids, bad rank), ShapeMismatchError (weights layout, outputShape),
  *   OutOfRangeError (ids outside [0, vocabularySize))
@@ -145,164 +246,78 @@ function leadingShape(natural: number[], spec: FeatureSpec, kind: InputKind, seq
 export function normalizeFeature(input: unknown, weight: unknown, spec: FeatureSpec, mode: InputMode): FeatureBatch {
   const L = spec.maxSequenceLength;
   const sequence = L > 0;
-  const hasWeight = weight !== undefined && weight !== null;
-  let kind: InputKind;
-  let src: IdSource;
-  let w: Float32Array | null = null;
-  let natural: number[];
-  /** (example, position) of entry i */
-  let rowOf: (i: number) => number;
-  let posOf: (i: number) => number;
-
   if (input instanceof SparseTensor) {
-    kind = 'sparse';
-    src = checkIdValues(input.values, input.dtype, spec.path);
+    checkIdDtype(input.dtype, spec.path);
     if (input.rank < 2) throw invalidParameter(`${spec.path}.denseShape`, 'rank >= 2 ([batch, ids])', formatShape(input.denseShape));
-    if (hasWeight) {
-      if (!(weight instanceof SparseTensor)) throw invalidParameter(spec.weightPath, 'a SparseTensor (like its ids)', weight, InvalidTypeError);
-      w = floatWeights(weight, `${spec.weightPath}.values`);
-      const same =
-        weight.nnz === input.nnz &&
-        weight.denseShape.length === input.denseShape.length &&
-        weight.denseShape.every((d, i) => d === input.denseShape[i]) &&
-        weight.indices.every((v, i) => v === input.indices[i]);
-      if (!same) throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the indices and denseShape of ${spec.path}`, { argument: spec.weightPath });
-    }
-    natural = [input.denseShape[0]!];
+    const w = checkSparseWeights(input, weight, spec);
     const rank = input.rank;
     const idx = input.indices;
-    rowOf = (i) => idx[i * rank]!;
-    posOf = (i) => idx[i * rank + 1]!;
-  } else if (input instanceof RaggedTensor) {
-    kind = 'ragged';
-    src = checkIdValues(input.values, input.dtype, spec.path);
-    if (hasWeight) {
-      if (!(weight instanceof RaggedTensor)) throw invalidParameter(spec.weightPath, 'a RaggedTensor (like its ids)', weight, InvalidTypeError);
-      w = floatWeights(weight, `${spec.weightPath}.values`);
-      const a = weight.rowSplits;
-      const b = input.rowSplits;
-      if (a.length !== b.length || a.some((v, i) => v !== b[i])) {
-        throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the row splits of ${spec.path}`, { argument: spec.weightPath });
-      }
+    const serveRanked = mode === 'serve' && !sequence && rank > 2;
+    const natural = serveRanked ? input.denseShape.slice(0, rank - 1) : [input.denseShape[0]!];
+    const leading = mode === 'train' ? leadingShape(natural, spec, 'sparse', sequence) : natural;
+    const batch = natural[0]!;
+    const shape = sequence ? [batch, L, spec.dim] : [...leading, spec.dim];
+    const prune = mode === 'serve';
+    if (!sequence && !prune) {
+      const { bag } = toOrderedBag(input, w, spec.keyDtype === 'int32' && input.dtype === 'int64' ? 'int64' : spec.keyDtype, spec.path);
+      return { kind: 'sparse', shape, gather: false, bag: { ...bag, keys: rowIds(bag.keys, spec, `${spec.path}.values`) } };
     }
-    natural = [input.nrows];
-    const rows = new Int32Array(src.n);
+    // Serving prunes before validating: a dropped id may be anything.
+    const dropWeights = w !== null && spec.combiner !== 'sum';
+    const raw = input.values as ArrayLike<number | bigint>;
+    const keep = (i: number) => !(prune && (raw[i]! < 0 || (dropWeights && !(w![i]! > 0))));
+    const strides = natural.map((_, d) => natural.slice(d + 1).reduce((a, b) => a * b, 1));
+    const rowOf = (i: number) => {
+      let r = 0;
+      for (let d = 0; d < natural.length; d++) r += idx[i * rank + d]! * strides[d]!;
+      return r;
+    };
+    const kept = Array.from({ length: input.nnz }, (_, i) => i).filter(keep);
+    const keptIds = input.values instanceof BigInt64Array ? BigInt64Array.from(kept, (i) => raw[i] as bigint) : Int32Array.from(kept, (i) => raw[i] as number);
+    const keys = rowIds(keptIds, spec, `${spec.path}.values`);
+    const kw = w ? Float32Array.from(kept, (i) => w[i]!) : null;
+    const nBags = sequence ? batch * L : natural.reduce((a, b) => a * b, 1);
+    const bagOf = sequence
+      ? (k: number) => {
+          const t = idx[kept[k]! * rank + 1]!;
+          return t < L ? idx[kept[k]! * rank]! * L + t : -1;
+        }
+      : (k: number) => rowOf(kept[k]!);
+    return { kind: 'sparse', shape, gather: false, bag: layOut(keys, kw, nBags, bagOf) };
+  }
+
+  if (input instanceof RaggedTensor) {
+    checkIdDtype(input.dtype, spec.path);
+    const w = checkRaggedWeights(input, weight, spec);
+    const natural = [input.nrows];
+    const leading = mode === 'train' ? leadingShape(natural, spec, 'ragged', sequence) : natural;
+    const keys = rowIds(input.values, spec, `${spec.path}.values`);
+    if (!sequence) return { kind: 'ragged', shape: [...leading, spec.dim], gather: false, bag: { rowSplits: input.rowSplits, keys, weights: w } };
     const splits = input.rowSplits;
+    const rows = new Int32Array(keys.length);
     for (let r = 0; r < input.nrows; r++) rows.fill(r, splits[r]!, splits[r + 1]!);
-    rowOf = (i) => rows[i]!;
-    posOf = (i) => i - splits[rows[i]!]!;
-  } else {
-    kind = 'dense';
-    const d = denseIds(input, spec.path);
-    src = d.src;
-    if (hasWeight) {
-      throw invalidParameter(spec.weightPath, 'undefined or null (dense ids take no weights; each weight is 1)', weight);
-    }
-    if (sequence) {
-      if (d.shape.length > 2) throw invalidParameter(`${spec.path}.shape`, 'rank 1 or 2 ([batch] or [batch, length]) for a sequence feature', formatShape(d.shape));
-      const T = d.shape.length === 2 ? d.shape[1]! : 1;
-      natural = [d.shape[0]!];
-      rowOf = (i) => Math.floor(i / T);
-      posOf = (i) => i % T;
-    } else {
-      natural = d.shape;
-      rowOf = (i) => i;
-      posOf = () => 0;
-    }
+    const bag = layOut(keys, w, input.nrows * L, (i) => {
+      const t = i - splits[rows[i]!]!;
+      return t < L ? rows[i]! * L + t : -1;
+    });
+    return { kind: 'ragged', shape: [input.nrows, L, spec.dim], gather: false, bag };
   }
 
-  const leading = mode === 'train' ? leadingShape(natural, spec, kind, sequence) : natural;
-  const batch = natural[0]!;
-  const nBags = sequence ? batch * L : leading.reduce((a, b) => a * b, 1);
-  const shape = sequence ? [batch, L, spec.dim] : [...leading, spec.dim];
-
-  // Validate ids, pick kept entries and their bag.
-  const n = src.n;
-  const bagOf = new Int32Array(n).fill(-1);
-  const idOf = new Float64Array(n);
-  const counts = new Int32Array(nBags + 1);
-  for (let i = 0; i < n; i++) {
-    const id = src.at(i);
-    const dropSafe = mode === 'serve' && kind === 'sparse' && (id < 0 || (w !== null && !(w[i]! > 0)));
-    if (dropSafe) continue;
-    if (!(id >= 0 && id < spec.vocabularySize)) {
-      throw new OutOfRangeError(
-        `Expected ${spec.path}${kind === 'dense' ? '' : '.values'}[${i}] to be a row index in [0, ${spec.vocabularySize}) of table "${spec.tableName}" but received ${id}`,
-        { argument: spec.path },
-      );
-    }
-    let bag: number;
-    if (sequence) {
-      const t = posOf(i);
-      if (t >= L) continue;
-      bag = rowOf(i) * L + t;
-    } else bag = rowOf(i);
-    bagOf[i] = bag;
-    idOf[i] = id;
-    counts[bag + 1]!++;
+  const d = denseIds(input, spec.path);
+  if (weight !== undefined && weight !== null) {
+    throw invalidParameter(spec.weightPath, 'undefined or null (dense ids take no weights; each weight is 1)', weight);
   }
-  for (let b = 0; b < nBags; b++) counts[b + 1]! += counts[b]!;
-  const splits = counts;
-  const kept = splits[nBags]!;
-  const ids = new Float64Array(kept);
-  const wts = new Float64Array(kept);
-  const cursor = splits.slice(0, nBags);
-  for (let i = 0; i < n; i++) {
-    const b = bagOf[i]!;
-    if (b < 0) continue;
-    const at = cursor[b]!++;
-    ids[at] = idOf[i]!;
-    wts[at] = w ? w[i]! : 1;
+  const keys = rowIds(d.ids, spec, spec.path);
+  if (!sequence) {
+    const leading = mode === 'train' ? leadingShape(d.shape, spec, 'dense', false) : d.shape;
+    return { kind: 'dense', shape: [...leading, spec.dim], gather: true, bag: { rowSplits: identitySplits(keys.length), keys, weights: null } };
   }
-  const scale = foldCombiner(splits, wts, spec.combiner);
-  return { kind, shape, splits, ids, scale };
-}
-
-/**
- * The activations of bags [b0, b1): out[b] = Σ_{j in bag b} scale[j] * row(j), where
- * row(j) is `dim` floats of `values` at offset `rowAt(j)`. Accumulated in float64 in
- * entry order and rounded to float32 once, so training (`dequeue`, whatever the
- * sharding) and serving (`servingEmbeddingLookup`) give the same bits. Returns a
- * fresh [(b1 - b0) * dim] array.
- */
-export function reduceBags(
-  splits: Int32Array,
-  scale: Float64Array,
-  b0: number,
-  b1: number,
-  dim: number,
-  values: Float32Array,
-  rowAt: (entry: number) => number,
-): Float32Array {
-  const out = new Float32Array((b1 - b0) * dim);
-  const acc = new Float64Array(dim);
-  for (let bag = b0; bag < b1; bag++) {
-    acc.fill(0);
-    for (let j = splits[bag]!; j < splits[bag + 1]!; j++) {
-      const s = scale[j]!;
-      const base = rowAt(j);
-      for (let c = 0; c < dim; c++) acc[c] = acc[c]! + s * values[base + c]!;
-    }
-    out.set(acc, (bag - b0) * dim);
-  }
-  return out;
-}
-
-/** scale_j = w_j / denom(bag) with div-no-nan. Returns a new array. */
-function foldCombiner(splits: Int32Array, w: Float64Array, combiner: Combiner): Float64Array {
-  const out = new Float64Array(w.length);
-  for (let b = 0; b + 1 < splits.length; b++) {
-    const lo = splits[b]!;
-    const hi = splits[b + 1]!;
-    let denom = 1;
-    if (combiner !== 'sum') {
-      let s = 0;
-      for (let j = lo; j < hi; j++) s += combiner === 'mean' ? w[j]! : w[j]! * w[j]!;
-      denom = combiner === 'mean' ? s : Math.sqrt(s);
-    }
-    for (let j = lo; j < hi; j++) out[j] = denom === 0 ? 0 : w[j]! / denom;
-  }
-  return out;
+  if (d.shape.length > 2) throw invalidParameter(`${spec.path}.shape`, 'rank 1 or 2 ([batch] or [batch, length]) for a sequence feature', formatShape(d.shape));
+  const natural = [d.shape[0]!];
+  if (mode === 'train') leadingShape(natural, spec, 'dense', true);
+  const T = d.shape.length === 2 ? d.shape[1]! : 1;
+  const bag = layOut(keys, null, natural[0]! * L, (i) => (i % T < L ? Math.floor(i / T) * L + (i % T) : -1));
+  return { kind: 'dense', shape: [natural[0]!, L, spec.dim], gather: false, bag };
 }
 
 /** Checks that features do not mix SparseTensor and RaggedTensor inputs (TF's rule). */

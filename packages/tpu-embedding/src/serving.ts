@@ -1,23 +1,62 @@
-import { formatShape, InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError, Tensor } from '@embedstack/core';
+import {
+  createTable,
+  type EmbeddingTable,
+  formatShape,
+  InvalidArgumentError,
+  InvalidTypeError,
+  invalidParameter,
+  ShapeMismatchError,
+  Tensor,
+} from '@embedstack/core';
+import { resolveBackend } from './backend.js';
 import { type FeatureConfig, isFeatureConfig, type TableConfig } from './config.js';
-import { normalizeFeature, reduceBags } from './inputs.js';
+import { normalizeFeature } from './inputs.js';
 import { flattenStructure, flattenUpTo, type Nest, packSequenceAs } from './nest.js';
 
 /**
- * Serving-time lookup on the host (TF's `tpu_embedding_for_serving` /
- * `cpu_embedding_lookup`): the same features as `TPUEmbedding.enqueue`, computed in
- * plain TypeScript over the `Map<TableConfig, Tensor>` of `embeddingTables`.
+ * Backend tables holding the parameters of serving tensors, built on a tensor's first
+ * use and kept while the tensor lives (Tensors are treated as immutable, as TF's are).
+ */
+const served = new WeakMap<Tensor, EmbeddingTable>();
+
+function servingTable(table: Tensor<Float32Array>, cfg: TableConfig, name: string): EmbeddingTable {
+  let t = served.get(table);
+  if (!t || t.disposed) {
+    t = createTable(
+      {
+        kind: 'static',
+        name: `serving/${name}`,
+        dim: cfg.dim,
+        vocabularySize: cfg.vocabularySize,
+        keyDtype: cfg.vocabularySize <= 2147483647 ? 'int32' : 'int64',
+        initializer: { kind: 'array', values: table.data },
+      },
+      { backend: resolveBackend() },
+    );
+    served.set(table, t);
+  }
+  return t;
+}
+
+/**
+ * Serving-time lookup (TF's `tpu_embedding_for_serving` / `cpu_embedding_lookup`):
+ * the same features as `TPUEmbedding.enqueue`, over the `Map<TableConfig, Tensor>` of
+ * `embeddingTables`, pooled by core's ops in the backend's native code (the same
+ * arithmetic as `dequeue`, so serving and training agree bit for bit).
  *
  * - dense ids -> gather: ids.shape + [dim]
- * - SparseTensor -> safe lookup with the table's combiner: ids < 0 and entries with
- *   weight <= 0 are dropped, rows left empty give zeros
+ * - SparseTensor -> TF's safe_embedding_lookup_sparse with the table's combiner: ids < 0
+ *   are dropped, and so are weights <= 0 unless the combiner is 'sum'; rows left empty
+ *   give zeros; ids of rank n > 2 give [d0, ..., d(n-2), dim]
  * - RaggedTensor -> the same weighted reduce (mean / sqrtn with div-no-nan), no dropping
  * - sequence features (maxSequenceLength L > 0) -> [batch, L, dim]: position t of
  *   example b is the (combined) row at (b, t); positions >= L are dropped, missing
  *   ones are zero
  *
  * `weights` follows the structure (or is undefined/null); `outputShape` is ignored.
- * Results are fresh host tensors. Pure computation, no backend.
+ * Results are fresh host tensors. Memory: each table Tensor is copied once into a
+ * static table of the default backend (loadDefaultBackend), reused for as long as the
+ * Tensor object lives; pass the same Map again to serve without copying.
  *
  * @throws InvalidTypeError / InvalidArgumentError / ShapeMismatchError for bad
  *   inputs, weights or tables; OutOfRangeError for ids >= vocabularySize (and for
@@ -68,13 +107,21 @@ export async function servingEmbeddingLookup(
         maxSequenceLength: leaf.maxSequenceLength,
         outputShape: undefined,
         numReplicas: 1,
+        keyDtype: cfg.vocabularySize <= 2147483647 ? 'int32' : 'int64',
       },
       'serve',
     );
-    const out = reduceBags(b.splits, b.scale, 0, b.splits.length - 1, dim, table.data, (j) => b.ids[j]! * dim);
-    return new Tensor(out, b.shape);
+    return { b, core: servingTable(table as Tensor<Float32Array>, cfg, name), combiner: cfg.combiner };
   });
-  return packSequenceAs(featureConfig, isFeatureConfig, outputs);
+  const tensors = await Promise.all(
+    outputs.map(async ({ b, core, combiner }) => {
+      const out = new Float32Array(b.shape.reduce((a, d) => a * d, 1));
+      if (b.gather) await core.find(b.bag.keys, { out: { values: out } });
+      else await core.lookupCombined(b.bag, { combiner, out });
+      return new Tensor(out, b.shape);
+    }),
+  );
+  return packSequenceAs(featureConfig, isFeatureConfig, tensors);
 }
 
 /** Alias of {@link servingEmbeddingLookup} (TF's `cpu_embedding_lookup`). */

@@ -1,4 +1,6 @@
 import {
+  type Bag,
+  type Combiner,
   createTable,
   type EmbeddingBackend,
   EmbeddingTable,
@@ -16,11 +18,11 @@ import {
   type ResolvedInitializer,
   type ResolvedTableOptions,
   resolveInitializer,
+  type ShardPlan,
   Tensor,
   UnsupportedError,
 } from '@embedstack/core';
 import type { TableConfig } from './config.js';
-import { reduceBags } from './inputs.js';
 import type { EmbeddingOptimizer, SlotValue } from './optimizers.js';
 import { type ShardRange, shardOf, shardRanges } from './strategy.js';
 
@@ -36,6 +38,8 @@ export interface TableSetup {
 interface Shard extends ShardRange {
   table: EmbeddingTable;
   keyDtype: KeyDtype;
+  /** The rows [start, start + size) of the logical table, under local row id - start; null for the only shard. */
+  plan: ShardPlan | null;
 }
 
 const RANDOM_KINDS = new Set(['uniform', 'normal', 'truncatedNormal']);
@@ -76,9 +80,12 @@ export class ShardedTable {
   readonly vocabularySize: number;
   readonly dim: number;
   readonly hosts: number;
+  /** Key dtype of row ids (global and in every shard): int32 unless the table has more than 2^31 - 1 rows. */
+  readonly keyDtype: KeyDtype;
   readonly shards: readonly Shard[];
   readonly #initializer: ResolvedInitializer;
   #view: EmbeddingTable | null = null;
+  #allRows: Keys | null = null;
 
   /**
    * Creates the shard tables on `backend` (synchronously).
@@ -102,6 +109,7 @@ export class ShardedTable {
     const stream = fnv1a32(this.name);
     const ranges = shardRanges(vocab, hosts);
     const slotSetup = this.#slotSetup();
+    this.keyDtype = vocab <= INT32_MAX ? 'int32' : 'int64';
     const shards: Shard[] = [];
     try {
       for (const [s, r] of ranges.entries()) {
@@ -112,7 +120,7 @@ export class ShardedTable {
           for (let i = 0; i < r.size; i++) initialRow(init, 0, stream, r.start + i, dim, values, i * dim);
           shardInit = { kind: 'array', values };
         }
-        const keyDtype: KeyDtype = r.size <= INT32_MAX ? 'int32' : 'int64';
+        const keyDtype = this.keyDtype;
         const table = createTable(
           {
             kind: 'static',
@@ -127,7 +135,7 @@ export class ShardedTable {
           },
           { backend },
         );
-        shards.push({ ...r, table, keyDtype });
+        shards.push({ ...r, table, keyDtype, plan: ranges.length === 1 ? null : { placement: 'range', start: r.start, end: r.start + r.size } });
         if (slotSetup?.arrays) this.#importSlots(shards[shards.length - 1]!, slotSetup.arrays);
       }
     } catch (e) {
@@ -210,61 +218,55 @@ export class ShardedTable {
   }
 
   /**
-   * Weighted sum per bag over bags [b0, b1): out[b] = Σ_{j in bag b} scale[j] * row(ids[j]).
-   * `splits` [nBags + 1] delimit the bags' entries; the combiner is already folded into
-   * `scale`. The rows are read with one `find` per shard (concurrently) and reduced on
-   * the host by {@link reduceBags} (float64, rounded once), so the result does not
-   * depend on the number of shards or replicas by a single bit, and equals what
-   * `servingEmbeddingLookup` computes from the same parameters. Returns [(b1 - b0) * dim].
+   * The rows of `keys` (global row ids, validated) into `out` [keys.length * dim]: one
+   * `find` straight into the caller's array on the only shard; with several shards,
+   * each shard writes the rows it owns (a 'range' shard plan), concurrently.
    */
-  async lookup(splits: Int32Array, ids: Float64Array, scale: Float64Array, b0: number, b1: number): Promise<Float32Array> {
-    const dim = this.dim;
-    const e0 = splits[b0]!;
-    const rows = new Float32Array((splits[b1]! - e0) * dim);
-    const parts = this.#partition(ids, e0, splits[b1]!);
-    await Promise.all(
-      parts.map(async (p) => {
-        const found = await p.shard.table.find(localKeys(ids, p.positions, p.positions.length, p.shard.start, p.shard.keyDtype));
-        for (let i = 0; i < p.positions.length; i++) rows.set(found.values.subarray(i * dim, (i + 1) * dim), (p.positions[i]! - e0) * dim);
-      }),
-    );
-    return reduceBags(splits, scale, b0, b1, dim, rows, (j) => (j - e0) * dim);
-  }
-
-  /** Splits (ids, grads) by shard; with `allRows` every row of the shard is touched (zero gradient). */
-  #gradientParts(ids: Float64Array, grads: Float32Array, allRows: boolean): { shard: Shard; keys: Keys; grads: Float32Array }[] {
-    const dim = this.dim;
-    let parts = this.#partition(ids, 0, ids.length);
-    if (allRows) parts = this.shards.map((shard) => parts.find((p) => p.shard === shard) ?? { shard, positions: new Int32Array(0) });
-    return parts.map((p) => {
-      const n = p.positions.length;
-      const extra = allRows ? p.shard.size : 0;
-      const g = new Float32Array((n + extra) * dim);
-      for (let i = 0; i < n; i++) g.set(grads.subarray(p.positions[i]! * dim, (p.positions[i]! + 1) * dim), i * dim);
-      let keys = localKeys(ids, p.positions, n, p.shard.start, p.shard.keyDtype);
-      if (extra > 0) {
-        const all = p.shard.keyDtype === 'int32' ? new Int32Array(n + extra) : new BigInt64Array(n + extra);
-        (all as Int32Array).set(keys as Int32Array);
-        for (let r = 0; r < extra; r++) (all as unknown as (number | bigint)[])[n + r] = p.shard.keyDtype === 'int32' ? r : BigInt(r);
-        keys = all;
-      }
-      return { shard: p.shard, keys, grads: g };
-    });
+  async gather(keys: Keys, out: Float32Array): Promise<void> {
+    const exists = new Uint8Array(keys.length);
+    await Promise.all(this.shards.map((s) => s.table.find(keys, { out: { values: out, exists }, plan: s.plan })));
   }
 
   /**
-   * One fused optimizer step: rows `ids` (global, may repeat) with gradients
-   * `grads` [ids.length * dim]. Duplicates are summed by the backend; one
-   * `applyGradients` per shard (concurrently). `allRows`: non-lazy Adam, every row is
-   * updated (untouched rows with a zero gradient).
+   * The embedding bag of `bag` with `combiner` into `out` [nrows * dim] (core's
+   * lookupCombined, in the backend's native code). With several shards, each adds
+   * its part (its rows, over the whole row's denominator) to one float64 sum, in
+   * shard order, rounded to float32 once: the same bits as one shard whenever the
+   * float64 sums are exact (so results do not depend on numHosts; otherwise within
+   * float64 rounding).
    */
-  async applyGradients(ids: Float64Array, grads: Float32Array, spec: OptimizerSpec, step: number, allRows = false): Promise<void> {
-    await Promise.all(this.#gradientParts(ids, grads, allRows).map((p) => p.shard.table.applyGradients(p.keys, p.grads, spec, step)));
+  async pool(bag: Bag<Keys>, combiner: Combiner, out: Float32Array): Promise<void> {
+    if (this.shards.length === 1) {
+      await this.shards[0]!.table.lookupCombined(bag, { combiner, out });
+      return;
+    }
+    const sum = new Float64Array(out.length);
+    for (const s of this.shards) await s.table.lookupCombinedPartial(bag, { combiner, plan: s.plan!, out: sum });
+    out.set(sum);
   }
 
-  /** {@link applyGradients} through the backend's synchronous operations. */
-  applyGradientsSync(ids: Float64Array, grads: Float32Array, spec: OptimizerSpec, step: number, allRows = false): void {
-    for (const p of this.#gradientParts(ids, grads, allRows)) p.shard.table.applyGradientsSync(p.keys, p.grads, spec, step);
+  /**
+   * One fused optimizer step from pooled gradients `grads` [nrows * dim] of `bag`:
+   * core's applyCombinedGradients on every shard (each updates the rows it owns by
+   * their per-entry gradients w_j / denom_r * g_r, duplicates summed), concurrently.
+   */
+  async train(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, spec: OptimizerSpec, step: number): Promise<void> {
+    await Promise.all(this.shards.map((s) => s.table.applyCombinedGradients(bag, grads, spec, step, { combiner, plan: s.plan })));
+  }
+
+  /** {@link train} through the backend's synchronous operations. */
+  trainSync(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, spec: OptimizerSpec, step: number): void {
+    for (const s of this.shards) s.table.applyCombinedGradientsSync(bag, grads, spec, step, { combiner, plan: s.plan });
+  }
+
+  /** Every row id of the table, [vocabularySize] (non-lazy Adam updates every row each step). */
+  allRows(): Keys {
+    if (this.#allRows) return this.#allRows;
+    const n = this.vocabularySize;
+    const k = this.keyDtype === 'int32' ? new Int32Array(n) : new BigInt64Array(n);
+    for (let i = 0; i < n; i++) (k as unknown as (number | bigint)[])[i] = this.keyDtype === 'int32' ? i : BigInt(i);
+    this.#allRows = k;
+    return k;
   }
 
   /** The whole table's parameters, [vocabularySize * dim] row-major (a fresh copy). Needs a sync backend. */

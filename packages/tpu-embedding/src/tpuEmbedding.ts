@@ -1,4 +1,5 @@
 import {
+  type Bag,
   DisposedError,
   type EmbeddingBackend,
   FailedPreconditionError,
@@ -6,6 +7,7 @@ import {
   InvalidArgumentError,
   InvalidTypeError,
   invalidParameter,
+  type Keys,
   ShapeMismatchError,
   Tensor,
 } from '@embedstack/core';
@@ -54,11 +56,11 @@ interface QueuedBatch {
   training: boolean;
 }
 
+/** One table's share of a training step: every feature's bag rows (concatenated) and their pooled gradients. */
 interface TableUpdate {
   table: ShardedTable;
-  ids: Float64Array;
+  bag: Bag<Keys>;
   grads: Float32Array;
-  allRows: boolean;
 }
 
 interface Update {
@@ -285,6 +287,7 @@ export class TPUEmbedding {
             maxSequenceLength: f.config.maxSequenceLength,
             outputShape: f.config.outputShape,
             numReplicas: R,
+            keyDtype: s.config.vocabularySize <= 2147483647 ? 'int32' : 'int64',
           },
           'train',
         );
@@ -327,15 +330,12 @@ export class TPUEmbedding {
       const batch = this.#queue.shift();
       if (!batch) throw new FailedPreconditionError('dequeue() was called before enqueue(): there is no batch to look up');
       const tables = this.#ensureTables();
-      const R = this.strategy.numReplicas;
       const acts = await Promise.all(
         batch.batches.map(async (b, i) => {
           const table = tables[this.#features[i]!.table]!;
-          const nBags = b.splits.length - 1;
-          const per = nBags / R;
-          const parts = await Promise.all(Array.from({ length: R }, (_, r) => table.lookup(b.splits, b.ids, b.scale, r * per, (r + 1) * per)));
-          const out = new Float32Array(nBags * table.dim);
-          parts.forEach((p, r) => out.set(p, r * per * table.dim));
+          const out = new Float32Array(b.shape.reduce((a, d) => a * d, 1));
+          if (b.gather) await table.gather(b.bag.keys, out);
+          else await table.pool(b.bag, table.config.combiner, out);
           return new Tensor(out, b.shape);
         }),
       );
@@ -406,7 +406,11 @@ export class TPUEmbedding {
       }
       const step = this.#step + 1;
       for (const table of tables) table.optimizer!.learningRateAt(step);
-      const update: Update = { step, tables: tables.map((table, t) => this.#tableUpdate(table, t, cur.batch, grads)) };
+      const pipelined = this.pipelineExecutionWithTensorCore;
+      const update: Update = {
+        step,
+        tables: tables.flatMap((table, t) => (this.#features.some((f) => f.table === t) ? [this.#tableUpdate(table, t, cur.batch, grads, pipelined)] : [])),
+      };
       for (const name of zero) {
         warn(`No gradient passed for feature ${name}, sending a zero gradient. This may not be correct behavior for optimizers like Adam.`);
       }
@@ -417,44 +421,37 @@ export class TPUEmbedding {
     });
   }
 
-  /** Per-id gradients of table t: grad(id_j) = scale_j * g[bag(j)], over every feature of the table. */
-  #tableUpdate(table: ShardedTable, t: number, batch: QueuedBatch, grads: Float32Array[]): TableUpdate {
-    const dim = table.dim;
-    const feats = this.#features.map((f, i) => i).filter((i) => this.#features[i]!.table === t);
-    const total = feats.reduce((a, i) => a + batch.batches[i]!.ids.length, 0);
-    const ids = new Float64Array(total);
-    const out = new Float32Array(total * dim);
-    let k = 0;
-    for (const i of feats) {
-      const b = batch.batches[i]!;
-      const g = grads[i]!;
-      for (let bag = 0; bag + 1 < b.splits.length; bag++) {
-        for (let j = b.splits[bag]!; j < b.splits[bag + 1]!; j++, k++) {
-          ids[k] = b.ids[j]!;
-          const s = b.scale[j]!;
-          for (let c = 0; c < dim; c++) out[k * dim + c] = s * g[bag * dim + c]!;
-        }
-      }
-    }
+  /**
+   * Table t's share of a step: the bags of every feature of the table, one after the
+   * other (so duplicates are summed in feature then entry order), with their pooled
+   * gradients. A table read by one feature passes that feature's arrays through. Non-lazy
+   * Adam adds one row holding every row id with a zero gradient, so every row is updated.
+   */
+  #tableUpdate(table: ShardedTable, t: number, batch: QueuedBatch, grads: Float32Array[], copy: boolean): TableUpdate {
+    const feats = this.#features.map((_, i) => i).filter((i) => this.#features[i]!.table === t);
     const opt = table.optimizer!;
-    return { table, ids, grads: out, allRows: opt.kind === 'adam' && !(opt as { lazyAdam?: boolean }).lazyAdam };
+    const allRows = opt.kind === 'adam' && !(opt as { lazyAdam?: boolean }).lazyAdam;
+    const parts = feats.map((i) => ({ bag: batch.batches[i]!.bag, grads: grads[i]! }));
+    if (allRows) {
+      const keys = table.allRows();
+      parts.push({ bag: { rowSplits: Int32Array.of(0, keys.length), keys, weights: null }, grads: new Float32Array(table.dim) });
+    }
+    if (parts.length === 1) {
+      const p = parts[0]!;
+      return { table, bag: p.bag, grads: copy ? p.grads.slice() : p.grads };
+    }
+    return { table, ...concatBags(parts, table.keyDtype === 'int32', table.dim) };
   }
 
   async #apply(u: Update): Promise<void> {
-    await Promise.all(
-      u.tables
-        .filter((p) => p.ids.length > 0 || p.allRows)
-        .map((p) => p.table.applyGradients(p.ids, p.grads, p.table.optimizer!.spec, u.step, p.allRows)),
-    );
+    await Promise.all(u.tables.map((p) => p.table.train(p.bag, p.grads, p.table.config.combiner, p.table.optimizer!.spec, u.step)));
   }
 
   #flushSync(): void {
     const u = this.#pending;
     if (!u) return;
     this.#pending = null;
-    for (const p of u.tables) {
-      if (p.ids.length > 0 || p.allRows) p.table.applyGradientsSync(p.ids, p.grads, p.table.optimizer!.spec, u.step, p.allRows);
-    }
+    for (const p of u.tables) p.table.trainSync(p.bag, p.grads, p.table.config.combiner, p.table.optimizer!.spec, u.step);
   }
 
   /**
@@ -519,4 +516,27 @@ export class TPUEmbedding {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+/** Bags one after the other (rows concatenated) with their gradients; weights 1 where a bag has none. */
+function concatBags(parts: { bag: Bag<Keys>; grads: Float32Array }[], int32: boolean, dim: number): { bag: Bag<Keys>; grads: Float32Array } {
+  const rows = parts.reduce((a, p) => a + p.bag.rowSplits.length - 1, 0);
+  const nnz = parts.reduce((a, p) => a + p.bag.keys.length, 0);
+  const weighted = parts.some((p) => p.bag.weights !== null);
+  const rowSplits = new Int32Array(rows + 1);
+  const keys = int32 ? new Int32Array(nnz) : new BigInt64Array(nnz);
+  const weights = weighted ? new Float32Array(nnz).fill(1) : null;
+  const grads = new Float32Array(rows * dim);
+  let r = 0;
+  let e = 0;
+  for (const { bag, grads: g } of parts) {
+    const n = bag.rowSplits.length - 1;
+    for (let i = 1; i <= n; i++) rowSplits[r + i] = e + bag.rowSplits[i]!;
+    (keys as Int32Array).set(bag.keys as Int32Array, e);
+    if (weights && bag.weights) weights.set(bag.weights, e);
+    grads.set(g, r * dim);
+    r += n;
+    e += bag.keys.length;
+  }
+  return { bag: { rowSplits, keys, weights }, grads };
 }

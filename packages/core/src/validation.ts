@@ -1,0 +1,153 @@
+import type { Keys } from './dtypes.js';
+import { InvalidTypeError, invalidParameter, OutOfRangeError } from './errors.js';
+
+/**
+ * The argument checks every package shares (options objects, booleans, integers,
+ * numbers, names, row indices). Each returns the validated value (or the default
+ * for undefined / null) and throws an EmbeddingError whose message names the
+ * argument, what was expected and what was received; messages are built only on
+ * failure.
+ */
+
+export interface OptionsCheck {
+  /** What the object is, for messages. Default 'an options object'. */
+  expected?: string;
+  /** undefined / null is an error instead of `{}`. Default false. */
+  required?: boolean;
+}
+
+/**
+ * An options object whose keys are all in `known` (undefined / null: `{}`).
+ * @throws InvalidTypeError (not a plain object), InvalidArgumentError naming `argument.key` for an unknown key
+ */
+export function checkOptions<T extends object = Record<string, unknown>>(
+  options: unknown,
+  known: readonly string[],
+  argument = 'options',
+  check: OptionsCheck = {},
+): Partial<T> {
+  const expected = check.expected ?? 'an options object';
+  if (options === undefined || options === null) {
+    if (check.required) throw invalidParameter(argument, expected, options, InvalidTypeError);
+    return {};
+  }
+  if (typeof options !== 'object' || Array.isArray(options)) throw invalidParameter(argument, expected, options, InvalidTypeError);
+  for (const k of Object.keys(options)) {
+    if (!known.includes(k)) throw invalidParameter(`${argument}.${k}`, `one of the known options (${known.join(', ')})`, k);
+  }
+  return options as Partial<T>;
+}
+
+/** A boolean; `fallback` for undefined / null. @throws InvalidTypeError */
+export function checkBoolean(value: unknown, argument: string, fallback: boolean): boolean {
+  if (value === undefined || value === null) return fallback;
+  if (typeof value !== 'boolean') throw invalidParameter(argument, 'a boolean', value, InvalidTypeError);
+  return value;
+}
+
+export interface RangeCheck {
+  /** Smallest accepted value (inclusive). Default: none. */
+  min?: number;
+  /** Largest accepted value (inclusive). Default: none. */
+  max?: number;
+  /** Returned for undefined / null; without it they are errors. */
+  fallback?: number;
+}
+
+function describeRange(kind: string, min: number | undefined, max: number | undefined): string {
+  if (min !== undefined && max !== undefined) return `${kind} in [${min}, ${max}]`;
+  if (min !== undefined) return `${kind} >= ${min}`;
+  if (max !== undefined) return `${kind} <= ${max}`;
+  return kind;
+}
+
+/**
+ * A safe integer in [min, max]; `fallback` for undefined / null when given.
+ * @throws InvalidArgumentError (wrong number or range), InvalidTypeError (not a number)
+ */
+export function checkInteger(value: unknown, argument: string, range: RangeCheck = {}): number {
+  if ((value === undefined || value === null) && range.fallback !== undefined) return range.fallback;
+  const ok =
+    typeof value === 'number' &&
+    Number.isSafeInteger(value) &&
+    (range.min === undefined || value >= range.min) &&
+    (range.max === undefined || value <= range.max);
+  if (!ok) {
+    const expected = describeRange('an integer', range.min, range.max);
+    throw invalidParameter(argument, expected, value, typeof value === 'number' ? undefined : InvalidTypeError);
+  }
+  return value;
+}
+
+/**
+ * A finite number in [min, max]; `fallback` for undefined / null when given.
+ * @throws InvalidArgumentError (NaN, infinite, out of range), InvalidTypeError (not a number)
+ */
+export function checkNumber(value: unknown, argument: string, range: RangeCheck = {}): number {
+  if ((value === undefined || value === null) && range.fallback !== undefined) return range.fallback;
+  const ok =
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    (range.min === undefined || value >= range.min) &&
+    (range.max === undefined || value <= range.max);
+  if (!ok) {
+    const expected = describeRange('a finite number', range.min, range.max);
+    throw invalidParameter(argument, expected, value, typeof value === 'number' ? undefined : InvalidTypeError);
+  }
+  return value;
+}
+
+/** A non-empty string; `fallback` for undefined / null when given. @throws InvalidTypeError */
+export function checkName(value: unknown, argument: string, fallback?: string): string {
+  if ((value === undefined || value === null) && fallback !== undefined) return fallback;
+  if (typeof value !== 'string' || value.length === 0) throw invalidParameter(argument, 'a non-empty string', value, InvalidTypeError);
+  return value;
+}
+
+/** A function; `null` for undefined / null unless `required`. @throws InvalidTypeError */
+export function checkFunction<F extends (...args: never[]) => unknown>(value: unknown, argument: string, expected: string): F | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'function') throw invalidParameter(argument, expected, value, InvalidTypeError);
+  return value as F;
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/**
+ * Index of the first key outside [0, n), or -1. Reads int64 keys as two uint32
+ * words (no BigInt per key; a negative key has a high word >= 2^31 and fails).
+ */
+export function firstOutOfRange(keys: Keys, n: number): number {
+  if (keys instanceof Int32Array) {
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      if (k < 0 || k >= n) return i;
+    }
+    return -1;
+  }
+  if (!LITTLE_ENDIAN) {
+    const limit = BigInt(n);
+    for (let i = 0; i < keys.length; i++) if (keys[i]! < 0n || keys[i]! >= limit) return i;
+    return -1;
+  }
+  const words = new Uint32Array(keys.buffer, keys.byteOffset, keys.length * 2);
+  for (let i = 0; i < keys.length; i++) {
+    const hi = words[2 * i + 1]!;
+    const lo = words[2 * i]!;
+    if (hi === 0 ? lo >= n : hi >= 0x200000 || hi * 4294967296 + lo >= n) return i;
+  }
+  return -1;
+}
+
+/**
+ * Checks that every key is a row index in [0, rows) of `tableName`.
+ * @throws OutOfRangeError naming `argument[i]`
+ */
+export function checkRowIndices(keys: Keys, rows: number, argument: string, tableName: string): void {
+  const bad = firstOutOfRange(keys, rows);
+  if (bad >= 0) {
+    throw new OutOfRangeError(`Expected ${argument}[${bad}] to be a row index in [0, ${rows}) of table "${tableName}" but received ${keys[bad]}`, {
+      argument,
+    });
+  }
+}
