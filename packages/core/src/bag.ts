@@ -59,7 +59,7 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
     if (weights !== undefined && weights !== null) {
       if (weights instanceof SparseTensor) {
         wsrc = floatValues(weights, 'weights');
-        if (weights.nnz !== nnz || weights.indices.some((v, i) => v !== ids.indices[i])) {
+        if (weights.nnz !== nnz || !weights.sameLayout(ids)) {
           throw new ShapeMismatchError('Expected weights to have the same indices as ids', { argument: 'weights' });
         }
       } else if (weights instanceof Float32Array) {
@@ -69,19 +69,26 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
         throw invalidParameter('weights', 'a SparseTensor like ids (or a Float32Array)', weights, InvalidTypeError);
       }
     }
-    // Stable counting sort of entries by row.
+    // Row splits by counting entries per row; a stable counting sort only when rows are out of order.
+    const idx = ids.indices;
+    const rank = ids.rank;
     const splits = new Int32Array(nrows + 1);
-    for (let i = 0; i < nnz; i++) splits[ids.row(i) + 1]!++;
-    for (let r = 0; r < nrows; r++) splits[r + 1]! += splits[r]!;
-    const cursor = splits.slice(0, nrows);
     let sorted = true;
-    for (let i = 1; i < nnz && sorted; i++) sorted = ids.row(i) >= ids.row(i - 1);
+    let prev = 0;
+    for (let i = 0; i < nnz; i++) {
+      const r = idx[i * rank]!;
+      splits[r + 1]!++;
+      if (r < prev) sorted = false;
+      prev = r;
+    }
+    for (let r = 0; r < nrows; r++) splits[r + 1]! += splits[r]!;
     if (sorted) return { bag: { rowSplits: splits, keys: src, weights: wsrc }, order: null };
+    const cursor = splits.slice(0, nrows);
     const keys = (src instanceof BigInt64Array ? new BigInt64Array(nnz) : new Int32Array(nnz)) as Keys;
     const w = wsrc ? new Float32Array(nnz) : null;
     const order = new Int32Array(nnz);
     for (let i = 0; i < nnz; i++) {
-      const at = cursor[ids.row(i)]!++;
+      const at = cursor[idx[i * rank]!]!++;
       order[i] = at;
       (keys as unknown as (number | bigint)[])[at] = src[i]!;
       if (w) w[at] = wsrc![i]!;
@@ -102,4 +109,28 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
     return { bag: { rowSplits: s, keys, weights: w }, order: null };
   }
   throw invalidParameter(argument, 'a SparseTensor or RaggedTensor', ids, InvalidTypeError);
+}
+
+/**
+ * A bag from one segment (output row) id per entry, -1 dropping the entry: rows
+ * [0, nrows), entries in their input order within a row (stable counting sort).
+ * `keys` and `weights` ([n]) are copied; segment ids are trusted to be < nrows.
+ */
+export function bagFromSegments(segments: Int32Array, keys: Keys, weights: Float32Array | null, nrows: number): Bag<Keys> {
+  const n = keys.length;
+  const splits = new Int32Array(nrows + 1);
+  for (let i = 0; i < n; i++) if (segments[i]! >= 0) splits[segments[i]! + 1]!++;
+  for (let r = 0; r < nrows; r++) splits[r + 1]! += splits[r]!;
+  const kept = splits[nrows]!;
+  const out = (keys instanceof BigInt64Array ? new BigInt64Array(kept) : new Int32Array(kept)) as Keys;
+  const w = weights ? new Float32Array(kept) : null;
+  const cursor = splits.slice(0, nrows);
+  for (let i = 0; i < n; i++) {
+    const r = segments[i]!;
+    if (r < 0) continue;
+    const at = cursor[r]!++;
+    (out as unknown as (number | bigint)[])[at] = keys[i]!;
+    if (w) w[at] = weights![i]!;
+  }
+  return { rowSplits: splits, keys: out, weights: w };
 }

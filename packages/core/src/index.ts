@@ -32,7 +32,7 @@ export { Tensor, toTypedArray } from './tensor.js';
 export { SparseTensor, RaggedTensor, sparseFromDense } from './sparse.js';
 export { normalizeKeys, keyShape, keyAt, floorMod } from './keys.js';
 export type { KeyInput } from './keys.js';
-export { toBag, toOrderedBag } from './bag.js';
+export { toBag, toOrderedBag, bagFromSegments } from './bag.js';
 export type { BagInput, BagWeights, OrderedBag } from './bag.js';
 export { resolveShardPlan, localKeyOf, planEntries, checkOwnedRows, describePlan } from './shardPlan.js';
 export type { ShardPlan, ShardPlacement, ResolvedShardPlan, PlanTarget, PlanEntries } from './shardPlan.js';

@@ -78,6 +78,16 @@ export class SparseTensor<D extends DataArray = DataArray> {
     return this.denseShape.length;
   }
 
+  /** True when `other` has the same dense shape and the same indices (entry by entry): weights fit these ids. */
+  sameLayout(other: SparseTensor): boolean {
+    if (other.denseShape.length !== this.denseShape.length || other.denseShape.some((d, i) => d !== this.denseShape[i])) return false;
+    const a = this.indices;
+    const b = other.indices;
+    if (a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+    return true;
+  }
+
   /** Row (first index) of entry i. */
   row(i: number): number {
     return this.indices[i * this.denseShape.length]!;

@@ -63,7 +63,7 @@ function describeRange(kind: string, min: number | undefined, max: number | unde
 
 /**
  * A safe integer in [min, max]; `fallback` for undefined / null when given.
- * @throws InvalidArgumentError (wrong number or range), InvalidTypeError (not a number)
+ * @throws InvalidArgumentError (not an integer, or out of range; TF's ValueError)
  */
 export function checkInteger(value: unknown, argument: string, range: RangeCheck = {}): number {
   if ((value === undefined || value === null) && range.fallback !== undefined) return range.fallback;
@@ -73,15 +73,14 @@ export function checkInteger(value: unknown, argument: string, range: RangeCheck
     (range.min === undefined || value >= range.min) &&
     (range.max === undefined || value <= range.max);
   if (!ok) {
-    const expected = describeRange('an integer', range.min, range.max);
-    throw invalidParameter(argument, expected, value, typeof value === 'number' ? undefined : InvalidTypeError);
+    throw invalidParameter(argument, describeRange('an integer', range.min, range.max), value);
   }
   return value;
 }
 
 /**
  * A finite number in [min, max]; `fallback` for undefined / null when given.
- * @throws InvalidArgumentError (NaN, infinite, out of range), InvalidTypeError (not a number)
+ * @throws InvalidArgumentError (not a finite number, or out of range)
  */
 export function checkNumber(value: unknown, argument: string, range: RangeCheck = {}): number {
   if ((value === undefined || value === null) && range.fallback !== undefined) return range.fallback;
@@ -91,8 +90,7 @@ export function checkNumber(value: unknown, argument: string, range: RangeCheck 
     (range.min === undefined || value >= range.min) &&
     (range.max === undefined || value <= range.max);
   if (!ok) {
-    const expected = describeRange('a finite number', range.min, range.max);
-    throw invalidParameter(argument, expected, value, typeof value === 'number' ? undefined : InvalidTypeError);
+    throw invalidParameter(argument, describeRange('a finite number', range.min, range.max), value);
   }
   return value;
 }

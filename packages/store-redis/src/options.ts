@@ -1,4 +1,11 @@
-import { InvalidTypeError, invalidParameter, UnsupportedError } from '@embedstack/core';
+import {
+  checkBoolean,
+  checkInteger,
+  checkOptions,
+  invalidParameter,
+  InvalidTypeError,
+  UnsupportedError,
+} from '@embedstack/core';
 
 /** 'standalone' or 'cluster'. */
 export type RedisMode = 'standalone' | 'cluster';
@@ -106,11 +113,8 @@ export interface ResolvedRedisTableLayout {
   trackScores: boolean;
 }
 
-function int(value: unknown, argument: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw invalidParameter(argument, max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`, value);
-  }
-  return value;
+function int(value: unknown, argument: string, min: number, max?: number): number {
+  return checkInteger(value, argument, max === undefined ? { min } : { min, max });
 }
 
 function optString(value: unknown, argument: string): string | undefined {
@@ -119,16 +123,10 @@ function optString(value: unknown, argument: string): string | undefined {
   return value;
 }
 
-function bool(value: unknown, argument: string, dflt: boolean): boolean {
-  if (value === undefined || value === null) return dflt;
-  if (typeof value !== 'boolean') throw invalidParameter(argument, 'a boolean', value, InvalidTypeError);
-  return value;
-}
+const bool = checkBoolean;
 
 function checkKnown(obj: object, known: readonly string[], argument: string): void {
-  for (const k of Object.keys(obj)) {
-    if (!known.includes(k)) throw invalidParameter(`${argument}.${k}`, `one of the known options (${known.join(', ')})`, k);
-  }
+  checkOptions(obj, known, argument);
 }
 
 const STORE_KEYS = ['mode', 'hosts', 'username', 'password', 'db', 'connectTimeoutMs', 'commandTimeoutMs', 'keysSendingSize', 'retry'];

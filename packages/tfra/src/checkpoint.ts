@@ -2,6 +2,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type CheckpointBatch,
+  checkOptions,
   type EmbeddingTable,
   floorMod,
   InvalidTypeError,
@@ -14,11 +15,11 @@ import {
   saveTable,
   sameSlotLayout,
 } from '@embedstack/core';
-import { INTERNAL } from './internal.js';
 import { takeKeys } from './keys.js';
+import { Optimizer } from './optimizers.js';
 import { gatherRows } from './partition.js';
-import { checkOptionsObject } from './values.js';
-import type { Variable } from './variable.js';
+import { bind } from './training.js';
+import type { VariableState } from './variableState.js';
 
 export interface SaveOptions {
   /** Processes of the job (each saves its own shards). Default 1. */
@@ -33,7 +34,7 @@ export interface LoadOptions {
    * loading, so that saved slots are restored beside the rows. Without it, slots
    * are restored only when the variable is already bound to a matching optimizer.
    */
-  optimizer?: object | null;
+  optimizer?: Optimizer | null;
   /** With procRank: load only keys with floorMod(key, procSize) === procRank. Default: every key. */
   procSize?: number | null;
   procRank?: number | null;
@@ -68,17 +69,18 @@ function checkDir(dir: unknown): string {
  * crash-safe `saveTable`: `dir/<name>/proc_<rank>_of_<size>/shard_<i>_of_<N>`;
  * slots held in companion tables go to `slots_<i>_of_<N>` beside them.
  */
-export async function saveVariable(v: Variable, dir: string, options: SaveOptions): Promise<void> {
+export async function saveVariable(v: VariableState, dir: string, options: SaveOptions): Promise<void> {
   checkDir(dir);
-  const o = checkOptionsObject(options, 'options', ['procSize', 'procRank']) as SaveOptions;
+  const o = checkOptions<SaveOptions>(options, ['procSize', 'procRank']);
   const proc = procArgs(o, true)!;
-  const internal = v[INTERNAL];
+  if (!v.cfg.checkpoint) return;
+  const internal = v;
   const root = join(variableFolder(dir, v.name), `proc_${proc.rank}_of_${proc.size}`);
-  const extra = { tfra: { variable: v.name, keyDtype: v.keyDtype, procRank: proc.rank, procSize: proc.size } };
+  const extra = { tfra: { variable: v.name, keyDtype: v.cfg.keyDtype, procRank: proc.rank, procSize: proc.size } };
   const n = v.shardNum;
   for (let i = 0; i < n; i++) {
     const table = await internal.stores[i]!.ready();
-    if (table && v.kvCreator.savesRows) await saveTable(table, join(root, `shard_${i}_of_${n}`), { shard: { index: i, count: n }, extra });
+    if (table && v.cfg.kvCreator.savesRows) await saveTable(table, join(root, `shard_${i}_of_${n}`), { shard: { index: i, count: n }, extra });
     const state = internal.binding?.stateTables?.[i];
     if (state) await saveTable(state, join(root, `slots_${i}_of_${n}`), { shard: { index: i, count: n }, extra });
   }
@@ -116,15 +118,13 @@ function filterBatch(b: CheckpointBatch, keep: (k: bigint | number) => boolean, 
  * when the saved score policy equals the table's.
  * @throws NotFoundError when `dir` holds no checkpoint of `v`; CheckpointCorruptError; IOError
  */
-export async function loadVariable(v: Variable, dir: string, options: LoadOptions): Promise<void> {
+export async function loadVariable(v: VariableState, dir: string, options: LoadOptions): Promise<void> {
   checkDir(dir);
-  const o = checkOptionsObject(options, 'options', ['optimizer', 'procSize', 'procRank']) as LoadOptions;
+  const o = checkOptions<LoadOptions>(options, ['optimizer', 'procSize', 'procRank']);
   const proc = procArgs(o, false);
-  if (o.optimizer !== undefined && o.optimizer !== null) {
-    const bind = (o.optimizer as { [INTERNAL]?: { bind(v: Variable): Promise<void> } })[INTERNAL]?.bind;
-    if (typeof bind !== 'function') throw invalidParameter('optimizer', 'a de.optimizers optimizer', o.optimizer, InvalidTypeError);
-    await bind(v);
-  }
+  const opt = o.optimizer ?? null;
+  if (opt !== null && !(opt instanceof Optimizer)) throw invalidParameter('optimizer', 'a de.optimizers optimizer', opt, InvalidTypeError);
+  if (opt) await bind(v, opt, opt.spec, opt.slotNames, opt.name, v.cfg.bpV2 || opt.bpV2);
   const base = variableFolder(dir, v.name);
   const found: { path: string; kind: string }[] = [];
   for (const p of await listDirs(base)) {
@@ -134,7 +134,7 @@ export async function loadVariable(v: Variable, dir: string, options: LoadOption
       if (m) found.push({ path: join(base, p, s), kind: m[1]! });
     }
   }
-  if (!found.some((f) => f.kind === 'shard') && v.kvCreator.savesRows) {
+  if (!found.some((f) => f.kind === 'shard') && v.cfg.kvCreator.savesRows) {
     throw new NotFoundError(`Expected dir to hold a checkpoint of variable "${v.name}" (${base}/proc_*/shard_*) but found none`, { argument: 'dir' });
   }
   // Verify every manifest fits before loading anything.
@@ -142,7 +142,7 @@ export async function loadVariable(v: Variable, dir: string, options: LoadOption
   manifests.forEach((m, i) => {
     if (m.dim !== v.dim) throw invalidParameter('dir', `checkpoints of dim ${v.dim} (variable "${v.name}")`, `dim ${m.dim} in ${found[i]!.path}`);
   });
-  const internal = v[INTERNAL];
+  const internal = v;
   for (const st of internal.stores) await st.ready();
   const binding = internal.binding;
   const keepProc = proc ? (k: bigint | number) => floorMod(k, proc.size) === proc.rank : () => true;

@@ -1,8 +1,10 @@
 // @embedstack/tfra: TensorFlow Recommenders Addons `dynamic_embedding` for Node.js.
 // Explicit exports only. Usage: `import * as de from '@embedstack/tfra'`.
 
-export { Variable, getVariable } from './variable.js';
-export type { VariableOptions, GetVariableOptions, LookupOptions, LookupWithExists, Binding } from './variable.js';
+export { Variable } from './variable.js';
+export type { VariableOptions, LookupOptions, LookupWithExists, StoredKeys, AnyVariable } from './variable.js';
+export { getVariable } from './registry.js';
+export type { GetVariableOptions } from './registry.js';
 export { hashString64 } from './keys.js';
 export type { TfraKeyDtype, VariableKeys } from './keys.js';
 export type { VariableValues } from './values.js';
@@ -23,7 +25,7 @@ export { TimestampRestrictPolicy, FrequencyRestrictPolicy } from './restrictPoli
 
 // lookups and training
 export { ShadowVariable, enableInferenceMode, enableTrainMode, getModelMode } from './shadow.js';
-export type { ModelMode } from './shadow.js';
+export type { ModelMode, LookupRecord, RecordedBag } from './shadow.js';
 export { embeddingLookup, embeddingLookupUnique, embeddingLookupSparse, safeEmbeddingLookupSparse } from './lookups.js';
 export type { EmbeddingLookupOptions, SparseLookupOptions, SafeSparseLookupOptions } from './lookups.js';
 export {

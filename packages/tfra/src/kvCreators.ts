@@ -55,6 +55,11 @@ export abstract class KVCreator {
     return null;
   }
 
+  /** True when writes carry caller scores ({@link scoresFor}): training then writes rows with them. */
+  get givesScores(): boolean {
+    return false;
+  }
+
   /** The epoch of optimizer step `step` for epoch-based eviction, or null. */
   epochFor(_step: number): number | null {
     return null;
@@ -73,6 +78,19 @@ export abstract class KVCreator {
   /** Whether `saveToFileSystem` writes the rows of this creator's tables (false: they stay in their store). */
   get savesRows(): boolean {
     return true;
+  }
+
+  /**
+   * True when this creator's tables live in this process (in the backend's memory), so
+   * nothing else writes them between a lookup and the training step; false for remote stores.
+   */
+  get local(): boolean {
+    return true;
+  }
+
+  /** An in-memory scratch table like `spec`'s (core pools or differentiates rows there), sized for `rows` keys. Dispose it. */
+  scratchTable(spec: ShardTableSpec, rows: number): EmbeddingTable {
+    return memoryTable({ ...spec, tableName: `${spec.tableName}_scratch`, optimizer: null }, { initCapacity: Math.max(1, rows) });
   }
 }
 
@@ -180,6 +198,10 @@ export class HkvHashTableCreator extends KVCreator {
       maxCapacity: this.maxCapacity,
       scorePolicy: this.evictStrategy satisfies ScorePolicy,
     });
+  }
+
+  override get givesScores(): boolean {
+    return this.evictStrategy === 'customized' && this.genScoresFn !== null;
   }
 
   override scoresFor(keys: Keys): BigUint64Array | null {

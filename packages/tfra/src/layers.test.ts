@@ -90,20 +90,21 @@ describe('de.layers', () => {
     }
   });
 
-  it('a layer trains through its shadow: backward maps the output gradient onto the looked-up rows', async () => {
+  it('a layer trains through its shadow with the output gradient: core maps it onto the looked-up rows', async () => {
     const layer = new de.layers.SquashedEmbedding({ embeddingSize: 2, combiner: 'mean', initializer: 0, name: uniqueName('tr') });
     const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }));
     // batch [[1, 2], [2, 2]]: row 0 = mean(e1, e2), row 1 = e2
     await layer.call(new de.Tensor(new BigInt64Array([1n, 2n, 2n, 2n]), [2, 2]));
     const g = layer.backward([1, 2, 10, 20]);
-    // unique ids [1, 2]: d e1 = 0.5*[1,2]; d e2 = 0.5*[1,2] + 0.5*[10,20] + 0.5*[10,20]
-    expect(Array.from(g)).toEqual([0.5, 1, 10.5, 21]);
+    expect(Array.from(g)).toEqual([1, 2, 10, 20]); // the output's gradient, validated
     await opt.applyGradients([[g, layer.shadow]]);
+    // d e1 = 0.5*[1,2]; d e2 = 0.5*[1,2] + 0.5*[10,20] + 0.5*[10,20] (mean: each id of a row gets g / 2)
     expect(rowsOf((await layer.params.lookup([1n, 2n])).data, 2)).toEqual([[-0.5, -1], [-10.5, -21]]);
     expect(layer.trainableWeights).toEqual([layer.shadow]);
     const max = new de.layers.SquashedEmbedding({ embeddingSize: 2, combiner: 'max', name: uniqueName('mx') });
     await max.call(new de.Tensor(new BigInt64Array([1n, 2n]), [1, 2]));
     expect(() => max.backward([1, 1])).toThrowError(/'sum' and 'mean'/);
+    expect(() => layer.backward([1, 2, 3])).toThrowError(/outputGrad/);
   });
 
   it('refuses bad options', () => {

@@ -1,4 +1,7 @@
 import {
+  bagFromSegments,
+  checkBoolean,
+  checkOptions,
   initializers,
   InvalidTypeError,
   invalidParameter,
@@ -8,16 +11,16 @@ import {
   validateMaxNorm,
   validateValues,
 } from '@embedstack/core';
-import { INTERNAL } from './internal.js';
 import type { VariableInitializer } from './initializer.js';
-import { type TfraKeyDtype, toKeys, uniqueKeys, type VariableKeys } from './keys.js';
+import { type TfraKeyDtype, toKeys, type VariableKeys } from './keys.js';
 import type { KVCreator } from './kvCreators.js';
-import { embeddingLookup, embeddingLookupUnique } from './lookups.js';
+import { checkParams, embeddingLookup, embeddingLookupUnique, pooledLookup } from './lookups.js';
 import type { Partitioner } from './partition.js';
 import type { RestrictPolicyClass } from './restrictPolicy.js';
 import { ShadowVariable } from './shadow.js';
-import { checkBoolean, checkOptionsObject, type VariableValues } from './values.js';
+import type { VariableValues } from './values.js';
 import { Variable } from './variable.js';
+import { stateOf } from './variableState.js';
 
 /** Reductions of the layers (TF's reduce_<combiner>). */
 export type LayerCombiner = 'sum' | 'mean' | 'max' | 'min';
@@ -67,21 +70,13 @@ const LAYER_OPTIONS = [
   'seed',
 ];
 
-/** How the last call's output depends on each looked-up id: out[route[i]] gets weight[i] * row(id i). */
-interface Routing {
-  outRows: number;
-  route: Int32Array;
-  weight: Float32Array;
-  /** For withUnique: position of each id in the trainable's unique ids. */
-  unique: Int32Array | null;
-  trainableRows: number;
-  linear: boolean;
-}
-
 /**
  * TFRA's Keras `Embedding` layer over a dynamic Variable: `call(ids)` -> ids.shape + [embeddingSize].
- * `shadow` is the trainable view; after a call, `backward(dOutput)` turns the
- * gradient of the output into the gradient for `opt.applyGradients([[g, layer.shadow]])`.
+ * `shadow` is the trainable view: after a call, the gradient of the call's output
+ * trains it (`opt.applyGradients([[dOutput, layer.shadow]])`; `backward(dOutput)`
+ * validates and returns it). Lookups and the 'sum' / 'mean' reductions of the
+ * squashed layers are pooled by core (their backward too); 'max' and 'min' are
+ * reduced here and cannot be trained.
  */
 export class Embedding {
   readonly embeddingSize: number;
@@ -90,13 +85,14 @@ export class Embedding {
   readonly withUnique: boolean;
   readonly maxNorm: number;
   /** The parameter Variable (`<name>-parameter`). */
-  readonly params: Variable;
+  readonly params: Variable<TfraKeyDtype>;
   /** The trainable view (`<name>-shadow`). */
   readonly shadow: ShadowVariable;
-  protected routing: Routing | null = null;
+  /** Output shape (without the embedding size) of the last call, and whether its output can be trained. */
+  protected last: { shape: number[]; linear: boolean } | null = null;
 
   constructor(options: EmbeddingLayerOptions, extraOptions: readonly string[] = []) {
-    const o = checkOptionsObject(options, 'options', [...LAYER_OPTIONS, ...extraOptions]) as unknown as EmbeddingLayerOptions;
+    const o = checkOptions<EmbeddingLayerOptions>(options, [...LAYER_OPTIONS, ...extraOptions]);
     if (typeof o.embeddingSize !== 'number' || !Number.isSafeInteger(o.embeddingSize) || o.embeddingSize < 1) {
       throw invalidParameter('embeddingSize', 'an integer >= 1', o.embeddingSize, InvalidTypeError);
     }
@@ -108,7 +104,7 @@ export class Embedding {
     if (typeof this.name !== 'string' || this.name.length === 0) throw invalidParameter('name', 'a non-empty string', this.name, InvalidTypeError);
     this.withUnique = checkBoolean(o.withUnique, 'withUnique', true);
     this.maxNorm = validateMaxNorm(o.maxNorm);
-    this.params = new Variable({
+    this.params = new Variable<TfraKeyDtype>({
       name: `${this.name}-parameter`,
       keyDtype: o.keyDtype ?? 'int64',
       dim: this.embeddingSize,
@@ -124,7 +120,7 @@ export class Embedding {
       seed: o.seed ?? 0,
     });
     this.shadow = new ShadowVariable(this.params, `${this.name}-shadow`, this.maxNorm);
-    this.params[INTERNAL].trainables.set(this.shadow.name, this.shadow);
+    stateOf(this.params)!.trainables.set(this.shadow.name, this.shadow);
   }
 
   get trainable(): boolean {
@@ -136,81 +132,60 @@ export class Embedding {
     return this.trainable ? [this.shadow] : [];
   }
 
-  /** Rows of `ids` through the shadow: flat [n * size] in ids order, and the unique index when withUnique. */
-  protected async lookupFlat(keys: Keys): Promise<{ rows: Float32Array; unique: Int32Array | null; trainableRows: number }> {
-    const opts = { name: this.shadow.name, maxNorm: this.maxNorm > 0 ? this.maxNorm : null };
-    if (this.withUnique) {
-      const t = await embeddingLookupUnique(this.params, keys, opts);
-      return { rows: t.data, unique: uniqueKeys(keys).index, trainableRows: this.shadow.ids?.length ?? 0 };
-    }
-    const t = await embeddingLookup(this.params, keys, opts);
-    return { rows: t.data, unique: null, trainableRows: keys.length };
+  protected lookupOptions() {
+    return { name: this.shadow.name, maxNorm: this.maxNorm > 0 ? this.maxNorm : null };
   }
 
   /** ids (any shape) -> Tensor ids.shape + [embeddingSize]. */
   async call(ids: VariableKeys): Promise<Tensor<Float32Array>> {
     const k = toKeys(ids, this.params.keyDtype, 'ids', true);
-    const { rows, unique, trainableRows } = await this.lookupFlat(k.keys);
-    const n = k.keys.length;
-    this.routing = {
-      outRows: n,
-      route: Int32Array.from({ length: n }, (_, i) => i),
-      weight: new Float32Array(n).fill(1),
-      unique,
-      trainableRows,
-      linear: true,
-    };
-    return new Tensor(rows, [...k.shape, this.embeddingSize]);
+    const out = await (this.withUnique ? embeddingLookupUnique : embeddingLookup)(this.params, k.keys, this.lookupOptions());
+    this.last = { shape: k.shape, linear: true };
+    return new Tensor(out.data, [...k.shape, this.embeddingSize]);
   }
 
-  /** Reduces looked-up rows into `outRows` groups (`group[i]` of each id) with the combiner; records the routing. */
-  protected reduce(rows: Float32Array, group: Int32Array, outRows: number, unique: Int32Array | null, trainableRows: number): Float32Array {
+  /**
+   * Pools the rows of `keys` into `outRows` groups (`group[i]` of id i) with the
+   * layer's combiner: core's bag for 'sum' / 'mean' (recorded on the shadow), a
+   * reduction here for 'max' / 'min'.
+   */
+  protected async reduce(keys: Keys, group: Int32Array, outRows: number, shape: number[]): Promise<Float32Array> {
     const d = this.embeddingSize;
+    if (this.combiner === 'sum' || this.combiner === 'mean') {
+      const bag = bagFromSegments(group, keys, null, outRows);
+      const { v, st } = checkParams(this.params);
+      const [t] = await pooledLookup(v, st, bag, shape, this.combiner, this.maxNorm, this.shadow.name, new Float32Array(outRows * d));
+      this.last = { shape, linear: true };
+      return t.data;
+    }
+    const rows = (await embeddingLookup(this.params, keys, { name: `${this.shadow.name}/rows`, maxNorm: this.maxNorm > 0 ? this.maxNorm : null })).data;
     const out = new Float32Array(outRows * d);
-    const count = new Int32Array(outRows);
-    for (const g of group) count[g]!++;
-    const mm = this.combiner === 'max' || this.combiner === 'min';
     const seen = new Uint8Array(outRows);
     for (let i = 0; i < group.length; i++) {
       const g = group[i]!;
       for (let c = 0; c < d; c++) {
         const x = rows[i * d + c]!;
         const at = g * d + c;
-        if (!mm) out[at]! += this.combiner === 'mean' ? x / count[g]! : x;
-        else if (!seen[g]) out[at] = x;
+        if (!seen[g]) out[at] = x;
         else out[at] = this.combiner === 'max' ? Math.max(out[at]!, x) : Math.min(out[at]!, x);
       }
       seen[g] = 1;
     }
-    this.routing = {
-      outRows,
-      route: group,
-      weight: Float32Array.from(group, (g) => (this.combiner === 'mean' ? 1 / count[g]! : 1)),
-      unique,
-      trainableRows,
-      linear: !mm,
-    };
+    this.last = { shape, linear: false };
     return out;
   }
 
   /**
-   * Gradient for `layer.shadow` from the gradient of the last call's output
-   * (same shape as that output). Combiners 'max' and 'min' are not supported.
-   * @throws FailedPrecondition-like UnsupportedError before any call or for max/min
+   * The gradient that trains `layer.shadow` from the gradient of the last call's
+   * output (same shape): that output gradient itself, since core pushes it back
+   * through the pooling in the training step. Combiners 'max' and 'min' are not supported.
+   * @throws UnsupportedError before any call or for max/min; ShapeMismatchError for a wrong shape
    */
   backward(outputGrad: VariableValues): Float32Array {
-    const r = this.routing;
+    const r = this.last;
     if (!r) throw new UnsupportedError(`Layer ${this.name}: call(ids) before backward()`);
     if (!r.linear) throw new UnsupportedError(`Layer ${this.name}: backward() supports the 'sum' and 'mean' combiners, not '${this.combiner}'`);
-    const d = this.embeddingSize;
-    const g = validateValues(outputGrad, [r.outRows], d, 'outputGrad');
-    const out = new Float32Array(r.trainableRows * d);
-    for (let i = 0; i < r.route.length; i++) {
-      const dst = (r.unique ? r.unique[i]! : i) * d;
-      const src = r.route[i]! * d;
-      for (let c = 0; c < d; c++) out[dst + c]! += r.weight[i]! * g[src + c]!;
-    }
-    return out;
+    return validateValues(outputGrad, r.shape, this.embeddingSize, 'outputGrad');
   }
 }
 
@@ -224,14 +199,14 @@ export const BasicEmbedding = Embedding;
 export class SquashedEmbedding extends Embedding {
   override async call(ids: VariableKeys): Promise<Tensor<Float32Array>> {
     const k = toKeys(ids, this.params.keyDtype, 'ids', true);
-    const { rows, unique, trainableRows } = await this.lookupFlat(k.keys);
     const n = k.keys.length;
     const batched = k.shape.length >= 2;
     const batch = batched ? k.shape[0]! : 1;
     const per = batch === 0 ? 0 : n / batch;
     const group = Int32Array.from({ length: n }, (_, i) => (batched ? Math.floor(i / per) : 0));
-    const out = this.reduce(rows, group, batch, unique, trainableRows);
-    return new Tensor(out, batched ? [batch, this.embeddingSize] : [this.embeddingSize]);
+    const shape = batched ? [batch] : [];
+    const out = await this.reduce(k.keys, group, batch, shape);
+    return new Tensor(out, [...shape, this.embeddingSize]);
   }
 }
 
@@ -294,8 +269,7 @@ export class FieldWiseEmbedding extends Embedding {
     const batch = k.shape.length === 2 ? k.shape[0]! : n;
     const per = batch === 0 ? 0 : n / batch;
     const group = Int32Array.from({ length: n }, (_, i) => Math.floor(i / per) * this.nslots + slots[i]!);
-    const { rows, unique, trainableRows } = await this.lookupFlat(k.keys);
-    const out = this.reduce(rows, group, batch * this.nslots, unique, trainableRows);
+    const out = await this.reduce(k.keys, group, batch * this.nslots, [batch, this.nslots]);
     return new Tensor(out, [batch, this.nslots, this.embeddingSize]);
   }
 }

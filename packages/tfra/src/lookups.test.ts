@@ -7,7 +7,7 @@ beforeAll(async () => {
 });
 
 /** Variable of dim 2 whose row for key k is [k, 10k] (keys 0..9). */
-async function table(options: de.VariableOptions = {}): Promise<de.Variable> {
+async function table(options: de.VariableOptions = {}): Promise<de.AnyVariable> {
   const v = new de.Variable({ dim: 2, name: uniqueName('lk'), devices: ['a', 'b', 'c'], ...options });
   const keys = Array.from({ length: 10 }, (_, k) => BigInt(k));
   await v.upsert(keys, Float32Array.from(keys.flatMap((k) => [Number(k), 10 * Number(k)])));
@@ -32,8 +32,10 @@ describe('embeddingLookup / embeddingLookupUnique', () => {
     const want = [row(3), row(1), row(3), [0, 0], row(0), row(1)];
     close(a.data, want);
     expect(Array.from(b.data)).toEqual(Array.from(a.data));
-    // the unique path records each id once
-    expect(Array.from((v.getTrainableByName('b') as de.ShadowVariable).ids as BigInt64Array)).toEqual([3n, 1n, 12n, 0n]);
+    // both record every id (the gradient of the output has one row per id); the shape is the output's
+    const tb = v.getTrainableByName('b') as de.ShadowVariable;
+    expect(Array.from(tb.ids as BigInt64Array)).toEqual([3n, 1n, 3n, 12n, 0n, 1n]);
+    expect(tb.shape).toEqual([3, 2]);
     expect(await v.size()).toBe(10); // lookups never insert
   });
 
@@ -42,7 +44,7 @@ describe('embeddingLookup / embeddingLookupUnique', () => {
     await expectError(de.embeddingLookup(v, new Int32Array([1, 2]), { name: 'x' }), 'INVALID_TYPE', 'ids', 'int32');
     await expectError(de.embeddingLookup(v, new de.Tensor(new Float32Array([1]), [1]) as never, { name: 'x' }), 'INVALID_TYPE', 'ids');
     await expectError(de.embeddingLookupUnique(v, new Int32Array([1]), { name: 'x' }), 'INVALID_TYPE', 'ids');
-    await expectError(de.embeddingLookup({} as de.Variable, [1n]), 'INVALID_TYPE', 'params');
+    await expectError(de.embeddingLookup({} as de.AnyVariable, [1n]), 'INVALID_TYPE', 'params');
     await expectError(de.embeddingLookup(v, [1n], { name: 'x', maxNorm: 0 }), 'INVALID_ARGUMENT', 'maxNorm');
     await expectError(de.embeddingLookup(v, [1n], { name: 'x', maxnorm: 1 } as never), 'INVALID_ARGUMENT', 'options.maxnorm');
     expect(v.getTrainableByName('x')).toBeNull();
@@ -77,13 +79,15 @@ describe('embeddingLookupSparse', () => {
     close(unweighted.data, [[0, 1].map((c) => (row(1)[c]! + row(3)[c]!) / 2), row(0), row(1), [0, 0]]);
   });
 
-  it('clips each row to maxNorm before combining and registers the trainable on the unique ids', async () => {
+  it('clips each row to maxNorm before combining and registers the trainable on the pooled output', async () => {
     const v = await table();
     const out = await de.embeddingLookupSparse(v, ids(), null, { combiner: 'sum', maxNorm: 1, name: 'sp' });
     const clip = (k: number) => row(k).map((x) => x / Math.max(1, Math.hypot(...row(k))));
     close(out.data, [[0, 1].map((c) => clip(1)[c]! + clip(3)[c]!), clip(0), clip(1), [0, 0]]);
     const t = v.getTrainableByName('sp/embedding_lookup') as de.ShadowVariable;
-    expect(Array.from(t.ids as BigInt64Array)).toEqual([1n, 3n, 0n]);
+    // every entry in row order; the gradient is the output's ([4, 2])
+    expect(Array.from(t.ids as BigInt64Array)).toEqual([1n, 3n, 0n, 1n]);
+    expect(t.shape).toEqual([4]);
   });
 
   it('refuses a bad combiner (ValueError), non-sparse ids or weights (TypeError), mismatched weights', async () => {
@@ -123,7 +127,7 @@ describe('safeEmbeddingLookupSparse', () => {
   it('refuses a missing variable, bad combiners, non-sparse ids and a defaultId of the wrong type', async () => {
     const v = await table();
     const sp = new de.SparseTensor([[0, 0]], new BigInt64Array([1n]), [1, 1]);
-    await expectError(de.safeEmbeddingLookupSparse(null as unknown as de.Variable, sp), 'INVALID_ARGUMENT', 'embeddingWeights');
+    await expectError(de.safeEmbeddingLookupSparse(null as unknown as de.AnyVariable, sp), 'INVALID_ARGUMENT', 'embeddingWeights');
     await expectError(de.safeEmbeddingLookupSparse(v, sp, null, { combiner: 'tile' as 'sum' }), 'INVALID_ARGUMENT', 'combiner');
     await expectError(de.safeEmbeddingLookupSparse(v, [1n] as never, null), 'INVALID_TYPE', 'sparseIds');
     await expectError(de.safeEmbeddingLookupSparse(v, sp, null, { defaultId: 1.5 }), 'INVALID_TYPE', 'defaultId');

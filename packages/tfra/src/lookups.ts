@@ -1,4 +1,9 @@
 import {
+  type Bag,
+  bagFromSegments,
+  checkBoolean,
+  checkName,
+  checkOptions,
   type Combiner,
   InvalidArgumentError,
   InvalidTypeError,
@@ -7,23 +12,24 @@ import {
   ShapeMismatchError,
   SparseTensor,
   Tensor,
+  toOrderedBag,
   validateCombiner,
   validateMaxNorm,
 } from '@embedstack/core';
-import { INTERNAL } from './internal.js';
-import { storageDtype, takeKeys, toKeys, uniqueKeys, type VariableKeys } from './keys.js';
-import { clipRows, gatherRows } from './partition.js';
-import { getModelMode, ShadowVariable } from './shadow.js';
-import { checkBoolean, checkOptionsObject } from './values.js';
-import { Variable } from './variable.js';
+import { storageDtype, type TfraKeyDtype, takeKeys, toKeys, type VariableKeys } from './keys.js';
+import { getModelMode, type LookupRecord, ShadowVariable } from './shadow.js';
+import type { Variable } from './variable.js';
+import { stateOf, type VariableState } from './variableState.js';
 
 export interface EmbeddingLookupOptions {
   /** Name of the trainable view registered on `params`. Default 'embedding_lookup'. */
   name?: string | null;
-  /** Clip each row to this L2 norm (after the read; gradients apply to the stored row). Default none. */
+  /** Clip each row to this L2 norm (TF clip_by_norm; training differentiates through it). Default none. */
   maxNorm?: number | null;
   /** Also resolve to the trainable view: `[embeddings, trainable]`. Default false. */
   returnTrainable?: boolean | null;
+  /** Float32Array the output is written to (and the Tensor is over); an embedstack extension. Default: a fresh array. */
+  out?: Float32Array | null;
 }
 
 export interface SparseLookupOptions extends EmbeddingLookupOptions {
@@ -36,103 +42,115 @@ export interface SafeSparseLookupOptions extends SparseLookupOptions {
   defaultId?: number | bigint | string | null;
 }
 
-const LOOKUP_OPTIONS = ['name', 'maxNorm', 'returnTrainable'];
+const LOOKUP_OPTIONS = ['name', 'maxNorm', 'returnTrainable', 'out'];
 
-function checkParams(params: unknown, argument = 'params'): Variable {
-  if (!(params instanceof Variable)) throw invalidParameter(argument, 'a de.Variable', params, InvalidTypeError);
-  return params;
+type AnyVariable = Variable<TfraKeyDtype>;
+type WithTrainable<T> = [T, ShadowVariable];
+
+export function checkParams(params: unknown, argument = 'params'): { v: AnyVariable; st: VariableState } {
+  const st = stateOf(params);
+  if (!st) throw invalidParameter(argument, 'a de.Variable', params, InvalidTypeError);
+  return { v: params as AnyVariable, st };
 }
 
-function checkName(v: unknown, fallback: string): string {
-  if (v === undefined || v === null) return fallback;
-  if (typeof v !== 'string' || v.length === 0) throw invalidParameter('name', 'a non-empty string', v, InvalidTypeError);
-  return v;
+/** The caller's output array of `n` floats, or a fresh one. */
+function outArray(out: unknown, n: number): Float32Array {
+  if (out === undefined || out === null) return new Float32Array(n);
+  if (!(out instanceof Float32Array)) throw invalidParameter('out', 'a Float32Array', out, InvalidTypeError);
+  if (out.length !== n) throw new ShapeMismatchError(`Expected out to hold ${n} floats (the output's size) but received ${out.length}`, { argument: 'out' });
+  return out;
 }
 
-function trainableOf(v: Variable, name: string, maxNorm: number): ShadowVariable {
-  const store = v[INTERNAL].trainables;
-  let t = store.get(name);
+/** The trainable `name` of `v` (registered on first use). */
+function trainableOf(v: AnyVariable, st: VariableState, name: string, maxNorm: number): ShadowVariable {
+  let t = st.trainables.get(name);
   if (!t) {
     t = new ShadowVariable(v, name, maxNorm);
-    store.set(name, t);
+    st.trainables.set(name, t);
   }
   t.maxNorm = maxNorm;
   return t;
 }
 
-/** Reads `keys` of `v`, records them on the trainable `name` (train mode), returns clipped rows. */
-async function readRows(v: Variable, keys: Keys, shape: readonly number[], name: string, maxNorm: number): Promise<[Float32Array, ShadowVariable]> {
-  const trainable = trainableOf(v, name, maxNorm);
-  const { values, exists } = await v[INTERNAL].find(keys);
-  if (getModelMode() === 'train') trainable.record(keys, shape, values, exists);
-  return [clipRows(values, v.dim, maxNorm), trainable];
+/**
+ * Records a lookup on its trainable in train mode. Remote stores (written by other
+ * processes) get the rows read now; in-memory variables copy them lazily (shadow.ts).
+ */
+async function record(st: VariableState, t: ShadowVariable, r: LookupRecord): Promise<void> {
+  if (getModelMode() !== 'train') return;
+  const ids = r.ids.slice() as Keys;
+  const rec = { ...r, ids };
+  t.record(rec, st.cfg.kvCreator.local ? null : await st.find(ids));
 }
 
-type WithTrainable<T> = [T, ShadowVariable];
+/** One bag row per id (identity row splits). */
+function rowsBag(keys: Keys): Bag<Keys> {
+  const rowSplits = new Int32Array(keys.length + 1);
+  for (let i = 0; i <= keys.length; i++) rowSplits[i] = i;
+  return { rowSplits, keys, weights: null };
+}
 
 /** Validated arguments of the dense lookups (everything is checked before any read). */
 function denseArgs(params: unknown, ids: unknown, options: unknown, defaultName: string) {
-  const v = checkParams(params);
-  const o = checkOptionsObject(options, 'options', LOOKUP_OPTIONS);
-  const name = checkName(o.name, defaultName);
+  const { v, st } = checkParams(params);
+  const o = checkOptions<EmbeddingLookupOptions>(options, LOOKUP_OPTIONS);
+  const name = checkName(o.name, 'name', defaultName);
   const maxNorm = validateMaxNorm(o.maxNorm);
   const returnTrainable = checkBoolean(o.returnTrainable, 'returnTrainable', false);
-  return { v, k: toKeys(ids, v.keyDtype, 'ids', true), name, maxNorm, returnTrainable };
+  const k = toKeys(ids, v.keyDtype, 'ids', true);
+  return { v, st, k, name, maxNorm, returnTrainable, out: outArray(o.out, k.keys.length * v.dim) };
+}
+
+async function denseLookup(params: unknown, ids: unknown, options: unknown, defaultName: string): Promise<Tensor<Float32Array> | WithTrainable<Tensor<Float32Array>>> {
+  const { v, st, k, name, maxNorm, returnTrainable, out } = denseArgs(params, ids, options, defaultName);
+  const trainable = trainableOf(v, st, name, maxNorm);
+  if (maxNorm > 0) await st.pool(rowsBag(k.keys), 'sum', maxNorm, out);
+  else await st.find(k.keys, { values: out, exists: new Uint8Array(k.keys.length) });
+  await record(st, trainable, { ids: k.keys, shape: k.shape, bag: null, maxNorm });
+  const t = new Tensor(out, [...k.shape, v.dim]);
+  return returnTrainable ? [t, trainable] : t;
 }
 
 /**
  * TFRA's `embedding_lookup`: the rows of `ids` (any shape; flat arrays are [n]),
- * as a Tensor of shape ids.shape + [dim]. Never inserts. In train mode the
- * trainable view `name` records the ids and values for `applyGradients`.
+ * as a Tensor of shape ids.shape + [dim], read by core (`find`; with maxNorm, core's
+ * clip). Never inserts. In train mode the trainable view `name` records the lookup
+ * for `applyGradients`, whose gradient is then the gradient of this output.
  * @throws InvalidTypeError when `params` is not a Variable or `ids` have another key dtype
  */
-export function embeddingLookup(params: Variable, ids: VariableKeys, options?: EmbeddingLookupOptions & { returnTrainable?: false | null }): Promise<Tensor<Float32Array>>;
-export function embeddingLookup(params: Variable, ids: VariableKeys, options: EmbeddingLookupOptions & { returnTrainable: true }): Promise<WithTrainable<Tensor<Float32Array>>>;
+export function embeddingLookup(params: AnyVariable, ids: VariableKeys, options?: EmbeddingLookupOptions & { returnTrainable?: false | null }): Promise<Tensor<Float32Array>>;
+export function embeddingLookup(params: AnyVariable, ids: VariableKeys, options: EmbeddingLookupOptions & { returnTrainable: true }): Promise<WithTrainable<Tensor<Float32Array>>>;
 export async function embeddingLookup(
-  params: Variable,
+  params: AnyVariable,
   ids: VariableKeys,
   options: EmbeddingLookupOptions = {},
 ): Promise<Tensor<Float32Array> | WithTrainable<Tensor<Float32Array>>> {
-  const { v, k, name, maxNorm, returnTrainable } = denseArgs(params, ids, options, 'embedding_lookup');
-  const [rows, trainable] = await readRows(v, k.keys, k.shape, name, maxNorm);
-  const out = new Tensor(rows, [...k.shape, v.dim]);
-  return returnTrainable ? [out, trainable] : out;
+  return denseLookup(params, ids, options, 'embedding_lookup');
 }
 
 /**
- * TFRA's `embedding_lookup_unique`: the same result as `embeddingLookup`, computed
- * as unique -> lookup -> gather (the trainable records the unique ids).
+ * TFRA's `embedding_lookup_unique`: the same result as `embeddingLookup` (TF computes
+ * it as unique -> lookup -> gather; core's reads already touch each row once per id,
+ * so it is `embeddingLookup` with its own default trainable name).
  */
-export function embeddingLookupUnique(params: Variable, ids: VariableKeys, options?: EmbeddingLookupOptions & { returnTrainable?: false | null }): Promise<Tensor<Float32Array>>;
-export function embeddingLookupUnique(params: Variable, ids: VariableKeys, options: EmbeddingLookupOptions & { returnTrainable: true }): Promise<WithTrainable<Tensor<Float32Array>>>;
+export function embeddingLookupUnique(params: AnyVariable, ids: VariableKeys, options?: EmbeddingLookupOptions & { returnTrainable?: false | null }): Promise<Tensor<Float32Array>>;
+export function embeddingLookupUnique(params: AnyVariable, ids: VariableKeys, options: EmbeddingLookupOptions & { returnTrainable: true }): Promise<WithTrainable<Tensor<Float32Array>>>;
 export async function embeddingLookupUnique(
-  params: Variable,
+  params: AnyVariable,
   ids: VariableKeys,
   options: EmbeddingLookupOptions = {},
 ): Promise<Tensor<Float32Array> | WithTrainable<Tensor<Float32Array>>> {
-  const { v, k, name, maxNorm, returnTrainable } = denseArgs(params, ids, options, 'embedding_lookup_unique');
-  const { unique, index } = uniqueKeys(k.keys);
-  const [rows, trainable] = await readRows(v, unique, [unique.length], name, maxNorm);
-  const out = new Tensor(gatherRows(rows, index, v.dim), [...k.shape, v.dim]);
-  return returnTrainable ? [out, trainable] : out;
+  return denseLookup(params, ids, options, 'embedding_lookup_unique');
 }
 
-interface Segments {
-  /** Output row of each entry. */
-  rows: Int32Array;
-  keys: Keys;
-  weights: Float32Array | null;
-  nrows: number;
-}
-
-function checkSparse(v: Variable, spIds: unknown, spWeights: unknown, idsArg: string, weightsArg: string): void {
+function checkSparse(v: AnyVariable, spIds: unknown, spWeights: unknown, idsArg: string, weightsArg: string): asserts spIds is SparseTensor {
   if (!(spIds instanceof SparseTensor)) throw invalidParameter(idsArg, 'a SparseTensor', spIds, InvalidTypeError);
   if (spWeights !== undefined && spWeights !== null) {
     if (!(spWeights instanceof SparseTensor)) throw invalidParameter(weightsArg, 'null or a SparseTensor', spWeights, InvalidTypeError);
     if (!(spWeights.values instanceof Float32Array)) {
       throw invalidParameter(weightsArg, 'float32 weights (the variable value dtype)', `${spWeights.dtype} weights`, InvalidTypeError);
     }
-    if (spWeights.nnz !== spIds.nnz || spWeights.rank !== spIds.rank || spWeights.indices.some((x, i) => x !== spIds.indices[i])) {
+    if (spWeights.nnz !== spIds.nnz || !spWeights.sameLayout(spIds)) {
       throw new ShapeMismatchError(`Expected ${weightsArg} to have the same indices and shape as ${idsArg}`, { argument: weightsArg });
     }
   }
@@ -142,61 +160,51 @@ function checkSparse(v: Variable, spIds: unknown, spWeights: unknown, idsArg: st
   }
 }
 
-/** Weighted segment reduction of looked-up rows (float64 accumulation). Empty rows and zero denominators give zeros. */
-async function combine(v: Variable, seg: Segments, combiner: Combiner, maxNorm: number, name: string): Promise<[Float32Array, ShadowVariable]> {
-  const dim = v.dim;
-  const { unique, index } = uniqueKeys(seg.keys);
-  const [rows, trainable] = await readRows(v, unique, [unique.length], name, maxNorm);
-  const acc = new Float64Array(seg.nrows * dim);
-  const wsum = new Float64Array(seg.nrows);
-  const wsq = new Float64Array(seg.nrows);
-  for (let i = 0; i < seg.keys.length; i++) {
-    const r = seg.rows[i]!;
-    const w = seg.weights ? seg.weights[i]! : 1;
-    const u = index[i]! * dim;
-    for (let c = 0; c < dim; c++) acc[r * dim + c]! += w * rows[u + c]!;
-    wsum[r]! += w;
-    wsq[r]! += w * w;
-  }
-  const out = new Float32Array(seg.nrows * dim);
-  for (let r = 0; r < seg.nrows; r++) {
-    const den = combiner === 'sum' ? 1 : combiner === 'mean' ? wsum[r]! : Math.sqrt(wsq[r]!);
-    if (den === 0) continue;
-    for (let c = 0; c < dim; c++) out[r * dim + c] = acc[r * dim + c]! / den;
-  }
-  return [out, trainable];
+/** Pools `bag` of `v` with core's combiner and records it on the trainable `name` (the Keras layers use it too). */
+export async function pooledLookup(
+  v: AnyVariable,
+  st: VariableState,
+  bag: Bag<Keys>,
+  shape: number[],
+  combiner: Combiner,
+  maxNorm: number,
+  name: string,
+  out: Float32Array,
+): Promise<[Tensor<Float32Array>, ShadowVariable]> {
+  const trainable = trainableOf(v, st, name, maxNorm);
+  await st.pool(bag, combiner, maxNorm, out);
+  await record(st, trainable, { ids: bag.keys, shape, bag: { rowSplits: bag.rowSplits, weights: bag.weights, combiner }, maxNorm });
+  return [new Tensor(out, [...shape, v.dim]), trainable];
 }
 
 /**
  * TFRA's `embedding_lookup_sparse`: rows of `spIds` segmented by their first
- * index column and combined with `spWeights` (null: all 1). Output [d0, dim];
- * rows without ids are zeros.
+ * index column and pooled by core with `spWeights` (null: all 1). Output [d0, dim];
+ * rows without ids are zeros. The trainable's gradient is the gradient of this output.
  * @throws InvalidArgumentError (ValueError) for a bad combiner; InvalidTypeError
  *   when spIds is not a SparseTensor, spWeights neither null nor a float32
  *   SparseTensor, or the ids' dtype is not the variable's; ShapeMismatchError when
  *   the weights' indices differ
  */
-export function embeddingLookupSparse(params: Variable, spIds: SparseTensor, spWeights?: SparseTensor | null, options?: SparseLookupOptions & { returnTrainable?: false | null }): Promise<Tensor<Float32Array>>;
-export function embeddingLookupSparse(params: Variable, spIds: SparseTensor, spWeights: SparseTensor | null | undefined, options: SparseLookupOptions & { returnTrainable: true }): Promise<WithTrainable<Tensor<Float32Array>>>;
+export function embeddingLookupSparse(params: AnyVariable, spIds: SparseTensor, spWeights?: SparseTensor | null, options?: SparseLookupOptions & { returnTrainable?: false | null }): Promise<Tensor<Float32Array>>;
+export function embeddingLookupSparse(params: AnyVariable, spIds: SparseTensor, spWeights: SparseTensor | null | undefined, options: SparseLookupOptions & { returnTrainable: true }): Promise<WithTrainable<Tensor<Float32Array>>>;
 export async function embeddingLookupSparse(
-  params: Variable,
+  params: AnyVariable,
   spIds: SparseTensor,
   spWeights: SparseTensor | null = null,
   options: SparseLookupOptions = {},
 ): Promise<Tensor<Float32Array> | WithTrainable<Tensor<Float32Array>>> {
-  const o = checkOptionsObject(options, 'options', [...LOOKUP_OPTIONS, 'combiner']);
+  const o = checkOptions<SparseLookupOptions>(options, [...LOOKUP_OPTIONS, 'combiner']);
   const combiner = validateCombiner(o.combiner ?? 'mean');
-  const v = checkParams(params);
+  const { v, st } = checkParams(params);
   checkSparse(v, spIds, spWeights, 'spIds', 'spWeights');
-  const name = checkName(o.name, 'embedding_lookup_sparse');
+  const name = checkName(o.name, 'name', 'embedding_lookup_sparse');
   const maxNorm = validateMaxNorm(o.maxNorm);
   const returnTrainable = checkBoolean(o.returnTrainable, 'returnTrainable', false);
-  const rank = spIds.rank;
-  const rows = Int32Array.from({ length: spIds.nnz }, (_, i) => spIds.indices[i * rank]!);
-  const keys = toKeys(spIds.values, v.keyDtype, 'spIds.values').keys;
-  const seg: Segments = { rows, keys, weights: spWeights ? (spWeights.values as Float32Array) : null, nrows: spIds.denseShape[0]! };
-  const [out, trainable] = await combine(v, seg, combiner, maxNorm, `${name}/embedding_lookup`);
-  const t = new Tensor(out, [seg.nrows, v.dim]);
+  const nrows = spIds.denseShape[0]!;
+  const { bag } = toOrderedBag(spIds, spWeights ? (spWeights.values as Float32Array) : null, storageDtype(v.keyDtype), 'spIds');
+  const out = outArray(o.out, nrows * v.dim);
+  const [t, trainable] = await pooledLookup(v, st, bag, [nrows], combiner, maxNorm, `${name}/embedding_lookup`, out);
   return returnTrainable ? [t, trainable] : t;
 }
 
@@ -208,10 +216,10 @@ export async function embeddingLookupSparse(
  * up, so training does not insert a phantom key).
  * @throws InvalidArgumentError when `embeddingWeights` is missing or the combiner is bad; the errors of `embeddingLookupSparse`
  */
-export function safeEmbeddingLookupSparse(embeddingWeights: Variable, sparseIds: SparseTensor, sparseWeights?: SparseTensor | null, options?: SafeSparseLookupOptions & { returnTrainable?: false | null }): Promise<Tensor<Float32Array>>;
-export function safeEmbeddingLookupSparse(embeddingWeights: Variable, sparseIds: SparseTensor, sparseWeights: SparseTensor | null | undefined, options: SafeSparseLookupOptions & { returnTrainable: true }): Promise<WithTrainable<Tensor<Float32Array>>>;
+export function safeEmbeddingLookupSparse(embeddingWeights: AnyVariable, sparseIds: SparseTensor, sparseWeights?: SparseTensor | null, options?: SafeSparseLookupOptions & { returnTrainable?: false | null }): Promise<Tensor<Float32Array>>;
+export function safeEmbeddingLookupSparse(embeddingWeights: AnyVariable, sparseIds: SparseTensor, sparseWeights: SparseTensor | null | undefined, options: SafeSparseLookupOptions & { returnTrainable: true }): Promise<WithTrainable<Tensor<Float32Array>>>;
 export async function safeEmbeddingLookupSparse(
-  embeddingWeights: Variable,
+  embeddingWeights: AnyVariable,
   sparseIds: SparseTensor,
   sparseWeights: SparseTensor | null = null,
   options: SafeSparseLookupOptions = {},
@@ -221,11 +229,11 @@ export async function safeEmbeddingLookupSparse(
       argument: 'embeddingWeights',
     });
   }
-  const o = checkOptionsObject(options, 'options', [...LOOKUP_OPTIONS, 'combiner', 'defaultId']);
+  const o = checkOptions<SafeSparseLookupOptions>(options, [...LOOKUP_OPTIONS, 'combiner', 'defaultId']);
   const combiner = validateCombiner(o.combiner ?? 'mean');
-  const v = checkParams(embeddingWeights, 'embeddingWeights');
+  const { v, st } = checkParams(embeddingWeights, 'embeddingWeights');
   checkSparse(v, sparseIds, sparseWeights, 'sparseIds', 'sparseWeights');
-  const name = checkName(o.name, 'safe_embedding_lookup_sparse');
+  const name = checkName(o.name, 'name', 'safe_embedding_lookup_sparse');
   const maxNorm = validateMaxNorm(o.maxNorm);
   const returnTrainable = checkBoolean(o.returnTrainable, 'returnTrainable', false);
   const defaultId = o.defaultId ?? null;
@@ -238,39 +246,43 @@ export async function safeEmbeddingLookupSparse(
   const strides = outer.map((_, d) => outer.slice(d + 1).reduce((a, b) => a * b, 1));
   const allKeys = toKeys(sparseIds.values, v.keyDtype, 'sparseIds.values').keys;
   const w = sparseWeights ? (sparseWeights.values as Float32Array) : null;
-  const keep: number[] = [];
-  const rowOf: number[] = [];
+  // One segment (output row) per entry; pruned entries -1.
+  const segments = new Int32Array(sparseIds.nnz);
+  const filled = new Uint8Array(nrows);
   for (let i = 0; i < sparseIds.nnz; i++) {
-    if (w && combiner !== 'sum' && !(w[i]! > 0)) continue;
+    if (w && combiner !== 'sum' && !(w[i]! > 0)) {
+      segments[i] = -1;
+      continue;
+    }
     let r = 0;
     for (let d = 0; d < rank - 1; d++) r += sparseIds.indices[i * rank + d]! * strides[d]!;
-    keep.push(i);
-    rowOf.push(r);
+    segments[i] = r;
+    filled[r] = 1;
   }
-  let keys = takeKeys(allKeys, keep);
-  let weights = w ? Float32Array.from(keep, (i) => w[i]!) : null;
-  const rows = rowOf.slice();
+  let keys: Keys = allKeys;
+  let weights = w;
+  let segs = segments;
   if (defaultKey) {
-    const filled = new Uint8Array(nrows);
-    for (const r of rows) filled[r] = 1;
     const empty: number[] = [];
     for (let r = 0; r < nrows; r++) if (!filled[r]) empty.push(r);
     if (empty.length > 0) {
       const extra = takeKeys(defaultKey, new Int32Array(empty.length));
-      const merged = keys instanceof BigInt64Array ? new BigInt64Array(keys.length + extra.length) : new Int32Array(keys.length + extra.length);
-      (merged as BigInt64Array).set(keys as BigInt64Array);
-      (merged as BigInt64Array).set(extra as BigInt64Array, keys.length);
+      const merged = allKeys instanceof BigInt64Array ? new BigInt64Array(allKeys.length + extra.length) : new Int32Array(allKeys.length + extra.length);
+      (merged as BigInt64Array).set(allKeys as BigInt64Array);
+      (merged as BigInt64Array).set(extra as BigInt64Array, allKeys.length);
       keys = merged;
-      if (weights) {
-        const mw = new Float32Array(weights.length + empty.length).fill(1);
-        mw.set(weights);
+      if (w) {
+        const mw = new Float32Array(w.length + empty.length).fill(1);
+        mw.set(w);
         weights = mw;
       }
-      rows.push(...empty);
+      segs = new Int32Array(segments.length + empty.length);
+      segs.set(segments);
+      segs.set(empty, segments.length);
     }
   }
-  const seg: Segments = { rows: Int32Array.from(rows), keys, weights, nrows };
-  const [out, trainable] = await combine(v, seg, combiner, maxNorm, `${name}/embedding_lookup_sparse/embedding_lookup`);
-  const t = new Tensor(out, [...outer, v.dim]);
+  const bag = bagFromSegments(segs, keys, weights, nrows);
+  const out = outArray(o.out, nrows * v.dim);
+  const [t, trainable] = await pooledLookup(v, st, bag, outer, combiner, maxNorm, `${name}/embedding_lookup_sparse/embedding_lookup`, out);
   return returnTrainable ? [t, trainable] : t;
 }

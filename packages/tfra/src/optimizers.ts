@@ -1,4 +1,6 @@
 import {
+  checkBoolean,
+  checkOptions,
   createOptimizer,
   FailedPreconditionError,
   InvalidTypeError,
@@ -8,10 +10,10 @@ import {
   type OptimizerSpec,
   validateValues,
 } from '@embedstack/core';
-import { INTERNAL } from './internal.js';
 import { getModelMode, ShadowVariable } from './shadow.js';
-import { checkBoolean, checkOptionsObject, type VariableValues } from './values.js';
-import type { Variable } from './variable.js';
+import { bind, checkBindable, trainStep } from './training.js';
+import type { VariableValues } from './values.js';
+import { stateOf } from './variableState.js';
 
 /** A number, or a Keras schedule: a function of the 0-based iteration count. */
 export type LearningRateInput = number | ((iteration: number) => number);
@@ -32,6 +34,10 @@ function num(v: unknown, argument: string, fallback: number): number {
   if (typeof v !== 'number' || !Number.isFinite(v)) throw invalidParameter(argument, 'a finite number', v);
   return v;
 }
+
+/** Marks an optimizer as wrapped by DynamicEmbeddingOptimizer (set by Optimizer's static block; module-private). */
+// eslint-disable-next-line prefer-const
+let wrap: (o: Optimizer, bpV2: boolean, synchronous: boolean) => void;
 
 /**
  * Base of `de.optimizers.*`: Keras optimizers whose sparse updates run in core
@@ -135,39 +141,32 @@ export abstract class Optimizer {
       if (!(t instanceof ShadowVariable)) {
         throw invalidParameter(`gradsAndVars[${i}][1]`, 'a trainable from embeddingLookup (getTrainableByName)', t, InvalidTypeError);
       }
-      const ids = t.ids;
-      if (ids === null || t.values === null || t.exists === null) {
+      const r = t.lookupRecord;
+      if (r === null) {
         throw new FailedPreconditionError(`Trainable "${t.name}" has no recorded lookup: look ids up with embeddingLookup in train mode first`, {
           argument: `gradsAndVars[${i}][1]`,
         });
       }
-      const g = validateValues(grad, t.shape, t.dim, `gradsAndVars[${i}][0]`);
-      return { t, ids, g, v0: t.values, exists: t.exists };
+      const g = validateValues(grad, r.shape, t.dim, `gradsAndVars[${i}][0]`);
+      return { t, g, state: stateOf(t.params)! };
     });
     // Every variable must be trainable by this optimizer before any row is written.
-    for (const { t } of work) if (t.params.trainable) t.params[INTERNAL].checkBindable(this);
+    for (const { t, state } of work) if (t.params.trainable) checkBindable(state, this);
     const spec = this.spec;
     const step = this.iterations + 1;
-    for (const { t, ids, g, v0, exists } of work) {
-      const v = t.params;
-      if (!v.trainable) continue;
-      const b = await v[INTERNAL].bind(this, spec, this.slotNames, this.name, v.bpV2 || this.#bpV2);
-      await v[INTERNAL].trainStep(b, ids, g, v0, exists, step, this.#synchronous);
+    for (const { t, g, state } of work) {
+      if (!t.params.trainable) continue;
+      const b = await bind(state, this, spec, this.slotNames, this.name, t.params.bpV2 || this.#bpV2);
+      await trainStep(state, b, t, g, step, this.#synchronous);
     }
     this.iterations = step;
   }
 
-  get [INTERNAL]() {
-    return {
-      /** Attaches this optimizer's slots to `v` (checkpoint loading). */
-      bind: async (v: Variable): Promise<void> => {
-        await v[INTERNAL].bind(this, this.spec, this.slotNames, this.name, v.bpV2 || this.#bpV2);
-      },
-      wrap: (bpV2: boolean, synchronous: boolean): void => {
-        this.#wrapped = true;
-        this.#bpV2 = bpV2;
-        this.#synchronous = synchronous;
-      },
+  static {
+    wrap = (o, bpV2, synchronous) => {
+      o.#wrapped = true;
+      o.#bpV2 = bpV2;
+      o.#synchronous = synchronous;
     };
   }
 }
@@ -187,7 +186,7 @@ export class SGD extends Optimizer {
   readonly momentum: number;
   readonly nesterov: boolean;
   constructor(options: SGDOptions = {}) {
-    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'momentum', 'nesterov']) as SGDOptions;
+    const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'momentum', 'nesterov']) as SGDOptions;
     super(o, { learningRate: 0.01, name: 'SGD' });
     this.momentum = num(o.momentum, 'momentum', 0);
     if (this.momentum < 0) throw invalidParameter('momentum', 'a number >= 0', this.momentum);
@@ -216,7 +215,7 @@ export class Momentum extends Optimizer {
   readonly momentum: number;
   readonly useNesterov: boolean;
   constructor(options: MomentumOptions = {}) {
-    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'momentum', 'useNesterov']) as MomentumOptions;
+    const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'momentum', 'useNesterov']) as MomentumOptions;
     super(o, { learningRate: 0.01, name: 'Momentum' });
     this.momentum = num(o.momentum, 'momentum', 0);
     if (this.momentum < 0) throw invalidParameter('momentum', 'a number >= 0', this.momentum);
@@ -245,7 +244,7 @@ export class Adagrad extends Optimizer {
   readonly initialAccumulatorValue: number;
   readonly epsilon: number;
   constructor(options: AdagradOptions = {}) {
-    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'initialAccumulatorValue', 'epsilon']) as AdagradOptions;
+    const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'initialAccumulatorValue', 'epsilon']) as AdagradOptions;
     super(o, { learningRate: 0.001, name: 'Adagrad' });
     this.initialAccumulatorValue = num(o.initialAccumulatorValue, 'initialAccumulatorValue', 0.1);
     this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
@@ -276,7 +275,7 @@ abstract class MomentsOptimizer extends Optimizer {
   readonly beta2: number;
   readonly epsilon: number;
   protected constructor(options: AdamOptions, name: string, extra: readonly string[]) {
-    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'beta1', 'beta2', 'epsilon', ...extra]) as AdamOptions;
+    const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'beta1', 'beta2', 'epsilon', ...extra]) as AdamOptions;
     super(o, { learningRate: 0.001, name });
     this.beta1 = num(o.beta1, 'beta1', 0.9);
     this.beta2 = num(o.beta2, 'beta2', 0.999);
@@ -325,7 +324,7 @@ export class FTRL extends Optimizer {
   readonly l2RegularizationStrength: number;
   readonly beta: number;
   constructor(options: FTRLOptions = {}) {
-    const o = checkOptionsObject(options, 'options', [
+    const o = checkOptions(options, [
       'learningRate',
       'clipvalue',
       'name',
@@ -384,7 +383,7 @@ export class Adadelta extends Optimizer {
   readonly rho: number;
   readonly epsilon: number;
   constructor(options: AdadeltaOptions = {}) {
-    const o = checkOptionsObject(options, 'options', ['learningRate', 'clipvalue', 'name', 'rho', 'epsilon']) as AdadeltaOptions;
+    const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'rho', 'epsilon']) as AdadeltaOptions;
     super(o, { learningRate: 0.001, name: 'Adadelta' });
     this.rho = num(o.rho, 'rho', 0.95);
     this.epsilon = num(o.epsilon, 'epsilon', 1e-7);
@@ -421,9 +420,9 @@ export function DynamicEmbeddingOptimizer<O extends Optimizer>(optimizer: O, opt
   if (!(optimizer instanceof Optimizer)) {
     throw invalidParameter('optimizer', 'an optimizer from de.optimizers (SGD, Momentum, Adagrad, Adam, FTRL, Adamax, Adadelta)', optimizer, InvalidTypeError);
   }
-  const o = checkOptionsObject(options, 'options', ['bpV2', 'synchronous']);
+  const o = checkOptions(options, ['bpV2', 'synchronous']);
   const bpV2 = checkBoolean(o.bpV2, 'bpV2', false);
   const synchronous = checkBoolean(o.synchronous, 'synchronous', false);
-  optimizer[INTERNAL].wrap(bpV2, synchronous);
+  wrap(optimizer, bpV2, synchronous);
   return optimizer;
 }

@@ -363,6 +363,11 @@ export class RedisTableCreator extends KVCreator {
     return this.config.table_store_mode !== 2;
   }
 
+  /** Redis tables may be written by other processes between a lookup and the training step. */
+  override get local(): boolean {
+    return false;
+  }
+
   /** Closes the connection shared by this creator's tables. Idempotent. */
   async close(): Promise<void> {
     const s = this.#store;

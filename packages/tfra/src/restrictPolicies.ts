@@ -1,15 +1,15 @@
 import type { Keys } from '@embedstack/core';
-import { INTERNAL } from './internal.js';
-import { storageDtype, uniqueKeys } from './keys.js';
+import { storageDtype, type TfraKeyDtype, uniqueKeys } from './keys.js';
 import { ScoredTableCreator } from './kvCreators.js';
 import { RestrictPolicy } from './restrictPolicy.js';
 import { Variable } from './variable.js';
+import { stateOf } from './variableState.js';
 
 /** A policy whose status Variable `<name>/<policy>` scores its rows with core's policy of the same name. */
 abstract class StatusPolicy extends RestrictPolicy {
-  readonly #status: Variable;
+  readonly #status: Variable<TfraKeyDtype>;
 
-  constructor(variable: Variable, policy: 'timestamp' | 'frequency') {
+  constructor(variable: Variable<TfraKeyDtype>, policy: 'timestamp' | 'frequency') {
     super(variable);
     this.#status = new Variable({
       name: `${variable.name}/${policy}`,
@@ -23,7 +23,7 @@ abstract class StatusPolicy extends RestrictPolicy {
     });
   }
 
-  get status(): Variable {
+  get status(): Variable<TfraKeyDtype> {
     return this.#status;
   }
 }
@@ -34,7 +34,7 @@ abstract class StatusPolicy extends RestrictPolicy {
  * holds the same second as float32, approximate). `restrict` keeps the newest.
  */
 export class TimestampRestrictPolicy extends StatusPolicy {
-  constructor(variable: Variable) {
+  constructor(variable: Variable<TfraKeyDtype>) {
     super(variable, 'timestamp');
   }
 
@@ -51,13 +51,13 @@ export class TimestampRestrictPolicy extends StatusPolicy {
  * `restrict` keeps the most frequent.
  */
 export class FrequencyRestrictPolicy extends StatusPolicy {
-  constructor(variable: Variable) {
+  constructor(variable: Variable<TfraKeyDtype>) {
     super(variable, 'frequency');
   }
 
   async applyUpdate(keys: Keys): Promise<void> {
     const { unique } = uniqueKeys(keys);
-    const { values, exists } = await this.status[INTERNAL].find(unique);
+    const { values, exists } = await stateOf(this.status)!.find(unique);
     const next = values.map((c, i) => (exists[i] ? c + 1 : 1));
     await this.status.accum(unique, values, next, exists);
   }

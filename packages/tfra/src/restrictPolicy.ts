@@ -1,12 +1,7 @@
-import {
-  type EmbeddingTable,
-  InvalidTypeError,
-  invalidParameter,
-  type Keys,
-} from '@embedstack/core';
-import { INTERNAL } from './internal.js';
-import { checkOptionsObject } from './values.js';
+import { checkOptions, type EmbeddingTable, InvalidTypeError, invalidParameter, type Keys } from '@embedstack/core';
+import type { TfraKeyDtype } from './keys.js';
 import type { Variable } from './variable.js';
+import { stateOf } from './variableState.js';
 
 export interface RestrictOptions {
   /** Restrict only when the variable holds more than `trigger` keys. Default numReserved. */
@@ -21,14 +16,14 @@ export interface RestrictOptions {
  * `new Variable({ restrictPolicy: de.TimestampRestrictPolicy })`.
  */
 export abstract class RestrictPolicy {
-  readonly variable: Variable;
+  readonly variable: Variable<TfraKeyDtype>;
 
-  constructor(variable: Variable) {
+  constructor(variable: Variable<TfraKeyDtype>) {
     this.variable = variable;
   }
 
   /** The status Variable (dim 1). */
-  abstract get status(): Variable;
+  abstract get status(): Variable<TfraKeyDtype>;
 
   /** Records that `keys` (any order, duplicates allowed) were updated by training. */
   abstract applyUpdate(keys: Keys): Promise<void>;
@@ -46,14 +41,14 @@ export abstract class RestrictPolicy {
       throw invalidParameter('numReserved', 'an integer', numReserved, InvalidTypeError);
     }
     if (numReserved < 0) throw invalidParameter('numReserved', 'an integer >= 0', numReserved);
-    const trigger = checkOptionsObject(options, 'options', ['trigger']).trigger ?? numReserved;
+    const trigger = checkOptions<RestrictOptions>(options, ['trigger']).trigger ?? numReserved;
     if (typeof trigger !== 'number' || !Number.isSafeInteger(trigger)) {
       throw invalidParameter('trigger', 'an integer', trigger, InvalidTypeError);
     }
     const v = this.variable;
     if ((await v.size()) <= trigger) return 0;
-    const internal = v[INTERNAL];
-    const statusTables = this.status[INTERNAL].tables;
+    const internal = stateOf(v)!;
+    const statusTables = stateOf(this.status)!.tables;
     const perShard = Math.floor(numReserved / v.shardNum);
     let removed = 0;
     for (let s = 0; s < v.shardNum; s++) {
@@ -82,7 +77,7 @@ async function scoreMap(table: EmbeddingTable): Promise<Map<bigint | number, big
   return out;
 }
 
-export type RestrictPolicyClass = new (variable: Variable) => RestrictPolicy;
+export type RestrictPolicyClass = new (variable: Variable<TfraKeyDtype>) => RestrictPolicy;
 
 export function isRestrictPolicyClass(value: unknown): value is RestrictPolicyClass {
   return typeof value === 'function' && (value as { prototype?: unknown }).prototype instanceof RestrictPolicy;

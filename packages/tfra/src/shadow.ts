@@ -1,5 +1,7 @@
-import { InvalidTypeError, invalidParameter, type Keys, validateMaxNorm } from '@embedstack/core';
-import { Variable } from './variable.js';
+import { type Combiner, InvalidTypeError, invalidParameter, type Keys, validateMaxNorm } from '@embedstack/core';
+import type { TfraKeyDtype } from './keys.js';
+import type { Variable } from './variable.js';
+import { type VariableState, stateOf } from './variableState.js';
 
 /** TFRA's model modes: 'train' records lookups for training; 'inference' only reads. */
 export type ModelMode = 'train' | 'inference';
@@ -21,30 +23,54 @@ export function getModelMode(): ModelMode {
   return modeState.mode;
 }
 
+/** The pooling of a sparse lookup: bag rows over the recorded ids (their order), weights, combiner. */
+export interface RecordedBag {
+  rowSplits: Int32Array;
+  weights: Float32Array | null;
+  combiner: Combiner;
+}
+
+/** What a lookup records on its trainable. */
+export interface LookupRecord {
+  /** The ids (stored keys), one per looked-up entry (bag order for sparse lookups). */
+  ids: Keys;
+  /** The lookup's output shape without dim: the gradient's shape is shape + [dim]. */
+  shape: readonly number[];
+  /** Sparse lookups: how the entries were pooled; null: one output row per id. */
+  bag: RecordedBag | null;
+  /** maxNorm of the lookup (0: none). */
+  maxNorm: number;
+}
+
 /**
  * The trainable view of a Variable (TFRA's ShadowVariable / TrainableWrapper),
- * registered by `embeddingLookup(params, ids, { name })` and returned by
- * `params.getTrainableByName(name)`. It remembers its last lookup: the ids
- * (flattened, as stored), their shape, the values read (v0, before maxNorm
- * clipping) and whether each id existed. `applyGradients([[grad, shadow]])` then
- * updates exactly those rows; `grad` has the lookup's shape (ids.shape + [dim]).
- * Host memory; not shared between threads.
+ * registered by the embedding lookups (`embeddingLookup(params, ids, { name })`,
+ * the sparse lookups and the layers) and returned by `params.getTrainableByName(name)`.
+ * It remembers its last lookup: the ids, the output shape, the pooling of a sparse
+ * lookup, and the rows as they were read (v0). `applyGradients([[grad, shadow]])` then
+ * trains exactly those rows: `grad` is the gradient of the loss with respect to the
+ * lookup's OUTPUT (its shape), pushed back through maxNorm and the combiner by core.
+ *
+ * v0 is copied lazily: while nothing writes the variable, its rows are v0, and the
+ * first write after the lookup (another trainable's step, an upsert, ...) copies
+ * them first. Host memory; not shared between threads.
  */
 export class ShadowVariable {
   readonly name: string;
-  readonly params: Variable;
+  readonly params: Variable<TfraKeyDtype>;
   maxNorm: number;
-  #ids: Keys | null = null;
-  #shape: number[] = [];
-  #values: Float32Array | null = null;
-  #exists: Uint8Array | null = null;
+  readonly #state: VariableState;
+  #record: LookupRecord | null = null;
+  #v0: { values: Float32Array; exists: Uint8Array } | null = null;
 
   /** @throws InvalidTypeError when params is not a de.Variable or name not a non-empty string; InvalidArgumentError for a bad maxNorm */
-  constructor(params: Variable, name: string, maxNorm = 0) {
-    if (!(params instanceof Variable)) throw invalidParameter('params', 'a de.Variable', params, InvalidTypeError);
+  constructor(params: Variable<TfraKeyDtype>, name: string, maxNorm = 0) {
+    const state = stateOf(params);
+    if (!state) throw invalidParameter('params', 'a de.Variable', params, InvalidTypeError);
     if (typeof name !== 'string' || name.length === 0) throw invalidParameter('name', 'a non-empty string', name, InvalidTypeError);
     if (maxNorm !== 0) validateMaxNorm(maxNorm);
     this.params = params;
+    this.#state = state;
     this.name = name;
     this.maxNorm = maxNorm;
   }
@@ -59,29 +85,59 @@ export class ShadowVariable {
 
   /** Ids of the last lookup (flat, stored key type), or null before the first. */
   get ids(): Keys | null {
-    return this.#ids;
+    return this.#record?.ids ?? null;
   }
 
-  /** Shape of the last lookup's ids. */
+  /** Shape of the last lookup's output without dim (the gradient is shape + [dim]). */
   get shape(): readonly number[] {
-    return this.#shape;
+    return this.#record?.shape ?? [];
   }
 
-  /** Values read by the last lookup, [n * dim] (before maxNorm clipping). */
+  /** The last lookup (internal: the training step reads it). */
+  get lookupRecord(): LookupRecord | null {
+    return this.#record;
+  }
+
+  /** Rows of the last lookup's ids as read (v0), [n * dim], once copied (see the class doc); else null. */
   get values(): Float32Array | null {
-    return this.#values;
+    return this.#v0?.values ?? null;
   }
 
-  /** Per id of the last lookup: 1 when it was in the table. */
+  /** Per id of the last lookup: 1 when it was in the table (once v0 was copied); else null. */
   get exists(): Uint8Array | null {
-    return this.#exists;
+    return this.#v0?.exists ?? null;
   }
 
-  /** Records a lookup (called by the embedding lookups in train mode). */
-  record(ids: Keys, shape: readonly number[], values: Float32Array, exists: Uint8Array): void {
-    this.#ids = ids.slice();
-    this.#shape = shape.slice();
-    this.#values = values.slice();
-    this.#exists = exists.slice();
+  /**
+   * Records a lookup (called by the lookups in train mode). `v0`, when the caller
+   * already has the rows (a remote store, where others may write between lookup and
+   * step), is kept; otherwise it is copied before the variable's next write.
+   */
+  record(r: LookupRecord, v0: { values: Float32Array; exists: Uint8Array } | null = null): void {
+    this.#record = r;
+    this.#v0 = v0;
+    if (v0) this.#state.pending.delete(this);
+    else this.#state.pending.add(this);
+  }
+
+  /** Copies v0 now if it was not yet (the rows are still those the lookup read). */
+  async capture(): Promise<{ values: Float32Array; exists: Uint8Array } | null> {
+    if (this.#v0 || !this.#record) return this.#v0;
+    const r = await this.#state.find(this.#record.ids);
+    this.#v0 = r;
+    this.#state.pending.delete(this);
+    return r;
+  }
+
+  /** {@link capture} through synchronous reads. */
+  captureSync(): void {
+    if (this.#v0 || !this.#record) return;
+    this.#v0 = this.#state.findSync(this.#record.ids);
+    this.#state.pending.delete(this);
+  }
+
+  /** True when v0 was copied because the variable was written after the lookup. */
+  get captured(): boolean {
+    return this.#v0 !== null;
   }
 }

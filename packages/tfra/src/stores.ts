@@ -1,5 +1,6 @@
 import {
   type EmbeddingTable,
+  type FindOptions,
   type FindResult,
   type Keys,
   UnsupportedError,
@@ -14,7 +15,8 @@ import type { KVCreator } from './kvCreators.js';
 export interface ShardStore {
   /** The shard's own table once prepared by its creator (connected, imported), or null for views. */
   ready(): Promise<EmbeddingTable | null>;
-  find(keys: Keys): Promise<FindResult>;
+  /** Reads rows (never inserts); `opts` (caller arrays, a shard plan) go to the table. */
+  find(keys: Keys, opts?: FindOptions): Promise<FindResult>;
   upsert(keys: Keys, values: Float32Array): Promise<void>;
   /** TFRA bp_v2 rule with deltas (see core.md). */
   accum(keys: Keys, deltas: Float32Array, exists: Uint8Array): Promise<void>;
@@ -44,7 +46,7 @@ export function tableStore(table: () => EmbeddingTable, creator: KVCreator): Sha
   };
   return {
     ready,
-    find: async (keys) => (await ready()).find(keys),
+    find: async (keys, opts) => (await ready()).find(keys, opts),
     upsert: async (keys, values) => (await ready()).upsert(keys, values, scores(keys)),
     accum: async (keys, deltas, exists) => (await ready()).accum(keys, deltas, exists, scores(keys)),
     remove: async (keys) => (await ready()).remove(keys),

@@ -95,7 +95,7 @@ describe('training matches a plain-array reimplementation', () => {
       de.enableTrainMode();
     }
     const fresh = new de.ShadowVariable(v, 'never');
-    expect(() => new de.ShadowVariable({} as de.Variable, 'x')).toThrowError(/Expected params to be a de.Variable/);
+    expect(() => new de.ShadowVariable({} as de.AnyVariable, 'x')).toThrowError(/Expected params to be a de.Variable/);
     expect(() => new de.ShadowVariable(v, '')).toThrowError(/Expected name to be a non-empty string/);
     await expectError(opt.applyGradients([[[1], fresh]]), 'FAILED_PRECONDITION', 'no recorded lookup');
     await opt.applyGradients([[[1], tw]]);

@@ -1,112 +1,46 @@
 import {
-  AlreadyExistsError,
+  checkBoolean,
+  checkOptions,
   type EmbeddingTable,
-  FailedPreconditionError,
   type FindResult,
-  fnv1a32,
-  type InitializerSpec,
   InvalidTypeError,
   invalidParameter,
   type Keys,
   OutOfRangeError,
-  type OptimizerSpec,
+  ShapeMismatchError,
   Tensor,
   UnsupportedError,
   validateExists,
   validateValues,
 } from '@embedstack/core';
 import { loadVariable, type LoadOptions, type SaveOptions, saveVariable } from './checkpoint.js';
-import { INTERNAL } from './internal.js';
-import { type VariableInitializer, toCoreInitializer } from './initializer.js';
-import { storageDtype, type TfraKeyDtype, toKeys, uniqueKeys, type VariableKeys } from './keys.js';
-import { CuckooHashTableCreator, KVCreator, type ShardTableSpec } from './kvCreators.js';
-import {
-  defaultPartitionFn,
-  gatherFlags,
-  gatherRows,
-  type Partition,
-  partitionKeys,
-  type Partitioner,
-  scatterRows,
-} from './partition.js';
-import { isRestrictPolicyClass, type RestrictOptions, type RestrictPolicy, type RestrictPolicyClass } from './restrictPolicy.js';
+import type { VariableInitializer } from './initializer.js';
+import { storageDtype, type TfraKeyDtype, toKeys, type VariableKeys } from './keys.js';
+import type { KVCreator } from './kvCreators.js';
+import { gatherFlags, gatherRows, type Partition, type Partitioner } from './partition.js';
+import type { RestrictOptions, RestrictPolicy } from './restrictPolicy.js';
 import type { ShadowVariable } from './shadow.js';
-import { type ShardStore, slotStore, tableStore } from './stores.js';
-import { checkBoolean, checkOptionsObject, type VariableValues } from './values.js';
+import { slotStore } from './stores.js';
+import type { VariableValues } from './values.js';
+import { resolveVariableOptions, type ResolvedVariableOptions, type VariableOptions } from './variableOptions.js';
+import { stateOf, VariableState } from './variableState.js';
 
-/** Options of `new de.Variable(...)` (TFRA's keyword arguments, camelCase). */
-export interface VariableOptions {
-  /** 'int64' (default), 'int32', or 'string' (hashed to int64 with `hashString64`). */
-  keyDtype?: TfraKeyDtype;
-  /** Only 'float32'. */
-  valueDtype?: 'float32';
-  /** Floats per key. Default 1. */
-  dim?: number;
-  /** One shard (table) per entry; labels only, every shard lives on the active backend. Default ['cpu:0']. */
-  devices?: readonly string[] | string;
-  /** Places keys on shards. Default `defaultPartitionFn` (non-negative `key % N`). */
-  partitioner?: Partitioner;
-  /** Accepted for parity; unused. */
-  sharedName?: string;
-  /** Default 'DynamicEmbedding_Variable' (TFRA). */
-  name?: string;
-  /** Value of keys not in the table; see `toCoreInitializer`. Default zeros. */
-  initializer?: VariableInitializer;
-  /** Trained by optimizers. Default true. */
-  trainable?: boolean;
-  /** Saved by checkpoints. Default true. */
-  checkpoint?: boolean;
-  /** Rows reserved up front, split evenly over the shards. Default 0 (the creator's default). */
-  initSize?: number;
-  /** Where the tables live. Default `new CuckooHashTableCreator()`. */
-  kvCreator?: KVCreator;
-  /** A restrict policy class (TimestampRestrictPolicy, FrequencyRestrictPolicy). Default none. */
-  restrictPolicy?: RestrictPolicyClass | null;
-  /** Train by adding deltas (accum) instead of setting values. Default false. */
-  bpV2?: boolean;
-  /** Seed of random initializers (uint32). Default 0. An embedstack extension. */
-  seed?: number;
-}
+export type { VariableOptions } from './variableOptions.js';
 
-const KNOWN_OPTIONS = [
-  'keyDtype',
-  'valueDtype',
-  'dim',
-  'devices',
-  'partitioner',
-  'sharedName',
-  'name',
-  'initializer',
-  'trainable',
-  'checkpoint',
-  'initSize',
-  'kvCreator',
-  'restrictPolicy',
-  'bpV2',
-  'seed',
-];
+/** The keys array of a variable of key dtype D: Int32Array for 'int32', BigInt64Array otherwise (strings are stored hashed). */
+export type StoredKeys<D extends TfraKeyDtype> = D extends 'int32' ? Int32Array : BigInt64Array;
 
-/** How an optimizer is attached to a Variable (made on its first training step). */
-export interface Binding {
-  readonly owner: object;
-  readonly spec: OptimizerSpec;
-  /** Slots beside the variable's own rows, one fused update per row. */
-  readonly fused: boolean;
-  readonly bpV2: boolean;
-  /** Not fused: per shard, an in-memory table holding a copy of the row and the slots. */
-  readonly stateTables: EmbeddingTable[] | null;
-  readonly views: Variable[];
-}
-
-/** What a view Variable (a slot) is built from. */
-interface ViewSource {
-  stores: ShardStore[];
-  tables: () => EmbeddingTable[];
-}
+/** A Variable of any key dtype (what functions taking any variable accept). */
+export type AnyVariable = Variable<TfraKeyDtype>;
 
 export interface LookupOptions {
   /** Also return, per key, whether it was in the table. Default false. */
   returnExists?: boolean | null;
+  /**
+   * Float32Array [n * dim] the rows are written to (and the result Tensor is over), so a
+   * serving loop allocates no value array per call. An embedstack extension. Default: a fresh array.
+   */
+  out?: Float32Array | null;
 }
 
 export interface LookupWithExists {
@@ -114,164 +48,99 @@ export interface LookupWithExists {
   exists: boolean[];
 }
 
-const registry = new Map<string, Variable>();
-
-function validateDevices(devices: unknown): string[] {
-  if (devices === undefined || devices === null) return ['cpu:0'];
-  const list = typeof devices === 'string' ? [devices] : devices;
-  if (!Array.isArray(list) || list.length === 0 || list.some((d) => typeof d !== 'string' || d.length === 0)) {
-    throw invalidParameter('devices', 'a non-empty array of device names', devices, InvalidTypeError);
-  }
-  return list.slice();
-}
-
-function intOption(v: unknown, argument: string, min: number, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (v === undefined || v === null) return fallback;
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
-    throw invalidParameter(argument, `an integer in [${min}, ${max}]`, v);
-  }
-  return v;
-}
-
 /**
  * TFRA's `dynamic_embedding.Variable`: a distributed hash table from keys to
  * `dim` float32 values, one shard (core table) per device. Tables live where the
  * kv creator puts them (memory of the active backend by default, or Redis).
- * A rejected call changes nothing: every argument is validated before any shard
- * is written (a remote store failing mid-call is the one exception; the error
- * says so). Not safe for concurrent writes to the same keys from several calls
- * beyond what each shard's backend guarantees.
+ * Keys of the variable's dtype (typed arrays of the other dtype are an
+ * InvalidTypeError, as TFRA's TypeError; plain arrays are converted). A rejected
+ * call changes nothing: every argument is validated before any shard is written (a
+ * remote store failing mid-call is the one exception; the error says so). With the
+ * default partitioner, reads and training route keys to shards in the backend.
  */
-export class Variable {
-  readonly name: string;
-  readonly keyDtype: TfraKeyDtype;
-  readonly valueDtype = 'float32' as const;
-  readonly dim: number;
-  readonly devices: readonly string[];
-  readonly shardNum: number;
-  readonly partitioner: Partitioner;
-  readonly sharedName: string;
-  readonly initializer: VariableInitializer;
-  readonly trainable: boolean;
-  readonly checkpoint: boolean;
-  readonly initSize: number;
-  readonly kvCreator: KVCreator;
-  readonly bpV2: boolean;
-  readonly seed: number;
+export class Variable<D extends TfraKeyDtype = 'int64'> {
+  declare readonly name: string;
+  declare readonly keyDtype: D;
+  declare readonly valueDtype: 'float32';
+  declare readonly dim: number;
+  declare readonly devices: readonly string[];
+  declare readonly shardNum: number;
+  declare readonly partitioner: Partitioner;
+  declare readonly sharedName: string;
+  declare readonly initializer: VariableInitializer;
+  declare readonly trainable: boolean;
+  declare readonly checkpoint: boolean;
+  /** Rows reserved up front over all shards (TF_HASHTABLE_INIT_SIZE or 8192 when not given). */
+  declare readonly initSize: number;
+  declare readonly kvCreator: KVCreator;
+  declare readonly bpV2: boolean;
+  declare readonly seed: number;
   /** The policy instance (constructed from the `restrictPolicy` class), or null. */
-  readonly restrictPolicy: RestrictPolicy | null;
+  declare readonly restrictPolicy: RestrictPolicy | null;
 
-  readonly #coreInitializer: InitializerSpec;
-  #tables: EmbeddingTable[];
-  readonly #stores: ShardStore[];
-  readonly #view: ViewSource | null;
-  readonly #trainables = new Map<string, ShadowVariable>();
-  #binding: Binding | null = null;
-  #bindingPending: Promise<Binding> | null = null;
-  #disposed = false;
-
-  /**
-   * @throws InvalidArgumentError / InvalidTypeError naming the option (restrictPolicy not a policy class: InvalidTypeError)
-   */
-  constructor(options: VariableOptions = {}, view: ViewSource | null = null) {
-    const o = checkOptionsObject(options, 'options', KNOWN_OPTIONS) as VariableOptions;
-    const keyDtype = o.keyDtype ?? 'int64';
-    if (keyDtype !== 'int64' && keyDtype !== 'int32' && keyDtype !== 'string') {
-      throw invalidParameter('keyDtype', "'int64', 'int32' or 'string'", keyDtype, InvalidTypeError);
+  /** @throws InvalidArgumentError / InvalidTypeError naming the option (restrictPolicy not a policy class: InvalidTypeError) */
+  constructor(options: VariableOptions & { keyDtype?: D } = {}) {
+    const cfg = resolveVariableOptions(options);
+    const state = new VariableState(this, cfg, null);
+    publish(this, cfg);
+    try {
+      const policy = cfg.restrictPolicy ? new cfg.restrictPolicy(this as Variable<TfraKeyDtype>) : null;
+      Object.defineProperty(this, 'restrictPolicy', { value: policy, enumerable: true });
+      state.restrictPolicy = policy;
+    } catch (e) {
+      state.dispose();
+      throw e;
     }
-    if ((o.valueDtype ?? 'float32') !== 'float32') throw invalidParameter('valueDtype', "'float32'", o.valueDtype, InvalidTypeError);
-    const dim = intOption(o.dim, 'dim', 1, 1);
-    const devices = validateDevices(o.devices);
-    const partitioner = o.partitioner ?? defaultPartitionFn;
-    if (typeof partitioner !== 'function') throw invalidParameter('partitioner', 'a function (keys, shardNum) => shard indices', partitioner, InvalidTypeError);
-    const name = o.name ?? 'DynamicEmbedding_Variable';
-    if (typeof name !== 'string' || name.length === 0) throw invalidParameter('name', 'a non-empty string', name);
-    const coreInit = toCoreInitializer(o.initializer, dim);
-    const trainable = checkBoolean(o.trainable, 'trainable', true);
-    const checkpoint = checkBoolean(o.checkpoint, 'checkpoint', true);
-    const initSize = intOption(o.initSize, 'initSize', 0, 0);
-    const kvCreator = o.kvCreator ?? new CuckooHashTableCreator();
-    if (!(kvCreator instanceof KVCreator)) {
-      throw invalidParameter('kvCreator', 'a kv creator (CuckooHashTableCreator, HkvHashTableCreator, RedisTableCreator)', kvCreator, InvalidTypeError);
+  }
+
+  /** The internal object (private methods, not #private: slot views are made without the constructor). */
+  private get state(): VariableState {
+    return stateOf(this)!;
+  }
+
+  /** The shard tables (TFRA's `tables`), one per device; empty for slot views. */
+  get tables(): readonly EmbeddingTable[] {
+    return this.state.tables.slice();
+  }
+
+  /** The trainables registered by lookups, by name (TFRA's `trainable_store`). */
+  get trainableStore(): ReadonlyMap<string, ShadowVariable> {
+    return new Map(this.state.trainables);
+  }
+
+  private keys(input: unknown, argument = 'keys'): { keys: Keys; shape: number[] } {
+    return toKeys(input, this.keyDtype, argument, true);
+  }
+
+  /** Writes rows per shard: the caller's arrays as they are on one shard, partitioned otherwise. */
+  private async write(keys: Keys, fn: (s: number, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array) => Promise<unknown>): Promise<void> {
+    const st = this.state;
+    st.checkAlive();
+    await st.beforeWrite();
+    if (st.shardNum === 1) {
+      await fn(0, keys, (a) => a, (e) => e);
+      return;
     }
-    const policyClass = o.restrictPolicy ?? null;
-    if (policyClass !== null && !isRestrictPolicyClass(policyClass)) {
-      throw invalidParameter('restrictPolicy', 'a restrict policy class (TimestampRestrictPolicy or FrequencyRestrictPolicy)', policyClass, InvalidTypeError);
+    const p = st.partition(keys);
+    await st.eachShard(p, (_, s) => fn(s, p.keys[s]!, (a) => gatherRows(a, p.positions[s]!, this.dim), (e) => gatherFlags(e, p.positions[s]!)));
+  }
+
+  private writeSync(keys: Keys, fn: (t: EmbeddingTable, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array) => unknown): void {
+    const st = this.state;
+    st.checkAlive();
+    st.eachTableSync(null, () => undefined); // views and remote stores: UNSUPPORTED before any change
+    st.beforeWriteSync();
+    if (st.shardNum === 1) {
+      fn(st.tables[0]!, keys, (a) => a, (e) => e);
+      return;
     }
-    const bpV2 = checkBoolean(o.bpV2, 'bpV2', false);
-    const seed = intOption(o.seed, 'seed', 0, 0, 0xffffffff);
-    if (o.sharedName !== undefined && typeof o.sharedName !== 'string') throw invalidParameter('sharedName', 'a string', o.sharedName, InvalidTypeError);
-
-    this.name = name;
-    this.keyDtype = keyDtype;
-    this.dim = dim;
-    this.devices = Object.freeze(devices);
-    this.shardNum = devices.length;
-    this.partitioner = partitioner;
-    this.sharedName = o.sharedName ?? `shared_name.${name}`;
-    this.initializer = o.initializer;
-    this.trainable = trainable;
-    this.checkpoint = checkpoint;
-    this.initSize = initSize;
-    this.kvCreator = kvCreator;
-    this.bpV2 = bpV2;
-    this.seed = seed;
-    this.#coreInitializer = coreInit;
-    this.#view = view;
-    if (view) {
-      this.#tables = [];
-      this.#stores = view.stores;
-    } else {
-      const tables: EmbeddingTable[] = [];
-      try {
-        for (let i = 0; i < this.shardNum; i++) tables.push(kvCreator.create(this.#shardSpec(i, null)));
-      } catch (e) {
-        for (const t of tables) t.dispose();
-        throw e;
-      }
-      this.#tables = tables;
-      this.#stores = tables.map((_, i) => tableStore(() => this.#table(i), kvCreator));
-    }
-    this.restrictPolicy = policyClass ? new policyClass(this) : null;
+    const p: Partition = st.partition(keys);
+    st.eachTableSync(p, (t, s) => fn(t, p.keys[s]!, (a) => gatherRows(a, p.positions[s]!, this.dim), (e) => gatherFlags(e, p.positions[s]!)));
   }
 
-  #shardSpec(i: number, optimizer: OptimizerSpec | null): ShardTableSpec {
-    return {
-      variableName: this.name,
-      tableName: `${this.name.replaceAll('/', '_')}_mht_${i + 1}of${this.shardNum}`,
-      shardIndex: i,
-      shardNum: this.shardNum,
-      dim: this.dim,
-      keyDtype: storageDtype(this.keyDtype),
-      initializer: this.#coreInitializer,
-      seed: this.seed,
-      stream: fnv1a32(this.name),
-      initSize: this.initSize > 0 ? Math.max(1, Math.floor(this.initSize / this.shardNum)) : 0,
-      optimizer,
-    };
-  }
-
-  #table(i: number): EmbeddingTable {
-    this.#checkAlive();
-    return this.#tables[i]!;
-  }
-
-  #checkAlive(): void {
-    if (this.#disposed) throw new FailedPreconditionError(`Variable "${this.name}" was disposed`);
-  }
-
-  #keys(input: unknown, argument = 'keys'): { keys: Keys; shape: number[] } {
-    return toKeys(input, this.keyDtype, argument);
-  }
-
-  #partition(keys: Keys): Partition {
-    return partitionKeys(keys, this.shardNum, this.partitioner);
-  }
-
-  /** Runs `fn` on every shard that has keys, concurrently (remote shards overlap their round trips). */
-  async #eachShard<T>(p: Partition, fn: (store: ShardStore, s: number) => Promise<T>): Promise<T[]> {
-    this.#checkAlive();
-    return Promise.all(this.#shards(p).map((s) => fn(this.#stores[s]!, s)));
+  private scores(keys: Keys): { scores: BigUint64Array } | undefined {
+    const s = this.kvCreator.scoresFor(keys);
+    return s ? { scores: s } : undefined;
   }
 
   /**
@@ -279,39 +148,16 @@ export class Variable {
    * @throws ShapeMismatchError "Expected shape ..." when values do not match; InvalidTypeError for bad keys
    */
   async upsert(keys: VariableKeys, values: VariableValues): Promise<void> {
-    const { p, rows } = this.#upsertPlan(keys, values);
-    await this.#eachShard(p, (st, s) => st.upsert(p.keys[s]!, rows(s)));
+    const k = this.keys(keys);
+    const v = validateValues(values, k.shape, this.dim);
+    await this.write(k.keys, (s, ks, rows) => this.state.stores[s]!.upsert(ks, rows(v)));
   }
 
   /** `upsert` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   upsertSync(keys: VariableKeys, values: VariableValues): void {
-    const { p, rows } = this.#upsertPlan(keys, values);
-    this.#eachTableSync(p, (t, s) => t.upsertSync(p.keys[s]!, rows(s), this.#scores(p.keys[s]!)));
-  }
-
-  #upsertPlan(keys: VariableKeys, values: VariableValues) {
-    const k = this.#keys(keys);
+    const k = this.keys(keys);
     const v = validateValues(values, k.shape, this.dim);
-    const p = this.#partition(k.keys);
-    return { p, rows: (s: number) => gatherRows(v, p.positions[s]!, this.dim) };
-  }
-
-  #scores(keys: Keys): { scores: BigUint64Array } | undefined {
-    const s = this.kvCreator.scoresFor(keys);
-    return s ? { scores: s } : undefined;
-  }
-
-  /** Shards that have keys in `p` (or every shard when `p` is null). */
-  #shards(p: Partition | null): number[] {
-    const all = Array.from({ length: this.shardNum }, (_, s) => s);
-    return p === null || this.shardNum === 1 ? all : all.filter((s) => p.keys[s]!.length > 0);
-  }
-
-  /** Runs `fn` on the own table of each shard of `p` (null: every shard). @throws UnsupportedError for views */
-  #eachTableSync<T>(p: Partition | null, fn: (table: EmbeddingTable, s: number) => T): T[] {
-    this.#checkAlive();
-    if (this.#view) throw new UnsupportedError(`Slot variable "${this.name}" offers no synchronous operations; use the Promise form`);
-    return this.#shards(p).map((s) => fn(this.#tables[s]!, s));
+    this.writeSync(k.keys, (t, ks, rows) => t.upsertSync(ks, rows(v), this.scores(ks)));
   }
 
   /**
@@ -320,18 +166,18 @@ export class Variable {
    * newValues; otherwise nothing (bp_v2).
    */
   async accum(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array): Promise<void> {
-    const { p, deltas, flags } = this.#accumPlan(keys, oldValues, newValues, exists);
-    await this.#eachShard(p, (st, s) => st.accum(p.keys[s]!, deltas(s), flags(s)));
+    const { k, d, e } = this.accumArgs(keys, oldValues, newValues, exists);
+    await this.write(k, (s, ks, rows, flags) => this.state.stores[s]!.accum(ks, rows(d), flags(e)));
   }
 
   /** `accum` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   accumSync(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array): void {
-    const { p, deltas, flags } = this.#accumPlan(keys, oldValues, newValues, exists);
-    this.#eachTableSync(p, (t, s) => t.accumSync(p.keys[s]!, deltas(s), flags(s), this.#scores(p.keys[s]!)));
+    const { k, d, e } = this.accumArgs(keys, oldValues, newValues, exists);
+    this.writeSync(k, (t, ks, rows, flags) => t.accumSync(ks, rows(d), flags(e), this.scores(ks)));
   }
 
-  #accumPlan(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array) {
-    const k = this.#keys(keys);
+  private accumArgs(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array) {
+    const k = this.keys(keys);
     const n = k.keys.length;
     const oldV = validateValues(oldValues, k.shape, this.dim, 'oldValues');
     const newV = validateValues(newValues, k.shape, this.dim, 'newValues');
@@ -343,161 +189,155 @@ export class Variable {
         d[j] = e[i] ? newV[j]! - oldV[j]! : newV[j]!;
       }
     }
-    const p = this.#partition(k.keys);
-    return { p, deltas: (s: number) => gatherRows(d, p.positions[s]!, this.dim), flags: (s: number) => gatherFlags(e, p.positions[s]!) };
+    return { k: k.keys, d, e };
   }
 
   /**
    * Reads `keys` (never inserts). Missing keys get the initializer's value.
    * Resolves to a Tensor of shape keys.shape + [dim], or `{ values, exists }` with `returnExists`.
    */
-  lookup(keys: VariableKeys, options?: { returnExists?: false | null }): Promise<Tensor<Float32Array>>;
-  lookup(keys: VariableKeys, options: { returnExists: true }): Promise<LookupWithExists>;
+  lookup(keys: VariableKeys, options?: LookupOptions & { returnExists?: false | null }): Promise<Tensor<Float32Array>>;
+  lookup(keys: VariableKeys, options: LookupOptions & { returnExists: true }): Promise<LookupWithExists>;
   lookup(keys: VariableKeys, options?: LookupOptions): Promise<Tensor<Float32Array> | LookupWithExists>;
   async lookup(keys: VariableKeys, options: LookupOptions = {}): Promise<Tensor<Float32Array> | LookupWithExists> {
-    const [returnExists, k] = this.#lookupArgs(keys, options);
-    return this.#lookupResult(await this.#find(k.keys), k.shape, returnExists);
+    const { returnExists, k, out } = this.lookupArgs(keys, options);
+    return this.lookupResult(await this.state.find(k.keys, out), k.shape, returnExists);
   }
 
   /** `lookup` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
-  lookupSync(keys: VariableKeys, options?: { returnExists?: false | null }): Tensor<Float32Array>;
-  lookupSync(keys: VariableKeys, options: { returnExists: true }): LookupWithExists;
+  lookupSync(keys: VariableKeys, options?: LookupOptions & { returnExists?: false | null }): Tensor<Float32Array>;
+  lookupSync(keys: VariableKeys, options: LookupOptions & { returnExists: true }): LookupWithExists;
   lookupSync(keys: VariableKeys, options: LookupOptions = {}): Tensor<Float32Array> | LookupWithExists {
-    const [returnExists, k] = this.#lookupArgs(keys, options);
-    const out = this.#findInto(k.keys);
-    this.#eachTableSync(out.p, (t, s) => out.put(s, t.findSync(out.p.keys[s]!)));
-    return this.#lookupResult(out, k.shape, returnExists);
+    const { returnExists, k, out } = this.lookupArgs(keys, options);
+    return this.lookupResult(this.state.findSync(k.keys, out), k.shape, returnExists);
   }
 
-  #lookupArgs(keys: VariableKeys, options: LookupOptions): [boolean, { keys: Keys; shape: number[] }] {
-    const o = checkOptionsObject(options, 'options', ['returnExists']);
-    return [checkBoolean(o.returnExists, 'returnExists', false), this.#keys(keys)];
+  private lookupArgs(keys: VariableKeys, options: LookupOptions) {
+    const o = checkOptions<LookupOptions>(options, ['returnExists', 'out']);
+    const returnExists = checkBoolean(o.returnExists, 'returnExists', false);
+    const k = this.keys(keys);
+    let out: FindResult | undefined;
+    if (o.out !== undefined && o.out !== null) {
+      if (!(o.out instanceof Float32Array)) throw invalidParameter('out', 'a Float32Array', o.out, InvalidTypeError);
+      const n = k.keys.length * this.dim;
+      if (o.out.length !== n) throw new ShapeMismatchError(`Expected out to hold ${n} floats (keys * dim) but received ${o.out.length}`, { argument: 'out' });
+      out = { values: o.out, exists: new Uint8Array(k.keys.length) };
+    }
+    return { returnExists, k, out };
   }
 
-  #lookupResult(r: { values: Float32Array; exists: Uint8Array }, shape: number[], returnExists: boolean): Tensor<Float32Array> | LookupWithExists {
+  private lookupResult(r: FindResult, shape: number[], returnExists: boolean): Tensor<Float32Array> | LookupWithExists {
     const tensor = new Tensor(r.values, [...shape, this.dim]);
     return returnExists ? { values: tensor, exists: Array.from(r.exists, (x) => x === 1) } : tensor;
   }
 
-  /** Output buffers of a partitioned read and how to place one shard's result. */
-  #findInto(keys: Keys) {
-    const p = this.#partition(keys);
-    const values = new Float32Array(keys.length * this.dim);
-    const exists = new Uint8Array(keys.length);
-    const put = (s: number, r: FindResult) => {
-      scatterRows(values, p.positions[s]!, r.values, this.dim);
-      p.positions[s]!.forEach((pos, i) => (exists[pos] = r.exists[i]!));
-    };
-    return { p, values, exists, put };
-  }
-
-  async #find(keys: Keys): Promise<{ values: Float32Array; exists: Uint8Array }> {
-    const out = this.#findInto(keys);
-    await this.#eachShard(out.p, async (st, s) => out.put(s, await st.find(out.p.keys[s]!)));
-    return out;
-  }
-
   /** Removes `keys` (missing keys are ignored) from the variable, its slots and its restrict status. Resolves to how many were removed. */
   async remove(keys: VariableKeys): Promise<number> {
-    const k = this.#keys(keys);
-    const p = this.#partition(k.keys);
-    const counts = await this.#eachShard(p, (_, s) => this.#removeFromShard(s, p.keys[s]!));
-    return counts.reduce((a, b) => a + b, 0);
+    const k = this.keys(keys);
+    const counts: number[] = [];
+    await this.write(k.keys, async (s, ks) => {
+      counts[s] = await this.state.removeFromShard(s, ks);
+    });
+    return counts.reduce((a, b) => a + (b ?? 0), 0);
   }
 
   /** `remove` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   removeSync(keys: VariableKeys): number {
-    const k = this.#keys(keys);
-    const p = this.#partition(k.keys);
-    const counts = this.#eachTableSync(p, (t, s) => {
-      const n = t.removeSync(p.keys[s]!);
-      this.#binding?.stateTables?.[s]?.removeSync(p.keys[s]!);
-      this.restrictPolicy?.status[INTERNAL].tables[s]!.removeSync(p.keys[s]!);
-      return n;
+    const k = this.keys(keys);
+    const st = this.state;
+    let n = 0;
+    this.writeSync(k.keys, (t, ks) => {
+      n += t.removeSync(ks);
+      const s = st.tables.indexOf(t);
+      st.binding?.stateTables?.[s]?.removeSync(ks);
+      const status = st.restrictPolicy?.status;
+      if (status) stateOf(status)!.tables[s]!.removeSync(ks);
     });
-    return counts.reduce((a, b) => a + b, 0);
-  }
-
-  async #removeFromShard(s: number, keys: Keys): Promise<number> {
-    const n = await this.#stores[s]!.remove(keys);
-    const state = this.#binding?.stateTables?.[s];
-    if (state) await state.remove(keys);
-    const status = this.restrictPolicy?.status;
-    if (status) await status[INTERNAL].tables[s]!.remove(keys);
     return n;
   }
 
   /** Removes every key (also from slots and the restrict status). */
   async clear(): Promise<void> {
-    this.#checkAlive();
-    for (let s = 0; s < this.shardNum; s++) {
-      await this.#stores[s]!.clear();
-      const state = this.#binding?.stateTables?.[s];
+    const st = this.state;
+    st.checkAlive();
+    await st.beforeWrite();
+    for (let s = 0; s < st.shardNum; s++) {
+      await st.stores[s]!.clear();
+      const state = st.binding?.stateTables?.[s];
       if (state) await state.clear();
     }
-    const status = this.restrictPolicy?.status;
+    const status = st.restrictPolicy?.status;
     if (status) await status.clear();
   }
 
   /** `clear` of in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   clearSync(): void {
-    this.#eachTableSync(null, (t, s) => {
+    const st = this.state;
+    st.eachTableSync(null, () => undefined);
+    st.beforeWriteSync();
+    st.eachTableSync(null, (t, s) => {
       t.clearSync();
-      this.#binding?.stateTables?.[s]?.clearSync();
+      st.binding?.stateTables?.[s]?.clearSync();
     });
-    this.restrictPolicy?.status.clearSync();
+    st.restrictPolicy?.status.clearSync();
   }
 
   /** Every key and value of every shard (order undefined): [keys, Tensor [n, dim]]. */
-  async export(): Promise<[Keys, Tensor<Float32Array>]> {
-    this.#checkAlive();
+  async export(): Promise<[StoredKeys<D>, Tensor<Float32Array>]> {
+    const st = this.state;
+    st.checkAlive();
     const keyParts: Keys[] = [];
     const valueParts: Float32Array[] = [];
-    for (const st of this.#stores) {
-      for await (const b of st.exportBatches()) {
+    for (const store of st.stores) {
+      for await (const b of store.exportBatches()) {
         keyParts.push(b.keys);
         valueParts.push(b.values);
       }
     }
-    return this.#concat(keyParts, valueParts);
+    return this.concat(keyParts, valueParts);
   }
 
   /** `export` of in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
-  exportSync(): [Keys, Tensor<Float32Array>] {
-    const batches = this.#eachTableSync(null, (t) => t.exportSync());
-    return this.#concat(batches.map((b) => b.keys), batches.map((b) => b.values));
+  exportSync(): [StoredKeys<D>, Tensor<Float32Array>] {
+    const batches = this.state.eachTableSync(null, (t) => t.exportSync());
+    return this.concat(
+      batches.map((b) => b.keys),
+      batches.map((b) => b.values),
+    );
   }
 
-  #concat(keyParts: Keys[], valueParts: Float32Array[]): [Keys, Tensor<Float32Array>] {
+  private concat(keyParts: Keys[], valueParts: Float32Array[]): [StoredKeys<D>, Tensor<Float32Array>] {
     const n = keyParts.reduce((a, b) => a + b.length, 0);
-    const keys = storageDtype(this.keyDtype) === 'int64' ? new BigInt64Array(n) : new Int32Array(n);
+    const int64 = storageDtype(this.keyDtype) === 'int64';
+    const keys = int64 ? new BigInt64Array(n) : new Int32Array(n);
     const values = new Float32Array(n * this.dim);
     let at = 0;
     keyParts.forEach((part, i) => {
-      (keys as unknown as { set(a: ArrayLike<unknown>, o: number): void }).set(part as ArrayLike<unknown>, at);
+      if (int64) (keys as BigInt64Array).set(part as BigInt64Array, at);
+      else (keys as Int32Array).set(part as Int32Array, at);
       values.set(valueParts[i]!, at * this.dim);
       at += part.length;
     });
-    return [keys, new Tensor(values, [n, this.dim])];
+    return [keys as StoredKeys<D>, new Tensor(values, [n, this.dim])];
   }
 
   /** Keys in shard `index`, or in every shard when omitted. */
   async size(index?: number | null): Promise<number> {
-    const shards = this.#sizeShards(index);
     let total = 0;
-    for (const s of shards) total += await this.#stores[s]!.size();
+    for (const s of this.sizeShards(index)) total += await this.state.stores[s]!.size();
     return total;
   }
 
   /** `size` of in-memory tables, synchronously. @throws UnsupportedError for slot views */
   sizeSync(index?: number | null): number {
-    const shards = this.#sizeShards(index);
-    if (this.#view) throw new UnsupportedError(`Slot variable "${this.name}" offers no synchronous operations; use the Promise form`);
-    return shards.reduce((a, s) => a + this.#tables[s]!.size(), 0);
+    const shards = this.sizeShards(index);
+    const st = this.state;
+    if (st.view) throw new UnsupportedError(`Slot variable "${this.name}" offers no synchronous operations; use the Promise form`);
+    return shards.reduce((a, s) => a + st.tables[s]!.size(), 0);
   }
 
-  #sizeShards(index: number | null | undefined): number[] {
-    this.#checkAlive();
+  private sizeShards(index: number | null | undefined): number[] {
+    this.state.checkAlive();
     if (index === undefined || index === null) return Array.from({ length: this.shardNum }, (_, s) => s);
     if (typeof index !== 'number' || !Number.isSafeInteger(index)) {
       throw invalidParameter('index', `a shard index (an integer in [0, ${this.shardNum})), undefined or null`, index, InvalidTypeError);
@@ -524,27 +364,31 @@ export class Variable {
    * live beside the rows), or [] when the optimizer has not trained it.
    * @throws InvalidTypeError when `optimizer` is not an optimizer
    */
-  getSlotVariables(optimizer: object): Variable[] {
-    if (typeof optimizer !== 'object' || optimizer === null || typeof (optimizer as { applyGradients?: unknown }).applyGradients !== 'function') {
+  getSlotVariables(optimizer: { applyGradients(...args: never[]): unknown }): Variable<D>[] {
+    if (typeof optimizer !== 'object' || optimizer === null || typeof optimizer.applyGradients !== 'function') {
       throw invalidParameter('optimizer', 'a de.optimizers optimizer', optimizer, InvalidTypeError);
     }
-    return this.#binding && this.#binding.owner === optimizer ? this.#binding.views.slice() : [];
+    const st = this.state;
+    const b = st.binding;
+    if (!b || b.owner !== optimizer) return [];
+    return b.slotViewNames.map((name, j) => slotView(this, st, name, j));
   }
 
   /** The trainable view registered by `embeddingLookup(this, ids, { name })`, or null. */
   getTrainableByName(name: string): ShadowVariable | null {
     if (typeof name !== 'string') throw invalidParameter('name', 'a string', name, InvalidTypeError);
-    return this.#trainables.get(name) ?? null;
+    return this.state.trainables.get(name) ?? null;
   }
 
   /**
    * Saves every shard (and its slots) under `dir` via core checkpoints:
    * `dir/<name>/proc_<rank>_of_<size>/shard_<i>_of_<N>`. Several processes of a
-   * job save into the same `dir` with their own `procRank`.
+   * job save into the same `dir` with their own `procRank`. A variable made with
+   * `checkpoint: false` (and its slot views) is left out: nothing is written.
    */
   async saveToFileSystem(dir: string, options: SaveOptions = {}): Promise<void> {
-    this.#checkAlive();
-    await saveVariable(this, dir, options);
+    this.state.checkAlive();
+    await saveVariable(this.state, dir, options);
   }
 
   /**
@@ -553,212 +397,71 @@ export class Variable {
    * shards when the saved shard count differs.
    */
   async loadFromFileSystem(dir: string, options: LoadOptions = {}): Promise<void> {
-    this.#checkAlive();
-    await loadVariable(this, dir, options);
+    this.state.checkAlive();
+    await this.state.beforeWrite();
+    await loadVariable(this.state, dir, options);
   }
 
   /** Frees the tables (and slots and status). Idempotent. */
   dispose(): void {
-    if (this.#disposed) return;
-    this.#disposed = true;
-    if (registry.get(this.name) === this) registry.delete(this.name);
-    if (this.#view) return;
-    for (const t of this.#tables) t.dispose();
-    for (const t of this.#binding?.stateTables ?? []) t.dispose();
-    this.restrictPolicy?.status.dispose();
+    this.state.dispose();
   }
 
   [Symbol.dispose](): void {
     this.dispose();
   }
-
-  // ---- package internals (optimizers, lookups, policies, checkpoints) -------
-
-  get [INTERNAL]() {
-    const tables = (): EmbeddingTable[] => (this.#view ? this.#view.tables() : this.#tables);
-    const binding = (): Binding | null => this.#binding;
-    const isView = (): boolean => this.#view !== null;
-    return {
-      get tables(): EmbeddingTable[] {
-        return tables();
-      },
-      get binding(): Binding | null {
-        return binding();
-      },
-      get isView(): boolean {
-        return isView();
-      },
-      stores: this.#stores,
-      trainables: this.#trainables,
-      partition: (keys: Keys) => this.#partition(keys),
-      find: (keys: Keys) => this.#find(keys),
-      removeFromShard: (s: number, keys: Keys) => this.#removeFromShard(s, keys),
-      checkBindable: (owner: object) => this.#checkBindable(owner),
-      bind: (owner: object, spec: OptimizerSpec, slotNames: readonly string[], optimizerName: string, bpV2: boolean) =>
-        this.#bind(owner, spec, slotNames, optimizerName, bpV2),
-      trainStep: (binding: Binding, ids: Keys, grads: Float32Array, v0: Float32Array, exists: Uint8Array, step: number, sequential: boolean) =>
-        this.#trainStep(binding, ids, grads, v0, exists, step, sequential),
-    };
-  }
-
-  /** Attaches `owner`'s optimizer on first use: adds its slots beside the rows (or in state tables). */
-  /**
-   * Throws when `owner` cannot train this variable (disposed, a slot view, or bound
-   * to another optimizer), so an optimizer can check every pair before updating any.
-   */
-  #checkBindable(owner: object): void {
-    this.#checkAlive();
-    if (this.#view) throw new FailedPreconditionError(`Variable "${this.name}" is a slot view and cannot be trained`);
-    const b = this.#binding;
-    if (b && b.owner !== owner) {
-      throw new FailedPreconditionError(
-        `Expected Variable "${this.name}" to be trained by one optimizer but it is already trained by another ${b.spec.kind} optimizer; create one optimizer per variable`,
-        { argument: 'optimizer' },
-      );
-    }
-  }
-
-  async #bind(owner: object, spec: OptimizerSpec, slotNames: readonly string[], optimizerName: string, bpV2: boolean): Promise<Binding> {
-    this.#checkBindable(owner);
-    if (this.#bindingPending) await this.#bindingPending.catch(() => undefined);
-    this.#checkBindable(owner);
-    const b = this.#binding;
-    if (b) return b;
-    this.#bindingPending = this.#makeBinding(owner, spec, slotNames, optimizerName, bpV2);
-    try {
-      this.#binding = await this.#bindingPending;
-      return this.#binding;
-    } finally {
-      this.#bindingPending = null;
-    }
-  }
-
-  async #makeBinding(owner: object, spec: OptimizerSpec, slotNames: readonly string[], optimizerName: string, bpV2: boolean): Promise<Binding> {
-    const fused = this.kvCreator.holdsSlots && !bpV2;
-    const hasSlots = spec.slots.names.length > 0;
-    let stateTables: EmbeddingTable[] | null = null;
-    if (fused && hasSlots) {
-      const fresh: EmbeddingTable[] = [];
-      try {
-        for (let i = 0; i < this.shardNum; i++) {
-          const t = this.kvCreator.create(this.#shardSpec(i, spec));
-          fresh.push(t);
-          await this.#stores[i]!.ready();
-          for await (const batch of this.#tables[i]!.exportBatches()) await t.importRows(batch.keys, batch.values, null, batch.scores);
-        }
-      } catch (e) {
-        for (const t of fresh) t.dispose();
-        throw e;
-      }
-      const old = this.#tables;
-      this.#tables = fresh;
-      for (const t of old) t.dispose();
-    } else if (!fused) {
-      const memory = new CuckooHashTableCreator();
-      stateTables = [];
-      for (let i = 0; i < this.shardNum; i++) {
-        const s = this.#shardSpec(i, spec);
-        stateTables.push(memory.create({ ...s, tableName: `${s.tableName}_slots`, initSize: 0 }));
-      }
-    }
-    const slotTables = (): EmbeddingTable[] => stateTables ?? this.#tables;
-    const views = spec.slots.names.map((_, j) => {
-      const viewName = `${this.name}/${optimizerName}/${slotNames[j] ?? spec.slots.names[j]}`;
-      const stores = Array.from({ length: this.shardNum }, (_, i) => slotStore(() => slotTables()[i]!, j, viewName));
-      return new Variable(
-        {
-          name: viewName,
-          keyDtype: this.keyDtype,
-          dim: this.dim,
-          devices: this.devices,
-          partitioner: this.partitioner,
-          initializer: spec.slots.initial[j],
-          trainable: false,
-          checkpoint: this.checkpoint,
-          kvCreator: this.kvCreator,
-          bpV2,
-        },
-        { stores, tables: slotTables },
-      );
-    });
-    return { owner, spec, fused, bpV2, stateTables, views };
-  }
-
-  /**
-   * One optimizer step on the rows of `ids` (duplicates allowed; gradients of a
-   * key are summed). Fused: the looked-up rows v0 are written back, then core's
-   * applyGradients updates row and slots in one pass (so the row becomes f(v0), as
-   * TFRA's upsert of the updated value). Otherwise: the state table computes the new row from the
-   * looked-up value v0 and the slots, then the variable is set (upsert) or, with
-   * bpV2, accumulated (accum of new - v0 when the key existed at lookup).
-   */
-  async #trainStep(b: Binding, ids: Keys, grads: Float32Array, v0: Float32Array, exists: Uint8Array, step: number, sequential: boolean): Promise<void> {
-    this.#checkAlive();
-    const dim = this.dim;
-    const epoch = this.kvCreator.epochFor(step);
-    if (epoch !== null) for (const t of this.#tables) t.setEpoch(epoch);
-    const p = this.#partition(ids);
-    const shard = async (s: number): Promise<void> => {
-      const keys = p.keys[s]!;
-      if (keys.length === 0) return;
-      const g = gatherRows(grads, p.positions[s]!, dim);
-      const table = (await this.#stores[s]!.ready())!;
-      const { unique, index } = uniqueKeys(keys);
-      const first = new Int32Array(unique.length).fill(-1);
-      for (let i = 0; i < index.length; i++) if (first[index[i]!] === -1) first[index[i]!] = p.positions[s]![i]!;
-      const before = gatherRows(v0, first, dim);
-      if (b.fused) {
-        // TFRA sets f(v0): the row as it was looked up, then the fused update of row and slots.
-        const scores = this.kvCreator.scoresFor(unique);
-        await table.upsert(unique, before, scores ? { scores } : undefined);
-        await table.applyGradients(keys, g, b.spec, step);
-        return;
-      }
-      const state = b.stateTables![s]!;
-      const existed = gatherFlags(exists, first);
-      await state.upsert(unique, before);
-      await state.applyGradients(keys, g, b.spec, step);
-      const after = (await state.find(unique)).values;
-      const store = this.#stores[s]!;
-      if (b.bpV2) {
-        const deltas = new Float32Array(after.length);
-        for (let i = 0; i < unique.length; i++) {
-          for (let c = 0; c < dim; c++) deltas[i * dim + c] = existed[i] ? after[i * dim + c]! - before[i * dim + c]! : after[i * dim + c]!;
-        }
-        await store.accum(unique, deltas, existed);
-      } else {
-        await store.upsert(unique, after);
-      }
-    };
-    if (sequential) for (let s = 0; s < this.shardNum; s++) await shard(s);
-    else await Promise.all(Array.from({ length: this.shardNum }, (_, s) => shard(s)));
-    if (this.restrictPolicy) await this.restrictPolicy.applyUpdate(ids);
-  }
 }
 
-export interface GetVariableOptions extends VariableOptions {
-  /** Return the existing variable of this name instead of failing. Default false. */
-  reuse?: boolean | null;
+/** Defines the public read-only properties of a Variable from its resolved options. */
+function publish(v: Variable<TfraKeyDtype>, cfg: ResolvedVariableOptions): void {
+  const props: Record<string, unknown> = {
+    name: cfg.name,
+    keyDtype: cfg.keyDtype,
+    valueDtype: 'float32',
+    dim: cfg.dim,
+    devices: cfg.devices,
+    shardNum: cfg.devices.length,
+    partitioner: cfg.partitioner,
+    sharedName: cfg.sharedName,
+    initializer: cfg.initializer,
+    trainable: cfg.trainable,
+    checkpoint: cfg.checkpoint,
+    initSize: cfg.initSize,
+    kvCreator: cfg.kvCreator,
+    bpV2: cfg.bpV2,
+    seed: cfg.seed,
+  };
+  for (const [k, value] of Object.entries(props)) Object.defineProperty(v, k, { value, enumerable: true });
 }
 
-/**
- * TFRA's `get_variable`: the variable called `name`, created with `options` when
- * there is none. Names are unique among variables made here (only here: `new
- * Variable` does not check).
- * @throws AlreadyExistsError "Variable <name> already exists" unless `reuse`
- */
-export function getVariable(name: string, options: GetVariableOptions = {}): Variable {
-  if (typeof name !== 'string' || name.length === 0) throw invalidParameter('name', 'a non-empty string', name, InvalidTypeError);
-  const { reuse, ...rest } = checkOptionsObject(options, 'options', [...KNOWN_OPTIONS, 'reuse']) as GetVariableOptions;
-  const reuseFlag = checkBoolean(reuse, 'reuse', false);
-  const existing = registry.get(name);
-  if (existing) {
-    if (reuseFlag) return existing;
-    throw new AlreadyExistsError(`Variable ${name} already exists, disallowed: expected name to be unused (or reuse: true) but received "${name}"`, {
-      argument: 'name',
-    });
-  }
-  const v = new Variable({ ...rest, name });
-  registry.set(name, v);
+/** Slot views of one primary variable, made once per binding. */
+const views = new WeakMap<object, Variable<TfraKeyDtype>[]>();
+
+/** The slot view `j` of `primary` (a Variable over the slot that lives beside the rows, or in the companion tables). */
+function slotView<D extends TfraKeyDtype>(primary: Variable<D>, st: VariableState, name: string, j: number): Variable<D> {
+  const b = st.binding!;
+  let list = views.get(b);
+  if (!list) views.set(b, (list = []));
+  const cached = list[j];
+  if (cached) return cached as Variable<D>;
+  const slotTables = (): EmbeddingTable[] => b.stateTables ?? st.tables;
+  const cfg: ResolvedVariableOptions = {
+    ...st.cfg,
+    name,
+    initializer: b.spec.slots.initial[j],
+    coreInitializer: { kind: 'constant', value: b.spec.slots.initial[j]! },
+    trainable: false,
+    restrictPolicy: null,
+    bpV2: b.bpV2,
+    sharedName: `shared_name.${name}`,
+  };
+  const v = Object.create(Variable.prototype) as Variable<D>;
+  const stores = Array.from({ length: st.shardNum }, (_, i) => slotStore(() => slotTables()[i]!, j, name));
+  const viewState = new VariableState(v, cfg, { stores, tables: slotTables });
+  publish(v as Variable<TfraKeyDtype>, cfg);
+  Object.defineProperty(v, 'restrictPolicy', { value: null, enumerable: true });
+  st.onDispose.push(() => viewState.dispose());
+  list[j] = v as Variable<TfraKeyDtype>;
+  void primary;
   return v;
 }

@@ -1,4 +1,7 @@
 import {
+  checkInteger,
+  checkName,
+  checkOptions,
   type Combiner,
   initializers,
   type InitializerSpec,
@@ -35,26 +38,18 @@ export interface TableConfigOptions {
 type Options = Record<string, unknown>;
 
 function readOptions(options: unknown, className: string, known: readonly string[], required: readonly string[]): Options {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw invalidParameter('options', `an options object for ${className} ({ ${required.join(', ')}, ... })`, options, InvalidTypeError);
-  }
-  for (const k of Object.keys(options)) {
-    if (!known.includes(k)) throw invalidParameter(`options.${k}`, `one of the options of ${className} (${known.join(', ')})`, k);
-  }
-  return options as Options;
+  return checkOptions<Options>(options, known, 'options', {
+    expected: `an options object for ${className} ({ ${required.join(', ')}, ... })`,
+    required: true,
+  }) as Options;
 }
 
 function intAtLeast(value: unknown, argument: string, min: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    throw invalidParameter(argument, `an integer >= ${min}`, value);
-  }
-  return value;
+  return checkInteger(value, argument, { min });
 }
 
 function optionalName(value: unknown): string | undefined {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'string' || value.length === 0) throw invalidParameter('name', 'a non-empty string', value, InvalidTypeError);
-  return value;
+  return value === undefined || value === null ? undefined : checkName(value, 'name');
 }
 
 /**

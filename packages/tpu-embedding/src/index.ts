@@ -18,6 +18,6 @@ export type {
 export { ReplicaStrategy, shardRanges } from './strategy.js';
 export type { ReplicaStrategyOptions, ShardRange } from './strategy.js';
 export { TPUEmbedding } from './tpuEmbedding.js';
-export type { TPUEmbeddingOptions, EnqueueOptions, FeatureInputs } from './tpuEmbedding.js';
+export type { TPUEmbeddingOptions, EnqueueOptions, DequeueOptions, FeatureInputs } from './tpuEmbedding.js';
 export { servingEmbeddingLookup, cpuEmbeddingLookup } from './serving.js';
 export type { Nest } from './nest.js';

@@ -1,5 +1,6 @@
 import {
   type Bag,
+  bagFromSegments,
   checkRowIndices,
   type Combiner,
   firstOutOfRange,
@@ -176,12 +177,7 @@ function checkSparseWeights(input: SparseTensor, weight: unknown, spec: FeatureS
   if (weight === undefined || weight === null) return null;
   if (!(weight instanceof SparseTensor)) throw invalidParameter(spec.weightPath, 'a SparseTensor (like its ids)', weight, InvalidTypeError);
   const w = floatWeights(weight, `${spec.weightPath}.values`);
-  const same =
-    weight.nnz === input.nnz &&
-    weight.denseShape.length === input.denseShape.length &&
-    weight.denseShape.every((d, i) => d === input.denseShape[i]) &&
-    weight.indices.every((v, i) => v === input.indices[i]);
-  if (!same) throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the indices and denseShape of ${spec.path}`, { argument: spec.weightPath });
+  if (weight.nnz !== input.nnz || !weight.sameLayout(input)) throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the indices and denseShape of ${spec.path}`, { argument: spec.weightPath });
   return w;
 }
 
@@ -210,27 +206,7 @@ function identitySplits(n: number): Int32Array {
  * serving-time pruning of sparse ids.
  */
 function layOut(keys: Keys, weights: Float32Array | null, nBags: number, bagOf: (i: number) => number): Bag<Keys> {
-  const n = keys.length;
-  const bags = new Int32Array(n);
-  const counts = new Int32Array(nBags + 1);
-  for (let i = 0; i < n; i++) {
-    const b = bagOf(i);
-    bags[i] = b;
-    if (b >= 0) counts[b + 1]!++;
-  }
-  for (let b = 0; b < nBags; b++) counts[b + 1]! += counts[b]!;
-  const kept = counts[nBags]!;
-  const out = (keys instanceof BigInt64Array ? new BigInt64Array(kept) : new Int32Array(kept)) as Keys;
-  const w = weights ? new Float32Array(kept) : null;
-  const cursor = counts.slice(0, nBags);
-  for (let i = 0; i < n; i++) {
-    const b = bags[i]!;
-    if (b < 0) continue;
-    const at = cursor[b]!++;
-    (out as Int32Array)[at] = (keys as Int32Array)[i]!;
-    if (w) w[at] = weights![i]!;
-  }
-  return { rowSplits: counts, keys: out, weights: w };
+  return bagFromSegments(Int32Array.from({ length: keys.length }, (_, i) => bagOf(i)), keys, weights, nBags);
 }
 
 /**

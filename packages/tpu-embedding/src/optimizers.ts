@@ -1,4 +1,5 @@
 import {
+  checkOptions,
   createOptimizer,
   InvalidTypeError,
   invalidParameter,
@@ -86,17 +87,8 @@ type Options = Record<string, unknown>;
 
 /** Checks the options object and its keys; drops `undefined`/`null` values (= defaults). */
 function readOptions(options: unknown, className: string, extraKeys: readonly string[]): Options {
-  if (options === undefined || options === null) return {};
-  if (typeof options !== 'object' || Array.isArray(options)) {
-    throw invalidParameter('options', `an options object for ${className}`, options, InvalidTypeError);
-  }
-  const known: readonly string[] = [...COMMON_KEYS, ...extraKeys];
-  const out: Options = {};
-  for (const [k, v] of Object.entries(options)) {
-    if (!known.includes(k)) throw invalidParameter(`options.${k}`, `one of the options of ${className} (${known.join(', ')})`, k);
-    if (v !== undefined && v !== null) out[k] = v;
-  }
-  return out;
+  const o = checkOptions<Options>(options, [...COMMON_KEYS, ...extraKeys], 'options', { expected: `an options object for ${className}` });
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null));
 }
 
 /**

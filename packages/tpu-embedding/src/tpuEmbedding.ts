@@ -1,5 +1,6 @@
 import {
   type Bag,
+  checkOptions,
   DisposedError,
   type EmbeddingBackend,
   FailedPreconditionError,
@@ -35,6 +36,11 @@ export interface TPUEmbeddingOptions {
 
 /** Ids per feature: a `Tensor`/typed array/nested array of ids, a `SparseTensor` or a `RaggedTensor`. */
 export type FeatureInputs = Nest<unknown>;
+
+export interface DequeueOptions {
+  /** Arrays to write the activations to (feature config structure; null leaves: fresh arrays). Default: fresh arrays. */
+  out?: Nest<Float32Array | null> | null;
+}
 
 export interface EnqueueOptions {
   /** Same structure as the features; `SparseTensor`/`RaggedTensor` float weights or null per feature. Default: all 1. */
@@ -321,19 +327,36 @@ export class TPUEmbedding {
   /**
    * The activations of the oldest queued batch, in the feature config's structure:
    * `Tensor` [batch, dim] per feature ([batch, ...outputShape.slice(1), dim] with an
-   * outputShape; [batch, maxSequenceLength, dim] for sequence features, zero padded).
-   * Lookups run per replica slice and per shard, concurrently.
-   * @throws FailedPreconditionError when nothing was enqueued
+   * outputShape; [batch, maxSequenceLength, dim] for sequence features, zero padded),
+   * pooled by core in the backend (one call per feature and shard; results do not
+   * depend on numReplicas or numHosts).
+   * `options.out` (an embedstack extension): Float32Arrays in the feature config's
+   * structure, one per feature of exactly its activation's size, that the activations
+   * are written to (the Tensors are over them), so a training loop allocates none.
+   * @throws FailedPreconditionError when nothing was enqueued; InvalidTypeError /
+   *   ShapeMismatchError for a bad `out` (the batch stays queued)
    */
-  dequeue(): Promise<Nest<Tensor>> {
+  dequeue(options?: DequeueOptions | null): Promise<Nest<Tensor>> {
     return this.#serial(async () => {
-      const batch = this.#queue.shift();
-      if (!batch) throw new FailedPreconditionError('dequeue() was called before enqueue(): there is no batch to look up');
+      const next = this.#queue[0];
+      if (!next) throw new FailedPreconditionError('dequeue() was called before enqueue(): there is no batch to look up');
+      const o = checkOptions<DequeueOptions>(options, ['out']);
+      const given = flattenUpTo(this.featureConfig, isFeatureConfig, o.out, 'out', true);
+      const outs = next.batches.map((b, i) => {
+        const size = b.shape.reduce((a, d) => a * d, 1);
+        const g = given[i];
+        if (g === undefined || g === null) return new Float32Array(size);
+        const path = `out${this.#features[i]!.path.slice('featureConfig'.length)}`;
+        if (!(g instanceof Float32Array)) throw invalidParameter(path, 'a Float32Array', g, InvalidTypeError);
+        if (g.length !== size) throw new ShapeMismatchError(`Expected ${path} to hold ${size} floats (activation shape ${formatShape(b.shape)}) but received ${g.length}`, { argument: path });
+        return g;
+      });
+      const batch = this.#queue.shift()!;
       const tables = this.#ensureTables();
       const acts = await Promise.all(
         batch.batches.map(async (b, i) => {
           const table = tables[this.#features[i]!.table]!;
-          const out = new Float32Array(b.shape.reduce((a, d) => a * d, 1));
+          const out = outs[i]!;
           if (b.gather) await table.gather(b.bag.keys, out);
           else await table.pool(b.bag, table.config.combiner, out);
           return new Tensor(out, b.shape);

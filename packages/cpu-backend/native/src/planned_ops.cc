@@ -1,6 +1,8 @@
 #include "planned_ops.h"
 
+#include <array>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "combine_plan.h"
@@ -9,6 +11,44 @@
 namespace embedstack {
 
 namespace {
+
+/**
+ * Per-thread scratch that keeps its memory between calls (page faults and zero fills
+ * of a fresh multi-megabyte buffer cost more than the work on it). Buffers above
+ * kKeepBytes are freed after the call. Contents are undefined on return.
+ */
+class Scratch {
+ public:
+  enum Slot { kRows = 0, kGrads = 1, kFound = 2, kSlots = 3 };
+  static float* floats(Slot slot, size_t n) { return static_cast<float*>(bytes(slot, checkedMul(n, sizeof(float), "scratch"))); }
+  /** Frees the slots grown past kKeepBytes (called when a call ends). */
+  struct Trim {
+    ~Trim() {
+      for (Buffer& b : buffers()) {
+        if (b.size > kKeepBytes) b = Buffer{};
+      }
+    }
+  };
+
+ private:
+  static constexpr size_t kKeepBytes = size_t{32} << 20;
+  struct Buffer {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+  };
+  static std::array<Buffer, kSlots>& buffers() {
+    thread_local std::array<Buffer, kSlots> b;
+    return b;
+  }
+  static void* bytes(Slot slot, size_t n) {
+    Buffer& b = buffers()[slot];
+    if (b.size < n) {
+      b.data.reset(new char[n]);
+      b.size = n;
+    }
+    return b.data.get();
+  }
+};
 
 /** The entries a shard owns: positions (ascending), local keys, and per entry its compact index (-1 = not owned). */
 struct Owned {
@@ -63,15 +103,15 @@ std::vector<double> denominators(const BagInput& bag, Combiner c) {
   return d;
 }
 
-/** The owned entries' rows (find, or findOrInsert when `insert`) into a fresh [count * dim] buffer. */
-std::vector<float> readRows(Table& t, const int64_t* local, size_t count, bool insert) {
+/** The owned entries' rows (find, or findOrInsert when `insert`) into this thread's row scratch [count * dim]. */
+const float* readRows(Table& t, const int64_t* local, size_t count, bool insert) {
   const size_t dim = t.config().dim;
-  std::vector<float> rows(checkedMul(count, dim, "the rows of a planned lookup"));
+  float* rows = Scratch::floats(Scratch::kRows, checkedMul(count, dim, "the rows of a planned lookup"));
   std::vector<uint8_t> exists(count);
   if (insert) {
-    t.findOrInsertInto(local, count, nullptr, rows.data(), exists.data());
+    t.findOrInsertInto(local, count, nullptr, rows, exists.data());
   } else {
-    t.findInto(local, count, rows.data(), exists.data());
+    t.findInto(local, count, rows, exists.data());
   }
   return rows;
 }
@@ -95,9 +135,10 @@ void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan,
     return;
   }
   ScratchRelease release(n);
+  Scratch::Trim trim;
   Owned o = ownedEntries(keys, n, plan, false);
   const size_t m = o.count();
-  std::vector<float> v(checkedMul(m, dim, "find values"));
+  float* v = Scratch::floats(Scratch::kFound, checkedMul(m, dim, "find values"));
   std::vector<uint8_t> e(m);
   if (insert) {
     std::vector<uint64_t> s;
@@ -105,12 +146,12 @@ void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan,
       s.resize(m);
       for (size_t i = 0; i < m; ++i) s[i] = scores[o.positions[i]];
     }
-    t.findOrInsertInto(o.local.data(), m, scores ? s.data() : nullptr, v.data(), e.data());
+    t.findOrInsertInto(o.local.data(), m, scores ? s.data() : nullptr, v, e.data());
   } else {
-    t.findInto(o.local.data(), m, v.data(), e.data());
+    t.findInto(o.local.data(), m, v, e.data());
   }
   for (size_t i = 0; i < m; ++i) {
-    std::memcpy(values + static_cast<size_t>(o.positions[i]) * dim, v.data() + i * dim, dim * sizeof(float));
+    std::memcpy(values + static_cast<size_t>(o.positions[i]) * dim, v + i * dim, dim * sizeof(float));
     exists[o.positions[i]] = e[i];
   }
 }
@@ -119,12 +160,13 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
                            const ShardPlan& plan, double* out) {
   const size_t dim = t.config().dim;
   ScratchRelease release(bag.n);
+  Scratch::Trim trim;
   const std::vector<double> denom = denominators(bag, c);
   const BagOwnership b = bagOwnership(bag, plan);
-  const std::vector<float> rows = readRows(t, b.local, b.count, insert);
+  const float* rows = readRows(t, b.local, b.count, insert);
   forEachBagRange(bag, [&](size_t r0, size_t r1) {
     std::vector<double> acc(dim);
-    combinePartialRows(spanOf(bag, b, rows.data(), denom.data(), maxNorm, dim, r0, r1), out, acc.data());
+    combinePartialRows(spanOf(bag, b, rows, denom.data(), maxNorm, dim, r0, r1), out, acc.data());
   });
 }
 
@@ -132,14 +174,13 @@ void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, C
                             const ShardPlan& plan, float* out) {
   const size_t dim = t.config().dim;
   ScratchRelease release(bag.n);
+  Scratch::Trim trim;
   const std::vector<double> denom = denominators(bag, c);
   const BagOwnership b = bagOwnership(bag, plan);
-  std::vector<float> rows;
-  if (maxNorm > 0) rows = readRows(t, b.local, b.count, false);
+  const float* rows = maxNorm > 0 ? readRows(t, b.local, b.count, false) : nullptr;
   forEachBagRange(bag, [&](size_t r0, size_t r1) {
     std::vector<double> dy(dim);
-    combineBackwardRows(spanOf(bag, b, rows.data(), denom.data(), maxNorm, dim, r0, r1), grads, out, false,
-                        dy.data());
+    combineBackwardRows(spanOf(bag, b, rows, denom.data(), maxNorm, dim, r0, r1), grads, out, false, dy.data());
   });
 }
 
@@ -148,17 +189,16 @@ void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, C
   t.validateOptimizer(opt);  // before the row read below changes any read score
   const size_t dim = t.config().dim;
   ScratchRelease release(bag.n);
+  Scratch::Trim trim;
   const std::vector<double> denom = denominators(bag, c);
   BagOwnership b = bagOwnership(bag, plan);
-  std::vector<float> rows;
-  if (maxNorm > 0) rows = readRows(t, b.local, b.count, false);
-  std::vector<float> g(checkedMul(b.count, dim, "the per-entry gradients"));
+  const float* rows = maxNorm > 0 ? readRows(t, b.local, b.count, false) : nullptr;
+  float* g = Scratch::floats(Scratch::kGrads, checkedMul(b.count, dim, "the per-entry gradients"));
   forEachBagRange(bag, [&](size_t r0, size_t r1) {
     std::vector<double> dy(dim);
-    combineBackwardRows(spanOf(bag, b, rows.data(), denom.data(), maxNorm, dim, r0, r1), grads, g.data(), true,
-                        dy.data());
+    combineBackwardRows(spanOf(bag, b, rows, denom.data(), maxNorm, dim, r0, r1), grads, g, true, dy.data());
   });
-  t.applyGradients(b.local, b.count, g.data(), opt);
+  t.applyGradients(b.local, b.count, g, opt);
 }
 
 void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,
@@ -169,12 +209,13 @@ void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float*
   }
   const size_t dim = t.config().dim;
   ScratchRelease release(n);
+  Scratch::Trim trim;
   Owned o = ownedEntries(keys, n, plan, false);
-  std::vector<float> g(checkedMul(o.count(), dim, "the owned gradients"));
+  float* g = Scratch::floats(Scratch::kGrads, checkedMul(o.count(), dim, "the owned gradients"));
   for (size_t i = 0; i < o.count(); ++i) {
-    std::memcpy(g.data() + i * dim, grads + static_cast<size_t>(o.positions[i]) * dim, dim * sizeof(float));
+    std::memcpy(g + i * dim, grads + static_cast<size_t>(o.positions[i]) * dim, dim * sizeof(float));
   }
-  t.applyGradients(o.local.data(), o.count(), g.data(), opt);
+  t.applyGradients(o.local.data(), o.count(), g, opt);
 }
 
 }  // namespace embedstack

@@ -9,7 +9,7 @@ import * as de from '../index.js';
 import { BATCHES, DIM, expectClose, gradOf, INIT, type Kind, optimizerFor, PlainModel } from './plainModel.js';
 import { rowsOf, sortedKeys, uniqueName } from './setup.js';
 
-async function contents(v: de.Variable): Promise<Map<bigint, number[]>> {
+async function contents(v: de.AnyVariable): Promise<Map<bigint, number[]>> {
   const [keys, values] = await v.export();
   const rows = rowsOf(values.data, v.dim);
   return new Map(Array.from(keys as ArrayLike<bigint | number>, (k, i) => [BigInt(k), rows[i]!]));
@@ -18,14 +18,14 @@ async function contents(v: de.Variable): Promise<Map<bigint, number[]>> {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One training step on `ids` with gradient 2*(e - target). */
-async function step(v: de.Variable, opt: de.Optimizer, ids: bigint[], name = 'emb'): Promise<void> {
+async function step(v: de.AnyVariable, opt: de.Optimizer, ids: bigint[], name = 'emb'): Promise<void> {
   const [e, tw] = await de.embeddingLookup(v, ids, { name, returnTrainable: true });
   await opt.applyGradients([[Float32Array.from(gradOf(ids, rowsOf(e.data, v.dim)).flat()), tw]]);
 }
 
 export function describeBehaviours(label: string, creator: () => de.KVCreator): void {
   describe(`${label}: behaviours`, () => {
-    const made: de.Variable[] = [];
+    const made: de.AnyVariable[] = [];
     const variable = (o: de.VariableOptions) => {
       const v = new de.Variable({ ...o, kvCreator: creator() });
       made.push(v);

@@ -1,0 +1,38 @@
+import { AlreadyExistsError, checkBoolean, checkName, checkOptions } from '@embedstack/core';
+import type { TfraKeyDtype } from './keys.js';
+import { Variable } from './variable.js';
+import { VARIABLE_OPTIONS, type VariableOptions } from './variableOptions.js';
+import { stateOf } from './variableState.js';
+
+export interface GetVariableOptions extends VariableOptions {
+  /** Return the existing variable of this name instead of failing. Default false. */
+  reuse?: boolean | null;
+}
+
+/** Variables made by getVariable, by name (a variable leaves when disposed). */
+const registry = new Map<string, Variable<TfraKeyDtype>>();
+
+/**
+ * TFRA's `get_variable`: the variable called `name`, created with `options` when
+ * there is none. Names are unique among variables made here (only here: `new
+ * Variable` does not check).
+ * @throws AlreadyExistsError "Variable <name> already exists" unless `reuse`
+ */
+export function getVariable<D extends TfraKeyDtype = 'int64'>(name: string, options: GetVariableOptions & { keyDtype?: D } = {}): Variable<D> {
+  checkName(name, 'name');
+  const { reuse, ...rest } = checkOptions<GetVariableOptions>(options, [...VARIABLE_OPTIONS, 'reuse']);
+  const reuseFlag = checkBoolean(reuse, 'reuse', false);
+  const existing = registry.get(name);
+  if (existing) {
+    if (reuseFlag) return existing as Variable<D>;
+    throw new AlreadyExistsError(`Variable ${name} already exists, disallowed: expected name to be unused (or reuse: true) but received "${name}"`, {
+      argument: 'name',
+    });
+  }
+  const v = new Variable<D>({ ...rest, name } as VariableOptions & { keyDtype?: D });
+  registry.set(name, v as Variable<TfraKeyDtype>);
+  stateOf(v)!.onDispose.push(() => {
+    if (registry.get(name) === (v as Variable<TfraKeyDtype>)) registry.delete(name);
+  });
+  return v;
+}
