@@ -36,7 +36,6 @@ function num(v: unknown, argument: string, fallback: number): number {
 }
 
 /** Marks an optimizer as wrapped by DynamicEmbeddingOptimizer (set by Optimizer's static block; module-private). */
-// eslint-disable-next-line prefer-const
 let wrap: (o: Optimizer, bpV2: boolean, synchronous: boolean) => void;
 
 /**

@@ -5,7 +5,6 @@ import {
   type Combiner,
   initializers,
   type InitializerSpec,
-  InvalidTypeError,
   invalidParameter,
   isCombiner,
   isInitializerSpec,
