@@ -1,5 +1,6 @@
-import { defineConfig } from 'vitest/config';
+import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
 
 const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 
@@ -14,12 +15,29 @@ const alias = {
   '@embedstack/tpu-embedding': src('./packages/tpu-embedding/src/index.ts'),
 };
 
+/**
+ * One vitest project per package (named after its folder: `core`, `tfra`, ...; examples
+ * `example-<folder>`), so that `pnpm --filter <package> test` (`vitest run --project <name>`)
+ * runs exactly that package's tests. New packages get their project automatically.
+ */
+function projects(dir: string, prefix: string, include: (d: string) => string[]) {
+  const root = src(`./${dir}`);
+  if (!existsSync(root)) return [];
+  return readdirSync(root, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && existsSync(src(`./${dir}/${d.name}/package.json`)))
+    .map((d) => ({ extends: true as const, test: { name: `${prefix}${d.name}`, include: include(`${dir}/${d.name}`) } }));
+}
+
 export default defineConfig({
   resolve: { alias },
   test: {
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
-    include: ['packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'examples/*/*.test.ts'],
+    projects: [
+      ...projects('packages', '', (d) => [`${d}/src/**/*.test.ts`, `${d}/test/**/*.test.ts`]),
+      ...projects('apps', '', (d) => [`${d}/src/**/*.test.ts`, `${d}/test/**/*.test.ts`]),
+      ...projects('examples', 'example-', (d) => [`${d}/*.test.ts`]),
+    ],
   },
 });

@@ -1,7 +1,7 @@
 import { beforeAll } from 'vitest';
 import * as de from './index.js';
-import { describeBehaviours } from './test/behaviours.js';
-import { useTestBackend } from './test/setup.js';
+import { describeBehaviours } from '../test/behaviours.js';
+import { useTestBackend } from '../test/setup.js';
 
 beforeAll(async () => {
   await useTestBackend();

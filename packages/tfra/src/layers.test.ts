@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as de from './index.js';
-import { expectError, rowsOf, uniqueName, useTestBackend } from './test/setup.js';
+import { expectError, rowsOf, uniqueName, useTestBackend } from '../test/setup.js';
 
 beforeAll(async () => {
   await useTestBackend();

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
 import { type RedisClusterHandle, redisAvailable, type RedisServerHandle, startRedisCluster, startRedisServer } from '@embedstack/store-redis/testing';
 import * as de from './index.js';
-import { describeBehaviours } from './test/behaviours.js';
-import { expectError, rowsOf, uniqueName, useTestBackend } from './test/setup.js';
+import { describeBehaviours } from '../test/behaviours.js';
+import { expectError, rowsOf, uniqueName, useTestBackend } from '../test/setup.js';
 
 const available = redisAvailable();
 if (!available) console.warn('[tfra] redis.test.ts skipped: redis-server is not installed (apt-get install -y redis-server)');

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as de from './index.js';
-import { expectError, rowsOf, sortedKeys, uniqueName, useTestBackend } from './test/setup.js';
+import { expectError, rowsOf, sortedKeys, uniqueName, useTestBackend } from '../test/setup.js';
 
 beforeAll(async () => {
   await useTestBackend();

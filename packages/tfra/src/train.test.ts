@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as de from './index.js';
-import { BATCHES, DIM, expectClose, gradOf, INIT, type Kind, optimizerFor, PlainModel } from './test/plainModel.js';
-import { expectError, rowsOf, uniqueName, useTestBackend } from './test/setup.js';
+import { BATCHES, DIM, expectClose, gradOf, INIT, type Kind, optimizerFor, PlainModel } from '../test/plainModel.js';
+import { expectError, rowsOf, uniqueName, useTestBackend } from '../test/setup.js';
 
 beforeAll(async () => {
   await useTestBackend();

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import * as de from './index.js';
-import { expectError, rowsOf, sortedKeys, uniqueName, useTestBackend } from './test/setup.js';
+import { expectError, rowsOf, sortedKeys, uniqueName, useTestBackend } from '../test/setup.js';
 
 let backend = '';
 beforeAll(async () => {

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { Adam, FTRL, SGD } from './optimizers.js';
 import { ReplicaStrategy } from './strategy.js';
-import { expectClose, expectError, ragged, testBackends } from './testUtil.js';
+import { expectClose, expectError, ragged, testBackends } from '../test/testUtil.js';
 import { TPUEmbedding } from './tpuEmbedding.js';
 
 const cases = await testBackends();

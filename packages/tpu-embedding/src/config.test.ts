@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { Adagrad, AdagradMomentum, Adam, FTRL, SGD } from './optimizers.js';
 import { ReplicaStrategy } from './strategy.js';
-import { iota, rows } from './testUtil.js';
+import { iota, rows } from '../test/testUtil.js';
 import { TPUEmbedding } from './tpuEmbedding.js';
 
 describe('config objects expose their options as read-only properties', () => {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { Adagrad, AdagradMomentum, Adam, FTRL, SGD } from './optimizers.js';
 import { ReplicaStrategy } from './strategy.js';
-import { expectError, FAVORITED, fixture, FRIENDS, ragged, raggedWeights, sparse, sparseWeights, WATCHED } from './testUtil.js';
+import { expectError, FAVORITED, fixture, FRIENDS, ragged, raggedWeights, sparse, sparseWeights, WATCHED } from '../test/testUtil.js';
 import { TPUEmbedding } from './tpuEmbedding.js';
 
 const backend = referenceBackend;

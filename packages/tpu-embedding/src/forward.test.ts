@@ -12,7 +12,7 @@ import {
   sparseWeights,
   testBackends,
   WATCHED,
-} from './testUtil.js';
+} from '../test/testUtil.js';
 
 const cases = await testBackends();
 

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { Tensor } from '@embedstack/core';
 import { describe, expect, it } from 'vitest';
 import { Adagrad } from './optimizers.js';
-import { lossGradient, type PlainFeature, plainForward, plainStep, plainTable, type PlainTable } from './plainModel.js';
-import { expectClose, FAVORITED, fixture, FRIENDS, iota, ragged, testBackends, WATCHED } from './testUtil.js';
+import { lossGradient, type PlainFeature, plainForward, plainStep, plainTable, type PlainTable } from '../test/plainModel.js';
+import { expectClose, FAVORITED, fixture, FRIENDS, iota, ragged, testBackends, WATCHED } from '../test/testUtil.js';
 
 const cases = await testBackends();
 

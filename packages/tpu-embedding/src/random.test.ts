@@ -4,9 +4,9 @@ import { Tensor } from '@embedstack/core';
 import { describe, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { Adagrad } from './optimizers.js';
-import { lossGradient, type PlainFeature, plainForward, plainStep, plainTable, type PlainTable } from './plainModel.js';
+import { lossGradient, type PlainFeature, plainForward, plainStep, plainTable, type PlainTable } from '../test/plainModel.js';
 import { ReplicaStrategy } from './strategy.js';
-import { expectClose, ragged, raggedWeights, sparse, sparseWeights, testBackends } from './testUtil.js';
+import { expectClose, ragged, raggedWeights, sparse, sparseWeights, testBackends } from '../test/testUtil.js';
 import { TPUEmbedding } from './tpuEmbedding.js';
 
 const cases = await testBackends();

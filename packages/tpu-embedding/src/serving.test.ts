@@ -17,7 +17,7 @@ import {
   sparseWeights,
   testBackends,
   WATCHED,
-} from './testUtil.js';
+} from '../test/testUtil.js';
 
 const video = new TableConfig({ vocabularySize: 8, dim: 4, combiner: 'sum', name: 'video', initializer: iota });
 const user = new TableConfig({ vocabularySize: 16, dim: 2, combiner: 'mean', name: 'user', initializer: iota });

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { Adagrad, Adam } from './optimizers.js';
 import { ReplicaStrategy, shardOf, shardRanges } from './strategy.js';
-import { expectError, ragged, raggedWeights, testBackends } from './testUtil.js';
+import { expectError, ragged, raggedWeights, testBackends } from '../test/testUtil.js';
 import { TPUEmbedding } from './tpuEmbedding.js';
 
 const cases = await testBackends();

@@ -1,8 +1,8 @@
 import { Tensor } from '@embedstack/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Adagrad, AdagradMomentum, Adam, type EmbeddingOptimizer, FTRL, SGD } from './optimizers.js';
-import { lossGradient, type PlainFeature, type PlainOptimizer, plainForward, plainStep, plainTable, type PlainTable } from './plainModel.js';
-import { expectClose, FAVORITED, fixture, FRIENDS, ragged, raggedWeights, rows, testBackends, WATCHED } from './testUtil.js';
+import { lossGradient, type PlainFeature, type PlainOptimizer, plainForward, plainStep, plainTable, type PlainTable } from '../test/plainModel.js';
+import { expectClose, FAVORITED, fixture, FRIENDS, ragged, raggedWeights, rows, testBackends, WATCHED } from '../test/testUtil.js';
 import type { TableInitializer } from './config.js';
 import { TPUEmbedding } from './tpuEmbedding.js';
 import { FeatureConfig, TableConfig } from './config.js';

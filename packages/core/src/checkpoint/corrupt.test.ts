@@ -7,7 +7,7 @@ import { referenceBackend } from '../reference/index.js';
 import { createTable, type EmbeddingTable } from '../table.js';
 import type { TableOptions } from '../tableOptions.js';
 import { loadTable, readCheckpointBatches, readTableManifest, saveTable, verifyCheckpoint } from './index.js';
-import { rejection, rowsOf, withTempDir } from './testUtil.js';
+import { rejection, rowsOf, withTempDir } from '../../test/checkpoint/testUtil.js';
 
 const OPTS: TableOptions = { dim: 3, optimizer: optimizers.adagrad({ learningRate: 0.1 }), scorePolicy: 'customized' };
 const make = (o: TableOptions = OPTS) => createTable(o, { backend: referenceBackend });

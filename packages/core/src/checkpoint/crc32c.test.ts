@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { crc32c } from './index.js';
-import { crcBitwise } from './testUtil.js';
+import { crcBitwise } from '../../test/checkpoint/testUtil.js';
 
 const ascii = (s: string) => new TextEncoder().encode(s);
 

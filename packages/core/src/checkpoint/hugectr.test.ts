@@ -6,7 +6,7 @@ import { referenceBackend } from '../reference/index.js';
 import { createTable } from '../table.js';
 import type { TableOptions } from '../tableOptions.js';
 import { exportHugeCTR, importHugeCTR, inspectHugeCTRModel, readHugeCTRModel } from './index.js';
-import { rejection, rowsOf, withTempDir } from './testUtil.js';
+import { rejection, rowsOf, withTempDir } from '../../test/checkpoint/testUtil.js';
 
 const make = (o: TableOptions) => createTable(o, { backend: referenceBackend });
 

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'tsup';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTable, saveTable } from './index.js';
-import { checkingTable, generatedTable } from './testdata/generatedTable.js';
+import { checkingTable, generatedTable } from '../../test/checkpoint/generatedTable.js';
 
 /**
  * kill -9 during saves: a child process saves a big table over and over into one
@@ -25,7 +25,7 @@ let childScript: string;
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'embedstack-kill-'));
   await build({
-    entry: { crashChild: fileURLToPath(new URL('./testdata/crashChild.ts', import.meta.url)) },
+    entry: { crashChild: fileURLToPath(new URL('../../test/checkpoint/crashChild.ts', import.meta.url)) },
     outDir: join(work, 'bin'),
     format: ['esm'],
     platform: 'node',

@@ -7,7 +7,7 @@ import { referenceBackend } from '../reference/index.js';
 import { createTable, type EmbeddingTable } from '../table.js';
 import { loadTable, saveTable } from './index.js';
 import { type CrashPoint, setCrashHookForTesting, SimulatedCrash } from './layout.js';
-import { f32Value, rejection, rowsOf, withTempDir } from './testUtil.js';
+import { f32Value, rejection, rowsOf, withTempDir } from '../../test/checkpoint/testUtil.js';
 
 const KEYS = Array.from({ length: 25 }, (_, i) => BigInt(i * 1000 - 7));
 

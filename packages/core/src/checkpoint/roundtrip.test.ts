@@ -6,7 +6,7 @@ import { referenceBackend } from '../reference/index.js';
 import { createTable } from '../table.js';
 import type { TableOptions } from '../tableOptions.js';
 import { loadTable, readCheckpointBatches, readTableManifest, saveTable } from './index.js';
-import { crcBitwise, f32Value, type Row, rowsOf, withTempDir } from './testUtil.js';
+import { crcBitwise, f32Value, type Row, rowsOf, withTempDir } from '../../test/checkpoint/testUtil.js';
 
 const INT64_MIN = -(1n << 63n);
 const INT64_MAX = (1n << 63n) - 1n;

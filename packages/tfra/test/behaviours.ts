@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import * as de from '../index.js';
+import * as de from '../src/index.js';
 import { BATCHES, DIM, expectClose, gradOf, INIT, type Kind, optimizerFor, PlainModel } from './plainModel.js';
 import { rowsOf, sortedKeys, uniqueName } from './setup.js';
 

@@ -1,6 +1,6 @@
 // An independent reimplementation of sparse training: rows in a plain Map, Keras formulas.
 import { expect } from 'vitest';
-import * as de from '../index.js';
+import * as de from '../src/index.js';
 
 export const DIM = 3;
 export const INIT = [0.1, -0.2, 0.3];

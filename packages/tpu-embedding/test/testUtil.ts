@@ -1,10 +1,10 @@
 // Test helpers (not exported from the package): the spec's worked example and the backends to run on.
 import { EmbeddingError, type EmbeddingBackend, RaggedTensor, referenceBackend, SparseTensor, Tensor } from '@embedstack/core';
 import { expect } from 'vitest';
-import { FeatureConfig, TableConfig, type TableInitializer } from './config.js';
-import type { EmbeddingOptimizer } from './optimizers.js';
-import { ReplicaStrategy } from './strategy.js';
-import { TPUEmbedding } from './tpuEmbedding.js';
+import { FeatureConfig, TableConfig, type TableInitializer } from '../src/config.js';
+import type { EmbeddingOptimizer } from '../src/optimizers.js';
+import { ReplicaStrategy } from '../src/strategy.js';
+import { TPUEmbedding } from '../src/tpuEmbedding.js';
 
 export interface BackendCase {
   name: string;

@@ -1,12 +1,12 @@
 // A synthetic table for the kill -9 test: row i of generation `gen` is computed on the
 // fly (no memory per row), and a "checking" table that verifies rows as they are
 // imported. Both are real RawTableSync implementations behind EmbeddingTable.
-import { InternalError } from '../../errors.js';
-import { optimizers } from '../../optimizers.js';
-import type { ExportBatch, RawTableSync } from '../../rawTable.js';
-import { rawTableFromSync } from '../../rawTable.js';
-import { EmbeddingTable } from '../../table.js';
-import { resolveTableOptions } from '../../tableOptions.js';
+import { InternalError } from '../../src/errors.js';
+import { optimizers } from '../../src/optimizers.js';
+import type { ExportBatch, RawTableSync } from '../../src/rawTable.js';
+import { rawTableFromSync } from '../../src/rawTable.js';
+import { EmbeddingTable } from '../../src/table.js';
+import { resolveTableOptions } from '../../src/tableOptions.js';
 
 export const GEN_DIM = 16;
 

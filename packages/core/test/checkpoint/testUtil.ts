@@ -2,8 +2,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EmbeddingError } from '../errors.js';
-import type { EmbeddingTable } from '../table.js';
+import { EmbeddingError } from '../../src/errors.js';
+import type { EmbeddingTable } from '../../src/table.js';
 
 export interface Row {
   values: number[];

@@ -4,7 +4,7 @@
 // "saving <g>" before and "saved <g>" after each save with synchronous writes, so the
 // parent knows what was durable when it killed us.
 import { writeSync } from 'node:fs';
-import { saveTable } from '../save.js';
+import { saveTable } from '../../src/checkpoint/save.js';
 import { generatedTable } from './generatedTable.js';
 
 // Never outlive the test: exit when the parent goes away (stdin closes) or after 60 s.
