@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RedisStore } from '@embedstack/store-redis';
+import { type RedisRawTable, RedisStore } from '@embedstack/store-redis';
 import { type RedisClusterHandle, redisAvailable, type RedisServerHandle, startRedisCluster, startRedisServer } from '@embedstack/store-redis/testing';
 import * as de from './index.js';
 import { describeBehaviours } from '../test/behaviours.js';
@@ -52,23 +52,30 @@ describe.skipIf(!available)('redis', () => {
   describeBehaviours('RedisTableCreator (standalone)', () => standaloneCreator());
   describeBehaviours('RedisTableCreator (cluster, 3 masters)', () => clusterCreator());
 
-  it("stores rows in TFRA's layout: one hash per bucket, field = key LE bytes, value = dim float32", async () => {
+  it("stores rows in TFRA's layout: one hash per bucket (key & 0xffffffff) % storage_slice, field = key LE bytes, value = dim float32", async () => {
     const name = uniqueName('layout');
     const v = new de.Variable({ dim: 2, name, kvCreator: standaloneCreator({ model_tag_runtime: 'lay' }) });
-    await v.upsert([1n, 2n, 5n], [1, 2, 3, 4, 5, 6]);
+    const keys = [1n, 2n, 5n, -3n, (1n << 32n) + 2n, -(1n << 40n)];
+    await v.upsert(keys, keys.flatMap((k) => [Number(k % 1000n), 7]));
+    const buckets = await (v.tables[0]!.raw as RedisRawTable).bucketNames();
+    expect(buckets.length).toBe(2);
     const probe = new RedisStore({ hosts: [{ host: '127.0.0.1', port: standalone!.port }] });
     await probe.ping();
     try {
       const client = probe.connection.client;
-      const keys = (await client.keys(`lay:${name}*`)).sort();
-      expect(keys.length).toBe(2);
-      // bucket = (key & 0xffffffff) % 2: keys 2 -> bucket 0, keys 1 and 5 -> bucket 1
-      const field = Buffer.alloc(8);
-      field.writeBigInt64LE(5n);
-      const raws = await Promise.all(keys.map((k) => client.hgetBuffer(k, field)));
-      const hit = raws.find((r) => r !== null)!;
-      expect(Array.from(new Float32Array(hit.buffer.slice(hit.byteOffset, hit.byteOffset + 8)))).toEqual([5, 6]);
-      expect((await Promise.all(keys.map((k) => client.hlen(k)))).sort()).toEqual([1, 2]);
+      expect((await client.keys(`lay:${name}*`)).sort()).toEqual(buckets.map((b) => b.toString()).sort());
+      for (const k of keys) {
+        // TFRA: the bucket of an 8-byte key is its low 32 bits (unsigned) modulo storage_slice
+        const bucket = Number(BigInt.asUintN(32, k) % 2n);
+        const field = Buffer.alloc(8);
+        field.writeBigInt64LE(k);
+        const raw = await client.hgetBuffer(buckets[bucket]!, field);
+        expect(raw, `key ${k} in bucket ${bucket}`).not.toBeNull();
+        expect(await client.hgetBuffer(buckets[1 - bucket]!, field), `key ${k} not in bucket ${1 - bucket}`).toBeNull();
+        expect(Array.from(new Float32Array(raw!.buffer.slice(raw!.byteOffset, raw!.byteOffset + 8)))).toEqual([Number(k % 1000n), 7]);
+      }
+      // 2, 2^32 + 2 and -2^40 (low word 0) in bucket 0; 1, 5 and -3 (low word 0xfffffffd) in bucket 1
+      expect(await Promise.all(buckets.map((b) => client.hlen(b)))).toEqual([3, 3]);
     } finally {
       await probe.close();
     }

@@ -20,7 +20,7 @@ describe('training matches a plain-array reimplementation', () => {
           for (const ids of BATCHES) {
             const e = await de.embeddingLookup(v, ids, { name: 'emb' });
             const got = rowsOf(e.data, DIM);
-            expectClose(got, ref.lookup(ids), 1e-4, 'lookup');
+            expectClose(got, ref.lookup(ids), 1e-6, 'lookup');
             const grads = gradOf(ids, got);
             await opt.applyGradients([[Float32Array.from(grads.flat()), v.getTrainableByName('emb') as de.ShadowVariable]]);
             ref.apply(ids, gradOf(ids, ref.lookup(ids)));
@@ -30,7 +30,7 @@ describe('training matches a plain-array reimplementation', () => {
           const exported = new Map(Array.from(keys as BigInt64Array, (k, i) => [k, rowsOf(values.data, DIM)[i]!]));
           expect([...exported.keys()].sort()).toEqual([...ref.rows.keys(), 100n].sort());
           expect(exported.get(100n)).toEqual([5, 5, 5]);
-          for (const [k, r] of ref.rows) expectClose([exported.get(k)!], [r.w], 1e-4, `row ${k}`);
+          for (const [k, r] of ref.rows) expectClose([exported.get(k)!], [r.w], 1e-6, `row ${k}`);
           const slots = v.getSlotVariables(opt);
           expect(slots.length).toBe(kind === 'sgd' ? 0 : kind === 'adagrad' ? 1 : 2);
           slots.forEach((slot, j) => {
@@ -40,7 +40,7 @@ describe('training matches a plain-array reimplementation', () => {
           for (const [j, slot] of slots.entries()) {
             const ids = [...ref.rows.keys()];
             const got = rowsOf((await slot.lookup(ids)).data, DIM);
-            expectClose(got, ids.map((k) => ref.rows.get(k)!.s[j]!), 1e-4, `slot ${slot.name}`);
+            expectClose(got, ids.map((k) => ref.rows.get(k)!.s[j]!), 1e-6, `slot ${slot.name}`);
           }
         });
       }

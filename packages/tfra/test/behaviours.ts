@@ -85,10 +85,10 @@ export function describeBehaviours(label: string, creator: () => de.KVCreator): 
         }
         const got = await contents(v);
         expect(sortedKeys([...got.keys()])).toEqual(sortedKeys([...ref.rows.keys()]));
-        for (const [k, r] of ref.rows) expectClose([got.get(k)!], [r.w], 1e-4, `row ${k}`);
+        for (const [k, r] of ref.rows) expectClose([got.get(k)!], [r.w], 1e-6, `row ${k}`);
         for (const [j, slot] of v.getSlotVariables(opt).entries()) {
           const ids = [...ref.rows.keys()];
-          expectClose(rowsOf((await slot.lookup(ids)).data, DIM), ids.map((k) => ref.rows.get(k)!.s[j]!), 1e-4, slot.name);
+          expectClose(rowsOf((await slot.lookup(ids)).data, DIM), ids.map((k) => ref.rows.get(k)!.s[j]!), 1e-6, slot.name);
         }
       });
     }

@@ -9,6 +9,7 @@ import {
   isCombiner,
   isInitializerSpec,
 } from '@embedstack/core';
+import type { EmbeddingOptimizer } from './optimizers.js';
 
 /**
  * A table initializer: TF's callable, here `(shape: [vocabularySize, dim]) =>
@@ -27,7 +28,7 @@ export interface TableConfigOptions {
   /** Default: truncated normal, mean 0, std 1/sqrt(dim). */
   initializer?: TableInitializer | null;
   /** This table's optimizer; default: the one passed to `TPUEmbedding`. Checked by the `TPUEmbedding` constructor. */
-  optimizer?: unknown;
+  optimizer?: EmbeddingOptimizer | null;
   /** 'mean' (default), 'sum' or 'sqrtn'. */
   combiner?: Combiner | null;
   /** Default `table_{i}` (i = the table's position in table order). */
@@ -51,6 +52,9 @@ function optionalName(value: unknown): string | undefined {
   return value === undefined || value === null ? undefined : checkName(value, 'name');
 }
 
+/** Names an unnamed table (TPUEmbedding's `table_{i}`); a named table keeps its name. Package-internal (set by TableConfig). */
+export let nameTable: (table: TableConfig, name: string) => void;
+
 /**
  * One embedding table (TF's `TableConfig`): `vocabularySize` rows of `dim` floats.
  * Options are exposed as read-only properties with the same names.
@@ -64,11 +68,10 @@ export class TableConfig {
   readonly dim: number;
   /** The initializer in use (the default truncated normal when none was given). */
   readonly initializer: TableInitializer;
-  /** As given (validated by the `TPUEmbedding` constructor); undefined when unset. */
-  readonly optimizer: unknown;
+  /** As given (checked by the `TPUEmbedding` constructor: one of this package's optimizers); undefined when unset. */
+  readonly optimizer: EmbeddingOptimizer | undefined;
   readonly combiner: Combiner;
-  /** As given; undefined when unnamed (`TPUEmbedding` then calls it `table_{i}`). */
-  readonly name: string | undefined;
+  #name: string | undefined;
 
   constructor(options: TableConfigOptions) {
     const o = readOptions(options, 'TableConfig', ['vocabularySize', 'dim', 'initializer', 'optimizer', 'combiner', 'name'], [
@@ -82,12 +85,23 @@ export class TableConfig {
       throw invalidParameter('initializer', 'a function (shape) => values or a known initializer spec', init);
     }
     this.initializer = (init as TableInitializer | null) ?? initializers.truncatedNormal(0, 1 / Math.sqrt(this.dim));
-    this.optimizer = o.optimizer ?? undefined;
+    this.optimizer = (o.optimizer ?? undefined) as EmbeddingOptimizer | undefined;
     const combiner = o.combiner ?? 'mean';
     if (!isCombiner(combiner)) throw invalidParameter('combiner', "one of 'mean', 'sum', 'sqrtn'", combiner);
     this.combiner = combiner;
-    this.name = optionalName(o.name);
+    this.#name = optionalName(o.name);
     Object.freeze(this);
+  }
+
+  /** As given; an unnamed table is named `table_{i}` by the first `TPUEmbedding` that uses it (as TF does). */
+  get name(): string | undefined {
+    return this.#name;
+  }
+
+  static {
+    nameTable = (t, name) => {
+      if (t.#name === undefined) t.#name = name;
+    };
   }
 }
 

@@ -14,7 +14,7 @@ import {
 } from '@embedstack/core';
 import { resolveBackend } from './backend.js';
 import { restoreTables, saveTables } from './checkpoint.js';
-import { type FeatureConfig, isFeatureConfig, type TableConfig } from './config.js';
+import { type FeatureConfig, isFeatureConfig, nameTable, type TableConfig } from './config.js';
 import { checkInputKinds, type FeatureBatch, normalizeFeature } from './inputs.js';
 import { type FlatEntry, flattenStructure, flattenUpTo, type Nest, packSequenceAs } from './nest.js';
 import { EmbeddingOptimizer } from './optimizers.js';
@@ -171,6 +171,8 @@ export class TPUEmbedding {
       }
       names.add(s.name);
     }
+    // TF names unnamed tables `table_{i}` on the user's config objects (only once every check passed).
+    for (const s of setups) nameTable(s.config, s.name);
     this.featureConfig = options.featureConfig;
     this.optimizer = global;
     this.strategy = strategy;
