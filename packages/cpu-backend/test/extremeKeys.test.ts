@@ -50,12 +50,15 @@ describe('cpu backend: every key value is a key', () => {
     const t = createTable({ kind: 'static', vocabularySize: 3, dim: 1 }, { backend: cpuBackend });
     // core rejects first; the native table checks again for direct raw calls
     expect(() => t.raw.sync!.upsert(new BigInt64Array([0n, 3n]), new Float32Array([5, 5]), null)).toThrow(EmbeddingError);
+    let error: unknown;
     try {
-      t.raw.sync!.find(new BigInt64Array([-1n]));
+      t.raw.sync!.find(new BigInt64Array([-1n]), null, null);
     } catch (e) {
-      expect((e as EmbeddingError).code).toBe(ErrorCodes.OUT_OF_RANGE);
-      expect((e as EmbeddingError).message).toContain('keys[0]');
+      error = e;
     }
+    expect(error, 'a raw find of key -1 on a static table throws').toBeInstanceOf(EmbeddingError);
+    expect((error as EmbeddingError).code).toBe(ErrorCodes.OUT_OF_RANGE);
+    expect((error as EmbeddingError).message).toContain('keys[0]');
     expect(Array.from(t.findSync([0, 1, 2]).values)).toEqual([0, 0, 0]);
     t.dispose();
   });

@@ -69,8 +69,11 @@ describe('standalone Redis store', () => {
     let total = 0;
     for (const n of names) total += await plain.hlen(n);
     expect(total).toBe(keys.length);
-    // key 2^32 + 3 shares key 3's bucket (low 32 bits), INT64_MIN key 0's
-    expect(refBucket((1n << 32n) + 3n, S)).toBe(refBucket(3n, S));
+    // by hand (bucket = low 32 bits, unsigned, mod 4): 2^32 + 3 -> 3 (as key 3); INT64_MIN and 2^32 -> 0; -1 -> 0xffffffff % 4 = 3
+    expect([3n, (1n << 32n) + 3n, INT64_MIN, 1n << 32n, -1n, 5n].map((k) => refBucket(k, S))).toEqual([3, 3, 0, 0, 3, 1]);
+    for (const [k, b] of [[(1n << 32n) + 3n, 3], [INT64_MIN, 0], [-1n, 3]] as const) {
+      expect(await plain.hexists(names[b]!, int64Field(k)), `key ${k} in bucket ${b}`).toBe(1);
+    }
   });
 
   it('int32 keys use 4-byte fields and their uint32 bit pattern for the bucket', async () => {

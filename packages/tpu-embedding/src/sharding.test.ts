@@ -98,6 +98,8 @@ async function run(backend: EmbeddingBackend, numReplicas: number, numHosts: num
     backend,
   });
   const trace: Float32Array[] = [];
+  const before = emb.embeddingTables;
+  const initial = [before.get(video)!.data as Float32Array, before.get(user)!.data as Float32Array];
   for (const s of STEPS) {
     await emb.enqueue({ v: ragged(s.v), u: ragged(s.u), seq: ragged(s.u) }, { weights: { v: raggedWeights(s.vw), u: null, seq: null } });
     const acts = (await emb.dequeue()) as Record<string, Tensor>;
@@ -107,7 +109,7 @@ async function run(backend: EmbeddingBackend, numReplicas: number, numHosts: num
   }
   const tables = emb.embeddingTables;
   trace.push(tables.get(video)!.data as Float32Array, tables.get(user)!.data as Float32Array);
-  return trace;
+  return { trace, initial };
 }
 
 describe.each(cases)('results do not depend on numReplicas or numHosts ($name backend)', ({ backend, reason }) => {
@@ -117,9 +119,18 @@ describe.each(cases)('results do not depend on numReplicas or numHosts ($name ba
   }
   for (const optimizer of ['adagrad', 'adam'] as const) {
     it(`${optimizer}: numReplicas 1, 2, 4 x numHosts 1, 3 (and 20 > vocabulary) agree exactly`, async () => {
-      const base = await run(backend, 1, 1, optimizer);
-      // the default initializer is random: a table that never moved would still be checked, so make sure training moved it
+      const { trace: base, initial } = await run(backend, 1, 1, optimizer);
       expect(base.length).toBe(STEPS.length * 3 + 2);
+      // Training moved every row of both tables (every row is looked up, and non-lazy Adam updates all rows):
+      // layouts that agree must agree on trained parameters, not on untouched initial values.
+      for (const [t, dim] of [[0, 4], [1, 3]] as const) {
+        const now = base[base.length - 2 + t]!;
+        const rows = now.length / dim;
+        for (let r = 0; r < rows; r++) {
+          const moved = Array.from({ length: dim }, (_, c) => now[r * dim + c] !== initial[t]![r * dim + c]).some(Boolean);
+          expect(moved, `table ${t} row ${r} moved`).toBe(true);
+        }
+      }
       for (const [R, H] of [
         [2, 1],
         [4, 1],
@@ -128,7 +139,7 @@ describe.each(cases)('results do not depend on numReplicas or numHosts ($name ba
         [4, 3],
         [4, 20],
       ] as const) {
-        const other = await run(backend, R, H, optimizer);
+        const { trace: other } = await run(backend, R, H, optimizer);
         // bit for bit: activations and parameters must not depend on the layout
         other.forEach((arr, i) => expect(Array.from(arr), `R=${R} H=${H} output ${i}`).toEqual(Array.from(base[i]!)));
       }

@@ -8,7 +8,9 @@ import { referenceBackend } from '../../reference/index.js';
 import type { ScorePolicy } from '../../scores.js';
 import { RaggedTensor } from '../../sparse.js';
 import { createTable, type EmbeddingTable } from '../../table.js';
-import { expectClose, expectSameState, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, opsFor, snapshot, type SuiteContext } from '../harness.js';
+import { resolveTableOptions } from '../../tableOptions.js';
+import { expectClose, expectSameState, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, opsFor, type RowState, snapshot, type SuiteContext } from '../harness.js';
+import { TableModel } from '../tableModel.js';
 
 /** Small key spaces (6 keys) so that batches collide and repeat. */
 const KEYSPACE: Record<KeyDtype, (bigint | number)[]> = {
@@ -156,6 +158,57 @@ async function run(t: EmbeddingTable, op: Op, cfg: Config, opt: OptimizerSpec, s
   }
 }
 
+/** Runs one op on the independent model; returns what `run` returns for a table. */
+function runModel(m: TableModel, op: Op, cfg: Config, opt: OptimizerSpec, step: number): unknown {
+  const space = cfg.kind === 'static' ? [0, 1, 2, 3, 4, 5] : KEYSPACE[cfg.keyDtype];
+  const keysOf = (ks: number[]) => ks.map((k) => BigInt(space[k]!));
+  const customized = cfg.scorePolicy === 'customized';
+  switch (op.op) {
+    case 'find': {
+      const r = m.find(keysOf(op.entries.map((e) => e.k)));
+      return { values: Float32Array.from(r.values), exists: r.exists };
+    }
+    case 'findOrInsert': {
+      const scores = op.withScores && customized ? op.entries.map((e) => e.s) : null;
+      const r = m.findOrInsert(keysOf(op.entries.map((e) => e.k)), scores);
+      return { values: Float32Array.from(r.values), exists: r.exists };
+    }
+    case 'upsert':
+    case 'assign':
+    case 'accum':
+    case 'importRows': {
+      const keys = keysOf(op.entries.map((e) => e.k));
+      const values = op.entries.map((e) => e.v);
+      const scores = op.withScores && customized ? op.entries.map((e) => e.s) : null;
+      if (op.op === 'upsert' || op.op === 'assign') m.write(keys, values, scores, op.op === 'upsert');
+      else if (op.op === 'accum') m.accum(keys, values, op.entries.map((e) => e.e), scores);
+      else {
+        const slots = op.withSlots ? m.widths.map((w) => op.entries.map((e) => Array.from({ length: w }, (_, c) => Math.abs(e.v[c % e.v.length]!) + 0.5))) : null;
+        m.importRows(keys, values, slots, op.withScores ? op.entries.map((e) => e.s) : null);
+      }
+      return undefined;
+    }
+    case 'remove':
+      return m.remove(keysOf(op.entries.map((e) => e.k)));
+    case 'applyGradients':
+      m.applyGradients(keysOf(op.entries.map((e) => e.k)), op.entries.map((e) => e.v), opt, step);
+      return undefined;
+    case 'lookupCombined': {
+      const rows = op.rows.map((r) => keysOf(r.map((x) => x.k)));
+      const weights = op.weighted ? op.rows.map((r) => r.map((x) => Math.fround(x.w))) : null;
+      return { values: Float32Array.from(m.lookupCombined(rows, weights, op.combiner, op.maxNorm ?? 0, op.insertMissing)) };
+    }
+    case 'restrict':
+      return m.restrict(op.n);
+    case 'clear':
+      m.clear();
+      return undefined;
+    case 'setEpoch':
+      m.epoch = op.epoch;
+      return undefined;
+  }
+}
+
 function compareResults(got: unknown, want: unknown, label: string): void {
   if (want && typeof want === 'object' && 'values' in want) {
     const g = got as { values: Float32Array; exists?: number[] };
@@ -165,7 +218,22 @@ function compareResults(got: unknown, want: unknown, label: string): void {
   } else expect(got, label).toEqual(want);
 }
 
-/** Differential property tests: random op sequences on the backend and on the reference backend agree after every op. */
+/** Keys and scores exactly; values and slots within float32 rounding (only when `values`). */
+function expectModelState(actual: Map<string, RowState>, model: Map<string, RowState>, values: boolean, label: string): void {
+  expect([...actual.keys()].sort(), `${label}: keys`).toEqual([...model.keys()].sort());
+  for (const [k, w] of model) {
+    const a = actual.get(k)!;
+    expect(a.score, `${label}: score of key ${k}`).toBe(w.score);
+    if (!values) continue;
+    expectClose(a.value, w.value, `${label}: value of key ${k}`, 1e-5, 1e-5);
+    w.slots.forEach((sl, j) => expectClose(a.slots[j]!, sl, `${label}: slot ${j} of key ${k}`, 1e-5, 1e-5));
+  }
+}
+
+/**
+ * Differential property tests: random op sequences on the backend, on the reference
+ * backend and on an independent model (tableModel.ts) agree after every op.
+ */
 export function propertiesSection(ctx: SuiteContext): void {
   describe('differential properties against the reference backend', () => {
     for (const kind of ['dynamic', 'static'] as const) {
@@ -189,6 +257,9 @@ export function propertiesSection(ctx: SuiteContext): void {
             };
             const t = createTable(options, { backend: ctx.backend });
             const r = createTable(options, { backend: referenceBackend });
+            const m = new TableModel(resolveTableOptions(options));
+            // FTRL's l1 threshold may flip on float32 rounding differences: its values are compared with the reference only.
+            const valuesComparable = cfg.optimizer !== 'ftrl';
             try {
               let step = 0;
               for (let i = 0; i < ops.length; i++) {
@@ -197,9 +268,16 @@ export function propertiesSection(ctx: SuiteContext): void {
                 const label = `op ${i} (${op.op})`;
                 const got = await run(t, op, cfg, opt, Math.max(step, 1), op.sync);
                 const want = await run(r, op, cfg, opt, Math.max(step, 1), true);
+                const modeled = runModel(m, op, cfg, opt, Math.max(step, 1));
                 compareResults(got, want, label);
                 expect(t.size(), `${label}: size`).toBe(r.size());
-                expectSameState(await snapshot(t), await snapshot(r), `${label}: state`);
+                const state = await snapshot(t);
+                expectSameState(state, await snapshot(r), `${label}: state`);
+                // The independent model: same keys, scores and results (values to float32 rounding).
+                if (valuesComparable || !(modeled && typeof modeled === 'object' && 'values' in modeled)) compareResults(got, modeled, `${label} vs model`);
+                else expect((got as { exists?: number[] }).exists, `${label} vs model: exists`).toEqual((modeled as { exists?: number[] }).exists);
+                expect(t.size(), `${label}: size vs model`).toBe(m.rows.size);
+                expectModelState(state, m.snapshot(), valuesComparable, `${label}: state vs model`);
               }
             } finally {
               t.dispose();
