@@ -1,7 +1,7 @@
 import type { Bag } from './combiners.js';
 import type { KeyDtype, Keys } from './dtypes.js';
 import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
-import { normalizeKeys } from './keys.js';
+import { normalizeKeys, takeKeys } from './keys.js';
 import { RaggedTensor, SparseTensor } from './sparse.js';
 
 export type BagInput = SparseTensor | RaggedTensor | Bag<Keys>;
@@ -84,15 +84,16 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
     for (let r = 0; r < nrows; r++) splits[r + 1]! += splits[r]!;
     if (sorted) return { bag: { rowSplits: splits, keys: src, weights: wsrc }, order: null };
     const cursor = splits.slice(0, nrows);
-    const keys = (src instanceof BigInt64Array ? new BigInt64Array(nnz) : new Int32Array(nnz)) as Keys;
     const w = wsrc ? new Float32Array(nnz) : null;
     const order = new Int32Array(nnz);
+    const inverse = new Int32Array(nnz);
     for (let i = 0; i < nnz; i++) {
       const at = cursor[idx[i * rank]!]!++;
       order[i] = at;
-      (keys as unknown as (number | bigint)[])[at] = src[i]!;
+      inverse[at] = i;
       if (w) w[at] = wsrc![i]!;
     }
+    const keys = takeKeys(src, inverse);
     return { bag: { rowSplits: splits, keys, weights: w }, order };
   }
   if (typeof ids === 'object' && ids !== null && 'rowSplits' in ids && 'keys' in ids) {
@@ -122,15 +123,15 @@ export function bagFromSegments(segments: Int32Array, keys: Keys, weights: Float
   for (let i = 0; i < n; i++) if (segments[i]! >= 0) splits[segments[i]! + 1]!++;
   for (let r = 0; r < nrows; r++) splits[r + 1]! += splits[r]!;
   const kept = splits[nrows]!;
-  const out = (keys instanceof BigInt64Array ? new BigInt64Array(kept) : new Int32Array(kept)) as Keys;
   const w = weights ? new Float32Array(kept) : null;
+  const from = new Int32Array(kept);
   const cursor = splits.slice(0, nrows);
   for (let i = 0; i < n; i++) {
     const r = segments[i]!;
     if (r < 0) continue;
     const at = cursor[r]!++;
-    (out as unknown as (number | bigint)[])[at] = keys[i]!;
+    from[at] = i;
     if (w) w[at] = weights![i]!;
   }
-  return { rowSplits: splits, keys: out, weights: w };
+  return { rowSplits: splits, keys: takeKeys(keys, from), weights: w };
 }

@@ -169,7 +169,7 @@ export function describeValue(value: unknown): string {
   if (typeof value === 'boolean') return String(value);
   if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`;
   if (ArrayBuffer.isView(value)) {
-    const len = 'length' in value ? (value as unknown as { length: number }).length : value.byteLength;
+    const len = 'length' in value && typeof value.length === 'number' ? value.length : value.byteLength;
     return `${value.constructor.name}(${len})`;
   }
   if (Array.isArray(value)) return `array of length ${value.length}`;

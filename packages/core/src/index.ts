@@ -30,7 +30,7 @@ export type { Dtype, KeyDtype, ValueDtype, Keys, DataArray, TypedArrayFor } from
 export { shapeSize, shapesEqual, formatShape, assertShape, validateShape } from './shape.js';
 export { Tensor, toTypedArray } from './tensor.js';
 export { SparseTensor, RaggedTensor, sparseFromDense } from './sparse.js';
-export { normalizeKeys, keyShape, keyAt, floorMod } from './keys.js';
+export { normalizeKeys, keyShape, keyAt, floorMod, takeKeys, makeKeys } from './keys.js';
 export type { KeyInput } from './keys.js';
 export { toBag, toOrderedBag, bagFromSegments } from './bag.js';
 export type { BagInput, BagWeights, OrderedBag } from './bag.js';

@@ -95,6 +95,18 @@ export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'
   );
 }
 
+/** keys[positions[i]] for every i, in the dtype of `keys`. */
+export function takeKeys(keys: Keys, positions: ArrayLike<number>): Keys {
+  if (keys instanceof BigInt64Array) return BigInt64Array.from(positions, (p) => keys[p]!);
+  return Int32Array.from(positions, (p) => keys[p]!);
+}
+
+/** A keys array of `dtype` holding at(0), ..., at(n - 1) (int32 keys as numbers, int64 as bigints). */
+export function makeKeys(dtype: KeyDtype, n: number, at: (i: number) => bigint | number): Keys {
+  if (dtype === 'int64') return BigInt64Array.from({ length: n }, (_, i) => BigInt(at(i)));
+  return Int32Array.from({ length: n }, (_, i) => Number(at(i)));
+}
+
 /** The key at position i as a bigint (for messages and oracles). */
 export function keyAt(keys: Keys, i: number): bigint {
   const v = keys[i]!;

@@ -199,7 +199,7 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
   }
   for (const [k, v] of Object.entries(o)) {
     if (v === undefined || v === null || !(k in DEFAULT_HYPER)) continue;
-    (hyper as unknown as Record<string, unknown>)[k] = v;
+    Object.assign(hyper, { [k]: v }); // a known hyperparameter (checked by DEFAULT_HYPER); its value is checked below
   }
   const h = hyper;
   if (typeof h.useNesterov !== 'boolean') throw invalidParameter('useNesterov', 'a boolean', h.useNesterov);

@@ -1,4 +1,4 @@
-import { type DataArray, type Dtype, dtypeOf, isDataArray } from './dtypes.js';
+import { type DataArray, type Dtype, dtypeOf, isDataArray, type TypedArrayFor } from './dtypes.js';
 import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
 import { validateShape } from './shape.js';
 import { Tensor, toTypedArray } from './tensor.js';
@@ -102,7 +102,9 @@ export class SparseTensor<D extends DataArray = DataArray> {
    * From ragged nested rows: `[[1, 2], [], [3]]` -> denseShape [3, 2].
    * dtype default 'int64' (ids); use 'float32' for weights.
    */
-  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype } = {}): SparseTensor {
+  static fromNestedArray(rows: readonly Row[], options?: { dtype?: 'int64' | null }): SparseTensor<BigInt64Array>;
+  static fromNestedArray<T extends Dtype>(rows: readonly Row[], options: { dtype: T }): SparseTensor<TypedArrayFor<T>>;
+  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype | null } = {}): SparseTensor {
     if (!Array.isArray(rows)) throw invalidParameter('rows', 'an array of rows', rows, InvalidTypeError);
     const dtype = options.dtype ?? 'int64';
     const idx: number[] = [];
@@ -169,7 +171,9 @@ export class RaggedTensor<D extends DataArray = DataArray> {
   }
 
   /** `[[0], [0, 1], []]` -> values [0, 0, 1], rowSplits [0, 1, 3, 3]. dtype default 'int64'. */
-  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype } = {}): RaggedTensor {
+  static fromNestedArray(rows: readonly Row[], options?: { dtype?: 'int64' | null }): RaggedTensor<BigInt64Array>;
+  static fromNestedArray<T extends Dtype>(rows: readonly Row[], options: { dtype: T }): RaggedTensor<TypedArrayFor<T>>;
+  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype | null } = {}): RaggedTensor {
     if (!Array.isArray(rows)) throw invalidParameter('rows', 'an array of rows', rows, InvalidTypeError);
     const dtype = options.dtype ?? 'int64';
     const splits = new Int32Array(rows.length + 1);
@@ -213,8 +217,6 @@ export function sparseFromDense<D extends DataArray>(dense: Tensor<D>, options: 
       rem %= strides[d]!;
     }
   }
-  const Ctor = dense.data.constructor as new (n: number) => D;
-  const vals = new Ctor(keep.length);
-  keep.forEach((src, j) => ((vals as unknown as (number | bigint)[])[j] = dense.data[src]!));
+  const vals = toTypedArray(keep.map((src) => dense.data[src]!), dense.dtype, 'dense') as D;
   return new SparseTensor(Int32Array.from(idx), vals, dense.shape);
 }

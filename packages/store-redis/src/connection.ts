@@ -245,6 +245,8 @@ export class RedisConnection {
       }
       target = node;
     }
+    // ioredis types its pipeline's commands one by one; the dynamic names used here (script
+    // commands `<name>Buffer` defined on the client, `callBuffer`) are not in those types.
     const p = target.pipeline() as unknown as Record<string, (...a: RedisArg[]) => unknown> & {
       exec(): Promise<[Error | null, unknown][] | null>;
     };

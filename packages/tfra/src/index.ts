@@ -6,7 +6,7 @@ export type { VariableOptions, LookupOptions, LookupWithExists, StoredKeys, AnyV
 export { getVariable } from './registry.js';
 export type { GetVariableOptions } from './registry.js';
 export { hashString64 } from './keys.js';
-export type { TfraKeyDtype, VariableKeys } from './keys.js';
+export type { TfraKeyDtype, VariableKeys, NestedKeys } from './keys.js';
 export type { VariableValues } from './values.js';
 export type { VariableInitializer } from './initializer.js';
 export { defaultPartitionFn } from './partition.js';

@@ -24,9 +24,12 @@ export type VariableKeys =
   | readonly number[]
   | readonly bigint[]
   | readonly string[]
-  | readonly (readonly unknown[])[]
+  | NestedKeys
   | Tensor<BigInt64Array>
   | Tensor<Int32Array>;
+
+/** A rectangular nested array of keys (`[[23, 12, 0], [9, 13, 10]]`), any depth. */
+export interface NestedKeys extends ReadonlyArray<readonly number[] | readonly bigint[] | readonly string[] | NestedKeys> {}
 
 const FNV64_OFFSET = 0xcbf29ce484222325n;
 const FNV64_PRIME = 0x100000001b3n;
@@ -148,9 +151,4 @@ export function uniqueKeys(keys: Keys): { unique: Keys; index: Int32Array } {
   return { unique, index };
 }
 
-/** keys[positions[i]] for every i, same key type. */
-export function takeKeys(keys: Keys, positions: ArrayLike<number>): Keys {
-  const out = keys instanceof BigInt64Array ? new BigInt64Array(positions.length) : new Int32Array(positions.length);
-  for (let i = 0; i < positions.length; i++) (out as unknown as (bigint | number)[])[i] = keys[positions[i]!]!;
-  return out;
-}
+export { takeKeys } from '@embedstack/core';

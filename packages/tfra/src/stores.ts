@@ -66,7 +66,7 @@ export interface StoredRow {
 
 /** The rows (value, slots, score) of `keys` present in `table`, by a scan of the table: O(table size). */
 export async function scanRows(table: EmbeddingTable, keys: Keys): Promise<Map<bigint | number, StoredRow>> {
-  const wanted = new Set<bigint | number>(keys as unknown as Iterable<bigint | number>);
+  const wanted = new Set<bigint | number>(keys as Iterable<bigint | number>);
   const out = new Map<bigint | number, StoredRow>();
   const dim = table.dim;
   const widths = table.slotWidths;

@@ -17,6 +17,7 @@ import { loadVariable, type LoadOptions, type SaveOptions, saveVariable } from '
 import type { VariableInitializer } from './initializer.js';
 import { storageDtype, type TfraKeyDtype, toKeys, type VariableKeys } from './keys.js';
 import type { KVCreator } from './kvCreators.js';
+import type { Optimizer } from './optimizers.js';
 import { gatherFlags, gatherRows, type Partition, type Partitioner } from './partition.js';
 import type { RestrictOptions, RestrictPolicy } from './restrictPolicy.js';
 import type { ShadowVariable } from './shadow.js';
@@ -364,7 +365,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
    * live beside the rows), or [] when the optimizer has not trained it.
    * @throws InvalidTypeError when `optimizer` is not an optimizer
    */
-  getSlotVariables(optimizer: { applyGradients(...args: never[]): unknown }): Variable<D>[] {
+  getSlotVariables(optimizer: Optimizer): Variable<D>[] {
     if (typeof optimizer !== 'object' || optimizer === null || typeof optimizer.applyGradients !== 'function') {
       throw invalidParameter('optimizer', 'a de.optimizers optimizer', optimizer, InvalidTypeError);
     }

@@ -38,14 +38,16 @@ function model(backend: EmbeddingBackend, numHosts = 1, opts: { userDim?: number
   return { emb, video, user };
 }
 
-async function step(emb: TPUEmbedding, s: (typeof STEPS)[number]): Promise<void> {
+type Model = ReturnType<typeof model>["emb"];
+
+async function step(emb: Model, s: (typeof STEPS)[number]): Promise<void> {
   await emb.enqueue({ v: ragged(s.v), u: ragged(s.u) });
-  const acts = (await emb.dequeue()) as Record<string, Tensor>;
+  const acts = await emb.dequeue();
   const g = (t: Tensor) => new Tensor(Float32Array.from(t.data as Float32Array, (x) => x / 2 + 0.1), t.shape);
   await emb.applyGradients({ v: g(acts.v!), u: g(acts.u!) });
 }
 
-function snapshot(emb: TPUEmbedding): number[][] {
+function snapshot(emb: Model): number[][] {
   return [...emb.embeddingTables.values()].map((t) => Array.from(t.data as Float32Array));
 }
 

@@ -22,16 +22,16 @@ describe.each(cases)('fidelity on the $name backend', ({ backend, reason }) => {
     const ids = new SparseTensor([[0, 0], [0, 1]], new BigInt64Array([1n, 2n]), [1, 2]);
     const weights = new SparseTensor([[0, 0], [0, 1]], new Float32Array([1, -1]), [1, 2]);
     await emb.enqueue({ f: ids }, { weights: { f: weights } });
-    const trained = (await emb.dequeue()) as { f: Tensor };
+    const trained = await emb.dequeue();
     // 1 * [2, 3] - 1 * [4, 5]
     expect(Array.from(trained.f.data)).toEqual([-2, -2]);
-    const served = (await servingEmbeddingLookup({ f: ids }, { f: weights }, emb.embeddingTables, featureConfig)) as { f: Tensor };
+    const served = await servingEmbeddingLookup({ f: ids }, { f: weights }, emb.embeddingTables, featureConfig);
     expect(Array.from(served.f.data)).toEqual([-2, -2]);
     // mean: serving prunes the weight -1 (TF), leaving row 1 alone
     const m = new TableConfig({ vocabularySize: 4, dim: 2, combiner: 'mean', name: 'm', initializer: iota });
     const mc = { f: new FeatureConfig({ table: m }) };
     const tables = new Map([[m, new Tensor(Float32Array.from(iota([4, 2])), [4, 2])]]);
-    const mean = (await servingEmbeddingLookup({ f: ids }, { f: weights }, tables, mc)) as { f: Tensor };
+    const mean = await servingEmbeddingLookup({ f: ids }, { f: weights }, tables, mc);
     expect(Array.from(mean.f.data)).toEqual(row(1, 2));
     emb.dispose();
   });
@@ -46,7 +46,7 @@ describe.each(cases)('fidelity on the $name backend', ({ backend, reason }) => {
       new BigInt64Array([1n, 3n, 5n, 0n, 2n, 4n]),
       [2, 2, 3],
     );
-    const out = (await servingEmbeddingLookup({ f: ids }, null, tables, featureConfig)) as { f: Tensor };
+    const out = await servingEmbeddingLookup({ f: ids }, null, tables, featureConfig);
     expect(out.f.shape).toEqual([2, 2, 2]);
     const mean = (rs: number[]) => [0, 1].map((c) => rs.reduce((a, r) => a + row(r, 2)[c]!, 0) / rs.length);
     expect(Array.from(out.f.data)).toEqual([...mean([1, 3]), 0, 0, ...mean([5]), ...mean([0, 2, 4])]);
@@ -76,7 +76,7 @@ describe.each(cases)('fidelity on the $name backend', ({ backend, reason }) => {
     await expect(emb.dequeue({ out: { f: new Float32Array(3) } })).rejects.toMatchObject({ code: 'SHAPE_MISMATCH' });
     await expect(emb.dequeue({ out: { f: new Float64Array(4) as never } })).rejects.toMatchObject({ code: 'INVALID_TYPE' });
     const out = new Float32Array(4);
-    const acts = (await emb.dequeue({ out: { f: out } })) as { f: Tensor };
+    const acts = await emb.dequeue({ out: { f: out } });
     expect(acts.f.data).toBe(out);
     expect(Array.from(out)).toEqual([...row(3, 2), ...row(0, 2)]);
     emb.dispose();

@@ -43,7 +43,7 @@ describe.each(cases)('forward on the $name backend', ({ backend, reason }) => {
     const { emb } = fixture({ backend });
     emb.build(4);
     await emb.enqueue({ watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) }, { training: false });
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
+    const acts = await emb.dequeue();
     expect(acts.watched!.shape).toEqual([4, 4]);
     expect(rows(acts.watched!)).toEqual([[0, 1, 2, 3], [4, 6, 8, 10], [4, 6, 8, 10], [4, 5, 6, 7]]);
     expect(rows(acts.favorited!)).toEqual([[4, 6, 8, 10], [4, 5, 6, 7], [0, 1, 2, 3], [4, 6, 8, 10]]);
@@ -58,7 +58,7 @@ describe.each(cases)('forward on the $name backend', ({ backend, reason }) => {
       { watched: sparse(WATCHED), favorited: sparse(FAVORITED), friends: sparse(FRIENDS) },
       { weights: { watched: w(WATCHED), favorited: w(FAVORITED), friends: w(FRIENDS) } },
     );
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
+    const acts = await emb.dequeue();
     expect(rows(acts.watched!)).toEqual([[0, 0, 0, 0], [4, 5, 6, 7], [4, 5, 6, 7], [4, 5, 6, 7]]);
     expect(rows(acts.favorited!)).toEqual([[4, 5, 6, 7], [4, 5, 6, 7], [0, 0, 0, 0], [4, 5, 6, 7]]);
     expectClose(acts.friends!.data as Float32Array, [6, 7, 3.3333333, 4.3333333, 6, 7, 3.3333333, 4.3333333], 1e-6);
@@ -71,7 +71,7 @@ describe.each(cases)('forward on the $name backend', ({ backend, reason }) => {
       favorited: [7, 6, 5, 4, 3, 2, 1, 0],
       friends: new BigInt64Array([3n, 0n, 1n, 2n, 3n, 0n, 1n, 2n]),
     });
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
+    const acts = await emb.dequeue();
     expect(rows(acts.friends!)).toEqual([[6, 7], [0, 1], [2, 3], [4, 5], [6, 7], [0, 1], [2, 3], [4, 5]]);
     expect(rows(acts.watched!)[5]).toEqual([20, 21, 22, 23]);
     expect(rows(acts.favorited!)[0]).toEqual([28, 29, 30, 31]);
@@ -80,7 +80,7 @@ describe.each(cases)('forward on the $name backend', ({ backend, reason }) => {
   it('keeps the shape of a rank-2 dense id tensor (ids.shape + [dim])', async () => {
     const { emb } = fixture({ backend });
     await emb.enqueue({ watched: [[0, 1], [2, 3]], favorited: [[1, 1], [0, 0]], friends: [[5, 6], [7, 8]] });
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
+    const acts = await emb.dequeue();
     expect(acts.watched!.shape).toEqual([2, 2, 4]);
     expect(rows(acts.watched!)).toEqual([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]);
     expect(rows(acts.friends!)).toEqual([[10, 11], [12, 13], [14, 15], [16, 17]]);
@@ -101,7 +101,7 @@ describe.each(cases)('forward on the $name backend', ({ backend, reason }) => {
             { watched: make(WATCHED), favorited: make(FAVORITED), friends: make(FRIENDS) },
             { weights: weighted ? { watched: makeW(ww), favorited: makeW(wf), friends: makeW(wr) } : undefined },
           );
-          const acts = (await emb.dequeue()) as Record<string, Tensor>;
+          const acts = await emb.dequeue();
           expectClose(acts.watched!.data as Float32Array, plainCombine(4, WATCHED, weighted ? ww : null, combiner).flat());
           expectClose(acts.favorited!.data as Float32Array, plainCombine(4, FAVORITED, weighted ? wf : null, combiner).flat());
           expectClose(acts.friends!.data as Float32Array, plainCombine(2, FRIENDS, weighted ? wr : null, combiner).flat());
@@ -113,7 +113,7 @@ describe.each(cases)('forward on the $name backend', ({ backend, reason }) => {
   it('returns zeros for examples without ids', async () => {
     const { emb } = fixture({ backend, userCombiner: 'sqrtn' });
     await emb.enqueue({ watched: ragged([[], [1]]), favorited: ragged([[2], []]), friends: ragged([[], []]) });
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
+    const acts = await emb.dequeue();
     expect(rows(acts.watched!)).toEqual([[0, 0, 0, 0], [4, 5, 6, 7]]);
     expect(rows(acts.favorited!)).toEqual([[8, 9, 10, 11], [0, 0, 0, 0]]);
     expect(rows(acts.friends!)).toEqual([[0, 0], [0, 0]]);
@@ -122,16 +122,16 @@ describe.each(cases)('forward on the $name backend', ({ backend, reason }) => {
   it('returns [batch, L, dim] for sequence features: ids past L dropped, short rows zero padded', async () => {
     const { emb } = fixture({ backend, friendsSequence: 2 });
     await emb.enqueue({ watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) });
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
+    const acts = await emb.dequeue();
     expect(acts.friends!.shape).toEqual([4, 2, 2]);
     expect(rows(acts.friends!)).toEqual([[6, 7], [0, 0], [0, 1], [2, 3], [6, 7], [0, 0], [0, 1], [2, 3]]);
     // sparse input: the position is the second index; dense [batch, T] ids too
     const b = fixture({ backend, friendsSequence: 3 });
     await b.emb.enqueue({ watched: sparse(WATCHED), favorited: sparse(FAVORITED), friends: sparse([[1, 2, 3, 4], [], [5], [6, 7]]) });
-    const s = (await b.emb.dequeue()) as Record<string, Tensor>;
+    const s = await b.emb.dequeue();
     expect(rows(s.friends!)).toEqual([[2, 3], [4, 5], [6, 7], [0, 0], [0, 0], [0, 0], [10, 11], [0, 0], [0, 0], [12, 13], [14, 15], [0, 0]]);
     await b.emb.enqueue({ watched: [1, 2, 3, 4], favorited: [0, 0, 0, 0], friends: [[1, 2], [3, 4], [5, 6], [7, 0]] });
-    const d = (await b.emb.dequeue()) as Record<string, Tensor>;
+    const d = await b.emb.dequeue();
     expect(d.friends!.shape).toEqual([4, 3, 2]);
     expect(rows(d.friends!).slice(0, 3)).toEqual([[2, 3], [4, 5], [0, 0]]);
     expect(rows(d.friends!).slice(9, 12)).toEqual([[14, 15], [0, 1], [0, 0]]);

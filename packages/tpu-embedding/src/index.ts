@@ -18,6 +18,15 @@ export type {
 export { ReplicaStrategy, shardRanges } from './strategy.js';
 export type { ReplicaStrategyOptions, ShardRange } from './strategy.js';
 export { TPUEmbedding } from './tpuEmbedding.js';
-export type { TPUEmbeddingOptions, EnqueueOptions, DequeueOptions, FeatureInputs } from './tpuEmbedding.js';
+export type {
+  TPUEmbeddingOptions,
+  EnqueueOptions,
+  DequeueOptions,
+  FeatureInputs,
+  FeatureInput,
+  FeatureWeight,
+  FeatureGradient,
+  PerFeature,
+} from './tpuEmbedding.js';
 export { servingEmbeddingLookup, cpuEmbeddingLookup } from './serving.js';
-export type { Nest } from './nest.js';
+export type { Nest, StructureOf } from './nest.js';

@@ -8,6 +8,24 @@ import { InvalidArgumentError, InvalidTypeError, invalidParameter } from '@embed
  */
 export type Nest<T> = T | readonly Nest<T>[] | { readonly [key: string]: Nest<T> };
 
+/**
+ * The structure of a feature config with every FeatureConfig leaf replaced by `Leaf`
+ * (objects keep their keys, arrays and tuples their positions): the type of
+ * activations, inputs, weights and gradients of a TPUEmbedding over that config.
+ */
+export type StructureOf<F, Leaf, Config> = [Nest<Config>] extends [F] ? Nest<Leaf> : Mapped<F, Leaf, Config, []>;
+
+/** StructureOf of a concrete structure (depth-limited: structures nest at most 10 levels). */
+type Mapped<F, Leaf, Config, D extends unknown[]> = D['length'] extends 10
+  ? unknown
+  : F extends Config
+    ? Leaf
+    : F extends readonly unknown[]
+      ? { -readonly [K in keyof F]: Mapped<F[K], Leaf, Config, [...D, 0]> }
+      : F extends object
+        ? { -readonly [K in keyof F]: Mapped<F[K], Leaf, Config, [...D, 0]> }
+        : never;
+
 /** One leaf of a flattened structure and its path (`features.watched`, `features[0].a`). */
 export interface FlatEntry<T> {
   path: string;

@@ -44,7 +44,7 @@ describe.each(cases)('pipelineExecutionWithTensorCore on the $name backend', ({ 
           { table: 'video', ids: s.watched, weights: null },
         ];
         await emb.enqueue({ watched: ragged(s.watched), favorited: ragged(s.favorited), friends: ragged(s.friends) });
-        const acts = (await emb.dequeue()) as Record<string, Tensor>;
+        const acts = await emb.dequeue();
         const expected = plainForward(plain, feats);
         if (pending) plainStep(plain, pending.feats, pending.grads); // the late update lands after this step's lookups
         expectClose(acts.favorited!.data as Float32Array, expected[0]!.flat());
@@ -71,10 +71,10 @@ describe.each(cases)('pipelineExecutionWithTensorCore on the $name backend', ({ 
       const { emb } = fixture({ backend, optimizer: new Adagrad({ learningRate: 0.5 }), pipeline: true });
       const inputs = () => ({ watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) });
       await emb.enqueue(inputs());
-      const a1 = (await emb.dequeue()) as Record<string, Tensor>;
+      const a1 = await emb.dequeue();
       await emb.applyGradients(a1);
       await emb.enqueue(inputs());
-      const a2 = (await emb.dequeue()) as Record<string, Tensor>;
+      const a2 = await emb.dequeue();
       expect(Array.from(a2.watched!.data as Float32Array)).toEqual(Array.from(a1.watched!.data as Float32Array));
       await emb.applyGradients(a2); // pending
       await emb.save(join(root, 'ckpt')); // applies update 2 first
@@ -84,7 +84,7 @@ describe.each(cases)('pipelineExecutionWithTensorCore on the $name backend', ({ 
       expect([...emb.embeddingTables.values()].map((t) => Array.from(t.data as Float32Array))).toEqual(saved);
       // a pending update is dropped by restore
       await emb.enqueue(inputs());
-      const a3 = (await emb.dequeue()) as Record<string, Tensor>;
+      const a3 = await emb.dequeue();
       await emb.applyGradients(a3);
       await emb.restore(join(root, 'ckpt'));
       expect([...emb.embeddingTables.values()].map((t) => Array.from(t.data as Float32Array))).toEqual(saved);

@@ -3,6 +3,7 @@
 import { Tensor } from '@embedstack/core';
 import { describe, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
+import type { FeatureInput, FeatureWeight } from './tpuEmbedding.js';
 import { Adagrad } from './optimizers.js';
 import { lossGradient, type PlainFeature, plainForward, plainStep, plainTable, type PlainTable } from '../test/plainModel.js';
 import { ReplicaStrategy } from './strategy.js';
@@ -45,8 +46,8 @@ describe.each(cases)('random configurations on the $name backend', ({ backend, r
       const plain: Record<string, PlainTable> = Object.fromEntries(tables.map((t) => [t.name, plainTable(t.vocab, t.dim, t.combiner, t.init, opt)]));
       const useSparse = rnd() < 0.5;
       for (let step = 0; step < 2; step++) {
-        const inputs: Record<string, unknown> = {};
-        const weights: Record<string, unknown> = {};
+        const inputs: Record<string, FeatureInput> = {};
+        const weights: Record<string, FeatureWeight> = {};
         const feats: PlainFeature[] = [];
         for (const f of [...features].sort((a, b) => (a.key < b.key ? -1 : 1))) {
           const ids = Array.from({ length: batch }, () => Array.from({ length: int(4) }, () => int(f.table.vocab)));
@@ -56,7 +57,7 @@ describe.each(cases)('random configurations on the $name backend', ({ backend, r
           feats.push({ table: f.table.name, ids, weights: w });
         }
         await emb.enqueue(inputs, { weights });
-        const acts = (await emb.dequeue()) as Record<string, Tensor>;
+        const acts = await emb.dequeue();
         const expected = plainForward(plain, feats);
         const keys = Object.keys(inputs);
         keys.forEach((k, i) => expectClose(acts[k]!.data as Float32Array, expected[i]!.flat(), 1e-5));

@@ -11,6 +11,7 @@ import {
 import { resolveBackend } from './backend.js';
 import { type FeatureConfig, isFeatureConfig, type TableConfig } from './config.js';
 import { normalizeFeature } from './inputs.js';
+import type { FeatureInput, FeatureWeight, PerFeature } from './tpuEmbedding.js';
 import { flattenStructure, flattenUpTo, type Nest, packSequenceAs } from './nest.js';
 
 /**
@@ -62,16 +63,16 @@ function servingTable(table: Tensor<Float32Array>, cfg: TableConfig, name: strin
  *   inputs, weights or tables; OutOfRangeError for ids >= vocabularySize (and for
  *   negative dense or ragged ids)
  */
-export async function servingEmbeddingLookup(
-  inputs: Nest<unknown>,
-  weights: Nest<unknown> | null | undefined,
+export async function servingEmbeddingLookup<F extends Nest<FeatureConfig>>(
+  inputs: PerFeature<F, FeatureInput>,
+  weights: PerFeature<F, FeatureWeight> | null | undefined,
   tables: Map<TableConfig, Tensor>,
-  featureConfig: Nest<FeatureConfig>,
-): Promise<Nest<Tensor>> {
+  featureConfig: F,
+): Promise<PerFeature<F, Tensor<Float32Array>>> {
   const flat = flattenStructure(featureConfig, isFeatureConfig, 'featureConfig', 'FeatureConfig');
   if (!(tables instanceof Map)) throw invalidParameter('tables', 'a Map<TableConfig, Tensor> (TPUEmbedding.embeddingTables)', tables, InvalidTypeError);
-  const ins = flattenUpTo(featureConfig, isFeatureConfig, inputs, 'inputs');
-  const ws = flattenUpTo(featureConfig, isFeatureConfig, weights, 'weights', true);
+  const ins = flattenUpTo(featureConfig, isFeatureConfig, inputs as unknown, 'inputs');
+  const ws = flattenUpTo(featureConfig, isFeatureConfig, weights as unknown, 'weights', true);
   const order = new Map<TableConfig, number>();
   for (const { leaf } of flat) if (!order.has(leaf.table)) order.set(leaf.table, order.size);
   const outputs = flat.map(({ path, leaf }, i) => {
@@ -121,7 +122,8 @@ export async function servingEmbeddingLookup(
       return new Tensor(out, b.shape);
     }),
   );
-  return packSequenceAs(featureConfig, isFeatureConfig, tensors);
+  const packed: unknown = packSequenceAs(featureConfig, isFeatureConfig, tensors);
+  return packed as PerFeature<F, Tensor<Float32Array>>;
 }
 
 /** Alias of {@link servingEmbeddingLookup} (TF's `cpu_embedding_lookup`). */

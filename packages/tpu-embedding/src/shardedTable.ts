@@ -8,6 +8,7 @@ import {
   fnv1a32,
   initialRow,
   initializers,
+  makeKeys,
   type InitializerSpec,
   invalidParameter,
   isInitializerSpec,
@@ -262,11 +263,8 @@ export class ShardedTable {
   /** Every row id of the table, [vocabularySize] (non-lazy Adam updates every row each step). */
   allRows(): Keys {
     if (this.#allRows) return this.#allRows;
-    const n = this.vocabularySize;
-    const k = this.keyDtype === 'int32' ? new Int32Array(n) : new BigInt64Array(n);
-    for (let i = 0; i < n; i++) (k as unknown as (number | bigint)[])[i] = this.keyDtype === 'int32' ? i : BigInt(i);
-    this.#allRows = k;
-    return k;
+    this.#allRows = makeKeys(this.keyDtype, this.vocabularySize, (i) => i);
+    return this.#allRows;
   }
 
   /** The whole table's parameters, [vocabularySize * dim] row-major (a fresh copy). Needs a sync backend. */

@@ -102,8 +102,8 @@ async function run(backend: EmbeddingBackend, numReplicas: number, numHosts: num
   const initial = [before.get(video)!.data as Float32Array, before.get(user)!.data as Float32Array];
   for (const s of STEPS) {
     await emb.enqueue({ v: ragged(s.v), u: ragged(s.u), seq: ragged(s.u) }, { weights: { v: raggedWeights(s.vw), u: null, seq: null } });
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
-    for (const k of ['seq', 'u', 'v']) trace.push(acts[k]!.data as Float32Array);
+    const acts = await emb.dequeue();
+    for (const k of ['seq', 'u', 'v'] as const) trace.push(acts[k].data);
     const g = (t: Tensor) => new Tensor(Float32Array.from(t.data as Float32Array, (x, i) => (2 * x) / 8 + 0.01 * (i % 5)), t.shape);
     await emb.applyGradients({ v: g(acts.v!), u: g(acts.u!), seq: g(acts.seq!) });
   }

@@ -1,5 +1,7 @@
 import {
   type Bag,
+  type RaggedTensor,
+  type SparseTensor,
   checkOptions,
   DisposedError,
   type EmbeddingBackend,
@@ -16,14 +18,36 @@ import { resolveBackend } from './backend.js';
 import { restoreTables, saveTables } from './checkpoint.js';
 import { type FeatureConfig, isFeatureConfig, nameTable, type TableConfig } from './config.js';
 import { checkInputKinds, type FeatureBatch, normalizeFeature } from './inputs.js';
-import { type FlatEntry, flattenStructure, flattenUpTo, type Nest, packSequenceAs } from './nest.js';
+import { type FlatEntry, flattenStructure, flattenUpTo, type Nest, packSequenceAs, type StructureOf } from './nest.js';
 import { EmbeddingOptimizer } from './optimizers.js';
 import { ShardedTable, type TableSetup } from './shardedTable.js';
 import { ReplicaStrategy } from './strategy.js';
 
-export interface TPUEmbeddingOptions {
+/** Ids of one feature: dense ids (a Tensor or typed array of int32 / int64 ids, or nested arrays), a SparseTensor or a RaggedTensor. */
+export type FeatureInput =
+  | Tensor<Int32Array>
+  | Tensor<BigInt64Array>
+  | Int32Array
+  | BigInt64Array
+  | readonly (number | bigint)[]
+  | readonly (readonly (number | bigint)[])[]
+  | SparseTensor<Int32Array>
+  | SparseTensor<BigInt64Array>
+  | RaggedTensor<Int32Array>
+  | RaggedTensor<BigInt64Array>;
+
+/** Weights of one feature: float32, with the layout of its SparseTensor / RaggedTensor ids; null / undefined: all 1. */
+export type FeatureWeight = SparseTensor<Float32Array> | RaggedTensor<Float32Array> | null | undefined;
+
+/** The gradient of one feature's activations: a float32 Tensor of their shape, a Float32Array of their size, or null (zero). */
+export type FeatureGradient = Tensor<Float32Array> | Float32Array | null | undefined;
+
+/** Per-feature values in the structure of a feature config F (what enqueue, dequeue and applyGradients take or return). */
+export type PerFeature<F, Leaf> = StructureOf<F, Leaf, FeatureConfig>;
+
+export interface TPUEmbeddingOptions<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
   /** Any nesting of objects and arrays whose leaves are FeatureConfigs. */
-  featureConfig: Nest<FeatureConfig>;
+  featureConfig: F;
   /** Optimizer of every table without its own. Optional for inference-only use. */
   optimizer?: EmbeddingOptimizer | null;
   /** Replicas and hosts. Default: one of each. */
@@ -34,17 +58,17 @@ export interface TPUEmbeddingOptions {
   backend?: string | EmbeddingBackend | null;
 }
 
-/** Ids per feature: a `Tensor`/typed array/nested array of ids, a `SparseTensor` or a `RaggedTensor`. */
-export type FeatureInputs = Nest<unknown>;
+/** Ids per feature, in the feature config's structure. */
+export type FeatureInputs<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> = PerFeature<F, FeatureInput>;
 
-export interface DequeueOptions {
+export interface DequeueOptions<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
   /** Arrays to write the activations to (feature config structure; null leaves: fresh arrays). Default: fresh arrays. */
-  out?: Nest<Float32Array | null> | null;
+  out?: PerFeature<F, Float32Array | null> | null;
 }
 
-export interface EnqueueOptions {
+export interface EnqueueOptions<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
   /** Same structure as the features; `SparseTensor`/`RaggedTensor` float weights or null per feature. Default: all 1. */
-  weights?: Nest<unknown> | null;
+  weights?: PerFeature<F, FeatureWeight> | null;
   /** Default true. false: forward only, `applyGradients` is then an error. */
   training?: boolean | null;
 }
@@ -102,8 +126,8 @@ function warn(message: string): void {
  * restore, drop) a pending update. On a CPU backend this buys no speed; it keeps a
  * model trained this way numerically the same as on a TPU.
  */
-export class TPUEmbedding {
-  readonly featureConfig: Nest<FeatureConfig>;
+export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
+  readonly featureConfig: F;
   readonly optimizer: EmbeddingOptimizer | undefined;
   readonly strategy: ReplicaStrategy;
   readonly pipelineExecutionWithTensorCore: boolean;
@@ -125,7 +149,7 @@ export class TPUEmbedding {
    * @throws InvalidArgumentError: an optimizer (global or a table's) that is not one of
    *   this package's classes; "Multiple tables with name ..."
    */
-  constructor(options: TPUEmbeddingOptions) {
+  constructor(options: TPUEmbeddingOptions<F>) {
     if (typeof options !== 'object' || options === null || Array.isArray(options)) {
       throw invalidParameter('options', 'an options object ({ featureConfig, optimizer, ... })', options, InvalidTypeError);
     }
@@ -269,15 +293,15 @@ export class TPUEmbedding {
    *   differ between features), OutOfRangeError (an id outside [0, vocabularySize));
    *   a rejected call queues nothing
    */
-  enqueue(features: FeatureInputs, options?: EnqueueOptions | null): Promise<void> {
+  enqueue(features: FeatureInputs<F>, options?: EnqueueOptions<F> | null): Promise<void> {
     return this.#serial(() => {
       const o = (options ?? {}) as Record<string, unknown>;
       if (typeof o !== 'object' || Array.isArray(o)) throw invalidParameter('options', 'an object ({ weights, training })', options, InvalidTypeError);
       for (const k of Object.keys(o)) if (k !== 'weights' && k !== 'training') throw invalidParameter(`options.${k}`, 'one of weights, training', k);
       const training = o.training ?? true;
       if (typeof training !== 'boolean') throw invalidParameter('training', 'a boolean', training, InvalidTypeError);
-      const inputs = flattenUpTo(this.featureConfig, isFeatureConfig, features, 'features');
-      const weights = flattenUpTo(this.featureConfig, isFeatureConfig, o.weights, 'weights', true);
+      const inputs = flattenUpTo(this.featureConfig, isFeatureConfig, features as unknown, 'features');
+      const weights = flattenUpTo(this.featureConfig, isFeatureConfig, o.weights as unknown, 'weights', true);
       const R = this.strategy.numReplicas;
       const batches = this.#features.map((f, i) => {
         const s = this.#setups[f.table]!;
@@ -338,12 +362,12 @@ export class TPUEmbedding {
    * @throws FailedPreconditionError when nothing was enqueued; InvalidTypeError /
    *   ShapeMismatchError for a bad `out` (the batch stays queued)
    */
-  dequeue(options?: DequeueOptions | null): Promise<Nest<Tensor>> {
+  dequeue(options?: DequeueOptions<F> | null): Promise<PerFeature<F, Tensor<Float32Array>>> {
     return this.#serial(async () => {
       const next = this.#queue[0];
       if (!next) throw new FailedPreconditionError('dequeue() was called before enqueue(): there is no batch to look up');
       const o = checkOptions<DequeueOptions>(options, ['out']);
-      const given = flattenUpTo(this.featureConfig, isFeatureConfig, o.out, 'out', true);
+      const given = flattenUpTo(this.featureConfig, isFeatureConfig, o.out as unknown, 'out', true);
       const outs = next.batches.map((b, i) => {
         const size = b.shape.reduce((a, d) => a * d, 1);
         const g = given[i];
@@ -370,7 +394,8 @@ export class TPUEmbedding {
         await this.#apply(u);
       }
       this.#current = { batch, applied: false };
-      return packSequenceAs(this.featureConfig, isFeatureConfig, acts);
+      const packed: unknown = packSequenceAs(this.featureConfig, isFeatureConfig, acts);
+      return packed as PerFeature<F, Tensor<Float32Array>>;
     });
   }
 
@@ -384,13 +409,13 @@ export class TPUEmbedding {
    *   table without optimizer), InvalidArgumentError (structure), InvalidTypeError /
    *   ShapeMismatchError (a gradient's type or shape); a rejected call changes nothing
    */
-  applyGradients(gradients: Nest<Tensor | Float32Array | null | undefined>): Promise<void> {
+  applyGradients(gradients: PerFeature<F, FeatureGradient>): Promise<void> {
     return this.#serial(async () => {
       const cur = this.#current;
       if (!cur) throw new FailedPreconditionError('applyGradients() was called before dequeue(): there are no activations to differentiate');
       if (!cur.batch.training) throw new FailedPreconditionError('applyGradients() was called for a batch enqueued with training: false');
       if (cur.applied) throw new FailedPreconditionError('applyGradients() was already called for this batch; enqueue and dequeue the next one first');
-      const leaves = flattenUpTo(this.featureConfig, isFeatureConfig, gradients, 'gradients');
+      const leaves = flattenUpTo(this.featureConfig, isFeatureConfig, gradients as unknown, 'gradients');
       const zero: string[] = [];
       const grads = this.#features.map((f, i) => {
         const path = `gradients${f.path.slice('featureConfig'.length)}`;

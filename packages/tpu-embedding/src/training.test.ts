@@ -83,7 +83,7 @@ const OPTIMIZERS: OptCase[] = [
   },
 ];
 
-function tensorOf(acts: number[][]): Tensor {
+function tensorOf(acts: number[][]): Tensor<Float32Array> {
   return new Tensor(Float32Array.from(acts.flat()), [acts.length, acts[0]!.length]);
 }
 
@@ -97,7 +97,7 @@ describe.each(cases)('training on the $name backend', ({ backend, reason }) => {
     const { emb, video, user } = fixture({ backend, optimizer: new SGD({ learningRate: 0.1 }), numReplicas: 2, numHosts: 2 });
     emb.build(2);
     await emb.enqueue({ watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) }, { weights: undefined, training: true });
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
+    const acts = await emb.dequeue();
     const grad = (t: Tensor) => new Tensor(Float32Array.from(t.data as Float32Array, (v) => (2 * v) / 4), t.shape);
     await emb.applyGradients({ watched: grad(acts.watched!), favorited: grad(acts.favorited!), friends: grad(acts.friends!) });
     expect(emb.step).toBe(1);
@@ -131,7 +131,7 @@ describe.each(cases)('training on the $name backend', ({ backend, reason }) => {
           { watched: ragged(s.watched), favorited: ragged(s.favorited), friends: ragged(s.friends) },
           { weights: { watched: raggedWeights(s.ww), favorited: raggedWeights(s.wf), friends: raggedWeights(s.wr) } },
         );
-        const acts = (await emb.dequeue()) as Record<string, Tensor>;
+        const acts = await emb.dequeue();
         const expected = plainForward(plain, feats);
         expectClose(acts.favorited!.data as Float32Array, expected[0]!.flat());
         expectClose(acts.friends!.data as Float32Array, expected[1]!.flat());
@@ -181,7 +181,7 @@ describe.each(cases)('training on the $name backend', ({ backend, reason }) => {
       };
       const emb = new TPUEmbedding({ featureConfig, optimizer: new SGD({ learningRate: 0.1 }), backend });
       await emb.enqueue({ watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) });
-      const acts = (await emb.dequeue()) as Record<string, Tensor>;
+      const acts = await emb.dequeue();
       await emb.applyGradients({ watched: null, favorited: null, friends: acts.friends! });
       await new Promise((r) => setImmediate(r));
       const mine = new RegExp(`No gradient passed for feature (watched|favorited)_${backend.name}_null,`);
@@ -198,7 +198,7 @@ describe.each(cases)('training on the $name backend', ({ backend, reason }) => {
   it('accepts Float32Array gradients and trains sequence features position by position', async () => {
     const { emb, user } = fixture({ backend, optimizer: new SGD({ learningRate: 1 }), friendsSequence: 2 });
     await emb.enqueue({ watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) });
-    const acts = (await emb.dequeue()) as Record<string, Tensor>;
+    const acts = await emb.dequeue();
     expect(acts.friends!.shape).toEqual([4, 2, 2]);
     // gradient 1 at (b=1, t=0) -> id 0, (b=1, t=1) -> id 1, (b=3, t=1) -> id 1; id 2 (position 2) is dropped
     const g = new Float32Array(16);
@@ -228,7 +228,7 @@ describe.each(cases)('training on the $name backend', ({ backend, reason }) => {
     };
     for (let step = 1; step <= 2; step++) {
       await emb.enqueue({ watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) });
-      const acts = (await emb.dequeue()) as Record<string, Tensor>;
+      const acts = await emb.dequeue();
       const feats: PlainFeature[] = [
         { table: 'video', ids: FAVORITED, weights: null },
         { table: 'user', ids: FRIENDS, weights: null },

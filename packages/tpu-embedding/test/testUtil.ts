@@ -73,20 +73,20 @@ export function fixture(o: FixtureOptions) {
   return { video, user, featureConfig, emb };
 }
 
-export function ragged(rows: number[][]): RaggedTensor {
+export function ragged(rows: number[][]): RaggedTensor<BigInt64Array> {
   return RaggedTensor.fromNestedArray(rows);
 }
 
-export function sparse(rows: number[][]): SparseTensor {
+export function sparse(rows: number[][]): SparseTensor<BigInt64Array> {
   return SparseTensor.fromNestedArray(rows);
 }
 
 /** Float weights of the same layout as `rows`. */
-export function raggedWeights(rows: number[][]): RaggedTensor {
+export function raggedWeights(rows: number[][]): RaggedTensor<Float32Array> {
   return RaggedTensor.fromNestedArray(rows, { dtype: 'float32' });
 }
 
-export function sparseWeights(rows: number[][]): SparseTensor {
+export function sparseWeights(rows: number[][]): SparseTensor<Float32Array> {
   return SparseTensor.fromNestedArray(rows, { dtype: 'float32' });
 }
 

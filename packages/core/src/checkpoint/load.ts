@@ -2,6 +2,7 @@ import { type FileHandle, open, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Keys } from '../dtypes.js';
 import { CheckpointCorruptError, OutOfRangeError } from '../errors.js';
+import { takeKeys } from '../keys.js';
 import type { ExportBatch } from '../rawTable.js';
 import type { EmbeddingTable } from '../table.js';
 import { checkBatchSize, checkBoolean, checkDir, checkFilter, checkOptions, checkTable } from './args.js';
@@ -188,8 +189,7 @@ function applyFilter(b: CheckpointBatch, filter: (key: bigint) => boolean, dim: 
     keep.forEach((r, j) => out.set(src.subarray(r * w, (r + 1) * w), j * w));
     return out;
   };
-  const keys = b.keys instanceof BigInt64Array ? new BigInt64Array(keep.length) : new Int32Array(keep.length);
-  keep.forEach((r, j) => ((keys as unknown as (bigint | number)[])[j] = b.keys[r]!));
+  const keys = takeKeys(b.keys, keep);
   return {
     keys,
     values: gather(b.values, dim),

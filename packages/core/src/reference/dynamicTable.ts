@@ -1,6 +1,7 @@
 import type { Bag, Combiner } from '../combiners.js';
 import type { Keys } from '../dtypes.js';
 import { initialRow } from '../initializers.js';
+import { makeKeys } from '../keys.js';
 import type { ResolvedOptimizer } from '../optimizers.js';
 import type { ExportBatch, FindResult, RawTableSync } from '../rawTable.js';
 import { scoresOnRead } from '../scores.js';
@@ -287,12 +288,11 @@ export class ReferenceDynamicTable implements RawTableSync {
     const dim = this.#o.dim;
     const entries = [...this.#rows].slice(offset, offset + Math.min(limit, this.#rows.size));
     const n = entries.length;
-    const keys = this.#o.keyDtype === 'int64' ? new BigInt64Array(n) : new Int32Array(n);
+    const keys = makeKeys(this.#o.keyDtype, n, (i) => entries[i]![0]);
     const values = new Float32Array(n * dim);
     const slots = this.#widths.map((w) => new Float32Array(n * w));
     const scores = new BigUint64Array(n);
     entries.forEach(([k, row], i) => {
-      (keys as unknown as Key[])[i] = k;
       values.set(row.value, i * dim);
       row.slots.forEach((s, j) => slots[j]!.set(s, i * this.#widths[j]!));
       scores[i] = row.score;

@@ -1,6 +1,7 @@
 import type { Bag, Combiner } from '../combiners.js';
 import type { Keys } from '../dtypes.js';
 import { initialRow } from '../initializers.js';
+import { makeKeys } from '../keys.js';
 import type { ResolvedOptimizer } from '../optimizers.js';
 import type { ExportBatch, FindResult, RawTableSync } from '../rawTable.js';
 import type { ResolvedTableOptions } from '../tableOptions.js';
@@ -114,8 +115,7 @@ export class ReferenceStaticTable implements RawTableSync {
     const start = Math.min(offset, this.#rows);
     const end = Math.min(this.#rows, start + Math.min(limit, this.#rows));
     const n = end - start;
-    const keys = this.#o.keyDtype === 'int64' ? new BigInt64Array(n) : new Int32Array(n);
-    for (let i = 0; i < n; i++) (keys as unknown as (number | bigint)[])[i] = this.#o.keyDtype === 'int64' ? BigInt(start + i) : start + i;
+    const keys = makeKeys(this.#o.keyDtype, n, (i) => start + i);
     return {
       keys,
       values: this.#values.slice(start * dim, end * dim),

@@ -310,7 +310,7 @@ export function shardPlansSection(ctx: SuiteContext): void {
         );
         await expectRejected(
           t,
-          () => ops.lookupCombinedPartial(t, bag, { plan: { placement: 'localized' }, out: new Float32Array(DIM) as unknown as Float64Array }),
+          () => ops.lookupCombinedPartial(t, bag, { plan: { placement: 'localized' }, out: new Float32Array(DIM) as never }),
           'INVALID_TYPE',
           'out',
         );
