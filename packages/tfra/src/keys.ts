@@ -29,7 +29,7 @@ export type VariableKeys =
   | Tensor<Int32Array>;
 
 /** A rectangular nested array of keys (`[[23, 12, 0], [9, 13, 10]]`), any depth. */
-export interface NestedKeys extends ReadonlyArray<readonly number[] | readonly bigint[] | readonly string[] | NestedKeys> {}
+export type NestedKeys = ReadonlyArray<readonly number[] | readonly bigint[] | readonly string[] | NestedKeys>;
 
 const FNV64_OFFSET = 0xcbf29ce484222325n;
 const FNV64_PRIME = 0x100000001b3n;

@@ -292,7 +292,7 @@ export class ReferenceDynamicTable implements RawTableSync {
     const values = new Float32Array(n * dim);
     const slots = this.#widths.map((w) => new Float32Array(n * w));
     const scores = new BigUint64Array(n);
-    entries.forEach(([k, row], i) => {
+    entries.forEach(([, row], i) => {
       values.set(row.value, i * dim);
       row.slots.forEach((s, j) => slots[j]!.set(s, i * this.#widths[j]!));
       scores[i] = row.score;
