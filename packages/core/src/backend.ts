@@ -94,6 +94,7 @@ function wantedBackend(name: string | undefined): string | undefined {
  * @throws NotFoundError / BackendUnavailableError
  */
 export function getBackend(name?: string): EmbeddingBackend {
+  if (name !== undefined && typeof name !== 'string') throw invalidParameter('name', 'a backend name (string) or undefined', name, InvalidTypeError);
   const wanted = wantedBackend(name);
   if (wanted !== undefined) {
     // The reference backend is part of core: selectable by name without registering it first.
@@ -153,8 +154,12 @@ export interface LoadDefaultBackendOptions {
  *   used and how to fix it; NotFoundError for an unknown name; InvalidTypeError for a
  *   `backend` that is neither a name nor a backend
  */
-export function loadDefaultBackend(options: LoadDefaultBackendOptions = {}): EmbeddingBackend {
-  const backend = options.backend ?? undefined;
+export function loadDefaultBackend(options: LoadDefaultBackendOptions | null = {}): EmbeddingBackend {
+  const o = options ?? {};
+  if (typeof o !== 'object') throw invalidParameter('options', 'an options object ({ backend, from, load })', options, InvalidTypeError);
+  if (o.load !== undefined && typeof o.load !== 'function') throw invalidParameter('options.load', 'a function', o.load, InvalidTypeError);
+  if (o.from !== undefined && typeof o.from !== 'string' && !(o.from instanceof URL)) throw invalidParameter('options.from', 'a file URL or path', o.from, InvalidTypeError);
+  const backend = o.backend ?? undefined;
   if (typeof backend === 'object') {
     if (typeof backend.createTable !== 'function' || typeof backend.name !== 'string') {
       throw invalidParameter('backend', 'a backend name or an EmbeddingBackend', backend, InvalidTypeError);
@@ -166,8 +171,8 @@ export function loadDefaultBackend(options: LoadDefaultBackendOptions = {}): Emb
   }
   const wanted = wantedBackend(backend);
   if ((wanted === undefined && registry.size === 0) || (wanted === 'cpu' && !registry.has('cpu'))) {
-    const from = options.from ?? import.meta.url;
-    loadCpuBackend(options.load ?? (() => createRequire(from)(DEFAULT_BACKEND_PACKAGE)));
+    const from = o.from ?? import.meta.url;
+    loadCpuBackend(o.load ?? (() => createRequire(from)(DEFAULT_BACKEND_PACKAGE)));
   }
   return getBackend(backend);
 }

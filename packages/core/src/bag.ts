@@ -1,6 +1,6 @@
 import type { Bag } from './combiners.js';
 import type { KeyDtype, Keys } from './dtypes.js';
-import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
+import { InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
 import { normalizeKeys, takeKeys } from './keys.js';
 import { RaggedTensor, SparseTensor } from './sparse.js';
 
@@ -21,6 +21,7 @@ function floatValues(w: SparseTensor | RaggedTensor, argument: string): Float32A
  * entries keep their order within a row.
  */
 export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids'): Bag<Keys> {
+  argument = argName(argument, 'ids');
   return toOrderedBag(ids, weights, keyDtype, argument).bag;
 }
 
@@ -32,6 +33,7 @@ export interface OrderedBag {
 
 /** {@link toBag}, also saying how a SparseTensor's entries were reordered (only when they were not in row order). */
 export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids'): OrderedBag {
+  argument = argName(argument, 'ids');
   if (ids instanceof RaggedTensor) {
     const keys = normalizeKeys(ids.values, keyDtype, `${argument}.values`);
     let w: Float32Array | null = null;

@@ -1,4 +1,4 @@
-import { invalidParameter } from './errors.js';
+import { invalidParameter, argName } from './errors.js';
 
 /**
  * Embedding-bag combiners. For a row with ids i_1..i_n and weights w_1..w_n (all 1
@@ -14,12 +14,14 @@ export function isCombiner(value: unknown): value is Combiner {
 }
 
 export function validateCombiner(value: unknown, argument = 'combiner'): Combiner {
+  argument = argName(argument, 'combiner');
   if (!isCombiner(value)) throw invalidParameter(argument, "one of 'sum', 'mean', 'sqrtn'", value);
   return value;
 }
 
 /** `undefined`/`null` -> no clipping (0); otherwise a finite number > 0. */
 export function validateMaxNorm(value: unknown, argument = 'maxNorm'): number {
+  argument = argName(argument, 'maxNorm');
   if (value === undefined || value === null) return 0;
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
     throw invalidParameter(argument, 'a finite number > 0, undefined or null', value);

@@ -50,10 +50,11 @@ export class EmbeddingError extends Error {
   readonly argument: string | undefined;
   override readonly name: string = 'EmbeddingError';
 
-  constructor(code: ErrorCode, message: string, options: EmbeddingErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+  constructor(code: ErrorCode, message: string, options: EmbeddingErrorOptions | null = {}) {
+    const o: EmbeddingErrorOptions = typeof options === 'object' && options !== null ? options : {};
+    super(typeof message === 'string' ? message : describeValue(message), o.cause === undefined ? undefined : { cause: o.cause });
     this.code = code;
-    this.argument = options.argument;
+    this.argument = o.argument;
   }
 }
 
@@ -180,6 +181,11 @@ export function describeValue(value: unknown): string {
   return typeof value;
 }
 
+/** An argument name for messages: `argument` when it is a string, else `fallback` (junk never breaks a message). */
+export function argName(argument: unknown, fallback: string): string {
+  return typeof argument === 'string' ? argument : fallback;
+}
+
 type ErrorClass = new (message: string, options?: EmbeddingErrorOptions) => EmbeddingError;
 
 /**
@@ -192,9 +198,10 @@ export function invalidParameter(
   received: unknown,
   Cls: ErrorClass = InvalidArgumentError,
 ): EmbeddingError {
-  return new Cls(`Expected ${argument} to be ${expected} but received ${describeValue(received)}`, {
-    argument,
-  });
+  const arg = typeof argument === 'string' ? argument : describeValue(argument);
+  const exp = typeof expected === 'string' ? expected : describeValue(expected);
+  const C = typeof Cls === 'function' && Cls.prototype instanceof EmbeddingError ? Cls : InvalidArgumentError;
+  return new C(`Expected ${arg} to be ${exp} but received ${describeValue(received)}`, { argument: arg });
 }
 
 /** tfjs-style assert: the message is built only when the check fails. */
@@ -202,5 +209,7 @@ export function check(
   condition: unknown,
   makeError: () => EmbeddingError,
 ): asserts condition {
-  if (!condition) throw makeError();
+  if (condition) return;
+  const e: unknown = typeof makeError === 'function' ? makeError() : undefined;
+  throw e instanceof EmbeddingError ? e : new InternalError(`check failed and makeError did not return an EmbeddingError (received ${describeValue(e)})`);
 }

@@ -19,6 +19,7 @@ export {
   StoreUnavailableError,
   InternalError,
   invalidParameter,
+  argName,
   describeValue,
   check,
 } from './errors.js';
@@ -27,30 +28,58 @@ export type { ErrorCode, EmbeddingErrorOptions } from './errors.js';
 // dtypes, tensors, keys
 export { DTYPES, KEY_DTYPES, dtypeOf, isDataArray, isKeyDtype } from './dtypes.js';
 export type { Dtype, KeyDtype, ValueDtype, Keys, DataArray, TypedArrayFor } from './dtypes.js';
-export { shapeSize, shapesEqual, formatShape, assertShape, validateShape } from './shape.js';
+export { validateShape } from './shape.js';
 export { Tensor, toTypedArray } from './tensor.js';
 export { SparseTensor, RaggedTensor, sparseFromDense } from './sparse.js';
-export { normalizeKeys, keyShape, keyAt, floorMod, takeKeys, makeKeys } from './keys.js';
+export { normalizeKeys } from './keys.js';
 export type { KeyInput } from './keys.js';
-export { toBag, toOrderedBag, bagFromSegments } from './bag.js';
+export { toBag, toOrderedBag } from './bag.js';
 export type { BagInput, BagWeights, OrderedBag } from './bag.js';
-export { resolveShardPlan, localKeyOf, planEntries, checkOwnedRows, describePlan } from './shardPlan.js';
+export { resolveShardPlan } from './shardPlan.js';
 export type { ShardPlan, ShardPlacement, ResolvedShardPlan, PlanTarget, PlanEntries } from './shardPlan.js';
+
+// low-level helpers (argument-checked wrappers of what core uses internally)
+export {
+  mix32,
+  fnv1a32,
+  randomWord,
+  keyWords,
+  uniform01,
+  standardNormal,
+  initialRow,
+  shapeSize,
+  shapesEqual,
+  formatShape,
+  assertShape,
+  keyShape,
+  keyAt,
+  floorMod,
+  takeKeys,
+  makeKeys,
+  bagFromSegments,
+  localKeyOf,
+  planEntries,
+  checkOwnedRows,
+  describePlan,
+  firstOutOfRange,
+  checkRowIndices,
+  crc32c,
+  slotFloatsPerRow,
+  sameSlotLayout,
+  resolveOptimizer,
+} from './checked.js';
 
 // combiners, initializers, optimizers, scores
 export { COMBINERS, isCombiner, validateCombiner, validateMaxNorm } from './combiners.js';
 export type { Combiner, Bag } from './combiners.js';
-export { initializers, isInitializerSpec, resolveInitializer, initialRow } from './initializers.js';
+export { initializers, isInitializerSpec, resolveInitializer } from './initializers.js';
 export type { InitializerSpec, ResolvedInitializer } from './initializers.js';
-export { mix32, fnv1a32, randomWord, keyWords, uniform01, standardNormal } from './random.js';
+
 export {
   optimizers,
   createOptimizer,
-  resolveOptimizer,
   isOptimizerSpec,
   slotLayoutOf,
-  slotFloatsPerRow,
-  sameSlotLayout,
 } from './optimizers.js';
 export type {
   OptimizerKind,
@@ -90,8 +119,6 @@ export {
   checkNumber,
   checkName,
   checkFunction,
-  firstOutOfRange,
-  checkRowIndices,
 } from './validation.js';
 export type { OptionsCheck, RangeCheck } from './validation.js';
 export type {
@@ -117,7 +144,6 @@ export type { ScoreClock, EvictionCandidate, OwnedEntries } from './reference/in
 // checkpoints and the HugeCTR layout
 // BEGIN checkpoint exports
 export {
-  crc32c,
   CHECKPOINT_FORMAT,
   CHECKPOINT_FORMAT_VERSION,
   saveTable,

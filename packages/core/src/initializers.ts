@@ -36,11 +36,18 @@ function finite(value: unknown, argument: string): number {
   return value;
 }
 
+/** A copy of finite numbers as a Float32Array (an array or a typed array of numbers). */
+function floats(values: unknown, argument: string): Float32Array {
+  const ok = (values instanceof Float32Array || values instanceof Float64Array || values instanceof Int32Array || Array.isArray(values)) && Array.from(values as ArrayLike<unknown>).every((v) => typeof v === 'number' && Number.isFinite(v));
+  if (!ok) throw invalidParameter(argument, 'an array of finite numbers', values, InvalidTypeError);
+  return Float32Array.from(values as ArrayLike<number>);
+}
+
 export const initializers = {
   zeros: (): InitializerSpec => ({ kind: 'zeros' }),
   ones: (): InitializerSpec => ({ kind: 'ones' }),
   constant: (value: number): InitializerSpec => ({ kind: 'constant', value: finite(value, 'value') }),
-  row: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'row', values: Float32Array.from(values) }),
+  row: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'row', values: floats(values, 'values') }),
   uniform: (min = -0.05, max = 0.05): InitializerSpec => {
     finite(min, 'min');
     finite(max, 'max');
@@ -57,7 +64,7 @@ export const initializers = {
     if (finite(std, 'std') < 0) throw invalidParameter('std', 'a number >= 0', std);
     return { kind: 'truncatedNormal', mean, std };
   },
-  fromArray: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'array', values: Float32Array.from(values) }),
+  fromArray: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'array', values: floats(values, 'values') }),
   fromFunction: (fn: (shape: [number, number]) => Float32Array | ArrayLike<number>): InitializerSpec => {
     if (typeof fn !== 'function') throw invalidParameter('fn', 'a function', fn, InvalidTypeError);
     return { kind: 'function', fn };

@@ -1,5 +1,5 @@
 import type { KeyDtype, Keys } from './dtypes.js';
-import { InvalidTypeError, invalidParameter } from './errors.js';
+import { InvalidTypeError, invalidParameter, argName } from './errors.js';
 import { Tensor } from './tensor.js';
 
 /** Every form a caller may pass keys in. A `Tensor` of int ids keeps its shape. */
@@ -29,6 +29,7 @@ export function keyShape(input: KeyInput): number[] {
  * @throws InvalidTypeError naming `argument`
  */
 export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'): Keys {
+  argument = argName(argument, 'keys');
   let src: unknown = input;
   if (src instanceof Tensor) {
     if (src.dtype === 'float32') {

@@ -179,7 +179,7 @@ export type OptimizerOptions = CommonOptimizerOptions & Partial<OptimizerHyper>;
  * @throws InvalidArgumentError naming the option
  */
 export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions = {}): OptimizerSpec {
-  if (!(kind in DEFAULT_LR)) throw invalidParameter('kind', `one of ${Object.keys(DEFAULT_LR).join(', ')}`, kind);
+  if (typeof kind !== 'string' || !Object.prototype.hasOwnProperty.call(DEFAULT_LR, kind)) throw invalidParameter('kind', `one of ${Object.keys(DEFAULT_LR).join(', ')}`, kind);
   if (typeof options !== 'object' || options === null) {
     throw invalidParameter('options', 'an object', options, InvalidTypeError);
   }

@@ -1,4 +1,4 @@
-import { invalidParameter, ShapeMismatchError } from './errors.js';
+import { invalidParameter, ShapeMismatchError, argName } from './errors.js';
 
 /** Number of elements of a shape (1 for a scalar shape `[]`). */
 export function shapeSize(shape: readonly number[]): number {
@@ -8,6 +8,7 @@ export function shapeSize(shape: readonly number[]): number {
 }
 
 export function validateShape(shape: unknown, argument: string): number[] {
+  argument = argName(argument, 'shape');
   if (!Array.isArray(shape)) throw invalidParameter(argument, 'an array of non-negative integers', shape);
   for (const d of shape) {
     if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {

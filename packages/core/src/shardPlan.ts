@@ -1,5 +1,5 @@
 import type { Keys } from './dtypes.js';
-import { InvalidTypeError, invalidParameter, OutOfRangeError } from './errors.js';
+import { InvalidTypeError, invalidParameter, OutOfRangeError, argName } from './errors.js';
 
 /**
  * Where the keys of one logical table live when it is split over N shards (one
@@ -51,6 +51,11 @@ const MAX_SHARDS = 1 << 20;
  * @throws InvalidTypeError (not a plan object), InvalidArgumentError naming the field
  */
 export function resolveShardPlan(plan: unknown, table: PlanTarget, argument = 'plan'): ResolvedShardPlan {
+  argument = argName(argument, 'plan');
+  const target = table as Partial<PlanTarget> | null;
+  if (typeof target !== 'object' || target === null || (target.kind !== 'dynamic' && target.kind !== 'static') || (target.kind === 'static' && !Number.isSafeInteger(target.vocabularySize))) {
+    throw invalidParameter('table', 'a table or its options ({ kind, vocabularySize, keyDtype })', table, InvalidTypeError);
+  }
   if (typeof plan !== 'object' || plan === null || Array.isArray(plan)) {
     throw invalidParameter(argument, "a shard plan ({ placement: 'mod' | 'range' | 'localized', ... })", plan, InvalidTypeError);
   }

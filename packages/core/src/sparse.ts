@@ -36,19 +36,24 @@ export class SparseTensor<D extends DataArray = DataArray> {
       vals = toTypedArray(values, allInts ? 'int64' : 'float32', 'values');
     } else throw invalidParameter('values', 'a typed array or an array of numbers', values, InvalidTypeError);
     const nnz = vals.length;
+    const index = (v: unknown, at: string): number => {
+      const n = typeof v === 'bigint' && v >= -2147483648n && v <= 2147483647n ? Number(v) : v;
+      if (typeof n !== 'number' || !Number.isInteger(n) || n < -2147483648 || n > 2147483647) throw invalidParameter(at, 'an integer index', v, InvalidTypeError);
+      return n;
+    };
     let flat: Int32Array;
     if (indices instanceof Int32Array) flat = indices;
-    else if (indices instanceof BigInt64Array) flat = Int32Array.from(indices, (v) => Number(v));
+    else if (indices instanceof BigInt64Array) flat = Int32Array.from(indices, (v, i) => index(v, `indices[${i}]`));
     else if (Array.isArray(indices)) {
       if (indices.length > 0 && Array.isArray(indices[0])) {
         flat = new Int32Array(indices.length * rank);
-        (indices as readonly (readonly number[])[]).forEach((idx, i) => {
+        (indices as readonly unknown[]).forEach((idx, i) => {
           if (!Array.isArray(idx) || idx.length !== rank) {
             throw invalidParameter(`indices[${i}]`, `an index of rank ${rank}`, idx, ShapeMismatchError);
           }
-          for (let d = 0; d < rank; d++) flat[i * rank + d] = idx[d]!;
+          for (let d = 0; d < rank; d++) flat[i * rank + d] = index(idx[d], `indices[${i}][${d}]`);
         });
-      } else flat = Int32Array.from(indices as readonly number[]);
+      } else flat = Int32Array.from(indices as readonly unknown[], (v, i) => index(v, `indices[${i}]`));
     } else throw invalidParameter('indices', 'number[][] or a flat Int32Array', indices, InvalidTypeError);
     if (flat.length !== nnz * rank) {
       throw new ShapeMismatchError(
@@ -104,9 +109,9 @@ export class SparseTensor<D extends DataArray = DataArray> {
    */
   static fromNestedArray(rows: readonly Row[], options?: { dtype?: 'int64' | null }): SparseTensor<BigInt64Array>;
   static fromNestedArray<T extends Dtype>(rows: readonly Row[], options: { dtype: T }): SparseTensor<TypedArrayFor<T>>;
-  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype | null } = {}): SparseTensor {
+  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype | null } | null = {}): SparseTensor {
     if (!Array.isArray(rows)) throw invalidParameter('rows', 'an array of rows', rows, InvalidTypeError);
-    const dtype = options.dtype ?? 'int64';
+    const dtype = (typeof options === 'object' && options !== null ? options.dtype : undefined) ?? 'int64';
     const idx: number[] = [];
     const flat: (number | bigint)[] = [];
     let width = 0;
@@ -158,8 +163,13 @@ export class RaggedTensor<D extends DataArray = DataArray> {
     } else throw invalidParameter('values', 'a typed array or an array of numbers', values, InvalidTypeError);
     let splits: Int32Array;
     if (rowSplits instanceof Int32Array) splits = rowSplits;
-    else if (rowSplits instanceof BigInt64Array) splits = Int32Array.from(rowSplits, (v) => Number(v));
-    else if (Array.isArray(rowSplits)) splits = Int32Array.from(rowSplits as readonly number[]);
+    else if (rowSplits instanceof BigInt64Array || Array.isArray(rowSplits)) {
+      splits = Int32Array.from(rowSplits as ArrayLike<unknown>, (v, i) => {
+        const n = typeof v === 'bigint' && v >= 0n && v <= 2147483647n ? Number(v) : v;
+        if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 2147483647) throw invalidParameter(`rowSplits[${i}]`, 'an offset (integer >= 0)', v, InvalidTypeError);
+        return n;
+      });
+    }
     else throw invalidParameter('rowSplits', 'an Int32Array or number[]', rowSplits, InvalidTypeError);
     if (splits.length < 1 || splits[0] !== 0 || splits[splits.length - 1] !== vals.length) {
       throw invalidParameter('rowSplits', `to start at 0 and end at values.length (${vals.length})`, Array.from(splits));
@@ -173,9 +183,9 @@ export class RaggedTensor<D extends DataArray = DataArray> {
   /** `[[0], [0, 1], []]` -> values [0, 0, 1], rowSplits [0, 1, 3, 3]. dtype default 'int64'. */
   static fromNestedArray(rows: readonly Row[], options?: { dtype?: 'int64' | null }): RaggedTensor<BigInt64Array>;
   static fromNestedArray<T extends Dtype>(rows: readonly Row[], options: { dtype: T }): RaggedTensor<TypedArrayFor<T>>;
-  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype | null } = {}): RaggedTensor {
+  static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype | null } | null = {}): RaggedTensor {
     if (!Array.isArray(rows)) throw invalidParameter('rows', 'an array of rows', rows, InvalidTypeError);
-    const dtype = options.dtype ?? 'int64';
+    const dtype = (typeof options === 'object' && options !== null ? options.dtype : undefined) ?? 'int64';
     const splits = new Int32Array(rows.length + 1);
     const flat: (number | bigint)[] = [];
     rows.forEach((row, r) => {

@@ -141,7 +141,7 @@ export class EmbeddingTable {
     return this.#raw;
   }
 
-  private get syncOps(): RawTableSync {
+  get #syncOps(): RawTableSync {
     const s = this.raw.sync;
     if (!s) throw new UnsupportedError(`Backend "${this.backendName}" offers no synchronous operations; use the Promise form`);
     return s;
@@ -150,7 +150,7 @@ export class EmbeddingTable {
   // ---- validation of arguments (internal) --------------------------------------
 
   /** Keys in the table's dtype; static tables: row indices in range (with a plan, the owned keys' local rows). */
-  private keys(input: KeyInput | unknown, argument = 'keys', plan: ResolvedShardPlan | null = null): Keys {
+  #keys(input: KeyInput | unknown, argument = 'keys', plan: ResolvedShardPlan | null = null): Keys {
     const keys = normalizeKeys(input, this.keyDtype, argument);
     if (this.kind === 'static' && plan !== null) checkOwnedRows(keys, plan, this.options.vocabularySize, this.name, argument);
     else if (this.kind === 'static') checkRowIndices(keys, this.options.vocabularySize, argument, this.name);
@@ -158,12 +158,12 @@ export class EmbeddingTable {
   }
 
   /** Values for n keys: a Tensor must have shape keys.shape + [dim]; a flat array n * dim floats. */
-  private values(input: ValuesInput | unknown, keysInput: unknown, n: number, argument = 'values'): Float32Array {
+  #values(input: ValuesInput | unknown, keysInput: unknown, n: number, argument = 'values'): Float32Array {
     const shape = input instanceof Tensor ? keyShape(keysInput as KeyInput) : [n];
     return validateValues(input, shape, this.dim, argument);
   }
 
-  private scores(opts: WriteOptions | undefined, n: number): BigUint64Array | null {
+  #scores(opts: WriteOptions | undefined, n: number): BigUint64Array | null {
     const s = opts?.scores;
     if (s === undefined || s === null) return null;
     if (this.options.scorePolicy !== 'customized') {
@@ -178,48 +178,48 @@ export class EmbeddingTable {
   }
 
 
-  private plan(plan: unknown): ResolvedShardPlan | null {
+  #plan(plan: unknown): ResolvedShardPlan | null {
     return plan === undefined || plan === null ? null : resolveShardPlan(plan, this.options);
   }
 
   /** A validated bag (ids, weights, combiner, maxNorm) and the input entry order; static ids checked (owned ones with a plan). */
-  private combinerArgs(ids: BagInput, o: CombinerOptions, plan: ResolvedShardPlan | null): { bag: Bag<Keys>; order: Int32Array | null; combiner: Combiner; maxNorm: number } {
+  #combinerArgs(ids: BagInput, o: CombinerOptions, plan: ResolvedShardPlan | null): { bag: Bag<Keys>; order: Int32Array | null; combiner: Combiner; maxNorm: number } {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     const { bag, order } = toOrderedBag(ids, o.weights, this.keyDtype);
-    if (this.kind === 'static') this.keys(bag.keys, 'ids', plan);
+    if (this.kind === 'static') this.#keys(bag.keys, 'ids', plan);
     return { bag, order, combiner: validateCombiner(o.combiner ?? 'mean'), maxNorm: validateMaxNorm(o.maxNorm) };
   }
 
-  private insertArg(v: unknown): boolean {
+  #insertArg(v: unknown): boolean {
     const insert = v ?? false;
     if (typeof insert !== 'boolean') throw invalidParameter('insertMissing', 'a boolean', insert);
     return insert;
   }
 
-  private bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, Combiner, number, boolean, Float32Array | null] {
-    const a = this.combinerArgs(ids, o, null);
+  #bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, Combiner, number, boolean, Float32Array | null] {
+    const a = this.#combinerArgs(ids, o, null);
     const out = floatOut(o.out, (a.bag.rowSplits.length - 1) * this.dim, 'out');
-    return [a.bag, a.combiner, a.maxNorm, this.insertArg(o.insertMissing), out];
+    return [a.bag, a.combiner, a.maxNorm, this.#insertArg(o.insertMissing), out];
   }
 
-  private partialArgs(ids: BagInput, o: PartialLookupOptions): [Bag<Keys>, Combiner, number, boolean, ResolvedShardPlan, Float64Array] {
+  #partialArgs(ids: BagInput, o: PartialLookupOptions): [Bag<Keys>, Combiner, number, boolean, ResolvedShardPlan, Float64Array] {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object with a plan', o, InvalidTypeError);
     const plan = resolveShardPlan(o.plan, this.options, 'plan');
-    const a = this.combinerArgs(ids, o, plan);
+    const a = this.#combinerArgs(ids, o, plan);
     const n = (a.bag.rowSplits.length - 1) * this.dim;
     let out: Float64Array;
     if (o.out === undefined || o.out === null) out = new Float64Array(n);
     else if (!(o.out instanceof Float64Array)) throw invalidParameter('out', 'a Float64Array', o.out, InvalidTypeError);
     else if (o.out.length !== n) throw new ShapeMismatchError(`Expected out to hold ${n} floats (rows * dim) but received ${o.out.length}`, { argument: 'out' });
     else out = o.out;
-    return [a.bag, a.combiner, a.maxNorm, this.insertArg(o.insertMissing), plan, out];
+    return [a.bag, a.combiner, a.maxNorm, this.#insertArg(o.insertMissing), plan, out];
   }
 
   /** Backward arguments: bag, grads [nrows * dim], plan and the bag-ordered output (with how to put it back in input order). */
-  private backwardArgs(ids: BagInput, grads: ValuesInput, o: BackwardOptions) {
+  #backwardArgs(ids: BagInput, grads: ValuesInput, o: BackwardOptions) {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
-    const plan = this.plan(o.plan);
-    const a = this.combinerArgs(ids, o, plan);
+    const plan = this.#plan(o.plan);
+    const a = this.#combinerArgs(ids, o, plan);
     const nrows = a.bag.rowSplits.length - 1;
     const g = validateValues(grads, [nrows], this.dim, 'grads');
     const size = a.bag.keys.length * this.dim;
@@ -237,18 +237,18 @@ export class EmbeddingTable {
     return { args: [a.bag, g, a.combiner, a.maxNorm, plan, work] as const, finish };
   }
 
-  private combinedGradientArgs(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinedGradientsOptions) {
+  #combinedGradientArgs(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinedGradientsOptions) {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
-    const plan = this.plan(o.plan);
-    const a = this.combinerArgs(ids, o, plan);
+    const plan = this.#plan(o.plan);
+    const a = this.#combinerArgs(ids, o, plan);
     const g = validateValues(grads, [a.bag.rowSplits.length - 1], this.dim, 'grads');
-    return [a.bag, g, a.combiner, a.maxNorm, plan, this.optimizer(optimizer, step)] as const;
+    return [a.bag, g, a.combiner, a.maxNorm, plan, this.#optimizer(optimizer, step)] as const;
   }
 
-  private findArgs(keysIn: KeyInput, o: FindOptions | undefined): [Keys, FindResult | null, ResolvedShardPlan | null] {
+  #findArgs(keysIn: KeyInput, o: FindOptions | undefined): [Keys, FindResult | null, ResolvedShardPlan | null] {
     if (o !== undefined && (typeof o !== 'object' || o === null)) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
-    const plan = this.plan(o?.plan);
-    const keys = this.keys(keysIn, 'keys', plan);
+    const plan = this.#plan(o?.plan);
+    const keys = this.#keys(keysIn, 'keys', plan);
     const n = keys.length;
     const given = o?.out;
     if (given === undefined || given === null) {
@@ -264,7 +264,7 @@ export class EmbeddingTable {
     return [keys, { values, exists }, plan];
   }
 
-  private optimizer(optimizer: OptimizerSpec, step: number): ResolvedOptimizer {
+  #optimizer(optimizer: OptimizerSpec, step: number): ResolvedOptimizer {
     if (!isOptimizerSpec(optimizer)) throw invalidParameter('optimizer', 'an optimizer spec', optimizer, InvalidTypeError);
     if (!sameSlotLayout(optimizer.slots, this.options.slots)) {
       throw invalidParameter(
@@ -277,7 +277,7 @@ export class EmbeddingTable {
     return resolveOptimizer(optimizer, step);
   }
 
-  private range(opts: { offset?: number; limit?: number } | undefined): [number, number] {
+  #range(opts: { offset?: number; limit?: number } | undefined): [number, number] {
     const offset = opts?.offset ?? 0;
     const limit = opts?.limit ?? Number.MAX_SAFE_INTEGER;
     if (!Number.isSafeInteger(offset) || offset < 0) throw invalidParameter('offset', 'an integer >= 0', offset);
@@ -285,14 +285,14 @@ export class EmbeddingTable {
     return [offset, limit];
   }
 
-  private importArgs(
+  #importArgs(
     keysIn: KeyInput,
     valuesIn: ValuesInput,
     slotsIn?: readonly Float32Array[] | null,
     scoresIn?: BigUint64Array | null,
   ): [Keys, Float32Array, Float32Array[] | null, BigUint64Array | null] {
-    const keys = this.keys(keysIn);
-    const values = this.values(valuesIn, keysIn, keys.length);
+    const keys = this.#keys(keysIn);
+    const values = this.#values(valuesIn, keysIn, keys.length);
     let slots: Float32Array[] | null = null;
     if (slotsIn !== undefined && slotsIn !== null) {
       const widths = this.slotWidths;
@@ -327,30 +327,30 @@ export class EmbeddingTable {
    * plan only the owned entries are read (and written to the result).
    */
   async find(keys: KeyInput, opts?: FindOptions): Promise<FindResult> {
-    return this.raw.async.find(...this.findArgs(keys, opts));
+    return this.raw.async.find(...this.#findArgs(keys, opts));
   }
   /** find, inserting missing keys with their initial value. */
   async findOrInsert(keys: KeyInput, opts?: WriteOptions & FindOptions): Promise<FindResult> {
-    const [k, out, plan] = this.findArgs(keys, opts);
-    return this.raw.async.findOrInsert(k, this.scores(opts, k.length), out, plan);
+    const [k, out, plan] = this.#findArgs(keys, opts);
+    return this.raw.async.findOrInsert(k, this.#scores(opts, k.length), out, plan);
   }
   async upsert(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): Promise<void> {
-    const k = this.keys(keys);
-    const v = this.values(values, keys, k.length);
-    return this.raw.async.upsert(k, v, this.scores(opts, k.length));
+    const k = this.#keys(keys);
+    const v = this.#values(values, keys, k.length);
+    return this.raw.async.upsert(k, v, this.#scores(opts, k.length));
   }
   async assign(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): Promise<void> {
-    const k = this.keys(keys);
-    const v = this.values(values, keys, k.length);
-    return this.raw.async.assign(k, v, this.scores(opts, k.length));
+    const k = this.#keys(keys);
+    const v = this.#values(values, keys, k.length);
+    return this.raw.async.assign(k, v, this.#scores(opts, k.length));
   }
   async accum(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): Promise<void> {
-    const k = this.keys(keys);
-    const d = this.values(deltas, keys, k.length, 'deltas');
-    return this.raw.async.accum(k, d, validateExists(exists, k.length), this.scores(opts, k.length));
+    const k = this.#keys(keys);
+    const d = this.#values(deltas, keys, k.length, 'deltas');
+    return this.raw.async.accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length));
   }
   async remove(keys: KeyInput): Promise<number> {
-    return this.raw.async.remove(this.keys(keys));
+    return this.raw.async.remove(this.#keys(keys));
   }
   async clear(): Promise<void> {
     return this.raw.async.clear();
@@ -370,7 +370,7 @@ export class EmbeddingTable {
   }
   /** Rows [offset, offset+limit) of the table's order: keys, values, slots, scores. */
   async export(opts?: { offset?: number; limit?: number }): Promise<ExportBatch> {
-    const [o, l] = this.range(opts);
+    const [o, l] = this.#range(opts);
     return this.raw.async.exportBatch(o, l);
   }
   /** All rows in batches of `batchSize`, so a huge table never needs one giant buffer. */
@@ -383,11 +383,11 @@ export class EmbeddingTable {
     }
   }
   async importRows(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | null): Promise<void> {
-    return this.raw.async.importRows(...this.importArgs(keys, values, slots, scores));
+    return this.raw.async.importRows(...this.#importArgs(keys, values, slots, scores));
   }
   /** Embedding bag: [nrows * dim] (in `out` when given). */
   async lookupCombined(ids: BagInput, opts: LookupCombinedOptions = {}): Promise<Float32Array> {
-    return this.raw.async.lookupCombined(...this.bag(ids, opts));
+    return this.raw.async.lookupCombined(...this.#bag(ids, opts));
   }
   /**
    * This shard's part of an embedding bag over the whole logical batch `ids`: adds,
@@ -396,7 +396,7 @@ export class EmbeddingTable {
    * rounding to float32 once (`Float32Array.prototype.set`) gives the combined rows.
    */
   async lookupCombinedPartial(ids: BagInput, opts: PartialLookupOptions): Promise<Float64Array> {
-    return this.raw.async.lookupCombinedPartial(...this.partialArgs(ids, opts));
+    return this.raw.async.lookupCombinedPartial(...this.#partialArgs(ids, opts));
   }
   /**
    * The combiner's backward: per-entry gradients [nnz * dim] (input entry order) from
@@ -406,7 +406,7 @@ export class EmbeddingTable {
    * rows of `out` are written.
    */
   async lookupCombinedBackward(ids: BagInput, grads: ValuesInput, opts: BackwardOptions = {}): Promise<Float32Array> {
-    const { args, finish } = this.backwardArgs(ids, grads, opts);
+    const { args, finish } = this.#backwardArgs(ids, grads, opts);
     await this.raw.async.lookupCombinedBackward(...args);
     return finish();
   }
@@ -416,26 +416,26 @@ export class EmbeddingTable {
    * in one call (dedupe + float32 sums of duplicates, one fused update per row).
    */
   async applyCombinedGradients(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): Promise<void> {
-    return this.raw.async.applyCombinedGradients(...this.combinedGradientArgs(ids, grads, optimizer, step, opts));
+    return this.raw.async.applyCombinedGradients(...this.#combinedGradientArgs(ids, grads, optimizer, step, opts));
   }
   /** grads: [n * dim]; duplicate keys are summed, then one fused update per row. `step` >= 1. With a plan: owned keys only. */
   async applyGradients(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): Promise<void> {
-    return this.raw.async.applyGradients(...this.gradientArgs(keys, grads, optimizer, step, opts));
+    return this.raw.async.applyGradients(...this.#gradientArgs(keys, grads, optimizer, step, opts));
   }
 
-  private gradientArgs(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: ApplyGradientsOptions | undefined) {
+  #gradientArgs(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: ApplyGradientsOptions | undefined) {
     if (o !== undefined && (typeof o !== 'object' || o === null)) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
-    const plan = this.plan(o?.plan);
-    const k = this.keys(keys, 'keys', plan);
-    const g = this.values(grads, keys, k.length, 'grads');
-    return [k, g, this.optimizer(optimizer, step), plan] as const;
+    const plan = this.#plan(o?.plan);
+    const k = this.#keys(keys, 'keys', plan);
+    const g = this.#values(grads, keys, k.length, 'grads');
+    return [k, g, this.#optimizer(optimizer, step), plan] as const;
   }
   /** Keeps the `numReserved` highest-score rows. Dynamic tables only. */
   async restrict(numReserved: number): Promise<number> {
-    return this.raw.async.restrict(this.restrictArg(numReserved));
+    return this.raw.async.restrict(this.#restrictArg(numReserved));
   }
 
-  private restrictArg(n: number): number {
+  #restrictArg(n: number): number {
     if (this.kind === 'static') throw new UnsupportedError(`restrict is for dynamic tables; "${this.name}" is static`);
     if (!Number.isSafeInteger(n) || n < 0) throw invalidParameter('numReserved', 'an integer >= 0', n);
     return n;
@@ -444,57 +444,57 @@ export class EmbeddingTable {
   // ---- operations (sync form) ----------------------------------------------
 
   findSync(keys: KeyInput, opts?: FindOptions): FindResult {
-    return this.syncOps.find(...this.findArgs(keys, opts));
+    return this.#syncOps.find(...this.#findArgs(keys, opts));
   }
   findOrInsertSync(keys: KeyInput, opts?: WriteOptions & FindOptions): FindResult {
-    const [k, out, plan] = this.findArgs(keys, opts);
-    return this.syncOps.findOrInsert(k, this.scores(opts, k.length), out, plan);
+    const [k, out, plan] = this.#findArgs(keys, opts);
+    return this.#syncOps.findOrInsert(k, this.#scores(opts, k.length), out, plan);
   }
   upsertSync(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): void {
-    const k = this.keys(keys);
-    this.syncOps.upsert(k, this.values(values, keys, k.length), this.scores(opts, k.length));
+    const k = this.#keys(keys);
+    this.#syncOps.upsert(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
   }
   assignSync(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): void {
-    const k = this.keys(keys);
-    this.syncOps.assign(k, this.values(values, keys, k.length), this.scores(opts, k.length));
+    const k = this.#keys(keys);
+    this.#syncOps.assign(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
   }
   accumSync(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): void {
-    const k = this.keys(keys);
-    const d = this.values(deltas, keys, k.length, 'deltas');
-    this.syncOps.accum(k, d, validateExists(exists, k.length), this.scores(opts, k.length));
+    const k = this.#keys(keys);
+    const d = this.#values(deltas, keys, k.length, 'deltas');
+    this.#syncOps.accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length));
   }
   removeSync(keys: KeyInput): number {
-    return this.syncOps.remove(this.keys(keys));
+    return this.#syncOps.remove(this.#keys(keys));
   }
   clearSync(): void {
-    this.syncOps.clear();
+    this.#syncOps.clear();
   }
   exportSync(opts?: { offset?: number; limit?: number }): ExportBatch {
-    const [o, l] = this.range(opts);
-    return this.syncOps.exportBatch(o, l);
+    const [o, l] = this.#range(opts);
+    return this.#syncOps.exportBatch(o, l);
   }
   importRowsSync(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | null): void {
-    this.syncOps.importRows(...this.importArgs(keys, values, slots, scores));
+    this.#syncOps.importRows(...this.#importArgs(keys, values, slots, scores));
   }
   lookupCombinedSync(ids: BagInput, opts: LookupCombinedOptions = {}): Float32Array {
-    return this.syncOps.lookupCombined(...this.bag(ids, opts));
+    return this.#syncOps.lookupCombined(...this.#bag(ids, opts));
   }
   lookupCombinedPartialSync(ids: BagInput, opts: PartialLookupOptions): Float64Array {
-    return this.syncOps.lookupCombinedPartial(...this.partialArgs(ids, opts));
+    return this.#syncOps.lookupCombinedPartial(...this.#partialArgs(ids, opts));
   }
   lookupCombinedBackwardSync(ids: BagInput, grads: ValuesInput, opts: BackwardOptions = {}): Float32Array {
-    const { args, finish } = this.backwardArgs(ids, grads, opts);
-    this.syncOps.lookupCombinedBackward(...args);
+    const { args, finish } = this.#backwardArgs(ids, grads, opts);
+    this.#syncOps.lookupCombinedBackward(...args);
     return finish();
   }
   applyCombinedGradientsSync(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): void {
-    this.syncOps.applyCombinedGradients(...this.combinedGradientArgs(ids, grads, optimizer, step, opts));
+    this.#syncOps.applyCombinedGradients(...this.#combinedGradientArgs(ids, grads, optimizer, step, opts));
   }
   applyGradientsSync(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): void {
-    this.syncOps.applyGradients(...this.gradientArgs(keys, grads, optimizer, step, opts));
+    this.#syncOps.applyGradients(...this.#gradientArgs(keys, grads, optimizer, step, opts));
   }
   restrictSync(numReserved: number): number {
-    return this.syncOps.restrict(this.restrictArg(numReserved));
+    return this.#syncOps.restrict(this.#restrictArg(numReserved));
   }
 
   get disposed(): boolean {
@@ -519,8 +519,11 @@ export class EmbeddingTable {
  * Creates a table on a backend (by name, object, or the registry's default).
  * @throws InvalidArgumentError for bad options; NotFound/BackendUnavailable for backends
  */
-export function createTable(options: TableOptions, opts: { backend?: string | EmbeddingBackend } = {}): EmbeddingTable {
+export function createTable(options: TableOptions, opts: { backend?: string | EmbeddingBackend } | null = {}): EmbeddingTable {
   const resolved = resolveTableOptions(options);
-  const backend = typeof opts.backend === 'object' && opts.backend !== null ? opts.backend : getBackend(opts.backend);
+  if (opts !== null && opts !== undefined && typeof opts !== 'object') throw invalidParameter('opts', 'an object ({ backend })', opts, InvalidTypeError);
+  const b = opts?.backend ?? undefined;
+  if (typeof b === 'object' && (typeof b.createTable !== 'function' || typeof b.name !== 'string')) throw invalidParameter('opts.backend', 'a backend name or an EmbeddingBackend', b, InvalidTypeError);
+  const backend = typeof b === 'object' ? b : getBackend(b);
   return new EmbeddingTable(backend.createTable(resolved), resolved, backend.name);
 }

@@ -1,5 +1,5 @@
 import { type DataArray, type Dtype, dtypeOf, isDataArray } from './dtypes.js';
-import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
+import { InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
 import { formatShape, shapeSize, validateShape } from './shape.js';
 
 type Nested = number | bigint | readonly Nested[];
@@ -69,8 +69,8 @@ export class Tensor<D extends DataArray = DataArray> {
    * Build a tensor from nested arrays of numbers (or bigints for int64).
    * Rows must be rectangular. dtype defaults to 'float32'.
    */
-  static fromNestedArray(rows: Nested, options: { dtype?: Dtype } = {}): Tensor {
-    const dtype = options.dtype ?? 'float32';
+  static fromNestedArray(rows: Nested, options: { dtype?: Dtype } | null = {}): Tensor {
+    const dtype = (typeof options === 'object' && options !== null ? options.dtype : undefined) ?? 'float32';
     const shape: number[] = [];
     let probe: Nested = rows;
     while (Array.isArray(probe)) {
@@ -97,6 +97,8 @@ export class Tensor<D extends DataArray = DataArray> {
 
 /** Converts plain numbers/bigints to a typed array of `dtype`, validating each element. */
 export function toTypedArray(values: readonly (number | bigint)[], dtype: Dtype, argument: string): DataArray {
+  argument = argName(argument, 'values');
+  if (!Array.isArray(values)) throw invalidParameter(argument, 'an array of numbers', values, InvalidTypeError);
   switch (dtype) {
     case 'float32': {
       const out = new Float32Array(values.length);

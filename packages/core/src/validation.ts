@@ -26,7 +26,10 @@ export function checkOptions<T extends object = Record<string, unknown>>(
   argument = 'options',
   check: OptionsCheck = {},
 ): Partial<T> {
-  const expected = check.expected ?? 'an options object';
+  if (!Array.isArray(known) || known.some((k) => typeof k !== 'string')) throw invalidParameter('known', 'an array of option names', known, InvalidTypeError);
+  if (typeof argument !== 'string') throw invalidParameter('argument', 'a string', argument, InvalidTypeError);
+  if (typeof check !== 'object' || check === null) throw invalidParameter('check', 'an object', check, InvalidTypeError);
+  const expected = typeof check.expected === 'string' ? check.expected : 'an options object';
   if (options === undefined || options === null) {
     if (check.required) throw invalidParameter(argument, expected, options, InvalidTypeError);
     return {};
@@ -40,7 +43,7 @@ export function checkOptions<T extends object = Record<string, unknown>>(
 
 /** A boolean; `fallback` for undefined / null. @throws InvalidTypeError */
 export function checkBoolean(value: unknown, argument: string, fallback: boolean): boolean {
-  if (value === undefined || value === null) return fallback;
+  if (value === undefined || value === null) return fallback === true;
   if (typeof value !== 'boolean') throw invalidParameter(argument, 'a boolean', value, InvalidTypeError);
   return value;
 }
@@ -52,6 +55,14 @@ export interface RangeCheck {
   max?: number;
   /** Returned for undefined / null; without it they are errors. */
   fallback?: number;
+}
+
+/** A usable range (junk or null: no bounds, no fallback). */
+function rangeOf(range: unknown): RangeCheck {
+  if (typeof range !== 'object' || range === null) return {};
+  const r = range as RangeCheck;
+  const n = (v: unknown) => (typeof v === 'number' && !Number.isNaN(v) ? v : undefined);
+  return { min: n(r.min), max: n(r.max), fallback: n(r.fallback) };
 }
 
 function describeRange(kind: string, min: number | undefined, max: number | undefined): string {
@@ -66,6 +77,7 @@ function describeRange(kind: string, min: number | undefined, max: number | unde
  * @throws InvalidArgumentError (not an integer, or out of range; TF's ValueError)
  */
 export function checkInteger(value: unknown, argument: string, range: RangeCheck = {}): number {
+  range = rangeOf(range);
   if ((value === undefined || value === null) && range.fallback !== undefined) return range.fallback;
   const ok =
     typeof value === 'number' &&
@@ -83,6 +95,7 @@ export function checkInteger(value: unknown, argument: string, range: RangeCheck
  * @throws InvalidArgumentError (not a finite number, or out of range)
  */
 export function checkNumber(value: unknown, argument: string, range: RangeCheck = {}): number {
+  range = rangeOf(range);
   if ((value === undefined || value === null) && range.fallback !== undefined) return range.fallback;
   const ok =
     typeof value === 'number' &&
@@ -97,7 +110,7 @@ export function checkNumber(value: unknown, argument: string, range: RangeCheck 
 
 /** A non-empty string; `fallback` for undefined / null when given. @throws InvalidTypeError */
 export function checkName(value: unknown, argument: string, fallback?: string): string {
-  if ((value === undefined || value === null) && fallback !== undefined) return fallback;
+  if ((value === undefined || value === null) && typeof fallback === 'string') return fallback;
   if (typeof value !== 'string' || value.length === 0) throw invalidParameter(argument, 'a non-empty string', value, InvalidTypeError);
   return value;
 }

@@ -1,5 +1,5 @@
 import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
-import { formatShape } from './shape.js';
+import { formatShape, validateShape } from './shape.js';
 import { Tensor } from './tensor.js';
 
 /** Row values for n keys: flat Float32Array [n*dim], number[], or a float32 Tensor of shape keys.shape + [dim]. */
@@ -14,6 +14,9 @@ export type ExistsInput = Uint8Array | readonly boolean[];
  * @throws ShapeMismatchError ("Expected shape ...") / InvalidTypeError naming `argument`
  */
 export function validateValues(input: unknown, keyShape: readonly number[], dim: number, argument = 'values'): Float32Array {
+  validateShape(keyShape, 'keyShape');
+  if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 1) throw invalidParameter('dim', 'an integer >= 1', dim);
+  if (typeof argument !== 'string') throw invalidParameter('argument', 'a string', argument, InvalidTypeError);
   const expected = [...keyShape, dim];
   if (input instanceof Tensor) {
     if (!(input.data instanceof Float32Array)) {
@@ -46,6 +49,8 @@ export function validateValues(input: unknown, keyShape: readonly number[], dim:
  * @throws InvalidTypeError / ShapeMismatchError naming `argument`
  */
 export function validateExists(input: unknown, n: number, argument = 'exists'): Uint8Array {
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw invalidParameter('n', 'an integer >= 0', n);
+  if (typeof argument !== 'string') throw invalidParameter('argument', 'a string', argument, InvalidTypeError);
   let e: Uint8Array;
   if (input instanceof Uint8Array) e = input;
   else if (Array.isArray(input) && input.every((x) => typeof x === 'boolean')) e = Uint8Array.from(input as boolean[], (x) => (x ? 1 : 0));

@@ -2,6 +2,8 @@ import { cpus, totalmem } from 'node:os';
 import {
   type BackendCapabilities,
   BackendUnavailableError,
+  InvalidTypeError,
+  invalidParameter,
   type DeviceInfo,
   type EmbeddingBackend,
   type RawTable,
@@ -25,8 +27,12 @@ export class CpuBackend implements EmbeddingBackend {
   readonly priority = 10;
   readonly #load: () => AddonLoad;
 
-  constructor(options: CpuBackendOptions = {}) {
-    this.#load = options.load ?? addon;
+  constructor(options: CpuBackendOptions | null = {}) {
+    const o = options ?? {};
+    if (typeof o !== 'object' || (o.load !== undefined && typeof o.load !== 'function')) {
+      throw invalidParameter('options', 'an options object ({ load?: () => AddonLoad })', options, InvalidTypeError);
+    }
+    this.#load = o.load ?? addon;
   }
 
   isUsable(): boolean {

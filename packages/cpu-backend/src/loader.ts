@@ -1,3 +1,4 @@
+import { InvalidTypeError, invalidParameter } from '@embedstack/core';
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -39,7 +40,9 @@ const REBUILD_COMMAND = 'pnpm --filter @embedstack/cpu-backend rebuild';
 
 /** Where the addon is looked for, in order. */
 export function candidatePaths(env: NodeJS.ProcessEnv = process.env): string[] {
+  if (typeof env !== 'object' || env === null) throw invalidParameter('env', 'an environment object (process.env)', env, InvalidTypeError);
   const override = env.EMBEDSTACK_CPU_ADDON;
+  if (override !== undefined && typeof override !== 'string') throw invalidParameter('env.EMBEDSTACK_CPU_ADDON', 'a string', override, InvalidTypeError);
   if (override !== undefined && override !== '') {
     if (override.endsWith('.node')) return [override];
     return [join(override, ADDON_FILE), join(override, 'build', 'Release', ADDON_FILE)];
@@ -64,6 +67,10 @@ function causeOf(message: string): Cause {
 
 /** The fix for the most telling failure, as one sentence with the command to run. */
 export function explain(attempts: AddonAttempt[], toolchain: () => { cmake: boolean; compiler: boolean } = detectToolchain): string {
+  if (!Array.isArray(attempts) || attempts.some((a) => typeof a !== 'object' || a === null || typeof a.path !== 'string' || typeof a.error !== 'string')) {
+    throw invalidParameter('attempts', 'an array of { path, error } strings', attempts, InvalidTypeError);
+  }
+  if (typeof toolchain !== 'function') throw invalidParameter('toolchain', 'a function', toolchain, InvalidTypeError);
   const causes = attempts.map((a) => causeOf(a.error));
   const tried = attempts.map((a) => `\n  - ${a.path}: ${a.error.split('\n')[0]}`).join('');
   const head = `The native CPU backend (@embedstack/cpu-backend) could not be loaded. Tried:${tried}\n`;
@@ -97,6 +104,9 @@ function detectToolchain(): { cmake: boolean; compiler: boolean } {
 
 /** Tries each candidate; returns the first binding that loads and matches this build's ABI. */
 export function loadAddon(candidates: string[] = candidatePaths()): AddonLoad {
+  if (!Array.isArray(candidates) || candidates.some((c) => typeof c !== 'string')) {
+    throw invalidParameter('candidates', 'an array of addon paths', candidates, InvalidTypeError);
+  }
   const require = createRequire(import.meta.url);
   const attempts: AddonAttempt[] = [];
   for (const path of candidates) {

@@ -1,4 +1,4 @@
-import { StoreUnavailableError } from '@embedstack/core';
+import { InvalidTypeError, invalidParameter, StoreUnavailableError } from '@embedstack/core';
 import { Cluster, Redis } from 'ioredis';
 import { keySlot } from './naming.js';
 import type { ResolvedRedisStoreOptions } from './options.js';
@@ -60,7 +60,10 @@ export class RedisConnection {
   #closed = false;
   readonly #scripted = new WeakSet<Redis>();
 
+  /** @throws InvalidTypeError unless `options` are resolved store options (resolveStoreOptions) */
   constructor(options: ResolvedRedisStoreOptions) {
+    const ok = typeof options === 'object' && options !== null && Array.isArray(options.hosts) && options.hosts.length > 0 && typeof options.retry === 'object' && options.retry !== null && (options.mode === 'standalone' || options.mode === 'cluster');
+    if (!ok) throw invalidParameter('options', 'resolved store options (resolveStoreOptions)', options, InvalidTypeError);
     this.options = options;
     const o = options;
     const common = {
@@ -161,6 +164,7 @@ export class RedisConnection {
 
   /** The master address of a group, for messages. */
   static nodeLabel(group: string): string {
+    if (typeof group !== 'string') throw invalidParameter('group', 'a node group name (string)', group, InvalidTypeError);
     return group === '' ? 'standalone' : group.split(';')[0]!;
   }
 

@@ -197,6 +197,8 @@ export function resolveTableLayout(
   tableName: string,
   store: ResolvedRedisStoreOptions,
 ): ResolvedRedisTableLayout {
+  if (typeof tableName !== 'string' || tableName.length === 0) throw invalidParameter('tableName', 'a non-empty string', tableName, InvalidTypeError);
+  if (typeof store !== 'object' || store === null || typeof store.keysSendingSize !== 'number') throw invalidParameter('store', 'resolved store options (resolveStoreOptions)', store, InvalidTypeError);
   if (typeof layout !== 'object' || layout === null) {
     throw invalidParameter('layout', 'a RedisTableLayout object', layout, InvalidTypeError);
   }

@@ -92,7 +92,8 @@ export class Embedding {
   protected last: { shape: number[]; linear: boolean } | null = null;
 
   constructor(options: EmbeddingLayerOptions, extraOptions: readonly string[] = []) {
-    const o = checkOptions<EmbeddingLayerOptions>(options, [...LAYER_OPTIONS, ...extraOptions]);
+    const extra = Array.isArray(extraOptions) ? extraOptions.filter((k): k is string => typeof k === 'string') : [];
+    const o = checkOptions<EmbeddingLayerOptions>(options, [...LAYER_OPTIONS, ...extra]);
     if (typeof o.embeddingSize !== 'number' || !Number.isSafeInteger(o.embeddingSize) || o.embeddingSize < 1) {
       throw invalidParameter('embeddingSize', 'an integer >= 1', o.embeddingSize, InvalidTypeError);
     }

@@ -3,6 +3,7 @@ import {
   checkOptions,
   createOptimizer,
   FailedPreconditionError,
+  UnsupportedError,
   InvalidTypeError,
   invalidParameter,
   type OptimizerKind,
@@ -55,6 +56,7 @@ export abstract class Optimizer {
   #spec: OptimizerSpec | null = null;
 
   protected constructor(options: CommonOptions, defaults: { learningRate: number; name: string }) {
+    if (new.target === Optimizer) throw new UnsupportedError('Optimizer is abstract: construct one of de.optimizers (SGD, Adam, ...)');
     const lr = options.learningRate ?? defaults.learningRate;
     if (typeof lr !== 'function' && (typeof lr !== 'number' || !Number.isFinite(lr) || lr < 0)) {
       throw invalidParameter('learningRate', 'a number >= 0 or a function of the iteration', lr);

@@ -18,7 +18,9 @@ export interface RestrictOptions {
 export abstract class RestrictPolicy {
   readonly variable: Variable<TfraKeyDtype>;
 
+  /** @throws InvalidTypeError when `variable` is not a de.Variable */
   constructor(variable: Variable<TfraKeyDtype>) {
+    if (!stateOf(variable)) throw invalidParameter('variable', 'a de.Variable', variable, InvalidTypeError);
     this.variable = variable;
   }
 

@@ -24,7 +24,7 @@ import type { ShadowVariable } from './shadow.js';
 import { slotStore } from './stores.js';
 import type { VariableValues } from './values.js';
 import { resolveVariableOptions, type ResolvedVariableOptions, type VariableOptions } from './variableOptions.js';
-import { stateOf, VariableState } from './variableState.js';
+import { stateOf, VariableState, type ViewSource } from './variableState.js';
 
 export type { VariableOptions } from './variableOptions.js';
 
@@ -81,9 +81,15 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
 
   /** @throws InvalidArgumentError / InvalidTypeError naming the option (restrictPolicy not a policy class: InvalidTypeError) */
   constructor(options: VariableOptions & { keyDtype?: D } = {}) {
-    const cfg = resolveVariableOptions(options);
-    const state = new VariableState(this, cfg, null);
+    const view = pendingView;
+    pendingView = null;
+    const cfg = view ? view.cfg : resolveVariableOptions(options);
+    const state = new VariableState(this, cfg, view ? view.source : null);
     publish(this, cfg);
+    if (view) {
+      Object.defineProperty(this, 'restrictPolicy', { value: null, enumerable: true });
+      return;
+    }
     try {
       const policy = cfg.restrictPolicy ? new cfg.restrictPolicy(this as Variable<TfraKeyDtype>) : null;
       Object.defineProperty(this, 'restrictPolicy', { value: policy, enumerable: true });
@@ -94,28 +100,28 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
     }
   }
 
-  /** The internal object (private methods, not #private: slot views are made without the constructor). */
-  private get state(): VariableState {
+  /** The internal object. */
+  get #state(): VariableState {
     return stateOf(this)!;
   }
 
   /** The shard tables (TFRA's `tables`), one per device; empty for slot views. */
   get tables(): readonly EmbeddingTable[] {
-    return this.state.tables.slice();
+    return this.#state.tables.slice();
   }
 
   /** The trainables registered by lookups, by name (TFRA's `trainable_store`). */
   get trainableStore(): ReadonlyMap<string, ShadowVariable> {
-    return new Map(this.state.trainables);
+    return new Map(this.#state.trainables);
   }
 
-  private keys(input: unknown, argument = 'keys'): { keys: Keys; shape: number[] } {
+  #keys(input: unknown, argument = 'keys'): { keys: Keys; shape: number[] } {
     return toKeys(input, this.keyDtype, argument, true);
   }
 
   /** Writes rows per shard: the caller's arrays as they are on one shard, partitioned otherwise. */
-  private async write(keys: Keys, fn: (s: number, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array) => Promise<unknown>): Promise<void> {
-    const st = this.state;
+  async #write(keys: Keys, fn: (s: number, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array) => Promise<unknown>): Promise<void> {
+    const st = this.#state;
     st.checkAlive();
     await st.beforeWrite();
     if (st.shardNum === 1) {
@@ -126,8 +132,8 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
     await st.eachShard(p, (_, s) => fn(s, p.keys[s]!, (a) => gatherRows(a, p.positions[s]!, this.dim), (e) => gatherFlags(e, p.positions[s]!)));
   }
 
-  private writeSync(keys: Keys, fn: (t: EmbeddingTable, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array) => unknown): void {
-    const st = this.state;
+  #writeSync(keys: Keys, fn: (t: EmbeddingTable, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array) => unknown): void {
+    const st = this.#state;
     st.checkAlive();
     st.eachTableSync(null, () => undefined); // views and remote stores: UNSUPPORTED before any change
     st.beforeWriteSync();
@@ -139,7 +145,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
     st.eachTableSync(p, (t, s) => fn(t, p.keys[s]!, (a) => gatherRows(a, p.positions[s]!, this.dim), (e) => gatherFlags(e, p.positions[s]!)));
   }
 
-  private scores(keys: Keys): { scores: BigUint64Array } | undefined {
+  #scores(keys: Keys): { scores: BigUint64Array } | undefined {
     const s = this.kvCreator.scoresFor(keys);
     return s ? { scores: s } : undefined;
   }
@@ -149,16 +155,16 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
    * @throws ShapeMismatchError "Expected shape ..." when values do not match; InvalidTypeError for bad keys
    */
   async upsert(keys: VariableKeys, values: VariableValues): Promise<void> {
-    const k = this.keys(keys);
+    const k = this.#keys(keys);
     const v = validateValues(values, k.shape, this.dim);
-    await this.write(k.keys, (s, ks, rows) => this.state.stores[s]!.upsert(ks, rows(v)));
+    await this.#write(k.keys, (s, ks, rows) => this.#state.stores[s]!.upsert(ks, rows(v)));
   }
 
   /** `upsert` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   upsertSync(keys: VariableKeys, values: VariableValues): void {
-    const k = this.keys(keys);
+    const k = this.#keys(keys);
     const v = validateValues(values, k.shape, this.dim);
-    this.writeSync(k.keys, (t, ks, rows) => t.upsertSync(ks, rows(v), this.scores(ks)));
+    this.#writeSync(k.keys, (t, ks, rows) => t.upsertSync(ks, rows(v), this.#scores(ks)));
   }
 
   /**
@@ -167,18 +173,18 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
    * newValues; otherwise nothing (bp_v2).
    */
   async accum(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array): Promise<void> {
-    const { k, d, e } = this.accumArgs(keys, oldValues, newValues, exists);
-    await this.write(k, (s, ks, rows, flags) => this.state.stores[s]!.accum(ks, rows(d), flags(e)));
+    const { k, d, e } = this.#accumArgs(keys, oldValues, newValues, exists);
+    await this.#write(k, (s, ks, rows, flags) => this.#state.stores[s]!.accum(ks, rows(d), flags(e)));
   }
 
   /** `accum` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   accumSync(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array): void {
-    const { k, d, e } = this.accumArgs(keys, oldValues, newValues, exists);
-    this.writeSync(k, (t, ks, rows, flags) => t.accumSync(ks, rows(d), flags(e), this.scores(ks)));
+    const { k, d, e } = this.#accumArgs(keys, oldValues, newValues, exists);
+    this.#writeSync(k, (t, ks, rows, flags) => t.accumSync(ks, rows(d), flags(e), this.#scores(ks)));
   }
 
-  private accumArgs(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array) {
-    const k = this.keys(keys);
+  #accumArgs(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array) {
+    const k = this.#keys(keys);
     const n = k.keys.length;
     const oldV = validateValues(oldValues, k.shape, this.dim, 'oldValues');
     const newV = validateValues(newValues, k.shape, this.dim, 'newValues');
@@ -201,22 +207,22 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
   lookup(keys: VariableKeys, options: LookupOptions & { returnExists: true }): Promise<LookupWithExists>;
   lookup(keys: VariableKeys, options?: LookupOptions): Promise<Tensor<Float32Array> | LookupWithExists>;
   async lookup(keys: VariableKeys, options: LookupOptions = {}): Promise<Tensor<Float32Array> | LookupWithExists> {
-    const { returnExists, k, out } = this.lookupArgs(keys, options);
-    return this.lookupResult(await this.state.find(k.keys, out), k.shape, returnExists);
+    const { returnExists, k, out } = this.#lookupArgs(keys, options);
+    return this.#lookupResult(await this.#state.find(k.keys, out), k.shape, returnExists);
   }
 
   /** `lookup` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   lookupSync(keys: VariableKeys, options?: LookupOptions & { returnExists?: false | null }): Tensor<Float32Array>;
   lookupSync(keys: VariableKeys, options: LookupOptions & { returnExists: true }): LookupWithExists;
   lookupSync(keys: VariableKeys, options: LookupOptions = {}): Tensor<Float32Array> | LookupWithExists {
-    const { returnExists, k, out } = this.lookupArgs(keys, options);
-    return this.lookupResult(this.state.findSync(k.keys, out), k.shape, returnExists);
+    const { returnExists, k, out } = this.#lookupArgs(keys, options);
+    return this.#lookupResult(this.#state.findSync(k.keys, out), k.shape, returnExists);
   }
 
-  private lookupArgs(keys: VariableKeys, options: LookupOptions) {
+  #lookupArgs(keys: VariableKeys, options: LookupOptions) {
     const o = checkOptions<LookupOptions>(options, ['returnExists', 'out']);
     const returnExists = checkBoolean(o.returnExists, 'returnExists', false);
-    const k = this.keys(keys);
+    const k = this.#keys(keys);
     let out: FindResult | undefined;
     if (o.out !== undefined && o.out !== null) {
       if (!(o.out instanceof Float32Array)) throw invalidParameter('out', 'a Float32Array', o.out, InvalidTypeError);
@@ -227,27 +233,27 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
     return { returnExists, k, out };
   }
 
-  private lookupResult(r: FindResult, shape: number[], returnExists: boolean): Tensor<Float32Array> | LookupWithExists {
+  #lookupResult(r: FindResult, shape: number[], returnExists: boolean): Tensor<Float32Array> | LookupWithExists {
     const tensor = new Tensor(r.values, [...shape, this.dim]);
     return returnExists ? { values: tensor, exists: Array.from(r.exists, (x) => x === 1) } : tensor;
   }
 
   /** Removes `keys` (missing keys are ignored) from the variable, its slots and its restrict status. Resolves to how many were removed. */
   async remove(keys: VariableKeys): Promise<number> {
-    const k = this.keys(keys);
+    const k = this.#keys(keys);
     const counts: number[] = [];
-    await this.write(k.keys, async (s, ks) => {
-      counts[s] = await this.state.removeFromShard(s, ks);
+    await this.#write(k.keys, async (s, ks) => {
+      counts[s] = await this.#state.removeFromShard(s, ks);
     });
     return counts.reduce((a, b) => a + (b ?? 0), 0);
   }
 
   /** `remove` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   removeSync(keys: VariableKeys): number {
-    const k = this.keys(keys);
-    const st = this.state;
+    const k = this.#keys(keys);
+    const st = this.#state;
     let n = 0;
-    this.writeSync(k.keys, (t, ks) => {
+    this.#writeSync(k.keys, (t, ks) => {
       n += t.removeSync(ks);
       const s = st.tables.indexOf(t);
       st.binding?.stateTables?.[s]?.removeSync(ks);
@@ -259,7 +265,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
 
   /** Removes every key (also from slots and the restrict status). */
   async clear(): Promise<void> {
-    const st = this.state;
+    const st = this.#state;
     st.checkAlive();
     await st.beforeWrite();
     for (let s = 0; s < st.shardNum; s++) {
@@ -273,7 +279,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
 
   /** `clear` of in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   clearSync(): void {
-    const st = this.state;
+    const st = this.#state;
     st.eachTableSync(null, () => undefined);
     st.beforeWriteSync();
     st.eachTableSync(null, (t, s) => {
@@ -285,7 +291,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
 
   /** Every key and value of every shard (order undefined): [keys, Tensor [n, dim]]. */
   async export(): Promise<[StoredKeys<D>, Tensor<Float32Array>]> {
-    const st = this.state;
+    const st = this.#state;
     st.checkAlive();
     const keyParts: Keys[] = [];
     const valueParts: Float32Array[] = [];
@@ -295,19 +301,19 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
         valueParts.push(b.values);
       }
     }
-    return this.concat(keyParts, valueParts);
+    return this.#concat(keyParts, valueParts);
   }
 
   /** `export` of in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   exportSync(): [StoredKeys<D>, Tensor<Float32Array>] {
-    const batches = this.state.eachTableSync(null, (t) => t.exportSync());
-    return this.concat(
+    const batches = this.#state.eachTableSync(null, (t) => t.exportSync());
+    return this.#concat(
       batches.map((b) => b.keys),
       batches.map((b) => b.values),
     );
   }
 
-  private concat(keyParts: Keys[], valueParts: Float32Array[]): [StoredKeys<D>, Tensor<Float32Array>] {
+  #concat(keyParts: Keys[], valueParts: Float32Array[]): [StoredKeys<D>, Tensor<Float32Array>] {
     const n = keyParts.reduce((a, b) => a + b.length, 0);
     const int64 = storageDtype(this.keyDtype) === 'int64';
     const keys = int64 ? new BigInt64Array(n) : new Int32Array(n);
@@ -325,20 +331,20 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
   /** Keys in shard `index`, or in every shard when omitted. */
   async size(index?: number | null): Promise<number> {
     let total = 0;
-    for (const s of this.sizeShards(index)) total += await this.state.stores[s]!.size();
+    for (const s of this.#sizeShards(index)) total += await this.#state.stores[s]!.size();
     return total;
   }
 
   /** `size` of in-memory tables, synchronously. @throws UnsupportedError for slot views */
   sizeSync(index?: number | null): number {
-    const shards = this.sizeShards(index);
-    const st = this.state;
+    const shards = this.#sizeShards(index);
+    const st = this.#state;
     if (st.view) throw new UnsupportedError(`Slot variable "${this.name}" offers no synchronous operations; use the Promise form`);
     return shards.reduce((a, s) => a + st.tables[s]!.size(), 0);
   }
 
-  private sizeShards(index: number | null | undefined): number[] {
-    this.state.checkAlive();
+  #sizeShards(index: number | null | undefined): number[] {
+    this.#state.checkAlive();
     if (index === undefined || index === null) return Array.from({ length: this.shardNum }, (_, s) => s);
     if (typeof index !== 'number' || !Number.isSafeInteger(index)) {
       throw invalidParameter('index', `a shard index (an integer in [0, ${this.shardNum})), undefined or null`, index, InvalidTypeError);
@@ -369,7 +375,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
     if (typeof optimizer !== 'object' || optimizer === null || typeof optimizer.applyGradients !== 'function') {
       throw invalidParameter('optimizer', 'a de.optimizers optimizer', optimizer, InvalidTypeError);
     }
-    const st = this.state;
+    const st = this.#state;
     const b = st.binding;
     if (!b || b.owner !== optimizer) return [];
     return b.slotViewNames.map((name, j) => slotView(this, st, name, j));
@@ -378,7 +384,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
   /** The trainable view registered by `embeddingLookup(this, ids, { name })`, or null. */
   getTrainableByName(name: string): ShadowVariable | null {
     if (typeof name !== 'string') throw invalidParameter('name', 'a string', name, InvalidTypeError);
-    return this.state.trainables.get(name) ?? null;
+    return this.#state.trainables.get(name) ?? null;
   }
 
   /**
@@ -388,8 +394,8 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
    * `checkpoint: false` (and its slot views) is left out: nothing is written.
    */
   async saveToFileSystem(dir: string, options: SaveOptions = {}): Promise<void> {
-    this.state.checkAlive();
-    await saveVariable(this.state, dir, options);
+    this.#state.checkAlive();
+    await saveVariable(this.#state, dir, options);
   }
 
   /**
@@ -398,14 +404,14 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
    * shards when the saved shard count differs.
    */
   async loadFromFileSystem(dir: string, options: LoadOptions = {}): Promise<void> {
-    this.state.checkAlive();
-    await this.state.beforeWrite();
-    await loadVariable(this.state, dir, options);
+    this.#state.checkAlive();
+    await this.#state.beforeWrite();
+    await loadVariable(this.#state, dir, options);
   }
 
   /** Frees the tables (and slots and status). Idempotent. */
   dispose(): void {
-    this.state.dispose();
+    this.#state.dispose();
   }
 
   [Symbol.dispose](): void {
@@ -435,6 +441,9 @@ function publish(v: Variable<TfraKeyDtype>, cfg: ResolvedVariableOptions): void 
   for (const [k, value] of Object.entries(props)) Object.defineProperty(v, k, { value, enumerable: true });
 }
 
+/** The next Variable the constructor makes is this slot view (set just before `new Variable()` by slotView). */
+let pendingView: { cfg: ResolvedVariableOptions; source: ViewSource } | null = null;
+
 /** Slot views of one primary variable, made once per binding. */
 const views = new WeakMap<object, Variable<TfraKeyDtype>[]>();
 
@@ -456,12 +465,10 @@ function slotView<D extends TfraKeyDtype>(primary: Variable<D>, st: VariableStat
     bpV2: b.bpV2,
     sharedName: `shared_name.${name}`,
   };
-  const v = Object.create(Variable.prototype) as Variable<D>;
   const stores = Array.from({ length: st.shardNum }, (_, i) => slotStore(() => slotTables()[i]!, j, name));
-  const viewState = new VariableState(v, cfg, { stores, tables: slotTables });
-  publish(v as Variable<TfraKeyDtype>, cfg);
-  Object.defineProperty(v, 'restrictPolicy', { value: null, enumerable: true });
-  st.onDispose.push(() => viewState.dispose());
+  pendingView = { cfg, source: { stores, tables: slotTables } };
+  const v = new Variable<D>();
+  st.onDispose.push(() => v.dispose());
   list[j] = v as Variable<TfraKeyDtype>;
   void primary;
   return v;

@@ -112,6 +112,7 @@ export abstract class EmbeddingOptimizer {
   #lrValue = 0;
 
   protected constructor(kind: OptimizerKind, o: Options, hyper: Partial<OptimizerHyper>) {
+    if (new.target === EmbeddingOptimizer) throw new UnsupportedError('EmbeddingOptimizer is abstract: construct SGD, Adagrad, AdagradMomentum, Adam or FTRL');
     const lr = o.learningRate;
     if (lr !== undefined && typeof lr !== 'number' && typeof lr !== 'function') {
       throw invalidParameter('learningRate', 'a number or a function () => number', lr, InvalidTypeError);

@@ -511,7 +511,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
    * synchronously: await earlier calls on this object first.
    * @throws UnsupportedError on a backend without synchronous operations
    */
-  get embeddingTables(): Map<TableConfig, Tensor> {
+  get embeddingTables(): Map<TableConfig, Tensor<Float32Array>> {
     const tables = this.#ensureTables();
     this.#flushSync();
     return new Map(tables.map((t) => [t.config, new Tensor(t.snapshotSync(), [t.vocabularySize, t.dim])]));

@@ -5,3 +5,5 @@ export { modelStep } from './model.js';
 export type { ModelOptimizer, ModelRow } from './model.js';
 export { expectClose, expectSameState, snapshot, opsFor } from './harness.js';
 export type { Form, Ops, RowState } from './harness.js';
+export { describeJunkSuite, junkArbitrary, codedOrOk, junkTarget } from './junk.js';
+export type { JunkTarget, JunkSuiteOptions } from './junk.js';
