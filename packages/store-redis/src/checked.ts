@@ -31,8 +31,8 @@ export function keySlot(key: Uint8Array): number {
 }
 export function sequentialHashTags(storageSlice: number, ranges: readonly naming.SlotRange[]): string[] {
   checkInteger(storageSlice, 'storageSlice', { min: 1, max: 16384 });
-  const ok = Array.isArray(ranges) && ranges.every((r) => typeof r === 'object' && r !== null && Number.isSafeInteger(r.start) && Number.isSafeInteger(r.end));
-  if (!ok) throw invalidParameter('ranges', 'an array of { start, end } slot ranges', ranges, InvalidTypeError);
+  const ok = Array.isArray(ranges) && ranges.every((r) => typeof r === 'object' && r !== null && Number.isSafeInteger(r.first) && Number.isSafeInteger(r.last));
+  if (!ok) throw invalidParameter('ranges', 'an array of { first, last } slot ranges', ranges, InvalidTypeError);
   return naming.sequentialHashTags(storageSlice, ranges);
 }
 export function parseClusterNodes(reply: string): naming.SlotRange[] {
