@@ -1,53 +1,15 @@
-// Initial values of new rows, bit-compatible with core's random.ts / initialRow:
-// a counter-based generator keyed by (seed, stream, key, column, draw), evaluated
-// in double and rounded to float32 once, so a key's initial row never depends on
-// batch order, thread or shard. Immutable after construction: thread-safe.
+// Initial values of new rows, bit-compatible with core's random.ts / initialRow
+// (the generator and the per-column draw are in random.h, shared with the CUDA
+// backend). Immutable after construction: thread-safe.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "random.h"
+
 namespace embedstack {
-
-inline uint32_t mix32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
-
-/** randomWord's first four rounds (seed, stream, key words): shared by every column of a key. */
-inline uint32_t keyPrefix(uint32_t seed, uint32_t stream, int64_t key) {
-  uint64_t k = static_cast<uint64_t>(key);
-  uint32_t h = mix32(seed ^ 0x9e3779b9U);
-  h = mix32(h ^ stream);
-  h = mix32(h ^ static_cast<uint32_t>(k));
-  return mix32(h ^ static_cast<uint32_t>(k >> 32));
-}
-
-/** random.ts randomWord(seed, stream, keyLo, keyHi, column, draw). */
-inline uint32_t randomWord(uint32_t seed, uint32_t stream, int64_t key, uint32_t column, uint32_t draw) {
-  return mix32(mix32(keyPrefix(seed, stream, key) ^ column) ^ draw);
-}
-
-inline double uniform01(uint32_t word) {
-  return (static_cast<double>(word >> 8) + 0.5) / 16777216.0;
-}
-
-/** Box-Muller, cosine branch, as random.ts (same operation order). */
-inline double standardNormal(double u1, double u2) {
-  const double kPi = 3.141592653589793;
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * kPi * u2);
-}
-
-constexpr double kTruncationStds = 2.0;
-constexpr int kTruncationAttempts = 16;
-
-enum class InitKind : int { kZeros = 0, kOnes, kConstant, kRow, kUniform, kNormal, kTruncatedNormal, kArray };
 
 struct Initializer {
   InitKind kind = InitKind::kZeros;

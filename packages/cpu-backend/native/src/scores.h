@@ -1,4 +1,5 @@
 // Score policies (core's scores.ts, precise rules in core/src/reference/scoring.ts).
+// The pure rules (ES_HD) are shared with the CUDA backend.
 // Every scored call advances the table clock once; rows touched by the call get
 // nextScore(...). Pure functions plus the relaxed-atomic per-occurrence update the
 // read path uses under a shared lock (lfu counts commute, so concurrent reads add up
@@ -6,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "hd.h"
 
 namespace embedstack {
 
@@ -20,13 +23,13 @@ struct ScoreClock {
   uint64_t now = 0;
 };
 
-inline bool scoresOnRead(ScorePolicy p) {
+ES_HD inline bool scoresOnRead(ScorePolicy p) {
   return p == ScorePolicy::kLru || p == ScorePolicy::kLfu || p == ScorePolicy::kEpochLru || p == ScorePolicy::kEpochLfu;
 }
 
-inline uint64_t saturatingAdd(uint64_t a, uint64_t b) {
-  uint64_t r;
-  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+ES_HD inline uint64_t saturatingAdd(uint64_t a, uint64_t b) {
+  const uint64_t r = a + b;
+  return r < a ? UINT64_MAX : r;
 }
 
 /**
@@ -34,8 +37,8 @@ inline uint64_t saturatingAdd(uint64_t a, uint64_t b) {
  * call inserted, which scores exactly as an absent one); `occurrences` counts the
  * key's occurrences in the call; `given` is the caller's score at its last one.
  */
-inline uint64_t nextScore(ScorePolicy p, uint64_t old, uint64_t occurrences, bool hasGiven, uint64_t given,
-                          const ScoreClock& t) {
+ES_HD inline uint64_t nextScore(ScorePolicy p, uint64_t old, uint64_t occurrences, bool hasGiven, uint64_t given,
+                                const ScoreClock& t) {
   switch (p) {
     case ScorePolicy::kLru:
       return t.clock;
@@ -84,7 +87,7 @@ struct EvictionCandidate {
 };
 
 /** True when `a` is kept before `b`: higher score, then resident, then smaller signed key. */
-inline bool keepsBefore(const EvictionCandidate& a, const EvictionCandidate& b) {
+ES_HD inline bool keepsBefore(const EvictionCandidate& a, const EvictionCandidate& b) {
   if (a.score != b.score) return a.score > b.score;
   if (a.resident != b.resident) return a.resident;
   return a.key < b.key;

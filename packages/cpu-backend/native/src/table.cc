@@ -1,10 +1,10 @@
-// Table factory (validates a config) and helpers shared by both table kinds.
+// The Table base (helpers shared by both table kinds) and the config checks every
+// native backend runs (the CPU factory is table_factory.cc).
 #include <cstring>
 #include <memory>
 #include <sstream>
 
-#include "dynamic_table.h"
-#include "static_table.h"
+#include "table.h"
 #include "thread_pool.h"
 
 namespace embedstack {
@@ -93,7 +93,7 @@ void Table::checkOptimizer(const OptimizerParams& opt) const {
   }
 }
 
-std::shared_ptr<Table> createTable(TableConfig c) {
+void validateTableConfig(const TableConfig& c) {
   ES_CHECK(c.dim >= 1 && c.dim <= kMaxDim, kInvalidArgument,
            "Expected dim to be an integer in [1, " << kMaxDim << "] but received " << c.dim);
   ES_CHECK(c.slotWidths.size() == c.slotInitial.size(), kShapeMismatch,
@@ -123,7 +123,7 @@ std::shared_ptr<Table> createTable(TableConfig c) {
                "Expected initializer values of length " << c.vocabularySize * c.dim << " (rows * dim) but received "
                                                         << init.values.size());
     }
-    return std::make_shared<StaticTable>(std::move(c));
+    return;
   }
   ES_CHECK(init.kind != InitKind::kArray, kInvalidArgument,
            "Expected initializer to be a per-key initializer for a dynamic table but received array");
@@ -131,7 +131,6 @@ std::shared_ptr<Table> createTable(TableConfig c) {
            "Expected initCapacity to be an integer >= 1 but received " << c.initCapacity);
   ES_CHECK(c.maxCapacity >= 1, kInvalidArgument,
            "Expected maxCapacity to be an integer >= 1 but received " << c.maxCapacity);
-  return std::make_shared<DynamicTable>(std::move(c));
 }
 
 }  // namespace embedstack

@@ -155,7 +155,14 @@ class Table {
   std::atomic<bool> disposed_{false};
 };
 
-/** Validates the config (throws INVALID_ARGUMENT naming the field) and builds the table. */
+/**
+ * Checks a config (dim, slot layout, initializer, score policy, sizes) and throws
+ * INVALID_ARGUMENT / SHAPE_MISMATCH naming the field. Backend-independent: every
+ * native backend's factory calls it first.
+ */
+void validateTableConfig(const TableConfig& config);
+
+/** validateTableConfig, then builds the CPU backend's table (table_factory.cc). */
 std::shared_ptr<Table> createTable(TableConfig config);
 
 }  // namespace embedstack
