@@ -9,6 +9,7 @@ const alias = {
   '@embedstack/core/testing': src('./packages/core/src/testing/index.ts'),
   '@embedstack/core': src('./packages/core/src/index.ts'),
   '@embedstack/cpu-backend': src('./packages/cpu-backend/src/index.ts'),
+  '@embedstack/cuda-backend': src('./packages/cuda-backend/src/index.ts'),
   '@embedstack/store-redis/testing': src('./packages/store-redis/src/testing/index.ts'),
   '@embedstack/store-redis': src('./packages/store-redis/src/index.ts'),
   '@embedstack/tfra': src('./packages/tfra/src/index.ts'),

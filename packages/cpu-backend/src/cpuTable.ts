@@ -13,7 +13,7 @@ import type {
 } from '@embedstack/core';
 import { COMBINER_IDS, encodeOptimizer, encodePlan, encodeTable } from './abi.js';
 import { call, callAsync } from './errors.js';
-import type { NativeBinding, NativeExportResult, NativeTableHandle } from './native.js';
+import type { NativeExportResult, NativeTableFunctions, NativeTableHandle } from './native.js';
 
 /**
  * Calls doing at least this much work (keys * dim floats moved) run on the libuv
@@ -56,11 +56,11 @@ function inline<R>(fn: () => R): Promise<R> {
 export class CpuRawTable implements RawTable {
   readonly sync: RawTableSync;
   readonly async: RawTableAsync;
-  readonly #b: NativeBinding;
+  readonly #b: NativeTableFunctions;
   readonly #h: NativeTableHandle;
   readonly #dim: number;
 
-  constructor(binding: NativeBinding, options: ResolvedTableOptions) {
+  constructor(binding: NativeTableFunctions, options: ResolvedTableOptions) {
     this.#b = binding;
     this.#dim = options.dim;
     const e = encodeTable(options);

@@ -12,6 +12,7 @@ export { encodeTable, encodeOptimizer, encodePlan, TableField, OptimizerField, P
 export type { EncodedTable } from './abi.js';
 export type {
   NativeBinding,
+  NativeTableFunctions,
   NativeTableHandle,
   NativeInfo,
   NativeFindResult,

@@ -218,3 +218,9 @@ export interface NativeBinding {
   dispose(t: NativeTableHandle): void;
   isDisposed(t: NativeTableHandle): boolean;
 }
+
+/**
+ * The table functions a native table adapter (CpuRawTable) calls: every addon that
+ * compiles this package's N-API layer offers them (the CUDA backend's too).
+ */
+export type NativeTableFunctions = Omit<NativeBinding, 'info' | 'abiFields'>;

@@ -47,31 +47,16 @@ __attribute__((always_inline)) inline void updateElements(const OptimizerParams&
 __attribute__((always_inline)) static inline void updateRow(const OptimizerParams& p, float* w, float* slots,
                                                             const float* g, size_t dim, double* grad) {
   for (size_t i = 0; i < dim; ++i) grad[i] = effectiveGradient(p, g[i], w[i]);
-  switch (p.kind) {
-    case OptimizerKind::kSgd:
-      return updateElements<OptimizerKind::kSgd>(p, w, slots, grad, dim, 0);
-    case OptimizerKind::kAdagrad:
-      return updateElements<OptimizerKind::kAdagrad>(p, w, slots, grad, dim, 0);
-    case OptimizerKind::kAdagradMomentum:
-      return updateElements<OptimizerKind::kAdagradMomentum>(p, w, slots, grad, dim, 0);
-    case OptimizerKind::kAdam:
-      return updateElements<OptimizerKind::kAdam>(p, w, slots, grad, dim, 0);
-    case OptimizerKind::kFtrl:
-      return updateElements<OptimizerKind::kFtrl>(p, w, slots, grad, dim, 0);
-    case OptimizerKind::kRowWiseAdagrad: {
-      double sq = 0;
-      for (size_t i = 0; i < dim; ++i) sq += grad[i] * grad[i];
-      const double denom = rowWiseAccumulate(p, slots, sq, dim);
-      for (size_t i = 0; i < dim; ++i) updateElement<OptimizerKind::kRowWiseAdagrad>(p, w + i, nullptr, nullptr, grad[i], denom);
-      return;
-    }
-    case OptimizerKind::kMomentum:
-      return updateElements<OptimizerKind::kMomentum>(p, w, slots, grad, dim, 0);
-    case OptimizerKind::kAdamax:
-      return updateElements<OptimizerKind::kAdamax>(p, w, slots, grad, dim, 0);
-    case OptimizerKind::kAdadelta:
-      return updateElements<OptimizerKind::kAdadelta>(p, w, slots, grad, dim, 0);
+  if (p.kind == OptimizerKind::kRowWiseAdagrad) {
+    double sq = 0;
+    for (size_t i = 0; i < dim; ++i) sq += grad[i] * grad[i];
+    const double denom = rowWiseAccumulate(p, slots, sq, dim);
+    for (size_t i = 0; i < dim; ++i) updateElement<OptimizerKind::kRowWiseAdagrad>(p, w + i, nullptr, nullptr, grad[i], denom);
+    return;
   }
+  withOptimizerKind(p.kind, [&](auto tag) __attribute__((always_inline)) {
+    updateElements<decltype(tag)::kind>(p, w, slots, grad, dim, 0);
+  });
 }
 
 ES_MULTIVERSION

@@ -117,6 +117,36 @@ ES_HD inline void updateElement(const OptimizerParams& p, float* w, float* s0, f
   }
 }
 
+template <OptimizerKind K>
+struct OptimizerTag {
+  static constexpr OptimizerKind kind = K;
+};
+
+/** Calls f(OptimizerTag<kind>{}): one instantiation per kind (a switch on a template constant inside). */
+template <class F>
+ES_HD ES_FORCE_INLINE void withOptimizerKind(OptimizerKind kind, F&& f) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return f(OptimizerTag<OptimizerKind::kSgd>{});
+    case OptimizerKind::kAdagrad:
+      return f(OptimizerTag<OptimizerKind::kAdagrad>{});
+    case OptimizerKind::kAdagradMomentum:
+      return f(OptimizerTag<OptimizerKind::kAdagradMomentum>{});
+    case OptimizerKind::kAdam:
+      return f(OptimizerTag<OptimizerKind::kAdam>{});
+    case OptimizerKind::kFtrl:
+      return f(OptimizerTag<OptimizerKind::kFtrl>{});
+    case OptimizerKind::kRowWiseAdagrad:
+      return f(OptimizerTag<OptimizerKind::kRowWiseAdagrad>{});
+    case OptimizerKind::kMomentum:
+      return f(OptimizerTag<OptimizerKind::kMomentum>{});
+    case OptimizerKind::kAdamax:
+      return f(OptimizerTag<OptimizerKind::kAdamax>{});
+    case OptimizerKind::kAdadelta:
+      return f(OptimizerTag<OptimizerKind::kAdadelta>{});
+  }
+}
+
 /** RowWiseAdagrad's accumulator step (sumSquares = Σ g² over the row, in column order); returns sqrt(acc) + eps. */
 ES_HD inline double rowWiseAccumulate(const OptimizerParams& p, float* acc, double sumSquares, size_t dim) {
   *acc = f32(static_cast<double>(*acc) + sumSquares / static_cast<double>(dim));

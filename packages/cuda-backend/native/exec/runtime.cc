@@ -1,0 +1,255 @@
+// Exec and device detection. Host mode is plain C++; the device paths (CUDA runtime
+// API, C only) exist in builds with EMBEDSTACK_WITH_CUDA.
+#include "runtime.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "errors.h"
+
+#if defined(EMBEDSTACK_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace embedstack {
+namespace cuda {
+
+#if defined(EMBEDSTACK_WITH_CUDA)
+// exec/probe.cu: whether device `ordinal` has an image (or PTX) of this build's kernels.
+bool deviceRunsKernels(int ordinal, std::string& why);
+#endif
+
+namespace {
+
+#if defined(EMBEDSTACK_WITH_CUDA)
+
+std::string describeCuda(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+}
+
+void checkCuda(cudaError_t e, const std::string& what, const char* file, int line) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so that later calls work
+  std::ostringstream s;
+  s << "CUDA error " << describeCuda(e) << " while " << what;
+  throw EmbedError(e == cudaErrorMemoryAllocation ? ErrorCode::kFailedPrecondition : ErrorCode::kInternal, s.str(),
+                   file, line);
+}
+#define ES_CUDA(call, what) checkCuda((call), (what), __FILE__, __LINE__)
+
+cudaStream_t streamOf(void* s) {
+  return static_cast<cudaStream_t>(s);
+}
+
+std::string driverReason(cudaError_t e, const DeviceStatus& s) {
+  std::ostringstream r;
+  r << "cudaGetDeviceCount failed with " << describeCuda(e) << ": ";
+  if (e == cudaErrorInsufficientDriver || s.driverVersion == 0) {
+    r << (s.driverVersion == 0 ? "no NVIDIA driver is installed" : "the NVIDIA driver is older than this build's CUDA runtime")
+      << " (runtime " << s.runtimeVersion / 1000 << "." << (s.runtimeVersion % 1000) / 10
+      << "); install or update the NVIDIA driver, or run the host mode (backend 'cuda-host')";
+  } else if (e == cudaErrorNoDevice) {
+    r << "no CUDA-capable device is visible (check CUDA_VISIBLE_DEVICES)";
+  } else {
+    r << "the CUDA runtime cannot use this machine's GPUs";
+  }
+  return r.str();
+}
+
+#endif
+
+DeviceStatus detect() {
+  DeviceStatus s;
+#if defined(EMBEDSTACK_WITH_CUDA)
+  s.compiled = true;
+  s.architectures = EMBEDSTACK_CUDA_ARCHITECTURES;
+  cudaRuntimeGetVersion(&s.runtimeVersion);
+  cudaDriverGetVersion(&s.driverVersion);
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    s.reason = driverReason(e, s);
+    return s;
+  }
+  if (count == 0) {
+    s.reason = "no CUDA-capable device is visible (cudaGetDeviceCount returned 0; check CUDA_VISIBLE_DEVICES)";
+    return s;
+  }
+  std::string why;
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
+    s.devices.push_back({d, p.name, p.totalGlobalMem, p.major, p.minor, p.multiProcessorCount});
+    std::string w;
+    if (deviceRunsKernels(d, w)) {
+      s.usable = true;
+    } else if (why.empty()) {
+      why = w;
+    }
+  }
+  if (!s.usable) {
+    s.reason = "no device runs this build's kernels (compiled for architectures " + s.architectures + "): " + why +
+               "; rebuild with EMBEDSTACK_CUDA_ARCHITECTURES set to your GPU's (e.g. 86)";
+  }
+#else
+  s.reason =
+      "@embedstack/cuda-backend was built without nvcc (host mode only): install the CUDA toolkit (nvcc) and run "
+      "`pnpm --filter @embedstack/cuda-backend rebuild`; the host mode runs as backend 'cuda-host'";
+#endif
+  return s;
+}
+
+void* hostAllocate(size_t bytes, const char* what) {
+  void* p = std::malloc(bytes);
+  if (!p) throwOutOfMemory(bytes, what, __FILE__, __LINE__);
+  return p;
+}
+
+}  // namespace
+
+const DeviceStatus& deviceStatus() {
+  static const DeviceStatus status = detect();
+  return status;
+}
+
+std::shared_ptr<Exec> Exec::host() {
+  static const std::shared_ptr<Exec> instance(new Exec());
+  return instance;
+}
+
+void* Exec::allocate(size_t bytes, MemoryKind kind, const char* what) {
+  if (bytes == 0) return nullptr;
+  if (!onDevice_) return hostAllocate(bytes, what);
+#if defined(EMBEDSTACK_WITH_CUDA)
+  cudaSetDevice(ordinal_);
+  void* p = nullptr;
+  const std::string doing = "allocating " + std::to_string(bytes) + " bytes for " + what;
+  if (kind == MemoryKind::kDevice) {
+    ES_CUDA(cudaMallocAsync(&p, bytes, streamOf(stream_)), doing);
+  } else {
+    ES_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), doing);
+  }
+  return p;
+#else
+  (void)kind;
+  return nullptr;
+#endif
+}
+
+void Exec::release(void* p, MemoryKind kind) noexcept {
+  if (!p) return;
+  if (!onDevice_) {
+    std::free(p);
+    return;
+  }
+#if defined(EMBEDSTACK_WITH_CUDA)
+  cudaSetDevice(ordinal_);
+  if (kind == MemoryKind::kDevice) {
+    cudaFreeAsync(p, streamOf(stream_));
+  } else {
+    cudaStreamSynchronize(streamOf(stream_));  // queued kernels may still read it
+    cudaFreeHost(p);
+  }
+#else
+  (void)kind;
+#endif
+}
+
+void Exec::toDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (!onDevice_) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if defined(EMBEDSTACK_WITH_CUDA)
+  ES_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, streamOf(stream_)), "copying to the device");
+#endif
+}
+
+void Exec::toHost(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (!onDevice_) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if defined(EMBEDSTACK_WITH_CUDA)
+  ES_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streamOf(stream_)), "copying to the host");
+  ES_CUDA(cudaStreamSynchronize(streamOf(stream_)), "copying to the host");
+#endif
+}
+
+void Exec::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (!onDevice_) {
+    std::memmove(dst, src, bytes);
+    return;
+  }
+#if defined(EMBEDSTACK_WITH_CUDA)
+  ES_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, streamOf(stream_)), "copying on the device");
+#endif
+}
+
+void Exec::zero(void* p, size_t bytes) {
+  if (bytes == 0) return;
+  if (!onDevice_) {
+    std::memset(p, 0, bytes);
+    return;
+  }
+#if defined(EMBEDSTACK_WITH_CUDA)
+  ES_CUDA(cudaMemsetAsync(p, 0, bytes, streamOf(stream_)), "clearing device memory");
+#endif
+}
+
+void Exec::sync() {
+#if defined(EMBEDSTACK_WITH_CUDA)
+  if (onDevice_) ES_CUDA(cudaStreamSynchronize(streamOf(stream_)), "running kernels");
+#endif
+}
+
+void Exec::checkLaunch(const char* kernel) {
+#if defined(EMBEDSTACK_WITH_CUDA)
+  if (onDevice_) ES_CUDA(cudaGetLastError(), std::string("launching ") + kernel);
+#else
+  (void)kernel;
+#endif
+}
+
+#if defined(EMBEDSTACK_WITH_CUDA)
+
+std::shared_ptr<Exec> Exec::device(int ordinal) {
+  const DeviceStatus& s = deviceStatus();
+  ES_CHECK(s.usable, kFailedPrecondition, "Expected a usable CUDA device but " << s.reason);
+  ES_CHECK(ordinal >= 0 && static_cast<size_t>(ordinal) < s.devices.size(), kInvalidArgument,
+           "Expected device to be an ordinal in [0, " << s.devices.size() << ") but received " << ordinal);
+  std::shared_ptr<Exec> ex(new Exec());
+  ex->onDevice_ = true;
+  ex->ordinal_ = ordinal;
+  ex->multiprocessors_ = s.devices[static_cast<size_t>(ordinal)].multiprocessors;
+  ES_CUDA(cudaSetDevice(ordinal), "selecting the device");
+  cudaStream_t stream;
+  ES_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
+  ex->stream_ = stream;
+  return ex;
+}
+
+Exec::~Exec() {
+  if (!stream_) return;
+  cudaSetDevice(ordinal_);
+  cudaStreamSynchronize(streamOf(stream_));
+  cudaStreamDestroy(streamOf(stream_));
+}
+
+#else
+
+std::shared_ptr<Exec> Exec::device(int) {
+  ES_FAIL(kFailedPrecondition, "Expected a usable CUDA device but " << deviceStatus().reason);
+}
+
+Exec::~Exec() = default;
+
+#endif
+
+}  // namespace cuda
+}  // namespace embedstack

@@ -1,0 +1,86 @@
+// Where a table's memory lives and how its kernels run: one Exec per table.
+//  - host mode (Exec::host()): "device" memory is host memory, copies are memcpy,
+//    kernels run on CPU threads (the shared thread pool) through the host grid
+//    launcher, synchronously;
+//  - device mode (Exec::device(ordinal), CUDA builds only): memory is HBM (or
+//    pinned host memory for spilled rows), copies and kernels are queued on the
+//    table's own stream, sync() waits for them.
+// Every failure throws an EmbedError (out of memory: FAILED_PRECONDITION naming
+// what the bytes were for; other CUDA errors: INTERNAL with the CUDA error name).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace embedstack {
+namespace cuda {
+
+enum class MemoryKind {
+  kDevice,  // HBM (host mode: the host heap)
+  kPinned,  // page-locked host memory mapped into the device's address space (hybrid spill)
+};
+
+/** What this machine offers (device builds ask the CUDA runtime; host builds say why not). */
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  size_t totalMemory = 0;
+  int computeMajor = 0;
+  int computeMinor = 0;
+  int multiprocessors = 0;
+};
+struct DeviceStatus {
+  bool compiled = false;  // built with nvcc (device kernels present)
+  bool usable = false;    // at least one device runs this build's kernels
+  std::string reason;     // why not usable (empty when usable)
+  int runtimeVersion = 0;
+  int driverVersion = 0;
+  std::string architectures;  // the CMAKE_CUDA_ARCHITECTURES compiled in ("80;90"), empty for host builds
+  std::vector<DeviceInfo> devices;
+};
+/** Detected once per process (cudaGetDeviceCount and friends; never throws). */
+const DeviceStatus& deviceStatus();
+
+class Exec {
+ public:
+  /** The host mode (one shared instance). */
+  static std::shared_ptr<Exec> host();
+  /** CUDA device `ordinal` with a fresh stream. Throws FAILED_PRECONDITION (the reason) when unusable. */
+  static std::shared_ptr<Exec> device(int ordinal);
+
+  ~Exec();
+  Exec(const Exec&) = delete;
+  Exec& operator=(const Exec&) = delete;
+
+  bool onDevice() const { return onDevice_; }
+  int ordinal() const { return ordinal_; }
+  /** The cudaStream_t of device mode (null in host mode). */
+  void* stream() const { return stream_; }
+  /** Multiprocessors of the device (sizes grids); 0 in host mode. */
+  int multiprocessors() const { return multiprocessors_; }
+
+  /** Uninitialised memory (nullptr for 0 bytes). */
+  void* allocate(size_t bytes, MemoryKind kind, const char* what);
+  void release(void* p, MemoryKind kind) noexcept;
+  void toDevice(void* dst, const void* src, size_t bytes);
+  void toHost(void* dst, const void* src, size_t bytes);
+  void copy(void* dst, const void* src, size_t bytes);
+  void zero(void* p, size_t bytes);
+  /** Waits for everything queued (device mode); then checks for a failed kernel. */
+  void sync();
+  /** Throws INTERNAL when the last kernel launch failed (device mode). */
+  void checkLaunch(const char* kernel);
+
+ private:
+  Exec() = default;
+  bool onDevice_ = false;
+  int ordinal_ = -1;
+  void* stream_ = nullptr;
+  int multiprocessors_ = 0;
+};
+
+}  // namespace cuda
+}  // namespace embedstack

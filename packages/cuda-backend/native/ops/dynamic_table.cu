@@ -1,0 +1,227 @@
+// Dynamic table: construction, the index and row store growth, the read path
+// (find, lookupCombined without inserts, export) and the removals (remove,
+// restrict, clear, compaction). The write path is dynamic_write.cu.
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+
+#include "bag_ops.h"
+#include "dynamic_table.h"
+#include "table_kernels.cuh"
+
+namespace embedstack {
+namespace cuda {
+
+namespace {
+size_t bucketsFor(size_t rows) {
+  size_t b = 1;
+  while (b * (kBucketSlots / 2) < rows) b *= 2;
+  return b;
+}
+}  // namespace
+
+DynamicTable::DynamicTable(TableConfig config, std::shared_ptr<Exec> ex, const Placement& placement)
+    : DeviceTable(std::move(config), std::move(ex), placement) {
+  capped_ = config_.maxCapacity <= kMaxRows;
+  cap_ = capped_ ? config_.maxCapacity : kMaxRows;
+  const size_t initial = std::min(std::max<size_t>(config_.initCapacity, 1), cap_);
+  reserveRows(initial);
+  reserveIndex(std::min<size_t>(initial, size_t{1} << 26));
+  ex_->sync();
+}
+
+IndexView DynamicTable::index() const {
+  return {slotRow_.data(), digests_.data(), occupied_.data(), overflow_.data(), static_cast<uint64_t>(buckets_ - 1)};
+}
+
+ScoreView DynamicTable::scoreView(const ScoreClock& t) const {
+  return {config_.scorePolicy, t, static_cast<uint8_t>(scoresOnRead(config_.scorePolicy) ? 1 : 0)};
+}
+
+ScoreClock DynamicTable::beginCall() {
+  ScoreClock t;
+  t.clock = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+  t.epoch = epoch_.load(std::memory_order_relaxed);
+  t.now = config_.scorePolicy == ScorePolicy::kTimestamp ? nowSeconds() : 0;
+  return t;
+}
+
+void DynamicTable::reserveIndex(size_t rows) {
+  const size_t wanted = bucketsFor(rows);
+  if (wanted <= buckets_) return;
+  const size_t slots = checkedMul(wanted, kBucketSlots, "the key index");
+  DeviceArray<uint32_t> slotRow(*ex_, slots, "the key index");
+  DeviceArray<uint8_t> digests(*ex_, slots, "the key index");
+  DeviceArray<uint32_t> occupied(*ex_, wanted * kOccupancyWords, "the key index");
+  DeviceArray<uint32_t> overflow(*ex_, wanted + 1, "the key index");  // + the insert failure flag
+  ex_->zero(occupied.data(), occupied.bytes());
+  ex_->zero(overflow.data(), overflow.bytes());
+  const IndexView fresh{slotRow.data(), digests.data(), occupied.data(), overflow.data(),
+                        static_cast<uint64_t>(wanted - 1)};
+  uint32_t* failed = overflow.data() + wanted;
+  launchGroups<IndexInsert>(*ex_, size_, {fresh, nullptr, meta_.data(), nullptr, 0, failed});
+  ES_CHECK(readBack(*ex_, failed) == 0, kInternal, "The key index ran out of room while rebuilding");
+  slotRow_ = std::move(slotRow);
+  digests_ = std::move(digests);
+  occupied_ = std::move(occupied);
+  overflow_ = std::move(overflow);
+  buckets_ = wanted;
+}
+
+void DynamicTable::reserveRows(size_t rows) {
+  ES_CHECK(rows <= cap_, kFailedPrecondition,
+           "Expected the table to hold at most " << cap_ << " rows but the call needs " << rows);
+  if (rows <= store_.capacity()) return;
+  size_t next = std::max<size_t>(store_.capacity(), 1);
+  while (next < rows) next = next > cap_ / 2 ? cap_ : std::min(next * 2, cap_);
+  DeviceArray<RowMeta> meta(*ex_, next, "the keys and scores");
+  ex_->copy(meta.data(), meta_.data(), size_ * sizeof(RowMeta));
+  store_.reserve(next, size_);
+  meta_ = std::move(meta);
+}
+
+void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* exists) {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  const ScoreClock t = beginCall();
+  Stage st(*ex_);
+  launchGroups<FindRows>(*ex_, n,
+                         {index(), meta_.data(), store_.view(), initView(), scoreView(t), st.in(keys, n, "keys"),
+                          st.out(out, n * config_.dim, "found values"), st.out(exists, n, "exists flags")});
+  st.finish();
+}
+
+void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
+                                      float* out) {
+  if (insertMissing) {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    checkAlive();
+    Write w(*ex_);
+    findOrInsertLocked(w, bag.keys, bag.n, nullptr);
+    uint32_t* entryRow = w.st.scratch<uint32_t>(bag.n, "bag entry rows");
+    launchThreads<EntryRows>(*ex_, bag.n, {w.d.uniqueOf, w.rowOf, entryRow});
+    combineBag(w.st, bag, w.d.keys, entryRow, store_.view(), initView(), combiner, maxNorm, out);
+    w.st.finish();
+    return;
+  }
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  const ScoreClock t = beginCall();
+  Stage st(*ex_);
+  const int64_t* keys = st.in(bag.keys, bag.n, "bag keys");
+  uint32_t* entryRow = st.scratch<uint32_t>(bag.n, "bag entry rows");
+  const ScoreView sv = scoreView(t);
+  launchGroups<LookupRows>(*ex_, bag.n, {index(), meta_.data(), keys, entryRow, sv, sv.touchReads});
+  combineBag(st, bag, keys, entryRow, store_.view(), initView(), combiner, maxNorm, out);
+  st.finish();
+}
+
+ExportResult DynamicTable::exportBatch(size_t offset, size_t limit) {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  return exportRange(offset, limit, size_, meta_.data());
+}
+
+void DynamicTable::removeRows(Stage& st, const uint32_t* list, size_t count) {
+  if (count == 0) return;
+  const size_t newSize = size_ - count;
+  uint8_t* dead = st.scratch<uint8_t>(size_, "removed-row flags");
+  ex_->zero(dead, size_);
+  launchThreads<MarkListed>(*ex_, count, {list, dead, 1});
+  launchGroups<IndexErase>(*ex_, count, {index(), meta_.data(), list});
+  // Holes below the new size are filled by the surviving rows above it, in order.
+  uint32_t* holes = st.scratch<uint32_t>(newSize + 1, "compaction holes");
+  const uint32_t h = compactIndices(st, dead, newSize, holes);
+  if (h > 0) {
+    uint8_t* alive = st.scratch<uint8_t>(count, "surviving-row flags");
+    launchThreads<RowFlags>(*ex_, count, {nullptr, dead + newSize, alive});
+    uint32_t* movers = st.scratch<uint32_t>(count, "moved rows");
+    compactIndices(st, alive, count, movers, static_cast<uint32_t>(newSize));
+    launchGroups<MoveRows>(*ex_, h, {meta_.data(), store_.view(), movers, holes});
+    launchGroups<IndexRelink>(*ex_, h, {index(), meta_.data(), holes});
+  }
+  size_ = newSize;
+}
+
+size_t DynamicTable::remove(const int64_t* keys, size_t n) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  Stage st(*ex_);
+  const Dedupe d = dedupe(st, st.in(keys, n, "keys"), n, false);
+  uint32_t* rows = st.scratch<uint32_t>(d.unique, "rows");
+  const ScoreView none{};
+  launchGroups<LookupRows>(*ex_, d.unique, {index(), meta_.data(), d.uniqueKeys, rows, none, 0});
+  uint8_t* found = st.scratch<uint8_t>(d.unique, "found flags");
+  launchThreads<RowFlags>(*ex_, d.unique, {rows, nullptr, found});
+  uint32_t* positions = st.scratch<uint32_t>(d.unique, "found keys");
+  const uint32_t count = compactIndices(st, found, d.unique, positions);
+  uint32_t* list = st.scratch<uint32_t>(count, "removed rows");
+  launchThreads<GatherRows>(*ex_, count, {positions, rows, list});
+  removeRows(st, list, count);
+  st.finish();
+  return count;
+}
+
+size_t DynamicTable::restrict(size_t numReserved) {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  if (size_ <= numReserved) return 0;
+  Stage st(*ex_);
+  SelectCandidate* c = st.scratch<SelectCandidate>(size_, "restrict candidates");
+  launchThreads<RowCandidates>(*ex_, size_, {meta_.data(), c});
+  uint8_t* state = st.scratch<uint8_t>(size_, "restrict decisions");
+  selectKeep(st, c, size_, numReserved, state);
+  uint8_t* drop = st.scratch<uint8_t>(size_, "dropped rows");
+  uint8_t* unused = st.scratch<uint8_t>(1, "unused");
+  ex_->zero(drop, size_);
+  launchThreads<SplitDecisions>(*ex_, size_, {c, state, drop, unused});
+  uint32_t* list = st.scratch<uint32_t>(size_, "dropped rows");
+  const uint32_t count = compactIndices(st, drop, size_, list);
+  removeRows(st, list, count);
+  st.finish();
+  return count;
+}
+
+void DynamicTable::clear() {
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  ex_->zero(occupied_.data(), occupied_.bytes());
+  ex_->zero(overflow_.data(), overflow_.bytes());
+  ex_->sync();
+  size_ = 0;
+}
+
+size_t DynamicTable::size() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  return size_;
+}
+
+size_t DynamicTable::capacity() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  return store_.capacity();
+}
+
+size_t DynamicTable::deviceBytes() const {
+  return store_.hbmBytes() + meta_.bytes() + slotRow_.bytes() + digests_.bytes() + occupied_.bytes() +
+         overflow_.bytes() + initValues_.bytes() + slotTemplateDevice_.bytes() + widths_.bytes();
+}
+
+size_t DynamicTable::pinnedBytes() const {
+  return store_.pinnedBytes();
+}
+
+size_t DynamicTable::memoryUsage() const {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  return deviceBytes() + pinnedBytes();
+}
+
+void DynamicTable::setEpoch(uint32_t epoch) {
+  checkAlive();
+  epoch_.store(epoch, std::memory_order_relaxed);
+}
+
+}  // namespace cuda
+}  // namespace embedstack

@@ -1,0 +1,17 @@
+#include "factory.h"
+
+#include "dynamic_table.h"
+#include "static_table.h"
+
+namespace embedstack {
+namespace cuda {
+
+std::shared_ptr<Table> createTable(TableConfig config, const Placement& placement) {
+  validateTableConfig(config);
+  std::shared_ptr<Exec> ex = placement.device ? Exec::device(placement.ordinal) : Exec::host();
+  if (config.isStatic) return std::make_shared<StaticTable>(std::move(config), std::move(ex), placement);
+  return std::make_shared<DynamicTable>(std::move(config), std::move(ex), placement);
+}
+
+}  // namespace cuda
+}  // namespace embedstack

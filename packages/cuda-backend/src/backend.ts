@@ -1,0 +1,145 @@
+import {
+  type BackendCapabilities,
+  BackendUnavailableError,
+  checkInteger,
+  checkOptions,
+  type DeviceInfo,
+  type EmbeddingBackend,
+  InvalidTypeError,
+  invalidParameter,
+  type RawTable,
+  type ResolvedTableOptions,
+} from '@embedstack/core';
+import { cpus } from 'node:os';
+import { CudaRawTable, type MemoryBreakdown } from './cudaTable.js';
+import { type CudaAddonLoad, cudaAddon } from './loader.js';
+import { PLACEMENT_FIELDS, PlacementField } from './native.js';
+
+export type CudaMode = 'device' | 'host';
+
+export interface CudaBackendOptions {
+  /**
+   * 'device' (default): tables in GPU memory, kernels on the GPU; usable only when a
+   * CUDA device runs this build's kernels. 'host': the host mode, the same kernels
+   * run by the host grid launcher on CPU threads, tables in host memory (for tests
+   * and machines without a GPU; its speed is not a GPU figure).
+   */
+  mode?: CudaMode;
+  /** Registry name. Default 'cuda' (device mode) or 'cuda-host' (host mode). */
+  name?: string;
+  /** CUDA device ordinal (device mode). Default 0. */
+  device?: number;
+  /**
+   * Bytes of each table's rows (values and optimizer slots) kept in device memory;
+   * rows past the budget live in pinned host memory that kernels reach over the bus
+   * (HierarchicalKV's hybrid mode). Default Infinity: every row in HBM.
+   */
+  hbmBudgetBytes?: number;
+  /** How the addon is loaded (tests point it elsewhere). Default: the process-wide load. */
+  load?: () => CudaAddonLoad;
+}
+
+/** What a backend's live tables hold, by memory kind. */
+export interface MemoryReport extends MemoryBreakdown {
+  tables: number;
+}
+
+/**
+ * The CUDA backend. In device mode ('cuda', priority 20: chosen over 'cpu' when a
+ * GPU is usable) it is usable only when the addon has device code and a device runs
+ * it; unavailableReason() says why not (no nvcc at build time, no driver, no
+ * device, wrong architecture) and how to fix it. In host mode ('cuda-host',
+ * priority 1: never chosen over 'cpu', only by name) it needs only the addon.
+ */
+export class CudaBackend implements EmbeddingBackend {
+  readonly name: string;
+  readonly priority: number;
+  readonly mode: CudaMode;
+  readonly #device: number;
+  readonly #hbmBudget: number;
+  readonly #load: () => CudaAddonLoad;
+  readonly #tables = new Set<WeakRef<CudaRawTable>>();
+
+  constructor(options: CudaBackendOptions | null = {}) {
+    const o = checkOptions<CudaBackendOptions>(options, ['mode', 'name', 'device', 'hbmBudgetBytes', 'load'], 'options');
+    if (o.mode !== undefined && o.mode !== 'device' && o.mode !== 'host') throw invalidParameter('options.mode', "'device' or 'host'", o.mode);
+    if (o.name !== undefined && (typeof o.name !== 'string' || o.name === '')) throw invalidParameter('options.name', 'a non-empty string', o.name, InvalidTypeError);
+    if (o.load !== undefined && typeof o.load !== 'function') throw invalidParameter('options.load', 'a function', o.load, InvalidTypeError);
+    const budget = o.hbmBudgetBytes ?? Infinity;
+    if (typeof budget !== 'number' || !(budget === Infinity || (Number.isSafeInteger(budget) && budget >= 0))) {
+      throw invalidParameter('options.hbmBudgetBytes', 'a byte count (integer >= 0) or Infinity', budget);
+    }
+    this.mode = o.mode ?? 'device';
+    this.name = o.name ?? (this.mode === 'device' ? 'cuda' : 'cuda-host');
+    this.priority = this.mode === 'device' ? 20 : 1;
+    this.#device = checkInteger(o.device, 'options.device', { min: 0, max: 1023, fallback: 0 });
+    this.#hbmBudget = budget;
+    this.#load = o.load ?? cudaAddon;
+  }
+
+  isUsable(): boolean {
+    return this.unavailableReason() === undefined;
+  }
+
+  unavailableReason(): string | undefined {
+    const load = this.#load();
+    if (!load.binding) return load.reason ?? 'the CUDA backend addon is not available';
+    if (this.mode === 'host') return undefined;
+    const s = load.binding.deviceStatus();
+    if (!s.usable) return s.reason;
+    if (this.#device >= s.devices.length) return `device ${this.#device} does not exist (this machine has ${s.devices.length})`;
+    return undefined;
+  }
+
+  capabilities(): BackendCapabilities {
+    const b = this.#load().binding;
+    if (this.mode === 'host' || !b) return { sync: true, threads: b ? b.info().threads : 1, device: 'cpu' };
+    const d = b.deviceStatus().devices[this.#device];
+    return { sync: true, threads: Math.max(1, d?.multiprocessors ?? 1), device: 'cuda' };
+  }
+
+  devices(): DeviceInfo[] {
+    const b = this.#load().binding;
+    if (this.mode === 'host' || !b) {
+      const name = cpus()[0]?.model;
+      return [{ id: `${this.name}:0`, kind: 'cpu', ...(name ? { name: `${name} (CUDA host mode)` } : {}) }];
+    }
+    return b.deviceStatus().devices.map((d) => ({ id: `cuda:${d.ordinal}`, kind: 'cuda', memoryBytes: d.totalMemory, name: d.name }));
+  }
+
+  /** @throws BackendUnavailableError with the reason when the backend is not usable */
+  createTable(options: ResolvedTableOptions): RawTable {
+    const reason = this.unavailableReason();
+    const binding = this.#load().binding;
+    if (reason !== undefined || !binding) throw new BackendUnavailableError(`Backend "${this.name}" is not usable on this machine: ${reason}`);
+    const placement = new Float64Array(PLACEMENT_FIELDS);
+    placement[PlacementField.device] = this.mode === 'device' ? 1 : 0;
+    placement[PlacementField.ordinal] = this.#device;
+    placement[PlacementField.hbmBudget] = this.#hbmBudget;
+    const table = new CudaRawTable(binding, options, placement);
+    this.#tables.add(new WeakRef(table));
+    return table;
+  }
+
+  /** Bytes held by this backend's live tables, by memory kind. */
+  memoryReport(): MemoryReport {
+    const report: MemoryReport = { device: 0, pinnedHost: 0, tables: 0 };
+    for (const ref of this.#tables) {
+      const t = ref.deref();
+      if (!t || t.disposed) {
+        this.#tables.delete(ref);
+        continue;
+      }
+      const m = t.memoryBreakdown();
+      report.device += m.device;
+      report.pinnedHost += m.pinnedHost;
+      report.tables++;
+    }
+    return report;
+  }
+}
+
+/** 'cuda': the device mode (registered by importing the package). */
+export const cudaBackend = new CudaBackend();
+/** 'cuda-host': the host mode (registered by importing the package). */
+export const cudaHostBackend = new CudaBackend({ mode: 'host' });

@@ -1,0 +1,50 @@
+import { CpuRawTable, type NativeTableFunctions, type NativeTableHandle } from '@embedstack/cpu-backend';
+import type { ResolvedTableOptions } from '@embedstack/core';
+import type { CudaBinding } from './native.js';
+
+/** Where a table's bytes are. */
+export interface MemoryBreakdown {
+  /** Bytes in device memory (HBM): keys, scores, index and the rows within the HBM budget. Host mode: the emulated HBM. */
+  device: number;
+  /** Bytes of rows spilled to pinned host memory (past the HBM budget). */
+  pinnedHost: number;
+}
+
+/**
+ * The RawTable of the CUDA backend. The addon's table functions are the CPU
+ * backend's shared N-API layer, so the CPU backend's native-table adapter
+ * (CpuRawTable: sync calls on the calling thread, large async calls on the libuv
+ * pool, coded errors) drives it unchanged; this class adds the placement (host mode
+ * or a device, with its HBM budget) and the memory split. Memory: device memory
+ * (or host memory in host mode) until dispose().
+ */
+export class CudaRawTable extends CpuRawTable {
+  readonly #binding: CudaBinding;
+  readonly #handle: NativeTableHandle;
+
+  /** placement: Float64Array laid out by PlacementField (native.ts). */
+  constructor(binding: CudaBinding, options: ResolvedTableOptions, placement: Float64Array) {
+    let handle: NativeTableHandle | undefined;
+    const placed: NativeTableFunctions = {
+      ...binding,
+      createTable: (config, slotWidths, slotInitial, initValues) => {
+        handle = binding.createTable(config, slotWidths, slotInitial, initValues, placement);
+        return handle;
+      },
+    };
+    super(placed, options);
+    this.#binding = binding;
+    this.#handle = handle as NativeTableHandle;
+  }
+
+  /** memoryUsage() split by where the bytes live. */
+  memoryBreakdown(): MemoryBreakdown {
+    const [device, pinnedHost] = this.#binding.memoryBreakdown(this.#handle);
+    return { device, pinnedHost };
+  }
+
+  /** True for a table in GPU memory, false for the host mode. */
+  get onDevice(): boolean {
+    return this.#binding.onDevice(this.#handle);
+  }
+}

@@ -1,0 +1,13 @@
+import { defineConfig } from 'tsup';
+
+export default defineConfig({
+  entry: { index: 'src/index.ts' },
+  format: ['esm', 'cjs'],
+  dts: true,
+  clean: true,
+  sourcemap: true,
+  target: 'es2022',
+  // import.meta.url in the CJS build (the loader finds build/ relative to it)
+  shims: true,
+  external: ['@embedstack/core', '@embedstack/cpu-backend'],
+});
