@@ -54,11 +54,21 @@ if (want('vitest')) {
   vitest('vitest (every package; tfra on the reference backend)', 'all', []);
   // The tfra suite again on the native CPU backend (the product path).
   vitest('vitest (tfra on the cpu backend)', 'tfra-cpu', ['packages/tfra'], { TFRA_TEST_BACKEND: 'cpu' });
+  // The facades' suites on the CUDA backend's host mode (its kernels on CPU threads; CI has no GPU).
+  vitest('vitest (tfra on cuda-host)', 'tfra-cuda-host', ['packages/tfra'], { TFRA_TEST_BACKEND: 'cuda-host' });
+  vitest('vitest (tpu-embedding on cuda-host)', 'tpu-cuda-host', ['packages/tpu-embedding'], { TPU_TEST_BACKEND: 'cuda-host' });
 }
 
 const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
 if (want('native') && existsSync(nativeScript)) {
   if (step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
+  else failed++;
+}
+const cudaScripts = join(root, 'packages', 'cuda-backend', 'scripts');
+if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
+  if (step('cuda-backend native tests, host mode (plain, ASan+UBSan)', 'bash', [join(cudaScripts, 'test-native.sh')])) passed++;
+  else failed++;
+  if (step('cuda-backend ASan+UBSan addon: malformed calls and conformance', 'bash', [join(cudaScripts, 'test-asan-js.sh')])) passed++;
   else failed++;
 }
 

@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
 import { BackendUnavailableError, InvalidTypeError, invalidParameter, NotFoundError } from './errors.js';
 import type { RawTable } from './rawTable.js';
 import { referenceBackend } from './reference/backend.js';
@@ -129,6 +130,15 @@ export function getBackend(name?: string): EmbeddingBackend {
 /** The package every facade depends on for running on the CPU; importing it registers backend 'cpu'. */
 export const DEFAULT_BACKEND_PACKAGE = '@embedstack/cpu-backend';
 
+/**
+ * Optional backend packages loaded on demand when their backend is asked for by name
+ * (or EMBEDSTACK_BACKEND) and not registered yet: importing the package registers it.
+ */
+export const OPTIONAL_BACKEND_PACKAGES: Readonly<Record<string, string>> = {
+  cuda: '@embedstack/cuda-backend',
+  'cuda-host': '@embedstack/cuda-backend',
+};
+
 export interface LoadDefaultBackendOptions {
   /** A backend object (used as is) or name (looked up in the registry). Default: the registry's choice. */
   backend?: string | EmbeddingBackend | null;
@@ -146,7 +156,10 @@ export interface LoadDefaultBackendOptions {
  * The backend a facade runs on: the one place that loads the default backend.
  * An EmbeddingBackend object is used as is. Otherwise, when no backend is
  * registered (or 'cpu' is asked for and not registered), `@embedstack/cpu-backend`
- * is loaded first (importing it registers 'cpu'); then core's registry decides
+ * is loaded first (importing it registers 'cpu'); an optional backend asked for by
+ * name and not registered ('cuda', 'cuda-host': OPTIONAL_BACKEND_PACKAGES) has its
+ * package loaded the same way (resolved from `from`, then the working directory);
+ * then core's registry decides
  * ({@link getBackend}: the name, EMBEDSTACK_BACKEND, setDefaultBackend, or the usable
  * backend of highest priority; 'reference' is always available by name).
  *
@@ -170,11 +183,38 @@ export function loadDefaultBackend(options: LoadDefaultBackendOptions | null = {
     throw invalidParameter('backend', 'a backend name, an EmbeddingBackend, undefined or null', backend, InvalidTypeError);
   }
   const wanted = wantedBackend(backend);
+  const from = o.from ?? import.meta.url;
   if ((wanted === undefined && registry.size === 0) || (wanted === 'cpu' && !registry.has('cpu'))) {
-    const from = o.from ?? import.meta.url;
     loadCpuBackend(o.load ?? (() => createRequire(from)(DEFAULT_BACKEND_PACKAGE)));
   }
+  if (wanted !== undefined && !registry.has(wanted) && Object.hasOwn(OPTIONAL_BACKEND_PACKAGES, wanted)) {
+    loadOptionalBackend(wanted, OPTIONAL_BACKEND_PACKAGES[wanted]!, from);
+  }
   return getBackend(backend);
+}
+
+/**
+ * Loads the optional package of backend `name`, resolved from `from` (the facade) or,
+ * as optional packages are installed by the application, from the working directory.
+ */
+function loadOptionalBackend(name: string, pkg: string, from: string | URL): void {
+  const errors: unknown[] = [];
+  for (const base of [from, pathToFileURL(`${process.cwd()}/`)]) {
+    try {
+      createRequire(base)(pkg);
+      return;
+    } catch (cause) {
+      errors.push(cause);
+      if ((cause as { code?: string }).code !== 'MODULE_NOT_FOUND' || !String((cause as Error).message).includes(pkg)) break;
+    }
+  }
+  const cause = errors[errors.length - 1];
+  const missing = (cause as { code?: string }).code === 'MODULE_NOT_FOUND';
+  throw new BackendUnavailableError(
+    `Backend "${name}" was asked for but ${pkg} could not be loaded: ${(cause as Error).message}. ` +
+      (missing ? `Fix: install it next to your application (npm install ${pkg}).` : `Fix: rebuild it (pnpm --filter ${pkg} rebuild).`),
+    { cause },
+  );
 }
 
 function loadCpuBackend(load: () => unknown): void {

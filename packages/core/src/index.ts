@@ -108,6 +108,7 @@ export {
   getBackend,
   loadDefaultBackend,
   DEFAULT_BACKEND_PACKAGE,
+  OPTIONAL_BACKEND_PACKAGES,
 } from './backend.js';
 export type { EmbeddingBackend, BackendCapabilities, DeviceInfo, LoadDefaultBackendOptions } from './backend.js';
 export { EmbeddingTable, createTable } from './table.js';

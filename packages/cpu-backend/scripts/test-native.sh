@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds and runs the native unit tests twice: a normal optimised build and an
-# AddressSanitizer + UndefinedBehaviorSanitizer build. Used by CI.
-#   packages/cpu-backend/scripts/test-native.sh [build-dir-prefix]
+# AddressSanitizer + UndefinedBehaviorSanitizer build. Used by CI (for the CUDA
+# backend's host mode too: its script passes its native dir and cmake options).
+#   packages/cpu-backend/scripts/test-native.sh [build-dir-prefix [native-dir [cmake options...]]]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${1:-$here/build-native}"
+source_dir="${2:-$here/native}"
+extra=("${@:3}")
 jobs="$(nproc 2>/dev/null || echo 2)"
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
@@ -13,7 +16,7 @@ run() {
   local dir="$1"
   shift
   echo "== configure $dir $*"
-  cmake -S "$here/native" -B "$dir" "${generator[@]}" -DEMBEDSTACK_TESTS=ON "$@" >/dev/null
+  cmake -S "$source_dir" -B "$dir" "${generator[@]}" -DEMBEDSTACK_TESTS=ON "${extra[@]}" "$@" >/dev/null
   echo "== build $dir"
   cmake --build "$dir" --parallel "$jobs"
   echo "== test $dir"
@@ -23,4 +26,4 @@ run() {
 run "$prefix" -DCMAKE_BUILD_TYPE=Release
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   run "$prefix-asan" -DCMAKE_BUILD_TYPE=Debug -DEMBEDSTACK_ASAN=ON
-echo "native tests passed (release and asan+ubsan)"
+echo "native tests of $source_dir passed (release and asan+ubsan)"

@@ -1,14 +1,18 @@
 // Test helper: picks the backend the tfra tests run on.
-// Default: core's reference backend. `TFRA_TEST_BACKEND=cpu` runs them on the CPU backend.
+// Default: core's reference backend. `TFRA_TEST_BACKEND=cpu` runs them on the CPU backend,
+// `TFRA_TEST_BACKEND=cuda-host` on the CUDA backend's host mode.
 import { registerBackend, referenceBackend, setDefaultBackend } from '@embedstack/core';
+
+/** The package registering each native backend (imported through a variable: its types exist only once built). */
+const PACKAGES: Record<string, string> = { cpu: '@embedstack/cpu-backend', 'cuda-host': '@embedstack/cuda-backend' };
 
 export async function useTestBackend(): Promise<string> {
   const wanted = process.env.TFRA_TEST_BACKEND ?? 'reference';
-  if (wanted === 'cpu') {
-    const cpu = '@embedstack/cpu-backend';
-    await import(/* @vite-ignore */ cpu);
-    setDefaultBackend('cpu');
-    return 'cpu';
+  const pkg = PACKAGES[wanted];
+  if (pkg) {
+    await import(/* @vite-ignore */ pkg);
+    setDefaultBackend(wanted);
+    return wanted;
   }
   registerBackend(referenceBackend);
   setDefaultBackend('reference');

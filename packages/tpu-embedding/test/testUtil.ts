@@ -15,22 +15,37 @@ export interface BackendCase {
 
 let cached: Promise<BackendCase[]> | null = null;
 
-/** The reference backend, plus the cpu backend when its native build loads. */
+/** The package and export of each native backend (imported through a variable: their types exist only once built). */
+const NATIVE: Record<string, [string, string]> = {
+  cpu: ['@embedstack/cpu-backend', 'cpuBackend'],
+  'cuda-host': ['@embedstack/cuda-backend', 'cudaHostBackend'],
+};
+
+/** A native backend's case, or a skipped one with the reason printed. */
+async function nativeCase(name: string): Promise<BackendCase> {
+  const [specifier, exported] = NATIVE[name]!;
+  let reason: string;
+  try {
+    const m = (await import(/* @vite-ignore */ specifier)) as Record<string, unknown>;
+    const b = m[exported] as EmbeddingBackend | undefined;
+    if (b && b.isUsable()) return { name, backend: b };
+    reason = b ? (b.unavailableReason?.() ?? `${exported} is not usable`) : `${specifier} exports no ${exported} yet`;
+  } catch (e) {
+    reason = `${specifier} failed to load: ${(e as Error).message}`;
+  }
+  console.log(`[tpu-embedding tests] ${name} backend skipped: ${reason}`);
+  return { name, backend: null, reason };
+}
+
+/**
+ * The reference backend plus the cpu backend when its native build loads; with
+ * TPU_TEST_BACKEND=<name> (cpu, cuda-host) only that native backend.
+ */
 export function testBackends(): Promise<BackendCase[]> {
   cached ??= (async () => {
-    const cases: BackendCase[] = [{ name: 'reference', backend: referenceBackend }];
-    let reason: string;
-    try {
-      const specifier = '@embedstack/cpu-backend'; // a variable: its types exist only once cpu-backend is built
-      const m = (await import(/* @vite-ignore */ specifier)) as Record<string, unknown>;
-      const b = m.cpuBackend as EmbeddingBackend | undefined;
-      if (b && b.isUsable()) return [...cases, { name: 'cpu', backend: b }];
-      reason = b ? (b.unavailableReason?.() ?? 'cpuBackend is not usable') : '@embedstack/cpu-backend exports no cpuBackend yet';
-    } catch (e) {
-      reason = `@embedstack/cpu-backend failed to load: ${(e as Error).message}`;
-    }
-    console.log(`[tpu-embedding tests] cpu backend skipped: ${reason}`);
-    return [...cases, { name: 'cpu', backend: null, reason }];
+    const only = process.env.TPU_TEST_BACKEND;
+    if (only && NATIVE[only]) return [await nativeCase(only)];
+    return [{ name: 'reference', backend: referenceBackend }, await nativeCase('cpu')];
   })();
   return cached;
 }

@@ -72,7 +72,7 @@ void DynamicTable::reserveRows(size_t rows) {
   ES_CHECK(rows <= cap_, kFailedPrecondition,
            "Expected the table to hold at most " << cap_ << " rows but the call needs " << rows);
   if (rows <= store_.capacity()) return;
-  size_t next = std::max<size_t>(store_.capacity(), 1);
+  size_t next = store_.capacity() == 0 ? rows : store_.capacity();  // initCapacity exactly, then doubling
   while (next < rows) next = next > cap_ / 2 ? cap_ : std::min(next * 2, cap_);
   DeviceArray<RowMeta> meta(*ex_, next, "the keys and scores");
   ex_->copy(meta.data(), meta_.data(), size_ * sizeof(RowMeta));
