@@ -1,24 +1,22 @@
 /**
- * embedstack-bench: `pnpm bench [--suite NAME] [--full] [--json] [--plot DIR]`.
+ * embedstack-bench: `pnpm bench [--suite NAME] [--full] [--json] [--plot DIR] [--backend NAME]`.
  * Runs the suites in one process (re-executed once with --expose-gc and a large
  * heap for the JS peers), prints a table per suite, or one JSON line per suite.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ArgumentError, helpText, parseArgs } from './args.js';
 import { loadBackend } from './backend.js';
+import { writeChart } from './charts.js';
 import { Fixtures } from './fixtures.js';
+import { formatBytes } from './format.js';
 import { machineInfo, versions } from './machine.js';
 import { loadNative } from './native.js';
-import { progress } from './progress.js';
-import { formatSuite, type SuiteResult, suiteJson } from './report.js';
-import { formatBytes } from './stats.js';
-import { lineChart } from './svg.js';
+import { benchProgram, defaultBackendName, parseBenchArgs, type ProgramSpec } from './options.js';
+import { progress, progressMode } from './progress.js';
+import { formatSuite, suiteJson } from './report.js';
 import { memoryChild, type MemoryChildSpec } from './suites/memory.js';
-import { SUITE_RUNNERS, type SuiteContext } from './suites/index.js';
+import { PLANNED, SUITES, type SuiteContext } from './suites/index.js';
 
 const cliPath = fileURLToPath(import.meta.url);
 
@@ -33,15 +31,6 @@ function reexecIfNeeded(): void {
   process.exit(r.status ?? 1);
 }
 
-function writeCharts(dir: string, r: SuiteResult): string[] {
-  mkdirSync(dir, { recursive: true });
-  return r.charts.map((c) => {
-    const file = path.join(dir, c.file);
-    writeFileSync(file, lineChart(c));
-    return file;
-  });
-}
-
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === '--memory-child') {
     const res = await memoryChild(JSON.parse(argv[1] ?? '{}') as MemoryChildSpec);
@@ -52,27 +41,19 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write('The demo is not part of this build of embedstack-bench yet.\n');
     return 1;
   }
-  let args;
-  try {
-    args = parseArgs(argv);
-  } catch (e) {
-    if (!(e instanceof ArgumentError)) throw e;
-    process.stderr.write(`${e.message}\n\n${helpText()}\n`);
-    return 2;
-  }
-  if (args.help) {
-    process.stdout.write(helpText() + '\n');
-    return 0;
-  }
+  const spec: ProgramSpec = { suites: SUITES, planned: PLANNED, defaultBackend: defaultBackendName() };
+  const args = parseBenchArgs(benchProgram(spec), spec, argv); // commander prints --help and errors, and exits
   reexecIfNeeded();
+  progress.configure(progressMode(args.json));
   const native = loadNative();
-  const { backend, threads } = await loadBackend(args.backend);
+  const { backend, threads, label, note } = await loadBackend(args.backend);
   const machine = machineInfo();
   const vers = versions();
   const hwThreads = native.hardwareThreads();
   const ctx: SuiteContext = {
     args,
     backend,
+    backendLabel: label,
     threads,
     hwThreads,
     native,
@@ -82,24 +63,27 @@ async function main(argv: string[]): Promise<number> {
   };
   const out = (s: string): void => void process.stdout.write(s);
   if (!args.json) {
-    out(`embedstack-bench — backend '${backend.name}' (${threads} thread${threads === 1 ? '' : 's'}), ${args.full ? 'full' : 'default'} sizes\n`);
+    out(`embedstack-bench — backend ${label}; ${args.full ? 'full' : 'default'} sizes\n`);
+    if (note) out(`note: ${note}\n`);
     out(`machine: ${machine.cpuModel}, ${machine.cores} cores, ${formatBytes(machine.memoryBytes)}, ${machine.platform}; node ${vers.node}\n`);
     const load = machine.loadAverage[0] ?? 0;
     out(`load average: ${machine.loadAverage.join(' ')}${load > machine.cores / 2 ? ' (busy machine: absolute figures are noisy; peers are interleaved so ratios hold up better)' : ''}\n`);
     out(`suites: ${args.suites.join(', ')}\n\n`);
   }
+  const suites = args.suites.map((n) => SUITES.find((s) => s.name === n)!);
+  const steps = suites.map((s) => s.steps(ctx));
+  progress.startRun(steps);
+  const context = { machine, versions: vers, backend: backend.name, backendLabel: label, ...(note ? { backendNote: note } : {}), full: args.full };
   const t0 = performance.now();
-  for (const name of args.suites) {
-    const suite = SUITE_RUNNERS.get(name)!;
-    progress.start(name, suite.steps(ctx));
+  for (const [i, suite] of suites.entries()) {
+    progress.startSuite(suite.name, steps[i]!);
     const s0 = performance.now();
     const r = await suite.run(ctx);
     r.seconds = (performance.now() - s0) / 1000;
-    progress.done();
+    progress.endSuite();
     ctx.fixtures.releaseAll();
-    if (args.json) out(suiteJson(r, { machine, versions: vers, backend: backend.name, full: args.full }) + '\n');
-    else out(formatSuite(r) + '\n');
-    if (args.plot && r.charts.length) for (const f of writeCharts(args.plot, r)) progress.log(`wrote ${f}`);
+    out(args.json ? suiteJson(r, context) + '\n' : formatSuite(r, process.stdout.isTTY ? process.stdout.columns : undefined) + '\n');
+    if (args.plot) for (const c of r.charts) for (const f of await writeChart(args.plot, c)) progress.log(`wrote ${f}`);
   }
   if (!args.json) out(`total: ${((performance.now() - t0) / 1000).toFixed(1)} s; load average now ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}\n`);
   return 0;
@@ -108,7 +92,7 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (e: unknown) => {
-    progress.done();
+    progress.stopBars();
     process.stderr.write(`embedstack-bench: ${(e as Error)?.stack ?? String(e)}\n`);
     process.exit(1);
   },

@@ -1,41 +1,127 @@
 import { describe, expect, it } from 'vitest';
-import { measure, measureAsync } from './harness.js';
+import { enough, joinLabels, measure, measureInterleaved, statisticsOf, summarize } from './harness.js';
 
 describe('measure', () => {
-  it('uses the seconds a self-timed call reports, one call per sample, median of the samples', () => {
+  it('uses the seconds a self-timed call reports, one call per sample, median of the samples', async () => {
     const seconds = [9, 0.5, 0.25, 1]; // warm-up, then three samples
     let calls = 0;
-    const m = measure('self-timed', () => seconds[calls++]!, 100, { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0 });
+    const m = await measure('self-timed', () => seconds[calls++]!, 100, { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0 });
     expect(calls).toBe(4);
     expect(m.samples).toEqual([200, 400, 100]);
     expect(m.rate).toBe(200);
     expect(m.calls).toBe(3);
+    // |200-200|, |400-200|, |100-200| -> median deviation 100; too few samples to call one an outlier
+    expect(m.spread).toMatchObject({ mad: 100, min: 100, max: 400, outliers: 0, samples: 3 });
   });
 
-  it('without a warm-up calls once per sample', () => {
+  it('without a warm-up calls once per sample', async () => {
     const seen: number[] = [];
-    const m = measure('cold', (i) => {
-      seen.push(i);
-      return 2;
-    }, 10, { warmup: 0, minSamples: 2, maxSamples: 2, minMs: 0 });
+    const m = await measure('cold', (i) => void seen.push(i), 10, { warmup: 0, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 50 });
     expect(seen).toEqual([0, 1]);
-    expect(m.samples).toEqual([5, 5]);
+    expect(m.samples).toHaveLength(2);
+    expect(m.calls).toBe(2);
   });
 
-  it('passes increasing call numbers so callers can rotate batches', async () => {
+  it('groups short calls until a sample lasts sampleMs', async () => {
+    let calls = 0;
+    const m = await measure('short', () => void calls++, 1, { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 5 });
+    expect(m.samples).toHaveLength(2);
+    expect(m.calls).toBe(calls - 1);
+    expect(m.calls).toBeGreaterThan(20); // a call is microseconds: many per 5 ms sample
+  });
+
+  it('awaits async calls one at a time and takes the seconds they report', async () => {
     const seen: number[] = [];
-    await measureAsync('async', async (i) => void seen.push(i), 1, { warmup: 2, minSamples: 1, maxSamples: 1, minMs: 0, sampleMs: 0 });
+    let inFlight = 0;
+    const fn = async (i: number): Promise<number> => {
+      expect(inFlight).toBe(0);
+      inFlight++;
+      await new Promise((r) => setTimeout(r, 1));
+      inFlight--;
+      seen.push(i);
+      return [1, 0.5, 0.25][i]!;
+    };
+    const m = await measure('async', fn, 10, { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0, async: true });
     expect(seen).toEqual([0, 1, 2]);
+    expect(m.samples).toEqual([20, 40]);
+    expect(m.rate).toBe(30);
+  });
+
+  it('passes a job error through', async () => {
+    await expect(
+      measure('broken', () => {
+        throw new Error('boom');
+      }, 1, { warmup: 0, minSamples: 1, maxSamples: 1, minMs: 0 }),
+    ).rejects.toThrow('boom');
   });
 });
 
 describe('measureInterleaved', () => {
   it('warms every job up, then takes one sample of each per round', async () => {
-    const { measureInterleaved } = await import('./harness.js');
     const order: string[] = [];
     const job = (name: string) => ({ label: name, items: 1, fn: (i: number) => void order.push(`${name}${i}`) });
-    const ms = measureInterleaved([job('a'), job('b')], { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0, sampleMs: 0 });
+    const ms = await measureInterleaved([job('a'), job('b')], { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0, sampleMs: 0 });
     expect(order).toEqual(['a0', 'b0', 'a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
     expect(ms.map((m) => m.samples.length)).toEqual([3, 3]);
+  });
+
+  it('interleaves a child-process-like async peer with a sync job', async () => {
+    const order: string[] = [];
+    const sync = { label: 's', items: 1, fn: (i: number) => void order.push(`s${i}`) };
+    const child = { label: 'c', items: 1, async: true, fn: async (i: number) => (order.push(`c${i}`), 0.01) };
+    await measureInterleaved([sync, child], { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 0 });
+    expect(order).toEqual(['s0', 'c0', 's1', 'c1', 's2', 'c2']);
+  });
+});
+
+describe('statistics (tinybench)', () => {
+  it('summarizes rates: median, MAD, extremes and outliers beyond 3 scaled MADs', () => {
+    const rates = [97, 98, 99, 100, 100, 101, 102, 103, 500];
+    const s = summarize(
+      rates.map((r) => 1000 / r),
+      1,
+    );
+    expect(s.rate).toBeCloseTo(100, 9);
+    // deviations from 100: 3 2 1 0 0 1 2 3 400 -> median 2; 3 x 1.4826 x 2 = 8.9: only 500 is out
+    expect(s.spread.mad).toBeCloseTo(2, 9);
+    expect(s.spread.min).toBeCloseTo(97, 9);
+    expect(s.spread.max).toBeCloseTo(500, 9);
+    expect(s.spread.outliers).toBe(1);
+    expect(s.spread.samples).toBe(9);
+    expect(s.samples.map((x) => Math.round(x))).toEqual(rates);
+  });
+
+  it('counts no outliers below 8 samples', () => {
+    const s = summarize([98, 99, 100, 100, 101, 102, 500].map((r) => 1000 / r), 1);
+    expect(s.spread.mad).toBeCloseTo(1, 9);
+    expect(s.spread.outliers).toBe(0);
+  });
+
+  it('takes the mean of the middle two for an even count, in calls per second', () => {
+    const s = statisticsOf([1, 2, 3, 4]); // 1000, 500, 333.3, 250 calls/s
+    expect(s.p50).toBeCloseTo((500 + 1000 / 3) / 2, 9);
+    expect(s.min).toBe(250);
+    expect(s.max).toBe(1000);
+  });
+});
+
+describe('joinLabels', () => {
+  it('names the shared case once', () => {
+    expect(joinLabels(['dim 64, 4M: findSync', 'dim 64, 4M: native gather 1 thread'])).toBe('dim 64, 4M: findSync | native gather 1 thread');
+    expect(joinLabels(['a: x', 'b: y'])).toBe('a: x | b: y');
+    expect(joinLabels(['findSync', 'JS Map'])).toBe('findSync | JS Map');
+    expect(joinLabels(['one: job'])).toBe('one: job');
+  });
+});
+
+describe('enough (when sampling stops)', () => {
+  const o = { warmup: 1, minSamples: 5, maxSamples: 40, minMs: 400, maxMs: 4000, sampleMs: 20 };
+  it('needs both minSamples and minMs, stops at maxSamples or maxMs', () => {
+    expect(enough(4, 3999, o)).toBe(false);
+    expect(enough(5, 399, o)).toBe(false);
+    expect(enough(5, 400, o)).toBe(true);
+    expect(enough(40, 1, o)).toBe(true);
+    expect(enough(1, 4000, o)).toBe(true);
+    expect(enough(0, 9999, o)).toBe(false);
   });
 });

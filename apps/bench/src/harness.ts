@@ -1,13 +1,22 @@
 /**
- * Timing: warm up, then repeat until enough samples (and time) are in, report the
- * median rate. Calls are grouped into samples of >= `sampleMs` so the timer's
- * resolution does not matter. Single-threaded; measures wall time.
+ * Timing, on tinybench: each sample is a tinybench task run (calls grouped until the
+ * sample lasts `sampleMs`, each call timed by tinybench; warm-up calls by its
+ * warm-up), and the rate statistics of a job (median, MAD, min/max, margin of error)
+ * are tinybench's statistics over the samples.
+ *
+ * What tinybench cannot do, and so this file does: interleave. A tinybench task runs
+ * all its samples before the next task starts, so a change in machine load (another
+ * process, a busy second core) lands on one job and skews every ratio against it.
+ * Here a thin loop takes one sample of each job per round, so load changes hit all
+ * jobs alike; rounds stop by {@link enough}. The same loop runs a peer that lives in
+ * a child process (its calls are awaited and timed by the child itself, see
+ * childPeer.ts), which no in-process benchmark library can time.
  */
-import { median } from './stats.js';
+import { Bench, type Statistics, type Task } from 'tinybench';
 import { progress } from './progress.js';
 
 export interface MeasureOptions {
-  /** Untimed calls first. Default 1. */
+  /** Untimed calls first (tinybench's warm-up). Default 1. */
   warmup?: number;
   /** Default 5. */
   minSamples?: number;
@@ -26,13 +35,33 @@ export interface MeasureOptions {
   sampleMs?: number;
 }
 
+/** How far the samples of a figure spread (all in the figure's unit, e.g. keys/s). */
+export interface Spread {
+  /** Median absolute deviation of the sample rates (unscaled). */
+  mad: number;
+  /** The slowest and the fastest sample. */
+  min: number;
+  max: number;
+  /** Relative margin of error of the mean rate, 95% (percent). */
+  rme: number;
+  /**
+   * Samples further from the median than 3 scaled MADs (3 x 1.4826 x mad): counted,
+   * not dropped (the median is already robust to them). 0 below 8 samples, where
+   * the MAD is too coarse to tell.
+   */
+  outliers: number;
+  /** Samples taken. */
+  samples: number;
+}
+
 export interface Measured {
   /** Median of the samples' rates, items per second. */
   rate: number;
-  /** Rate of each sample, items/s. */
+  /** Rate of each sample, items/s, in the order taken. */
   samples: number[];
   /** Timed calls in all. */
   calls: number;
+  spread: Spread;
 }
 
 type Resolved = Required<MeasureOptions>;
@@ -46,113 +75,156 @@ export function enough(samples: number, elapsedMs: number, o: Resolved): boolean
   return samples >= o.maxSamples || (samples >= o.minSamples && elapsedMs >= o.minMs) || (samples >= 1 && elapsedMs >= o.maxMs);
 }
 
-const callsPerSample = (o: Resolved, lastMs: number): number => Math.max(1, Math.ceil(o.sampleMs / Math.max(lastMs, 1e-3)));
-
 /** One thing to time: `fn(i)` does call i's work on `items` items. */
 export interface Job {
   label: string;
   /**
-   * i counts the job's calls, so callers can rotate through batches. If it returns
-   * a number, that is the call's own timed seconds (for calls with untimed setup)
-   * and every sample is one call.
+   * i counts the job's calls, so callers can rotate through batches. If it returns a
+   * number, that is the call's own timed seconds (for calls with untimed setup, or
+   * timed elsewhere) and every sample is one call.
    */
-  fn: (i: number) => number | void;
+  fn: (i: number) => number | void | Promise<number | void>;
   items: number;
   /** Overrides MeasureOptions.warmup for this job. */
   warmup?: number;
+  /** fn returns a Promise, awaited before the next call: a Promise API, or a peer in a child process. */
+  async?: boolean;
+}
+
+/** A tinybench task on its own bench (bench options are per bench). */
+function benchTask(name: string, fn: () => unknown, async: boolean, options: ConstructorParameters<typeof Bench>[0]): Task {
+  const bench = new Bench({ warmup: false, throws: true, ...options });
+  bench.add(name, fn, { async });
+  return bench.getTask(name)!;
+}
+
+/** The results of a task run that must have completed (tinybench throws the job's own errors). */
+function completed(t: Task): { period: number; throughput: Statistics } {
+  const r = t.result;
+  if (r.state !== 'completed') throw new Error(`${t.name}: expected the tinybench run to complete but its state is '${r.state}'`);
+  return r;
+}
+
+/**
+ * tinybench's statistics of samples taken outside one task run: the samples (ms per
+ * call) are replayed to a task as overridden durations, one per iteration.
+ * @returns throughput statistics in calls per second
+ */
+export function statisticsOf(msPerCall: readonly number[]): Statistics {
+  let k = 0;
+  const t = benchTask('statistics', () => ({ overriddenDuration: msPerCall[k++] }), false, { iterations: msPerCall.length, time: 0 });
+  t.runSync();
+  return completed(t).throughput;
+}
+
+/** The spread and median of rates computed from ms-per-call samples of `items` items per call. */
+export function summarize(msPerCall: readonly number[], items: number): Omit<Measured, 'calls'> {
+  const s = statisticsOf(msPerCall);
+  const samples = msPerCall.map((ms) => (items * 1000) / ms);
+  const rate = s.p50 * items;
+  const mad = s.mad * items;
+  const outliers = mad > 0 && samples.length >= 8 ? samples.filter((x) => Math.abs(x - rate) > 3 * 1.4826 * mad).length : 0;
+  return { rate, samples, spread: { mad, min: s.min * items, max: s.max * items, rme: s.rme, outliers, samples: samples.length } };
 }
 
 /** A job's state while it is being sampled. */
 class Runner {
   call = 0;
-  perSample = 1;
+  calls = 0;
   selfTimed = false;
-  readonly samples: number[] = [];
-  constructor(readonly job: Job) {}
+  readonly msPerCall: number[] = [];
+  readonly #o: Resolved;
+  readonly #async: boolean;
 
-  warmUp(o: Resolved): void {
-    let lastMs = 0;
-    const warmup = this.job.warmup ?? o.warmup;
-    for (let w = 0; w < warmup; w++) {
-      const t0 = performance.now();
-      const r = this.job.fn(this.call++);
-      this.selfTimed = typeof r === 'number';
-      lastMs = this.selfTimed ? (r as number) * 1000 : performance.now() - t0;
-    }
-    // Without a warm-up there is no timing to group calls by: one call per sample.
-    this.perSample = this.selfTimed || warmup === 0 ? 1 : callsPerSample(o, lastMs);
+  constructor(
+    readonly job: Job,
+    o: Resolved,
+  ) {
+    this.#o = o;
+    this.#async = job.async ?? false;
   }
 
-  sample(): void {
-    let seconds = 0;
-    const t0 = performance.now();
-    for (let c = 0; c < this.perSample; c++) {
-      const r = this.job.fn(this.call++);
-      if (typeof r === 'number') {
-        seconds += r;
-        this.selfTimed = true;
-      }
-    }
-    if (!this.selfTimed) seconds = (performance.now() - t0) / 1000;
-    this.samples.push((this.job.items * this.perSample) / seconds);
+  /** One call, with its own seconds handed to tinybench as the duration when it reports them. */
+  #call = (): unknown => {
+    const r = this.job.fn(this.call++);
+    if (r instanceof Promise) return r.then((x) => this.#timed(x));
+    return this.#timed(r);
+  };
+
+  #timed(r: number | void): { overriddenDuration: number } | undefined {
+    if (typeof r !== 'number') return undefined;
+    this.selfTimed = true;
+    return { overriddenDuration: r * 1000 };
   }
 
-  result(o: Resolved): Measured {
-    return { rate: median(this.samples), samples: this.samples, calls: this.call - (this.job.warmup ?? o.warmup) };
+  get #warmups(): number {
+    return this.job.warmup ?? this.#o.warmup;
+  }
+
+  async warmUp(): Promise<void> {
+    const t = benchTask(this.job.label, this.#call, this.#async, { warmupIterations: this.#warmups, warmupTime: 0 });
+    if (this.#async) await t.warmup();
+    else t.warmupSync();
+  }
+
+  /**
+   * One sample: calls until it lasts sampleMs; one call for self-timed calls, and without
+   * a warm-up (nothing yet tells whether calls time themselves).
+   */
+  sample(): Promise<void> | void {
+    const single = this.selfTimed || this.#warmups === 0;
+    const t = benchTask(this.job.label, this.#call, this.#async, { iterations: 1, time: single ? 0 : this.#o.sampleMs });
+    if (this.#async) return t.run().then(() => this.#record(t));
+    t.runSync();
+    this.#record(t);
+  }
+
+  #record(t: Task): void {
+    this.msPerCall.push(completed(t).period);
+    this.calls += t.runs;
+  }
+
+  result(): Measured {
+    return { ...summarize(this.msPerCall, this.job.items), calls: this.calls };
   }
 }
 
 /**
- * Times several jobs in alternation: after each job's warm-up, every round takes
- * one sample of each, so a change in machine load (other processes, a busy
- * second core) hits every job alike and their ratios stay meaningful. Rounds stop
- * by {@link enough}, with minMs and maxMs counted per job.
+ * Times several jobs in alternation: after each job's warm-up, every round takes one
+ * sample of each, so a change in machine load hits every job alike and their ratios
+ * stay meaningful. Rounds stop by {@link enough}, with minMs and maxMs counted per job.
  */
-export function measureInterleaved(jobs: readonly Job[], opts: MeasureOptions = {}): Measured[] {
+export async function measureInterleaved(jobs: readonly Job[], opts: MeasureOptions = {}): Promise<Measured[]> {
   const o = resolve(opts);
   const perRound = { ...o, minMs: o.minMs * jobs.length, maxMs: o.maxMs * jobs.length };
-  const runners = jobs.map((j) => new Runner(j));
+  const runners = jobs.map((j) => new Runner(j, o));
   for (const r of runners) {
-    progress.label(`${r.job.label} (warm-up)`);
-    r.warmUp(o);
+    progress.label(`${r.job.label} (warm-up)`, { transient: true });
+    await r.warmUp();
   }
-  progress.label(jobs.map((j) => j.label).join(' | '));
+  progress.label(joinLabels(jobs.map((j) => j.label)));
   const start = performance.now();
   let rounds = 0;
   do {
-    for (const r of runners) r.sample();
+    for (const r of runners) await r.sample();
     rounds++;
   } while (!enough(rounds, performance.now() - start, perRound));
   for (let i = 0; i < jobs.length; i++) progress.step();
-  return runners.map((r) => r.result(o));
+  return runners.map((r) => r.result());
+}
+
+/** "case: a | case: b" -> "case: a | b" (labels of one case share their prefix up to ': '). */
+export function joinLabels(labels: readonly string[]): string {
+  const cut = labels[0]?.lastIndexOf(': ') ?? -1;
+  const prefix = cut >= 0 ? labels[0]!.slice(0, cut + 2) : '';
+  if (labels.length < 2 || prefix === '' || !labels.every((l) => l.startsWith(prefix))) return labels.join(' | ');
+  return prefix + labels.map((l) => l.slice(prefix.length)).join(' | ');
 }
 
 /** Times one job (see {@link Job}). */
-export function measure(label: string, fn: (i: number) => number | void, items: number, opts: MeasureOptions = {}): Measured {
-  return measureInterleaved([{ label, fn, items }], opts)[0]!;
-}
-
-/** The Promise form of {@link measure}: each call is awaited (one at a time). */
-export async function measureAsync(label: string, fn: (i: number) => Promise<unknown>, items: number, opts: MeasureOptions = {}): Promise<Measured> {
-  progress.label(label);
-  const o = resolve(opts);
-  let call = 0;
-  let lastMs = 0;
-  for (let w = 0; w < o.warmup; w++) {
-    const t0 = performance.now();
-    await fn(call++);
-    lastMs = performance.now() - t0;
-  }
-  const perSample = o.warmup === 0 ? 1 : callsPerSample(o, lastMs);
-  const samples: number[] = [];
-  const start = performance.now();
-  do {
-    const t0 = performance.now();
-    for (let c = 0; c < perSample; c++) await fn(call++);
-    samples.push((items * perSample) / ((performance.now() - t0) / 1000));
-  } while (!enough(samples.length, performance.now() - start, o));
-  progress.step();
-  return { rate: median(samples), samples, calls: call - o.warmup };
+export async function measure(label: string, fn: Job['fn'], items: number, opts: MeasureOptions & { async?: boolean } = {}): Promise<Measured> {
+  const { async, ...o } = opts;
+  return (await measureInterleaved([{ label, fn, items, ...(async ? { async } : {}) }], o))[0]!;
 }
 
 /** Runs the garbage collector when node runs with --expose-gc (the CLI makes sure it does). */

@@ -1,12 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { formatSuite, type Group, groupRatios, ratioTarget, type SuiteResult, suiteJson, valueTarget } from './report.js';
+import { formatSpread, formatSuite, type Group, groupRatios, ratioTarget, type SuiteResult, suiteJson, valueTarget } from './report.js';
 
 const group: Group = {
   title: 'dim 64, 4M keys, uniform',
   params: { dim: 64 },
   figures: [
-    { name: 'find (findSync)', kind: 'ours', value: 30e6, unit: 'keys/s' },
-    { name: 'JS Map', kind: 'peer', value: 2e6, unit: 'keys/s' },
+    {
+      name: 'find (findSync)',
+      kind: 'ours',
+      value: 30e6,
+      unit: 'keys/s',
+      samples: [29e6, 30e6, 31e6],
+      spread: { mad: 0.6e6, min: 29e6, max: 31e6, rme: 4.2, outliers: 0, samples: 3 },
+    },
+    { name: 'JS Map', kind: 'peer', value: 2e6, unit: 'keys/s', spread: { mad: 0.25e6, min: 1e6, max: 4e6, rme: 30, outliers: 2, samples: 12 }, note: 'Map<bigint, Float32Array>' },
     { name: 'native gather (2 threads)', kind: 'peer', value: 40e6, unit: 'keys/s' },
     { name: 'copy', kind: 'peer', value: 8, unit: 'GB/s' },
     { name: 'broken peer', kind: 'peer', value: NaN, unit: 'keys/s', note: 'unavailable: no wasm' },
@@ -50,25 +57,59 @@ describe('output', () => {
     suite: 'find',
     path: 'findSync',
     groups: [group],
-    targets: [ratioTarget(group, 'find (findSync)', 'JS Map', '>=', 15, 'find >= 15x JS Map')],
+    targets: [ratioTarget(group, 'find (findSync)', 'JS Map', '>=', 15, 'find >= 15x JS Map'), ratioTarget(group, 'find (findSync)', 'native gather (2 threads)', '>=', 0.8, 'find >= 0.8x gather')],
     notes: ['a note'],
     charts: [],
+    seconds: 12.34,
   };
-  it('the text table shows figures, ratios, unavailable peers and targets', () => {
-    const t = formatSuite(r);
-    expect(t).toContain('== find (findSync)');
-    expect(t).toMatch(/ours {2}find \(findSync\) +30\.0 M keys\/s +15\.0x JS Map · 0\.75x native gather \(2 threads\)/);
-    expect(t).toContain('— (unavailable: no wasm)');
-    expect(t).toContain('PASS  find >= 15x JS Map: 15.0x (>= 15.0x)');
-    expect(t).toContain('note: a note');
+  /** The table's rows, cells trimmed (cli-table3 draws │ between cells). */
+  const rows = (text: string): string[][] =>
+    text
+      .split('\n')
+      .filter((l) => l.startsWith('│'))
+      .map((l) => l.split('│').slice(1, -1).map((c) => c.trim()));
+
+  it('the spread reads as relative MAD, samples and outliers', () => {
+    expect(formatSpread(group.figures[0]!)).toBe('±2.0% n=3'); // 0.6 / 30
+    expect(formatSpread(group.figures[1]!)).toBe('±13% n=12, 2 outliers'); // 0.25 / 2
+    expect(formatSpread(group.figures[2]!)).toBe(''); // not measured by the harness
   });
-  it('the JSON object carries raw numbers, ratios and context; NaN becomes null', () => {
-    const o = JSON.parse(suiteJson(r, { machine: { cores: 2 }, versions: { node: '20' }, backend: 'cpu', full: false }));
+
+  it('the table shows figures, medians, spreads, ratios, notes and unavailable peers', () => {
+    const t = formatSuite(r);
+    expect(t.split('\n')[0]).toBe('== find (findSync) — 12.3 s');
+    expect(t).toContain('  dim 64, 4M keys, uniform\n');
+    expect(rows(t)).toEqual([
+      ['', 'figure', 'median', 'spread', 'ours vs peer'],
+      ['ours', 'find (findSync)', '30.0 M keys/s', '±2.0% n=3', '15.0x JS Map'],
+      ['', '', '', '', '0.75x native gather (2 threads)'],
+      ['peer', 'JS Map', '2.00 M keys/s', '±13% n=12, 2 outliers', ''],
+      ['', '(Map<bigint, Float32Array>)', '', '', ''],
+      ['peer', 'native gather (2 threads)', '40.0 M keys/s', '', ''],
+      ['peer', 'copy', '8.00 GB/s', '', ''],
+      ['peer', 'broken peer', '—', '', ''],
+      ['', '(unavailable: no wasm)', '', '', ''],
+    ]);
+  });
+
+  it('prints a PASS or MISS line per target, then the notes', () => {
+    const t = formatSuite(r);
+    expect(t).toContain('\n  targets\n    PASS  find >= 15x JS Map: 15.0x (>= 15.0x)\n    MISS  find >= 0.8x gather: 0.75x (>= 0.80x)\n');
+    expect(t).toContain('\n  note: a note\n');
+  });
+
+  it('the JSON object carries raw numbers, spreads, ratios and context; NaN becomes null', () => {
+    const o = JSON.parse(suiteJson(r, { machine: { cores: 2 }, versions: { node: '20' }, backend: 'cpu', backendLabel: "'cpu' on x, 2 threads", full: false }));
     expect(o.suite).toBe('find');
     expect(o.machine).toEqual({ cores: 2 });
+    expect(o.backendLabel).toBe("'cpu' on x, 2 threads");
+    expect(o.seconds).toBe(12.34);
     expect(o.groups[0].figures[0].value).toBe(30e6);
+    expect(o.groups[0].figures[0].samples).toEqual([29e6, 30e6, 31e6]);
+    expect(o.groups[0].figures[0].spread).toEqual({ mad: 0.6e6, min: 29e6, max: 31e6, rme: 4.2, outliers: 0, samples: 3 });
     expect(o.groups[0].figures[4].value).toBeNull();
-    expect(o.groups[0].ratios['find (findSync)']['JS Map']).toBe(15);
+    expect(o.groups[0].ratios['find (findSync)']).toEqual({ 'JS Map': 15, 'native gather (2 threads)': 0.75 });
     expect(o.targets[0]).toMatchObject({ pass: true, measured: 15, bound: 15 });
+    expect(o.notes).toEqual(['a note']);
   });
 });

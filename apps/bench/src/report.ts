@@ -1,9 +1,11 @@
 /**
  * The result model every suite returns, ratio math over it, and the two outputs:
- * text tables (stdout) and one JSON object per suite (--json).
+ * cli-table3 tables (stdout) and one JSON object per suite (--json).
  */
-import type { ChartSpec } from './svg.js';
-import { formatRatio, formatSI, ratio } from './stats.js';
+import Table from 'cli-table3';
+import type { Chart } from './charts.js';
+import { formatRatio, formatSI, ratio } from './format.js';
+import type { Spread } from './harness.js';
 
 export interface Figure {
   /** e.g. "cpu findSync", "JS Map<bigint, Float32Array>" */
@@ -20,6 +22,8 @@ export interface Figure {
   note?: string;
   /** Raw per-sample figures. */
   samples?: number[];
+  /** How far the samples spread (measured figures; in the figure's unit). */
+  spread?: Spread;
 }
 
 export interface Group {
@@ -36,11 +40,6 @@ export interface Target {
   pass: boolean;
   /** How the measured figure reads: 'ratio' (formatted 12.3x) or a unit. */
   unit: string;
-}
-
-export interface Chart extends ChartSpec {
-  /** File name inside the --plot directory. */
-  file: string;
 }
 
 export interface SuiteResult {
@@ -97,38 +96,58 @@ export function formatValue(v: number, unit: string): string {
   return `${formatSI(v)} ${unit}`;
 }
 
-/** The text table of one suite. */
-export function formatSuite(r: SuiteResult): string {
-  const lines: string[] = [];
-  lines.push(`== ${r.suite} (${r.path})${r.seconds !== undefined ? ` — ${r.seconds.toFixed(1)} s` : ''}`);
+/** The spread column: relative MAD, sample count and outliers ("±1.2% n=12, 1 outlier"). */
+export function formatSpread(f: Figure): string {
+  const s = f.spread;
+  if (!s || !Number.isFinite(f.value) || f.value <= 0) return '';
+  const rel = (100 * s.mad) / f.value;
+  const outliers = s.outliers > 0 ? `, ${s.outliers} outlier${s.outliers === 1 ? '' : 's'}` : '';
+  return `±${rel < 10 ? rel.toFixed(1) : rel.toFixed(0)}% n=${s.samples}${outliers}`;
+}
+
+/** A target's line, as the bench has always printed it: PASS or MISS, what, measured (bound). */
+export function formatTarget(t: Target): string {
+  return `${t.pass ? 'PASS' : 'MISS'}  ${t.text}: ${formatValue(t.measured, t.unit)} (${t.op} ${formatValue(t.bound, t.unit)})`;
+}
+
+const TABLE_STYLE = { head: [], border: [], compact: true };
+
+/** Widths of the wrapped columns (figure, ratios) for a terminal of `columns` (none: a file or pipe). */
+function wrapWidths(columns?: number): [number, number] {
+  if (!columns) return [42, 44];
+  // kind, median and spread take ~45 columns with the borders; the rest is split.
+  const w = Math.max(22, Math.min(44, Math.floor((columns - 46) / 2)));
+  return [w, w];
+}
+
+/**
+ * The text report of one suite: a heading, one table per group (each figure with its
+ * median, spread and, for ours, the ratio to every peer of its unit), the targets
+ * (PASS / MISS lines) and the notes. `columns`: the terminal's width, when printing to one.
+ */
+export function formatSuite(r: SuiteResult, columns?: number): string {
+  const [figureWidth, ratioWidth] = wrapWidths(columns);
+  const out: string[] = [`== ${r.suite} (${r.path})${r.seconds !== undefined ? ` — ${r.seconds.toFixed(1)} s` : ''}`];
   for (const g of r.groups) {
-    lines.push('', `  ${g.title}`);
     const ratios = groupRatios(g);
-    const width = Math.max(...g.figures.map((f) => f.name.length), 10);
+    const table = new Table({ head: ['', 'figure', 'median', 'spread', 'ours vs peer'], style: TABLE_STYLE, wordWrap: true, colWidths: [null, figureWidth, null, null, ratioWidth] });
     for (const f of g.figures) {
-      const tag = f.kind === 'ours' ? 'ours' : 'peer';
-      const value = Number.isFinite(f.value) ? formatValue(f.value, f.unit) : `— (${f.note ?? 'not measured'})`;
-      let line = `    ${tag}  ${f.name.padEnd(width)}  ${value.padStart(14)}`;
-      if (f.kind === 'ours') {
-        const parts = Object.entries(ratios[f.name] ?? {}).map(([p, x]) => `${formatRatio(x)} ${p}`);
-        if (parts.length) line += `   ${parts.join(' · ')}`;
-      }
-      if (f.note && Number.isFinite(f.value)) line += `   (${f.note})`;
-      lines.push(line);
+      const value = Number.isFinite(f.value) ? formatValue(f.value, f.unit) : '—';
+      const vs = f.kind === 'ours' ? Object.entries(ratios[f.name] ?? {}).map(([p, x]) => `${formatRatio(x)} ${p}`) : [];
+      table.push([f.kind, f.note ? `${f.name}\n(${f.note})` : f.name, value, formatSpread(f), vs.join('\n')]);
     }
+    out.push('', `  ${g.title}`, table.toString());
   }
-  if (r.targets.length) {
-    lines.push('', '  targets');
-    for (const t of r.targets) {
-      lines.push(`    ${t.pass ? 'PASS' : 'MISS'}  ${t.text}: ${formatValue(t.measured, t.unit)} (${t.op} ${formatValue(t.bound, t.unit)})`);
-    }
-  }
-  for (const n of r.notes) lines.push(`  note: ${n}`);
-  return lines.join('\n') + '\n';
+  if (r.targets.length > 0) out.push('', '  targets', ...r.targets.map((t) => `    ${formatTarget(t)}`));
+  if (r.notes.length > 0) out.push('', ...r.notes.map((n) => `  note: ${n}`));
+  return out.join('\n') + '\n';
 }
 
 /** The --json object of one suite (NaN becomes null). */
-export function suiteJson(r: SuiteResult, context: { machine: unknown; versions: unknown; backend: string; full: boolean }): string {
+export function suiteJson(
+  r: SuiteResult,
+  context: { machine: unknown; versions: unknown; backend: string; backendLabel?: string; backendNote?: string; full: boolean },
+): string {
   const obj = {
     suite: r.suite,
     path: r.path,

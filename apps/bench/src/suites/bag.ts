@@ -10,9 +10,9 @@ import { jsGatherReduce } from '../peers/jsBag.js';
 import { type TfjsBackendName, tfjsBag, tfjsTable, useTfjs } from '../peers/tfjs.js';
 import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
-import { formatCount } from '../stats.js';
+import { formatCount } from '../format.js';
 import { staticTable, valuePattern } from '../tables.js';
-import { type Entry, figure, runEntries, settle, threadLabel } from './common.js';
+import { type Entry, figure, measuredFigure, runEntries, settle, threadLabel } from './common.js';
 import type { Suite } from './types.js';
 
 const DIM = 64;
@@ -42,14 +42,14 @@ async function tfjsFigures(ctx: { log(s: string): void }, values: Float32Array, 
       continue;
     }
     const table = tfjsTable(values, ROWS, DIM);
-    COMBINERS.forEach((c, i) => {
-      const m = measure(`tfjs-core ${b} ${c}`, () => void tfjsBag(table, ids32, TFJS_BATCH * FEATURES, IDS, c === 'mean'), ids32.length, {
+    for (const [i, c] of COMBINERS.entries()) {
+      const m = await measure(`tfjs-core ${b} ${c}`, () => void tfjsBag(table, ids32, TFJS_BATCH * FEATURES, IDS, c === 'mean'), ids32.length, {
         minSamples: 3,
         minMs: 0,
         maxMs: 2500,
       });
-      out[i]!.push(figure(`tfjs-core ${b}`, 'peer', m.rate, 'rows/s', { samples: m.samples, note: `gather+reshape+${c}, batch ${TFJS_BATCH}` }));
-    });
+      out[i]!.push(measuredFigure(`tfjs-core ${b}`, 'peer', m, 'rows/s', `gather+reshape+${c}, batch ${TFJS_BATCH}`));
+    }
     table.dispose();
   }
   return out;
@@ -57,6 +57,7 @@ async function tfjsFigures(ctx: { log(s: string): void }, values: Float32Array, 
 
 export const bagSuite: Suite = {
   name: 'bag',
+  description: 'lookupCombined (embedding bag) vs JS loop, tfjs-core and a native loop',
   steps: (ctx) => COMBINERS.length * (4 + 2 + (ctx.threads > 1 ? 2 : 1)),
   async run(ctx) {
     const { splits, ids } = bagInput(BATCH, 31);
@@ -73,7 +74,7 @@ export const bagSuite: Suite = {
     const groups: Group[] = [];
     const targets: Target[] = [];
     const nativeOut = new Float32Array(BATCH * FEATURES * DIM);
-    COMBINERS.forEach((combiner, ci) => {
+    for (const [ci, combiner] of COMBINERS.entries()) {
       const opts = { combiner };
       const mean = combiner === 'mean';
       const entry = (label: string, name: string, kind: 'ours' | 'peer', fn: () => void, extra: Partial<Entry> = {}): Entry => ({
@@ -83,7 +84,7 @@ export const bagSuite: Suite = {
         unit: 'rows/s',
         ...extra,
       });
-      const measured = runEntries(
+      const measured = await runEntries(
         [
           entry('static lookupCombinedSync', 'static lookupCombinedSync', 'ours', () => void stat.lookupCombinedSync(staticBag, opts)),
           entry('dynamic lookupCombinedSync', 'dynamic lookupCombinedSync', 'ours', () => void dyn.lookupCombinedSync(dynamicBag, opts)),
@@ -110,7 +111,7 @@ export const bagSuite: Suite = {
       targets.push(ratioTarget(g, o, 'JS loop', '>=', 5, `bag ${combiner} (static) >= 5x JS loop`));
       const best = g.figures.filter((f) => f.name.startsWith('tfjs-core') && Number.isFinite(f.value)).sort((a, b) => b.value - a.value)[0];
       if (best) targets.push(ratioTarget(g, o, best.name, '>=', 40, `bag ${combiner} (static) >= 40x tfjs-core (its faster backend: ${best.name.slice(10)})`));
-    });
+    }
     stat.dispose();
     ctx.fixtures.releaseAll();
     await settle();

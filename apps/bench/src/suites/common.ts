@@ -1,8 +1,9 @@
 /** Measurement pieces shared by several suites. */
 import type { EmbeddingTable } from '@embedstack/core';
-import { collectGarbage, type Job, type MeasureOptions, type Measured, measureAsync, measureInterleaved } from '../harness.js';
+import { collectGarbage, type Job, type MeasureOptions, type Measured, measure, measureInterleaved } from '../harness.js';
 import type { Arena, NativePeers } from '../native.js';
-import type { Figure } from '../report.js';
+import type { Bar } from '../charts.js';
+import type { Figure, Group } from '../report.js';
 
 /** Batch size of find-like measurements (keys per call) unless a suite sweeps it. */
 export const BATCH = 65536;
@@ -41,25 +42,30 @@ export interface Entry {
   isolated?: boolean;
 }
 
+/** The figure of a measurement: its median rate, samples and spread. */
+export function measuredFigure(name: string, kind: 'ours' | 'peer', m: Measured, unit: string, note?: string): Figure {
+  return figure(name, kind, m.rate, unit, { samples: m.samples, spread: m.spread, ...(note ? { note } : {}) });
+}
+
 /**
  * Measures the entries (interleaved, see measureInterleaved, except the isolated
  * ones, timed one by one afterwards) and returns their figures in entry order.
  */
-export function runEntries(entries: readonly Entry[], o?: MeasureOptions): Figure[] {
+export async function runEntries(entries: readonly Entry[], o?: MeasureOptions): Promise<Figure[]> {
   const shared = entries.filter((e) => !e.isolated);
   const measured = new Map<Entry, Measured>();
-  measureInterleaved(
-    shared.map((e) => e.job),
-    o,
-  ).forEach((m, i) => measured.set(shared[i]!, m));
+  if (shared.length > 0) {
+    const ms = await measureInterleaved(
+      shared.map((e) => e.job),
+      o,
+    );
+    ms.forEach((m, i) => measured.set(shared[i]!, m));
+  }
   for (const e of entries.filter((x) => x.isolated)) {
     collectGarbage();
-    measured.set(e, measureInterleaved([e.job], o)[0]!);
+    measured.set(e, (await measureInterleaved([e.job], o))[0]!);
   }
-  return entries.map((e) => {
-    const m = measured.get(e)!;
-    return figure(e.name, e.kind, m.rate, e.unit, { samples: m.samples, ...(e.note ? { note: e.note } : {}) });
-  });
+  return entries.map((e) => measuredFigure(e.name, e.kind, measured.get(e)!, e.unit, e.note));
 }
 
 /** Call i works on batch i mod (pool length / batch) of `pool`. */
@@ -77,8 +83,8 @@ export function findEntry(label: string, table: EmbeddingTable, pool: BigInt64Ar
 /** The Promise form of find, one call awaited at a time; keys/s. */
 export async function measureFindAsync(label: string, table: EmbeddingTable, pool: BigInt64Array, batch = BATCH): Promise<Figure> {
   const next = rotating(pool, batch);
-  const m = await measureAsync(label, (i) => table.find(next(i)), batch);
-  return figure('find (Promise)', 'ours', m.rate, 'keys/s', { samples: m.samples });
+  const m = await measure(label, async (i) => void (await table.find(next(i))), batch, { async: true });
+  return measuredFigure('find (Promise)', 'ours', m, 'keys/s');
 }
 
 /**
@@ -108,4 +114,21 @@ export async function settle(): Promise<void> {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (gc) gc();
   await new Promise((r) => setImmediate(r));
+}
+
+/**
+ * Bars of a bar chart from the groups' measured figures of one unit, divided (1e6 for
+ * M keys/s), with median -/+ MAD as the error bar. `caseName` shortens group titles.
+ */
+export function groupBars(groups: readonly Group[], unit: string, divisor: number, caseName: (g: Group) => string = (g) => g.title): Bar[] {
+  return groups.flatMap((g) =>
+    g.figures
+      .filter((f) => f.unit === unit && Number.isFinite(f.value))
+      .map((f) => ({
+        group: caseName(g),
+        name: f.name,
+        value: f.value / divisor,
+        ...(f.spread ? { low: (f.value - f.spread.mad) / divisor, high: (f.value + f.spread.mad) / divisor } : {}),
+      })),
+  );
 }

@@ -8,16 +8,19 @@ import os from 'node:os';
 import { collectGarbage, measure } from '../harness.js';
 import { buildJsMap, type JsMapTable, jsMapFind } from '../peers/jsMap.js';
 import { type Distribution, distributionName, drawIndices, pickKeys } from '../rng.js';
-import { type Chart, type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
-import { formatCount } from '../stats.js';
+import { barChart, type Chart, lineChart } from '../charts.js';
+import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
+import { formatCount } from '../format.js';
 import {
   BATCH,
   type Entry,
   figure,
   findEntry,
   gatherEntry,
+  groupBars,
   HEADLINE,
   measureFindAsync,
+  measuredFigure,
   POOL_BATCHES,
   rotating,
   runEntries,
@@ -68,18 +71,24 @@ interface Run {
  * the map dies with its frame: a multi-GB map kept alive by a stale register would
  * be marked by every later GC, and our result buffers trigger many.
  */
-function measureJsMap(ctx: SuiteContext, c: FindConfig, runs: readonly Run[]): Figure[] {
+async function measureJsMap(ctx: SuiteContext, c: FindConfig, runs: readonly Run[]): Promise<Figure[]> {
   const map = buildMap(ctx, c);
-  return runs.map((r) => {
-    if (typeof map === 'string') return figure('JS Map', 'peer', NaN, 'keys/s', { note: map });
+  const out: Figure[] = [];
+  for (const r of runs) {
+    if (typeof map === 'string') {
+      out.push(figure('JS Map', 'peer', NaN, 'keys/s', { note: map }));
+      continue;
+    }
     const next = rotating(r.pool, BATCH);
-    const m = measure(`${r.name}: JS Map`, (i) => void jsMapFind(map, next(i), c.dim), BATCH, r.headline ? { minSamples: 10 } : {});
-    return figure('JS Map', 'peer', m.rate, 'keys/s', { samples: m.samples, note: 'Map<bigint, Float32Array>, rows copied out' });
-  });
+    const m = await measure(`${r.name}: JS Map`, (i) => void jsMapFind(map, next(i), c.dim), BATCH, r.headline ? { minSamples: 10 } : {});
+    out.push(measuredFigure('JS Map', 'peer', m, 'keys/s', 'Map<bigint, Float32Array>, rows copied out'));
+  }
+  return out;
 }
 
 export const findSuite: Suite = {
   name: 'find',
+  description: 'dynamic-table find of existing keys vs JS Map and the static gather',
   steps: (ctx) => findConfigs(ctx.args.full).length * DISTS.length * (2 + (ctx.threads > 1 ? 2 : 1)) + 2,
   async run(ctx) {
     const groups: Group[] = [];
@@ -116,13 +125,13 @@ export const findSuite: Suite = {
           const label = `${r.name}: native gather ${threadLabel(ctx.threads)}, fresh output`;
           entries.push(gatherEntry(label, ctx.native, arena, c.dim, r.idx, ctx.threads, BATCH, true));
         }
-        r.figures = runEntries(entries, r.headline ? { minSamples: 10, minMs: 800 } : {});
+        r.figures = await runEntries(entries, r.headline ? { minSamples: 10, minMs: 800 } : {});
         if (!arena) r.figures.push(figure('native gather', 'peer', NaN, 'keys/s', { note: 'skipped: the arena and the table would not fit in RAM together' }));
         if (r.headline) r.figures.splice(1, 0, await measureFindAsync(`${r.name}: find (Promise)`, table, r.pool));
         await settle();
       }
       // Phase 2: the JS Map, on the same key batches.
-      const maps = measureJsMap(ctx, c, runs);
+      const maps = await measureJsMap(ctx, c, runs);
       for (const [i, r] of runs.entries()) {
         const js = maps[i]!;
         r.figures.splice(r.headline ? 2 : 1, 0, js);
@@ -145,19 +154,29 @@ export const findSuite: Suite = {
     notes.push('ours and the native gathers are sampled interleaved, before the JS Map is built; the JS Map (and the fresh-output gather, whose 16 MB allocations would bring GCs into our samples) are then timed on their own, on the same key batches');
     notes.push('the static gather copies arena rows into a reused output buffer (and, on the headline row, into a fresh one per call); find and the JS Map allocate their output per call');
     notes.push('JS Map rows are Float32Array views into 64 MiB slabs (a faster setup than one ArrayBuffer per key, and no slower to look up)');
+    const charts: Chart[] = [
+      barChart({
+        name: 'find-throughput',
+        title: `find vs its peers (batch ${formatCount(BATCH)}; bars: median, whiskers: ± MAD of the samples)`,
+        valueLabel: 'M keys/s',
+        bars: groupBars(groups, 'keys/s', 1e6, (g) => g.title.replace(/, batch \S+$/, '')),
+      }),
+    ];
     // A size chart needs several sizes per dim (--full); the default run has one each.
     const sized = [...bySize].filter(([, points]) => points.length >= 2);
-    const charts: Chart[] = sized.length === 0 ? [] : [
-      {
-        file: 'find-table-size.svg',
-        title: `find vs table size (uniform keys, batch ${formatCount(BATCH)})`,
-        xLabel: 'keys in the table',
-        yLabel: 'M keys/s',
-        xLog: true,
-        formatX: formatCount,
-        series: sized.map(([name, points]) => ({ name, points })),
-      },
-    ];
+    if (sized.length > 0) {
+      charts.push(
+        lineChart({
+          name: 'find-table-size',
+          title: `find vs table size (uniform keys, batch ${formatCount(BATCH)})`,
+          xLabel: 'keys in the table',
+          yLabel: 'M keys/s',
+          xLog: true,
+          xCounts: true,
+          series: sized.map(([name, points]) => ({ name, points })),
+        }),
+      );
+    }
     const path = 'EmbeddingTable.findSync (and find, the Promise form, on dim 64 / 4M / uniform)';
     const result: SuiteResult = { suite: 'find', path, groups, targets, notes, charts };
     return result;

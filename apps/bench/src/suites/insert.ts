@@ -7,7 +7,7 @@ import { createTable, type EmbeddingTable } from '@embedstack/core';
 import { type JsMapTable, jsMapFindOrInsert, jsMapUpsert } from '../peers/jsMap.js';
 import type { Group, SuiteResult } from '../report.js';
 import { makeKeys } from '../rng.js';
-import { formatCount } from '../stats.js';
+import { formatCount } from '../format.js';
 import { valuePattern } from '../tables.js';
 import { BATCH, runEntries, settle } from './common.js';
 import type { Suite } from './types.js';
@@ -27,6 +27,7 @@ function timedFill(keys: BigInt64Array, values: Float32Array, fill: (k: BigInt64
 
 export const insertSuite: Suite = {
   name: 'insert',
+  description: 'findOrInsert / upsert of new keys with growth vs JS Map',
   steps: () => 4,
   async run(ctx) {
     const n = ctx.args.full ? 4 << 20 : 1 << 19;
@@ -51,12 +52,12 @@ export const insertSuite: Suite = {
       // Ours first, then the JS Map: its fills leave a large heap of garbage whose collection
       // (on the second core) would otherwise overlap our samples.
       const opts = { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0 };
-      const ours = runEntries(
+      const ours = await runEntries(
         [{ job: { label: `${op}Sync ${formatCount(n)} new keys`, fn: fillOurs(op), items: n }, name: `${op}Sync`, kind: 'ours', unit: 'keys/s' }],
         opts,
       );
       await settle();
-      const peer = runEntries(
+      const peer = await runEntries(
         [
           {
             // The JS Map fills take seconds each: no warm-up fill (its JIT warms within the first batches).

@@ -4,13 +4,15 @@
  * on 1 .. all threads; our findSync on the same size, same batches, for scale.
  */
 import { drawIndices, pickKeys } from '../rng.js';
-import type { Chart, SuiteResult } from '../report.js';
-import { formatBytes } from '../stats.js';
+import { type Chart, lineChart } from '../charts.js';
+import type { SuiteResult } from '../report.js';
+import { formatBytes } from '../format.js';
 import { BATCH, figure, findEntry, gatherEntry, HEADLINE, POOL_BATCHES, runEntries, threadCounts, threadLabel } from './common.js';
 import type { Suite } from './types.js';
 
 export const limitSuite: Suite = {
   name: 'limit',
+  description: 'native memcpy GB/s and random row gather rows/s (the physical ceiling)',
   steps: (ctx) => 2 * threadCounts(ctx.hwThreads).length + 1,
   async run(ctx) {
     const { dim, keys: rows } = HEADLINE;
@@ -18,7 +20,7 @@ export const limitSuite: Suite = {
     const bytes = rows * dim * 4;
     const idx = drawIndices(POOL_BATCHES * BATCH, rows, 'uniform', 11);
     const counts = threadCounts(ctx.hwThreads);
-    const copy = runEntries(
+    const copy = await runEntries(
       counts.map((t) => ({
         job: { label: `memcpy ${formatBytes(bytes)}, ${threadLabel(t)}`, fn: () => void ctx.native.copyArena(arena, t), items: bytes / 1e9 },
         name: `native memcpy (${threadLabel(t)})`,
@@ -28,7 +30,7 @@ export const limitSuite: Suite = {
       { minSamples: 3, minMs: 0 },
     );
     const table = ctx.fixtures.table(dim, rows);
-    const gatherAndFind = runEntries([
+    const gatherAndFind = await runEntries([
       ...counts.map((t) => gatherEntry(`native gather, ${threadLabel(t)}`, ctx.native, arena, dim, idx, t)),
       findEntry('find (findSync)', table, pickKeys(ctx.fixtures.keys(rows), idx)),
     ]);
@@ -39,15 +41,15 @@ export const limitSuite: Suite = {
     });
     const size = `${rows.toLocaleString('en-US')} rows x dim ${dim} (${formatBytes(bytes)})`;
     const charts: Chart[] = [
-      {
-        file: 'limit-copy-vs-threads.svg',
+      lineChart({
+        name: 'limit-copy-vs-threads',
         title: `Native memcpy of ${formatBytes(bytes)}`,
         xLabel: 'threads',
         yLabel: 'GB/s',
         series: [{ name: 'memcpy', points: copy.map((f, i) => [counts[i]!, f.value] as const) }],
-      },
-      {
-        file: 'limit-gather-vs-threads.svg',
+      }),
+      lineChart({
+        name: 'limit-gather-vs-threads',
         title: `Native random row gather, ${size}`,
         xLabel: 'threads',
         yLabel: 'M rows/s',
@@ -55,7 +57,7 @@ export const limitSuite: Suite = {
           { name: 'native gather', points: gather.map((f, i) => [counts[i]!, f.value / 1e6] as const) },
           { name: `find (${ctx.backend.name})`, points: [[ctx.threads, find.value / 1e6]] },
         ],
-      },
+      }),
     ];
     const result: SuiteResult = {
       suite: 'limit',

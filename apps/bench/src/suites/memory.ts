@@ -13,7 +13,7 @@ import { collectGarbage } from '../harness.js';
 import { progress } from '../progress.js';
 import { type Figure, type Group, type SuiteResult, type Target, valueTarget } from '../report.js';
 import { fillKeys } from '../rng.js';
-import { formatCount } from '../stats.js';
+import { formatCount } from '../format.js';
 import { valuePattern } from '../tables.js';
 import { figure } from './common.js';
 import type { Suite, SuiteContext } from './types.js';
@@ -102,6 +102,7 @@ const perKey = (r: MemoryChildResult | Error, n: number, pick: (r: MemoryChildRe
 
 export const memorySuite: Suite = {
   name: 'memory',
+  description: 'bytes per key (RSS delta, memoryUsage()) vs JS Map and the value bytes',
   steps: (ctx) => 5 + (ctx.args.full ? 1 : 0),
   async run(ctx) {
     const groups: Group[] = [];

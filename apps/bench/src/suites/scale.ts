@@ -5,9 +5,10 @@
  * with the first one of its sweep. The growth's upsert rate is reported too.
  */
 import { createTable } from '@embedstack/core';
+import { lineChart } from '../charts.js';
 import { type Figure, type Group, type SuiteResult } from '../report.js';
 import { drawIndices, makeKeys, pickKeys } from '../rng.js';
-import { formatCount } from '../stats.js';
+import { formatCount } from '../format.js';
 import { fillTable } from '../tables.js';
 import { BATCH, figure, findEntry, runEntries, settle } from './common.js';
 import type { Suite } from './types.js';
@@ -26,6 +27,7 @@ function sweep(figures: Figure[]): Figure[] {
 
 export const scaleSuite: Suite = {
   name: 'scale',
+  description: 'find keys/s as the table grows and as the batch grows',
   steps: (ctx) => sizesFor(ctx.args.full).length + BATCHES.length,
   async run(ctx) {
     const sizes = sizesFor(ctx.args.full);
@@ -40,11 +42,11 @@ export const scaleSuite: Suite = {
       upserts.push([n, (n - filled) / seconds]);
       filled = n;
       const pool = pickKeys(keys, drawIndices(POOL_KEYS, n, 'uniform', 51));
-      bySize.push(...runEntries([findEntry(`find on ${formatCount(n)} keys`, table, pool, BATCH, `find @ ${formatCount(n)} keys`)]));
+      bySize.push(...(await runEntries([findEntry(`find on ${formatCount(n)} keys`, table, pool, BATCH, `find @ ${formatCount(n)} keys`)])));
       await settle();
     }
     const pool = pickKeys(keys, drawIndices(2 * BATCHES[BATCHES.length - 1]!, maxKeys, 'uniform', 52));
-    const byBatch = runEntries(BATCHES.map((b) => findEntry(`find, batch ${formatCount(b)}`, table, pool, b, `find, batch ${formatCount(b)}`)));
+    const byBatch = await runEntries(BATCHES.map((b) => findEntry(`find, batch ${formatCount(b)}`, table, pool, b, `find, batch ${formatCount(b)}`)));
     table.dispose();
     await settle();
     const groups: Group[] = [
@@ -63,27 +65,27 @@ export const scaleSuite: Suite = {
       targets: [],
       notes: [`ratios compare with the sweep's first figure: 1.00x = flat per-key cost`],
       charts: [
-        {
-          file: 'scale-table-size.svg',
+        lineChart({
+          name: 'scale-table-size',
           title: `find and upsert throughput vs table size (dim ${DIM})`,
           xLabel: 'keys in the table',
           yLabel: 'M keys/s',
           xLog: true,
-          formatX: formatCount,
+          xCounts: true,
           series: [
             { name: 'findSync', points: bySize.map((f, i) => [sizes[i]!, f.value / 1e6] as const) },
             { name: 'upsertSync (growth)', points: upserts.map(([n, r]) => [n, r / 1e6] as const) },
           ],
-        },
-        {
-          file: 'scale-batch.svg',
+        }),
+        lineChart({
+          name: 'scale-batch',
           title: `find throughput vs batch (${formatCount(maxKeys)} keys, dim ${DIM})`,
           xLabel: 'keys per call',
           yLabel: 'M keys/s',
           xLog: true,
-          formatX: formatCount,
+          xCounts: true,
           series: [{ name: 'findSync', points: byBatch.map((f, i) => [BATCHES[i]!, f.value / 1e6] as const) }],
-        },
+        }),
       ],
     };
     return result;

@@ -9,9 +9,9 @@ import { measure } from '../harness.js';
 import { TfjsDenseTrainer, type TfjsOptimizerName, useTfjs } from '../peers/tfjs.js';
 import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
 import { drawIndices, makeKeys, pickKeys } from '../rng.js';
-import { formatCount } from '../stats.js';
+import { formatCount } from '../format.js';
 import { dynamicTable, valuePattern } from '../tables.js';
-import { figure, findEntry, rotating, runEntries, settle } from './common.js';
+import { figure, findEntry, measuredFigure, rotating, runEntries, settle } from './common.js';
 import type { Suite, SuiteContext } from './types.js';
 
 const DIM = 64;
@@ -34,8 +34,8 @@ async function tfjsFigure(ctx: SuiteContext, kind: TfjsOptimizerName, rows: numb
   const trainer = new TfjsDenseTrainer(rows, DIM, kind);
   const keys = new Int32Array(idx.buffer, idx.byteOffset, BATCH);
   try {
-    const m = measure(`tfjs-core ${b} dense ${kind}`, () => trainer.step(keys, grads), BATCH, { minSamples: 3, minMs: 0, maxMs: 3000 });
-    return figure(`tfjs-core ${b} dense`, 'peer', m.rate, 'keys/s', { samples: m.samples, note: 'scatterND + optimizer.applyGradients' });
+    const m = await measure(`tfjs-core ${b} dense ${kind}`, () => trainer.step(keys, grads), BATCH, { minSamples: 3, minMs: 0, maxMs: 3000 });
+    return measuredFigure(`tfjs-core ${b} dense`, 'peer', m, 'keys/s', 'scatterND + optimizer.applyGradients');
   } catch (e) {
     ctx.log(`train: tfjs-core ${b} ${kind} failed: ${(e as Error).message}`);
     return figure(`tfjs-core ${b} dense`, 'peer', NaN, 'keys/s', { note: `failed: ${(e as Error).message}` });
@@ -46,6 +46,7 @@ async function tfjsFigure(ctx: SuiteContext, kind: TfjsOptimizerName, rows: numb
 
 export const trainSuite: Suite = {
   name: 'train',
+  description: 'fused applyGradients (SGD, Adagrad, Adam) vs tfjs dense update and find',
   steps: () => KINDS.length * 3,
   async run(ctx) {
     const rows = ctx.args.full ? 1 << 20 : 1 << 18;
@@ -62,7 +63,7 @@ export const trainSuite: Suite = {
       const opt = spec ?? optimizers.sgd({ learningRate: 0.01 });
       let step = 1;
       const next = rotating(pool, BATCH);
-      const [m, find] = runEntries([
+      const [m, find] = await runEntries([
         {
           job: { label: `applyGradientsSync ${k.label}`, fn: (i) => table.applyGradientsSync(next(i), grads, opt, step++), items: BATCH },
           name: `applyGradientsSync ${k.label}`,

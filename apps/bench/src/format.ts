@@ -1,20 +1,4 @@
-/** Small pure helpers: medians, ratios and number formatting. */
-
-/** Median of a non-empty list (mean of the middle two for even lengths). NaN when empty. */
-export function median(xs: readonly number[]): number {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-/** Value at quantile q in [0, 1] (nearest rank). NaN when empty. */
-export function quantile(xs: readonly number[], q: number): number {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  const i = Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1));
-  return s[i]!;
-}
+/** Small pure helpers: ratios and number formatting. */
 
 /**
  * How many times `ours` the `peer` figure is, for figures where higher is better

@@ -1,21 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { enough } from './harness.js';
-import { formatBytes, formatCount, formatRatio, formatSI, median, quantile, ratio } from './stats.js';
-
-describe('median and quantile', () => {
-  it('median of odd, even and empty lists', () => {
-    expect(median([5, 1, 3])).toBe(3);
-    expect(median([4, 1, 3, 2])).toBe(2.5);
-    expect(median([])).toBeNaN();
-  });
-  it('quantile by nearest rank', () => {
-    const xs = Array.from({ length: 100 }, (_, i) => 100 - i);
-    expect(quantile(xs, 0.5)).toBe(50);
-    expect(quantile(xs, 0.99)).toBe(99);
-    expect(quantile(xs, 1)).toBe(100);
-    expect(quantile(xs, 0)).toBe(1);
-  });
-});
+import { formatBytes, formatCount, formatRatio, formatSI, ratio } from './format.js';
 
 describe('ratio', () => {
   it('divides rates, and inverts costs so > 1 means better', () => {
@@ -47,17 +31,5 @@ describe('formatting', () => {
     expect(formatCount(4 << 20)).toBe('4M');
     expect(formatCount(65536)).toBe('64K');
     expect(formatCount(1000)).toBe('1000');
-  });
-});
-
-describe('enough (when sampling stops)', () => {
-  const o = { warmup: 1, minSamples: 5, maxSamples: 40, minMs: 400, maxMs: 4000, sampleMs: 20 };
-  it('needs both minSamples and minMs, stops at maxSamples or maxMs', () => {
-    expect(enough(4, 10_000 - 6001, o)).toBe(false); // 3999 ms, 4 samples
-    expect(enough(5, 399, o)).toBe(false);
-    expect(enough(5, 400, o)).toBe(true);
-    expect(enough(40, 1, o)).toBe(true);
-    expect(enough(1, 4000, o)).toBe(true);
-    expect(enough(0, 9999, o)).toBe(false);
   });
 });

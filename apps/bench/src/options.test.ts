@@ -1,0 +1,141 @@
+import { CommanderError } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { benchProgram, defaultBackendName, oneOf, parseBenchArgs, positiveInt, type ProgramSpec } from './options.js';
+import { PLANNED, SUITES } from './suites/index.js';
+import type { Suite } from './suites/types.js';
+
+const AVAILABLE = ['limit', 'find', 'insert', 'bag', 'train', 'memory', 'scale'];
+
+const extra: Suite = {
+  name: 'extra',
+  description: 'a suite with options of its own',
+  options: [
+    { flags: '--extra-batch <n>', description: 'keys per call', default: 4096, parse: positiveInt },
+    { flags: '--extra-mode <mode>', description: 'how', default: 'fast', parse: oneOf(['fast', 'slow']) },
+    { flags: '--extra-weights', description: 'weighted bags', default: false },
+  ],
+  steps: () => 1,
+  run: () => Promise.reject(new Error('not run here')),
+};
+
+const spec: ProgramSpec = { suites: [...SUITES, extra], planned: PLANNED, defaultBackend: 'cpu' };
+
+/** Parses like the CLI, but errors throw (CommanderError) and output is captured. */
+function parse(argv: string[]): { args: ReturnType<typeof parseBenchArgs>; out: string } {
+  let out = '';
+  const program = benchProgram(spec)
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => void (out += s), writeErr: (s) => void (out += s) });
+  return { args: parseBenchArgs(program, spec, argv), out };
+}
+
+function errorOf(argv: string[]): CommanderError {
+  try {
+    parse(argv);
+  } catch (e) {
+    if (e instanceof CommanderError) return e;
+    throw e;
+  }
+  throw new Error(`expected ${argv.join(' ')} to be rejected`);
+}
+
+describe('parseBenchArgs', () => {
+  it('defaults to every suite, the registry default backend, no json, no plot, suite option defaults', () => {
+    expect(parse([]).args).toEqual({
+      suites: [...AVAILABLE, 'extra'],
+      full: false,
+      json: false,
+      plot: null,
+      backend: 'cpu',
+      suiteOptions: { extraBatch: 4096, extraMode: 'fast', extraWeights: false },
+    });
+  });
+
+  it('takes repeated and comma-separated suites, in run order, once each', () => {
+    expect(parse(['--suite', 'bag,find', '--suite', 'limit', '-s', 'find']).args.suites).toEqual(['limit', 'find', 'bag']);
+    expect(parse(['--suite=scale']).args.suites).toEqual(['scale']);
+  });
+
+  it('reads flags, values in both spellings, and typed suite options', () => {
+    const { args } = parse(['--full', '--json', '--plot', 'out/charts', '--backend=reference', '--extra-batch', '128', '--extra-weights']);
+    expect(args).toMatchObject({ full: true, json: true, plot: 'out/charts', backend: 'reference' });
+    expect(args.suiteOptions).toEqual({ extraBatch: 128, extraMode: 'fast', extraWeights: true });
+  });
+
+  it('rejects an unknown suite, naming it and the known ones', () => {
+    const e = errorOf(['--suite', 'finds']);
+    expect(e.code).toBe('commander.invalidArgument');
+    expect(e.message).toBe(
+      `error: option '-s, --suite <names>' argument 'finds' is invalid. Expected one of ${[...AVAILABLE, 'extra'].join(', ')} but received "finds".`,
+    );
+  });
+
+  it('rejects suites that are listed but not yet available', () => {
+    expect(errorOf(['--suite', 'hps']).message).toContain('Expected an available suite but received "hps" (not yet available).');
+    expect(errorOf(['--suite', 'find,redis']).message).toContain('"redis"');
+  });
+
+  it('rejects unknown options, missing values, empty values and malformed suite options', () => {
+    expect(errorOf(['--fast'])).toMatchObject({ code: 'commander.unknownOption', message: "error: unknown option '--fast'" });
+    expect(errorOf(['--jsn']).message).toBe("error: unknown option '--jsn'\n(Did you mean --json?)");
+    expect(errorOf(['--plot'])).toMatchObject({ code: 'commander.optionMissingArgument', message: "error: option '--plot <dir>' argument missing" });
+    expect(errorOf(['--backend='])).toMatchObject({ code: 'commander.invalidArgument' });
+    expect(errorOf(['--extra-batch', '0']).message).toBe(`error: option '--extra-batch <n>' argument '0' is invalid. Expected a positive integer but received "0".`);
+    expect(errorOf(['--extra-batch', '1.5']).message).toContain('Expected a positive integer but received "1.5".');
+    expect(errorOf(['--extra-mode', 'medium']).message).toContain('Expected one of fast, slow but received "medium".');
+    expect(errorOf(['stray']).code).toBe('commander.excessArguments');
+  });
+});
+
+describe('--help', () => {
+  const help = (() => {
+    let out = '';
+    const program = benchProgram(spec)
+      .exitOverride()
+      .configureOutput({ writeOut: (s) => void (out += s) });
+    expect(() => program.parse(['--help'], { from: 'user' })).toThrow(expect.objectContaining({ code: 'commander.helpDisplayed' }));
+    return out.replace(/\s+/g, ' ');
+  })();
+
+  it('lists every option with its default', () => {
+    const defaults: [string, string][] = [
+      ['-s, --suite <names>', 'every available suite'],
+      ['--full', 'false'],
+      ['--json', 'false'],
+      ['--plot <dir>', 'none'],
+      ['--backend <name>', "cpu, the registry's default"],
+      ['--extra-batch <n>', '4096'],
+      ['--extra-mode <mode>', '"fast"'],
+      ['--extra-weights', 'false'],
+    ];
+    const escape = (x: string): string => x.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    for (const [flag, def] of defaults) {
+      expect(help).toMatch(new RegExp(`${escape(flag)} .*?\\(default: ${escape(def)}`));
+    }
+    expect(help).toContain('Options of the extra suite:');
+  });
+
+  it('lists every suite and marks the planned ones', () => {
+    for (const s of [...SUITES, extra]) expect(help).toContain(` ${s.name} ${s.description}`);
+    expect(help).toMatch(/ hps HPS .*?\(not yet available\)/);
+    expect(help).toMatch(/ redis L2 .*?\(not yet available\)/);
+    expect(help).not.toMatch(/ find dynamic[^(]*\(not yet available\)/);
+  });
+});
+
+describe('defaultBackendName', () => {
+  it('is EMBEDSTACK_BACKEND when set, else cpu', () => {
+    expect(defaultBackendName({})).toBe('cpu');
+    expect(defaultBackendName({ EMBEDSTACK_BACKEND: 'reference' })).toBe('reference');
+    expect(defaultBackendName({ EMBEDSTACK_BACKEND: '' })).toBe('cpu');
+  });
+});
+
+describe('the suite registry', () => {
+  it('has unique names, a description each, and no planned suite that also runs', () => {
+    const names = [...SUITES, ...PLANNED].map((s) => s.name);
+    expect(new Set(names).size).toBe(names.length);
+    expect(SUITES.map((s) => s.name)).toEqual(AVAILABLE);
+    for (const s of SUITES) expect(s.description.length).toBeGreaterThan(10);
+  });
+});

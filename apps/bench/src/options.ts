@@ -1,0 +1,132 @@
+/**
+ * The command line of embedstack-bench, on commander: the run's options, each suite's
+ * own options (grouped under the suite in --help), generated --help with every
+ * default, and commander's errors for unknown or malformed options.
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { BenchArgs, Suite } from './suites/types.js';
+
+/** A suite of the spec that is not built yet: listed in --help; asking for it says so. */
+export interface PlannedSuite {
+  name: string;
+  description: string;
+}
+
+export interface ProgramSpec {
+  suites: readonly Suite[];
+  planned: readonly PlannedSuite[];
+  /** The backend the registry picks when none is named (see defaultBackendName). */
+  defaultBackend: string;
+}
+
+/** The registry's default when no backend is named: EMBEDSTACK_BACKEND, else the cpu backend (core's loadDefaultBackend). */
+export function defaultBackendName(env: NodeJS.ProcessEnv = process.env): string {
+  return env.EMBEDSTACK_BACKEND || 'cpu';
+}
+
+/** Parser of a positive integer option value (for suites' options). */
+export function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`Expected a positive integer but received "${value}".`);
+  return n;
+}
+
+/** Parser of a value from a fixed list (for suites' options). */
+export function oneOf(choices: readonly string[]): (value: string) => string {
+  return (value) => {
+    if (!choices.includes(value)) throw new InvalidArgumentError(`Expected one of ${choices.join(', ')} but received "${value}".`);
+    return value;
+  };
+}
+
+function nonEmpty(what: string): (value: string) => string {
+  return (value) => {
+    if (value.trim() === '') throw new InvalidArgumentError(`Expected ${what} but received "".`);
+    return value;
+  };
+}
+
+/** --suite: repeatable, comma lists; each name checked against the runnable and the planned suites. */
+function suiteParser(spec: ProgramSpec): (value: string, previous: string[]) => string[] {
+  const names = spec.suites.map((s) => s.name);
+  const planned = new Set(spec.planned.map((s) => s.name));
+  return (value, previous) => {
+    const out = [...previous];
+    for (const raw of value.split(',')) {
+      const name = raw.trim();
+      if (name === '') continue;
+      if (planned.has(name)) throw new InvalidArgumentError(`Expected an available suite but received "${name}" (not yet available).`);
+      if (!names.includes(name)) throw new InvalidArgumentError(`Expected one of ${names.join(', ')} but received "${name}".`);
+      out.push(name);
+    }
+    return out;
+  };
+}
+
+function suitesHelp(spec: ProgramSpec): string {
+  const width = Math.max(...[...spec.suites, ...spec.planned].map((s) => s.name.length));
+  return [
+    '',
+    'Suites (all available ones run unless --suite is given):',
+    ...spec.suites.map((s) => `  ${s.name.padEnd(width)}  ${s.description}`),
+    ...spec.planned.map((s) => `  ${s.name.padEnd(width)}  ${s.description} (not yet available)`),
+    '',
+    'Figures are medians of samples taken after a warm-up, with their spread (MAD); ours and the',
+    'peers are sampled in alternation, and ratios compare figures of the same run.',
+  ].join('\n');
+}
+
+/** The commander program (not yet parsed). */
+export function benchProgram(spec: ProgramSpec): Command {
+  const program = new Command('embedstack-bench')
+    .description('embedstack measured against what you would use instead, in one run')
+    .usage('[options]')
+    .showHelpAfterError('(run with --help for the options)')
+    .addOption(
+      new Option('-s, --suite <names>', 'run only these suites: a name or a comma list; repeatable')
+        .default([], 'every available suite')
+        .argParser(suiteParser(spec)),
+    )
+    .addOption(new Option('--full', 'the large sizes (find 1M-16M keys, scale up to 64M, memory 10M JS Map); slow').default(false))
+    .addOption(new Option('--json', 'machine output: one JSON object per suite per line on stdout, no tables, no progress').default(false))
+    .addOption(
+      new Option('--plot <dir>', 'write each chart as <name>.svg (rendered by Vega) and <name>.vl.json (its Vega-Lite spec) to dir')
+        .default(null, 'none')
+        .argParser(nonEmpty('a directory')),
+    )
+    .addOption(
+      new Option('--backend <name>', "backend to measure: cpu, reference (the TypeScript oracle), cuda (the GPU), cuda-host (CUDA's kernels on CPU threads), or another registered name")
+        .default(spec.defaultBackend, `${spec.defaultBackend}, the registry's default: EMBEDSTACK_BACKEND if set, else cpu`)
+        .argParser(nonEmpty('a backend name')),
+    );
+  for (const s of spec.suites) {
+    for (const o of s.options ?? []) {
+      const opt = new Option(o.flags, o.description).default(o.default).helpGroup(`Options of the ${s.name} suite:`);
+      if (o.parse) opt.argParser(o.parse);
+      program.addOption(opt);
+    }
+  }
+  return program.addHelpText('after', suitesHelp(spec));
+}
+
+const RUN_OPTIONS = new Set(['suite', 'full', 'json', 'plot', 'backend']);
+
+/**
+ * Parses argv (without node and the script) with a program from {@link benchProgram}.
+ * commander prints errors and --help and exits, unless the program has exitOverride()
+ * (then it throws a CommanderError).
+ */
+export function parseBenchArgs(program: Command, spec: ProgramSpec, argv: readonly string[]): BenchArgs {
+  program.parse(argv as string[], { from: 'user' });
+  const o = program.opts<{ suite: string[]; full: boolean; json: boolean; plot: string | null; backend: string }>();
+  const chosen = o.suite.length === 0 ? spec.suites.map((s) => s.name) : o.suite;
+  const suiteOptions = Object.fromEntries(Object.entries(o).filter(([k]) => !RUN_OPTIONS.has(k)));
+  return {
+    suites: spec.suites.map((s) => s.name).filter((n) => chosen.includes(n)),
+    full: o.full,
+    json: o.json,
+    plot: o.plot,
+    backend: o.backend,
+    suiteOptions,
+  };
+}
