@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ArgumentError, helpText, parseArgs, SUITES } from './args.js';
 
-const AVAILABLE = ['limit', 'find', 'insert', 'bag', 'train', 'memory', 'scale'];
+const AVAILABLE = ['limit', 'find', 'insert', 'bag', 'train', 'memory', 'scale', 'cuda'];
 
 describe('parseArgs', () => {
   it('defaults to every available suite, cpu backend, no json, no plot', () => {

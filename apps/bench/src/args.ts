@@ -18,6 +18,7 @@ export const SUITES: readonly SuiteInfo[] = [
   { name: 'train', what: 'fused applyGradients (SGD, Adagrad, Adam) vs tfjs dense update and find', available: true },
   { name: 'memory', what: 'bytes per key (RSS delta, memoryUsage()) vs JS Map and the value bytes', available: true },
   { name: 'scale', what: 'find keys/s as the table grows and as the batch grows', available: true },
+  { name: 'cuda', what: 'CUDA backend: find kernel rate vs HierarchicalKV (with --backend cuda / cuda-host)', available: true },
   { name: 'hps', what: 'HPS L1/L2/L3 lookups, hit rate, latency, event-loop lag', available: false },
   { name: 'redis', what: 'L2 on a 3-node Redis Cluster vs 1 node vs in-process', available: false },
 ];
@@ -115,7 +116,8 @@ export function helpText(): string {
     '  --full            the large sizes (find 1M-16M keys, scale up to 64M, memory 10M JS Map); slow',
     '  --json            machine output: one JSON object per suite per line (tables are not printed)',
     '  --plot DIR        write SVG charts (throughput vs table size, vs batch, vs threads) to DIR',
-    '  --backend NAME    backend to measure (default cpu; "reference" is the pure TS oracle)',
+    '  --backend NAME    backend to measure (default cpu; "reference" is the pure TS oracle; "cuda" the GPU, or',
+    '                    without one the CUDA host mode, labelled as such; "cuda-host" that host mode)',
     '  --help, -h        this text',
     '',
     'Suites:',

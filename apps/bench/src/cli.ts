@@ -66,7 +66,7 @@ async function main(argv: string[]): Promise<number> {
   }
   reexecIfNeeded();
   const native = loadNative();
-  const { backend, threads } = await loadBackend(args.backend);
+  const { backend, threads, note } = await loadBackend(args.backend);
   const machine = machineInfo();
   const vers = versions();
   const hwThreads = native.hardwareThreads();
@@ -83,6 +83,7 @@ async function main(argv: string[]): Promise<number> {
   const out = (s: string): void => void process.stdout.write(s);
   if (!args.json) {
     out(`embedstack-bench — backend '${backend.name}' (${threads} thread${threads === 1 ? '' : 's'}), ${args.full ? 'full' : 'default'} sizes\n`);
+    if (note) out(`note: ${note}\n`);
     out(`machine: ${machine.cpuModel}, ${machine.cores} cores, ${formatBytes(machine.memoryBytes)}, ${machine.platform}; node ${vers.node}\n`);
     const load = machine.loadAverage[0] ?? 0;
     out(`load average: ${machine.loadAverage.join(' ')}${load > machine.cores / 2 ? ' (busy machine: absolute figures are noisy; peers are interleaved so ratios hold up better)' : ''}\n`);
@@ -97,7 +98,7 @@ async function main(argv: string[]): Promise<number> {
     r.seconds = (performance.now() - s0) / 1000;
     progress.done();
     ctx.fixtures.releaseAll();
-    if (args.json) out(suiteJson(r, { machine, versions: vers, backend: backend.name, full: args.full }) + '\n');
+    if (args.json) out(suiteJson(r, { machine, versions: vers, backend: backend.name, ...(note ? { backendNote: note } : {}), full: args.full }) + '\n');
     else out(formatSuite(r) + '\n');
     if (args.plot && r.charts.length) for (const f of writeCharts(args.plot, r)) progress.log(`wrote ${f}`);
   }

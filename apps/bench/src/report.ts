@@ -128,7 +128,7 @@ export function formatSuite(r: SuiteResult): string {
 }
 
 /** The --json object of one suite (NaN becomes null). */
-export function suiteJson(r: SuiteResult, context: { machine: unknown; versions: unknown; backend: string; full: boolean }): string {
+export function suiteJson(r: SuiteResult, context: { machine: unknown; versions: unknown; backend: string; backendNote?: string; full: boolean }): string {
   const obj = {
     suite: r.suite,
     path: r.path,

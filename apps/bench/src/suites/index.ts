@@ -1,4 +1,5 @@
 import { bagSuite } from './bag.js';
+import { cudaSuite } from './cuda.js';
 import { findSuite } from './find.js';
 import { insertSuite } from './insert.js';
 import { limitSuite } from './limit.js';
@@ -9,7 +10,7 @@ import type { Suite } from './types.js';
 
 /** The runnable suites by name (args.ts lists every suite of the spec, available or not). */
 export const SUITE_RUNNERS: ReadonlyMap<string, Suite> = new Map(
-  [limitSuite, findSuite, insertSuite, bagSuite, trainSuite, memorySuite, scaleSuite].map((s) => [s.name, s]),
+  [limitSuite, findSuite, insertSuite, bagSuite, trainSuite, memorySuite, scaleSuite, cudaSuite].map((s) => [s.name, s]),
 );
 
 export type { Suite, SuiteContext } from './types.js';

@@ -33,6 +33,12 @@ class DeviceTable : public Table {
     size_t pinned;
   };
   MemorySplit memorySplit() const;
+  /**
+   * Seconds per find kernel over keys[0..n) already in the table's memory (staged once,
+   * outputs to scratch), averaged over `iterations` after a warm-up: the kernel rate a
+   * caller with device-resident keys and outputs sees. Dynamic tables only.
+   */
+  virtual double findKernelSeconds(const int64_t* keys, size_t n, int iterations);
 
  protected:
   /** Under the table lock. */

@@ -2,6 +2,7 @@
 // (find, lookupCombined without inserts, export) and the removals (remove,
 // restrict, clear, compaction). The write path is dynamic_write.cu.
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <shared_mutex>
 
@@ -89,6 +90,27 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
                          {index(), meta_.data(), store_.view(), initView(), scoreView(t), st.in(keys, n, "keys"),
                           st.out(out, n * config_.dim, "found values"), st.out(exists, n, "exists flags")});
   st.finish();
+}
+
+double DynamicTable::findKernelSeconds(const int64_t* keys, size_t n, int iterations) {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  Stage st(*ex_);
+  const FindRows::Args args{index(),
+                            meta_.data(),
+                            store_.view(),
+                            initView(),
+                            scoreView(beginCall()),
+                            st.in(keys, n, "keys"),
+                            st.scratch<float>(n * config_.dim, "found values"),
+                            st.scratch<uint8_t>(n, "exists flags")};
+  launchGroups<FindRows>(*ex_, n, args);  // warm-up
+  ex_->sync();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) launchGroups<FindRows>(*ex_, n, args);
+  ex_->sync();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - t0;
+  return elapsed.count() / iterations;
 }
 
 void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,

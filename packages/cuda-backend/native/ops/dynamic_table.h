@@ -44,6 +44,7 @@ class DynamicTable final : public DeviceTable {
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;
+  double findKernelSeconds(const int64_t* keys, size_t n, int iterations) override;
 
   /** Buckets of the key index (tests). */
   size_t buckets() const { return buckets_; }
