@@ -12,6 +12,8 @@ const alias = {
   '@embedstack/cuda-backend': src('./packages/cuda-backend/src/index.ts'),
   '@embedstack/store-redis/testing': src('./packages/store-redis/src/testing/index.ts'),
   '@embedstack/store-redis': src('./packages/store-redis/src/index.ts'),
+  '@embedstack/store-rocksdb': src('./packages/store-rocksdb/src/index.ts'),
+  '@embedstack/hps': src('./packages/hps/src/index.ts'),
   '@embedstack/tfra': src('./packages/tfra/src/index.ts'),
   '@embedstack/tpu-embedding': src('./packages/tpu-embedding/src/index.ts'),
 };

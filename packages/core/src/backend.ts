@@ -156,10 +156,11 @@ export interface LoadDefaultBackendOptions {
  * The backend a facade runs on: the one place that loads the default backend.
  * An EmbeddingBackend object is used as is. Otherwise, when no backend is
  * registered (or 'cpu' is asked for and not registered), `@embedstack/cpu-backend`
- * is loaded first (importing it registers 'cpu'); an optional backend asked for by
- * name and not registered ('cuda', 'cuda-host': OPTIONAL_BACKEND_PACKAGES) has its
- * package loaded the same way (resolved from `from`, then the working directory);
- * then core's registry decides
+ * is loaded first (importing it registers 'cpu'), and with no backend named, the
+ * optional backend packages that are installed (OPTIONAL_BACKEND_PACKAGES, resolved
+ * from `from`, then the working directory; skipped when absent or broken); an
+ * optional backend asked for by name and not registered ('cuda', 'cuda-host') has
+ * its package loaded the same way, its failure reported; then core's registry decides
  * ({@link getBackend}: the name, EMBEDSTACK_BACKEND, setDefaultBackend, or the usable
  * backend of highest priority; 'reference' is always available by name).
  *
@@ -184,13 +185,33 @@ export function loadDefaultBackend(options: LoadDefaultBackendOptions | null = {
   }
   const wanted = wantedBackend(backend);
   const from = o.from ?? import.meta.url;
-  if ((wanted === undefined && registry.size === 0) || (wanted === 'cpu' && !registry.has('cpu'))) {
+  const automatic = wanted === undefined && registry.size === 0;
+  if (automatic || (wanted === 'cpu' && !registry.has('cpu'))) {
     loadCpuBackend(o.load ?? (() => createRequire(from)(DEFAULT_BACKEND_PACKAGE)));
   }
+  if (automatic && o.load === undefined) loadInstalledOptionalBackends(from);
   if (wanted !== undefined && !registry.has(wanted) && Object.hasOwn(OPTIONAL_BACKEND_PACKAGES, wanted)) {
     loadOptionalBackend(wanted, OPTIONAL_BACKEND_PACKAGES[wanted]!, from);
   }
   return getBackend(backend);
+}
+
+/**
+ * With no backend named: loads each optional backend package that is installed (a
+ * GPU backend installed next to a facade is then chosen when usable, by priority).
+ * One that is not installed, or fails to load, is skipped: the CPU backend serves.
+ */
+function loadInstalledOptionalBackends(from: string | URL): void {
+  for (const pkg of new Set(Object.values(OPTIONAL_BACKEND_PACKAGES))) {
+    for (const base of [from, pathToFileURL(`${process.cwd()}/`)]) {
+      try {
+        createRequire(base)(pkg);
+        break;
+      } catch {
+        // not installed where this base resolves (or broken): try the next base, then give up
+      }
+    }
+  }
 }
 
 /**

@@ -28,7 +28,7 @@ const CLASSES: Partial<Record<string, ErrorClass>> = {
 };
 
 /**
- * A native failure as core's EmbeddingError subclass of its code (same message;
+ * A native failure (any thrown value) as core's EmbeddingError subclass of its code (same message;
  * the native error, with its `nativeLocation`, as `cause`; its stack, which the
  * addon captured at the call site, kept).
  */
@@ -37,13 +37,22 @@ export function fromNative(e: unknown): EmbeddingError {
   const native = e as { code?: unknown; message?: unknown; stack?: unknown };
   const code = typeof native?.code === 'string' ? native.code : ErrorCodes.INTERNAL;
   const Cls = CLASSES[code] ?? InternalError;
-  const message = typeof native?.message === 'string' ? native.message : String(e);
+  const message = typeof native?.message === 'string' ? native.message : safeString(e);
   const err = new Cls(message, { cause: e });
   if (typeof native?.stack === 'string') {
     const frames = native.stack.indexOf('\n');
     if (frames >= 0) err.stack = `${err.name}: ${message}${native.stack.slice(frames)}`;
   }
   return err;
+}
+
+/** String(x), or its tag when it has no string form (an object without a prototype). */
+function safeString(x: unknown): string {
+  try {
+    return String(x);
+  } catch {
+    return Object.prototype.toString.call(x);
+  }
 }
 
 /** Runs a native call, rethrowing its failure as an EmbeddingError. */

@@ -6,6 +6,7 @@ import { cpuBackend } from './backend.js';
 export { CpuBackend, cpuBackend } from './backend.js';
 export type { CpuBackendOptions } from './backend.js';
 export { CpuRawTable, ASYNC_MIN_WORK } from './cpuTable.js';
+export { fromNative } from './errors.js';
 export { loadAddon, candidatePaths, explain, ADDON_FILE } from './loader.js';
 export type { AddonLoad, AddonAttempt } from './loader.js';
 export { encodeTable, encodeOptimizer, encodePlan, TableField, OptimizerField, PlanField, TABLE_FIELDS, OPTIMIZER_FIELDS, PLAN_FIELDS } from './abi.js';

@@ -1,4 +1,4 @@
-import { CpuRawTable, type NativeTableFunctions, type NativeTableHandle } from '@embedstack/cpu-backend';
+import { CpuRawTable, fromNative, type NativeTableFunctions, type NativeTableHandle } from '@embedstack/cpu-backend';
 import type { ResolvedTableOptions } from '@embedstack/core';
 import type { CudaBinding } from './native.js';
 
@@ -39,12 +39,31 @@ export class CudaRawTable extends CpuRawTable {
 
   /** memoryUsage() split by where the bytes live. */
   memoryBreakdown(): MemoryBreakdown {
-    const [device, pinnedHost] = this.#binding.memoryBreakdown(this.#handle);
+    const [device, pinnedHost] = this.#native(() => this.#binding.memoryBreakdown(this.#handle));
     return { device, pinnedHost };
+  }
+
+  /**
+   * The find kernel's own rate: seconds per call over `keys` (the table's key dtype)
+   * kept in the table's memory with outputs left there, averaged over `iterations`.
+   * What a caller whose keys and results stay on the GPU sees (no PCIe copies).
+   * @throws UNSUPPORTED for static tables
+   */
+  findKernelSeconds(keys: BigInt64Array | Int32Array, iterations = 10): number {
+    return this.#native(() => this.#binding.findKernelSeconds(this.#handle, keys, iterations));
   }
 
   /** True for a table in GPU memory, false for the host mode. */
   get onDevice(): boolean {
-    return this.#binding.onDevice(this.#handle);
+    return this.#native(() => this.#binding.onDevice(this.#handle));
+  }
+
+  /** A native call, its failure as core's EmbeddingError of the same code. */
+  #native<R>(fn: () => R): R {
+    try {
+      return fn();
+    } catch (e) {
+      throw fromNative(e);
+    }
   }
 }

@@ -65,6 +65,11 @@ export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' 
   memoryBreakdown(t: NativeTableHandle): [number, number];
   /** Whether the table lives on a CUDA device (false: host mode). */
   onDevice(t: NativeTableHandle): boolean;
+  /**
+   * Seconds per find kernel over `keys` staged once in the table's memory, outputs to
+   * device scratch, averaged over `iterations` (1..10000) after a warm-up. Dynamic tables.
+   */
+  findKernelSeconds(t: NativeTableHandle, keys: BigInt64Array | Int32Array, iterations: number): number;
 }
 
 /** createTable's placement vector (native/binding/addon.cc). */

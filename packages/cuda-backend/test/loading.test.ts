@@ -92,6 +92,18 @@ describe('cuda backend: loading and device detection', () => {
     expect(out.message).toContain(status!.reason);
   });
 
+  it('installed next to a facade, it is loaded by loadDefaultBackend and chosen only when a GPU is usable', () => {
+    const r = runNode([
+      '-e',
+      "const core = require('@embedstack/core'); const b = core.loadDefaultBackend({ from: process.cwd() + '/package.json' }); " +
+        'console.log(JSON.stringify({ name: b.name, backends: core.listBackends().sort() }));',
+    ]);
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { name: string; backends: string[] };
+    expect(out.backends).toEqual(['cpu', 'cuda', 'cuda-host']);
+    expect(out.name).toBe(status!.usable ? 'cuda' : 'cpu');
+  });
+
   it('EMBEDSTACK_BACKEND=cuda-host runs the host mode, loaded on demand', () => {
     const r = runNode(
       ['-e', "const core = require('@embedstack/core'); const b = core.loadDefaultBackend({ from: process.cwd() + '/package.json' }); console.log(b.name, b.capabilities().device)"],

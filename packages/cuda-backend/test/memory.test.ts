@@ -38,3 +38,25 @@ describe('cuda backend: memory placement', () => {
     t.dispose();
   });
 });
+
+describe('cuda backend: raw table extras', () => {
+  it('findKernelSeconds times the find kernel over staged keys; static tables refuse it; disposed tables are coded errors', async () => {
+    const { resolveTableOptions, ErrorCodes } = await import('@embedstack/core');
+    const { cudaHostBackend, CudaRawTable } = await import('@embedstack/cuda-backend');
+    const raw = cudaHostBackend.createTable(resolveTableOptions({ dim: 4 }));
+    expect(raw).toBeInstanceOf(CudaRawTable);
+    const t = raw as InstanceType<typeof CudaRawTable>;
+    const keys = BigInt64Array.from({ length: 1000 }, (_, i) => BigInt(i));
+    t.sync.upsert(keys, new Float32Array(4000).fill(2), null);
+    const s = t.findKernelSeconds(keys, 3);
+    expect(s).toBeGreaterThan(0);
+    expect(s).toBeLessThan(5);
+    expect(t.onDevice).toBe(false);
+    expect(Array.from(t.sync.find(keys.subarray(0, 2), null, null).values)).toEqual([2, 2, 2, 2, 2, 2, 2, 2]); // unchanged
+    const st = cudaHostBackend.createTable(resolveTableOptions({ kind: 'static', dim: 2, vocabularySize: 4 })) as InstanceType<typeof CudaRawTable>;
+    expect(() => st.findKernelSeconds(BigInt64Array.of(0n), 1)).toThrow(expect.objectContaining({ code: ErrorCodes.UNSUPPORTED }));
+    st.dispose();
+    t.dispose();
+    expect(() => t.memoryBreakdown()).toThrow(expect.objectContaining({ code: ErrorCodes.DISPOSED }));
+  });
+});

@@ -5,6 +5,7 @@
  */
 import type { PlannedSuite } from '../options.js';
 import { bagSuite } from './bag.js';
+import { cudaSuite } from './cuda.js';
 import { findSuite } from './find.js';
 import { insertSuite } from './insert.js';
 import { limitSuite } from './limit.js';
@@ -13,7 +14,7 @@ import { scaleSuite } from './scale.js';
 import { trainSuite } from './train.js';
 import type { Suite } from './types.js';
 
-export const SUITES: readonly Suite[] = [limitSuite, findSuite, insertSuite, bagSuite, trainSuite, memorySuite, scaleSuite];
+export const SUITES: readonly Suite[] = [limitSuite, findSuite, insertSuite, bagSuite, trainSuite, memorySuite, scaleSuite, cudaSuite];
 
 export const PLANNED: readonly PlannedSuite[] = [
   { name: 'facades', description: "each facade's hot path (tpu-embedding, tfra, sok, hps) vs the core op" },

@@ -125,6 +125,7 @@ PlanSpan spanOf(const BagInput& bag, const BagOwnership& b, const float* rows, c
 
 void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan, bool insert, const uint64_t* scores,
                  float* values, uint8_t* exists) {
+  if (auto* own = dynamic_cast<PlannedOps*>(&t)) return own->plannedFind(keys, n, plan, insert, scores, values, exists);
   const size_t dim = t.config().dim;
   if (plan.all()) {
     if (insert) {
@@ -158,6 +159,7 @@ void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan,
 
 void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double maxNorm, bool insert,
                            const ShardPlan& plan, double* out) {
+  if (auto* own = dynamic_cast<PlannedOps*>(&t)) return own->lookupCombinedPartial(bag, c, maxNorm, insert, plan, out);
   const size_t dim = t.config().dim;
   ScratchRelease release(bag.n);
   Scratch::Trim trim;
@@ -172,6 +174,7 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
 
 void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, float* out) {
+  if (auto* own = dynamic_cast<PlannedOps*>(&t)) return own->lookupCombinedBackward(bag, grads, c, maxNorm, plan, out);
   const size_t dim = t.config().dim;
   ScratchRelease release(bag.n);
   Scratch::Trim trim;
@@ -186,6 +189,7 @@ void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, C
 
 void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, const OptimizerParams& opt) {
+  if (auto* own = dynamic_cast<PlannedOps*>(&t)) return own->applyCombinedGradients(bag, grads, c, maxNorm, plan, opt);
   t.validateOptimizer(opt);  // before the row read below changes any read score
   const size_t dim = t.config().dim;
   ScratchRelease release(bag.n);
@@ -203,6 +207,7 @@ void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, C
 
 void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,
                            const OptimizerParams& opt) {
+  if (auto* own = dynamic_cast<PlannedOps*>(&t)) return own->plannedApplyGradients(keys, n, grads, plan, opt);
   if (plan.all()) {
     t.applyGradients(keys, n, grads, opt);
     return;

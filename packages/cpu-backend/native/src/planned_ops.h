@@ -16,6 +16,26 @@
 namespace embedstack {
 
 /**
+ * A table that runs the planned ops itself (the CUDA backend's tables, in their own
+ * kernels): the functions below hand such a table the call unchanged. Same
+ * contracts as the functions of the same name.
+ */
+class PlannedOps {
+ public:
+  virtual ~PlannedOps() = default;
+  virtual void plannedFind(const int64_t* keys, size_t n, const ShardPlan& plan, bool insert, const uint64_t* scores,
+                           float* values, uint8_t* exists) = 0;
+  virtual void lookupCombinedPartial(const BagInput& bag, Combiner c, double maxNorm, bool insert,
+                                     const ShardPlan& plan, double* out) = 0;
+  virtual void lookupCombinedBackward(const BagInput& bag, const float* grads, Combiner c, double maxNorm,
+                                      const ShardPlan& plan, float* out) = 0;
+  virtual void applyCombinedGradients(const BagInput& bag, const float* grads, Combiner c, double maxNorm,
+                                      const ShardPlan& plan, const OptimizerParams& opt) = 0;
+  virtual void plannedApplyGradients(const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,
+                                     const OptimizerParams& opt) = 0;
+};
+
+/**
  * find (insert = false) or findOrInsert of the owned keys, written at their positions
  * of values [n * dim] / exists [n]; other positions are left as they are.
  * `scores` [n] or null (findOrInsert only).

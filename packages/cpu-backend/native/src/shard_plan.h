@@ -4,9 +4,12 @@
 //  - kMod: key k owned when floorMod(k, N) == shard; local key k (dynamic tables)
 //    or floor(k / N) (static tables: round-robin rows);
 //  - kRange: keys [start, end), local key k - start.
+// ES_HD: the CUDA backend evaluates plans in its kernels.
 #pragma once
 
 #include <cstdint>
+
+#include "hd.h"
 
 namespace embedstack {
 
@@ -19,10 +22,10 @@ struct ShardPlan {
   int64_t end = 0;
   bool roundRobin = false;
 
-  bool all() const { return kind == kAll; }
+  ES_HD bool all() const { return kind == kAll; }
 
   /** True when this shard owns `k`; then *local is its local key. Exact on every int64. */
-  bool owns(int64_t k, int64_t* local) const {
+  ES_HD bool owns(int64_t k, int64_t* local) const {
     switch (kind) {
       case kAll:
         *local = k;

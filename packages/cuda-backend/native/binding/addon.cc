@@ -104,6 +104,19 @@ Napi::Value memoryBreakdownFn(const Napi::CallbackInfo& info) {
   });
 }
 
+// findKernelSeconds(t, keys, iterations) -> seconds per find kernel over device-resident keys and outputs
+Napi::Value findKernelSecondsFn(const Napi::CallbackInfo& info) {
+  return guard(info, [&]() -> Napi::Value {
+    TableHolder* h;
+    std::shared_ptr<Table> t = tableArg(info, 0, &h);
+    KeysArg keys = keysArg(info, 1, *h, "keys");
+    const int iterations = static_cast<int>(integerArg(info, 2, "iterations", 1, 10000));
+    auto* d = dynamic_cast<DeviceTable*>(t.get());
+    ES_CHECK(d != nullptr, kInvalidType, "Expected table to be a CUDA backend table");
+    return Napi::Number::New(info.Env(), d->findKernelSeconds(keys.data, keys.n, iterations));
+  });
+}
+
 // onDevice(t) -> whether the table lives on a CUDA device (false: host mode)
 Napi::Value onDeviceFn(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
@@ -122,6 +135,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   def("deviceStatus", deviceStatusFn);
   def("memoryBreakdown", memoryBreakdownFn);
   def("onDevice", onDeviceFn);
+  def("findKernelSeconds", findKernelSecondsFn);
   Napi::Object fields = Napi::Object::New(env);
   fields.Set("table", static_cast<double>(abi::kTableFields));
   fields.Set("optimizer", static_cast<double>(abi::kOptimizerFields));

@@ -73,6 +73,7 @@ void launchThreads(Exec& ex, size_t n, const typename K::Args& a) {
   if (n == 0) return;
 #if defined(__CUDACC__)
   if (ex.onDevice()) {
+    ex.activate();
     threadKernel<K><<<gridFor(ex, n, kThreadBlock, 8), kThreadBlock, 0, static_cast<cudaStream_t>(ex.stream())>>>(a, n);
     ex.checkLaunch(K::kName);
     return;
@@ -95,6 +96,7 @@ void launchGroups(Exec& ex, size_t items, const typename K::Args& a) {
   if (items == 0) return;
 #if defined(__CUDACC__)
   if (ex.onDevice()) {
+    ex.activate();
     groupKernel<K><<<gridFor(ex, items, kGroupsPerBlock, 16), kGroupBlock, kGroupsPerBlock * K::kSharedBytes,
                      static_cast<cudaStream_t>(ex.stream())>>>(a, items);
     ex.checkLaunch(K::kName);

@@ -123,7 +123,7 @@ void* Exec::allocate(size_t bytes, MemoryKind kind, const char* what) {
   if (bytes == 0) return nullptr;
   if (!onDevice_) return hostAllocate(bytes, what);
 #if defined(EMBEDSTACK_WITH_CUDA)
-  cudaSetDevice(ordinal_);
+  activate();
   void* p = nullptr;
   const std::string doing = "allocating " + std::to_string(bytes) + " bytes for " + what;
   if (kind == MemoryKind::kDevice) {
@@ -164,6 +164,7 @@ void Exec::toDevice(void* dst, const void* src, size_t bytes) {
     return;
   }
 #if defined(EMBEDSTACK_WITH_CUDA)
+  activate();
   ES_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, streamOf(stream_)), "copying to the device");
 #endif
 }
@@ -175,6 +176,7 @@ void Exec::toHost(void* dst, const void* src, size_t bytes) {
     return;
   }
 #if defined(EMBEDSTACK_WITH_CUDA)
+  activate();
   ES_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streamOf(stream_)), "copying to the host");
   ES_CUDA(cudaStreamSynchronize(streamOf(stream_)), "copying to the host");
 #endif
@@ -187,6 +189,7 @@ void Exec::copy(void* dst, const void* src, size_t bytes) {
     return;
   }
 #if defined(EMBEDSTACK_WITH_CUDA)
+  activate();
   ES_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, streamOf(stream_)), "copying on the device");
 #endif
 }
@@ -198,13 +201,22 @@ void Exec::zero(void* p, size_t bytes) {
     return;
   }
 #if defined(EMBEDSTACK_WITH_CUDA)
+  activate();
   ES_CUDA(cudaMemsetAsync(p, 0, bytes, streamOf(stream_)), "clearing device memory");
 #endif
 }
 
 void Exec::sync() {
 #if defined(EMBEDSTACK_WITH_CUDA)
-  if (onDevice_) ES_CUDA(cudaStreamSynchronize(streamOf(stream_)), "running kernels");
+  if (!onDevice_) return;
+  activate();
+  ES_CUDA(cudaStreamSynchronize(streamOf(stream_)), "running kernels");
+#endif
+}
+
+void Exec::activate() const {
+#if defined(EMBEDSTACK_WITH_CUDA)
+  if (onDevice_) cudaSetDevice(ordinal_);
 #endif
 }
 

@@ -25,5 +25,17 @@ struct Iota {
   ES_HD static void thread(const Args& a, size_t i) { a.out[i] = static_cast<uint32_t>(i); }
 };
 
+/** out[k] = in[at[k]]. */
+template <class T>
+struct Gather {
+  static constexpr const char* kName = "gather";
+  struct Args {
+    const uint32_t* at;
+    const T* in;
+    T* out;
+  };
+  ES_HD static void thread(const Args& a, size_t k) { a.out[k] = a.in[a.at[k]]; }
+};
+
 }  // namespace cuda
 }  // namespace embedstack

@@ -104,17 +104,6 @@ struct RowFlags {
   }
 };
 
-/** out[k] = rows[list[k]] (the rows of listed uniques). */
-struct GatherRows {
-  static constexpr const char* kName = "gatherRows";
-  struct Args {
-    const uint32_t* list;
-    const uint32_t* rows;
-    uint32_t* out;
-  };
-  ES_HD static void thread(const Args& a, size_t k) { a.out[k] = a.rows[a.list[k]]; }
-};
-
 /**
  * Eviction candidates: residents[k] for k < residentCount (their row's score and
  * key), then fresh uniques (the score the call would give them).

@@ -43,6 +43,10 @@ DeviceTable::MemorySplit DeviceTable::memorySplit() const {
   return {deviceBytes(), pinnedBytes()};
 }
 
+double DeviceTable::findKernelSeconds(const int64_t*, size_t, int) {
+  ES_FAIL(kUnsupported, "Expected a dynamic table for the find kernel benchmark but received a static table");
+}
+
 InitView DeviceTable::initView() const {
   const Initializer& i = config_.initializer;
   return {i.kind, i.a, i.b, i.seed, i.stream, initValues_.data(), dim()};

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "buffer.h"
+#include "planned_ops.h"
 #include "row_store.h"
 #include "table.h"
 
@@ -22,7 +23,7 @@ struct Placement {
   size_t hbmBudget = SIZE_MAX;  // bytes of rows allowed in HBM; the rest spill to pinned host memory
 };
 
-class DeviceTable : public Table {
+class DeviceTable : public Table, public PlannedOps {
  public:
   DeviceTable(TableConfig config, std::shared_ptr<Exec> ex, const Placement& placement);
 
@@ -33,8 +34,37 @@ class DeviceTable : public Table {
     size_t pinned;
   };
   MemorySplit memorySplit() const;
+  /**
+   * Seconds per find kernel over keys[0..n) already in the table's memory (staged once,
+   * outputs to scratch), averaged over `iterations` after a warm-up: the kernel rate a
+   * caller with device-resident keys and outputs sees. Dynamic tables only.
+   */
+  virtual double findKernelSeconds(const int64_t* keys, size_t n, int iterations);
+
+ // Shard plans (planned_ops.h), in kernels: owned entries and local keys, rows moved
+  // between entry order and the owned entries' order, the partial bag and the backward.
+  void plannedFind(const int64_t* keys, size_t n, const ShardPlan& plan, bool insert, const uint64_t* scores,
+                   float* values, uint8_t* exists) override;
+  void lookupCombinedPartial(const BagInput& bag, Combiner c, double maxNorm, bool insert, const ShardPlan& plan,
+                             double* out) override;
+  void lookupCombinedBackward(const BagInput& bag, const float* grads, Combiner c, double maxNorm,
+                              const ShardPlan& plan, float* out) override;
+  void applyCombinedGradients(const BagInput& bag, const float* grads, Combiner c, double maxNorm,
+                              const ShardPlan& plan, const OptimizerParams& opt) override;
+  void plannedApplyGradients(const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,
+                             const OptimizerParams& opt) override;
 
  protected:
+  /**
+   * find (or findOrInsert with `insert`) of keys already in the table's memory, into
+   * out [n * dim] / exists [n] there; scores (with insert) in table memory or null.
+   * Takes the table lock. The planned ops and the host-array ops are built on it.
+   */
+  virtual void readRows(const int64_t* keys, size_t n, bool insert, const uint64_t* scores, float* out,
+                        uint8_t* exists) = 0;
+  /** applyGradients of keys and grads [n * dim] already in the table's memory. Takes the table lock. */
+  virtual void trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) = 0;
+
   /** Under the table lock. */
   virtual size_t deviceBytes() const = 0;
   virtual size_t pinnedBytes() const = 0;

@@ -2,6 +2,7 @@
 // (find, lookupCombined without inserts, export) and the removals (remove,
 // restrict, clear, compaction). The write path is dynamic_write.cu.
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <shared_mutex>
 
@@ -80,15 +81,59 @@ void DynamicTable::reserveRows(size_t rows) {
   meta_ = std::move(meta);
 }
 
-void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* exists) {
+void DynamicTable::readRows(const int64_t* keys, size_t n, bool insert, const uint64_t* scores, float* out,
+                            uint8_t* exists) {
+  if (insert) {
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    checkAlive();
+    Write w(*ex_);
+    findOrInsertLocked(w, keys, n, scores);
+    launchGroups<GatherOccurrences>(*ex_, n,
+                                    {store_.view(), initView(), keys, w.d.uniqueOf, w.rowOf, w.present, out, exists});
+    w.st.finish();
+    return;
+  }
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   const ScoreClock t = beginCall();
+  launchGroups<FindRows>(*ex_, n, {index(), meta_.data(), store_.view(), initView(), scoreView(t), keys, out, exists});
+  ex_->sync();
+}
+
+void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* exists) {
   Stage st(*ex_);
-  launchGroups<FindRows>(*ex_, n,
-                         {index(), meta_.data(), store_.view(), initView(), scoreView(t), st.in(keys, n, "keys"),
-                          st.out(out, n * config_.dim, "found values"), st.out(exists, n, "exists flags")});
+  readRows(st.in(keys, n, "keys"), n, false, nullptr, st.out(out, n * config_.dim, "found values"),
+           st.out(exists, n, "exists flags"));
   st.finish();
+}
+
+void DynamicTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* out,
+                                    uint8_t* exists) {
+  Stage st(*ex_);
+  readRows(st.in(keys, n, "keys"), n, true, st.in(scores, n, "scores"), st.out(out, n * config_.dim, "values"),
+           st.out(exists, n, "exists flags"));
+  st.finish();
+}
+
+double DynamicTable::findKernelSeconds(const int64_t* keys, size_t n, int iterations) {
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  Stage st(*ex_);
+  const FindRows::Args args{index(),
+                            meta_.data(),
+                            store_.view(),
+                            initView(),
+                            scoreView(beginCall()),
+                            st.in(keys, n, "keys"),
+                            st.scratch<float>(n * config_.dim, "found values"),
+                            st.scratch<uint8_t>(n, "exists flags")};
+  launchGroups<FindRows>(*ex_, n, args);  // warm-up
+  ex_->sync();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) launchGroups<FindRows>(*ex_, n, args);
+  ex_->sync();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - t0;
+  return elapsed.count() / iterations;
 }
 
 void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
@@ -97,7 +142,7 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
     std::unique_lock<std::shared_mutex> lock(mutex_);
     checkAlive();
     Write w(*ex_);
-    findOrInsertLocked(w, bag.keys, bag.n, nullptr);
+    findOrInsertLocked(w, w.st.in(bag.keys, bag.n, "bag keys"), bag.n, nullptr);
     uint32_t* entryRow = w.st.scratch<uint32_t>(bag.n, "bag entry rows");
     launchThreads<EntryRows>(*ex_, bag.n, {w.d.uniqueOf, w.rowOf, entryRow});
     combineBag(w.st, bag, w.d.keys, entryRow, store_.view(), initView(), combiner, maxNorm, out);
@@ -156,7 +201,7 @@ size_t DynamicTable::remove(const int64_t* keys, size_t n) {
   uint32_t* positions = st.scratch<uint32_t>(d.unique, "found keys");
   const uint32_t count = compactIndices(st, found, d.unique, positions);
   uint32_t* list = st.scratch<uint32_t>(count, "removed rows");
-  launchThreads<GatherRows>(*ex_, count, {positions, rows, list});
+  launchThreads<Gather<uint32_t>>(*ex_, count, {positions, rows, list});
   removeRows(st, list, count);
   st.finish();
   return count;

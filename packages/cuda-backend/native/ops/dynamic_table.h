@@ -44,6 +44,7 @@ class DynamicTable final : public DeviceTable {
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;
+  double findKernelSeconds(const int64_t* keys, size_t n, int iterations) override;
 
   /** Buckets of the key index (tests). */
   size_t buckets() const { return buckets_; }
@@ -51,6 +52,9 @@ class DynamicTable final : public DeviceTable {
  private:
   size_t deviceBytes() const override;
   size_t pinnedBytes() const override;
+  void readRows(const int64_t* keys, size_t n, bool insert, const uint64_t* scores, float* out,
+                uint8_t* exists) override;
+  void trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   /** One write call: its clock, distinct keys, and per unique its row (kNoRow: absent or refused). */
   struct Write {
     explicit Write(Exec& ex) : st(ex) {}
@@ -70,7 +74,7 @@ class DynamicTable final : public DeviceTable {
   /** Row store room for `rows` rows (doubling). */
   void reserveRows(size_t rows);
 
-  // write path (dynamic_write.cu)
+  // write path (dynamic_write.cu); keys and scores are in the table's memory (staged)
   void startWrite(Write& w, const int64_t* keys, size_t n, const uint64_t* scores, bool occurrenceLists);
   /**
    * Admits the call's new keys (those with wants[u], when given): inserts them (rows
@@ -84,7 +88,7 @@ class DynamicTable final : public DeviceTable {
   /** Scores (and with `values`, writes) each resident unique from its last occurrence. */
   void writeUniques(Write& w, const float* values, const float* const* slots, bool explicitScores,
                     bool resetSlots);
-  /** findOrInsert's body under the exclusive lock. */
+  /** findOrInsert's body under the exclusive lock (staged keys and scores). */
   void findOrInsertLocked(Write& w, const int64_t* keys, size_t n, const uint64_t* scores);
 
   bool capped_;

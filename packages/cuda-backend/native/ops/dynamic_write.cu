@@ -19,8 +19,8 @@ namespace cuda {
 
 void DynamicTable::startWrite(Write& w, const int64_t* keys, size_t n, const uint64_t* scores,
                               bool occurrenceLists) {
-  w.d = dedupe(w.st, w.st.in(keys, n, "keys"), n, occurrenceLists);
-  w.given = w.st.in(scores, n, "scores");
+  w.d = dedupe(w.st, keys, n, occurrenceLists);
+  w.given = scores;
   w.rowOf = w.st.scratch<uint32_t>(w.d.unique, "rows of the keys");
   w.present = w.st.scratch<uint8_t>(w.d.unique, "presence flags");
   const ScoreView none{};
@@ -47,7 +47,7 @@ void DynamicTable::admit(Write& w, const uint8_t* wants, bool explicitScores, bo
     uint32_t* presentList = st.scratch<uint32_t>(u, "present keys");
     const size_t p = compactIndices(st, w.present, u, presentList);
     uint32_t* presentRows = st.scratch<uint32_t>(p, "present rows");
-    launchThreads<GatherRows>(*ex_, p, {presentList, w.rowOf, presentRows});
+    launchThreads<Gather<uint32_t>>(*ex_, p, {presentList, w.rowOf, presentRows});
     launchThreads<MarkListed>(*ex_, p, {presentRows, touched, 1});
     uint8_t* untouched = st.scratch<uint8_t>(size_, "untouched rows");
     launchThreads<RowFlags>(*ex_, size_, {nullptr, touched, untouched});
@@ -107,23 +107,11 @@ void DynamicTable::findOrInsertLocked(Write& w, const int64_t* keys, size_t n, c
   writeUniques(w, nullptr, nullptr, false, false);
 }
 
-void DynamicTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* out,
-                                    uint8_t* exists) {
-  std::unique_lock<std::shared_mutex> lock(mutex_);
-  checkAlive();
-  Write w(*ex_);
-  findOrInsertLocked(w, keys, n, scores);
-  launchGroups<GatherOccurrences>(*ex_, n,
-                                  {store_.view(), initView(), w.d.keys, w.d.uniqueOf, w.rowOf, w.present,
-                                   w.st.out(out, n * config_.dim, "values"), w.st.out(exists, n, "exists flags")});
-  w.st.finish();
-}
-
 void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   Write w(*ex_);
-  startWrite(w, keys, n, scores, false);
+  startWrite(w, w.st.in(keys, n, "keys"), n, w.st.in(scores, n, "scores"), false);
   admit(w, nullptr, false, false);  // every admitted row gets its value below
   writeUniques(w, w.st.in(values, n * config_.dim, "values"), nullptr, false, false);
   w.st.finish();
@@ -133,7 +121,7 @@ void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, co
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   Write w(*ex_);
-  startWrite(w, keys, n, scores, false);
+  startWrite(w, w.st.in(keys, n, "keys"), n, w.st.in(scores, n, "scores"), false);
   writeUniques(w, w.st.in(values, n * config_.dim, "values"), nullptr, false, false);
   w.st.finish();
 }
@@ -143,7 +131,7 @@ void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, con
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   Write w(*ex_);
-  startWrite(w, keys, n, scores, true);
+  startWrite(w, w.st.in(keys, n, "keys"), n, w.st.in(scores, n, "scores"), true);
   // A key can be inserted only by an occurrence with exists = 0.
   const uint8_t* ex = w.st.in(exists, n, "exists flags");
   uint8_t* wants = w.st.scratch<uint8_t>(w.d.unique, "insert wishes");
@@ -162,13 +150,13 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
   checkAlive();
   const bool explicitScores = scores != nullptr;
   Write w(*ex_);
-  startWrite(w, keys, n, scores, false);
+  startWrite(w, w.st.in(keys, n, "keys"), n, w.st.in(scores, n, "scores"), false);
   admit(w, nullptr, explicitScores, false);
   writeUniques(w, w.st.in(values, n * config_.dim, "values"), importSlotsFrom(w.st, slots, n), explicitScores, true);
   w.st.finish();
 }
 
-void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
+void DynamicTable::trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
   checkOptimizer(opt);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
@@ -176,9 +164,16 @@ void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* gr
   startWrite(w, keys, n, nullptr, true);
   admit(w, nullptr, false, true);
   launchGroups<ApplyOptimizer>(*ex_, w.d.unique,
-                               {meta_.data(), store_.view(), w.rowOf, w.d.occOffsets, w.d.occList,
-                                w.st.in(grads, n * config_.dim, "gradients"), opt, scoreView(w.clock)});
+                               {meta_.data(), store_.view(), w.rowOf, w.d.occOffsets, w.d.occList, grads, opt,
+                                scoreView(w.clock)});
   w.st.finish();
+}
+
+void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
+  checkOptimizer(opt);
+  Stage st(*ex_);
+  trainRows(st.in(keys, n, "keys"), n, st.in(grads, n * config_.dim, "gradients"), opt);
+  st.finish();
 }
 
 }  // namespace cuda

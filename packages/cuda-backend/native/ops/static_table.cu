@@ -26,16 +26,20 @@ void StaticTable::resetRows(Stage& st, const int64_t* keys, const uint32_t* rows
                          {nullptr, store_.view(), initView(), slotTemplateDevice_.data(), keys, rows, 0, 1});
 }
 
-const int64_t* StaticTable::checkedKeys(Stage& st, const int64_t* keys, size_t n, const char* argument) {
-  const int64_t* d = st.in(keys, n, argument);
-  if (n == 0) return d;
+void StaticTable::checkKeys(Stage& st, const int64_t* keys, size_t n, const char* argument) {
+  if (n == 0) return;
   uint32_t* bad = st.scratch<uint32_t>(1, "the key check");
   launchThreads<Fill<uint32_t>>(*ex_, 1, {bad, kNoRow});
-  launchThreads<FirstOutOfRange>(*ex_, n, {d, rows_, bad});
+  launchThreads<FirstOutOfRange>(*ex_, n, {keys, rows_, bad});
   const uint32_t i = readBack(*ex_, bad);
   ES_CHECK(i == kNoRow, kOutOfRange,
            "Expected " << argument << "[" << i << "] to be a row index in [0, " << rows_
-                       << ") of the static table but received " << keys[i]);
+                       << ") of the static table but received " << readBack(*ex_, keys + i));
+}
+
+const int64_t* StaticTable::checkedKeys(Stage& st, const int64_t* keys, size_t n, const char* argument) {
+  const int64_t* d = st.in(keys, n, argument);
+  checkKeys(st, d, n, argument);
   return d;
 }
 
@@ -45,16 +49,21 @@ uint32_t* StaticTable::uniqueRows(Stage& st, const Dedupe& d) {
   return rows;
 }
 
-void StaticTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* exists) {
+void StaticTable::readRows(const int64_t* keys, size_t n, bool, const uint64_t*, float* out, uint8_t* exists) {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   Stage st(*ex_);
-  const int64_t* k = checkedKeys(st, keys, n, "keys");
+  checkKeys(st, keys, n, "keys");
   uint32_t* rows = st.scratch<uint32_t>(n, "rows of the keys");
-  launchThreads<KeysAsRows>(*ex_, n, {k, rows});
-  launchGroups<GatherOccurrences>(*ex_, n,
-                                  {store_.view(), initView(), k, nullptr, rows, nullptr,
-                                   st.out(out, n * config_.dim, "values"), st.out(exists, n, "exists flags")});
+  launchThreads<KeysAsRows>(*ex_, n, {keys, rows});
+  launchGroups<GatherOccurrences>(*ex_, n, {store_.view(), initView(), keys, nullptr, rows, nullptr, out, exists});
+  st.finish();
+}
+
+void StaticTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* exists) {
+  Stage st(*ex_);
+  readRows(st.in(keys, n, "keys"), n, false, nullptr, st.out(out, n * config_.dim, "values"),
+           st.out(exists, n, "exists flags"));
   st.finish();
 }
 
@@ -160,15 +169,23 @@ void StaticTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, dou
   st.finish();
 }
 
-void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
+void StaticTable::trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
   checkOptimizer(opt);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   Stage st(*ex_);
-  const Dedupe d = dedupe(st, checkedKeys(st, keys, n, "keys"), n, true);
+  checkKeys(st, keys, n, "keys");
+  const Dedupe d = dedupe(st, keys, n, true);
   launchGroups<ApplyOptimizer>(*ex_, d.unique,
-                               {nullptr, store_.view(), uniqueRows(st, d), d.occOffsets, d.occList,
-                                st.in(grads, n * config_.dim, "gradients"), opt, ScoreView{}});
+                               {nullptr, store_.view(), uniqueRows(st, d), d.occOffsets, d.occList, grads, opt,
+                                ScoreView{}});
+  st.finish();
+}
+
+void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
+  checkOptimizer(opt);
+  Stage st(*ex_);
+  trainRows(st.in(keys, n, "keys"), n, st.in(grads, n * config_.dim, "gradients"), opt);
   st.finish();
 }
 

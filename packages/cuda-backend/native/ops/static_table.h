@@ -37,7 +37,12 @@ class StaticTable final : public DeviceTable {
  private:
   size_t deviceBytes() const override;
   size_t pinnedBytes() const override;
-  /** Stages keys and throws OUT_OF_RANGE (naming `argument`[i] and its value) unless all are rows. */
+  void readRows(const int64_t* keys, size_t n, bool insert, const uint64_t* scores, float* out,
+                uint8_t* exists) override;
+  void trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
+  /** Throws OUT_OF_RANGE (naming `argument`[i] and its value) unless every staged key is a row. */
+  void checkKeys(Stage& st, const int64_t* keys, size_t n, const char* argument);
+  /** Stages host keys, then checkKeys. */
   const int64_t* checkedKeys(Stage& st, const int64_t* keys, size_t n, const char* argument);
   /** Rows of the distinct keys (the keys themselves) after a dedupe. */
   uint32_t* uniqueRows(Stage& st, const Dedupe& d);

@@ -1,0 +1,80 @@
+import { writeFile, mkdir } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { checkOptions, EmbeddingTable, exportHugeCTR, invalidParameter, InvalidTypeError } from '@embedstack/core';
+import { checkHpsName } from './configKeys.js';
+
+/** Options of {@link exportModel}. */
+export interface ExportModelOptions {
+  /** Model name in the ps config (`[a-zA-Z0-9_-]{1,120}`). Required. */
+  model: string;
+  /**
+   * Trained tables, in table-id order: core `EmbeddingTable`s (a tfra variable's,
+   * tpu-embedding's or sok's table is one) with an optional HPS table name (default
+   * `sparse_embedding<i>`).
+   */
+  tables: readonly (EmbeddingTable | { table: EmbeddingTable; name?: string })[];
+  /** Folder receiving `<model>/<table>/{key,emb_vector}`. Required. */
+  dir: string;
+  /** Write this ps.json (the returned config) too. Default none. */
+  psConfigFile?: string | null;
+  /** Extra keys of the model entry (gpucacheper, hit_rate_threshold, max_batch_size, ...). Default none. */
+  modelOptions?: Record<string, unknown> | null;
+  /** Extra global keys (volatile_db, persistent_db, update_source). Default none. */
+  globalOptions?: Record<string, unknown> | null;
+  /** `supportlonglong`: false writes uint32 keys (they must then fit). Default true. */
+  supportlonglong?: boolean;
+}
+
+/**
+ * Exports trained tables to HugeCTR's sparse model layout (one `key` / `emb_vector`
+ * folder per table, written crash-safely by core's `exportHugeCTR`) and returns the
+ * ps config (HugeCTR JSON) that serves them: `HPS.create({ psConfig })` loads it.
+ * @throws InvalidArgumentError / InvalidTypeError for bad options, core's export errors
+ */
+export async function exportModel(options: ExportModelOptions): Promise<Record<string, unknown>> {
+  const o = checkOptions<ExportModelOptions>(options, ['model', 'tables', 'dir', 'psConfigFile', 'modelOptions', 'globalOptions', 'supportlonglong'], 'options', { required: true });
+  const model = checkHpsName(o.model, 'options.model');
+  if (typeof o.dir !== 'string' || o.dir.length === 0) throw invalidParameter('options.dir', 'a folder path', o.dir, InvalidTypeError);
+  if (!Array.isArray(o.tables) || o.tables.length === 0) throw invalidParameter('options.tables', 'a non-empty array of tables', o.tables, InvalidTypeError);
+  const tables = o.tables.map((t, i) => {
+    const table = t instanceof EmbeddingTable ? t : (t as { table?: unknown })?.table;
+    if (!(table instanceof EmbeddingTable)) throw invalidParameter(`options.tables[${i}]`, 'an EmbeddingTable or { table, name }', t, InvalidTypeError);
+    const name = t instanceof EmbeddingTable || (t as { name?: unknown }).name == null ? `sparse_embedding${i}` : checkHpsName((t as { name?: unknown }).name, `options.tables[${i}].name`);
+    return { table, name };
+  });
+  for (const [k, v] of [['modelOptions', o.modelOptions], ['globalOptions', o.globalOptions]] as const) {
+    if (v != null && (typeof v !== 'object' || Array.isArray(v))) throw invalidParameter(`options.${k}`, 'an object', v, InvalidTypeError);
+  }
+  const longKeys = o.supportlonglong ?? true;
+  if (typeof longKeys !== 'boolean') throw invalidParameter('options.supportlonglong', 'a boolean', longKeys, InvalidTypeError);
+  const root = resolve(o.dir, model);
+  await mkdir(root, { recursive: true });
+  const sparseFiles: string[] = [];
+  for (const { table, name } of tables) {
+    const folder = join(root, name);
+    await exportHugeCTR(table, folder, { keyFormat: longKeys ? 'int64' : 'uint32' });
+    sparseFiles.push(folder);
+  }
+  const config: Record<string, unknown> = {
+    supportlonglong: longKeys,
+    ...(o.globalOptions ?? {}),
+    models: [
+      {
+        model,
+        sparse_files: sparseFiles,
+        embedding_table_names: tables.map((t) => t.name),
+        embedding_vecsize_per_table: tables.map((t) => t.table.dim),
+        maxnum_catfeature_query_per_table_per_sample: tables.map(() => 1),
+        default_value_for_each_table: tables.map(() => 0),
+        deployed_device_list: [0],
+        max_batch_size: 65536,
+        ...(o.modelOptions ?? {}),
+      },
+    ],
+  };
+  if (o.psConfigFile != null) {
+    if (typeof o.psConfigFile !== 'string') throw invalidParameter('options.psConfigFile', 'a file path', o.psConfigFile, InvalidTypeError);
+    await writeFile(o.psConfigFile, JSON.stringify(config, null, 2) + '\n');
+  }
+  return config;
+}

@@ -1,0 +1,47 @@
+import { AlreadyExistsError, checkOptions, FailedPreconditionError, invalidParameter } from '@embedstack/core';
+import { HPS } from './server.js';
+
+/** Options of {@link init} (HugeCTR's `hps.Init(global_batch_size, ps_config_file)`). */
+export interface InitOptions {
+  /** Samples per global batch (all devices). Required, integer >= 1. */
+  globalBatchSize: number;
+  /** ps.json path; or `psConfig`, the same as an object (exactly one). */
+  psConfigFile?: string;
+  psConfig?: Record<string, unknown>;
+}
+
+let current: Promise<HPS> | null = null;
+
+/**
+ * Starts the process-wide HPS server the layers look up through.
+ * @throws AlreadyExistsError when a server is running (call `shutdown()` first), and HPS.create's errors
+ */
+export async function init(options: InitOptions): Promise<HPS> {
+  const o = checkOptions<InitOptions>(options, ['globalBatchSize', 'psConfigFile', 'psConfig'], 'options', { required: true });
+  if (typeof o.globalBatchSize !== 'number' || !Number.isSafeInteger(o.globalBatchSize) || o.globalBatchSize < 1) {
+    throw invalidParameter('options.globalBatchSize', 'an integer >= 1', o.globalBatchSize);
+  }
+  if (current) throw new AlreadyExistsError('hps.init was already called: call hps.shutdown() before starting another server');
+  const started = HPS.create({ ...(o.psConfigFile != null ? { psConfigFile: o.psConfigFile } : {}), ...(o.psConfig != null ? { psConfig: o.psConfig } : {}) });
+  current = started;
+  try {
+    return await started;
+  } catch (e) {
+    current = null;
+    throw e;
+  }
+}
+
+/** The server of {@link init}; started from `fallback` when none runs. @throws FailedPreconditionError when neither exists */
+export async function ensureServer(fallback: InitOptions | null): Promise<HPS> {
+  if (current) return current;
+  if (!fallback) throw new FailedPreconditionError('No HPS server: call hps.init({ globalBatchSize, psConfigFile }) first or give the layer psConfigFile / psConfig');
+  return init(fallback);
+}
+
+/** Closes the server of {@link init} (no-op when none runs). */
+export async function shutdown(): Promise<void> {
+  const c = current;
+  current = null;
+  if (c) await (await c.catch(() => null))?.close();
+}

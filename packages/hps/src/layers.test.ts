@@ -1,0 +1,98 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { createTable, SparseTensor, Tensor } from '@embedstack/core';
+import * as hps from './index.js';
+import { psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  await hps.shutdown();
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const keys = spreadKeys(200);
+
+function setup(): Record<string, unknown> {
+  const t = tempDir();
+  cleanups.push(t.cleanup);
+  return psConfig([writeTable(join(t.dir, 't0'), keys, 4)], [4], { max_batch_size: 64 });
+}
+
+/** The plain combiner of the spec, written here: rows of (row, id, weight) entries. */
+function combine(entries: [number, bigint, number][], nrows: number, combiner: 'sum' | 'mean' | 'sqrtn', maxNorm?: number): number[] {
+  const out = new Array<number>(nrows * 4).fill(0);
+  const den = new Array<number>(nrows).fill(0);
+  for (const [r, k, w] of entries) {
+    let e = rowOf(k, 4);
+    if (maxNorm !== undefined) {
+      const n = Math.sqrt(e.reduce((a, v) => a + v * v, 0));
+      if (n > maxNorm) e = e.map((v) => (v * maxNorm) / n);
+    }
+    e.forEach((v, c) => (out[r * 4 + c]! += w * v));
+    den[r]! += combiner === 'sqrtn' ? w * w : w;
+  }
+  if (combiner === 'sum') return out;
+  return out.map((v, i) => {
+    const d = combiner === 'sqrtn' ? Math.sqrt(den[Math.floor(i / 4)]!) : den[Math.floor(i / 4)]!;
+    return d === 0 ? 0 : v / d;
+  });
+}
+
+describe('layers', () => {
+  it('SparseLookupLayer pools like the plain combiner (mean/sum/sqrtn, weights, maxNorm, empty rows)', async () => {
+    const config = setup();
+    await hps.init({ globalBatchSize: 16, psConfig: config });
+    const layer = new hps.SparseLookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4, embVecDtype: 'float32' });
+    const entries: [number, bigint, number][] = [[0, keys[1]!, 0.5], [0, keys[2]!, 2], [0, keys[1]!, 1], [2, keys[150]!, 3], [2, 777777n, 1]];
+    const ids = new SparseTensor([[0, 0], [0, 1], [0, 2], [2, 0], [2, 1]], BigInt64Array.from(entries.map((e) => e[1])), [3, 3]);
+    const w = new SparseTensor([[0, 0], [0, 1], [0, 2], [2, 0], [2, 1]], Float32Array.from(entries.map((e) => e[2])), [3, 3]);
+    const withDefault = entries.map(([r, k, wt]) => [r, k, wt] as [number, bigint, number]);
+    for (const combiner of ['mean', 'sum', 'sqrtn'] as const) {
+      const got = await layer.call(ids, w, { combiner, maxNorm: undefined });
+      expect(got.shape).toEqual([3, 4]);
+      // the unknown key 777777 gets the default -1 repeated
+      const exp = combine(withDefault.filter((e) => e[1] !== 777777n), 3, combiner);
+      const dflt = combiner === 'sum' ? 1 : combiner === 'mean' ? 1 / 4 : 1 / Math.sqrt(10);
+      const den = combiner === 'sum' ? 1 : combiner === 'mean' ? 4 / 3 : Math.sqrt(10) / 3;
+      for (let c = 0; c < 4; c++) exp[2 * 4 + c] = exp[2 * 4 + c]! / den - dflt;
+      Array.from(got.data as Float32Array).forEach((v, i) => expect(v).toBeCloseTo(exp[i]!, 4));
+    }
+    const unweighted = await layer.call(ids, undefined, { maxNorm: 1 });
+    const exp = combine(entries.slice(0, 3).map(([r, k]) => [r, k, 1]), 3, 'mean', 1);
+    Array.from(unweighted.data as Float32Array).slice(0, 8).forEach((v, i) => expect(v).toBeCloseTo(exp[i]!, 4));
+    await expect(layer.call(ids, undefined, { combiner: 'max' as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(layer.call([1, 2] as never)).rejects.toMatchObject({ code: 'INVALID_TYPE' });
+    await expect(layer.call(ids, new Float32Array(5) as never)).rejects.toMatchObject({ code: 'INVALID_TYPE' });
+  });
+
+  it('LookupLayer returns ids.shape + [dim] rows, clipped by maxNorm; checks embVecSize', async () => {
+    const config = setup();
+    const lookup = new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4, psConfig: config, globalBatchSize: 8 });
+    const ids = new Tensor(Int32Array.from([0, 3, 6, 9, 12, 5000]), [2, 3]);
+    const rows = await lookup.call(ids);
+    expect(rows.shape).toEqual([2, 3, 4]);
+    expect(Array.from(rows.data as Float32Array)).toEqual([...[0n, 3n, 6n, 9n, 12n].flatMap((k) => rowOf(k, 4)), -1, -1, -1, -1]);
+    const clipped = await lookup.call([3n], { maxNorm: 1 });
+    const r = rowOf(3n, 4);
+    const n = Math.sqrt(r.reduce((a, v) => a + v * v, 0));
+    Array.from(clipped.data as Float32Array).forEach((v, i) => expect(v).toBeCloseTo(r[i]! / Math.max(1, n), 5));
+    const wrong = new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 8 });
+    await expect(wrong.call([1])).rejects.toThrow(/embVecSize to equal embedding_vecsize_per_table\[0\] = 4/);
+    await expect(lookup.call(new Tensor(new Float32Array([1]), [1]) as never)).rejects.toMatchObject({ code: 'INVALID_TYPE' });
+    await expect(hps.init({ globalBatchSize: 8, psConfig: config })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+  });
+
+  it('exportModel writes a trained core table in HugeCTR layout that HPS serves exactly', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const table = createTable({ kind: 'dynamic', dim: 3, initializer: { kind: 'zeros' } });
+    cleanups.push(() => table.dispose());
+    const ks = BigInt64Array.from([5n, -9n, 1n << 40n]);
+    await table.upsert(ks, new Float32Array([1, 2, 3, 4, 5, 6, 7, 8, 9]));
+    const config = await hps.exportModel({ model: 'trained', tables: [{ table, name: 'emb' }], dir: t.dir, psConfigFile: join(t.dir, 'ps.json') });
+    const server = await hps.HPS.create({ psConfigFile: join(t.dir, 'ps.json') });
+    cleanups.push(() => server.close());
+    expect((config.models as { sparse_files: string[] }[])[0]!.sparse_files).toEqual([join(t.dir, 'trained', 'emb')]);
+    expect(Array.from((await server.lookup([1n << 40n, 5n, 6n, -9n], 'trained', 0)).data as Float32Array)).toEqual([7, 8, 9, 1, 2, 3, 0, 0, 0, 4, 5, 6]);
+  });
+});

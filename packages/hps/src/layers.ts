@@ -1,0 +1,159 @@
+import {
+  checkOptions,
+  createTable,
+  InvalidArgumentError,
+  invalidParameter,
+  InvalidTypeError,
+  normalizeKeys,
+  SparseTensor,
+  Tensor,
+  validateCombiner,
+  validateMaxNorm,
+  type Combiner,
+  type KeyInput,
+} from '@embedstack/core';
+import { dedupe } from './model.js';
+import { ensureServer, type InitOptions } from './init.js';
+import type { HPS } from './server.js';
+
+/** Constructor options of {@link LookupLayer} and {@link SparseLookupLayer} (HugeCTR's hps layers). */
+export interface LookupLayerOptions {
+  /** Model name in the ps config. Required. */
+  modelName: string;
+  /** Table index in the model. Required. */
+  tableId: number;
+  /** Vector size; must equal the config's `embedding_vecsize_per_table[tableId]`. Required. */
+  embVecSize: number;
+  /** Only 'float32'. Default 'float32'. */
+  embVecDtype?: 'float32';
+  /** ps.json used to start the server when `hps.init` was not called. */
+  psConfigFile?: string;
+  /** The same as an object. */
+  psConfig?: Record<string, unknown>;
+  /** Passed to the implicit `hps.init`. Default 1024. */
+  globalBatchSize?: number;
+  /** Layer name (Keras). Default the class name. */
+  name?: string;
+}
+
+const LAYER_KEYS = ['modelName', 'tableId', 'embVecSize', 'embVecDtype', 'psConfigFile', 'psConfig', 'globalBatchSize', 'name'] as const;
+
+function resolveLayerOptions(options: unknown, cls: string): Required<Pick<LookupLayerOptions, 'modelName' | 'tableId' | 'embVecSize'>> & LookupLayerOptions {
+  const o = checkOptions<LookupLayerOptions>(options, LAYER_KEYS, 'options', { required: true });
+  if (typeof o.modelName !== 'string' || o.modelName.length === 0) throw invalidParameter('options.modelName', 'a model name', o.modelName, InvalidTypeError);
+  if (typeof o.tableId !== 'number' || !Number.isSafeInteger(o.tableId) || o.tableId < 0) throw invalidParameter('options.tableId', 'an integer >= 0', o.tableId);
+  if (typeof o.embVecSize !== 'number' || !Number.isSafeInteger(o.embVecSize) || o.embVecSize < 1) throw invalidParameter('options.embVecSize', 'an integer >= 1', o.embVecSize);
+  if (o.embVecDtype !== undefined && o.embVecDtype !== null && o.embVecDtype !== 'float32') throw invalidParameter('options.embVecDtype', "'float32'", o.embVecDtype, InvalidTypeError);
+  if (o.name !== undefined && o.name !== null && typeof o.name !== 'string') throw invalidParameter('options.name', 'a string', o.name, InvalidTypeError);
+  return { ...o, modelName: o.modelName, tableId: o.tableId, embVecSize: o.embVecSize, name: o.name ?? cls };
+}
+
+/** Shared by both layers: the server and the table's checked vector size. */
+abstract class HpsLayer {
+  readonly modelName: string;
+  readonly tableId: number;
+  readonly embVecSize: number;
+  readonly embVecDtype = 'float32' as const;
+  readonly name: string;
+  readonly #init: InitOptions | null;
+
+  constructor(options: LookupLayerOptions, cls: string) {
+    const o = resolveLayerOptions(options, cls);
+    this.modelName = o.modelName;
+    this.tableId = o.tableId;
+    this.embVecSize = o.embVecSize;
+    this.name = o.name ?? cls;
+    this.#init =
+      o.psConfigFile != null || o.psConfig != null
+        ? { globalBatchSize: o.globalBatchSize ?? 1024, ...(o.psConfigFile != null ? { psConfigFile: o.psConfigFile } : { psConfig: o.psConfig! }) }
+        : null;
+  }
+
+  /** The server of `hps.init` (started from this layer's config when none runs), with embVecSize checked. */
+  protected async server(): Promise<HPS> {
+    const server = await ensureServer(this.#init);
+    const dim = server.modelInfo(this.modelName).tables[this.tableId]?.dim;
+    if (dim !== undefined && dim !== this.embVecSize) {
+      throw new InvalidArgumentError(`Expected embVecSize to equal embedding_vecsize_per_table[${this.tableId}] = ${dim} of model ${JSON.stringify(this.modelName)} but received ${this.embVecSize}`, { argument: 'embVecSize' });
+    }
+    return server;
+  }
+
+  /** Rows of unique ids gathered from HPS, then combined by a core table op (native code). */
+  protected async pool(server: HPS, ids: SparseTensor, weights: SparseTensor | null, combiner: Combiner, maxNorm: number | null): Promise<Float32Array> {
+    const keys = normalizeKeys(ids.values, 'int64', 'spIds.values') as BigInt64Array;
+    const { unique, inverse } = dedupe(keys);
+    const nrows = ids.denseShape[0] ?? 0;
+    if (unique.length === 0) return new Float32Array(nrows * this.embVecSize);
+    const rows = await server.lookup(unique, this.modelName, this.tableId);
+    const table = createTable({ kind: 'static', keyDtype: 'int32', vocabularySize: unique.length, dim: this.embVecSize, initializer: { kind: 'array', values: rows.data as Float32Array } });
+    try {
+      const local = new SparseTensor(ids.indices, inverse, ids.denseShape);
+      return await table.lookupCombined(local, { weights, combiner, maxNorm });
+    } finally {
+      table.dispose();
+    }
+  }
+}
+
+/**
+ * HugeCTR's `hps.LookupLayer`: rows of int32/int64 ids of any shape, `ids.shape + [embVecSize]`.
+ */
+export class LookupLayer extends HpsLayer {
+  constructor(options: LookupLayerOptions) {
+    super(options, 'LookupLayer');
+  }
+
+  /**
+   * @param ids int32 / int64 ids: a Tensor (any rank), typed array, or number[] / bigint[] (shape [n])
+   * @param options `maxNorm`: clip each row to this L2 norm (default none)
+   * @returns Tensor `ids.shape + [embVecSize]`
+   * @throws InvalidTypeError (float ids), the server's lookup errors
+   */
+  async call(ids: KeyInput | Tensor, options?: { maxNorm?: number | null } | null): Promise<Tensor> {
+    const o = checkOptions<{ maxNorm?: number | null }>(options, ['maxNorm'], 'options');
+    const maxNorm = o.maxNorm === undefined || o.maxNorm === null ? null : validateMaxNorm(o.maxNorm, 'options.maxNorm');
+    if (ids instanceof Tensor && ids.dtype === 'float32') throw invalidParameter('ids', 'int32 or int64 ids', 'a float32 Tensor', InvalidTypeError);
+    const shape = ids instanceof Tensor ? [...ids.shape] : null;
+    const keys = normalizeKeys(ids, 'int64', 'ids') as BigInt64Array;
+    const server = await this.server();
+    const outShape = [...(shape ?? [keys.length]), this.embVecSize];
+    if (maxNorm === null) return new Tensor((await server.lookup(keys, this.modelName, this.tableId)).data as Float32Array, outShape);
+    // each id its own bag: a sum over one clipped row is the clipped row
+    const sp = new SparseTensor(Int32Array.from({ length: keys.length * 2 }, (_, j) => (j % 2 === 0 ? j >> 1 : 0)), keys, [keys.length, 1]);
+    return new Tensor(await this.pool(server, sp, null, 'sum', maxNorm), outShape);
+  }
+}
+
+/**
+ * HugeCTR's `hps.SparseLookupLayer`: pooled rows `[d0, embVecSize]` of a rank-2
+ * SparseTensor of ids, with optional weights (a SparseTensor of the same layout).
+ */
+export class SparseLookupLayer extends HpsLayer {
+  constructor(options: LookupLayerOptions) {
+    super(options, 'SparseLookupLayer');
+  }
+
+  /**
+   * @param spIds SparseTensor of int ids, rank 2
+   * @param spWeights undefined / null (all 1) or a SparseTensor of float weights like spIds
+   * @param options `combiner` 'mean' (default) | 'sum' | 'sqrtn'; `maxNorm` clips rows first
+   * @returns Tensor `[d0, embVecSize]`; a weighted mean divides by the weight sum, sqrtn by
+   *   sqrt of the summed squared weights, a zero denominator gives zeros (div-no-nan)
+   * @throws InvalidTypeError (spIds not a SparseTensor, spWeights neither undefined nor a SparseTensor),
+   *   InvalidArgumentError (combiner, maxNorm), the server's lookup errors
+   */
+  async call(spIds: SparseTensor, spWeights?: SparseTensor | null, options?: { combiner?: Combiner; maxNorm?: number | null } | null): Promise<Tensor> {
+    if (!(spIds instanceof SparseTensor)) throw invalidParameter('spIds', 'a SparseTensor', spIds, InvalidTypeError);
+    if (spWeights !== undefined && spWeights !== null && !(spWeights instanceof SparseTensor)) throw invalidParameter('spWeights', 'undefined or a SparseTensor', spWeights, InvalidTypeError);
+    const o = checkOptions<{ combiner?: Combiner; maxNorm?: number | null }>(options, ['combiner', 'maxNorm'], 'options');
+    const combiner = o.combiner === undefined || o.combiner === null ? 'mean' : validateCombiner(o.combiner, 'options.combiner');
+    const maxNorm = o.maxNorm === undefined || o.maxNorm === null ? null : validateMaxNorm(o.maxNorm, 'options.maxNorm');
+    if (spIds.dtype === 'float32') throw invalidParameter('spIds', 'a SparseTensor of int32 or int64 ids', 'float32 values', InvalidTypeError);
+    if (spIds.denseShape.length !== 2) throw invalidParameter('spIds', 'a rank-2 SparseTensor', `rank ${spIds.denseShape.length}`);
+    if (spWeights && !spWeights.sameLayout(spIds)) throw invalidParameter('spWeights', 'a SparseTensor with the indices and dense shape of spIds', spWeights);
+    const server = await this.server();
+    const out = await this.pool(server, spIds, spWeights ?? null, combiner, maxNorm);
+    return new Tensor(out, [spIds.denseShape[0]!, this.embVecSize]);
+  }
+}

@@ -1,0 +1,303 @@
+import { FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type EmbeddingBackend } from '@embedstack/core';
+import type { RocksStore } from '@embedstack/store-rocksdb';
+import type { ModelConfig, PsConfig } from './config.js';
+import { EmbeddingCache } from './embeddingCache.js';
+import { TableStats } from './stats.js';
+import type { FetchResult, VolatileDb } from './volatileDb.js';
+
+/** Progress of a table being streamed from its model files (HPS.create's `onProgress`). */
+export interface LoadProgress {
+  model: string;
+  table: string;
+  tableId: number;
+  rowsLoaded: number;
+  rows: number;
+}
+
+/** What a model's tables share: the backend (L1), L2 and L3. */
+export interface HpsContext {
+  config: PsConfig;
+  backend: EmbeddingBackend;
+  volatileDb: VolatileDb | null;
+  persistentDb: RocksStore | null;
+}
+
+/** One table of a loaded model. */
+export interface TableState {
+  id: number;
+  name: string;
+  dim: number;
+  defaultValue: number;
+  rows: number;
+  /** Most keys one lookup may carry: max_batch_size * maxnum_catfeature_query_per_table_per_sample. */
+  maxKeys: number;
+  l2Name: string;
+  l3Name: string;
+  /** One L1 per deployed device (independent replicas); empty with gpucache false. */
+  caches: Map<number, EmbeddingCache>;
+  stats: TableStats;
+}
+
+/** Unique keys of a batch and, per entry, the index of its key among them. */
+export function dedupe(keys: BigInt64Array): { unique: BigInt64Array; inverse: Int32Array } {
+  const index = new Map<bigint, number>();
+  const inverse = new Int32Array(keys.length);
+  const unique: bigint[] = [];
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i]!;
+    let u = index.get(k);
+    if (u === undefined) {
+      u = unique.length;
+      index.set(k, u);
+      unique.push(k);
+    }
+    inverse[i] = u;
+  }
+  return { unique: BigInt64Array.from(unique), inverse };
+}
+
+/** The L3 column family of a model's table (stable across processes for version 1). */
+export function persistentName(model: string, table: string, version: number): string {
+  return version === 1 ? `${model}.${table}` : `${model}.${table}.v${version}`;
+}
+
+/**
+ * A loaded model (one version): its tables' L1 caches, the names of their L2/L3
+ * tables, stats, and the lookup path through the hierarchy. Lookups in flight are
+ * counted so that a replaced version is disposed only after they finish.
+ */
+export class ModelState {
+  readonly tables: TableState[];
+  #inflight = 0;
+  #drained: (() => void) | null = null;
+  #background = new Set<Promise<void>>();
+  #disposed = false;
+
+  constructor(
+    readonly config: ModelConfig,
+    readonly ctx: HpsContext,
+    readonly version: number,
+  ) {
+    const c = config;
+    this.tables = c.embeddingTableNames.map((name, id) => ({
+      id,
+      name,
+      dim: c.embeddingVecsizePerTable[id]!,
+      defaultValue: c.defaultValueForEachTable[id]!,
+      rows: 0,
+      maxKeys: c.maxBatchSize * c.maxnumCatfeatureQueryPerTablePerSample[id]!,
+      l2Name: `${c.model}.${name}.v${version}`,
+      l3Name: persistentName(c.model, name, version),
+      caches: new Map(),
+      stats: new TableStats(),
+    }));
+  }
+
+  get name(): string {
+    return this.config.model;
+  }
+
+  /**
+   * Streams every table from its files into L2 and L3 (bounded memory: one batch at a
+   * time), creates the L1 caches, and pre-fills them (static caches: the whole table;
+   * `init_ec` with a refresh percentage > 0: that share of the rows).
+   * @throws NotFoundError / CheckpointCorruptError for missing or malformed files (nothing is served then)
+   */
+  async load(onProgress: ((p: LoadProgress) => void) | null, batchSize = 65536): Promise<void> {
+    const { volatileDb: l2, persistentDb: l3, config } = this.ctx;
+    const c = this.config;
+    const keyFormat = config.supportlonglong ? 'int64' : 'uint32';
+    if (!l2 && !l3) {
+      throw new FailedPreconditionError(`Model ${JSON.stringify(c.model)}: volatile_db and persistent_db are both disabled, so its tables have nowhere to live; enable one of them`);
+    }
+    // check every table's files before loading anything
+    for (const t of this.tables) {
+      const info = await inspectHugeCTRModel(c.sparseFiles[t.id]!, t.dim, { keyFormat, allowEmpty: false });
+      t.rows = info.rows;
+    }
+    const writeL3 = l3 !== null && !config.persistentDb.readOnly;
+    if (l3 && writeL3) await l3.addTables(this.tables.map((t) => t.l3Name));
+    for (const t of this.tables) {
+      if (l2) await l2.createTable(t.l2Name, t.dim);
+      const staticCache = c.embeddingCacheType === 'static';
+      if (c.gpucache) {
+        const cap = staticCache ? Infinity : Math.ceil(c.gpucacheper * t.rows);
+        for (const d of c.deployedDeviceList) t.caches.set(d, new EmbeddingCache(`${t.l2Name}.l1.d${d}`, t.dim, cap, this.ctx.backend));
+      }
+      const l2Rows = l2 ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
+      const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;
+      let loaded = 0;
+      for await (const b of readHugeCTRModel(c.sparseFiles[t.id]!, t.dim, { keyFormat, allowEmpty: false, batchSize })) {
+        const n = b.keys.length;
+        const jobs: Promise<unknown>[] = [];
+        if (l2 && loaded < l2Rows) {
+          const take = Math.min(n, l2Rows - loaded);
+          jobs.push(l2.insert(t.l2Name, b.keys.subarray(0, take), b.values.subarray(0, take * t.dim)));
+        }
+        if (writeL3) jobs.push(l3.put(t.l3Name, b.keys, b.values));
+        if (loaded < prefill) {
+          const take = Math.min(n, prefill - loaded);
+          for (const cache of t.caches.values()) jobs.push(cache.insert(b.keys.slice(0, take), b.values.slice(0, take * t.dim)));
+        }
+        await Promise.all(jobs);
+        loaded += n;
+        onProgress?.({ model: c.model, table: t.name, tableId: t.id, rowsLoaded: loaded, rows: t.rows });
+      }
+    }
+  }
+
+  /** Counts a lookup in flight; the returned function ends it. */
+  enter(): () => void {
+    this.#inflight++;
+    return () => {
+      if (--this.#inflight === 0 && this.#drained) this.#drained();
+    };
+  }
+
+  /** Resolves once no lookup is in flight (and background fills are done). */
+  async drain(): Promise<void> {
+    if (this.#inflight > 0) await new Promise<void>((r) => (this.#drained = r));
+    await Promise.allSettled([...this.#background]);
+  }
+
+  /**
+   * Rows of `keys` (validated int64) from table `t` for device `deviceId`: `[n, dim]`.
+   * L1 first; below `hit_rate_threshold` the misses are fetched from L2/L3 now and
+   * cached; at or above it they get the default now and are fetched in the background.
+   */
+  async lookup(t: TableState, keys: BigInt64Array, deviceId: number): Promise<Float32Array> {
+    const start = performance.now();
+    const dim = t.dim;
+    const cache = t.caches.get(deviceId);
+    let values: Float32Array;
+    if (!cache) {
+      const { unique, inverse } = dedupe(keys);
+      const r = await this.fetchLower(t, unique);
+      values = new Float32Array(keys.length * dim);
+      for (let i = 0; i < keys.length; i++) values.set(r.values.subarray(inverse[i]! * dim, (inverse[i]! + 1) * dim), i * dim);
+    } else {
+      const q = await cache.query(keys);
+      values = q.values;
+      const missPos: number[] = [];
+      for (let i = 0; i < keys.length; i++) if (!q.exists[i]) missPos.push(i);
+      t.stats.count(0, keys.length - missPos.length, missPos.length);
+      if (missPos.length > 0) {
+        const { unique, inverse } = dedupe(BigInt64Array.from(missPos, (i) => keys[i]!));
+        const hitRate = 1 - missPos.length / keys.length;
+        if (hitRate < this.config.hitRateThreshold) {
+          const r = await this.fetchLower(t, unique);
+          missPos.forEach((p, j) => values.set(r.values.subarray(inverse[j]! * dim, (inverse[j]! + 1) * dim), p * dim));
+          await this.#cacheFound(cache, unique, r);
+        } else {
+          for (const p of missPos) values.fill(t.defaultValue, p * dim, (p + 1) * dim);
+          const job = this.fetchLower(t, unique)
+            .then((r) => this.#cacheFound(cache, unique, r))
+            .catch(() => undefined)
+            .finally(() => this.#background.delete(job));
+          this.#background.add(job);
+        }
+      }
+    }
+    t.stats.latency(performance.now() - start);
+    return values;
+  }
+
+  async #cacheFound(cache: EmbeddingCache, keys: BigInt64Array, r: FetchResult): Promise<void> {
+    if (this.#disposed || r.hits === 0) return;
+    if (r.hits === keys.length) return cache.insert(keys, r.values);
+    const dim = cache.dim;
+    const k = new BigInt64Array(r.hits);
+    const v = new Float32Array(r.hits * dim);
+    for (let i = 0, j = 0; i < keys.length; i++) {
+      if (!r.found[i]) continue;
+      k[j] = keys[i]!;
+      v.set(r.values.subarray(i * dim, (i + 1) * dim), j * dim);
+      j++;
+    }
+    await cache.insert(k, v);
+  }
+
+  /**
+   * Rows of unique `keys` from L2, then L3 for what L2 lacks (written back to L2 with
+   * `cache_missed_embeddings`); keys found nowhere get the table's default value.
+   * `found` marks keys found at some level.
+   */
+  async fetchLower(t: TableState, keys: BigInt64Array): Promise<FetchResult> {
+    const { volatileDb: l2, persistentDb: l3, config } = this.ctx;
+    const dim = t.dim;
+    const n = keys.length;
+    let values: Float32Array = new Float32Array(n * dim);
+    let found: Uint8Array = new Uint8Array(n);
+    let hits = 0;
+    if (l2) {
+      const r = await l2.fetch(t.l2Name, keys, dim);
+      values = r.values;
+      found = r.found;
+      hits = r.hits;
+      t.stats.count(1, r.hits, n - r.hits);
+    }
+    if (l3 && hits < n) {
+      const pos: number[] = [];
+      for (let i = 0; i < n; i++) if (!found[i]) pos.push(i);
+      const sub = BigInt64Array.from(pos, (i) => keys[i]!);
+      const r = await l3.multiGet(t.l3Name, sub, dim);
+      t.stats.count(2, r.hits, sub.length - r.hits);
+      pos.forEach((p, j) => {
+        if (!r.found[j]) return;
+        values.set(r.values.subarray(j * dim, (j + 1) * dim), p * dim);
+        found[p] = 1;
+      });
+      hits += r.hits;
+      if (l2 && r.hits > 0 && config.volatileDb.cacheMissedEmbeddings) {
+        const k = new BigInt64Array(r.hits);
+        const v = new Float32Array(r.hits * dim);
+        let w = 0;
+        pos.forEach((_, j) => {
+          if (!r.found[j]) return;
+          k[w] = sub[j]!;
+          v.set(r.values.subarray(j * dim, (j + 1) * dim), w * dim);
+          w++;
+        });
+        await l2.insert(t.l2Name, k, v);
+      }
+    }
+    if (hits < n) for (let i = 0; i < n; i++) if (!found[i]) values.fill(t.defaultValue, i * dim, (i + 1) * dim);
+    return { values, found, hits };
+  }
+
+  /** Re-reads every cached key of every table from L2/L3 (HugeCTR's refresh_embedding_cache). */
+  async refresh(): Promise<void> {
+    for (const t of this.tables) {
+      for (const cache of t.caches.values()) {
+        for await (const keys of cache.keys()) {
+          const r = await this.fetchLower(t, keys);
+          await this.#cacheFound(cache, keys, r);
+        }
+      }
+    }
+  }
+
+  /** An online update of table `name`: written to L2 and L3 (by their update filters), and to L1 where cached. */
+  async applyUpdate(t: TableState, keys: BigInt64Array, values: Float32Array): Promise<void> {
+    const { volatileDb: l2, persistentDb: l3, config } = this.ctx;
+    const tag = `${this.config.model}.${t.name}`;
+    const pass = (filters: string[]): boolean => filters.some((f) => new RegExp(f).test(tag));
+    const jobs: Promise<unknown>[] = [];
+    if (l2 && pass(config.volatileDb.updateFilters)) jobs.push(l2.insert(t.l2Name, keys, values));
+    if (l3 && !config.persistentDb.readOnly && pass(config.persistentDb.updateFilters)) jobs.push(l3.put(t.l3Name, keys, values));
+    for (const cache of t.caches.values()) jobs.push(cache.refreshRows(keys, values));
+    await Promise.all(jobs);
+  }
+
+  /** Frees the L1 caches and L2 tables (L3 keeps its column families). */
+  async dispose(): Promise<void> {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    await this.drain();
+    for (const t of this.tables) {
+      for (const c of t.caches.values()) c.dispose();
+      t.caches.clear();
+      if (this.ctx.volatileDb) await this.ctx.volatileDb.dropTable(t.l2Name).catch(() => undefined);
+    }
+  }
+}

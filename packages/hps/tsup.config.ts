@@ -1,0 +1,12 @@
+import { defineConfig } from 'tsup';
+
+export default defineConfig({
+  entry: { index: 'src/index.ts' },
+  format: ['esm', 'cjs'],
+  dts: true,
+  clean: true,
+  sourcemap: true,
+  target: 'es2022',
+  shims: true,
+  external: ["@embedstack/cpu-backend", "@embedstack/store-redis", '@embedstack/store-rocksdb', '@embedstack/core'],
+});

@@ -1,0 +1,111 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { RocksStore } from './index.js';
+import { tempDir } from '../test/tmp.js';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function openTemp(extra: Record<string, unknown> = {}): Promise<{ store: RocksStore; dir: string }> {
+  const t = tempDir();
+  cleanups.push(t.cleanup);
+  const store = await RocksStore.open({ path: join(t.dir, 'db'), tables: ['a', 'b'], ...extra });
+  cleanups.push(() => store.close());
+  return { store, dir: join(t.dir, 'db') };
+}
+
+/** Row of key k in the tests: [k*10 + c for each column c] (computed here, independent of the store). */
+function rowOf(k: bigint, dim: number): number[] {
+  return Array.from({ length: dim }, (_, c) => Number(k) * 10 + c);
+}
+
+describe('RocksStore', () => {
+  it('puts and multi-gets exact rows, misses are zeros and not found', async () => {
+    const { store } = await openTemp({ maxBatchSize: 3 });
+    const keys = [5n, -7n, 123456789012345n, 0n, 9007199254740993n];
+    const vals = new Float32Array(keys.flatMap((k) => rowOf(k, 2)));
+    await store.put('a', keys, vals);
+    const got = await store.multiGet('a', [0n, 5n, 42n, -7n, 9007199254740993n], 2);
+    expect(Array.from(got.found)).toEqual([1, 1, 0, 1, 1]);
+    expect(got.hits).toBe(4);
+    expect(Array.from(got.values)).toEqual([...rowOf(0n, 2), ...rowOf(5n, 2), 0, 0, ...rowOf(-7n, 2), ...Array.from(new Float32Array(rowOf(9007199254740993n, 2)))]);
+  });
+
+  it('keeps tables apart (one column family each)', async () => {
+    const { store } = await openTemp();
+    await store.put('a', [1n], new Float32Array([1, 2]));
+    await store.put('b', [1n], new Float32Array([3, 4, 5]));
+    expect(Array.from((await store.multiGet('a', [1n], 2)).values)).toEqual([1, 2]);
+    expect(Array.from((await store.multiGet('b', [1n], 3)).values)).toEqual([3, 4, 5]);
+  });
+
+  it('overwrites, removes, and persists across reopen; read-only refuses writes', async () => {
+    const { store, dir } = await openTemp();
+    await store.put('a', [1n, 2n], new Float32Array([1, 1, 2, 2]));
+    await store.put('a', [2n], new Float32Array([9, 9]));
+    await store.remove('a', [1n, 77n]);
+    await store.close();
+    const ro = await RocksStore.open({ path: dir, tables: ['a', 'b'], readOnly: true });
+    cleanups.push(() => ro.close());
+    const got = await ro.multiGet('a', [1n, 2n], 2);
+    expect(Array.from(got.found)).toEqual([0, 1]);
+    expect(Array.from(got.values)).toEqual([0, 0, 9, 9]);
+    await expect(ro.put('a', [3n], new Float32Array([1, 1]))).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
+  });
+
+  it('bulk-loads batches and scans them back in full', async () => {
+    const { store } = await openTemp({ maxBatchSize: 100 });
+    async function* batches(): AsyncGenerator<{ keys: BigInt64Array; values: Float32Array }> {
+      for (let b = 0; b < 5; b++) {
+        const keys = BigInt64Array.from({ length: 250 }, (_, i) => BigInt(b * 250 + i));
+        yield { keys, values: new Float32Array(Array.from(keys).flatMap((k) => rowOf(k, 3))) };
+      }
+    }
+    expect(await store.bulkLoad('b', batches())).toBe(1250);
+    const seen = new Map<bigint, number[]>();
+    for await (const { keys, values } of store.scan('b', 3, 400)) {
+      keys.forEach((k, i) => seen.set(k, Array.from(values.subarray(i * 3, i * 3 + 3))));
+    }
+    expect(seen.size).toBe(1250);
+    for (const k of [0n, 1n, 777n, 1249n]) expect(seen.get(k)).toEqual(rowOf(k, 3));
+    const got = await store.multiGet('b', [1249n, 1250n], 3);
+    expect(Array.from(got.values)).toEqual([...rowOf(1249n, 3), 0, 0, 0]);
+  });
+
+  it('adds tables by reopening, keeping the data', async () => {
+    const { store } = await openTemp();
+    await store.put('a', [4n], new Float32Array([4]));
+    await store.addTables(['c']);
+    expect(store.tables().sort()).toEqual(['a', 'b', 'c']);
+    await store.put('c', [4n], new Float32Array([8]));
+    expect(Array.from((await store.multiGet('a', [4n], 1)).values)).toEqual([4]);
+    expect(Array.from((await store.multiGet('c', [4n], 1)).values)).toEqual([8]);
+  });
+
+  it('rejects bad calls with coded errors and changes nothing', async () => {
+    const { store } = await openTemp();
+    await store.put('a', [1n], new Float32Array([1, 2]));
+    await expect(store.multiGet('zz', [1n], 2)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(store.put('a', [1n, 2n], new Float32Array([1, 2, 3]))).rejects.toMatchObject({ code: 'SHAPE_MISMATCH' });
+    await expect(store.multiGet('a', [1n], 3)).rejects.toMatchObject({ code: 'CHECKPOINT_CORRUPT' });
+    await expect(store.multiGet('a', [1.5], 2)).rejects.toMatchObject({ code: 'INVALID_TYPE' });
+    expect(Array.from((await store.multiGet('a', [1n, 2n], 2)).values)).toEqual([1, 2, 0, 0]);
+    await store.close();
+    await expect(store.multiGet('a', [1n], 2)).rejects.toMatchObject({ code: 'DISPOSED' });
+  });
+
+  it('reports a path that cannot be opened as IO_ERROR (never hangs)', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const file = join(t.dir, 'file');
+    writeFileSync(file, 'x');
+    await expect(RocksStore.open({ path: join(file, 'db') })).rejects.toMatchObject({ code: 'IO_ERROR' });
+    await expect(RocksStore.open({ path: join(t.dir, 'none'), readOnly: true })).rejects.toMatchObject({ code: 'IO_ERROR' });
+    await expect(RocksStore.open({ path: 7 })).rejects.toMatchObject({ code: 'INVALID_TYPE' });
+    await expect(RocksStore.open({ path: t.dir, numThreads: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(RocksStore.open({ path: t.dir, nope: 1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});

@@ -1,0 +1,313 @@
+import { constants as fsConstants } from 'node:fs';
+import { access, mkdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import RocksDB from 'rocksdb-native';
+import {
+  checkInteger,
+  checkName,
+  CheckpointCorruptError,
+  DisposedError,
+  FailedPreconditionError,
+  invalidParameter,
+  IOError,
+  normalizeKeys,
+  NotFoundError,
+  ShapeMismatchError,
+  InvalidTypeError,
+  type KeyInput,
+} from '@embedstack/core';
+import { resolveRocksStoreOptions, type ResolvedRocksStoreOptions } from './options.js';
+
+/** Result of {@link RocksStore.multiGet}: host memory, `values` `[n, dim]` row-major (zeros where missing). */
+export interface RocksGetResult {
+  values: Float32Array;
+  /** 1 where the key was found. */
+  found: Uint8Array;
+  /** Number of keys found. */
+  hits: number;
+}
+
+/** One batch for {@link RocksStore.bulkLoad}: `values` `[keys.length, dim]`. */
+export interface RocksRows {
+  keys: KeyInput;
+  values: Float32Array;
+}
+
+const KEY_BYTES = 8;
+const OPEN_TOKEN = Symbol('RocksStore.open');
+
+/**
+ * A batched KV store of embedding rows on RocksDB (`rocksdb-native`, real RocksDB):
+ * one column family per table, keys stored as 8 little-endian bytes (int64; uint32
+ * keys are widened), values as `dim` little-endian float32. Reads and writes are
+ * split into batches of `maxBatchSize` keys and run on RocksDB's own threads, off
+ * the event loop. Safe for concurrent calls; one process may open a path once.
+ */
+export class RocksStore {
+  readonly options: Readonly<ResolvedRocksStoreOptions>;
+  #db: RocksDB;
+  #tables = new Map<string, RocksDB>();
+  #closed = false;
+
+  /** Use {@link RocksStore.open}. @throws FailedPreconditionError when called directly */
+  constructor(token: unknown, db: unknown, options: unknown) {
+    if (token !== OPEN_TOKEN) throw new FailedPreconditionError('RocksStore is created by RocksStore.open(options), not by new');
+    this.#db = db as RocksDB;
+    this.options = options as ResolvedRocksStoreOptions;
+    for (const t of this.options.tables) this.#tables.set(t, this.#db.columnFamily(t));
+  }
+
+  /**
+   * Opens (creates unless `readOnly`) the database at `options.path` with a column
+   * family per table in `options.tables`.
+   * @throws InvalidArgumentError / InvalidTypeError for bad options, IOError when the path cannot be opened
+   */
+  static async open(options: unknown): Promise<RocksStore> {
+    const o = resolveRocksStoreOptions(options);
+    const db = await openDb(o, o.tables);
+    return new RocksStore(OPEN_TOKEN, db, o);
+  }
+
+  /** The tables (column families) open now. */
+  tables(): string[] {
+    return [...this.#tables.keys()];
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Adds tables (column families). RocksDB opens column families with the database,
+   * so this closes and reopens it (wait for calls in flight first).
+   * @throws DisposedError after close, IOError when the reopen fails
+   */
+  async addTables(names: readonly string[]): Promise<void> {
+    this.#checkOpen();
+    if (!Array.isArray(names)) throw invalidParameter('names', 'an array of table names', names, InvalidTypeError);
+    const fresh = names.map((n, i) => checkName(n, `names[${i}]`)).filter((n) => !this.#tables.has(n));
+    if (fresh.length === 0) return;
+    const all = [...this.#tables.keys(), ...new Set(fresh)];
+    await this.#db.close();
+    this.#db = await openDb(this.options, all);
+    this.#tables.clear();
+    for (const t of all) this.#tables.set(t, this.#db.columnFamily(t));
+    (this.options as ResolvedRocksStoreOptions).tables = all;
+  }
+
+  /**
+   * Reads `keys` of `table` in batches of `maxBatchSize`.
+   * @returns rows `[n, dim]` (zeros for missing keys) and a found mask
+   * @throws NotFoundError (unknown table), CheckpointCorruptError (a stored row is not `dim` floats), DisposedError
+   */
+  async multiGet(table: string, keys: KeyInput, dim: number): Promise<RocksGetResult> {
+    const cf = this.#table(table);
+    checkInteger(dim, 'dim', { min: 1, max: 1 << 20 });
+    const k = normalizeKeys(keys, 'int64');
+    const n = k.length;
+    const values = new Float32Array(n * dim);
+    const found = new Uint8Array(n);
+    const bytes = new Uint8Array(k.buffer, k.byteOffset, n * KEY_BYTES);
+    const rowBytes = dim * 4;
+    const out = new Uint8Array(values.buffer);
+    let hits = 0;
+    const step = this.options.maxBatchSize;
+    const batches: Promise<void>[] = [];
+    for (let start = 0; start < n; start += step) {
+      const end = Math.min(n, start + step);
+      const batch = cf.read({ capacity: end - start });
+      const gets: Promise<Buffer | null>[] = [];
+      for (let i = start; i < end; i++) gets.push(batch.get(bytes.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES)));
+      batches.push(
+        batch.flush().then(async () => {
+          const got = await Promise.all(gets);
+          batch.destroy();
+          for (let j = 0; j < got.length; j++) {
+            const v = got[j];
+            if (!v) continue;
+            if (v.length !== rowBytes) {
+              throw new CheckpointCorruptError(`RocksDB table '${table}' holds a row of ${v.length} bytes for key ${k[start + j]}, expected dim ${dim} * 4 = ${rowBytes}`);
+            }
+            out.set(v, (start + j) * rowBytes);
+            found[start + j] = 1;
+            hits++;
+          }
+        }),
+      );
+    }
+    await Promise.all(batches).catch((e: unknown) => {
+      throw asStoreError(e, `reading table '${table}'`);
+    });
+    return { values, found, hits };
+  }
+
+  /**
+   * Inserts or overwrites rows: `values` `[keys.length, dim]` with dim = values.length / keys.length.
+   * @throws ShapeMismatchError, NotFoundError, FailedPreconditionError (read-only), DisposedError, IOError
+   */
+  async put(table: string, keys: KeyInput, values: Float32Array): Promise<void> {
+    const cf = this.#writable(table);
+    const k = normalizeKeys(keys, 'int64');
+    if (!(values instanceof Float32Array)) throw invalidParameter('values', 'a Float32Array', values, InvalidTypeError);
+    const n = k.length;
+    if (n === 0) {
+      if (values.length !== 0) throw new ShapeMismatchError(`Expected values to be empty for 0 keys but received ${values.length} floats`, { argument: 'values' });
+      return;
+    }
+    if (values.length % n !== 0 || values.length === 0) {
+      throw new ShapeMismatchError(`Expected values to hold keys.length (${n}) * dim floats but received ${values.length}`, { argument: 'values' });
+    }
+    const rowBytes = (values.length / n) * 4;
+    const kb = new Uint8Array(k.buffer, k.byteOffset, n * KEY_BYTES);
+    const vb = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+    const step = this.options.maxBatchSize;
+    const flushes: Promise<void>[] = [];
+    for (let start = 0; start < n; start += step) {
+      const end = Math.min(n, start + step);
+      const batch = cf.write({ capacity: end - start });
+      for (let i = start; i < end; i++) {
+        batch.tryPut(kb.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES), vb.subarray(i * rowBytes, (i + 1) * rowBytes));
+      }
+      flushes.push(batch.flush().finally(() => batch.destroy()));
+    }
+    await Promise.all(flushes).catch((e: unknown) => {
+      throw asStoreError(e, `writing table '${table}'`);
+    });
+  }
+
+  /**
+   * Deletes keys (missing keys are ignored).
+   * @throws NotFoundError, FailedPreconditionError (read-only), DisposedError, IOError
+   */
+  async remove(table: string, keys: KeyInput): Promise<void> {
+    const cf = this.#writable(table);
+    const k = normalizeKeys(keys, 'int64');
+    const kb = new Uint8Array(k.buffer, k.byteOffset, k.length * KEY_BYTES);
+    const step = this.options.maxBatchSize;
+    for (let start = 0; start < k.length; start += step) {
+      const end = Math.min(k.length, start + step);
+      const batch = cf.write({ capacity: end - start });
+      for (let i = start; i < end; i++) batch.tryDelete(kb.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES));
+      await batch.flush().catch((e: unknown) => {
+        throw asStoreError(e, `deleting from table '${table}'`);
+      }).finally(() => batch.destroy());
+    }
+  }
+
+  /**
+   * Streams batches of rows into `table` (a model file read in chunks): memory stays
+   * bounded by one batch.
+   * @returns the number of rows written
+   */
+  async bulkLoad(table: string, batches: AsyncIterable<RocksRows> | Iterable<RocksRows>): Promise<number> {
+    this.#writable(table);
+    if (batches === null || typeof batches !== 'object' || !(Symbol.asyncIterator in batches || Symbol.iterator in batches)) {
+      throw invalidParameter('batches', 'an iterable of { keys, values }', batches, InvalidTypeError);
+    }
+    let rows = 0;
+    for await (const b of batches) {
+      if (b === null || typeof b !== 'object') throw invalidParameter('batches[i]', 'an object { keys, values }', b, InvalidTypeError);
+      await this.put(table, b.keys, b.values);
+      rows += normalizeKeys(b.keys, 'int64').length;
+    }
+    return rows;
+  }
+
+  /**
+   * Iterates over every row of `table` in key-byte order, `batchSize` rows at a time.
+   * @throws CheckpointCorruptError when a row is not `dim` floats
+   */
+  async *scan(table: string, dim: number, batchSize = 65536): AsyncGenerator<{ keys: BigInt64Array; values: Float32Array }> {
+    const cf = this.#table(table);
+    checkInteger(dim, 'dim', { min: 1, max: 1 << 20 });
+    checkInteger(batchSize, 'batchSize', { min: 1, max: 1 << 24 });
+    let keys = new BigInt64Array(batchSize);
+    let values = new Float32Array(batchSize * dim);
+    let n = 0;
+    const kb = new Uint8Array(keys.buffer);
+    const vb = new Uint8Array(values.buffer);
+    for await (const { key, value } of cf.iterator()) {
+      if (key.length !== KEY_BYTES || value.length !== dim * 4) {
+        throw new CheckpointCorruptError(`RocksDB table '${table}' holds an entry of ${key.length}/${value.length} key/value bytes, expected 8/${dim * 4}`);
+      }
+      kb.set(key, n * KEY_BYTES);
+      vb.set(value, n * dim * 4);
+      if (++n === batchSize) {
+        yield { keys: keys.slice(), values: values.slice() };
+        n = 0;
+      }
+    }
+    if (n > 0) yield { keys: keys.slice(0, n), values: values.slice(0, n * dim) };
+    keys = new BigInt64Array(0);
+    values = new Float32Array(0);
+  }
+
+  /** Closes the database; later calls are DISPOSED. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#db.close();
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new DisposedError(`RocksStore at '${this.options.path}' is closed`);
+  }
+
+  #table(table: unknown): RocksDB {
+    this.#checkOpen();
+    const name = checkName(table, 'table');
+    const cf = this.#tables.get(name);
+    if (!cf) throw new NotFoundError(`Expected table to be one of the store's tables (${this.tables().join(', ') || 'none'}) but received ${JSON.stringify(name)}`, { argument: 'table' });
+    return cf;
+  }
+
+  #writable(table: unknown): RocksDB {
+    const cf = this.#table(table);
+    if (this.options.readOnly) throw new FailedPreconditionError(`RocksStore at '${this.options.path}' is open read-only: cannot write table ${JSON.stringify(table)}`);
+    return cf;
+  }
+}
+
+/**
+ * Opens RocksDB after checking the path ourselves: rocksdb-native's `ready()` never
+ * settles on some open failures, so a bad path would hang instead of throwing.
+ */
+async function openDb(o: ResolvedRocksStoreOptions, tables: readonly string[]): Promise<RocksDB> {
+  try {
+    if (o.readOnly) {
+      await access(join(o.path, 'CURRENT'), fsConstants.R_OK);
+    } else {
+      await mkdir(o.path, { recursive: true });
+      const s = await stat(o.path);
+      if (!s.isDirectory()) throw new Error('not a directory');
+      await access(o.path, fsConstants.W_OK | fsConstants.R_OK);
+    }
+  } catch (e) {
+    const why = o.readOnly ? 'an existing RocksDB folder (read-only open)' : 'a writable folder';
+    throw new IOError(`Expected options.path to be ${why} but received ${JSON.stringify(o.path)}: ${(e as Error).message}`, { argument: 'options.path', cause: e });
+  }
+  const db = new RocksDB(o.path, {
+    columnFamilies: [...tables],
+    readOnly: o.readOnly,
+    createIfMissing: !o.readOnly,
+    createMissingColumnFamilies: !o.readOnly,
+    maxBackgroundJobs: o.numThreads,
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer after ${o.openTimeoutMs} ms (is the folder locked by another process?)`)), o.openTimeoutMs);
+  });
+  try {
+    await Promise.race([db.ready(), timeout]);
+  } catch (e) {
+    throw new IOError(`Could not open RocksDB at ${JSON.stringify(o.path)}: ${(e as Error).message}`, { argument: 'options.path', cause: e });
+  } finally {
+    clearTimeout(timer);
+  }
+  return db;
+}
+
+function asStoreError(e: unknown, what: string): Error {
+  if (e instanceof CheckpointCorruptError || e instanceof IOError) return e;
+  return new IOError(`RocksDB failed ${what}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+}
