@@ -4,7 +4,7 @@ import { benchProgram, defaultBackendName, oneOf, parseBenchArgs, positiveInt, t
 import { PLANNED, SUITES } from './suites/index.js';
 import type { Suite } from './suites/types.js';
 
-const AVAILABLE = ['limit', 'find', 'insert', 'bag', 'train', 'memory', 'scale'];
+const AVAILABLE = ['limit', 'find', 'insert', 'bag', 'train', 'memory', 'scale', 'cuda'];
 
 const extra: Suite = {
   name: 'extra',
