@@ -19,6 +19,7 @@ export type {
   EmbeddingCacheType,
 } from './config.js';
 export { stripJsonComments } from './jsonc.js';
+export { updateMessageFields } from './updateSource.js';
 export { exportModel } from './exportModel.js';
 export type { ExportModelOptions } from './exportModel.js';
 export type { LoadProgress } from './model.js';

@@ -86,7 +86,7 @@ export class ModelState {
       defaultValue: c.defaultValueForEachTable[id]!,
       rows: 0,
       maxKeys: c.maxBatchSize * c.maxnumCatfeatureQueryPerTablePerSample[id]!,
-      l2Name: `${c.model}.${name}.v${version}`,
+      l2Name: ctx.volatileDb?.shared ? persistentName(c.model, name, version) : `${c.model}.${name}.v${version}`,
       l3Name: persistentName(c.model, name, version),
       caches: new Map(),
       stats: new TableStats(),
@@ -122,7 +122,7 @@ export class ModelState {
       const staticCache = c.embeddingCacheType === 'static';
       if (c.gpucache) {
         const cap = staticCache ? Infinity : Math.ceil(c.gpucacheper * t.rows);
-        for (const d of c.deployedDeviceList) t.caches.set(d, new EmbeddingCache(`${t.l2Name}.l1.d${d}`, t.dim, cap, this.ctx.backend));
+        for (const d of c.deployedDeviceList) t.caches.set(d, new EmbeddingCache(`${c.model}.${t.name}.v${this.version}.l1.d${d}`, t.dim, cap, this.ctx.backend));
       }
       const l2Rows = l2 ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
       const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;

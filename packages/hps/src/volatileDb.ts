@@ -14,6 +14,8 @@ export interface FetchResult {
  */
 export interface VolatileDb {
   readonly kind: string;
+  /** True when other processes see the same tables (Redis): table names are then stable and never dropped. */
+  readonly shared: boolean;
   createTable(name: string, dim: number): Promise<void>;
   dropTable(name: string): Promise<void>;
   fetch(name: string, keys: BigInt64Array, dim: number): Promise<FetchResult>;
@@ -68,6 +70,7 @@ function split(keys: BigInt64Array, parts: number): Split {
  */
 export class HashMapDb implements VolatileDb {
   readonly kind = 'hash_map';
+  readonly shared = false;
   #tables = new Map<string, EmbeddingTable[]>();
 
   constructor(
