@@ -19,8 +19,8 @@ export const SUITES: readonly SuiteInfo[] = [
   { name: 'memory', what: 'bytes per key (RSS delta, memoryUsage()) vs JS Map and the value bytes', available: true },
   { name: 'scale', what: 'find keys/s as the table grows and as the batch grows', available: true },
   { name: 'cuda', what: 'CUDA backend: find kernel rate vs HierarchicalKV (with --backend cuda / cuda-host)', available: true },
-  { name: 'hps', what: 'HPS L1/L2/L3 lookups, hit rate, latency, event-loop lag', available: false },
-  { name: 'redis', what: 'L2 on a 3-node Redis Cluster vs 1 node vs in-process', available: false },
+  { name: 'hps', what: 'HPS L1/L2/L3 lookups, hit rate, latency, event-loop lag', available: true },
+  { name: 'redis', what: 'L2 on a 3-node Redis Cluster vs 1 node vs in-process', available: true },
 ];
 
 export interface BenchArgs {
