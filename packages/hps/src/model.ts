@@ -39,11 +39,15 @@ export interface TableState {
   stats: TableStats;
 }
 
+/** Floats per lookup chunk (2 MiB of rows). */
+const CHUNK_FLOATS = 1 << 19;
+
 /** Positions i where flags[i] === want (default 0: the misses). */
 function missing(flags: Uint8Array, want = 0): Int32Array {
   let n = 0;
   for (let i = 0; i < flags.length; i++) if (flags[i] === want) n++;
   const out = new Int32Array(n);
+  if (n === 0) return out;
   for (let i = 0, j = 0; i < flags.length; i++) if (flags[i] === want) out[j++] = i;
   return out;
 }
@@ -160,10 +164,25 @@ export class ModelState {
   async lookup(t: TableState, keys: BigInt64Array, deviceId: number): Promise<Float32Array> {
     const start = performance.now();
     const dim = t.dim;
-    // a large batch starts on its own turn of the loop: many large lookups issued at once then
-    // interleave with other work instead of running their synchronous parts back to back
+    // a large batch runs in chunks, each on a turn of the event loop of its own, so that no
+    // synchronous part (key checks, output allocation, inline native calls) blocks the loop long
+    const chunk = Math.max(1024, Math.floor(CHUNK_FLOATS / dim));
+    let values: Float32Array;
+    if (keys.length <= chunk) values = await this.#lookupChunk(t, keys, deviceId);
+    else {
+      values = new Float32Array(keys.length * dim);
+      for (let s = 0; s < keys.length; s += chunk) {
+        await ownTurn();
+        values.set(await this.#lookupChunk(t, keys.subarray(s, s + chunk), deviceId), s * dim);
+      }
+    }
+    t.stats.latency(performance.now() - start);
+    return values;
+  }
+
+  async #lookupChunk(t: TableState, keys: BigInt64Array, deviceId: number): Promise<Float32Array> {
+    const dim = t.dim;
     const large = keys.length * dim >= 1 << 16;
-    if (large) await ownTurn();
     const cache = t.caches.get(deviceId);
     let values: Float32Array;
     if (!cache) {
@@ -172,7 +191,8 @@ export class ModelState {
       values = new Float32Array(keys.length * dim);
       for (let i = 0; i < keys.length; i++) copyRow(values, i, r.values, inverse[i]!, dim);
     } else {
-      const q = await cache.query(keys);
+      const found = cache.query(keys);
+      const q = found instanceof Promise ? await found : found;
       // completions of several large native finds land in one poll phase: continue on a turn of our own
       if (large) await ownTurn();
       values = q.values;
@@ -196,7 +216,6 @@ export class ModelState {
         }
       }
     }
-    t.stats.latency(performance.now() - start);
     return values;
   }
 

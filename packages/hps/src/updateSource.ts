@@ -1,4 +1,4 @@
-import { UnsupportedError } from '@embedstack/core';
+import { invalidParameter, InvalidTypeError, UnsupportedError } from '@embedstack/core';
 import { RedisStore, type BatchCommand } from '@embedstack/store-redis';
 import type { UpdateSourceConfig } from './config.js';
 import { redisHosts } from './redisDb.js';
@@ -17,6 +17,11 @@ export type UpdateHandler = (tag: string, keys: BigInt64Array, values: Float32Ar
  * `XADD hps_et.<model>.<table> * keys <int64 LE bytes> vectors <float32 LE bytes>`.
  */
 export function updateMessageFields(keys: BigInt64Array, values: Float32Array): [string, Buffer, string, Buffer] {
+  if (!(keys instanceof BigInt64Array)) throw invalidParameter('keys', 'a BigInt64Array', keys, InvalidTypeError);
+  if (!(values instanceof Float32Array)) throw invalidParameter('values', 'a Float32Array', values, InvalidTypeError);
+  if (keys.length === 0 ? values.length !== 0 : values.length % keys.length !== 0 || values.length === 0) {
+    throw invalidParameter('values', `keys.length (${keys.length}) * dim floats`, values);
+  }
   return ['keys', Buffer.from(keys.buffer, keys.byteOffset, keys.byteLength), 'vectors', Buffer.from(values.buffer, values.byteOffset, values.byteLength)];
 }
 

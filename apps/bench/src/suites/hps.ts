@@ -85,6 +85,7 @@ export const hpsSuite: Suite = {
       );
       // event-loop delay while 1M keys of lookups run (16 concurrent lookups of 64K keys)
       const big = pickKeys(keys, drawIndices(1 << 20, rows, { zipf: ZIPF }, 97));
+      await settle();
       const loop = monitorEventLoopDelay({ resolution: 1 });
       loop.enable();
       const t0 = performance.now();
