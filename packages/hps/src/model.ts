@@ -68,6 +68,7 @@ export class ModelState {
   #drained: (() => void) | null = null;
   #background = new Set<Promise<void>>();
   #disposed = false;
+  #refreshTimer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly config: ModelConfig,
@@ -140,6 +141,26 @@ export class ModelState {
         onProgress?.({ model: c.model, table: t.name, tableId: t.id, rowsLoaded: loaded, rows: t.rows });
       }
     }
+  }
+
+  /**
+   * Starts HugeCTR's periodic cache refresh: after `refresh_delay` seconds, then every
+   * `refresh_interval` seconds (0: off). The timer never keeps the process alive.
+   */
+  startRefresh(): void {
+    const every = this.config.refreshInterval;
+    if (every <= 0 || this.#refreshTimer) return;
+    const tick = (): void => {
+      if (this.#disposed) return;
+      const done = this.enter();
+      void this.refresh()
+        .catch(() => undefined)
+        .finally(() => {
+          done();
+          if (!this.#disposed) this.#refreshTimer = setTimeout(tick, every * 1000).unref();
+        });
+    };
+    this.#refreshTimer = setTimeout(tick, this.config.refreshDelay * 1000).unref();
   }
 
   /** Counts a lookup in flight; the returned function ends it. */
@@ -299,6 +320,7 @@ export class ModelState {
   async dispose(): Promise<void> {
     if (this.#disposed) return;
     this.#disposed = true;
+    if (this.#refreshTimer) clearTimeout(this.#refreshTimer);
     await this.drain();
     for (const t of this.tables) {
       for (const c of t.caches.values()) c.dispose();

@@ -2,7 +2,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
-import { freePort, startRedisCluster, type RedisClusterHandle } from '@embedstack/store-redis/testing';
+import { freePort, startRedisCluster, startRedisServer, type RedisClusterHandle } from '@embedstack/store-redis/testing';
 import { HPS, updateMessageFields } from './index.js';
 import { expectedRows, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
 
@@ -71,6 +71,36 @@ describe('HPS on Redis', () => {
     await s.refreshEmbeddingCache('m');
     expect(Array.from((await s.lookup([...fresh, 999n], 'm', 0)).data as Float32Array)).toEqual([...fresh, 999n].flatMap((k) => rowOf(k, 4, 9)));
   });
+
+  it('refreshes L1 periodically (refresh_interval) from an L2 another server rewrote', async () => {
+    const v1 = writeTable(join(t.dir, 'r1'), keys, 4);
+    const v2 = writeTable(join(t.dir, 'r2'), keys, 4, { salt: 3 });
+    const l2 = { type: 'redis_cluster', address };
+    const a = await serve(psConfig([v1], [4], { model: 'p', hit_rate_threshold: 2, refresh_interval: 0.05 }, { volatile_db: l2 }));
+    const ask = keys.slice(0, 20);
+    expect(Array.from((await a.lookup(ask, 'p', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+    // a second server loads other values of the same model into the shared L2
+    await serve(psConfig([v2], [4], { model: 'p', gpucache: false }, { volatile_db: l2 }));
+    const want = JSON.stringify(ask.flatMap((k) => rowOf(k, 4, 3)));
+    let got = '';
+    for (let i = 0; i < 100 && got !== want; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      got = JSON.stringify(Array.from((await a.lookup(ask, 'p', 0)).data as Float32Array));
+    }
+    expect(got).toBe(want);
+    expect(a.stats('p', 0).l1.misses).toBe(20); // served from L1 throughout, refreshed in place
+  });
+
+  it('a Redis L2 that dies mid-serving gives coded errors, never wrong rows', async () => {
+    const server = await startRedisServer();
+    cleanups.push(() => server.stop());
+    const folder = writeTable(join(t.dir, 'dies'), keys, 4);
+    const s = await serve(psConfig([folder], [4], { gpucache: false }, { volatile_db: { type: 'redis_cluster', address: `${server.host}:${server.port}` } }));
+    const ask = keys.slice(0, 30);
+    expect(Array.from((await s.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+    await server.stop();
+    await expect(s.lookup(ask, 'm', 0)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+  }, 30000);
 
   it('reports an unreachable Redis as STORE_UNAVAILABLE', async () => {
     const port = await freePort();

@@ -1,4 +1,4 @@
-import type { EmbeddingTable } from '@embedstack/core';
+import { InternalError, type EmbeddingTable } from '@embedstack/core';
 import { RedisStore } from '@embedstack/store-redis';
 import type { VolatileDbConfig } from './config.js';
 import type { FetchResult, VolatileDb } from './volatileDb.js';
@@ -35,6 +35,7 @@ export class RedisVolatileDb implements VolatileDb {
       password: config.password === '' ? null : config.password,
       keysSendingSize: Math.min(config.maxBatchSize, 16384),
       connectTimeoutMs: 3000,
+      commandTimeoutMs: 5000,
     });
     try {
       await store.ping();
@@ -58,7 +59,7 @@ export class RedisVolatileDb implements VolatileDb {
 
   #table(name: string): EmbeddingTable {
     const t = this.#tables.get(name);
-    if (!t) throw new Error(`L2 table ${name} does not exist`);
+    if (!t) throw new InternalError(`L2 table ${name} does not exist (unloaded while in use)`);
     return t;
   }
 

@@ -126,6 +126,7 @@ export class HPS {
     }
     const old = this.#models.get(cfg.model);
     this.#models.set(cfg.model, state); // atomic: new lookups see the complete new version
+    state.startRefresh();
     if (old) await old.dispose(); // waits for the lookups in flight on the old version
     return state;
   }

@@ -1,4 +1,4 @@
-import { createTable, type EmbeddingBackend, type EmbeddingTable, type ScorePolicy } from '@embedstack/core';
+import { createTable, InternalError, type EmbeddingBackend, type EmbeddingTable, type ScorePolicy } from '@embedstack/core';
 import type { OverflowPolicy, VolatileDbConfig } from './config.js';
 import { copyRow, gatherKeys, ownTurn } from './keyOps.js';
 
@@ -98,7 +98,7 @@ export class HashMapDb implements VolatileDb {
 
   #parts(name: string): EmbeddingTable[] {
     const p = this.#tables.get(name);
-    if (!p) throw new Error(`L2 table ${name} does not exist`);
+    if (!p) throw new InternalError(`L2 table ${name} does not exist (unloaded while in use)`);
     return p;
   }
 
