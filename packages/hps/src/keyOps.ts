@@ -64,6 +64,11 @@ export function dedupe(keys: BigInt64Array): { unique: BigInt64Array; inverse: I
   return { unique: new BigInt64Array(uw.buffer, 0, u).slice(), inverse };
 }
 
+/** Number of distinct keys of a batch. */
+export function countUnique(keys: BigInt64Array): number {
+  return dedupe(keys).unique.length;
+}
+
 const waiting: (() => void)[] = [];
 let pumping = false;
 

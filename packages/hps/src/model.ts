@@ -2,7 +2,7 @@ import { FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type Em
 import type { RocksStore } from '@embedstack/store-rocksdb';
 import type { ModelConfig, PsConfig } from './config.js';
 import { EmbeddingCache } from './embeddingCache.js';
-import { copyRow, dedupe, gatherKeys, ownTurn } from './keyOps.js';
+import { copyRow, countUnique, dedupe, gatherKeys, ownTurn } from './keyOps.js';
 import { TableStats } from './stats.js';
 import type { FetchResult, VolatileDb } from './volatileDb.js';
 
@@ -221,8 +221,11 @@ export class ModelState {
       t.stats.count(0, keys.length - missPos.length, missPos.length);
       if (missPos.length > 0) {
         const { unique, inverse } = dedupe(gatherKeys(keys, missPos));
-        const hitRate = 1 - missPos.length / keys.length;
-        if (hitRate < this.config.hitRateThreshold) {
+        // HugeCTR's hit rate: 1 - missing unique keys / unique keys (the batch is deduplicated only
+        // when the threshold can go either way: above 1 always fills synchronously, 0 never does)
+        const threshold = this.config.hitRateThreshold;
+        const sync = threshold > 1 || (threshold > 0 && 1 - unique.length / countUnique(keys) < threshold);
+        if (sync) {
           const r = await this.fetchLower(t, unique);
           if (large) await ownTurn();
           for (let j = 0; j < missPos.length; j++) copyRow(values, missPos[j]!, r.values, inverse[j]!, dim);
