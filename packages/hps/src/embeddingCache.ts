@@ -1,4 +1,4 @@
-import { createTable, type EmbeddingBackend, type EmbeddingTable } from '@embedstack/core';
+import { createTable, type EmbeddingBackend, type EmbeddingTable, type FindResult } from '@embedstack/core';
 
 /** Batches at most this many keys run synchronously (an in-memory native call is faster than a thread hop). */
 const SYNC_KEYS = 4096;
@@ -37,8 +37,8 @@ export class EmbeddingCache {
     );
   }
 
-  /** Looks up `keys`: rows `[n, dim]` (undefined content where !exists) and the hit mask. */
-  async query(keys: BigInt64Array): Promise<{ values: Float32Array; exists: Uint8Array }> {
+  /** Looks up `keys`: rows `[n, dim]` (undefined content where !exists) and the hit mask; small batches answer synchronously. */
+  query(keys: BigInt64Array): FindResult | Promise<FindResult> {
     return keys.length <= SYNC_KEYS ? this.table.findSync(keys) : this.table.find(keys);
   }
 

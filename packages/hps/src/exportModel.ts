@@ -1,18 +1,44 @@
 import { writeFile, mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { checkOptions, EmbeddingTable, exportHugeCTR, invalidParameter, InvalidTypeError } from '@embedstack/core';
+import { checkOptions, createTable, EmbeddingTable, exportHugeCTR, invalidParameter, InvalidTypeError, loadDefaultBackend, Tensor } from '@embedstack/core';
 import { checkHpsName } from './configKeys.js';
+
+/** What {@link exportModel} exports as one HPS table. */
+export type ExportableTable = EmbeddingTable | readonly EmbeddingTable[] | Tensor;
+
+function isExportable(t: unknown): t is ExportableTable {
+  if (t instanceof EmbeddingTable) return true;
+  if (t instanceof Tensor) return t.dtype === 'float32' && t.shape.length === 2 && (t.shape[1] ?? 0) >= 1;
+  return Array.isArray(t) && t.length > 0 && t.every((x) => x instanceof EmbeddingTable && x.dim === (t[0] as EmbeddingTable).dim);
+}
+
+/** The one core table to export (a temporary one, disposed by the caller, for tensors and shards). */
+async function asTable(t: ExportableTable): Promise<{ table: EmbeddingTable; temporary: boolean }> {
+  if (t instanceof EmbeddingTable) return { table: t, temporary: false };
+  const backend = loadDefaultBackend({ from: import.meta.url });
+  if (t instanceof Tensor) {
+    const [rows, dim] = t.shape as [number, number];
+    const table = createTable({ kind: 'static', vocabularySize: rows, dim, initializer: { kind: 'array', values: t.data as Float32Array } }, { backend });
+    return { table, temporary: true };
+  }
+  const shards = t as readonly EmbeddingTable[];
+  const table = createTable({ kind: 'dynamic', dim: shards[0]!.dim, keyDtype: 'int64', initializer: { kind: 'zeros' } }, { backend });
+  for (const shard of shards) for await (const b of shard.exportBatches()) await table.importRows(b.keys, b.values);
+  return { table, temporary: true };
+}
 
 /** Options of {@link exportModel}. */
 export interface ExportModelOptions {
   /** Model name in the ps config (`[a-zA-Z0-9_-]{1,120}`). Required. */
   model: string;
   /**
-   * Trained tables, in table-id order: core `EmbeddingTable`s (a tfra variable's,
-   * tpu-embedding's or sok's table is one) with an optional HPS table name (default
-   * `sparse_embedding<i>`).
+   * Trained tables, in table-id order, each with an optional HPS table name (default
+   * `sparse_embedding<i>`): a core `EmbeddingTable` (sok's, a dynamic table); an array of
+   * them, the shards of one table (a tfra `Variable`'s `tables`), merged; or a dense
+   * float32 Tensor `[vocabularySize, dim]` (tpu-embedding's `embeddingTables.get(config)`),
+   * whose keys are the row indices.
    */
-  tables: readonly (EmbeddingTable | { table: EmbeddingTable; name?: string })[];
+  tables: readonly (ExportableTable | { table: ExportableTable; name?: string })[];
   /** Folder receiving `<model>/<table>/{key,emb_vector}`. Required. */
   dir: string;
   /** Write this ps.json (the returned config) too. Default none. */
@@ -37,9 +63,12 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
   if (typeof o.dir !== 'string' || o.dir.length === 0) throw invalidParameter('options.dir', 'a folder path', o.dir, InvalidTypeError);
   if (!Array.isArray(o.tables) || o.tables.length === 0) throw invalidParameter('options.tables', 'a non-empty array of tables', o.tables, InvalidTypeError);
   const tables = o.tables.map((t, i) => {
-    const table = t instanceof EmbeddingTable ? t : (t as { table?: unknown })?.table;
-    if (!(table instanceof EmbeddingTable)) throw invalidParameter(`options.tables[${i}]`, 'an EmbeddingTable or { table, name }', t, InvalidTypeError);
-    const name = t instanceof EmbeddingTable || (t as { name?: unknown }).name == null ? `sparse_embedding${i}` : checkHpsName((t as { name?: unknown }).name, `options.tables[${i}].name`);
+    const bare = isExportable(t);
+    const table = bare ? t : (t as { table?: unknown })?.table;
+    if (!isExportable(table)) {
+      throw invalidParameter(`options.tables[${i}]`, 'an EmbeddingTable, an array of shards, a float32 Tensor [rows, dim], or { table, name }', t, InvalidTypeError);
+    }
+    const name = bare || (t as { name?: unknown }).name == null ? `sparse_embedding${i}` : checkHpsName((t as { name?: unknown }).name, `options.tables[${i}].name`);
     return { table, name };
   });
   for (const [k, v] of [['modelOptions', o.modelOptions], ['globalOptions', o.globalOptions]] as const) {
@@ -50,9 +79,16 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
   const root = resolve(o.dir, model);
   await mkdir(root, { recursive: true });
   const sparseFiles: string[] = [];
-  for (const { table, name } of tables) {
+  const dims: number[] = [];
+  for (const { table: t, name } of tables) {
     const folder = join(root, name);
-    await exportHugeCTR(table, folder, { keyFormat: longKeys ? 'int64' : 'uint32' });
+    const { table, temporary } = await asTable(t);
+    try {
+      await exportHugeCTR(table, folder, { keyFormat: longKeys ? 'int64' : 'uint32' });
+      dims.push(table.dim);
+    } finally {
+      if (temporary) table.dispose();
+    }
     sparseFiles.push(folder);
   }
   const config: Record<string, unknown> = {
@@ -63,7 +99,7 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
         model,
         sparse_files: sparseFiles,
         embedding_table_names: tables.map((t) => t.name),
-        embedding_vecsize_per_table: tables.map((t) => t.table.dim),
+        embedding_vecsize_per_table: dims,
         maxnum_catfeature_query_per_table_per_sample: tables.map(() => 1),
         default_value_for_each_table: tables.map(() => 0),
         deployed_device_list: [0],

@@ -86,6 +86,19 @@ describe('HPS lookups', () => {
     expect(got).toEqual(exact);
   });
 
+  it("decides between synchronous and background fill on HugeCTR's hit rate over unique keys", async () => {
+    const dir = temp();
+    const s = await serve(psConfig(twoTables(dir), [8, 4], { hit_rate_threshold: 0.5 }));
+    const [a, b, c, d] = keysAll;
+    await s.lookup([a!, a!], 'm', 0); // unique hit rate 0 < 0.5: a is fetched and cached now
+    // 9 hits of 11 occurrences (0.82) but 1 of 3 unique keys (0.33 < 0.5): b and c are fetched now
+    const ask = [...Array(9).fill(a!), b!, c!];
+    expect(Array.from((await s.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1));
+    // 2 of 3 unique keys cached (0.67 >= 0.5): d gets the default now
+    const got = Array.from((await s.lookup([a!, b!, d!], 'm', 0)).data as Float32Array);
+    expect(got).toEqual([...rowOf(a!, 8), ...rowOf(b!, 8), ...Array(8).fill(-1)]);
+  });
+
   it('a tiny L2 with eviction over RocksDB still returns every key exactly', async () => {
     const dir = temp();
     for (const policy of ['evict_random', 'evict_least_used', 'evict_oldest']) {

@@ -19,7 +19,8 @@ export type {
   EmbeddingCacheType,
 } from './config.js';
 export { stripJsonComments } from './jsonc.js';
+export { updateMessageFields } from './updateSource.js';
 export { exportModel } from './exportModel.js';
-export type { ExportModelOptions } from './exportModel.js';
+export type { ExportModelOptions, ExportableTable } from './exportModel.js';
 export type { LoadProgress } from './model.js';
 export type { HpsStats, LevelStats } from './stats.js';

@@ -95,4 +95,21 @@ describe('layers', () => {
     expect((config.models as { sparse_files: string[] }[])[0]!.sparse_files).toEqual([join(t.dir, 'trained', 'emb')]);
     expect(Array.from((await server.lookup([1n << 40n, 5n, 6n, -9n], 'trained', 0)).data as Float32Array)).toEqual([7, 8, 9, 1, 2, 3, 0, 0, 0, 4, 5, 6]);
   });
+
+  it('exportModel takes a dense Tensor (tpu-embedding) and the shards of one table (tfra), served exactly', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const dense = new Tensor(Float32Array.from({ length: 8 }, (_, i) => i + 0.5), [4, 2]);
+    const s0 = createTable({ kind: 'dynamic', dim: 2, initializer: { kind: 'zeros' } });
+    const s1 = createTable({ kind: 'dynamic', dim: 2, initializer: { kind: 'zeros' } });
+    cleanups.push(() => s0.dispose(), () => s1.dispose());
+    await s0.upsert([10n, 12n], new Float32Array([1, 1, 2, 2]));
+    await s1.upsert([11n], new Float32Array([3, 3]));
+    const psConfig = await hps.exportModel({ model: 'mixed', tables: [dense, { table: [s0, s1], name: 'sharded' }], dir: t.dir });
+    const server = await hps.HPS.create({ psConfig });
+    cleanups.push(() => server.close());
+    expect(Array.from((await server.lookup([3n, 0n, 4n], 'mixed', 0)).data as Float32Array)).toEqual([6.5, 7.5, 0.5, 1.5, 0, 0]);
+    expect(Array.from((await server.lookup([11n, 12n, 10n], 'mixed', 1)).data as Float32Array)).toEqual([3, 3, 2, 2, 1, 1]);
+    await expect(hps.exportModel({ model: 'x', tables: [new Tensor(new Float32Array(3), [3])], dir: t.dir })).rejects.toMatchObject({ code: 'INVALID_TYPE' });
+  });
 });

@@ -12,7 +12,7 @@ import {
   type Combiner,
   type KeyInput,
 } from '@embedstack/core';
-import { dedupe } from './model.js';
+import { dedupe } from './keyOps.js';
 import { ensureServer, type InitOptions } from './init.js';
 import type { HPS } from './server.js';
 

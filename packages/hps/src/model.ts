@@ -2,6 +2,7 @@ import { FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type Em
 import type { RocksStore } from '@embedstack/store-rocksdb';
 import type { ModelConfig, PsConfig } from './config.js';
 import { EmbeddingCache } from './embeddingCache.js';
+import { copyRow, countUnique, dedupe, gatherKeys, ownTurn } from './keyOps.js';
 import { TableStats } from './stats.js';
 import type { FetchResult, VolatileDb } from './volatileDb.js';
 
@@ -38,22 +39,17 @@ export interface TableState {
   stats: TableStats;
 }
 
-/** Unique keys of a batch and, per entry, the index of its key among them. */
-export function dedupe(keys: BigInt64Array): { unique: BigInt64Array; inverse: Int32Array } {
-  const index = new Map<bigint, number>();
-  const inverse = new Int32Array(keys.length);
-  const unique: bigint[] = [];
-  for (let i = 0; i < keys.length; i++) {
-    const k = keys[i]!;
-    let u = index.get(k);
-    if (u === undefined) {
-      u = unique.length;
-      index.set(k, u);
-      unique.push(k);
-    }
-    inverse[i] = u;
-  }
-  return { unique: BigInt64Array.from(unique), inverse };
+/** Floats per lookup chunk (2 MiB of rows). */
+const CHUNK_FLOATS = 1 << 19;
+
+/** Positions i where flags[i] === want (default 0: the misses). */
+function missing(flags: Uint8Array, want = 0): Int32Array {
+  let n = 0;
+  for (let i = 0; i < flags.length; i++) if (flags[i] === want) n++;
+  const out = new Int32Array(n);
+  if (n === 0) return out;
+  for (let i = 0, j = 0; i < flags.length; i++) if (flags[i] === want) out[j++] = i;
+  return out;
 }
 
 /** The L3 column family of a model's table (stable across processes for version 1). */
@@ -72,6 +68,7 @@ export class ModelState {
   #drained: (() => void) | null = null;
   #background = new Set<Promise<void>>();
   #disposed = false;
+  #refreshTimer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly config: ModelConfig,
@@ -86,7 +83,7 @@ export class ModelState {
       defaultValue: c.defaultValueForEachTable[id]!,
       rows: 0,
       maxKeys: c.maxBatchSize * c.maxnumCatfeatureQueryPerTablePerSample[id]!,
-      l2Name: `${c.model}.${name}.v${version}`,
+      l2Name: ctx.volatileDb?.shared ? persistentName(c.model, name, version) : `${c.model}.${name}.v${version}`,
       l3Name: persistentName(c.model, name, version),
       caches: new Map(),
       stats: new TableStats(),
@@ -122,7 +119,7 @@ export class ModelState {
       const staticCache = c.embeddingCacheType === 'static';
       if (c.gpucache) {
         const cap = staticCache ? Infinity : Math.ceil(c.gpucacheper * t.rows);
-        for (const d of c.deployedDeviceList) t.caches.set(d, new EmbeddingCache(`${t.l2Name}.l1.d${d}`, t.dim, cap, this.ctx.backend));
+        for (const d of c.deployedDeviceList) t.caches.set(d, new EmbeddingCache(`${c.model}.${t.name}.v${this.version}.l1.d${d}`, t.dim, cap, this.ctx.backend));
       }
       const l2Rows = l2 ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
       const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;
@@ -144,6 +141,26 @@ export class ModelState {
         onProgress?.({ model: c.model, table: t.name, tableId: t.id, rowsLoaded: loaded, rows: t.rows });
       }
     }
+  }
+
+  /**
+   * Starts HugeCTR's periodic cache refresh: after `refresh_delay` seconds, then every
+   * `refresh_interval` seconds (0: off). The timer never keeps the process alive.
+   */
+  startRefresh(): void {
+    const every = this.config.refreshInterval;
+    if (every <= 0 || this.#refreshTimer) return;
+    const tick = (): void => {
+      if (this.#disposed) return;
+      const done = this.enter();
+      void this.refresh()
+        .catch(() => undefined)
+        .finally(() => {
+          done();
+          if (!this.#disposed) this.#refreshTimer = setTimeout(tick, every * 1000).unref();
+        });
+    };
+    this.#refreshTimer = setTimeout(tick, this.config.refreshDelay * 1000).unref();
   }
 
   /** Counts a lookup in flight; the returned function ends it. */
@@ -168,25 +185,50 @@ export class ModelState {
   async lookup(t: TableState, keys: BigInt64Array, deviceId: number): Promise<Float32Array> {
     const start = performance.now();
     const dim = t.dim;
+    // a large batch runs in chunks, each on a turn of the event loop of its own, so that no
+    // synchronous part (key checks, output allocation, inline native calls) blocks the loop long
+    const chunk = Math.max(1024, Math.floor(CHUNK_FLOATS / dim));
+    let values: Float32Array;
+    if (keys.length <= chunk) values = await this.#lookupChunk(t, keys, deviceId);
+    else {
+      values = new Float32Array(keys.length * dim);
+      for (let s = 0; s < keys.length; s += chunk) {
+        await ownTurn();
+        values.set(await this.#lookupChunk(t, keys.subarray(s, s + chunk), deviceId), s * dim);
+      }
+    }
+    t.stats.latency(performance.now() - start);
+    return values;
+  }
+
+  async #lookupChunk(t: TableState, keys: BigInt64Array, deviceId: number): Promise<Float32Array> {
+    const dim = t.dim;
+    const large = keys.length * dim >= 1 << 16;
     const cache = t.caches.get(deviceId);
     let values: Float32Array;
     if (!cache) {
       const { unique, inverse } = dedupe(keys);
       const r = await this.fetchLower(t, unique);
       values = new Float32Array(keys.length * dim);
-      for (let i = 0; i < keys.length; i++) values.set(r.values.subarray(inverse[i]! * dim, (inverse[i]! + 1) * dim), i * dim);
+      for (let i = 0; i < keys.length; i++) copyRow(values, i, r.values, inverse[i]!, dim);
     } else {
-      const q = await cache.query(keys);
+      const found = cache.query(keys);
+      const q = found instanceof Promise ? await found : found;
+      // completions of several large native finds land in one poll phase: continue on a turn of our own
+      if (large) await ownTurn();
       values = q.values;
-      const missPos: number[] = [];
-      for (let i = 0; i < keys.length; i++) if (!q.exists[i]) missPos.push(i);
+      const missPos = missing(q.exists);
       t.stats.count(0, keys.length - missPos.length, missPos.length);
       if (missPos.length > 0) {
-        const { unique, inverse } = dedupe(BigInt64Array.from(missPos, (i) => keys[i]!));
-        const hitRate = 1 - missPos.length / keys.length;
-        if (hitRate < this.config.hitRateThreshold) {
+        const { unique, inverse } = dedupe(gatherKeys(keys, missPos));
+        // HugeCTR's hit rate: 1 - missing unique keys / unique keys (the batch is deduplicated only
+        // when the threshold can go either way: above 1 always fills synchronously, 0 never does)
+        const threshold = this.config.hitRateThreshold;
+        const sync = threshold > 1 || (threshold > 0 && 1 - unique.length / countUnique(keys) < threshold);
+        if (sync) {
           const r = await this.fetchLower(t, unique);
-          missPos.forEach((p, j) => values.set(r.values.subarray(inverse[j]! * dim, (inverse[j]! + 1) * dim), p * dim));
+          if (large) await ownTurn();
+          for (let j = 0; j < missPos.length; j++) copyRow(values, missPos[j]!, r.values, inverse[j]!, dim);
           await this.#cacheFound(cache, unique, r);
         } else {
           for (const p of missPos) values.fill(t.defaultValue, p * dim, (p + 1) * dim);
@@ -198,7 +240,6 @@ export class ModelState {
         }
       }
     }
-    t.stats.latency(performance.now() - start);
     return values;
   }
 
@@ -206,15 +247,11 @@ export class ModelState {
     if (this.#disposed || r.hits === 0) return;
     if (r.hits === keys.length) return cache.insert(keys, r.values);
     const dim = cache.dim;
-    const k = new BigInt64Array(r.hits);
+    const pos = new Int32Array(r.hits);
+    for (let i = 0, j = 0; i < keys.length; i++) if (r.found[i]) pos[j++] = i;
     const v = new Float32Array(r.hits * dim);
-    for (let i = 0, j = 0; i < keys.length; i++) {
-      if (!r.found[i]) continue;
-      k[j] = keys[i]!;
-      v.set(r.values.subarray(i * dim, (i + 1) * dim), j * dim);
-      j++;
-    }
-    await cache.insert(k, v);
+    for (let j = 0; j < pos.length; j++) copyRow(v, j, r.values, pos[j]!, dim);
+    await cache.insert(gatherKeys(keys, pos), v);
   }
 
   /**
@@ -237,28 +274,21 @@ export class ModelState {
       t.stats.count(1, r.hits, n - r.hits);
     }
     if (l3 && hits < n) {
-      const pos: number[] = [];
-      for (let i = 0; i < n; i++) if (!found[i]) pos.push(i);
-      const sub = BigInt64Array.from(pos, (i) => keys[i]!);
+      const pos = missing(found);
+      const sub = gatherKeys(keys, pos);
       const r = await l3.multiGet(t.l3Name, sub, dim);
       t.stats.count(2, r.hits, sub.length - r.hits);
-      pos.forEach((p, j) => {
-        if (!r.found[j]) return;
-        values.set(r.values.subarray(j * dim, (j + 1) * dim), p * dim);
-        found[p] = 1;
-      });
+      for (let j = 0; j < pos.length; j++) {
+        if (!r.found[j]) continue;
+        copyRow(values, pos[j]!, r.values, j, dim);
+        found[pos[j]!] = 1;
+      }
       hits += r.hits;
       if (l2 && r.hits > 0 && config.volatileDb.cacheMissedEmbeddings) {
-        const k = new BigInt64Array(r.hits);
-        const v = new Float32Array(r.hits * dim);
-        let w = 0;
-        pos.forEach((_, j) => {
-          if (!r.found[j]) return;
-          k[w] = sub[j]!;
-          v.set(r.values.subarray(j * dim, (j + 1) * dim), w * dim);
-          w++;
-        });
-        await l2.insert(t.l2Name, k, v);
+        const back = missing(r.found, 1);
+        const v = new Float32Array(back.length * dim);
+        for (let j = 0; j < back.length; j++) copyRow(v, j, r.values, back[j]!, dim);
+        await l2.insert(t.l2Name, gatherKeys(sub, back), v);
       }
     }
     if (hits < n) for (let i = 0; i < n; i++) if (!found[i]) values.fill(t.defaultValue, i * dim, (i + 1) * dim);
@@ -293,6 +323,7 @@ export class ModelState {
   async dispose(): Promise<void> {
     if (this.#disposed) return;
     this.#disposed = true;
+    if (this.#refreshTimer) clearTimeout(this.#refreshTimer);
     await this.drain();
     for (const t of this.tables) {
       for (const c of t.caches.values()) c.dispose();

@@ -101,7 +101,7 @@ export class HPS {
       const server = new HPS(CREATE_TOKEN, { config, backend, volatileDb, persistentDb }, batch, o.onProgress ?? null);
       try {
         for (const m of config.models) await server.#load(m);
-        if (config.updateSource.type === 'redis_stream') server.#updates = await startUpdateSource(config.updateSource, (tag, keys, values) => server.#applyUpdate(tag, keys, values));
+        if (config.updateSource.type === 'redis_stream') server.#updates = await startUpdateSource(config.updateSource, () => server.#tags(), (tag, keys, values) => server.#applyUpdate(tag, keys, values));
       } catch (e) {
         await server.close();
         throw e;
@@ -126,6 +126,7 @@ export class HPS {
     }
     const old = this.#models.get(cfg.model);
     this.#models.set(cfg.model, state); // atomic: new lookups see the complete new version
+    state.startRefresh();
     if (old) await old.dispose(); // waits for the lookups in flight on the old version
     return state;
   }
@@ -239,6 +240,10 @@ export class HPS {
     const m = this.#model(modelName);
     this.#models.delete(modelName);
     await m.dispose();
+  }
+
+  #tags(): string[] {
+    return [...this.#models.values()].flatMap((m) => m.tables.map((t) => `hps_et.${m.name}.${t.name}`));
   }
 
   /** Applies an online update (what the update source calls): tag `hps_et.<model>.<table>`. */

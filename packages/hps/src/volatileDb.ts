@@ -1,5 +1,6 @@
-import { createTable, type EmbeddingBackend, type EmbeddingTable, type ScorePolicy } from '@embedstack/core';
+import { createTable, InternalError, type EmbeddingBackend, type EmbeddingTable, type ScorePolicy } from '@embedstack/core';
 import type { OverflowPolicy, VolatileDbConfig } from './config.js';
+import { copyRow, gatherKeys, ownTurn } from './keyOps.js';
 
 /** Rows fetched from a level: `values` `[n, dim]` (zeros where not found), host memory. */
 export interface FetchResult {
@@ -14,6 +15,8 @@ export interface FetchResult {
  */
 export interface VolatileDb {
   readonly kind: string;
+  /** True when other processes see the same tables (Redis): table names are then stable and never dropped. */
+  readonly shared: boolean;
   createTable(name: string, dim: number): Promise<void>;
   dropTable(name: string): Promise<void>;
   fetch(name: string, keys: BigInt64Array, dim: number): Promise<FetchResult>;
@@ -43,6 +46,9 @@ export function partitionOf(keys: BigInt64Array, parts: number): Uint16Array {
   return out;
 }
 
+/** Batches of at least this many floats yield to the event loop between partitions. */
+const YIELD_WORK = 1 << 15;
+
 interface Split {
   /** per partition: positions in the batch */
   pos: Int32Array[];
@@ -56,7 +62,7 @@ function split(keys: BigInt64Array, parts: number): Split {
   const pos = Array.from(counts, (c) => new Int32Array(c));
   const fill = new Int32Array(parts);
   for (let i = 0; i < p.length; i++) pos[p[i]!]![fill[p[i]!]!++] = i;
-  return { pos, keys: pos.map((ix) => BigInt64Array.from(ix, (i) => keys[i]!)) };
+  return { pos, keys: pos.map((ix) => gatherKeys(keys, ix)) };
 }
 
 /**
@@ -68,6 +74,7 @@ function split(keys: BigInt64Array, parts: number): Split {
  */
 export class HashMapDb implements VolatileDb {
   readonly kind = 'hash_map';
+  readonly shared = false;
   #tables = new Map<string, EmbeddingTable[]>();
 
   constructor(
@@ -91,7 +98,7 @@ export class HashMapDb implements VolatileDb {
 
   #parts(name: string): EmbeddingTable[] {
     const p = this.#tables.get(name);
-    if (!p) throw new Error(`L2 table ${name} does not exist`);
+    if (!p) throw new InternalError(`L2 table ${name} does not exist (unloaded while in use)`);
     return p;
   }
 
@@ -110,20 +117,21 @@ export class HashMapDb implements VolatileDb {
     const values = new Float32Array(n * dim);
     const found = new Uint8Array(n);
     let hits = 0;
-    await Promise.all(
-      parts.map(async (t, p) => {
-        const pos = s.pos[p]!;
-        if (pos.length === 0) return;
-        const r = await t.find(s.keys[p]!);
-        for (let j = 0; j < pos.length; j++) {
-          if (!r.exists[j]) continue;
-          const i = pos[j]!;
-          values.set(r.values.subarray(j * dim, (j + 1) * dim), i * dim);
-          found[i] = 1;
-          hits++;
-        }
-      }),
-    );
+    const yieldEach = n * dim >= YIELD_WORK;
+    for (let p = 0; p < parts.length; p++) {
+      const pos = s.pos[p]!;
+      if (pos.length === 0) continue;
+      // small partitions run inline (synchronously): yield between them so a large batch never blocks the loop long
+      if (yieldEach) await ownTurn();
+      const r = await parts[p]!.find(s.keys[p]!);
+      for (let j = 0; j < pos.length; j++) {
+        if (!r.exists[j]) continue;
+        const i = pos[j]!;
+        copyRow(values, i, r.values, j, dim);
+        found[i] = 1;
+        hits++;
+      }
+    }
     return { values, found, hits };
   }
 
@@ -141,15 +149,15 @@ export class HashMapDb implements VolatileDb {
     };
     if (parts.length === 1) return one(parts[0]!, keys, values);
     const s = split(keys, parts.length);
-    await Promise.all(
-      parts.map((t, p) => {
-        const pos = s.pos[p]!;
-        if (pos.length === 0) return undefined;
-        const v = new Float32Array(pos.length * dim);
-        for (let j = 0; j < pos.length; j++) v.set(values.subarray(pos[j]! * dim, (pos[j]! + 1) * dim), j * dim);
-        return one(t, s.keys[p]!, v);
-      }),
-    );
+    const yieldEach = values.length >= YIELD_WORK;
+    for (let p = 0; p < parts.length; p++) {
+      const pos = s.pos[p]!;
+      if (pos.length === 0) continue;
+      if (yieldEach) await ownTurn();
+      const v = new Float32Array(pos.length * dim);
+      for (let j = 0; j < pos.length; j++) copyRow(v, j, values, pos[j]!, dim);
+      await one(parts[p]!, s.keys[p]!, v);
+    }
   }
 
   async size(name: string): Promise<number> {

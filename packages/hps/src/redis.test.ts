@@ -1,0 +1,110 @@
+// Redis Cluster as L2 shared by two HPS processes, and online updates from a Redis stream (real redis-server processes).
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { RedisStore } from '@embedstack/store-redis';
+import { freePort, startRedisCluster, startRedisServer, type RedisClusterHandle } from '@embedstack/store-redis/testing';
+import { HPS, updateMessageFields } from './index.js';
+import { expectedRows, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+
+let cluster: RedisClusterHandle;
+let address: string;
+const t = tempDir('hps-redis-');
+const cleanups: (() => unknown)[] = [];
+
+beforeAll(async () => {
+  cluster = await startRedisCluster({ masters: 3 });
+  address = cluster.hosts.map((h) => `${h.host}:${h.port}`).join(',');
+}, 60000);
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+afterAll(async () => {
+  await cluster?.stop();
+  t.cleanup();
+});
+
+const keys = spreadKeys(400);
+const present = new Set(keys);
+
+async function serve(config: Record<string, unknown>): Promise<HPS> {
+  const s = await HPS.create({ psConfig: config });
+  cleanups.push(() => s.close());
+  return s;
+}
+
+describe('HPS on Redis', () => {
+  it('shares a Redis Cluster L2 between two HPS instances', async () => {
+    const folder = writeTable(join(t.dir, 'shared'), keys, 8);
+    const a = await serve(psConfig([folder], [8], { gpucache: false }, { volatile_db: { type: 'redis_cluster', address } }));
+    // b loads nothing into L2 and has no L3: its rows can only come from the L2 that a filled
+    const b = await serve(psConfig([folder], [8], { gpucache: false }, { volatile_db: { type: 'redis_cluster', address, initial_cache_rate: 0 } }));
+    const ask = [...keys.slice(0, 100), 31337n];
+    expect(Array.from((await b.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1));
+    expect(b.stats('m', 0).l2).toEqual({ hits: 100, misses: 1, hitRate: 100 / 101 });
+    expect(Array.from((await a.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1));
+  });
+
+  it('applies redis_stream updates to L2 and L3, at once to keys in L1', async () => {
+    const folder = writeTable(join(t.dir, 'upd'), keys, 4);
+    const s = await serve(
+      psConfig([folder], [4], { gpucacheper: 0.5, hit_rate_threshold: 2 }, {
+        persistent_db: { type: 'rocks_db', path: join(t.dir, 'rocks-upd') },
+        update_source: { type: 'redis_stream', brokers: address, poll_timeout_ms: 20 },
+      }),
+    );
+    const cached = keys.slice(0, 10);
+    await s.lookup(cached, 'm', 0); // now in L1
+    const fresh = keys.slice(200, 205); // not in L1
+    const upd = [...cached.slice(0, 3), ...fresh, 999n];
+    const vals = new Float32Array(upd.flatMap((k) => rowOf(k, 4, 9)));
+    const producer = new RedisStore({ mode: 'cluster', hosts: cluster.hosts });
+    cleanups.push(() => producer.close());
+    const tag = 'hps_et.m.sparse_embedding0';
+    await producer.connection.exec([{ route: Buffer.from(tag), name: 'XADD', args: [tag, '*', ...updateMessageFields(BigInt64Array.from(upd), vals)] }], false);
+    const want = [...cached.slice(0, 3).flatMap((k) => rowOf(k, 4, 9)), ...expectedRows(cached.slice(3), 4, present, -1)];
+    let got: number[] = [];
+    for (let i = 0; i < 200 && JSON.stringify(got) !== JSON.stringify(want); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      got = Array.from((await s.lookup(cached, 'm', 0)).data as Float32Array);
+    }
+    expect(got).toEqual(want);
+    await s.refreshEmbeddingCache('m');
+    expect(Array.from((await s.lookup([...fresh, 999n], 'm', 0)).data as Float32Array)).toEqual([...fresh, 999n].flatMap((k) => rowOf(k, 4, 9)));
+  });
+
+  it('refreshes L1 periodically (refresh_interval) from an L2 another server rewrote', async () => {
+    const v1 = writeTable(join(t.dir, 'r1'), keys, 4);
+    const v2 = writeTable(join(t.dir, 'r2'), keys, 4, { salt: 3 });
+    const l2 = { type: 'redis_cluster', address };
+    const a = await serve(psConfig([v1], [4], { model: 'p', hit_rate_threshold: 2, refresh_interval: 0.05 }, { volatile_db: l2 }));
+    const ask = keys.slice(0, 20);
+    expect(Array.from((await a.lookup(ask, 'p', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+    // a second server loads other values of the same model into the shared L2
+    await serve(psConfig([v2], [4], { model: 'p', gpucache: false }, { volatile_db: l2 }));
+    const want = JSON.stringify(ask.flatMap((k) => rowOf(k, 4, 3)));
+    let got = '';
+    for (let i = 0; i < 100 && got !== want; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      got = JSON.stringify(Array.from((await a.lookup(ask, 'p', 0)).data as Float32Array));
+    }
+    expect(got).toBe(want);
+    expect(a.stats('p', 0).l1.misses).toBe(20); // served from L1 throughout, refreshed in place
+  });
+
+  it('a Redis L2 that dies mid-serving gives coded errors, never wrong rows', async () => {
+    const server = await startRedisServer();
+    cleanups.push(() => server.stop());
+    const folder = writeTable(join(t.dir, 'dies'), keys, 4);
+    const s = await serve(psConfig([folder], [4], { gpucache: false }, { volatile_db: { type: 'redis_cluster', address: `${server.host}:${server.port}` } }));
+    const ask = keys.slice(0, 30);
+    expect(Array.from((await s.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+    await server.stop();
+    await expect(s.lookup(ask, 'm', 0)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+  }, 30000);
+
+  it('reports an unreachable Redis as STORE_UNAVAILABLE', async () => {
+    const port = await freePort();
+    const folder = writeTable(join(t.dir, 'unreach'), keys.slice(0, 5), 4);
+    await expect(HPS.create({ psConfig: psConfig([folder], [4], {}, { volatile_db: { type: 'redis_cluster', address: `127.0.0.1:${port}` } }) })).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
+  });
+});
