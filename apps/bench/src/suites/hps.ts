@@ -12,10 +12,10 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createTable, type EmbeddingTable } from '@embedstack/core';
 import { exportModel, HPS } from '@embedstack/hps';
-import { measureAsync } from '../harness.js';
+import { measure } from '../harness.js';
 import type { Group, SuiteResult } from '../report.js';
 import { drawIndices, makeKeys, pickKeys } from '../rng.js';
-import { formatCount } from '../stats.js';
+import { formatCount } from '../format.js';
 import { FILL_BATCH, valuePattern } from '../tables.js';
 import { figure, rotating, settle } from './common.js';
 import type { Suite, SuiteContext } from './types.js';
@@ -55,6 +55,7 @@ export async function hpsFixture(ctx: SuiteContext, rows: number, dir: string, v
 
 export const hpsSuite: Suite = {
   name: 'hps',
+  description: 'HPS L1/L2/L3 lookups, hit rate, latency, event-loop lag',
   steps: () => 10,
   async run(ctx) {
     const result: SuiteResult = { suite: 'hps', path: 'HPS.lookup (Promise) vs EmbeddingTable.find / findSync', groups: [], targets: [], notes: [], charts: [] };
@@ -72,16 +73,16 @@ export const hpsSuite: Suite = {
       const after = server.stats('bench', 0).l1;
       const hitRate = (after.hits - before.hits) / (after.hits + after.misses - before.hits - before.misses);
       const [ours, peer] = await alternate(
-        async () => (await measureAsync('hps lookup', (i) => server.lookup(next(i), 'bench', 0), BATCH)).rate,
-        async () => (await measureAsync('in-memory find', (i) => table.find(next(i)), BATCH)).rate,
+        async () => (await measure('hps lookup', async (i) => void (await server.lookup(next(i), 'bench', 0)), BATCH, { async: true })).rate,
+        async () => (await measure('in-memory find', async (i) => void (await table.find(next(i))), BATCH, { async: true })).rate,
       );
       // the L1 hit path: keys all cached (the hottest ranks), against findSync of the same keys
       const hot = pickKeys(keys, drawIndices(4096, Math.max(1, Math.floor(rows / 100)), 'uniform', 95).map((r) => (r * 2654435761) % rows));
       await server.lookup(hot, 'bench', 0);
       await server.lookup(hot, 'bench', 0);
       const [l1Path, findSync] = await alternate(
-        async () => (await measureAsync('hps L1 hits', () => server.lookup(hot, 'bench', 0), hot.length)).rate,
-        async () => (await measureAsync('core findSync', async () => table.findSync(hot), hot.length)).rate,
+        async () => (await measure('hps L1 hits', async () => void (await server.lookup(hot, 'bench', 0)), hot.length, { async: true })).rate,
+        async () => (await measure('core findSync', async () => void table.findSync(hot), hot.length, { async: true })).rate,
       );
       // event-loop delay while 1M keys of lookups run (16 concurrent lookups of 64K keys)
       const big = pickKeys(keys, drawIndices(1 << 20, rows, { zipf: ZIPF }, 97));

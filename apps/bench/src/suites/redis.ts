@@ -7,10 +7,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { redisAvailable, startRedisCluster, startRedisServer } from '@embedstack/store-redis/testing';
-import { measureAsync } from '../harness.js';
+import { measure } from '../harness.js';
 import type { Group, SuiteResult } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
-import { formatCount } from '../stats.js';
+import { formatCount } from '../format.js';
 import { figure, rotating, settle } from './common.js';
 import { hpsFixture } from './hps.js';
 import type { Suite } from './types.js';
@@ -19,6 +19,7 @@ const BATCH = 8192;
 
 export const redisSuite: Suite = {
   name: 'redis',
+  description: 'L2 on a 3-node Redis Cluster vs 1 node vs in-process',
   steps: () => 3,
   async run(ctx) {
     const result: SuiteResult = { suite: 'redis', path: 'HPS.lookup with gpucache off (L2 only)', groups: [], targets: [], notes: [], charts: [] };
@@ -43,7 +44,7 @@ export const redisSuite: Suite = {
         const { server, table, keys } = await hpsFixture(ctx, rows, dir, l2, false);
         try {
           const next = rotating(pickKeys(keys, drawIndices(8 * BATCH, rows, { zipf: 1.2 }, 101)), BATCH);
-          rates.push((await measureAsync(`L2 ${name}`, (i) => server.lookup(next(i), 'bench', 0), BATCH)).rate);
+          rates.push((await measure(`L2 ${name}`, async (i) => void (await server.lookup(next(i), 'bench', 0)), BATCH, { async: true })).rate);
         } finally {
           await server.close();
           table.dispose();
