@@ -13,6 +13,8 @@ const SYNC_KEYS = 4096;
  */
 export class EmbeddingCache {
   readonly table: EmbeddingTable;
+  /** Batches up to this many keys are answered synchronously by `query`. */
+  readonly syncKeys = SYNC_KEYS;
 
   constructor(
     name: string,

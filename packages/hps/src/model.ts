@@ -1,4 +1,4 @@
-import { FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type EmbeddingBackend } from '@embedstack/core';
+import { FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type EmbeddingBackend, type FindResult } from '@embedstack/core';
 import type { RocksStore } from '@embedstack/store-rocksdb';
 import type { ModelConfig, PsConfig } from './config.js';
 import { EmbeddingCache } from './embeddingCache.js';
@@ -39,8 +39,8 @@ export interface TableState {
   stats: TableStats;
 }
 
-/** Floats per lookup chunk (2 MiB of rows). */
-const CHUNK_FLOATS = 1 << 19;
+/** Floats per lookup chunk (1 MiB of rows). */
+const CHUNK_FLOATS = 1 << 18;
 
 /** Positions i where flags[i] === want (default 0: the misses). */
 function missing(flags: Uint8Array, want = 0): Int32Array {
@@ -182,26 +182,46 @@ export class ModelState {
    * L1 first; below `hit_rate_threshold` the misses are fetched from L2/L3 now and
    * cached; at or above it they get the default now and are fetched in the background.
    */
-  async lookup(t: TableState, keys: BigInt64Array, deviceId: number): Promise<Float32Array> {
+  lookup(t: TableState, keys: BigInt64Array, deviceId: number): Float32Array | Promise<Float32Array> {
     const start = performance.now();
+    const cache = t.caches.get(deviceId);
+    let pre: FindResult | null = null;
+    if (cache && keys.length <= cache.syncKeys) {
+      const q = cache.query(keys);
+      if (!(q instanceof Promise)) {
+        // the L1 hit path: a small batch found whole in L1 answers without a promise hop
+        let hits = 0;
+        for (let i = 0; i < keys.length; i++) hits += q.exists[i]!;
+        if (hits === keys.length) {
+          t.stats.count(0, hits, 0);
+          t.stats.latency(performance.now() - start);
+          return q.values;
+        }
+        pre = q;
+      }
+    }
+    return this.#lookupAsync(t, keys, deviceId, start, pre);
+  }
+
+  async #lookupAsync(t: TableState, keys: BigInt64Array, deviceId: number, start: number, pre: FindResult | null): Promise<Float32Array> {
     const dim = t.dim;
     // a large batch runs in chunks, each on a turn of the event loop of its own, so that no
     // synchronous part (key checks, output allocation, inline native calls) blocks the loop long
     const chunk = Math.max(1024, Math.floor(CHUNK_FLOATS / dim));
     let values: Float32Array;
-    if (keys.length <= chunk) values = await this.#lookupChunk(t, keys, deviceId);
+    if (keys.length <= chunk) values = await this.#lookupChunk(t, keys, deviceId, pre);
     else {
       values = new Float32Array(keys.length * dim);
       for (let s = 0; s < keys.length; s += chunk) {
         await ownTurn();
-        values.set(await this.#lookupChunk(t, keys.subarray(s, s + chunk), deviceId), s * dim);
+        values.set(await this.#lookupChunk(t, keys.subarray(s, s + chunk), deviceId, null), s * dim);
       }
     }
     t.stats.latency(performance.now() - start);
     return values;
   }
 
-  async #lookupChunk(t: TableState, keys: BigInt64Array, deviceId: number): Promise<Float32Array> {
+  async #lookupChunk(t: TableState, keys: BigInt64Array, deviceId: number, pre: FindResult | null): Promise<Float32Array> {
     const dim = t.dim;
     const large = keys.length * dim >= 1 << 16;
     const cache = t.caches.get(deviceId);
@@ -212,7 +232,7 @@ export class ModelState {
       values = new Float32Array(keys.length * dim);
       for (let i = 0; i < keys.length; i++) copyRow(values, i, r.values, inverse[i]!, dim);
     } else {
-      const found = cache.query(keys);
+      const found = pre ?? cache.query(keys);
       const q = found instanceof Promise ? await found : found;
       // completions of several large native finds land in one poll phase: continue on a turn of our own
       if (large) await ownTurn();

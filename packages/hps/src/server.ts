@@ -183,7 +183,8 @@ export class HPS {
     }
     const done = m.enter();
     try {
-      return new Tensor(await m.lookup(t, k, deviceId), [k.length, t.dim]);
+      const rows = m.lookup(t, k, deviceId);
+      return new Tensor(rows instanceof Promise ? await rows : rows, [k.length, t.dim]);
     } finally {
       done();
     }
