@@ -39,9 +39,10 @@ export class EmbeddingCache {
     );
   }
 
-  /** Looks up `keys`: rows `[n, dim]` (undefined content where !exists) and the hit mask; small batches answer synchronously. */
-  query(keys: BigInt64Array): FindResult | Promise<FindResult> {
-    return keys.length <= SYNC_KEYS ? this.table.findSync(keys) : this.table.find(keys);
+  /** Looks up `keys`: rows `[n, dim]` (into `out` when given; undefined content where !exists) and the hit mask; small batches answer synchronously. */
+  query(keys: BigInt64Array, out?: Float32Array | null): FindResult | Promise<FindResult> {
+    const opts = out ? { out: { values: out } } : undefined;
+    return keys.length <= SYNC_KEYS ? this.table.findSync(keys, opts) : this.table.find(keys, opts);
   }
 
   /** Inserts rows (evicting least recently used rows when full). */

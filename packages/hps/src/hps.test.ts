@@ -66,6 +66,18 @@ describe('HPS lookups', () => {
     expect(st.latencyMs.p99).toBeGreaterThanOrEqual(st.latencyMs.p50);
   });
 
+  it('splits large lookups into chunks and stays exact (L1 on and off)', async () => {
+    const dir = temp();
+    for (const gpucache of [true, false]) {
+      const s = await serve(psConfig(twoTables(dir), [8, 4], { gpucache, gpucacheper: 0.1, hit_rate_threshold: 2, max_batch_size: 4096 }));
+      // 40000 keys of dim 8: two chunks of 32768 and the rest, unknown keys included
+      const ask = zipf(ROWS + 50, 1.1, 40000, gpucache ? 3 : 4).map((r) => (r < ROWS ? keysAll[r]! : BigInt(r) * 1_000_000_007n));
+      for (let round = 0; round < 2; round++) {
+        expect(Array.from((await s.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1));
+      }
+    }
+  });
+
   it('the background path returns the default or the exact row, then becomes exact', async () => {
     const dir = temp();
     const s = await serve(psConfig(twoTables(dir), [8, 4], { hit_rate_threshold: 0 }));

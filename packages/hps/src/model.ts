@@ -214,14 +214,18 @@ export class ModelState {
       values = new Float32Array(keys.length * dim);
       for (let s = 0; s < keys.length; s += chunk) {
         await ownTurn();
-        values.set(await this.#lookupChunk(t, keys.subarray(s, s + chunk), deviceId, null), s * dim);
+        const part = keys.subarray(s, s + chunk);
+        const into = values.subarray(s * dim, (s + part.length) * dim);
+        const got = await this.#lookupChunk(t, part, deviceId, null, into);
+        if (got !== into) into.set(got);
       }
     }
     t.stats.latency(performance.now() - start);
     return values;
   }
 
-  async #lookupChunk(t: TableState, keys: BigInt64Array, deviceId: number, pre: FindResult | null): Promise<Float32Array> {
+  /** Rows of one chunk; written into `into` when given (the L1 path), else a fresh array. */
+  async #lookupChunk(t: TableState, keys: BigInt64Array, deviceId: number, pre: FindResult | null, into: Float32Array | null = null): Promise<Float32Array> {
     const dim = t.dim;
     const large = keys.length * dim >= 1 << 16;
     const cache = t.caches.get(deviceId);
@@ -229,10 +233,10 @@ export class ModelState {
     if (!cache) {
       const { unique, inverse } = dedupe(keys);
       const r = await this.fetchLower(t, unique);
-      values = new Float32Array(keys.length * dim);
+      values = into ?? new Float32Array(keys.length * dim);
       for (let i = 0; i < keys.length; i++) copyRow(values, i, r.values, inverse[i]!, dim);
     } else {
-      const found = pre ?? cache.query(keys);
+      const found = pre ?? cache.query(keys, into);
       const q = found instanceof Promise ? await found : found;
       // completions of several large native finds land in one poll phase: continue on a turn of our own
       if (large) await ownTurn();
