@@ -1,6 +1,7 @@
 // Junk input at every public function of @embedstack/hps and at a running server's methods.
 import { afterAll } from 'vitest';
 import { join } from 'node:path';
+import { SparseTensor } from '@embedstack/core';
 import { describeJunkSuite, junkTarget } from '@embedstack/core/testing';
 import * as hps from './index.js';
 import { psConfig, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
@@ -33,6 +34,20 @@ describeJunkSuite({
         modelInfo: [['m']],
       },
       dispose: (s) => void s.close(),
+    }),
+    junkTarget({
+      name: 'SparseLookupLayer',
+      make: () => new hps.SparseLookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4, psConfig: psConfig([folder], [4]) }),
+      state: (l) => [l.modelName, l.tableId, l.embVecSize],
+      examples: {
+        call: [[new SparseTensor([[0, 0], [1, 0]], BigInt64Array.from([keys[0]!, keys[1]!]), [2, 2]), undefined, { combiner: 'sum' }]],
+      },
+    }),
+    junkTarget({
+      name: 'LookupLayer',
+      make: () => new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4, psConfig: psConfig([folder], [4]) }),
+      state: (l) => [l.modelName, l.tableId, l.embVecSize],
+      examples: { call: [[keys, { maxNorm: 1 }]] },
     }),
   ],
 });

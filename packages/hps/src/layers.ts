@@ -55,7 +55,6 @@ abstract class HpsLayer {
   readonly embVecSize: number;
   readonly embVecDtype = 'float32' as const;
   readonly name: string;
-  readonly #init: InitOptions | null;
 
   constructor(options: LookupLayerOptions, cls: string) {
     const o = resolveLayerOptions(options, cls);
@@ -63,36 +62,41 @@ abstract class HpsLayer {
     this.tableId = o.tableId;
     this.embVecSize = o.embVecSize;
     this.name = o.name ?? cls;
-    this.#init =
+    INIT.set(
+      this,
       o.psConfigFile != null || o.psConfig != null
         ? { globalBatchSize: o.globalBatchSize ?? 1024, ...(o.psConfigFile != null ? { psConfigFile: o.psConfigFile } : { psConfig: o.psConfig! }) }
-        : null;
+        : null,
+    );
   }
+}
 
-  /** The server of `hps.init` (started from this layer's config when none runs), with embVecSize checked. */
-  protected async server(): Promise<HPS> {
-    const server = await ensureServer(this.#init);
-    const dim = server.modelInfo(this.modelName).tables[this.tableId]?.dim;
-    if (dim !== undefined && dim !== this.embVecSize) {
-      throw new InvalidArgumentError(`Expected embVecSize to equal embedding_vecsize_per_table[${this.tableId}] = ${dim} of model ${JSON.stringify(this.modelName)} but received ${this.embVecSize}`, { argument: 'embVecSize' });
-    }
-    return server;
+/** Each layer's implicit `hps.init` options (kept off the instance: not a callable surface). */
+const INIT = new WeakMap<HpsLayer, InitOptions | null>();
+
+/** The server of `hps.init` (started from the layer's config when none runs), with embVecSize checked. */
+async function layerServer(layer: HpsLayer): Promise<HPS> {
+  const server = await ensureServer(INIT.get(layer) ?? null);
+  const dim = server.modelInfo(layer.modelName).tables[layer.tableId]?.dim;
+  if (dim !== undefined && dim !== layer.embVecSize) {
+    throw new InvalidArgumentError(`Expected embVecSize to equal embedding_vecsize_per_table[${layer.tableId}] = ${dim} of model ${JSON.stringify(layer.modelName)} but received ${layer.embVecSize}`, { argument: 'embVecSize' });
   }
+  return server;
+}
 
-  /** Rows of unique ids gathered from HPS, then combined by a core table op (native code). */
-  protected async pool(server: HPS, ids: SparseTensor, weights: SparseTensor | null, combiner: Combiner, maxNorm: number | null): Promise<Float32Array> {
-    const keys = normalizeKeys(ids.values, 'int64', 'spIds.values') as BigInt64Array;
-    const { unique, inverse } = dedupe(keys);
-    const nrows = ids.denseShape[0] ?? 0;
-    if (unique.length === 0) return new Float32Array(nrows * this.embVecSize);
-    const rows = await server.lookup(unique, this.modelName, this.tableId);
-    const table = createTable({ kind: 'static', keyDtype: 'int32', vocabularySize: unique.length, dim: this.embVecSize, initializer: { kind: 'array', values: rows.data as Float32Array } });
-    try {
-      const local = new SparseTensor(ids.indices, inverse, ids.denseShape);
-      return await table.lookupCombined(local, { weights, combiner, maxNorm });
-    } finally {
-      table.dispose();
-    }
+/** Rows of unique ids gathered from HPS, then combined by a core table op (native code). */
+async function pool(layer: HpsLayer, server: HPS, ids: SparseTensor, weights: SparseTensor | null, combiner: Combiner, maxNorm: number | null): Promise<Float32Array> {
+  const keys = normalizeKeys(ids.values, 'int64', 'spIds.values') as BigInt64Array;
+  const { unique, inverse } = dedupe(keys);
+  const nrows = ids.denseShape[0] ?? 0;
+  if (unique.length === 0) return new Float32Array(nrows * layer.embVecSize);
+  const rows = await server.lookup(unique, layer.modelName, layer.tableId);
+  const table = createTable({ kind: 'static', keyDtype: 'int32', vocabularySize: unique.length, dim: layer.embVecSize, initializer: { kind: 'array', values: rows.data as Float32Array } });
+  try {
+    const local = new SparseTensor(ids.indices, inverse, ids.denseShape);
+    return await table.lookupCombined(local, { weights, combiner, maxNorm });
+  } finally {
+    table.dispose();
   }
 }
 
@@ -116,12 +120,12 @@ export class LookupLayer extends HpsLayer {
     if (ids instanceof Tensor && ids.dtype === 'float32') throw invalidParameter('ids', 'int32 or int64 ids', 'a float32 Tensor', InvalidTypeError);
     const shape = ids instanceof Tensor ? [...ids.shape] : null;
     const keys = normalizeKeys(ids, 'int64', 'ids') as BigInt64Array;
-    const server = await this.server();
+    const server = await layerServer(this);
     const outShape = [...(shape ?? [keys.length]), this.embVecSize];
     if (maxNorm === null) return new Tensor((await server.lookup(keys, this.modelName, this.tableId)).data as Float32Array, outShape);
     // each id its own bag: a sum over one clipped row is the clipped row
     const sp = new SparseTensor(Int32Array.from({ length: keys.length * 2 }, (_, j) => (j % 2 === 0 ? j >> 1 : 0)), keys, [keys.length, 1]);
-    return new Tensor(await this.pool(server, sp, null, 'sum', maxNorm), outShape);
+    return new Tensor(await pool(this, server, sp, null, 'sum', maxNorm), outShape);
   }
 }
 
@@ -152,8 +156,8 @@ export class SparseLookupLayer extends HpsLayer {
     if (spIds.dtype === 'float32') throw invalidParameter('spIds', 'a SparseTensor of int32 or int64 ids', 'float32 values', InvalidTypeError);
     if (spIds.denseShape.length !== 2) throw invalidParameter('spIds', 'a rank-2 SparseTensor', `rank ${spIds.denseShape.length}`);
     if (spWeights && !spWeights.sameLayout(spIds)) throw invalidParameter('spWeights', 'a SparseTensor with the indices and dense shape of spIds', spWeights);
-    const server = await this.server();
-    const out = await this.pool(server, spIds, spWeights ?? null, combiner, maxNorm);
+    const server = await layerServer(this);
+    const out = await pool(this, server, spIds, spWeights ?? null, combiner, maxNorm);
     return new Tensor(out, [spIds.denseShape[0]!, this.embVecSize]);
   }
 }
