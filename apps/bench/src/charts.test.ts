@@ -83,4 +83,16 @@ describe('barChart from measured groups', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('gives each bar one 14 px step: 6 cases x 6 figures plot 504 px high, not 6 x 6 x a case band', async () => {
+    const many = [];
+    for (let c = 0; c < 6; c++) for (let f = 0; f < 6; f++) many.push({ group: `case ${c}`, name: `figure ${f}`, value: 1 + f });
+    const svg = await renderSvg(barChart({ name: 'many', title: 'many', valueLabel: 'M keys/s', bars: many }).spec);
+    expect(svg.match(/aria-roledescription="bar"/g)).toHaveLength(36);
+    // the bars take 36 x 14 = 504 px; the case bands' padding, title, x axis and a 3-row legend
+    // add a few hundred (a step per case would have been 36 x 94 = 3384 px of plot)
+    const height = Number(/<svg[^>]* height="(\d+)"/.exec(svg)![1]);
+    expect(height).toBeGreaterThanOrEqual(504);
+    expect(height).toBeLessThan(1000);
+  });
 });

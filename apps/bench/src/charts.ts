@@ -36,6 +36,8 @@ export interface LineChartOptions {
 
 const SCHEMA = 'https://vega.github.io/schema/vega-lite/v6.json';
 const WIDTH = 520;
+/** Pixels per bar in a bar chart. */
+const BAR_STEP = 14;
 
 /** Vega expression: 4194304 -> "4M", 65536 -> "64K" (the bench's formatCount). */
 const COUNT_LABEL =
@@ -106,8 +108,9 @@ export function barChart(o: BarChartOptions): Chart {
       $schema: SCHEMA,
       title: o.title,
       width: WIDTH - 120,
-      // One band per case, split between its figures.
-      height: { step: 14 * Math.max(1, Math.min(names.length, 6)) + 10 },
+      // With a yOffset, Vega-Lite applies the step to the offset band: 14 px per bar, so a
+      // case's band is 14 px x its figures (a step per case would multiply by the figures).
+      height: { step: BAR_STEP },
       data: { values },
       encoding: { y, yOffset },
       layer: [
