@@ -2,11 +2,13 @@
  * bag: lookupCombined (embedding bag) with 26 features x 20 ids per sample,
  * batch 4096 samples, sum and mean, on a static and a dynamic table, against a
  * plain JS Float32Array loop, tfjs-core gather+reshape+sum on its wasm and cpu
- * backends, and the plain native gather-reduce loop. Unit: gathered rows/s.
+ * backends, PyTorch's nn.EmbeddingBag in a child process (same values, ids and threads;
+ * when python3 has torch), and the plain native gather-reduce loop. Unit: gathered rows/s.
  */
 import type { Bag } from '@embedstack/core';
 import { measure } from '../harness.js';
 import { jsGatherReduce } from '../peers/jsBag.js';
+import { startTorchBag } from '../peers/torch.js';
 import { type TfjsBackendName, tfjsBag, tfjsTable, useTfjs } from '../peers/tfjs.js';
 import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
@@ -58,7 +60,7 @@ async function tfjsFigures(ctx: { log(s: string): void }, values: Float32Array, 
 export const bagSuite: Suite = {
   name: 'bag',
   description: 'lookupCombined (embedding bag) vs JS loop, tfjs-core and a native loop',
-  steps: (ctx) => COMBINERS.length * (4 + 2 + (ctx.threads > 1 ? 2 : 1)),
+  steps: (ctx) => COMBINERS.length * (5 + 2 + (ctx.threads > 1 ? 2 : 1)),
   async run(ctx) {
     const { splits, ids } = bagInput(BATCH, 31);
     const idsSigned = new Int32Array(ids.buffer, ids.byteOffset, ids.length);
@@ -84,8 +86,19 @@ export const bagSuite: Suite = {
         unit: 'rows/s',
         ...extra,
       });
+      const torch = await startTorchBag({ rows: ROWS, dim: DIM, threads: ctx.threads, mode: combiner, ids, perBag: IDS });
+      const torchName = `PyTorch EmbeddingBag (${threadLabel(ctx.threads)})`;
+      let torchNote = '';
+      if (typeof torch === 'string') ctx.log(`bag: ${torch}`);
+      else {
+        let ours = 0;
+        for (const x of stat.lookupCombinedSync(staticBag, opts)) ours += x;
+        const agree = Math.abs(ours - torch.checksum) <= 1e-5 * Math.max(1, Math.abs(ours));
+        torchNote = `torch ${torch.version}, nn.EmbeddingBag mode=${combiner}, no_grad; ${agree ? 'output sum equals ours' : `OUTPUT DIFFERS: sum ${torch.checksum} vs ours ${ours}`}`;
+      }
       const measured = await runEntries(
         [
+          ...(typeof torch === 'string' ? [] : [{ job: torch.peer.job(`PyTorch ${combiner}`, nids), name: torchName, kind: 'peer' as const, unit: 'rows/s', note: torchNote }]),
           entry('static lookupCombinedSync', 'static lookupCombinedSync', 'ours', () => void stat.lookupCombinedSync(staticBag, opts)),
           entry('dynamic lookupCombinedSync', 'dynamic lookupCombinedSync', 'ours', () => void dyn.lookupCombinedSync(dynamicBag, opts)),
           entry('JS loop', 'JS loop', 'peer', () => void jsGatherReduce(values, DIM, splits, ids, mean), {
@@ -100,14 +113,17 @@ export const bagSuite: Suite = {
         ],
         { minSamples: 3 },
       );
+      if (typeof torch !== 'string') torch.close();
+      const torchFigure = typeof torch === 'string' ? figure(torchName, 'peer', NaN, 'rows/s', { note: torch }) : measured.shift()!;
       const g: Group = {
         title: `${combiner}: ${FEATURES} features x ${IDS} ids, batch ${BATCH} (${formatCount(nids)} ids/call), ${formatCount(ROWS)} rows, dim ${DIM}, uniform ids`,
         params: { combiner, features: FEATURES, idsPerFeature: IDS, batch: BATCH, rows: ROWS, dim: DIM },
-        figures: [...measured.slice(0, 3), ...tf[ci]!, ...measured.slice(3)],
+        figures: [...measured.slice(0, 3), torchFigure, ...tf[ci]!, ...measured.slice(3)],
       };
       groups.push(g);
       const o = 'static lookupCombinedSync';
       targets.push(ratioTarget(g, o, `native loop (${threadLabel(ctx.threads)})`, '>=', 0.8, `bag ${combiner} (static) >= 0.8x native loop (${threadLabel(ctx.threads)})`));
+      if (typeof torch !== 'string') targets.push(ratioTarget(g, o, torchName, '>=', 1, `bag ${combiner} (static) >= 1.0x PyTorch EmbeddingBag (${threadLabel(ctx.threads)})`));
       targets.push(ratioTarget(g, o, 'JS loop', '>=', 5, `bag ${combiner} (static) >= 5x JS loop`));
       const best = g.figures.filter((f) => f.name.startsWith('tfjs-core') && Number.isFinite(f.value)).sort((a, b) => b.value - a.value)[0];
       if (best) targets.push(ratioTarget(g, o, best.name, '>=', 40, `bag ${combiner} (static) >= 40x tfjs-core (its faster backend: ${best.name.slice(10)})`));

@@ -1,0 +1,82 @@
+/**
+ * PyTorch peers, run in a child process (childPeer.ts) with `/usr/bin/python3` (Debian's
+ * python3-torch; EMBEDSTACK_PYTHON overrides the interpreter): `nn.EmbeddingBag` over the
+ * rows the bench's tables hold (tables.ts fillTable's pattern, recomputed in Python: the
+ * same float32 values) and the same ids (handed over in a temporary file), at the same thread count.
+ * When the interpreter or torch is missing, `startTorchBag` resolves to the reason and the
+ * bench goes on without this peer.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ChildPeer } from '../childPeer.js';
+import { FILL_BATCH } from '../tables.js';
+
+/** The interpreter the PyTorch peers run on. */
+export function torchPython(env: NodeJS.ProcessEnv = process.env): string {
+  return env.EMBEDSTACK_PYTHON || '/usr/bin/python3';
+}
+
+// argv: rows dim threads mode ids-file ids-per-bag fill-batch (row r holds valuePattern's row r mod fill-batch,
+// as tables.ts fillTable writes it). Prints `checksum <sum of one call's output>`,
+// then `ready`; each `call i` runs the bag once under no_grad and answers its seconds.
+const BAG_SCRIPT = `
+import sys, time
+import numpy as np
+import torch
+rows, dim, threads, mode, path, per, fill = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6]), int(sys.argv[7])
+torch.set_num_threads(threads)
+print('version', torch.__version__, flush=True)
+j = (torch.arange(rows, dtype=torch.int64) % fill).view(rows, 1) * dim + torch.arange(dim, dtype=torch.int64).view(1, dim)
+weight = ((((j * 7919) % 1000).double() / 1000) - 0.4995).float().view(rows, dim)
+del j
+bag = torch.nn.EmbeddingBag.from_pretrained(weight, freeze=True, mode=mode)
+ids = torch.from_numpy(np.fromfile(path, dtype=np.uint32).astype(np.int64))
+offsets = torch.arange(0, ids.numel(), per, dtype=torch.int64)
+with torch.no_grad():
+    out = bag(ids, offsets)
+    print('checksum', float(out.double().sum()), flush=True)
+    for _ in range(3):
+        bag(ids, offsets)
+print('ready', flush=True)
+for line in sys.stdin:
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        bag(ids, offsets)
+    print(time.perf_counter() - t0, flush=True)
+`;
+
+export interface TorchBag {
+  peer: ChildPeer;
+  /** Sum of one call's output (float64), to check PyTorch computes what we do. */
+  checksum: number;
+  /** torch.__version__ */
+  version: string;
+  close(): void;
+}
+
+/**
+ * Starts a PyTorch EmbeddingBag peer over `rows` x `dim` (valuePattern), bags of `perBag`
+ * consecutive ids of `ids`, `mode` 'sum' or 'mean', on `threads` threads.
+ * Resolves to the peer, or to a string saying why PyTorch is unavailable.
+ */
+export async function startTorchBag(o: { rows: number; dim: number; threads: number; mode: 'sum' | 'mean'; ids: Uint32Array; perBag: number }): Promise<TorchBag | string> {
+  const dir = mkdtempSync(join(tmpdir(), 'embedstack-torch-'));
+  const file = join(dir, 'ids.u32');
+  writeFileSync(file, new Uint8Array(o.ids.buffer, o.ids.byteOffset, o.ids.byteLength));
+  const lines: string[] = [];
+  try {
+    const peer = await ChildPeer.start(torchPython(), ['-c', BAG_SCRIPT, String(o.rows), String(o.dim), String(o.threads), o.mode, file, String(o.perBag), String(FILL_BATCH)], {
+      log: (l) => lines.push(l),
+      env: { OMP_NUM_THREADS: String(o.threads) },
+    });
+    const sum = lines.map((l) => /^checksum (\S+)/.exec(l)).find((m) => m)?.[1];
+    const version = lines.map((l) => /^version (\S+)/.exec(l)).find((m) => m)?.[1] ?? '?';
+    return { peer, checksum: Number(sum), version, close: () => peer.close() };
+  } catch (e) {
+    const last = lines.filter((l) => /Error|error/.test(l)).pop();
+    return `PyTorch unavailable (${torchPython()}${last ? `: ${last.trim()}` : `: ${(e as Error).message.split('\n')[0]}`}); install it with: apt-get install -y python3-torch`;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
