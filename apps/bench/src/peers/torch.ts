@@ -46,6 +46,76 @@ for line in sys.stdin:
     print(time.perf_counter() - t0, flush=True)
 `;
 
+// argv: rows dim threads ids-file batch lr. A sparse Adagrad step of torch.optim.Adagrad on a
+// [rows, dim] parameter, its gradient a sparse COO tensor of `batch` ids (batch i mod the
+// file's batches, duplicates included: Adagrad coalesces them) and valuePattern's rows.
+const ADAGRAD_SCRIPT = `
+import sys, time
+import numpy as np
+import torch
+rows, dim, threads, path, batch, lr = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), float(sys.argv[6])
+torch.set_num_threads(threads)
+print('version', torch.__version__, flush=True)
+weight = torch.nn.Parameter(torch.full((rows, dim), 0.01))
+opt = torch.optim.Adagrad([weight], lr=lr)
+ids = torch.from_numpy(np.fromfile(path, dtype=np.uint32).astype(np.int64))
+pool = ids.numel() // batch
+j = torch.arange(batch * dim, dtype=torch.int64)
+grads = ((((j * 7919) % 1000).double() / 1000) - 0.4995).float().view(batch, dim)
+def step(i):
+    b = i % pool
+    ix = ids[b * batch:(b + 1) * batch].view(1, batch)
+    weight.grad = torch.sparse_coo_tensor(ix, grads, (rows, dim))
+    opt.step()
+for i in range(3):
+    step(i)
+print('ready', flush=True)
+for line in sys.stdin:
+    i = int(line.split()[1])
+    t0 = time.perf_counter()
+    step(i)
+    print(time.perf_counter() - t0, flush=True)
+`;
+
+export interface TorchPeer {
+  peer: ChildPeer;
+  /** torch.__version__ */
+  version: string;
+  /** Lines the child printed during setup (before `ready`). */
+  setup: readonly string[];
+  close(): void;
+}
+
+/** Starts `script` on torchPython() with `ids` in a temporary file (its path replaces the arg 'IDS'). */
+async function startTorch(script: string, args: readonly string[], ids: Uint32Array, threads: number): Promise<TorchPeer | string> {
+  const dir = mkdtempSync(join(tmpdir(), 'embedstack-torch-'));
+  const file = join(dir, 'ids.u32');
+  writeFileSync(file, new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength));
+  const lines: string[] = [];
+  try {
+    const peer = await ChildPeer.start(torchPython(), ['-c', script, ...args.map((a) => (a === 'IDS' ? file : a))], {
+      log: (l) => lines.push(l),
+      env: { OMP_NUM_THREADS: String(threads) },
+    });
+    const version = lines.map((l) => /^version (\S+)/.exec(l)).find((m) => m)?.[1] ?? '?';
+    return { peer, version, setup: lines, close: () => peer.close() };
+  } catch (e) {
+    const last = lines.filter((l) => /Error|error/.test(l)).pop();
+    return `PyTorch unavailable (${torchPython()}${last ? `: ${last.trim()}` : `: ${(e as Error).message.split('\n')[0]}`}); install it with: apt-get install -y python3-torch`;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Starts a PyTorch sparse Adagrad peer: `torch.optim.Adagrad(lr).step()` on a [rows, dim]
+ * parameter whose gradient is a sparse tensor of `batch` ids (call i: batch i mod the
+ * batches of `ids`) and valuePattern(batch, dim). Resolves to the peer or why it is unavailable.
+ */
+export function startTorchAdagrad(o: { rows: number; dim: number; threads: number; ids: Uint32Array; batch: number; learningRate: number }): Promise<TorchPeer | string> {
+  return startTorch(ADAGRAD_SCRIPT, [String(o.rows), String(o.dim), String(o.threads), 'IDS', String(o.batch), String(o.learningRate)], o.ids, o.threads);
+}
+
 export interface TorchBag {
   peer: ChildPeer;
   /** Sum of one call's output (float64), to check PyTorch computes what we do. */
@@ -61,22 +131,8 @@ export interface TorchBag {
  * Resolves to the peer, or to a string saying why PyTorch is unavailable.
  */
 export async function startTorchBag(o: { rows: number; dim: number; threads: number; mode: 'sum' | 'mean'; ids: Uint32Array; perBag: number }): Promise<TorchBag | string> {
-  const dir = mkdtempSync(join(tmpdir(), 'embedstack-torch-'));
-  const file = join(dir, 'ids.u32');
-  writeFileSync(file, new Uint8Array(o.ids.buffer, o.ids.byteOffset, o.ids.byteLength));
-  const lines: string[] = [];
-  try {
-    const peer = await ChildPeer.start(torchPython(), ['-c', BAG_SCRIPT, String(o.rows), String(o.dim), String(o.threads), o.mode, file, String(o.perBag), String(FILL_BATCH)], {
-      log: (l) => lines.push(l),
-      env: { OMP_NUM_THREADS: String(o.threads) },
-    });
-    const sum = lines.map((l) => /^checksum (\S+)/.exec(l)).find((m) => m)?.[1];
-    const version = lines.map((l) => /^version (\S+)/.exec(l)).find((m) => m)?.[1] ?? '?';
-    return { peer, checksum: Number(sum), version, close: () => peer.close() };
-  } catch (e) {
-    const last = lines.filter((l) => /Error|error/.test(l)).pop();
-    return `PyTorch unavailable (${torchPython()}${last ? `: ${last.trim()}` : `: ${(e as Error).message.split('\n')[0]}`}); install it with: apt-get install -y python3-torch`;
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const t = await startTorch(BAG_SCRIPT, [String(o.rows), String(o.dim), String(o.threads), o.mode, 'IDS', String(o.perBag), String(FILL_BATCH)], o.ids, o.threads);
+  if (typeof t === 'string') return t;
+  const sum = t.setup.map((l) => /^checksum (\S+)/.exec(l)).find((m) => m)?.[1];
+  return { peer: t.peer, checksum: Number(sum), version: t.version, close: t.close };
 }

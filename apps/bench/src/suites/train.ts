@@ -2,10 +2,12 @@
  * train: one fused applyGradients step (SGD, Adagrad, Adam) on a batch of Zipf
  * keys with duplicates, against tfjs-core's dense path (scatterND of the sparse
  * gradient into a [rows, dim] tensor, then the optimizer over the whole
- * variable) and against findSync of the same keys on the same table.
+ * variable), against findSync of the same keys on the same table, and (Adagrad) against
+ * PyTorch's sparse Adagrad step on the same keys and gradients in a child process.
  */
 import { type OptimizerSpec, optimizers } from '@embedstack/core';
 import { measure } from '../harness.js';
+import { startTorchAdagrad } from '../peers/torch.js';
 import { TfjsDenseTrainer, type TfjsOptimizerName, useTfjs } from '../peers/tfjs.js';
 import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
 import { drawIndices, makeKeys, pickKeys } from '../rng.js';
@@ -63,7 +65,14 @@ export const trainSuite: Suite = {
       const opt = spec ?? optimizers.sgd({ learningRate: 0.01 });
       let step = 1;
       const next = rotating(pool, BATCH);
-      const [m, find] = await runEntries([
+      const torch = k.kind === 'adagrad' ? await startTorchAdagrad({ rows, dim: DIM, threads: ctx.threads, ids: idx, batch: BATCH, learningRate: 0.001 }) : null;
+      if (typeof torch === 'string') ctx.log(`train: ${torch}`);
+      const torchName = `PyTorch sparse Adagrad step (${ctx.threads} thread${ctx.threads === 1 ? '' : 's'})`;
+      const torchEntries =
+        torch && typeof torch !== 'string'
+          ? [{ job: torch.peer.job('PyTorch Adagrad', BATCH), name: torchName, kind: 'peer' as const, unit: 'keys/s', note: `torch ${torch.version}: optim.Adagrad.step() with a sparse COO gradient of the same keys (duplicates coalesced by torch)` }]
+          : [];
+      const [m, find, ...torchFigures] = await runEntries([
         {
           job: { label: `applyGradientsSync ${k.label}`, fn: (i) => table.applyGradientsSync(next(i), grads, opt, step++), items: BATCH },
           name: `applyGradientsSync ${k.label}`,
@@ -71,7 +80,10 @@ export const trainSuite: Suite = {
           unit: 'keys/s',
         },
         { ...findEntry(`findSync (${k.label} table)`, table, pool, BATCH, 'findSync (same table, same keys)'), kind: 'peer' },
+        ...torchEntries,
       ]);
+      if (torch && typeof torch !== 'string') torch.close();
+      if (typeof torch === 'string') torchFigures.push(figure(torchName, 'peer', NaN, 'keys/s', { note: torch }));
       table.dispose();
       await settle();
       const tf = await tfjsFigure(ctx, k.kind, rows, idx, grads);
@@ -82,11 +94,13 @@ export const trainSuite: Suite = {
           m!,
           find!,
           tf,
+          ...torchFigures,
         ],
       };
       groups.push(g);
       if (k.kind === 'adagrad') {
         targets.push(ratioTarget(g, 'applyGradientsSync Adagrad', 'findSync (same table, same keys)', '>=', 0.5, 'fused Adagrad step >= 0.5x the find rate'));
+        if (torch && typeof torch !== 'string') targets.push(ratioTarget(g, 'applyGradientsSync Adagrad', torchName, '>=', 3, "fused Adagrad step >= 3x PyTorch's sparse Adagrad step"));
       }
     }
     const result: SuiteResult = {
