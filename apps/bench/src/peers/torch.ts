@@ -77,6 +77,30 @@ for line in sys.stdin:
     print(time.perf_counter() - t0, flush=True)
 `;
 
+// argv: rows dim threads ids-file batch. torch.index_select of `batch` row ids (call i: batch
+// i mod the file's batches) from a [rows, dim] float32 tensor (every page written), output
+// allocated per call as find's is.
+const INDEX_SELECT_SCRIPT = `
+import sys, time
+import numpy as np
+import torch
+rows, dim, threads, path, batch = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+torch.set_num_threads(threads)
+print('version', torch.__version__, flush=True)
+weight = torch.full((rows, dim), 0.01)
+ids = torch.from_numpy(np.fromfile(path, dtype=np.uint32).astype(np.int64))
+pool = ids.numel() // batch
+batches = [ids[b * batch:(b + 1) * batch] for b in range(pool)]
+for i in range(3):
+    torch.index_select(weight, 0, batches[i % pool])
+print('ready', flush=True)
+for line in sys.stdin:
+    i = int(line.split()[1])
+    t0 = time.perf_counter()
+    torch.index_select(weight, 0, batches[i % pool])
+    print(time.perf_counter() - t0, flush=True)
+`;
+
 export interface TorchPeer {
   peer: ChildPeer;
   /** torch.__version__ */
@@ -114,6 +138,14 @@ async function startTorch(script: string, args: readonly string[], ids: Uint32Ar
  */
 export function startTorchAdagrad(o: { rows: number; dim: number; threads: number; ids: Uint32Array; batch: number; learningRate: number }): Promise<TorchPeer | string> {
   return startTorch(ADAGRAD_SCRIPT, [String(o.rows), String(o.dim), String(o.threads), 'IDS', String(o.batch), String(o.learningRate)], o.ids, o.threads);
+}
+
+/**
+ * Starts a PyTorch `index_select` peer: rows of a [rows, dim] tensor gathered by `batch` ids
+ * (call i: batch i mod the batches of `ids`). Resolves to the peer or why it is unavailable.
+ */
+export function startTorchIndexSelect(o: { rows: number; dim: number; threads: number; ids: Uint32Array; batch: number }): Promise<TorchPeer | string> {
+  return startTorch(INDEX_SELECT_SCRIPT, [String(o.rows), String(o.dim), String(o.threads), 'IDS', String(o.batch)], o.ids, o.threads);
 }
 
 export interface TorchBag {

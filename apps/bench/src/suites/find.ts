@@ -2,10 +2,12 @@
  * find: dynamic-table find of existing keys (findSync: the user's best path;
  * the Promise form too on the headline configuration), uniform and Zipf(1.05)
  * draws, against a prefilled JS Map<bigint, Float32Array> and the plain native
- * gather over an arena of the same size.
+ * gather over an arena of the same size, and (headline row) PyTorch's index_select of rows
+ * of a dense tensor in a child process.
  */
 import os from 'node:os';
 import { collectGarbage, measure } from '../harness.js';
+import { startTorchIndexSelect } from '../peers/torch.js';
 import { buildJsMap, type JsMapTable, jsMapFind } from '../peers/jsMap.js';
 import { type Distribution, distributionName, drawIndices, pickKeys } from '../rng.js';
 import { barChart, type Chart, lineChart } from '../charts.js';
@@ -125,7 +127,15 @@ export const findSuite: Suite = {
           const label = `${r.name}: native gather ${threadLabel(ctx.threads)}, fresh output`;
           entries.push(gatherEntry(label, ctx.native, arena, c.dim, r.idx, ctx.threads, BATCH, true));
         }
+        const torch = r.headline ? await startTorchIndexSelect({ rows: c.keys, dim: c.dim, threads: ctx.threads, ids: r.idx, batch: BATCH }) : null;
+        const torchName = `PyTorch index_select (${threadLabel(ctx.threads)})`;
+        if (typeof torch === 'string') ctx.log(`find: ${torch}`);
+        if (torch && typeof torch !== 'string') {
+          entries.push({ job: torch.peer.job(`${r.name}: PyTorch index_select`, BATCH), name: torchName, kind: 'peer', unit: 'keys/s', note: `torch ${torch.version}: rows of a dense [keys, dim] tensor by row index (no hashing), output per call` });
+        }
         r.figures = await runEntries(entries, r.headline ? { minSamples: 10, minMs: 800 } : {});
+        if (torch && typeof torch !== 'string') torch.close();
+        if (typeof torch === 'string') r.figures.push(figure(torchName, 'peer', NaN, 'keys/s', { note: torch }));
         if (!arena) r.figures.push(figure('native gather', 'peer', NaN, 'keys/s', { note: 'skipped: the arena and the table would not fit in RAM together' }));
         if (r.headline) r.figures.splice(1, 0, await measureFindAsync(`${r.name}: find (Promise)`, table, r.pool));
         await settle();
