@@ -49,6 +49,38 @@ interface Batch {
 
 const ANCHOR = 'sparse_anchor';
 
+function sum(widths: readonly number[]): number {
+  return widths.reduce((a, w) => a + w, 0);
+}
+
+/**
+ * Row-major parts [batch, w_i] side by side as one [batch, Σ w] array (a layout change, done here
+ * with typed-array row copies: tfjs's cpu concat/split walk element by element and cost ~100x more).
+ */
+function interleave(parts: readonly Float32Array[], widths: readonly number[], batch: number): Float32Array {
+  const total = sum(widths);
+  const out = new Float32Array(batch * total);
+  let col = 0;
+  parts.forEach((p, i) => {
+    const w = widths[i]!;
+    for (let r = 0; r < batch; r++) out.set(p.subarray(r * w, (r + 1) * w), r * total + col);
+    col += w;
+  });
+  return out;
+}
+
+/** The inverse of `interleave`: [batch, Σ w] back to one [batch, w_i] array per part. */
+function deinterleave(all: Float32Array, widths: readonly number[], batch: number): Float32Array[] {
+  const total = sum(widths);
+  let col = 0;
+  return widths.map((w) => {
+    const out = new Float32Array(batch * w);
+    for (let r = 0; r < batch; r++) out.set(all.subarray(r * total + col, r * total + col + w), r * w);
+    col += w;
+    return out;
+  });
+}
+
 /**
  * The base of embedstack's tfjs layers: a `tf.layers.Layer` whose activations come
  * from a facade lookup made before the tfjs graph runs, and whose backward hands the
@@ -143,11 +175,7 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
       });
     }
     const widths = parts.map((p) => p.shape.slice(1).reduce((a, d) => a * d, 1)); // from shapes: an empty batch is fine
-    const combined = tf.tidy(() =>
-      parts.length === 1
-        ? tf.tensor2d(parts[0]!.data, [batch, widths[0]!])
-        : tf.concat(parts.map((p, i) => tf.tensor2d(p.data, [batch, widths[i]!])), 1),
-    );
+    const combined = tf.tensor2d(parts.length === 1 ? parts[0]!.data : interleave(parts.map((p) => p.data), widths, batch), [batch, sum(widths)]);
     this.release();
     this.#batch = { prepared, batch, widths, combined: tf.keep(combined), handle: tf.keep(tf.range(0, batch, 1, 'int32') as tf.Tensor1D), differentiated: false };
     return this.#batch.handle;
@@ -224,7 +252,7 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     b.differentiated = true;
     // On the cpu backend dataSync returns the backend's own array (not reused after dispose); others return copies.
     const all = dy.dataSync() as Float32Array;
-    const grads = b.widths.length === 1 ? [all] : splitColumns(all, b.widths);
+    const grads = b.widths.length === 1 ? [all] : deinterleave(all, b.widths, b.batch);
     let step: Promise<void>;
     try {
       step = b.prepared.apply(grads);
@@ -252,24 +280,4 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     self._refCount = 0;
     return { refCountAfterDispose: 0, numDisposedVariables: this.disposeWeights() };
   }
-}
-
-/**
- * The column blocks of a row-major [n, sum(widths)] matrix, each [n, widths[i]] row-major.
- * (tfjs's `split` slices element by element on the cpu backend, and a tidy over typed
- * arrays walks every element: this is one pass of row copies.)
- */
-function splitColumns(all: Float32Array, widths: readonly number[]): Float32Array[] {
-  const total = widths.reduce((a, w) => a + w, 0);
-  const n = total === 0 ? 0 : all.length / total;
-  const out = widths.map((w) => new Float32Array(n * w));
-  for (let r = 0; r < n; r++) {
-    let at = r * total;
-    for (let i = 0; i < widths.length; i++) {
-      const w = widths[i]!;
-      out[i]!.set(all.subarray(at, at + w), r * w);
-      at += w;
-    }
-  }
-  return out;
 }

@@ -79,6 +79,20 @@ const asyncJob = (label: string, fn: (i: number) => Promise<unknown>, items: num
 /** A job whose fn times only part of its call and returns those seconds. */
 const partJob = (label: string, fn: (i: number) => Promise<number>, items: number): Job => ({ label, fn, items, async: true });
 
+/**
+ * Figures of [ours, peer, ours, peer, ...], each pair interleaved on its own: a job
+ * measured right after another pair's job would inherit that job's leftovers (its
+ * result buffers' collection, an async call's tail), which biases one side only.
+ */
+async function runPairs(entries: readonly Entry[]): Promise<Figure[]> {
+  const out: Figure[] = [];
+  for (let i = 0; i < entries.length; i += 2) {
+    out.push(...(await runEntries(entries.slice(i, i + 2), MEASURE)));
+    await settle();
+  }
+  return out;
+}
+
 /** Seconds spent in `fn`. */
 async function timed(fn: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
@@ -110,12 +124,12 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
       return emb.dequeue(out ? { out: { f: out } } : undefined);
     };
     const sum = { combiner: 'sum' } as const;
-    const fwd = await runEntries([
+    const fwd = await runPairs([
       entry(asyncJob('tpu enqueue + dequeue', (i) => forward(i, null), nids), 'ours', 'rows/s'),
       entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % bags.length]!, sum), nids), 'peer', 'rows/s'),
       entry(asyncJob('tpu enqueue + dequeue({ out })', (i) => forward(i, outF), nids), 'ours', 'rows/s', 'dequeue writes into the caller\'s Float32Array'),
       entry(asyncJob('core lookupCombined({ out })', (i) => core.lookupCombined(bags[i % bags.length]!, { ...sum, out: outC }), nids), 'peer', 'rows/s'),
-    ], MEASURE);
+    ]);
     const params = { rows: s.rows, dim: DIM, bags: BAGS, idsPerBag: IDS, combiner: 'sum' };
     const what = `${formatCount(s.rows)}-row static table, dim ${DIM}, ${BAGS} x ${IDS} ids, sum`;
     const gf: Group = { title: `tpu-embedding forward: ${what} (Promise forms)`, params, figures: fwd.slice(0, 2) };
@@ -226,14 +240,14 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
     const outC = { values: new Float32Array(KEY_BATCH * DIM), exists: new Uint8Array(KEY_BATCH) };
     const sync = (label: string, fn: (i: number) => unknown, kind: 'ours' | 'peer', note?: string): Entry =>
       entry({ label, fn: (i) => void fn(i), items: KEY_BATCH }, kind, 'keys/s', note);
-    const look = await runEntries([
+    const look = await runPairs([
       sync('tfra lookupSync', (i) => v.lookupSync(next(i)), 'ours'),
       sync('core findSync', (i) => core.findSync(next(i)), 'peer'),
       sync('tfra lookupSync({ out })', (i) => v.lookupSync(next(i), { out: outV }), 'ours'),
       sync('core findSync({ out })', (i) => core.findSync(next(i), { out: outC }), 'peer'),
       entry(asyncJob('tfra lookup', (i) => v.lookup(next(i)), KEY_BATCH), 'ours', 'keys/s'),
       entry(asyncJob('core find', (i) => core.find(next(i)), KEY_BATCH), 'peer', 'keys/s'),
-    ], MEASURE);
+    ]);
     const lookParams = { keys: s.keys, dim: DIM, batch: KEY_BATCH };
     const lookWhat = `${formatCount(s.keys)} keys, dim ${DIM}, ${formatCount(KEY_BATCH)} keys per call, uniform`;
     const pairs: [string, string, string][] = [
