@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ClickLog } from './data.js';
@@ -57,8 +59,19 @@ describe('demo click log', () => {
 const demo = fileURLToPath(new URL('../../dist/demo.js', import.meta.url));
 
 describe('pnpm demo --quick (the built CLI, end to end)', () => {
-  it.skipIf(!existsSync(demo))('trains, checkpoints, exports, serves the trained rows', () => {
-    const r = spawnSync(process.execPath, [demo, '--quick', '--seed', '2'], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, CI: '1' } });
+  it('trains, checkpoints, exports, serves the trained rows, plots', () => {
+    // The test command builds before it tests; run `pnpm build` first when running this file alone.
+    expect(existsSync(demo), `${demo} (run pnpm build first)`).toBe(true);
+    const plots = mkdtempSync(join(tmpdir(), 'embedstack-demo-plot-'));
+    let r;
+    try {
+      r = spawnSync(process.execPath, [demo, '--quick', '--seed', '2', '--plot', plots], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, CI: '1' } });
+      const charts = /charts: (.*)/.exec(r.stdout)?.[1]?.split(', ') ?? [];
+      expect(charts).toHaveLength(3);
+      for (const c of charts) expect(readFileSync(c, 'utf8')).toMatch(/^(<\?xml[^>]*>\s*)?<svg/);
+    } finally {
+      rmSync(plots, { recursive: true, force: true });
+    }
     expect(r.stderr).not.toMatch(/FAILED/);
     expect(r.status).toBe(0);
     const served = /served AUC (\d\.\d+) = trained AUC (\d\.\d+)/.exec(r.stdout);
