@@ -17,8 +17,10 @@ namespace embedstack {
 namespace {
 
 constexpr uint8_t kEmptyTag = 0x80;
-/** Keys a query handles per block (sets, slots and rows of a block stay in L1). */
-constexpr size_t kBlock = 32;
+/** Keys between two stages of a query's pipeline, and the ring holding the keys in flight. */
+constexpr size_t kAhead = 8;
+constexpr size_t kRing = 32;
+static_assert(kRing >= 3 * kAhead + 1 && (kRing & (kRing - 1)) == 0, "the ring holds every key in flight");
 
 inline uint8_t tagOf(uint64_t h) {
   return static_cast<uint8_t>(h & 0x7f);
@@ -100,43 +102,49 @@ size_t SetCache::query(const int64_t* keys, size_t n, float* out, uint8_t* exist
   }
   size_t hits = 0;
   const size_t rowBytes = sizeof(float) * dim_;
-  uint64_t hash[kBlock];
-  int64_t slot[kBlock];
-  for (size_t b = 0; b < n; b += kBlock) {
-    const size_t m = n - b < kBlock ? n - b : kBlock;
-    // 1: hash the block's keys and prefetch their sets' tags
-    for (size_t j = 0; j < m; j++) {
-      hash[j] = hashKey(keys[b + j]);
-      __builtin_prefetch(tagData() + hashGroup(hash[j], sets_) * ways_);
+  const uint8_t* tags = tagData();
+  Meta* meta = metaData();
+  const float* rows = rowData();
+  // A rolling pipeline: key i is hashed (and its set's tags prefetched) kAhead keys before its
+  // tags are matched (and its slot's meta prefetched), kAhead before its key is confirmed (and its
+  // row prefetched), kAhead before its row is copied; so each memory access has the work of
+  // kAhead keys to arrive. Stamps are written in key order (stage 4).
+  uint64_t hash[kRing];
+  int64_t slot[kRing];
+  for (size_t i = 0; i < n + 3 * kAhead; i++) {
+    if (i < n) {  // 1: hash; prefetch the set's tags
+      const size_t r = i & (kRing - 1);
+      hash[r] = hashKey(keys[i]);
+      __builtin_prefetch(tags + hashGroup(hash[r], sets_) * ways_);
     }
-    // 2: match the tags; prefetch the key and stamp of the first candidate slot
-    for (size_t j = 0; j < m; j++) {
-      const uint64_t base = hashGroup(hash[j], sets_) * ways_;
-      slot[j] = firstCandidate(base, tagOf(hash[j]));
-      if (slot[j] >= 0) {
-        __builtin_prefetch(metaData() + slot[j], 1);
-      }
+    if (i >= kAhead && i - kAhead < n) {  // 2: match the tags; prefetch the first candidate's key and stamp
+      const size_t r = (i - kAhead) & (kRing - 1);
+      slot[r] = firstCandidate(hashGroup(hash[r], sets_) * ways_, tagOf(hash[r]));
+      if (slot[r] >= 0) __builtin_prefetch(meta + slot[r], 1);
     }
-    // 3: confirm the key (a tag collision falls back to the full search); prefetch the row
-    for (size_t j = 0; j < m; j++) {
-      if (slot[j] < 0) continue;
-      if (metaData()[slot[j]].key != keys[b + j]) slot[j] = find(keys[b + j], hash[j]);
-      if (slot[j] >= 0) {
-        const char* row = reinterpret_cast<const char*>(rowData() + static_cast<size_t>(slot[j]) * dim_);
+    if (i >= 2 * kAhead && i - 2 * kAhead < n) {  // 3: confirm the key (a tag collision: full search); prefetch the row
+      const size_t k = i - 2 * kAhead;
+      const size_t r = k & (kRing - 1);
+      if (slot[r] >= 0 && meta[slot[r]].key != keys[k]) slot[r] = find(keys[k], hash[r]);
+      if (slot[r] >= 0) {
+        const char* row = reinterpret_cast<const char*>(rows + static_cast<size_t>(slot[r]) * dim_);
         for (size_t off = 0; off < rowBytes; off += 64) __builtin_prefetch(row + off);
       }
+      // the output row too, for writing (a fresh output is not in cache: its lines are fetched meanwhile)
+      const char* dst = reinterpret_cast<const char*>(out + k * dim_);
+      for (size_t off = 0; off < rowBytes; off += 64) __builtin_prefetch(dst + off, 1);
     }
-    // 4: copy the rows (zeros for misses) and stamp the slots, in batch order
-    for (size_t j = 0; j < m; j++) {
-      const size_t i = b + j;
-      if (slot[j] < 0) {
-        std::memset(out + i * dim_, 0, rowBytes);
-        exists[i] = 0;
+    if (i >= 3 * kAhead) {  // 4: copy the row (zeros for a miss) and stamp the slot
+      const size_t k = i - 3 * kAhead;
+      const int64_t s = slot[k & (kRing - 1)];
+      if (s < 0) {
+        std::memset(out + k * dim_, 0, rowBytes);
+        exists[k] = 0;
         continue;
       }
-      metaData()[slot[j]].stamp = ++clock_;
-      std::memcpy(out + i * dim_, rowData() + static_cast<size_t>(slot[j]) * dim_, rowBytes);
-      exists[i] = 1;
+      meta[s].stamp = ++clock_;
+      std::memcpy(out + k * dim_, rows + static_cast<size_t>(s) * dim_, rowBytes);
+      exists[k] = 1;
       hits++;
     }
   }

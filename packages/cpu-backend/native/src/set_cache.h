@@ -10,8 +10,8 @@
 //    slot with the smallest stamp is evicted;
 //  - update overwrites present keys without stamping them; remove empties slots.
 // Layout: per slot a tag byte (7 hash bits, SwissTable-style), key + stamp, and row;
-// query runs in blocks of 32 keys, each stage prefetching for the next (tags, then
-// key and stamp, then row), so the memory accesses of a block overlap.
+// query runs as a rolling pipeline, each stage prefetching for the next (tags, then
+// key and stamp, then row) a few keys ahead, so memory accesses overlap.
 // Not thread-safe: the N-API layer calls it on the JS thread only (sync ops).
 #pragma once
 
