@@ -1,3 +1,4 @@
+import type { StorageDtype } from './storageDtype.js';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { BackendUnavailableError, InvalidTypeError, invalidParameter, NotFoundError } from './errors.js';
@@ -21,6 +22,8 @@ export interface BackendCapabilities {
   /** Worker threads used for large batches. */
   threads: number;
   device: 'cpu' | 'cuda' | 'js';
+  /** Value storage types its tables offer (`TableOptions.storageDtype`). Absent = ['float32'] only. */
+  storageDtypes?: readonly StorageDtype[];
 }
 
 /** A backend creates tables on its devices. Registered in core's registry. */

@@ -96,6 +96,16 @@ export type { ScorePolicy } from './scores.js';
 
 // tables and backends
 export { resolveTableOptions } from './tableOptions.js';
+export {
+  checkStorageDtype,
+  isStorageDtype,
+  roundBfloat16,
+  roundFloat16,
+  roundToStorage,
+  STORAGE_BYTES,
+  STORAGE_DTYPES,
+} from './storageDtype.js';
+export type { StorageDtype } from './storageDtype.js';
 export type { TableOptions, ResolvedTableOptions } from './tableOptions.js';
 export { rawTableFromSync } from './rawTable.js';
 export type { RawTable, RawTableSync, RawTableAsync, FindResult, ExportBatch } from './rawTable.js';

@@ -15,6 +15,7 @@ import { isOptimizerSpec, type OptimizerSpec, type ResolvedOptimizer, resolveOpt
 import type { ExportBatch, FindResult, RawTable, RawTableSync } from './rawTable.js';
 import { checkOwnedRows, type ResolvedShardPlan, resolveShardPlan, type ShardPlan } from './shardPlan.js';
 import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } from './tableOptions.js';
+import type { StorageDtype } from './storageDtype.js';
 import { Tensor } from './tensor.js';
 import { checkRowIndices } from './validation.js';
 import { type ExistsInput, validateExists, validateValues, type ValuesInput } from './values.js';
@@ -129,6 +130,10 @@ export class EmbeddingTable {
   }
   get keyDtype(): KeyDtype {
     return this.options.keyDtype;
+  }
+  /** How values are stored (they are read and written as float32); see {@link StorageDtype}. */
+  get storageDtype(): StorageDtype {
+    return this.options.storageDtype;
   }
   get slotNames(): readonly string[] {
     return this.options.slots.names;
@@ -532,5 +537,13 @@ export function createTable(options: TableOptions, opts: { backend?: string | Em
   const b = opts?.backend ?? undefined;
   if (typeof b === 'object' && (typeof b.createTable !== 'function' || typeof b.name !== 'string')) throw invalidParameter('opts.backend', 'a backend name or an EmbeddingBackend', b, InvalidTypeError);
   const backend = typeof b === 'object' ? b : getBackend(b);
+  if (resolved.storageDtype !== 'float32') {
+    const offered = backend.capabilities().storageDtypes ?? ['float32'];
+    if (!offered.includes(resolved.storageDtype)) {
+      throw new UnsupportedError(
+        `Expected storageDtype to be one the backend "${backend.name}" stores (${offered.join(', ')}) but received '${resolved.storageDtype}'`,
+      );
+    }
+  }
   return new EmbeddingTable(backend.createTable(resolved), resolved, backend.name);
 }

@@ -16,6 +16,7 @@ set(EMBEDSTACK_COMMON_SOURCES
     ${EMBEDSTACK_NATIVE_DIR}/src/optimizer.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/planned_ops.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/scores.cc
+    ${EMBEDSTACK_NATIVE_DIR}/src/storage.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/table.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/thread_pool.cc)
 

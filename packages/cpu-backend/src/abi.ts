@@ -6,6 +6,7 @@ import type {
   ResolvedShardPlan,
   ResolvedTableOptions,
   ScorePolicy,
+  StorageDtype,
 } from '@embedstack/core';
 
 /**
@@ -25,8 +26,12 @@ export const TableField = {
   seed: 9,
   stream: 10,
   scorePolicy: 11,
+  storageDtype: 12,
 } as const;
-export const TABLE_FIELDS = 12;
+export const TABLE_FIELDS = 13;
+
+/** core's StorageDtype -> the addon's (native/src/storage.h StorageDtype). */
+export const STORAGE_DTYPE_IDS: Record<StorageDtype, number> = { float32: 0, float16: 1, bfloat16: 2 };
 
 export const OptimizerField = {
   kind: 0,
@@ -142,6 +147,7 @@ export function encodeTable(o: ResolvedTableOptions): EncodedTable {
   c[TableField.seed] = o.seed;
   c[TableField.stream] = o.stream;
   c[TableField.scorePolicy] = SCORE_POLICY_IDS[o.scorePolicy];
+  c[TableField.storageDtype] = STORAGE_DTYPE_IDS[o.storageDtype];
   return {
     config: c,
     slotWidths: Uint32Array.from(o.slots.widths, (w) => (w === 'dim' ? o.dim : 1)),

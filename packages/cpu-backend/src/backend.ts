@@ -49,7 +49,7 @@ export class CpuBackend implements EmbeddingBackend {
 
   capabilities(): BackendCapabilities {
     const b = this.#load().binding;
-    return { sync: true, threads: b ? b.info().threads : 0, device: 'cpu' };
+    return { sync: true, threads: b ? b.info().threads : 0, device: 'cpu', storageDtypes: ['float32', 'float16', 'bfloat16'] };
   }
 
   devices(): DeviceInfo[] {

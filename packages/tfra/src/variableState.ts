@@ -110,6 +110,7 @@ export class VariableState {
       shardNum: this.shardNum,
       dim: c.dim,
       keyDtype: storageDtype(c.keyDtype),
+      storageDtype: c.valueDtype,
       initializer: c.coreInitializer,
       seed: c.seed,
       stream: c.stream,

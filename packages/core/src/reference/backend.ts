@@ -22,7 +22,7 @@ export class ReferenceBackend implements EmbeddingBackend {
   }
 
   capabilities(): BackendCapabilities {
-    return { sync: true, threads: 1, device: 'js' };
+    return { sync: true, threads: 1, device: 'js', storageDtypes: ['float32', 'float16', 'bfloat16'] };
   }
 
   devices(): DeviceInfo[] {

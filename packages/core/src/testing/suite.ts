@@ -14,6 +14,7 @@ import { outputsSection } from './sections/outputs.js';
 import { propertiesSection } from './sections/properties.js';
 import { scoresSection } from './sections/scores.js';
 import { shardPlansSection } from './sections/shardPlans.js';
+import { storageSection } from './sections/storage.js';
 
 export interface ConformanceSuiteOptions {
   /** Shown in the test names. */
@@ -77,6 +78,7 @@ export function runConformanceSuite(options: ConformanceSuiteOptions): void {
     initializersSection(ctx);
     errorsSection(ctx);
     checkpointSection(ctx);
+    storageSection(ctx);
     propertiesSection(ctx);
     cacheSection(ctx);
   });

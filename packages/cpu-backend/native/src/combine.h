@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "storage.h"
+
 namespace embedstack {
 
 enum class Combiner : int { kSum = 0, kMean = 1, kSqrtn = 2, kMax = 3, kMin = 4 };
@@ -18,8 +20,8 @@ struct BagSpan {
   const int32_t* rowSplits;  // the bag's row splits (absolute entry offsets)
   size_t rowBegin;
   size_t rowEnd;
-  /** rows[j - entryBase] is entry j's embedding ([dim] floats, read only). */
-  const float* const* rows;
+  /** rows[j - entryBase] is entry j's embedding ([dim] values stored as `dtype`, read only). */
+  const void* const* rows;
   size_t entryBase;
   const float* weights;  // [entries] (absolute index) or null = all ones
   Combiner combiner;
@@ -27,6 +29,7 @@ struct BagSpan {
   size_t dim;
   float* out;   // [rows * dim], row r at out + r * dim
   double* acc;  // scratch [dim]
+  StorageDtype dtype = StorageDtype::kFloat32;
 };
 
 /**
