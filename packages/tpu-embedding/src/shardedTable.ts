@@ -302,6 +302,7 @@ export class ShardedTable {
       initializer: this.#initializer,
       slots: first.slots,
       scorePolicy: first.scorePolicy,
+      storageDtype: first.storageDtype,
       seed: first.seed,
       stream: first.stream,
     };
