@@ -14,7 +14,20 @@ import {
 } from '@embedstack/core';
 import { CpuRawCache, hasCacheFunctions } from './cpuCache.js';
 import { CpuRawTable } from './cpuTable.js';
+import { type CpuLevel, supportedCpuLevels } from './cpuLevel.js';
 import { type AddonLoad, addon } from './loader.js';
+
+/** What {@link CpuBackend.cpuLevel} reports. */
+export interface CpuLevelInfo {
+  /** The level of the code that runs: a prebuilt binary's, or the kernel clones a source build picks. */
+  level: CpuLevel;
+  /** 'prebuilt' (prebuilds/ in the package) or 'source' (compiled on this machine). */
+  build: 'prebuilt' | 'source';
+  /** The loaded .node file. */
+  path: string;
+  /** The levels this CPU runs, lowest first (what EMBEDSTACK_CPU may ask for). */
+  supported: CpuLevel[];
+}
 
 export interface CpuBackendOptions {
   /** How the addon is loaded (tests point it elsewhere). Default: the process-wide load. */
@@ -59,6 +72,16 @@ export class CpuBackend implements EmbeddingBackend {
     return [{ id: 'cpu:0', kind: 'cpu', memoryBytes, ...(name ? { name } : {}) }];
   }
 
+  /**
+   * Which CPU level runs (set it with EMBEDSTACK_CPU=baseline|avx2|avx512 before the first use).
+   * @throws BackendUnavailableError (with the fix) when the addon cannot load
+   */
+  cpuLevel(): CpuLevelInfo {
+    const load = this.#load();
+    if (!load.binding || load.path === null) throw new BackendUnavailableError(load.reason ?? 'The native CPU backend is not available');
+    return { level: load.level ?? 'baseline', build: load.build ?? 'source', path: load.path, supported: supportedCpuLevels() };
+  }
+
   /** @throws BackendUnavailableError (with the fix) when the addon cannot load */
   createTable(options: ResolvedTableOptions): RawTable {
     const load = this.#load();
@@ -80,3 +103,12 @@ export class CpuBackend implements EmbeddingBackend {
 
 /** The shared instance, registered by importing the package. */
 export const cpuBackend = new CpuBackend();
+
+/**
+ * Which CPU level the native backend runs: `{ level, build, path, supported }`
+ * (see {@link CpuLevelInfo}).
+ * @throws BackendUnavailableError (with the fix) when the addon cannot load
+ */
+export function cpuLevel(): CpuLevelInfo {
+  return cpuBackend.cpuLevel();
+}
