@@ -29,6 +29,12 @@ const want = (name) => only.length === 0 || only.includes(name);
 if (want('build')) step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
 if (want('typecheck')) step('typecheck', bin('turbo'), ['run', 'typecheck', '--output-logs=errors-only']);
 if (want('lint')) step('lint (layering rules included)', bin('turbo'), ['run', 'lint', '--output-logs=errors-only']);
+// This machine's prebuilt cpu-backend binaries (every CPU level: the level tests load each;
+// incremental build directories, so a rebuild only recompiles what changed).
+const prebuildScript = join(root, 'packages', 'cpu-backend', 'scripts', 'prebuild.mjs');
+if ((want('build') || want('prebuilds')) && existsSync(prebuildScript)) {
+  step('prebuilt binaries (cpu-backend, every CPU level)', process.execPath, [prebuildScript], { cwd: dirname(dirname(prebuildScript)) });
+}
 
 let passed = 0;
 let failed = 0;
@@ -72,6 +78,24 @@ if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
   else failed++;
   if (step('cuda-backend ASan+UBSan addon: malformed calls and conformance', 'bash', [join(cudaScripts, 'test-asan-js.sh')])) passed++;
   else failed++;
+}
+
+// Install like sharp (#16): pack every package, publint + attw, npm install with no compiler
+// (the prebuilt binary runs the facades' lookups), then once without prebuilds (source build).
+const packCheck = join(root, 'scripts', 'pack-check.mjs');
+if (want('pack') && existsSync(packCheck)) {
+  console.log(`\n=== pack, lint and install the tarballs: node ${packCheck}`);
+  const r = spawnSync(process.execPath, [packCheck], { cwd: root, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  process.stdout.write(r.stdout ?? '');
+  const m = /pack-check: (\{.*\})\s*$/.exec(r.stdout ?? '');
+  if (m) {
+    const c = JSON.parse(m[1]);
+    passed += c.passed;
+    failed += c.failed;
+  } else {
+    failed++;
+  }
+  if (r.status !== 0) failedSteps++;
 }
 
 if (failedSteps > 0 && failed === 0) failed = failedSteps;

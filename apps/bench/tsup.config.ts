@@ -1,7 +1,7 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: { cli: 'src/cli.ts' },
+  entry: { cli: 'src/cli.ts', demo: 'src/demo/cli.ts' },
   format: ['esm'],
   dts: false,
   clean: true,

@@ -21,6 +21,10 @@ describe('bench backend choice', () => {
     expect(host.note).toContain('CUDA host mode');
     const cpu = await loadBackend('cpu');
     expect(cpu.backend.name).toBe('cpu');
+    // the label says which CPU level runs (EMBEDSTACK_CPU sets it)
+    const { cpuLevel } = await import('@embedstack/cpu-backend');
+    const { level, build } = cpuLevel();
+    expect(cpu.label).toMatch(new RegExp(`, ${level} code \\(${build === 'prebuilt' ? 'prebuilt binary' : 'source build'}\\)$`));
     expect(cpu.note).toBeUndefined();
     expect(cpu.threads).toBeGreaterThanOrEqual(1);
   });

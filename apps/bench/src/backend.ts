@@ -26,10 +26,22 @@ export function describeBackend(backend: EmbeddingBackend, threads: number): str
   return `'${backend.name}'${on}, ${threads} thread${threads === 1 ? '' : 's'}`;
 }
 
+/**
+ * The CPU level the native CPU backend runs (EMBEDSTACK_CPU=baseline|avx2|avx512 sets it), as
+ * "avx2 code (prebuilt binary)"; null for backends without levels.
+ */
+export function describeCpuLevel(backend: EmbeddingBackend): string | null {
+  const b = backend as EmbeddingBackend & { cpuLevel?: () => { level: string; build: string } };
+  if (typeof b.cpuLevel !== 'function' || !backend.isUsable()) return null;
+  const { level, build } = b.cpuLevel();
+  return `${level} code (${build === 'prebuilt' ? 'prebuilt binary' : 'source build'})`;
+}
+
 export async function loadBackend(name: string): Promise<LoadedBackend> {
   const loaded = (backend: EmbeddingBackend, note?: string): LoadedBackend => {
     const threads = Math.max(1, backend.capabilities().threads);
-    return { backend, threads, label: describeBackend(backend, threads), ...(note ? { note } : {}) };
+    const level = describeCpuLevel(backend);
+    return { backend, threads, label: `${describeBackend(backend, threads)}${level ? `, ${level}` : ''}`, ...(note ? { note } : {}) };
   };
   if (name === 'cuda') {
     // Loads @embedstack/cuda-backend (registering 'cuda' too); the GPU when one runs its kernels.

@@ -4,7 +4,7 @@
  * and resident (a zero-filled table would read the shared zero page and flatter
  * every figure).
  */
-import { createTable, type EmbeddingBackend, type EmbeddingTable, type OptimizerSpec } from '@embedstack/core';
+import { createTable, type EmbeddingBackend, type EmbeddingTable, type OptimizerSpec, type StorageDtype } from '@embedstack/core';
 import { progress } from './progress.js';
 
 export const FILL_BATCH = 65536;
@@ -35,6 +35,8 @@ export interface DynamicTableOptions {
   /** Reserve room for all keys up front (default) instead of growing by doubling. */
   presize?: boolean;
   name?: string;
+  /** Value storage (default float32). */
+  storageDtype?: StorageDtype;
 }
 
 /** A dynamic int64 table holding `keys`. */
@@ -46,6 +48,7 @@ export function dynamicTable(backend: EmbeddingBackend, dim: number, keys: BigIn
       name: o.name ?? 'bench',
       ...(o.presize === false ? {} : { initCapacity: Math.max(1024, keys.length) }),
       ...(o.optimizer ? { optimizer: o.optimizer } : {}),
+      ...(o.storageDtype ? { storageDtype: o.storageDtype } : {}),
     },
     { backend },
   );
@@ -54,9 +57,9 @@ export function dynamicTable(backend: EmbeddingBackend, dim: number, keys: BigIn
 }
 
 /** A static table of `rows` rows (int32 row indices), every row written. */
-export function staticTable(backend: EmbeddingBackend, dim: number, rows: number): EmbeddingTable {
-  progress.label(`building a ${rows.toLocaleString('en-US')}-row dim-${dim} static table`);
-  const table = createTable({ kind: 'static', dim, vocabularySize: rows, keyDtype: 'int32', name: 'bench_static' }, { backend });
+export function staticTable(backend: EmbeddingBackend, dim: number, rows: number, storageDtype: StorageDtype = 'float32'): EmbeddingTable {
+  progress.label(`building a ${rows.toLocaleString('en-US')}-row dim-${dim} ${storageDtype} static table`);
+  const table = createTable({ kind: 'static', dim, vocabularySize: rows, keyDtype: 'int32', name: 'bench_static', storageDtype }, { backend });
   const idx = new Int32Array(rows);
   for (let i = 0; i < rows; i++) idx[i] = i;
   fillTable(table, idx);

@@ -1,6 +1,8 @@
+import type { StorageDtype } from './storageDtype.js';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { BackendUnavailableError, InvalidTypeError, invalidParameter, NotFoundError } from './errors.js';
+import type { RawCache, ResolvedCacheOptions } from './cache.js';
 import type { RawTable } from './rawTable.js';
 import { referenceBackend } from './reference/backend.js';
 import type { ResolvedTableOptions } from './tableOptions.js';
@@ -20,6 +22,8 @@ export interface BackendCapabilities {
   /** Worker threads used for large batches. */
   threads: number;
   device: 'cpu' | 'cuda' | 'js';
+  /** Value storage types its tables offer (`TableOptions.storageDtype`). Absent = ['float32'] only. */
+  storageDtypes?: readonly StorageDtype[];
 }
 
 /** A backend creates tables on its devices. Registered in core's registry. */
@@ -33,6 +37,8 @@ export interface EmbeddingBackend {
   devices(): DeviceInfo[];
   /** Options are resolved and valid. */
   createTable(options: ResolvedTableOptions): RawTable;
+  /** Creates a set-associative LRU cache (cache.ts's contract); options are resolved and valid. Optional: without it createCache is UNSUPPORTED. */
+  createCache?(options: ResolvedCacheOptions): RawCache;
   /** Why isUsable() is false, with the fix (what to install or run). */
   unavailableReason?(): string | undefined;
 }

@@ -19,6 +19,27 @@ export function validateCombiner(value: unknown, argument = 'combiner'): Combine
   return value;
 }
 
+/**
+ * The combiners of `lookupCombined` (the forward embedding bag): the linear ones and
+ * `max` / `min`, the element-wise maximum / minimum over the row's entries of
+ * w_j e_j (each e_j clipped first when `maxNorm` > 0), in double, rounded once; a
+ * row with no ids gives zeros. `max` and `min` have no backward in core (the
+ * gradient ops and the sharded partial lookup take only {@link Combiner}s); the
+ * result does not depend on entry order, so shards need no partial sums for them.
+ */
+export type LookupCombiner = Combiner | 'max' | 'min';
+export const LOOKUP_COMBINERS: readonly LookupCombiner[] = ['sum', 'mean', 'sqrtn', 'max', 'min'];
+
+export function isLookupCombiner(value: unknown): value is LookupCombiner {
+  return isCombiner(value) || value === 'max' || value === 'min';
+}
+
+export function validateLookupCombiner(value: unknown, argument = 'combiner'): LookupCombiner {
+  argument = argName(argument, 'combiner');
+  if (!isLookupCombiner(value)) throw invalidParameter(argument, "one of 'sum', 'mean', 'sqrtn', 'max', 'min'", value);
+  return value;
+}
+
 /** `undefined`/`null` -> no clipping (0); otherwise a finite number > 0. */
 export function validateMaxNorm(value: unknown, argument = 'maxNorm'): number {
   argument = argName(argument, 'maxNorm');

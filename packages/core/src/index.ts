@@ -70,8 +70,8 @@ export {
 } from './checked.js';
 
 // combiners, initializers, optimizers, scores
-export { COMBINERS, isCombiner, validateCombiner, validateMaxNorm } from './combiners.js';
-export type { Combiner, Bag } from './combiners.js';
+export { COMBINERS, isCombiner, validateCombiner, LOOKUP_COMBINERS, isLookupCombiner, validateLookupCombiner, validateMaxNorm } from './combiners.js';
+export type { Combiner, LookupCombiner, Bag } from './combiners.js';
 export { initializers, isInitializerSpec, resolveInitializer } from './initializers.js';
 export type { InitializerSpec, ResolvedInitializer } from './initializers.js';
 
@@ -96,6 +96,16 @@ export type { ScorePolicy } from './scores.js';
 
 // tables and backends
 export { resolveTableOptions } from './tableOptions.js';
+export {
+  checkStorageDtype,
+  isStorageDtype,
+  roundBfloat16,
+  roundFloat16,
+  roundToStorage,
+  STORAGE_BYTES,
+  STORAGE_DTYPES,
+} from './storageDtype.js';
+export type { StorageDtype } from './storageDtype.js';
 export type { TableOptions, ResolvedTableOptions } from './tableOptions.js';
 export { rawTableFromSync } from './rawTable.js';
 export type { RawTable, RawTableSync, RawTableAsync, FindResult, ExportBatch } from './rawTable.js';
@@ -112,6 +122,8 @@ export {
 } from './backend.js';
 export type { EmbeddingBackend, BackendCapabilities, DeviceInfo, LoadDefaultBackendOptions } from './backend.js';
 export { EmbeddingTable, createTable } from './table.js';
+export { EmbeddingCache, createCache, resolveCacheOptions, CACHE_DEFAULT_WAYS } from './cache.js';
+export type { CacheOptions, ResolvedCacheOptions, RawCache, CacheQueryResult, CacheQueryOptions } from './cache.js';
 export { validateValues, validateExists } from './values.js';
 export {
   checkOptions,
@@ -138,7 +150,7 @@ export type {
 
 // reference backend (the test oracle; plain TypeScript, not the product path)
 // BEGIN reference exports
-export { ReferenceBackend, referenceBackend, referenceKernels, ReferenceDynamicTable, ReferenceStaticTable } from './reference/index.js';
+export { ReferenceBackend, referenceBackend, referenceKernels, ReferenceCache, ReferenceDynamicTable, ReferenceStaticTable } from './reference/index.js';
 export type { ScoreClock, EvictionCandidate, OwnedEntries } from './reference/index.js';
 // END reference exports
 

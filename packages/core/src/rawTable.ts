@@ -1,4 +1,4 @@
-import type { Bag, Combiner } from './combiners.js';
+import type { Bag, Combiner, LookupCombiner } from './combiners.js';
 import type { Keys } from './dtypes.js';
 import type { ResolvedOptimizer } from './optimizers.js';
 import type { ResolvedShardPlan } from './shardPlan.js';
@@ -68,7 +68,7 @@ export interface RawTableSync {
    * `out` filled and returned when given). `maxNorm` 0 = no clipping.
    * `insertMissing` inserts missing keys (training).
    */
-  lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null): Float32Array;
+  lookupCombined(bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null): Float32Array;
   /**
    * This shard's part of an embedding bag: for each row r, ADDS to out[r] (float64,
    * [nrows * dim]) the sum over the row's owned entries of their clipped, weighted

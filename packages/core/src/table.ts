@@ -1,6 +1,6 @@
 import { type BagInput, type BagWeights, toOrderedBag } from './bag.js';
 import type { Bag, Combiner } from './combiners.js';
-import { validateCombiner, validateMaxNorm } from './combiners.js';
+import { type LookupCombiner, validateCombiner, validateLookupCombiner, validateMaxNorm } from './combiners.js';
 import { type EmbeddingBackend, getBackend } from './backend.js';
 import type { KeyDtype, Keys } from './dtypes.js';
 import {
@@ -15,6 +15,7 @@ import { isOptimizerSpec, type OptimizerSpec, type ResolvedOptimizer, resolveOpt
 import type { ExportBatch, FindResult, RawTable, RawTableSync } from './rawTable.js';
 import { checkOwnedRows, type ResolvedShardPlan, resolveShardPlan, type ShardPlan } from './shardPlan.js';
 import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } from './tableOptions.js';
+import type { StorageDtype } from './storageDtype.js';
 import { Tensor } from './tensor.js';
 import { checkRowIndices } from './validation.js';
 import { type ExistsInput, validateExists, validateValues, type ValuesInput } from './values.js';
@@ -52,7 +53,9 @@ export interface CombinerOptions {
   maxNorm?: number | null;
 }
 
-export interface LookupCombinedOptions extends CombinerOptions {
+export interface LookupCombinedOptions extends Omit<CombinerOptions, 'combiner'> {
+  /** Default 'mean'; also 'max' / 'min' (forward only: no backward op takes them). */
+  combiner?: LookupCombiner;
   /** Insert missing keys with their initial value (training). Default false. */
   insertMissing?: boolean;
   /** [nrows * dim] floats to fill (and return) instead of a fresh array. */
@@ -128,6 +131,10 @@ export class EmbeddingTable {
   get keyDtype(): KeyDtype {
     return this.options.keyDtype;
   }
+  /** How values are stored (they are read and written as float32); see {@link StorageDtype}. */
+  get storageDtype(): StorageDtype {
+    return this.options.storageDtype;
+  }
   get slotNames(): readonly string[] {
     return this.options.slots.names;
   }
@@ -183,11 +190,16 @@ export class EmbeddingTable {
   }
 
   /** A validated bag (ids, weights, combiner, maxNorm) and the input entry order; static ids checked (owned ones with a plan). */
-  #combinerArgs(ids: BagInput, o: CombinerOptions, plan: ResolvedShardPlan | null): { bag: Bag<Keys>; order: Int32Array | null; combiner: Combiner; maxNorm: number } {
+  #combinerArgs<C extends LookupCombiner = Combiner>(
+    ids: BagInput,
+    o: CombinerOptions | LookupCombinedOptions,
+    plan: ResolvedShardPlan | null,
+    checkCombiner: (v: unknown) => C = validateCombiner as (v: unknown) => C,
+  ): { bag: Bag<Keys>; order: Int32Array | null; combiner: C; maxNorm: number } {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     const { bag, order } = toOrderedBag(ids, o.weights, this.keyDtype);
     if (this.kind === 'static') this.#keys(bag.keys, 'ids', plan);
-    return { bag, order, combiner: validateCombiner(o.combiner ?? 'mean'), maxNorm: validateMaxNorm(o.maxNorm) };
+    return { bag, order, combiner: checkCombiner(o.combiner ?? 'mean'), maxNorm: validateMaxNorm(o.maxNorm) };
   }
 
   #insertArg(v: unknown): boolean {
@@ -196,8 +208,8 @@ export class EmbeddingTable {
     return insert;
   }
 
-  #bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, Combiner, number, boolean, Float32Array | null] {
-    const a = this.#combinerArgs(ids, o, null);
+  #bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, LookupCombiner, number, boolean, Float32Array | null] {
+    const a = this.#combinerArgs(ids, o, null, validateLookupCombiner);
     const out = floatOut(o.out, (a.bag.rowSplits.length - 1) * this.dim, 'out');
     return [a.bag, a.combiner, a.maxNorm, this.#insertArg(o.insertMissing), out];
   }
@@ -525,5 +537,13 @@ export function createTable(options: TableOptions, opts: { backend?: string | Em
   const b = opts?.backend ?? undefined;
   if (typeof b === 'object' && (typeof b.createTable !== 'function' || typeof b.name !== 'string')) throw invalidParameter('opts.backend', 'a backend name or an EmbeddingBackend', b, InvalidTypeError);
   const backend = typeof b === 'object' ? b : getBackend(b);
+  if (resolved.storageDtype !== 'float32') {
+    const offered = backend.capabilities().storageDtypes ?? ['float32'];
+    if (!offered.includes(resolved.storageDtype)) {
+      throw new UnsupportedError(
+        `Expected storageDtype to be one the backend "${backend.name}" stores (${offered.join(', ')}) but received '${resolved.storageDtype}'`,
+      );
+    }
+  }
   return new EmbeddingTable(backend.createTable(resolved), resolved, backend.name);
 }

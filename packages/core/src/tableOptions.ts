@@ -4,6 +4,7 @@ import { type InitializerSpec, type ResolvedInitializer, resolveInitializer } fr
 import { isOptimizerSpec, type OptimizerSpec, type SlotLayout } from './optimizers.js';
 import { fnv1a32 } from './random.js';
 import { type ScorePolicy, validateScorePolicy } from './scores.js';
+import { checkStorageDtype, type StorageDtype } from './storageDtype.js';
 
 /**
  * The one options type of a table. Every field, its unit and default; defaults
@@ -36,6 +37,13 @@ export interface TableOptions {
   seed?: number;
   /** Initializer stream id, uint32. Default: FNV-1a 32 of `name`, so shards of one table agree. */
   stream?: number;
+  /**
+   * How values are stored: 'float32' (default, 4 bytes per value), 'bfloat16' or 'float16' (2 bytes).
+   * Values are computed and returned as float32; every stored value is rounded to the storage type
+   * (to nearest, ties to even); optimizer slots stay float32. See {@link StorageDtype}. A backend
+   * that cannot store a dtype (see `capabilities().storageDtypes`) rejects the table with UNSUPPORTED.
+   */
+  storageDtype?: StorageDtype;
 }
 
 /** Fully resolved options: what a backend receives. Plain data only. */
@@ -54,6 +62,7 @@ export interface ResolvedTableOptions {
   scorePolicy: ScorePolicy;
   seed: number;
   stream: number;
+  storageDtype: StorageDtype;
 }
 
 const KNOWN = new Set([
@@ -70,6 +79,7 @@ const KNOWN = new Set([
   'scorePolicy',
   'seed',
   'stream',
+  'storageDtype',
 ]);
 
 function posInt(value: unknown, argument: string, min = 1): number {
@@ -132,5 +142,6 @@ export function resolveTableOptions(options: TableOptions): ResolvedTableOptions
   const scorePolicy = validateScorePolicy(options.scorePolicy ?? 'lru');
   const seed = options.seed === undefined ? 0 : uint32(options.seed, 'seed');
   const stream = options.stream === undefined ? fnv1a32(name) : uint32(options.stream, 'stream');
-  return { kind, dim, name, keyDtype, vocabularySize, initCapacity, maxCapacity, initializer, slots, scorePolicy, seed, stream };
+  const storageDtype = options.storageDtype === undefined ? 'float32' : checkStorageDtype(options.storageDtype);
+  return { kind, dim, name, keyDtype, vocabularySize, initCapacity, maxCapacity, initializer, slots, scorePolicy, seed, stream, storageDtype };
 }

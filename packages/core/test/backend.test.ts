@@ -44,7 +44,7 @@ describe('backend registry', () => {
     expect(hasBackend()).toBe(false);
     expect(referenceBackend).toBeInstanceOf(ReferenceBackend);
     expect([referenceBackend.name, referenceBackend.priority]).toEqual(['reference', 0]);
-    expect(referenceBackend.capabilities()).toEqual({ sync: true, threads: 1, device: 'js' });
+    expect(referenceBackend.capabilities()).toEqual({ sync: true, threads: 1, device: 'js', storageDtypes: ['float32', 'float16', 'bfloat16'] });
     expect(referenceBackend.isUsable()).toBe(true);
     expect(referenceBackend.unavailableReason()).toBeUndefined();
     expect(referenceBackend.devices()[0]!.kind).toBe('js');

@@ -57,6 +57,8 @@ describeJunkSuite({
     resolveTableOptions: [[{ dim: 2, optimizer: core.optimizers.adam() }]],
     createOptimizer: [['adagrad', { learningRate: 0.1 }]],
     loadDefaultBackend: [[{ backend: 'reference' }]],
+    createCache: [[{ capacity: 8, dim: 2, ways: 4 }, { backend: core.referenceBackend }]],
+    resolveCacheOptions: [[{ capacity: 8, dim: 2, ways: 4, name: 'c' }]],
   },
   skip: [
     // backend registry mutators: junk would (un)register or re-default backends for the rest of this process
@@ -68,6 +70,8 @@ describeJunkSuite({
     'ReferenceStaticTable',
     'rawTableFromSync',
     'EmbeddingTable',
+    'ReferenceCache',
+    'EmbeddingCache',
   ],
   targets: [
     junkTarget({
@@ -89,6 +93,23 @@ describeJunkSuite({
       examples: tableExamples,
       skip: ['dispose', 'clear', 'clearSync'],
       dispose: (t) => t.dispose(),
+    }),
+    junkTarget({
+      name: 'EmbeddingCache (reference backend)',
+      make: () => {
+        const c = core.createCache({ capacity: 8, dim: 2, ways: 4 }, { backend: core.referenceBackend });
+        c.insert(new BigInt64Array([1n, 2n, -3n]), new Float32Array([1, 2, 3, 4, 5, 6]));
+        return c;
+      },
+      state: (c) => ({ size: c.size(), keys: [...c.keys()].map(String).sort() }),
+      examples: {
+        query: [[new BigInt64Array([1n, 5n]), { out: { values: new Float32Array(4), exists: new Uint8Array(2) } }]],
+        insert: [[new BigInt64Array([7n]), new Float32Array(2)]],
+        update: [[new BigInt64Array([1n]), new Float32Array(2)]],
+        remove: [[new BigInt64Array([2n])]],
+      },
+      skip: ['dispose', 'clear'],
+      dispose: (c) => c.dispose(),
     }),
   ],
 });

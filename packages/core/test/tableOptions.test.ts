@@ -30,6 +30,7 @@ describe('resolveTableOptions', () => {
       scorePolicy: 'lru',
       seed: 0,
       stream: 0x4a9c9bdf,
+      storageDtype: 'float32',
     });
     expect(fnv1a32('table')).toBe(0x4a9c9bdf);
   });

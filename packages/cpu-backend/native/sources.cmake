@@ -16,6 +16,7 @@ set(EMBEDSTACK_COMMON_SOURCES
     ${EMBEDSTACK_NATIVE_DIR}/src/optimizer.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/planned_ops.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/scores.cc
+    ${EMBEDSTACK_NATIVE_DIR}/src/storage.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/table.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/thread_pool.cc)
 
@@ -26,6 +27,7 @@ set(EMBEDSTACK_CPU_TABLE_SOURCES
     ${EMBEDSTACK_NATIVE_DIR}/src/dynamic_table.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/dynamic_write.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/key_index.cc
+    ${EMBEDSTACK_NATIVE_DIR}/src/set_cache.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/static_table.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/table_factory.cc)
 
@@ -36,5 +38,9 @@ set(EMBEDSTACK_BINDING_SOURCES
     ${EMBEDSTACK_NATIVE_DIR}/binding/plan_api.cc
     ${EMBEDSTACK_NATIVE_DIR}/binding/table_api.cc
     ${EMBEDSTACK_NATIVE_DIR}/binding/table_config.cc)
+
+# The N-API layer of this backend's own parts (the set-associative cache).
+set(EMBEDSTACK_CPU_BINDING_SOURCES
+    ${EMBEDSTACK_NATIVE_DIR}/binding/cache_api.cc)
 
 set(EMBEDSTACK_INCLUDE_DIRS ${EMBEDSTACK_NATIVE_DIR}/src ${EMBEDSTACK_NATIVE_DIR}/binding)

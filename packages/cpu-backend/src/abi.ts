@@ -1,11 +1,12 @@
 import type {
-  Combiner,
+  LookupCombiner,
   InitializerSpec,
   OptimizerKind,
   ResolvedOptimizer,
   ResolvedShardPlan,
   ResolvedTableOptions,
   ScorePolicy,
+  StorageDtype,
 } from '@embedstack/core';
 
 /**
@@ -25,8 +26,12 @@ export const TableField = {
   seed: 9,
   stream: 10,
   scorePolicy: 11,
+  storageDtype: 12,
 } as const;
-export const TABLE_FIELDS = 12;
+export const TABLE_FIELDS = 13;
+
+/** core's StorageDtype -> the addon's (native/src/storage.h StorageDtype). */
+export const STORAGE_DTYPE_IDS: Record<StorageDtype, number> = { float32: 0, float16: 1, bfloat16: 2 };
 
 export const OptimizerField = {
   kind: 0,
@@ -98,7 +103,7 @@ export const OPTIMIZER_IDS: Record<OptimizerKind, number> = {
   adadelta: 8,
 };
 
-export const COMBINER_IDS: Record<Combiner, number> = { sum: 0, mean: 1, sqrtn: 2 };
+export const COMBINER_IDS: Record<LookupCombiner, number> = { sum: 0, mean: 1, sqrtn: 2, max: 3, min: 4 };
 
 export interface EncodedTable {
   config: Float64Array;
@@ -142,6 +147,7 @@ export function encodeTable(o: ResolvedTableOptions): EncodedTable {
   c[TableField.seed] = o.seed;
   c[TableField.stream] = o.stream;
   c[TableField.scorePolicy] = SCORE_POLICY_IDS[o.scorePolicy];
+  c[TableField.storageDtype] = STORAGE_DTYPE_IDS[o.storageDtype];
   return {
     config: c,
     slotWidths: Uint32Array.from(o.slots.widths, (w) => (w === 'dim' ? o.dim : 1)),

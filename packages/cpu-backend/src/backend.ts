@@ -6,11 +6,28 @@ import {
   invalidParameter,
   type DeviceInfo,
   type EmbeddingBackend,
+  type RawCache,
   type RawTable,
+  type ResolvedCacheOptions,
   type ResolvedTableOptions,
+  UnsupportedError,
 } from '@embedstack/core';
+import { CpuRawCache, hasCacheFunctions } from './cpuCache.js';
 import { CpuRawTable } from './cpuTable.js';
+import { type CpuLevel, supportedCpuLevels } from './cpuLevel.js';
 import { type AddonLoad, addon } from './loader.js';
+
+/** What {@link CpuBackend.cpuLevel} reports. */
+export interface CpuLevelInfo {
+  /** The level of the code that runs: a prebuilt binary's, or the kernel clones a source build picks. */
+  level: CpuLevel;
+  /** 'prebuilt' (prebuilds/ in the package) or 'source' (compiled on this machine). */
+  build: 'prebuilt' | 'source';
+  /** The loaded .node file. */
+  path: string;
+  /** The levels this CPU runs, lowest first (what EMBEDSTACK_CPU may ask for). */
+  supported: CpuLevel[];
+}
 
 export interface CpuBackendOptions {
   /** How the addon is loaded (tests point it elsewhere). Default: the process-wide load. */
@@ -45,7 +62,7 @@ export class CpuBackend implements EmbeddingBackend {
 
   capabilities(): BackendCapabilities {
     const b = this.#load().binding;
-    return { sync: true, threads: b ? b.info().threads : 0, device: 'cpu' };
+    return { sync: true, threads: b ? b.info().threads : 0, device: 'cpu', storageDtypes: ['float32', 'float16', 'bfloat16'] };
   }
 
   devices(): DeviceInfo[] {
@@ -55,13 +72,43 @@ export class CpuBackend implements EmbeddingBackend {
     return [{ id: 'cpu:0', kind: 'cpu', memoryBytes, ...(name ? { name } : {}) }];
   }
 
+  /**
+   * Which CPU level runs (set it with EMBEDSTACK_CPU=baseline|avx2|avx512 before the first use).
+   * @throws BackendUnavailableError (with the fix) when the addon cannot load
+   */
+  cpuLevel(): CpuLevelInfo {
+    const load = this.#load();
+    if (!load.binding || load.path === null) throw new BackendUnavailableError(load.reason ?? 'The native CPU backend is not available');
+    return { level: load.level ?? 'baseline', build: load.build ?? 'source', path: load.path, supported: supportedCpuLevels() };
+  }
+
   /** @throws BackendUnavailableError (with the fix) when the addon cannot load */
   createTable(options: ResolvedTableOptions): RawTable {
     const load = this.#load();
     if (!load.binding) throw new BackendUnavailableError(load.reason ?? 'The native CPU backend is not available');
     return new CpuRawTable(load.binding, options);
   }
+
+  /**
+   * A native set-associative LRU cache (core's cache contract) in host memory.
+   * @throws BackendUnavailableError when the addon cannot load; UnsupportedError for an addon built without the cache
+   */
+  createCache(options: ResolvedCacheOptions): RawCache {
+    const load = this.#load();
+    if (!load.binding) throw new BackendUnavailableError(load.reason ?? 'The native CPU backend is not available');
+    if (!hasCacheFunctions(load.binding)) throw new UnsupportedError('This build of the native CPU backend has no cache functions; rebuild it (pnpm --filter @embedstack/cpu-backend build)');
+    return new CpuRawCache(load.binding, options);
+  }
 }
 
 /** The shared instance, registered by importing the package. */
 export const cpuBackend = new CpuBackend();
+
+/**
+ * Which CPU level the native backend runs: `{ level, build, path, supported }`
+ * (see {@link CpuLevelInfo}).
+ * @throws BackendUnavailableError (with the fix) when the addon cannot load
+ */
+export function cpuLevel(): CpuLevelInfo {
+  return cpuBackend.cpuLevel();
+}

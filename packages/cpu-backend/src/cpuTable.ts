@@ -1,6 +1,6 @@
 import type {
   Bag,
-  Combiner,
+  LookupCombiner,
   ExportBatch,
   FindResult,
   Keys,
@@ -68,7 +68,7 @@ export class CpuRawTable implements RawTable {
     const b = binding;
     const h = this.#h;
     const big = (n: number): boolean => n * Math.max(this.#dim, 8) >= ASYNC_MIN_WORK;
-    const comb = (c: Combiner): number => COMBINER_IDS[c];
+    const comb = (c: LookupCombiner): number => COMBINER_IDS[c];
     const dim = this.#dim;
     const bagOut = (bag: Bag<Keys>, out: Float32Array | null): Float32Array => out ?? floats((bag.rowSplits.length - 1) * dim);
     const plan = (p: ResolvedShardPlan | null): Float64Array | null => encodePlan(p);

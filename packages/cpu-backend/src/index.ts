@@ -3,11 +3,15 @@
 import { registerBackend } from '@embedstack/core';
 import { cpuBackend } from './backend.js';
 
-export { CpuBackend, cpuBackend } from './backend.js';
-export type { CpuBackendOptions } from './backend.js';
+export { CpuBackend, cpuBackend, cpuLevel } from './backend.js';
+export type { CpuBackendOptions, CpuLevelInfo } from './backend.js';
+export { CPU_LEVELS, LEVEL_FLAGS, supportedCpuLevels, requestedCpuLevel } from './cpuLevel.js';
+export type { CpuLevel, LevelRequest } from './cpuLevel.js';
 export { CpuRawTable, ASYNC_MIN_WORK } from './cpuTable.js';
+export { CpuRawCache, hasCacheFunctions } from './cpuCache.js';
+export type { NativeCacheFunctions, NativeCacheHandle } from './cpuCache.js';
 export { fromNative } from './errors.js';
-export { loadAddon, candidatePaths, explain, ADDON_FILE } from './loader.js';
+export { loadAddon, candidatePaths, explain, describePlatform, ADDON_FILE } from './loader.js';
 export type { AddonLoad, AddonAttempt } from './loader.js';
 export { encodeTable, encodeOptimizer, encodePlan, TableField, OptimizerField, PlanField, TABLE_FIELDS, OPTIMIZER_FIELDS, PLAN_FIELDS } from './abi.js';
 export type { EncodedTable } from './abi.js';

@@ -7,15 +7,23 @@ import { fileURLToPath } from 'node:url';
 import { OPTIMIZER_FIELDS, PLAN_FIELDS, TABLE_FIELDS } from './abi.js';
 import type { NativeBinding } from './native.js';
 
+import { type CpuLevel, requestedCpuLevel, sourceBuildLevel, supportedCpuLevels } from './cpuLevel.js';
+import { levelOfPath, levelPath, libc, matchPrebuild, platformTuple } from './prebuilds.js';
+
 /**
  * Finds and loads the native addon, and explains itself when it cannot (sharp's
  * lib/sharp.mjs): every candidate path is tried, each failure is kept, and the
- * reason names the fix for its cause (no toolchain, not built, another Node ABI
- * or platform, a stale build). Never throws.
+ * reason names the platform, what was tried and the one command that fixes it.
+ * Never throws.
  *
- * Candidates: `EMBEDSTACK_CPU_ADDON` (a .node file or a directory holding one, or
- * build/Release below it) when set; else build/Release, build/Debug and build
- * under the package root.
+ * Candidates, in order (node-gyp-build's order: a local build wins):
+ * - `EMBEDSTACK_CPU_ADDON` (a .node file or a directory holding one, or
+ *   build/Release below it) when set: only that;
+ * - `EMBEDSTACK_CPU=baseline|avx2|avx512`: only that level's prebuilt binary (a
+ *   level the CPU lacks is refused, saying so);
+ * - else the source build (build/Release, build/Debug), then the prebuilt binaries
+ *   for this platform (prebuilds/, see prebuilds.ts) from the best level the CPU
+ *   runs down to baseline, then build/.
  */
 
 export const ADDON_FILE = 'embedstack_cpu.node';
@@ -32,22 +40,60 @@ export interface AddonLoad {
   attempts: AddonAttempt[];
   /** Why the addon is unusable and how to fix it (null when loaded). */
   reason: string | null;
+  /**
+   * The CPU level of the code that runs (null when nothing loaded): a prebuilt
+   * binary's level, or for a source build the level of the kernel clones GCC picks.
+   */
+  level: CpuLevel | null;
+  /** 'prebuilt' (prebuilds/), 'source' (compiled on this machine) or null. */
+  build: 'prebuilt' | 'source' | null;
 }
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
-const BUILD_COMMAND = 'pnpm --filter @embedstack/cpu-backend build';
-const REBUILD_COMMAND = 'pnpm --filter @embedstack/cpu-backend rebuild';
+/** A workspace checkout (sources present) rather than an installed package. */
+const inWorkspace = existsSync(join(packageRoot, 'src', 'loader.ts'));
+const BUILD_COMMAND = inWorkspace ? 'pnpm --filter @embedstack/cpu-backend build' : `node ${quote(join(packageRoot, 'scripts', 'install.cjs'))} --build`;
+const REBUILD_COMMAND = inWorkspace ? 'pnpm --filter @embedstack/cpu-backend rebuild' : BUILD_COMMAND;
+const PREBUILD_COMMAND = 'pnpm --filter @embedstack/cpu-backend build:prebuilds';
 
-/** Where the addon is looked for, in order. */
-export function candidatePaths(env: NodeJS.ProcessEnv = process.env): string[] {
+function quote(path: string): string {
+  return /^[\w@%+=:,./-]+$/.test(path) ? path : JSON.stringify(path);
+}
+
+/** Where the addon is looked for, in order, plus a problem that rules every candidate out (a bad EMBEDSTACK_CPU). */
+function plan(env: NodeJS.ProcessEnv): { candidates: string[]; problem: string | null } {
   if (typeof env !== 'object' || env === null) throw invalidParameter('env', 'an environment object (process.env)', env, InvalidTypeError);
   const override = env.EMBEDSTACK_CPU_ADDON;
   if (override !== undefined && typeof override !== 'string') throw invalidParameter('env.EMBEDSTACK_CPU_ADDON', 'a string', override, InvalidTypeError);
   if (override !== undefined && override !== '') {
-    if (override.endsWith('.node')) return [override];
-    return [join(override, ADDON_FILE), join(override, 'build', 'Release', ADDON_FILE)];
+    if (override.endsWith('.node')) return { candidates: [override], problem: null };
+    return { candidates: [join(override, ADDON_FILE), join(override, 'build', 'Release', ADDON_FILE)], problem: null };
   }
-  return ['Release', 'Debug', ''].map((d) => join(packageRoot, 'build', d, ADDON_FILE));
+  const supported = supportedCpuLevels();
+  const request = requestedCpuLevel(env, supported);
+  if (request.problem !== null) return { candidates: [], problem: request.problem };
+  const build = (d: string) => join(packageRoot, 'build', d, ADDON_FILE);
+  const { match, available } = matchPrebuild(packageRoot);
+  const noPrebuild = join(packageRoot, 'prebuilds', platformTuple());
+  if (request.level !== null) {
+    if (!match) {
+      const has = available.length > 0 ? `it has ${available.join(', ')}` : 'it has none';
+      return {
+        candidates: [],
+        problem:
+          `EMBEDSTACK_CPU=${request.level} selects a prebuilt binary, and this package has none for ${platformTuple()} (${has}; ` +
+          `a source build picks its kernels' level itself). ${inWorkspace ? `Build them with \`${PREBUILD_COMMAND}\`, or unset` : 'Unset'} EMBEDSTACK_CPU`,
+      };
+    }
+    return { candidates: [levelPath(match, request.level)], problem: null };
+  }
+  const prebuilt = match ? [...supported].reverse().map((l) => levelPath(match, l)) : [noPrebuild];
+  return { candidates: [build('Release'), build('Debug'), ...prebuilt, build('')], problem: null };
+}
+
+/** Where the addon is looked for, in order (empty when EMBEDSTACK_CPU rules everything out). */
+export function candidatePaths(env: NodeJS.ProcessEnv = process.env): string[] {
+  return plan(env).candidates;
 }
 
 function has(command: string): boolean {
@@ -55,14 +101,21 @@ function has(command: string): boolean {
   return r.error === undefined && r.status === 0;
 }
 
-type Cause = 'missing' | 'abi' | 'platform' | 'stale' | 'other';
+type Cause = 'missing' | 'abi' | 'platform' | 'libc' | 'stale' | 'other';
 
 function causeOf(message: string): Cause {
   if (/cannot find module|ENOENT|no such file/i.test(message)) return 'missing';
   if (/NODE_MODULE_VERSION|different Node\.js version|undefined symbol|napi_|node-api/i.test(message)) return 'abi';
+  if (/GLIBC|GLIBCXX|musl|libstdc\+\+|libgcc_s/i.test(message)) return 'libc';
   if (/ELF|wrong ELF class|not a valid Win32|incompatible architecture|mach-o|exec format/i.test(message)) return 'platform';
   if (/stale build/i.test(message)) return 'stale';
   return 'other';
+}
+
+/** e.g. "linux-x64 (glibc), Node 20.20.2 (Node-API 9)". */
+export function describePlatform(): string {
+  const c = libc();
+  return `${platformTuple()}${c ? ` (${c})` : ''}, Node ${process.versions.node} (Node-API ${process.versions.napi ?? '?'})`;
 }
 
 /** The fix for the most telling failure, as one sentence with the command to run. */
@@ -73,45 +126,62 @@ export function explain(attempts: AddonAttempt[], toolchain: () => { cmake: bool
   if (typeof toolchain !== 'function') throw invalidParameter('toolchain', 'a function', toolchain, InvalidTypeError);
   const causes = attempts.map((a) => causeOf(a.error));
   const tried = attempts.map((a) => `\n  - ${a.path}: ${a.error.split('\n')[0]}`).join('');
-  const head = `The native CPU backend (@embedstack/cpu-backend) could not be loaded. Tried:${tried}\n`;
-  if (causes.includes('abi')) {
-    return `${head}It was built for another Node.js version (Node-API ABI mismatch): rebuild it with \`${REBUILD_COMMAND}\`.`;
-  }
-  if (causes.includes('platform')) {
-    return `${head}It was built for another platform or CPU architecture: rebuild it on this machine with \`${REBUILD_COMMAND}\`.`;
-  }
-  if (causes.includes('stale')) {
-    return `${head}The build is older than the JavaScript side (stale build): rebuild it with \`${REBUILD_COMMAND}\`.`;
+  const head = `The native CPU backend (@embedstack/cpu-backend) could not be loaded on ${describePlatform()}. Tried:${tried}\n`;
+  /** The build command, preceded by the toolchain install when cmake or a compiler is missing. */
+  const build = (command: string, what: string): string => {
+    const t = toolchain();
+    if (t.cmake && t.compiler) return `${what}: run \`${command}\`.`;
+    const missing = [!t.cmake ? 'cmake' : null, !t.compiler ? 'a C++17 compiler (g++ or clang++)' : null].filter(Boolean).join(' and ');
+    return (
+      `${what}, and ${missing} ${!t.cmake && !t.compiler ? 'are' : 'is'} not installed: ` +
+      `install them (Debian/Ubuntu: \`apt-get install -y cmake g++\`; macOS: \`xcode-select --install && brew install cmake\`), ` +
+      `then run \`${command}\`.`
+    );
+  };
+  if (causes.includes('abi')) return `${head}${build(REBUILD_COMMAND, 'It was built for another Node.js version (Node-API ABI mismatch); rebuild it')}`;
+  if (causes.includes('platform')) return `${head}${build(REBUILD_COMMAND, 'It was built for another platform or CPU architecture; rebuild it on this machine')}`;
+  if (causes.includes('stale')) return `${head}${build(REBUILD_COMMAND, 'The build is older than the JavaScript side (stale build); rebuild it')}`;
+  if (causes.includes('libc')) {
+    return `${head}${build(BUILD_COMMAND, 'The prebuilt binary needs a newer C library than this system has (glibc >= 2.34); build it from source')}`;
   }
   if (causes.length > 0 && causes.every((c) => c === 'missing')) {
-    const t = toolchain();
-    if (!t.cmake || !t.compiler) {
-      const missing = [!t.cmake ? 'cmake' : null, !t.compiler ? 'a C++17 compiler (g++ or clang++)' : null].filter(Boolean).join(' and ');
-      return (
-        `${head}It is not built, and ${missing} ${!t.cmake && !t.compiler ? 'are' : 'is'} not installed: ` +
-        `install them (Debian/Ubuntu: \`apt-get install -y cmake g++\`; macOS: \`xcode-select --install && brew install cmake\`), ` +
-        `then run \`${BUILD_COMMAND}\`.`
-      );
-    }
-    return `${head}It is not built: run \`${BUILD_COMMAND}\` (or \`npx cmake-js compile --out build\` in packages/cpu-backend).`;
+    return `${head}${build(BUILD_COMMAND, 'It is not built (no source build, and no prebuilt binary for this platform)')}`;
   }
-  return `${head}Rebuild it with \`${REBUILD_COMMAND}\`; if that fails, the errors above say why.`;
+  return `${head}${build(REBUILD_COMMAND, 'Rebuild it; if that fails, the errors above say why')}`;
 }
 
 function detectToolchain(): { cmake: boolean; compiler: boolean } {
   return { cmake: has('cmake'), compiler: has('c++') || has('g++') || has('clang++') };
 }
 
-/** Tries each candidate; returns the first binding that loads and matches this build's ABI. */
-export function loadAddon(candidates: string[] = candidatePaths()): AddonLoad {
-  if (!Array.isArray(candidates) || candidates.some((c) => typeof c !== 'string')) {
+/** A prebuilds/<platform>-<arch> candidate that is a directory: this platform has no prebuilt binary. */
+function noPrebuildError(path: string): string | null {
+  const parts = path.split(/[\\/]/);
+  if (parts[parts.length - 2] !== 'prebuilds') return null;
+  const { available } = matchPrebuild(packageRoot);
+  return `no such file (ENOENT): no prebuilt binary for ${platformTuple()} in this package (it has ${available.length > 0 ? available.join(', ') : 'none'})`;
+}
+
+/**
+ * Tries each candidate; returns the first binding that loads and matches this build's ABI.
+ * Without `candidates`: the candidates of `env` (see the top of this file), or, when
+ * EMBEDSTACK_CPU asks for what cannot run, an unusable load saying why.
+ */
+export function loadAddon(candidates?: string[], env: NodeJS.ProcessEnv = process.env): AddonLoad {
+  let list = candidates;
+  if (list === undefined) {
+    const p = plan(env);
+    if (p.problem !== null) return { binding: null, path: null, attempts: [], reason: `The native CPU backend (@embedstack/cpu-backend) is not loaded: ${p.problem}.`, level: null, build: null };
+    list = p.candidates;
+  }
+  if (!Array.isArray(list) || list.some((c) => typeof c !== 'string')) {
     throw invalidParameter('candidates', 'an array of addon paths', candidates, InvalidTypeError);
   }
   const require = createRequire(import.meta.url);
   const attempts: AddonAttempt[] = [];
-  for (const path of candidates) {
+  for (const path of list) {
     if (!existsSync(path) || !statSync(path).isFile()) {
-      attempts.push({ path, error: 'no such file (ENOENT)' });
+      attempts.push({ path, error: noPrebuildError(path) ?? 'no such file (ENOENT)' });
       continue;
     }
     try {
@@ -121,17 +191,18 @@ export function loadAddon(candidates: string[] = candidatePaths()): AddonLoad {
         attempts.push({ path, error: `stale build: its ABI (${JSON.stringify(fields)}) differs from this package's` });
         continue;
       }
-      return { binding, path, attempts, reason: null };
+      const prebuilt = levelOfPath(path);
+      return { binding, path, attempts, reason: null, level: prebuilt ?? sourceBuildLevel(), build: prebuilt ? 'prebuilt' : 'source' };
     } catch (e) {
       attempts.push({ path, error: e instanceof Error ? e.message : String(e) });
     }
   }
-  return { binding: null, path: null, attempts, reason: explain(attempts) };
+  return { binding: null, path: null, attempts, reason: explain(attempts), level: null, build: null };
 }
 
 let cached: AddonLoad | undefined;
 
-/** The process-wide load (first call loads; EMBEDSTACK_CPU_ADDON is read then). */
+/** The process-wide load (first call loads; EMBEDSTACK_CPU_ADDON and EMBEDSTACK_CPU are read then). */
 export function addon(): AddonLoad {
   cached ??= loadAddon();
   return cached;

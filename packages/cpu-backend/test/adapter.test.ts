@@ -7,7 +7,7 @@ describe('cpu backend: adapter and registration', () => {
     expect(getBackend('cpu')).toBe(cpuBackend);
     expect(cpuBackend.priority).toBe(10);
     const caps = cpuBackend.capabilities();
-    expect(caps).toEqual({ sync: true, threads: caps.threads, device: 'cpu' });
+    expect(caps).toEqual({ sync: true, threads: caps.threads, device: 'cpu', storageDtypes: ['float32', 'float16', 'bfloat16'] });
     expect(caps.threads).toBeGreaterThanOrEqual(1);
     const [dev] = cpuBackend.devices();
     expect(dev!.id).toBe('cpu:0');

@@ -1,6 +1,6 @@
 // Junk input at the public functions of the CPU backend. Its raw table and ABI encoders take
 // options core resolved and validated (the backend contract); they are skipped, and the addon
-// itself gets thousands of malformed calls in crash.test.ts.
+// itself gets thousands of malformed calls in crash.test.ts (the cache functions: cache.test.ts).
 import { describeJunkSuite, junkTarget } from '@embedstack/core/testing';
 import * as cpu from '@embedstack/cpu-backend';
 
@@ -8,13 +8,13 @@ describeJunkSuite({
   name: '@embedstack/cpu-backend',
   exports: cpu,
   runs: Number(process.env.JUNK_RUNS ?? 40),
-  skip: ['CpuRawTable', 'encodeTable', 'encodeOptimizer', 'encodePlan'],
+  skip: ['CpuRawTable', 'CpuRawCache', 'encodeTable', 'encodeOptimizer', 'encodePlan'],
   targets: [
     junkTarget({
       name: 'CpuBackend',
       make: () => new cpu.CpuBackend(),
       state: (b) => ({ usable: b.isUsable(), name: b.name }),
-      skip: ['createTable'],
+      skip: ['createTable', 'createCache'],
     }),
   ],
 });

@@ -1,10 +1,10 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BackendUnavailableError, createTable, ErrorCodes } from '@embedstack/core';
-import { ADDON_FILE, CpuBackend, candidatePaths, explain, loadAddon } from '@embedstack/cpu-backend';
+import { ADDON_FILE, CpuBackend, candidatePaths, describePlatform, explain, loadAddon, supportedCpuLevels } from '@embedstack/cpu-backend';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 const pkg = fileURLToPath(new URL('..', import.meta.url));
@@ -103,5 +103,34 @@ describe('cpu backend: loading', () => {
     expect(explain(abi)).toContain('another Node.js version');
     const platform = [{ path: '/x/embedstack_cpu.node', error: '/x/embedstack_cpu.node: invalid ELF header' }];
     expect(explain(platform)).toContain('another platform');
+    const glibc = [{ path: '/x/prebuilds/linux-x64/x.node', error: "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found" }];
+    expect(explain(glibc, () => ({ cmake: true, compiler: true }))).toContain('newer C library than this system has (glibc >= 2.34); build it from source: run `pnpm --filter @embedstack/cpu-backend build`');
+  });
+
+  it('names the platform, Node and Node-API version in every reason', () => {
+    const reason = explain([{ path: '/x/embedstack_cpu.node', error: 'no such file (ENOENT)' }], () => ({ cmake: true, compiler: true }));
+    expect(reason).toContain(`could not be loaded on ${process.platform}-${process.arch}`);
+    expect(reason).toContain(`Node ${process.versions.node} (Node-API ${process.versions.napi})`);
+    expect(describePlatform()).toMatch(new RegExp(`^${process.platform}-${process.arch}( \\((glibc|musl)\\))?, Node `));
+  });
+
+  it('without a source build, the prebuilt binary of the best level the CPU runs is tried first, then lower levels', () => {
+    const paths = candidatePaths({});
+    const release = join(pkg, 'build', 'Release', ADDON_FILE);
+    expect(paths[0]).toBe(release);
+    const prebuilt = paths.filter((p) => p.includes(`${sep}prebuilds${sep}`));
+    if (prebuilt.length === 1 && !prebuilt[0]!.endsWith('.node')) {
+      // no prebuilt binary for this platform here: the directory is listed, and its attempt says so
+      const load = loadAddon([prebuilt[0]!]);
+      expect(load.attempts[0]!.error).toContain(`no prebuilt binary for ${process.platform}-${process.arch}`);
+      return;
+    }
+    const levels = supportedCpuLevels().reverse();
+    expect(prebuilt.map((p) => (p.includes(`${sep}avx512${sep}`) ? 'avx512' : p.includes(`${sep}avx2${sep}`) ? 'avx2' : 'baseline'))).toEqual(levels);
+    // With the source build out of the way the best prebuilt level loads
+    const load = loadAddon(paths.filter((p) => p !== release));
+    expect(load.reason).toBeNull();
+    expect(load.build).toBe('prebuilt');
+    expect(load.level).toBe(levels[0]);
   });
 });

@@ -13,7 +13,7 @@ describe('cuda backend: no input crashes the process', () => {
 
   it('rejects a malformed placement vector with a coded error', () => {
     const b = loadCudaAddon().binding!;
-    const config = new Float64Array(12);
+    const config = new Float64Array(13);
     config[1] = 4;
     config[4] = 16;
     config[5] = Infinity;

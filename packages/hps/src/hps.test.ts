@@ -167,6 +167,25 @@ describe('HPS lookups', () => {
     await expect(s.lookup([1n], 'm', 0, { deviceId: 2 })).rejects.toMatchObject({ code: 'OUT_OF_RANGE' });
   });
 
+  it("uvm: the whole table is served from L1 (as HugeCTR's UVM table), whatever gpucacheper; modelInfo shows its device/host split", async () => {
+    const dir = temp();
+    const s = await serve(psConfig(twoTables(dir), [8, 4], { embedding_cache_type: 'uvm', gpucacheper: 0.1, hit_rate_threshold: 0.5 }));
+    const ask = [...keysAll.slice(100, 400), 777777777n];
+    expect(Array.from((await s.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1));
+    // every loaded key was an L1 hit on its first lookup: no fill, no L2/L3 reads for them
+    expect(s.stats('m', 0).l1).toEqual({ hits: 300, misses: 1, hitRate: 300 / 301 });
+    expect(s.stats('m', 0).l2.hits).toBe(0);
+    expect(s.modelInfo('m').tables.map((t) => t.cache)).toEqual([
+      { type: 'uvm', rows: 1000, deviceRows: 100, hostRows: 900 },
+      { type: 'uvm', rows: 300, deviceRows: 30, hostRows: 270 },
+    ]);
+    const dyn = await serve(psConfig(twoTables(temp()), [8, 4], { gpucacheper: 0.1 }));
+    expect(dyn.modelInfo('m').tables.map((t) => t.cache)).toEqual([
+      { type: 'dynamic', rows: 128 }, // 100 rows rounded up to whole sets of 64
+      { type: 'dynamic', rows: 30 }, // fewer rows than 64: one set of 30
+    ]);
+  });
+
   it('refreshEmbeddingCache re-reads cached keys; a new model version takes over atomically; unloadModel', async () => {
     const dir = temp();
     const s = await serve(psConfig([writeTable(join(dir, 'v1'), keysAll, 8)], [8], { hit_rate_threshold: 2 }));

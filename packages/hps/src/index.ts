@@ -1,6 +1,6 @@
 // @embedstack/hps: NVIDIA HugeCTR's Hierarchical Parameter Server for Node.js. Explicit exports only.
 export { HPS } from './server.js';
-export type { HpsOptions, LookupOptions } from './server.js';
+export type { HpsOptions, LookupOptions, CacheInfo, TableInfo } from './server.js';
 export { init, shutdown } from './init.js';
 export type { InitOptions } from './init.js';
 export { LookupLayer, SparseLookupLayer } from './layers.js';
@@ -23,4 +23,5 @@ export { updateMessageFields } from './updateSource.js';
 export { exportModel } from './exportModel.js';
 export type { ExportModelOptions, ExportableTable } from './exportModel.js';
 export type { LoadProgress } from './model.js';
+export { L1_WAYS } from './embeddingCache.js';
 export type { HpsStats, LevelStats } from './stats.js';

@@ -1,7 +1,7 @@
-import { FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type EmbeddingBackend, type FindResult } from '@embedstack/core';
+import { type CacheQueryResult, FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type EmbeddingBackend } from '@embedstack/core';
 import type { RocksStore } from '@embedstack/store-rocksdb';
 import type { ModelConfig, PsConfig } from './config.js';
-import { EmbeddingCache } from './embeddingCache.js';
+import { L1Cache } from './embeddingCache.js';
 import { copyRow, countUnique, dedupe, gatherKeys, ownTurn } from './keyOps.js';
 import { TableStats } from './stats.js';
 import type { FetchResult, VolatileDb } from './volatileDb.js';
@@ -35,12 +35,15 @@ export interface TableState {
   l2Name: string;
   l3Name: string;
   /** One L1 per deployed device (independent replicas); empty with gpucache false. */
-  caches: Map<number, EmbeddingCache>;
+  caches: Map<number, L1Cache>;
   stats: TableStats;
 }
 
 /** Floats per lookup chunk (1 MiB of rows). */
 const CHUNK_FLOATS = 1 << 18;
+
+/** Keys per lookup chunk of a table of `dim`. */
+const chunkKeys = (dim: number): number => Math.max(1024, Math.floor(CHUNK_FLOATS / dim));
 
 /** Positions i where flags[i] === want (default 0: the misses). */
 function missing(flags: Uint8Array, want = 0): Int32Array {
@@ -116,10 +119,11 @@ export class ModelState {
     if (l3 && writeL3) await l3.addTables(this.tables.map((t) => t.l3Name));
     for (const t of this.tables) {
       if (l2) await l2.createTable(t.l2Name, t.dim);
-      const staticCache = c.embeddingCacheType === 'static';
+      // static and uvm hold the whole table in L1 (uvm: HugeCTR's split of it between device and host memory is one memory here)
+      const staticCache = c.embeddingCacheType !== 'dynamic';
       if (c.gpucache) {
         const cap = staticCache ? Infinity : Math.ceil(c.gpucacheper * t.rows);
-        for (const d of c.deployedDeviceList) t.caches.set(d, new EmbeddingCache(`${c.model}.${t.name}.v${this.version}.l1.d${d}`, t.dim, cap, this.ctx.backend));
+        for (const d of c.deployedDeviceList) t.caches.set(d, new L1Cache(`${c.model}.${t.name}.v${this.version}.l1.d${d}`, t.dim, cap, this.ctx.backend));
       }
       const l2Rows = l2 ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
       const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;
@@ -134,7 +138,7 @@ export class ModelState {
         if (writeL3) jobs.push(l3.put(t.l3Name, b.keys, b.values));
         if (loaded < prefill) {
           const take = Math.min(n, prefill - loaded);
-          for (const cache of t.caches.values()) jobs.push(cache.insert(b.keys.slice(0, take), b.values.slice(0, take * t.dim)));
+          for (const cache of t.caches.values()) cache.insert(b.keys.subarray(0, take), b.values.subarray(0, take * t.dim));
         }
         await Promise.all(jobs);
         loaded += n;
@@ -185,29 +189,24 @@ export class ModelState {
   lookup(t: TableState, keys: BigInt64Array, deviceId: number): Float32Array | Promise<Float32Array> {
     const start = performance.now();
     const cache = t.caches.get(deviceId);
-    let pre: FindResult | null = null;
-    if (cache && keys.length <= cache.syncKeys) {
-      const q = cache.query(keys);
-      if (!(q instanceof Promise)) {
-        // the L1 hit path: a small batch found whole in L1 answers without a promise hop
-        let hits = 0;
-        for (let i = 0; i < keys.length; i++) hits += q.exists[i]!;
-        if (hits === keys.length) {
-          t.stats.count(0, hits, 0);
-          t.stats.latency(performance.now() - start);
-          return q.values;
-        }
-        pre = q;
+    let pre: CacheQueryResult | null = null;
+    if (cache && keys.length <= chunkKeys(t.dim)) {
+      // the L1 hit path: a batch of one chunk found whole in L1 answers without a promise hop
+      pre = cache.query(keys);
+      if (pre.hits === keys.length) {
+        t.stats.count(0, pre.hits, 0);
+        t.stats.latency(performance.now() - start);
+        return pre.values;
       }
     }
     return this.#lookupAsync(t, keys, deviceId, start, pre);
   }
 
-  async #lookupAsync(t: TableState, keys: BigInt64Array, deviceId: number, start: number, pre: FindResult | null): Promise<Float32Array> {
+  async #lookupAsync(t: TableState, keys: BigInt64Array, deviceId: number, start: number, pre: CacheQueryResult | null): Promise<Float32Array> {
     const dim = t.dim;
     // a large batch runs in chunks, each on a turn of the event loop of its own, so that no
     // synchronous part (key checks, output allocation, inline native calls) blocks the loop long
-    const chunk = Math.max(1024, Math.floor(CHUNK_FLOATS / dim));
+    const chunk = chunkKeys(dim);
     let values: Float32Array;
     if (keys.length <= chunk) values = await this.#lookupChunk(t, keys, deviceId, pre);
     else {
@@ -225,7 +224,7 @@ export class ModelState {
   }
 
   /** Rows of one chunk; written into `into` when given (the L1 path), else a fresh array. */
-  async #lookupChunk(t: TableState, keys: BigInt64Array, deviceId: number, pre: FindResult | null, into: Float32Array | null = null): Promise<Float32Array> {
+  async #lookupChunk(t: TableState, keys: BigInt64Array, deviceId: number, pre: CacheQueryResult | null, into: Float32Array | null = null): Promise<Float32Array> {
     const dim = t.dim;
     const large = keys.length * dim >= 1 << 16;
     const cache = t.caches.get(deviceId);
@@ -236,10 +235,9 @@ export class ModelState {
       values = into ?? new Float32Array(keys.length * dim);
       for (let i = 0; i < keys.length; i++) copyRow(values, i, r.values, inverse[i]!, dim);
     } else {
-      const found = pre ?? cache.query(keys, into);
-      const q = found instanceof Promise ? await found : found;
-      // completions of several large native finds land in one poll phase: continue on a turn of our own
-      if (large) await ownTurn();
+      const q = pre ?? cache.query(keys, into);
+      // a large chunk's query (native, on this thread) and its bookkeeping below run on turns of their own
+      if (large && !pre && q.hits < keys.length) await ownTurn();
       values = q.values;
       const missPos = missing(q.exists);
       t.stats.count(0, keys.length - missPos.length, missPos.length);
@@ -253,7 +251,7 @@ export class ModelState {
           const r = await this.fetchLower(t, unique);
           if (large) await ownTurn();
           for (let j = 0; j < missPos.length; j++) copyRow(values, missPos[j]!, r.values, inverse[j]!, dim);
-          await this.#cacheFound(cache, unique, r);
+          this.#cacheFound(cache, unique, r);
         } else {
           for (const p of missPos) values.fill(t.defaultValue, p * dim, (p + 1) * dim);
           const job = this.fetchLower(t, unique)
@@ -267,7 +265,7 @@ export class ModelState {
     return values;
   }
 
-  async #cacheFound(cache: EmbeddingCache, keys: BigInt64Array, r: FetchResult): Promise<void> {
+  #cacheFound(cache: L1Cache, keys: BigInt64Array, r: FetchResult): void {
     if (this.#disposed || r.hits === 0) return;
     if (r.hits === keys.length) return cache.insert(keys, r.values);
     const dim = cache.dim;
@@ -275,7 +273,7 @@ export class ModelState {
     for (let i = 0, j = 0; i < keys.length; i++) if (r.found[i]) pos[j++] = i;
     const v = new Float32Array(r.hits * dim);
     for (let j = 0; j < pos.length; j++) copyRow(v, j, r.values, pos[j]!, dim);
-    await cache.insert(gatherKeys(keys, pos), v);
+    cache.insert(gatherKeys(keys, pos), v);
   }
 
   /**
@@ -325,7 +323,7 @@ export class ModelState {
       for (const cache of t.caches.values()) {
         for await (const keys of cache.keys()) {
           const r = await this.fetchLower(t, keys);
-          await this.#cacheFound(cache, keys, r);
+          this.#cacheFound(cache, keys, r);
         }
       }
     }
@@ -339,8 +337,8 @@ export class ModelState {
     const jobs: Promise<unknown>[] = [];
     if (l2 && pass(config.volatileDb.updateFilters)) jobs.push(l2.insert(t.l2Name, keys, values));
     if (l3 && !config.persistentDb.readOnly && pass(config.persistentDb.updateFilters)) jobs.push(l3.put(t.l3Name, keys, values));
-    for (const cache of t.caches.values()) jobs.push(cache.refreshRows(keys, values));
     await Promise.all(jobs);
+    for (const cache of t.caches.values()) cache.refreshRows(keys, values);
   }
 
   /** Frees the L1 caches and L2 tables (L3 keeps its column families). */

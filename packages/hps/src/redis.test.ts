@@ -26,6 +26,16 @@ afterAll(async () => {
 const keys = spreadKeys(400);
 const present = new Set(keys);
 
+/** HPS's partition of a key among `parts` (written here: a multiplicative hash of the key's two 32-bit words). */
+function partOf(k: bigint, parts: number): number {
+  const u = BigInt.asUintN(64, k);
+  const lo = Number(u & 0xffffffffn);
+  const hi = Number(u >> 32n);
+  const h = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> 0;
+  return (h >>> 16) % parts;
+}
+const bySigned = (a: bigint, b: bigint): number => (a < b ? -1 : a > b ? 1 : 0);
+
 async function serve(config: Record<string, unknown>): Promise<HPS> {
   const s = await HPS.create({ psConfig: config });
   cleanups.push(() => s.close());
@@ -101,6 +111,77 @@ describe('HPS on Redis', () => {
     await server.stop();
     await expect(s.lookup(ask, 'm', 0)).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE' });
   }, 30000);
+
+  it('enforces overflow_margin per partition on Redis: evict_oldest keeps the newest rows (ties: smaller keys), exact lookups throughout', async () => {
+    const folder = writeTable(join(t.dir, 'ovf'), keys, 4);
+    const l2 = { type: 'redis_cluster', address, num_partitions: 2, overflow_margin: 50, overflow_resolution_target: 0.5, overflow_policy: 'evict_oldest', cache_missed_embeddings: true };
+    const s = await serve(psConfig([folder], [4], { model: 'ovf', gpucache: false }, { volatile_db: l2, persistent_db: { type: 'rocks_db', path: join(t.dir, 'rocks-ovf') } }));
+    // an independent client reads the partitions back (same table options)
+    const reader = new RedisStore({ mode: 'cluster', hosts: cluster.hosts });
+    cleanups.push(() => reader.close());
+    const part = (p: number) => reader.openTable({ kind: 'dynamic', name: `ovf.sparse_embedding0.p${p}`, dim: 4, keyDtype: 'int64', scorePolicy: 'lru' }, { modelTag: 'hps' });
+    const resident = async (p: number, ks: bigint[]): Promise<bigint[]> => {
+      const tbl = await part(p);
+      try {
+        const r = await tbl.export();
+        const all = new Set(Array.from(r.keys as BigInt64Array));
+        return ks.filter((k) => all.has(k)).sort(bySigned);
+      } finally {
+        tbl.dispose();
+      }
+    };
+    const inPart = [0, 1].map((p) => keys.filter((k) => partOf(k, 2) === p).sort(bySigned));
+    expect(inPart[0]!.length).toBeGreaterThan(100);
+    // the load wrote each partition in one call (one clock tick): cut back to 25, ties kept by smaller signed key
+    for (const p of [0, 1]) expect(await resident(p, keys)).toEqual(inPart[p]!.slice(0, 25));
+    // 10 evicted keys of partition 0 come from L3 and are written back (35 rows: no overflow) ...
+    const b = inPart[0]!.slice(25, 35);
+    const c = inPart[0]!.slice(35, 55);
+    expect(Array.from((await s.lookup(b, 'ovf', 0)).data as Float32Array)).toEqual(expectedRows(b, 4, present, -1));
+    expect((await resident(0, keys)).length).toBe(35);
+    // ... 20 more make 55 > 50: back to 25 = the newest 20, then 5 of the 10 before them (smaller keys)
+    expect(Array.from((await s.lookup(c, 'ovf', 0)).data as Float32Array)).toEqual(expectedRows(c, 4, present, -1));
+    expect(await resident(0, keys)).toEqual([...c, ...b.slice(0, 5)].sort(bySigned));
+    expect(await resident(1, keys)).toEqual(inPart[1]!.slice(0, 25));
+    expect(s.stats('ovf', 0).l3.hits).toBe(30);
+    const all = Array.from((await s.lookup(keys.slice(0, 120), 'ovf', 0)).data as Float32Array);
+    expect(all).toEqual(expectedRows(keys.slice(0, 120), 4, present, -1));
+  }, 30000);
+
+  it('evict_least_used and evict_random on Redis: partitions stay within overflow_margin; frequently read rows survive lfu', async () => {
+    for (const policy of ['evict_least_used', 'evict_random'] as const) {
+      const folder = writeTable(join(t.dir, `ovf-${policy}`), keys, 4);
+      const model = policy === 'evict_random' ? 'rnd' : 'lfu';
+      const l2 = { type: 'redis_cluster', address, num_partitions: 3, overflow_margin: 30, overflow_resolution_target: 0.5, overflow_policy: policy, cache_missed_embeddings: true };
+      const s = await serve(psConfig([folder], [4], { model, gpucache: false }, { volatile_db: l2, persistent_db: { type: 'rocks_db', path: join(t.dir, `rocks-${policy}`) } }));
+      const reader = new RedisStore({ mode: 'cluster', hosts: cluster.hosts });
+      cleanups.push(() => reader.close());
+      const scorePolicy = policy === 'evict_random' ? 'customized' : 'lfu';
+      const sizes = async (): Promise<Set<bigint>[]> =>
+        Promise.all(
+          [0, 1, 2].map(async (p) => {
+            const tbl = await reader.openTable({ kind: 'dynamic', name: `${model}.sparse_embedding0.p${p}`, dim: 4, keyDtype: 'int64', scorePolicy }, { modelTag: 'hps' });
+            try {
+              return new Set(Array.from((await tbl.export()).keys as BigInt64Array));
+            } finally {
+              tbl.dispose();
+            }
+          }),
+        );
+      for (const p of await sizes()) expect(p.size).toBe(15); // loaded ~133 rows per partition, cut back to 0.5 * 30
+      const hot = [...(await sizes())[0]!].slice(0, 5);
+      for (let i = 0; i < 4; i++) await s.lookup(hot, model, 0); // read from L2: their use counts rise
+      for (let round = 0; round < 4; round++) {
+        const ask = keys.slice(round * 90, round * 90 + 90);
+        expect(Array.from((await s.lookup(ask, model, 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+        for (const p of await sizes()) expect(p.size).toBeLessThanOrEqual(30);
+      }
+      if (policy === 'evict_least_used') {
+        const p0 = (await sizes())[0]!;
+        for (const k of hot) expect(p0.has(k)).toBe(true);
+      }
+    }
+  }, 60000);
 
   it('reports an unreachable Redis as STORE_UNAVAILABLE', async () => {
     const port = await freePort();

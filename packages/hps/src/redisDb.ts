@@ -1,7 +1,7 @@
-import { InternalError, type EmbeddingTable } from '@embedstack/core';
+import type { EmbeddingTable, ScorePolicy } from '@embedstack/core';
 import { RedisStore } from '@embedstack/store-redis';
 import type { VolatileDbConfig } from './config.js';
-import type { FetchResult, VolatileDb } from './volatileDb.js';
+import { PartitionedDb, type VolatileDb } from './volatileDb.js';
 
 /** The Redis hosts of a `host:port` list. */
 export function redisHosts(addresses: readonly string[]): { host: string; port: number }[] {
@@ -12,19 +12,26 @@ export function redisHosts(addresses: readonly string[]): { host: string; port: 
 }
 
 /**
- * HugeCTR's `redis_cluster` L2 through `@embedstack/store-redis`: each table is a
- * store-redis table (TFRA's bucket layout, `hps` model tag) spread over the cluster's
- * masters, so several HPS processes pointing at the same cluster share one L2. One
- * address means a single (non-cluster) Redis server. Tables are never dropped from
- * Redis by a server (others may use them); `overflow_margin` is not enforced here
- * (give Redis a `maxmemory` policy instead).
+ * HugeCTR's `redis_cluster` L2 through `@embedstack/store-redis`: each of a table's
+ * `num_partitions` partitions is a store-redis table (TFRA's bucket layout, `hps` model
+ * tag; named `<model>.<table>.p<i>`, or `<model>.<table>` with one partition) spread over
+ * the cluster's masters, so several HPS processes pointing at the same cluster share one
+ * L2. One address means a single (non-cluster) Redis server. `overflow_margin` and the
+ * overflow policies apply per partition as in-process ({@link PartitionedDb}): the
+ * partition's scores live in Redis beside its rows, and any server sharing the table may
+ * cut it back. Tables are never dropped from Redis by a server (others may use them).
  */
-export class RedisVolatileDb implements VolatileDb {
+export class RedisVolatileDb extends PartitionedDb {
   readonly kind = 'redis_cluster';
   readonly shared = true;
-  #tables = new Map<string, EmbeddingTable>();
+  protected readonly concurrent = true;
 
-  private constructor(readonly store: RedisStore) {}
+  private constructor(
+    config: VolatileDbConfig,
+    readonly store: RedisStore,
+  ) {
+    super(config);
+  }
 
   /** Connects and pings. @throws StoreUnavailableError when Redis cannot be reached */
   static async open(config: VolatileDbConfig): Promise<RedisVolatileDb> {
@@ -43,46 +50,16 @@ export class RedisVolatileDb implements VolatileDb {
       await store.close().catch(() => undefined);
       throw e;
     }
-    return new RedisVolatileDb(store);
+    return new RedisVolatileDb(config, store);
   }
 
-  async createTable(name: string, dim: number): Promise<void> {
-    if (this.#tables.has(name)) return;
-    const t = await this.store.openTable({ kind: 'dynamic', name, dim, keyDtype: 'int64', initializer: { kind: 'zeros' } }, { modelTag: 'hps' });
-    this.#tables.set(name, t);
+  protected async openPart(name: string, index: number, dim: number, scorePolicy: ScorePolicy): Promise<EmbeddingTable> {
+    const part = this.config.numPartitions === 1 ? name : `${name}.p${index}`;
+    return this.store.openTable({ kind: 'dynamic', name: part, dim, keyDtype: 'int64', scorePolicy, initializer: { kind: 'zeros' } }, { modelTag: 'hps' });
   }
 
-  async dropTable(name: string): Promise<void> {
-    this.#tables.get(name)?.dispose();
-    this.#tables.delete(name);
-  }
-
-  #table(name: string): EmbeddingTable {
-    const t = this.#tables.get(name);
-    if (!t) throw new InternalError(`L2 table ${name} does not exist (unloaded while in use)`);
-    return t;
-  }
-
-  async fetch(name: string, keys: BigInt64Array, dim: number): Promise<FetchResult> {
-    const r = await this.#table(name).find(keys);
-    let hits = 0;
-    for (let i = 0; i < keys.length; i++) {
-      if (r.exists[i]) hits++;
-      else r.values.fill(0, i * dim, (i + 1) * dim);
-    }
-    return { values: r.values, found: r.exists, hits };
-  }
-
-  async insert(name: string, keys: BigInt64Array, values: Float32Array): Promise<void> {
-    if (keys.length > 0) await this.#table(name).upsert(keys, values);
-  }
-
-  async size(name: string): Promise<number> {
-    return this.#table(name).size();
-  }
-
-  async close(): Promise<void> {
-    for (const name of [...this.#tables.keys()]) await this.dropTable(name);
+  override async close(): Promise<void> {
+    await super.close();
     await this.store.close();
   }
 }

@@ -36,6 +36,28 @@ export interface HpsOptions {
 }
 
 /** Options of {@link HPS.lookup}. */
+/** The L1 cache of a table (modelInfo): each deployed device holds one. */
+export interface CacheInfo {
+  /** `embedding_cache_type`. */
+  type: 'dynamic' | 'static' | 'uvm';
+  /** Rows one L1 holds at most: dynamic: sets * 64 (gpucacheper * rows rounded up to whole sets); static / uvm: the whole table. */
+  rows: number;
+  /** uvm: HugeCTR's split of the table between GPU memory (gpucacheper * rows) and host memory (the rest); one memory on a CPU backend. */
+  deviceRows?: number;
+  hostRows?: number;
+}
+
+/** One table of {@link HPS.modelInfo}. */
+export interface TableInfo {
+  name: string;
+  dim: number;
+  rows: number;
+  /** Most keys one lookup may carry: max_batch_size * maxnum_catfeature_query_per_table_per_sample. */
+  maxKeys: number;
+  /** null with gpucache false. */
+  cache: CacheInfo | null;
+}
+
 export interface LookupOptions {
   /** Device whose L1 replica serves the lookup; must be in `deployed_device_list`. Default: the first deployed device. */
   deviceId?: number;
@@ -156,10 +178,19 @@ export class HPS {
     return [...this.#models.keys()];
   }
 
-  /** Table names and vector sizes of a model. @throws NotFoundError */
-  modelInfo(modelName: string): { model: string; version: number; tables: { name: string; dim: number; rows: number; maxKeys: number }[] } {
+  /** Table names, vector sizes, rows and L1 caches of a model. @throws NotFoundError */
+  modelInfo(modelName: string): { model: string; version: number; tables: TableInfo[] } {
     const m = this.#model(modelName);
-    return { model: m.name, version: m.version, tables: m.tables.map((t) => ({ name: t.name, dim: t.dim, rows: t.rows, maxKeys: t.maxKeys })) };
+    const c = m.config;
+    const cacheOf = (t: TableState): CacheInfo | null => {
+      const l1 = t.caches.values().next().value;
+      if (!l1) return null;
+      const rows = Number.isFinite(l1.capacity) ? l1.slots() : t.rows;
+      if (c.embeddingCacheType !== 'uvm') return { type: c.embeddingCacheType, rows };
+      const deviceRows = Math.min(t.rows, Math.floor(c.gpucacheper * t.rows));
+      return { type: 'uvm', rows, deviceRows, hostRows: t.rows - deviceRows };
+    };
+    return { model: m.name, version: m.version, tables: m.tables.map((t) => ({ name: t.name, dim: t.dim, rows: t.rows, maxKeys: t.maxKeys, cache: cacheOf(t) })) };
   }
 
   /**

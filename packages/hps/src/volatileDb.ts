@@ -66,29 +66,31 @@ function split(keys: BigInt64Array, parts: number): Split {
 }
 
 /**
- * HugeCTR's in-process hash map L2: each table is `numPartitions` core dynamic tables
- * (native memory of the backend), keys routed by hash. A partition holding more than
- * `overflowMargin` rows is cut back to `overflowResolutionTarget * overflowMargin` by
- * core's `restrict` with the policy's scores (evict_oldest: lru, evict_least_used: lfu,
- * evict_random: random scores). Safe for concurrent calls (the backend locks each table).
+ * A volatile DB whose tables are each split into HugeCTR's `num_partitions` partitions,
+ * each partition a core table (in-process native, or a Redis store table), keys routed by
+ * hash ({@link partitionOf}). HugeCTR's overflow handling runs per partition: one holding
+ * more than `overflowMargin` rows after an insert is cut back to
+ * `overflowResolutionTarget * overflowMargin` rows by core's `restrict` with the policy's
+ * scores (evict_oldest: lru, evict_least_used: lfu, evict_random: random customized scores).
  */
-export class HashMapDb implements VolatileDb {
-  readonly kind = 'hash_map';
-  readonly shared = false;
+export abstract class PartitionedDb implements VolatileDb {
+  abstract readonly kind: string;
+  abstract readonly shared: boolean;
+  /** Whether a batch's partitions run concurrently (a remote store) or one per loop turn (in-process, inline calls). */
+  protected abstract readonly concurrent: boolean;
   #tables = new Map<string, EmbeddingTable[]>();
 
-  constructor(
-    private readonly config: VolatileDbConfig,
-    private readonly backend: EmbeddingBackend,
-  ) {}
+  constructor(protected readonly config: VolatileDbConfig) {}
+
+  /** Creates (or opens) partition `index` of table `name`. */
+  protected abstract openPart(name: string, index: number, dim: number, scorePolicy: ScorePolicy): Promise<EmbeddingTable>;
 
   async createTable(name: string, dim: number): Promise<void> {
     if (this.#tables.has(name)) return;
     const policy = POLICY_SCORES[this.config.overflowPolicy];
-    const parts = Array.from({ length: this.config.numPartitions }, (_, i) =>
-      createTable({ kind: 'dynamic', name: `${name}.p${i}`, dim, keyDtype: 'int64', scorePolicy: policy, initializer: { kind: 'zeros' } }, { backend: this.backend }),
-    );
-    this.#tables.set(name, parts);
+    const parts = await Promise.all(Array.from({ length: this.config.numPartitions }, (_, i) => this.openPart(name, i, dim, policy)));
+    if (this.#tables.has(name)) for (const t of parts) t.dispose();
+    else this.#tables.set(name, parts);
   }
 
   async dropTable(name: string): Promise<void> {
@@ -100,6 +102,21 @@ export class HashMapDb implements VolatileDb {
     const p = this.#tables.get(name);
     if (!p) throw new InternalError(`L2 table ${name} does not exist (unloaded while in use)`);
     return p;
+  }
+
+  /** Runs `job` for every partition with keys: concurrently, or in-process one per loop turn for large batches. */
+  async #eachPart(s: Split, work: number, job: (p: number) => Promise<void>): Promise<void> {
+    const busy = s.pos.map((pos, p) => (pos.length > 0 ? p : -1)).filter((p) => p >= 0);
+    if (this.concurrent) {
+      await Promise.all(busy.map(job));
+      return;
+    }
+    // small partitions run inline (synchronously): yield between them so a large batch never blocks the loop long
+    const yieldEach = work >= YIELD_WORK;
+    for (const p of busy) {
+      if (yieldEach) await ownTurn();
+      await job(p);
+    }
   }
 
   async fetch(name: string, keys: BigInt64Array, dim: number): Promise<FetchResult> {
@@ -117,12 +134,8 @@ export class HashMapDb implements VolatileDb {
     const values = new Float32Array(n * dim);
     const found = new Uint8Array(n);
     let hits = 0;
-    const yieldEach = n * dim >= YIELD_WORK;
-    for (let p = 0; p < parts.length; p++) {
+    await this.#eachPart(s, n * dim, async (p) => {
       const pos = s.pos[p]!;
-      if (pos.length === 0) continue;
-      // small partitions run inline (synchronously): yield between them so a large batch never blocks the loop long
-      if (yieldEach) await ownTurn();
       const r = await parts[p]!.find(s.keys[p]!);
       for (let j = 0; j < pos.length; j++) {
         if (!r.exists[j]) continue;
@@ -131,7 +144,7 @@ export class HashMapDb implements VolatileDb {
         found[i] = 1;
         hits++;
       }
-    }
+    });
     return { values, found, hits };
   }
 
@@ -149,27 +162,46 @@ export class HashMapDb implements VolatileDb {
     };
     if (parts.length === 1) return one(parts[0]!, keys, values);
     const s = split(keys, parts.length);
-    const yieldEach = values.length >= YIELD_WORK;
-    for (let p = 0; p < parts.length; p++) {
+    await this.#eachPart(s, values.length, async (p) => {
       const pos = s.pos[p]!;
-      if (pos.length === 0) continue;
-      if (yieldEach) await ownTurn();
       const v = new Float32Array(pos.length * dim);
       for (let j = 0; j < pos.length; j++) copyRow(v, j, values, pos[j]!, dim);
       await one(parts[p]!, s.keys[p]!, v);
-    }
+    });
   }
 
   async size(name: string): Promise<number> {
     return this.#parts(name).reduce((a, t) => a + t.size(), 0);
   }
 
-  /** Rows per partition (tests and stats). */
+  /** Rows per partition as last seen (a shared store's count is refreshed by this process's calls). */
   partitionSizes(name: string): number[] {
     return this.#parts(name).map((t) => t.size());
   }
 
   async close(): Promise<void> {
     for (const name of [...this.#tables.keys()]) await this.dropTable(name);
+  }
+}
+
+/**
+ * HugeCTR's in-process hash map L2 (`hash_map` / `parallel_hash_map`): each partition is
+ * a core dynamic table in the backend's native memory. Safe for concurrent calls (the
+ * backend locks each table).
+ */
+export class HashMapDb extends PartitionedDb {
+  readonly kind = 'hash_map';
+  readonly shared = false;
+  protected readonly concurrent = false;
+
+  constructor(
+    config: VolatileDbConfig,
+    private readonly backend: EmbeddingBackend,
+  ) {
+    super(config);
+  }
+
+  protected async openPart(name: string, index: number, dim: number, scorePolicy: ScorePolicy): Promise<EmbeddingTable> {
+    return createTable({ kind: 'dynamic', name: `${name}.p${index}`, dim, keyDtype: 'int64', scorePolicy, initializer: { kind: 'zeros' } }, { backend: this.backend });
   }
 }

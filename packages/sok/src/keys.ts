@@ -1,4 +1,4 @@
-import { type Bag, type BagInput, type BagWeights, checkRowIndices, InvalidTypeError, type Keys, normalizeKeys, OutOfRangeError, toOrderedBag } from '@embedstack/core';
+import { type Bag, type BagInput, type BagWeights, checkRowIndices, InvalidTypeError, type Keys, normalizeKeys, OutOfRangeError, RaggedTensor, SparseTensor, toOrderedBag } from '@embedstack/core';
 import type { SokVariable } from './variable.js';
 
 const INT32_MIN = -2147483648;
@@ -51,7 +51,9 @@ export function idsFor(v: SokVariable, input: unknown, argument: string): Keys {
  * @throws InvalidTypeError / ShapeMismatchError / OutOfRangeError naming `argument`
  */
 export function bagFor(v: SokVariable, ids: BagInput, weights: BagWeights, argument: string): Bag<Keys> {
-  const { bag } = toOrderedBag(ids, weights, 'int64', argument);
+  // int32 ids stay int32 through the bag (no BigInt round trip per id); idsFor converts to v's key type
+  const values = ids instanceof RaggedTensor || ids instanceof SparseTensor ? ids.values : null;
+  const { bag } = toOrderedBag(ids, weights, values instanceof Int32Array ? 'int32' : 'int64', argument);
   return { rowSplits: bag.rowSplits, keys: idsFor(v, bag.keys, `${argument}.values`), weights: bag.weights };
 }
 

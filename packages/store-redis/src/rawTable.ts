@@ -1,6 +1,7 @@
 import {
   type Bag,
   type Combiner,
+  type LookupCombiner,
   DisposedError,
   type FindResult,
   type Keys,
@@ -194,7 +195,7 @@ export class RedisRawTable implements RawTable {
     return referenceKernels.placeFound(await read(q.keys, q.scores), out, q.positions, this.#core.options.dim);
   }
 
-  async #lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null): Promise<Float32Array> {
+  async #lookupCombined(bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null): Promise<Float32Array> {
     const r = await this.#rows(bag.keys, insertMissing, 'lookupCombined');
     const dim = this.#core.options.dim;
     const pooled = referenceKernels.combineBag((j) => r.values.subarray(j * dim, (j + 1) * dim), bag, dim, combiner, maxNorm);

@@ -91,10 +91,10 @@ export function raggedToSparse(r: RaggedTensor): SparseTensor {
   return new SparseTensor(indices, r.values, [r.nrows, longest]);
 }
 
-/** A dense [batch, n] Tensor as the SparseTensor holding every entry (each row one bag of n ids). */
+/** A dense [batch, n] Tensor as the SparseTensor holding every entry (each row one bag of n ids); [batch] is [batch, 1]. */
 export function denseToSparse(t: Tensor, argument: string): SparseTensor {
-  if (t.rank !== 2) throw invalidParameter(argument, 'dense ids of shape [batch, n] to pool', `shape [${t.shape.join(', ')}]`, ShapeMismatchError);
-  const [b, n] = t.shape as [number, number];
+  if (t.rank !== 1 && t.rank !== 2) throw invalidParameter(argument, 'dense ids of shape [batch] or [batch, n] to pool', `shape [${t.shape.join(', ')}]`, ShapeMismatchError);
+  const [b, n] = (t.rank === 1 ? [t.shape[0]!, 1] : t.shape) as [number, number];
   const indices = new Int32Array(b * n * 2);
   for (let i = 0; i < b * n; i++) {
     indices[2 * i] = Math.floor(i / n);

@@ -12,3 +12,5 @@ export { TPUEmbeddingLayer } from './tpuLayer.js';
 export type { TPUEmbeddingLayerOptions, TPUEmbeddingLookupOptions } from './tpuLayer.js';
 export { TfraEmbeddingLayer } from './tfraLayer.js';
 export type { TfraEmbeddingLayerOptions, TfraEmbeddingLookupOptions } from './tfraLayer.js';
+export { SokEmbeddingLayer } from './sokLayer.js';
+export type { SokEmbeddingLayerOptions, SokEmbeddingLookupOptions, SokCombiner } from './sokLayer.js';

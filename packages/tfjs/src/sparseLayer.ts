@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 import * as tfl from '@tensorflow/tfjs-layers';
-import { FailedPreconditionError, InvalidTypeError, OutOfRangeError, ShapeMismatchError, invalidParameter } from '@embedstack/core';
+import { DisposedError, FailedPreconditionError, InvalidTypeError, OutOfRangeError, ShapeMismatchError, checkOptions, invalidParameter } from '@embedstack/core';
 
 /** One output of a facade lookup: a float32 activation `[batch, ...]` (host array owned by the layer). */
 export interface LookupPart {
@@ -49,6 +49,38 @@ interface Batch {
 
 const ANCHOR = 'sparse_anchor';
 
+function sum(widths: readonly number[]): number {
+  return widths.reduce((a, w) => a + w, 0);
+}
+
+/**
+ * Row-major parts [batch, w_i] side by side as one [batch, Σ w] array (a layout change, done here
+ * with typed-array row copies: tfjs's cpu concat/split walk element by element and cost ~100x more).
+ */
+function interleave(parts: readonly Float32Array[], widths: readonly number[], batch: number): Float32Array {
+  const total = sum(widths);
+  const out = new Float32Array(batch * total);
+  let col = 0;
+  parts.forEach((p, i) => {
+    const w = widths[i]!;
+    for (let r = 0; r < batch; r++) out.set(p.subarray(r * w, (r + 1) * w), r * total + col);
+    col += w;
+  });
+  return out;
+}
+
+/** The inverse of `interleave`: [batch, Σ w] back to one [batch, w_i] array per part. */
+function deinterleave(all: Float32Array, widths: readonly number[], batch: number): Float32Array[] {
+  const total = sum(widths);
+  let col = 0;
+  return widths.map((w) => {
+    const out = new Float32Array(batch * w);
+    for (let r = 0; r < batch; r++) out.set(all.subarray(r * total + col, r * total + col + w), r * w);
+    col += w;
+    return out;
+  });
+}
+
 /**
  * The base of embedstack's tfjs layers: a `tf.layers.Layer` whose activations come
  * from a facade lookup made before the tfjs graph runs, and whose backward hands the
@@ -86,9 +118,10 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
   #released = false;
 
   protected constructor(options: SparseLayerOptions) {
-    const name = options.name ?? undefined;
+    const o = checkOptions<SparseLayerOptions>(options, ['name', 'output']);
+    const name = o.name ?? undefined;
     if (name !== undefined && (typeof name !== 'string' || name.length === 0)) throw invalidParameter('options.name', 'a non-empty string', name, InvalidTypeError);
-    const output = options.output ?? 'concat';
+    const output = o.output ?? 'concat';
     if (output !== 'concat' && output !== 'list') throw invalidParameter('options.output', "'concat' or 'list'", output);
     super({ name, trainable: true, dtype: 'float32' });
     this.outputMode = output;
@@ -103,8 +136,9 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
   }
 
   override computeOutputShape(inputShape: tfl.Shape | tfl.Shape[]): tfl.Shape | tfl.Shape[] {
-    const s = (Array.isArray(inputShape[0]) || inputShape[0] === undefined ? (inputShape as tfl.Shape[])[0] : inputShape) as tfl.Shape | undefined;
-    const b = s?.[0] ?? null;
+    const first: unknown = Array.isArray(inputShape) ? inputShape[0] : undefined;
+    const s = Array.isArray(first) ? first : Array.isArray(inputShape) ? inputShape : [];
+    const b = typeof s[0] === 'number' ? s[0] : null;
     const shapes = this.partShapes(b);
     if (this.outputMode === 'list') return shapes;
     if (shapes.length === 1) return shapes[0]!;
@@ -123,9 +157,11 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
 
   /** Subclasses: awaits earlier steps, then installs a prepared batch and returns its positions. */
   protected async install(run: () => Promise<PreparedBatch>): Promise<tf.Tensor1D> {
-    if (this.#released) throw new FailedPreconditionError(`Layer "${this.name}" was disposed`, { argument: 'layer' });
+    if (this.#released) throw new DisposedError(`Layer "${this.name}" was disposed`);
     await this.flush();
     const prepared = await run();
+    // The anchor weight must exist before tfjs collects the trainable variables of a step.
+    if (!this.built) this.build([null]);
     const parts = prepared.parts;
     const batch = parts[0]!.shape[0]!;
     if (this.outputMode === 'concat' && parts.length > 1) {
@@ -138,12 +174,8 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
         }
       });
     }
-    const widths = parts.map((p) => p.data.length / batch);
-    const combined = tf.tidy(() =>
-      parts.length === 1
-        ? tf.tensor2d(parts[0]!.data, [batch, widths[0]!])
-        : tf.concat(parts.map((p, i) => tf.tensor2d(p.data, [batch, widths[i]!])), 1),
-    );
+    const widths = parts.map((p) => p.shape.slice(1).reduce((a, d) => a * d, 1)); // from shapes: an empty batch is fine
+    const combined = tf.tensor2d(parts.length === 1 ? parts[0]!.data : interleave(parts.map((p) => p.data), widths, batch), [batch, sum(widths)]);
     this.release();
     this.#batch = { prepared, batch, widths, combined: tf.keep(combined), handle: tf.keep(tf.range(0, batch, 1, 'int32') as tf.Tensor1D), differentiated: false };
     return this.#batch.handle;
@@ -162,8 +194,8 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
   #positions(x: tf.Tensor, b: Batch): Int32Array | null {
     if (x === b.handle) return null;
     if (!(x instanceof tf.Tensor) || x.isDisposed) throw invalidParameter('inputs', 'the positions tensor returned by lookup()', x, InvalidTypeError);
-    if (x.dtype !== 'int32' || x.rank !== 1) {
-      throw invalidParameter('inputs', 'an int32 tensor [n] of positions returned by lookup()', `a ${x.dtype} tensor of shape [${x.shape.join(', ')}]`, InvalidTypeError);
+    if (x.dtype !== 'int32' || !(x.rank === 1 || (x.rank === 2 && x.shape[1] === 1))) {
+      throw invalidParameter('inputs', 'an int32 tensor [n] (or [n, 1]) of positions returned by lookup()', `a ${x.dtype} tensor of shape [${x.shape.join(', ')}]`, InvalidTypeError);
     }
     const p = x.dataSync() as Int32Array;
     let identity = p.length === b.batch;
@@ -179,7 +211,7 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
   override call(inputs: tf.Tensor | tf.Tensor[]): tf.Tensor | tf.Tensor[] {
     const b = this.#batch;
     if (!b) {
-      throw new FailedPreconditionError(`Layer "${this.name}" has no looked-up batch: call \`const x = await layer.lookup(...)\` first, then layer.apply(x)`, {
+      throw new FailedPreconditionError(`Layer "${this.name}" has no looked-up batch: inputs must be the positions returned by \`await layer.lookup(...)\``, {
         argument: 'inputs',
       });
     }
@@ -219,10 +251,8 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     }
     b.differentiated = true;
     // On the cpu backend dataSync returns the backend's own array (not reused after dispose); others return copies.
-    const grads =
-      b.widths.length === 1
-        ? [dy.dataSync() as Float32Array]
-        : tf.tidy(() => tf.split(dy, b.widths, 1).map((t) => t.dataSync() as Float32Array));
+    const all = dy.dataSync() as Float32Array;
+    const grads = b.widths.length === 1 ? [all] : deinterleave(all, b.widths, b.batch);
     let step: Promise<void>;
     try {
       step = b.prepared.apply(grads);
@@ -238,11 +268,16 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     this.#pending = Promise.all([this.#pending, settled]).then(() => undefined);
   }
 
-  /** Frees the current batch, then tfjs's Layer.dispose (the anchor weight) when the layer was used. */
+  /** Frees the current batch, then tfjs's Layer.dispose (the anchor weight). A second call does nothing. */
   override dispose(): ReturnType<tfl.layers.Layer['dispose']> {
+    if (this.#released) return { refCountAfterDispose: 0, numDisposedVariables: 0 }; // idempotent
     this.release();
     this.#released = true;
-    if (this.built && (this as unknown as { _refCount: number | null })._refCount !== null) return super.dispose();
-    return { refCountAfterDispose: 0, numDisposedVariables: 0 };
+    if (!this.built) return { refCountAfterDispose: 0, numDisposedVariables: 0 };
+    const self = this as unknown as { _refCount: number | null };
+    if (self._refCount !== null) return super.dispose();
+    // Built by a lookup but never applied: tfjs's dispose refuses an unused layer, so free the weight here.
+    self._refCount = 0;
+    return { refCountAfterDispose: 0, numDisposedVariables: this.disposeWeights() };
   }
 }

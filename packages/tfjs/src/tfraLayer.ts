@@ -4,6 +4,7 @@ import {
   ShapeMismatchError,
   SparseTensor,
   Tensor,
+  checkBoolean,
   checkInteger,
   checkNumber,
   checkOptions,
@@ -41,6 +42,12 @@ export interface TfraEmbeddingLayerOptions extends Omit<SparseLayerOptions, 'out
 export interface TfraEmbeddingLookupOptions {
   /** Per-id float weights in the ids' layout (pooled lookups only). Default all 1. */
   weights?: unknown;
+  /**
+   * False: forward only (serving): dense ids read with `variable.lookup` (never inserts,
+   * records nothing), pooled ones with `de.embeddingLookupSparse` without a trainable;
+   * the backward then throws FAILED_PRECONDITION. Default true.
+   */
+  training?: boolean | null;
 }
 
 type TfraModule = typeof import('@embedstack/tfra');
@@ -121,11 +128,13 @@ export class TfraEmbeddingLayer extends SparseEmbeddingLayer {
    *   errors; the previous step's error
    */
   async lookup(ids: IdsInput, options?: TfraEmbeddingLookupOptions | null): Promise<tf.Tensor1D> {
-    const o = checkOptions<TfraEmbeddingLookupOptions>(options, ['weights']);
+    const o = checkOptions<TfraEmbeddingLookupOptions>(options, ['weights', 'training']);
+    const training = checkBoolean(o.training, 'options.training', true);
     const want: KeyDtype = this.variable.keyDtype === 'int32' ? 'int32' : 'int64';
     const core = toCore(ids, 'ids');
     const weights = o.weights === undefined || o.weights === null ? null : toCore(o.weights, 'options.weights', 'weights');
-    let run: (de: TfraModule) => Promise<[Tensor<Float32Array>, Parameters<Optimizer['applyGradients']>[0][number][1]]>;
+    type Trainable = Parameters<Optimizer['applyGradients']>[0][number][1];
+    let run: (de: TfraModule) => Promise<[Tensor<Float32Array>, Trainable | null]>;
     if (this.combiner === null) {
       if (weights) throw invalidParameter('options.weights', 'unset (weights need a combiner)', o.weights);
       if (!(core instanceof Tensor)) throw invalidParameter('ids', 'dense ids [batch] (sparse or ragged ids need a combiner)', ids, InvalidTypeError);
@@ -138,7 +147,11 @@ export class TfraEmbeddingLayer extends SparseEmbeddingLayer {
         );
       }
       const keys = new Tensor(keysAs(core.data, want, 'ids'), shape);
-      run = (de) => de.embeddingLookup(this.variable, keys as never, { name: this.trainableName, maxNorm: this.maxNorm, returnTrainable: true });
+      run = training
+        ? (de) => de.embeddingLookup(this.variable, keys as never, { name: this.trainableName, maxNorm: this.maxNorm, returnTrainable: true })
+        : this.maxNorm === null
+          ? async () => [await this.variable.lookup(keys as never), null]
+          : async (de) => [await de.embeddingLookup(this.variable, keys as never, { name: `${this.trainableName}/serving`, maxNorm: this.maxNorm }), null];
     } else {
       const sp = toSparse(core, 'ids');
       const spIds = new SparseTensor(sp.indices, keysAs(sp.values, want, 'ids'), sp.denseShape);
@@ -150,15 +163,18 @@ export class TfraEmbeddingLayer extends SparseEmbeddingLayer {
         spWeights = w;
       }
       const combiner = this.combiner;
-      run = (de) => de.embeddingLookupSparse(this.variable, spIds, spWeights, { combiner, name: this.trainableName, maxNorm: this.maxNorm, returnTrainable: true });
+      const lookupOptions = { combiner, maxNorm: this.maxNorm };
+      run = training
+        ? (de) => de.embeddingLookupSparse(this.variable, spIds, spWeights, { ...lookupOptions, name: this.trainableName, returnTrainable: true })
+        : async (de) => [await de.embeddingLookupSparse(this.variable, spIds, spWeights, { ...lookupOptions, name: `${this.trainableName}/serving` }), null];
     }
     return this.install(async () => {
       const de = await loadTfra();
       const [acts, trainable] = await run(de);
       return {
         parts: [{ data: acts.data, shape: [...acts.shape] }],
-        training: true,
-        apply: ([grad]) => this.optimizer.applyGradients([[grad!, trainable]]),
+        training,
+        apply: ([grad]) => this.optimizer.applyGradients([[grad!, trainable!]]),
       };
     });
   }

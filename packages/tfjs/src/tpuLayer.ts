@@ -74,7 +74,7 @@ export class TPUEmbeddingLayer<F extends Nest<FeatureConfig> = Nest<FeatureConfi
   constructor(options: TPUEmbeddingLayerOptions<F>) {
     const o = checkOptions<TPUEmbeddingLayerOptions<F>>(options, ['embedding', 'name', 'output'], 'options', { required: true });
     if (!isEmbedding(o.embedding)) throw invalidParameter('options.embedding', 'a TPUEmbedding from @embedstack/tpu-embedding', o.embedding, InvalidTypeError);
-    super(o);
+    super({ name: o.name, output: o.output });
     this.embedding = o.embedding as TPUEmbedding<F>;
     this.#features = leavesOf(o.embedding.featureConfig, isFeatureLeaf);
   }

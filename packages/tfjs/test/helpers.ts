@@ -1,6 +1,8 @@
 // Test helpers (not exported): the tfjs cpu backend, a seeded generator, a plain tfjs reference model.
 import * as tf from '@tensorflow/tfjs-core';
 import '@tensorflow/tfjs-backend-cpu';
+import { EmbeddingError } from '@embedstack/core';
+import { expect } from 'vitest';
 
 /** Selects tfjs's cpu backend (tfjs-node cannot install here; the cpu backend shares host arrays). */
 export async function useCpu(): Promise<void> {
@@ -52,4 +54,18 @@ export function maxRelDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let m = 0;
   for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!) / Math.max(1, Math.abs(b[i]!)));
   return m;
+}
+
+/** Runs `fn`, expecting a coded EmbeddingError naming `argument` in `.argument` and in the message. */
+export function expectCoded(fn: () => unknown, code: string, argument: string): void {
+  let err: unknown;
+  try {
+    fn();
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(EmbeddingError);
+  expect((err as EmbeddingError).code).toBe(code);
+  expect((err as EmbeddingError).argument).toBe(argument);
+  expect((err as Error).message).toContain(argument);
 }

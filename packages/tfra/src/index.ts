@@ -5,6 +5,7 @@ export { Variable } from './variable.js';
 export type { VariableOptions, LookupOptions, LookupWithExists, StoredKeys, AnyVariable } from './variable.js';
 export { getVariable } from './registry.js';
 export type { GetVariableOptions } from './registry.js';
+export type { TfraValueDtype } from './variableOptions.js';
 export { hashString64 } from './keys.js';
 export type { TfraKeyDtype, VariableKeys, NestedKeys } from './keys.js';
 export type { VariableValues } from './values.js';

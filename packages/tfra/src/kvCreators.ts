@@ -5,6 +5,7 @@ import {
   InvalidTypeError,
   invalidParameter,
   type KeyDtype,
+  type StorageDtype,
   type Keys,
   type OptimizerSpec,
   type ScorePolicy,
@@ -23,6 +24,8 @@ export interface ShardTableSpec {
   dim: number;
   /** Storage key type (int64 also for 'string' variables). */
   keyDtype: KeyDtype;
+  /** How values are stored (the Variable's valueDtype); default 'float32'. */
+  storageDtype?: StorageDtype;
   initializer: InitializerSpec;
   /** Seed and stream of random initializers; the stream is the Variable's, so shards agree. */
   seed: number;
@@ -90,7 +93,7 @@ export abstract class KVCreator {
 
   /** An in-memory scratch table like `spec`'s (core pools or differentiates rows there), sized for `rows` keys. Dispose it. */
   scratchTable(spec: ShardTableSpec, rows: number): EmbeddingTable {
-    return memoryTable({ ...spec, tableName: `${spec.tableName}_scratch`, optimizer: null }, { initCapacity: Math.max(1, rows) });
+    return memoryTable({ ...spec, tableName: `${spec.tableName}_scratch`, optimizer: null, storageDtype: 'float32' }, { initCapacity: Math.max(1, rows) });
   }
 }
 
@@ -119,6 +122,7 @@ export function shardTableOptions(spec: ShardTableSpec): TableOptions {
     ...(spec.optimizer ? { optimizer: spec.optimizer } : {}),
     seed: spec.seed,
     stream: spec.stream,
+    ...(spec.storageDtype && spec.storageDtype !== 'float32' ? { storageDtype: spec.storageDtype } : {}),
   };
 }
 

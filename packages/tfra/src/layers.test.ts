@@ -90,6 +90,21 @@ describe('de.layers', () => {
     }
   });
 
+  it('max / min over 3 shards and with maxNorm: the same values as one shard (pooled by core)', async () => {
+    for (const devices of [['a'], ['a', 'b', 'c']]) {
+      for (const combiner of ['max', 'min'] as const) {
+        const layer = new de.layers.SquashedEmbedding({ embeddingSize: 2, combiner, initializer: 0, devices, maxNorm: 5, name: uniqueName('sx') });
+        // keys -4, 5, 9 land on shards 2, 2, 0 of 3; row of 9 has norm 10: clipped to [3, -4]
+        await layer.params.upsert([-4n, 5n, 9n], [1, -1, 2, 3, 6, -8]);
+        const out = await layer.call(new de.Tensor(new BigInt64Array([-4n, 5n, 9n, 5n, 7n, 5n]), [2, 3]));
+        // row 0 = {[1, -1], [2, 3], [3, -4]}; row 1 = {[2, 3], [0, 0] (7 is missing: initializer 0), [2, 3]}
+        const want = combiner === 'max' ? [3, 3, 2, 3] : [1, -4, 0, 0];
+        Array.from(out.data).forEach((x, i) => expect(x, `${devices.length} shard(s) ${combiner} [${i}]`).toBeCloseTo(want[i]!, 5));
+        layer.params.dispose();
+      }
+    }
+  });
+
   it('a layer trains through its shadow with the output gradient: core maps it onto the looked-up rows', async () => {
     const layer = new de.layers.SquashedEmbedding({ embeddingSize: 2, combiner: 'mean', initializer: 0, name: uniqueName('tr') });
     const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }));

@@ -147,33 +147,18 @@ export class Embedding {
 
   /**
    * Pools the rows of `keys` into `outRows` groups (`group[i]` of id i) with the
-   * layer's combiner: core's bag for 'sum' / 'mean' (recorded on the shadow), a
-   * reduction here for 'max' / 'min'.
+   * layer's combiner, in core (`lookupCombined`): 'sum' / 'mean' recorded on the
+   * shadow for training, 'max' / 'min' forward only (core has no backward for them).
    */
   protected async reduce(keys: Keys, group: Int32Array, outRows: number, shape: number[]): Promise<Float32Array> {
-    const d = this.embeddingSize;
+    const bag = bagFromSegments(group, keys, null, outRows);
+    const { v, st } = checkParams(this.params);
+    this.last = { shape, linear: this.combiner === 'sum' || this.combiner === 'mean' };
     if (this.combiner === 'sum' || this.combiner === 'mean') {
-      const bag = bagFromSegments(group, keys, null, outRows);
-      const { v, st } = checkParams(this.params);
       const [t] = await pooledLookup(v, st, bag, shape, this.combiner, this.maxNorm, this.shadow.name, null);
-      this.last = { shape, linear: true };
       return t.data;
     }
-    const rows = (await embeddingLookup(this.params, keys, { name: `${this.shadow.name}/rows`, maxNorm: this.maxNorm > 0 ? this.maxNorm : null })).data;
-    const out = new Float32Array(outRows * d);
-    const seen = new Uint8Array(outRows);
-    for (let i = 0; i < group.length; i++) {
-      const g = group[i]!;
-      for (let c = 0; c < d; c++) {
-        const x = rows[i * d + c]!;
-        const at = g * d + c;
-        if (!seen[g]) out[at] = x;
-        else out[at] = this.combiner === 'max' ? Math.max(out[at]!, x) : Math.min(out[at]!, x);
-      }
-      seen[g] = 1;
-    }
-    this.last = { shape, linear: false };
-    return out;
+    return st.pool(bag, this.combiner, this.maxNorm, null);
   }
 
   /**

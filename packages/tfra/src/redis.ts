@@ -1,14 +1,17 @@
 import { readFileSync } from 'node:fs';
 import {
-  type EmbeddingTable,
+  EmbeddingTable,
+  FailedPreconditionError,
   InvalidArgumentError,
   InvalidTypeError,
   invalidParameter,
   IOError,
+  resolveTableOptions,
   UnsupportedError,
 } from '@embedstack/core';
-import { RedisRawTable, RedisStore, type RedisStoreOptions, type RedisTableLayout } from '@embedstack/store-redis';
+import type { RedisRawTable, RedisStore, RedisStoreOptions, RedisTableLayout } from '@embedstack/store-redis';
 import { KVCreator, type ShardTableSpec, shardTableOptions } from './kvCreators.js';
+import { lateRedisRawTable, loadedStoreRedis, requireStoreRedisInstalled, type StoreRedisModule } from './storeRedis.js';
 
 /**
  * TFRA's Redis configuration, field names as in TFRA's JSON file. Defaults are
@@ -315,25 +318,38 @@ export class RedisTableCreator extends KVCreator {
   readonly config: RedisTableConfig;
   #store: RedisStore | null = null;
 
-  /** @throws InvalidTypeError when `config` is not a RedisTableConfig */
+  /**
+   * @throws InvalidTypeError when `config` is not a RedisTableConfig
+   * @throws BackendUnavailableError (BACKEND_UNAVAILABLE) when the optional peer @embedstack/store-redis is not installed
+   */
   constructor(config: RedisTableConfig = new RedisTableConfig()) {
     super();
     if (!(config instanceof RedisTableConfig)) throw invalidParameter('config', 'a RedisTableConfig', config, InvalidTypeError);
     config.storeOptions(); // sentinel -> UNSUPPORTED now rather than at the first lookup
+    requireStoreRedisInstalled();
     this.config = config;
   }
 
-  /** The store all tables of this creator share (connects lazily). */
+  /**
+   * The store all tables of this creator share (connects lazily). @embedstack/store-redis is
+   * imported when the first table is created; its operations wait for it.
+   * @throws FailedPreconditionError before that import finished (await any table operation first)
+   */
   get store(): RedisStore {
-    return (this.#store ??= new RedisStore(this.config.storeOptions()));
+    const m = loadedStoreRedis();
+    if (!m) throw new FailedPreconditionError('RedisTableCreator.store: @embedstack/store-redis is still loading; await a table operation first');
+    return this.#storeOf(m);
+  }
+
+  #storeOf(m: StoreRedisModule): RedisStore {
+    return (this.#store ??= new m.RedisStore(this.config.storeOptions()));
   }
 
   create(spec: ShardTableSpec): EmbeddingTable {
     const embeddingName = spec.shardNum === 1 ? spec.variableName : spec.tableName;
-    return this.store.createTable(
-      shardTableOptions(spec),
-      this.config.layout(embeddingName),
-    );
+    const options = resolveTableOptions(shardTableOptions(spec));
+    const layout = this.config.layout(embeddingName);
+    return new EmbeddingTable(lateRedisRawTable((m) => this.#storeOf(m).createRawTable(options, layout)), options, 'redis');
   }
 
   override async prepare(table: EmbeddingTable): Promise<void> {

@@ -24,7 +24,7 @@ import type { RestrictOptions, RestrictPolicy } from './restrictPolicy.js';
 import type { ShadowVariable } from './shadow.js';
 import { slotStore } from './stores.js';
 import type { VariableValues } from './values.js';
-import { resolveVariableOptions, type ResolvedVariableOptions, type VariableOptions } from './variableOptions.js';
+import { resolveVariableOptions, type ResolvedVariableOptions, type TfraValueDtype, type VariableOptions } from './variableOptions.js';
 import { stateOf, VariableState, type ViewSource } from './variableState.js';
 
 export type { VariableOptions } from './variableOptions.js';
@@ -63,7 +63,8 @@ export interface LookupWithExists {
 export class Variable<D extends TfraKeyDtype = 'int64'> {
   declare readonly name: string;
   declare readonly keyDtype: D;
-  declare readonly valueDtype: 'float32';
+  /** 'float32', or a half type stored in 2 bytes (values still read and written as float32). */
+  declare readonly valueDtype: TfraValueDtype;
   declare readonly dim: number;
   declare readonly devices: readonly string[];
   declare readonly shardNum: number;
@@ -425,7 +426,7 @@ function publish(v: Variable<TfraKeyDtype>, cfg: ResolvedVariableOptions): void 
   const props: Record<string, unknown> = {
     name: cfg.name,
     keyDtype: cfg.keyDtype,
-    valueDtype: 'float32',
+    valueDtype: cfg.valueDtype,
     dim: cfg.dim,
     devices: cfg.devices,
     shardNum: cfg.devices.length,
@@ -459,6 +460,7 @@ function slotView<D extends TfraKeyDtype>(primary: Variable<D>, st: VariableStat
   const cfg: ResolvedVariableOptions = {
     ...st.cfg,
     name,
+    valueDtype: 'float32',
     initializer: b.spec.slots.initial[j],
     coreInitializer: { kind: 'constant', value: b.spec.slots.initial[j]! },
     trainable: false,

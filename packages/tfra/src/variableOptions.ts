@@ -18,8 +18,12 @@ import { isRestrictPolicyClass, type RestrictPolicyClass } from './restrictPolic
 export interface VariableOptions {
   /** 'int64' (default), 'int32', or 'string' (hashed to int64 with `hashString64`). */
   keyDtype?: TfraKeyDtype;
-  /** Only 'float32'. */
-  valueDtype?: 'float32';
+  /**
+   * Value type: 'float32' (default), or TFRA's half types 'float16' / 'bfloat16': the shards store
+   * values in 2 bytes (core's `storageDtype`, rounded to nearest-even on every write); lookups still
+   * return float32 tensors (holding the rounded values), and optimizer slots stay float32.
+   */
+  valueDtype?: TfraValueDtype;
   /** Floats per key. Default 1. */
   dim?: number;
   /** One shard (table) per entry; labels only, every shard lives on the active backend. Default ['cpu:0']. */
@@ -73,9 +77,13 @@ export const VARIABLE_OPTIONS = [
 export const DEFAULT_INIT_SIZE = 8192;
 
 /** Every option of a Variable with its default applied, validated. */
+/** TFRA's value dtypes (tf.float32, tf.float16, tf.bfloat16). */
+export type TfraValueDtype = 'float32' | 'float16' | 'bfloat16';
+
 export interface ResolvedVariableOptions {
   name: string;
   keyDtype: TfraKeyDtype;
+  valueDtype: TfraValueDtype;
   dim: number;
   devices: readonly string[];
   partitioner: Partitioner;
@@ -119,7 +127,10 @@ export function resolveVariableOptions(options: unknown): ResolvedVariableOption
   if (keyDtype !== 'int64' && keyDtype !== 'int32' && keyDtype !== 'string') {
     throw invalidParameter('keyDtype', "'int64', 'int32' or 'string'", keyDtype, InvalidTypeError);
   }
-  if ((o.valueDtype ?? 'float32') !== 'float32') throw invalidParameter('valueDtype', "'float32'", o.valueDtype, InvalidTypeError);
+  const valueDtype = o.valueDtype ?? 'float32';
+  if (valueDtype !== 'float32' && valueDtype !== 'float16' && valueDtype !== 'bfloat16') {
+    throw invalidParameter('valueDtype', "'float32', 'float16' or 'bfloat16'", o.valueDtype, InvalidTypeError);
+  }
   const dim = checkInteger(o.dim, 'dim', { min: 1, fallback: 1 });
   const devices = validateDevices(o.devices);
   const partitioner = o.partitioner ?? defaultPartitionFn;
@@ -139,6 +150,7 @@ export function resolveVariableOptions(options: unknown): ResolvedVariableOption
   return {
     name,
     keyDtype,
+    valueDtype,
     dim,
     devices: Object.freeze(devices),
     partitioner,

@@ -1,6 +1,7 @@
 import {
   type Bag,
-  type Combiner,
+  isCombiner,
+  type LookupCombiner,
   type EmbeddingTable,
   FailedPreconditionError,
   type FindOutput,
@@ -109,6 +110,7 @@ export class VariableState {
       shardNum: this.shardNum,
       dim: c.dim,
       keyDtype: storageDtype(c.keyDtype),
+      storageDtype: c.valueDtype,
       initializer: c.coreInitializer,
       seed: c.seed,
       stream: c.stream,
@@ -215,18 +217,19 @@ export class VariableState {
    * The embedding bag of `bag` (core's lookupCombined: maxNorm clip, weights,
    * combiner) into `out` [nrows * dim] (null: a fresh array), never inserting. One
    * shard: the backend pools straight into `out` (or its own result). Several shards
-   * with the default partitioner: each shard adds its part to one float64 sum (core's
-   * lookupCombinedPartial), rounded once. A custom partitioner: the rows are read per
-   * shard and pooled by core on a scratch table.
+   * with the default partitioner and a linear combiner: each shard adds its part to
+   * one float64 sum (core's lookupCombinedPartial), rounded once. Otherwise ('max' /
+   * 'min' over shards, a custom partitioner): the rows are read per shard (find) and
+   * pooled by core on a scratch table.
    */
-  async pool(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, out: Float32Array | null): Promise<Float32Array> {
+  async pool(bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, out: Float32Array | null): Promise<Float32Array> {
     this.checkAlive();
     const o = { combiner, maxNorm: maxNorm || null, out };
     const plans = this.plans();
     if (plans && plans.length === 1) return (await this.stores[0]!.ready())!.lookupCombined(bag, o);
-    if (plans) {
+    if (plans && isCombiner(combiner)) {
       const sum = new Float64Array((bag.rowSplits.length - 1) * this.dim);
-      for (let s = 0; s < this.shardNum; s++) await (await this.stores[s]!.ready())!.lookupCombinedPartial(bag, { ...o, plan: plans[s]!, out: sum });
+      for (let s = 0; s < this.shardNum; s++) await (await this.stores[s]!.ready())!.lookupCombinedPartial(bag, { ...o, combiner, plan: plans[s]!, out: sum });
       return roundInto(out, sum);
     }
     const rows = (await this.find(bag.keys)).values;
@@ -240,13 +243,13 @@ export class VariableState {
   }
 
   /** {@link pool} of in-memory tables, synchronously. @throws UnsupportedError for views and remote stores */
-  poolSync(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, out: Float32Array | null): Float32Array {
+  poolSync(bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, out: Float32Array | null): Float32Array {
     const o = { combiner, maxNorm: maxNorm || null, out };
     const plans = this.plans();
     if (plans && plans.length === 1) return this.eachTableSync(null, (t) => t.lookupCombinedSync(bag, o))[0]!;
-    if (plans) {
+    if (plans && isCombiner(combiner)) {
       const sum = new Float64Array((bag.rowSplits.length - 1) * this.dim);
-      this.eachTableSync(null, (t, s) => t.lookupCombinedPartialSync(bag, { ...o, plan: plans[s]!, out: sum }));
+      this.eachTableSync(null, (t, s) => t.lookupCombinedPartialSync(bag, { ...o, combiner, plan: plans[s]!, out: sum }));
       return roundInto(out, sum);
     }
     const rows = this.findSync(bag.keys).values;

@@ -1,8 +1,8 @@
 // Fidelity to TensorFlow's TPU embedding API, with expected values computed here by hand.
-import { SparseTensor, Tensor } from '@embedstack/core';
+import { RaggedTensor, SparseTensor, Tensor } from '@embedstack/core';
 import { describe, expect, it } from 'vitest';
 import { iota, testBackends } from '../test/testUtil.js';
-import { FeatureConfig, SGD, TableConfig, TPUEmbedding, servingEmbeddingLookup } from './index.js';
+import { FeatureConfig, ReplicaStrategy, SGD, TableConfig, TPUEmbedding, servingEmbeddingLookup } from './index.js';
 
 const cases = await testBackends();
 
@@ -81,4 +81,27 @@ describe.each(cases)('fidelity on the $name backend', ({ backend, reason }) => {
     expect(Array.from(out)).toEqual([...row(3, 2), ...row(0, 2)]);
     emb.dispose();
   });
+
+  for (const numHosts of [1, 3]) {
+    it(`dequeue with and without out, dense and pooled features, ${numHosts} host(s): the same activations`, async () => {
+      const t = new TableConfig({ vocabularySize: 7, dim: 2, combiner: 'sum', name: 'p', initializer: iota });
+      const featureConfig = { d: new FeatureConfig({ table: t }), b: new FeatureConfig({ table: t }) };
+      const emb = new TPUEmbedding({ featureConfig, strategy: new ReplicaStrategy({ numHosts }), backend });
+      const inputs = { d: new Int32Array([6, 0]), b: RaggedTensor.fromNestedArray([[1, 5, 5], []], { dtype: 'int32' }) };
+      // b row 0 = e1 + 2 e5 = [2, 3] + 2 [10, 11]; row 1 is empty: zeros
+      const wantB = [22, 25, 0, 0];
+      await emb.enqueue(inputs, { training: false });
+      const fresh = await emb.dequeue();
+      expect(Array.from(fresh.d.data)).toEqual([...row(6, 2), ...row(0, 2)]);
+      expect(Array.from(fresh.b.data)).toEqual(wantB);
+      await emb.enqueue(inputs, { training: false });
+      const out = { d: new Float32Array(4).fill(9), b: new Float32Array(4).fill(9) };
+      const into = await emb.dequeue({ out });
+      expect(into.d.data).toBe(out.d);
+      expect(into.b.data).toBe(out.b);
+      expect(Array.from(out.d)).toEqual([...row(6, 2), ...row(0, 2)]);
+      expect(Array.from(out.b)).toEqual(wantB);
+      emb.dispose();
+    });
+  }
 });

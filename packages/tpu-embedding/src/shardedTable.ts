@@ -219,31 +219,34 @@ export class ShardedTable {
   }
 
   /**
-   * The rows of `keys` (global row ids, validated) into `out` [keys.length * dim]: one
-   * `find` straight into the caller's array on the only shard; with several shards,
-   * each shard writes the rows it owns (a 'range' shard plan), concurrently.
+   * The rows of `keys` (global row ids, validated) into `out` [keys.length * dim]
+   * (null: the backend's own result on one shard, else a fresh array): one `find`
+   * with the caller's arrays on the only shard; with several shards, each shard
+   * writes the rows it owns (a 'range' shard plan), concurrently.
    */
-  async gather(keys: Keys, out: Float32Array): Promise<void> {
+  async gather(keys: Keys, out: Float32Array | null): Promise<Float32Array> {
+    if (this.shards.length === 1 && this.shards[0]!.plan === null) return (await this.shards[0]!.table.find(keys, out ? { out: { values: out } } : undefined)).values;
+    const values = out ?? new Float32Array(keys.length * this.dim);
     const exists = new Uint8Array(keys.length);
-    await Promise.all(this.shards.map((s) => s.table.find(keys, { out: { values: out, exists }, plan: s.plan })));
+    await Promise.all(this.shards.map((s) => s.table.find(keys, { out: { values, exists }, plan: s.plan })));
+    return values;
   }
 
   /**
    * The embedding bag of `bag` with `combiner` into `out` [nrows * dim] (core's
-   * lookupCombined, in the backend's native code). With several shards, each adds
-   * its part (its rows, over the whole row's denominator) to one float64 sum, in
-   * shard order, rounded to float32 once: the same bits as one shard whenever the
-   * float64 sums are exact (so results do not depend on numHosts; otherwise within
-   * float64 rounding).
+   * lookupCombined, in the backend's native code; null: the backend's own result on
+   * one shard, else a fresh array). With several shards, each adds its part (its
+   * rows, over the whole row's denominator) to one float64 sum, in shard order,
+   * rounded to float32 once: the same bits as one shard whenever the float64 sums
+   * are exact (so results do not depend on numHosts; otherwise within float64 rounding).
    */
-  async pool(bag: Bag<Keys>, combiner: Combiner, out: Float32Array): Promise<void> {
-    if (this.shards.length === 1) {
-      await this.shards[0]!.table.lookupCombined(bag, { combiner, out });
-      return;
-    }
-    const sum = new Float64Array(out.length);
+  async pool(bag: Bag<Keys>, combiner: Combiner, out: Float32Array | null): Promise<Float32Array> {
+    if (this.shards.length === 1) return this.shards[0]!.table.lookupCombined(bag, { combiner, out });
+    const sum = new Float64Array((bag.rowSplits.length - 1) * this.dim);
     for (const s of this.shards) await s.table.lookupCombinedPartial(bag, { combiner, plan: s.plan!, out: sum });
-    out.set(sum);
+    const r = out ?? new Float32Array(sum.length);
+    r.set(sum);
+    return r;
   }
 
   /**
@@ -299,6 +302,7 @@ export class ShardedTable {
       initializer: this.#initializer,
       slots: first.slots,
       scorePolicy: first.scorePolicy,
+      storageDtype: first.storageDtype,
       seed: first.seed,
       stream: first.stream,
     };

@@ -371,7 +371,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       const outs = next.batches.map((b, i) => {
         const size = b.shape.reduce((a, d) => a * d, 1);
         const g = given[i];
-        if (g === undefined || g === null) return new Float32Array(size);
+        if (g === undefined || g === null) return null; // the backend's own result
         const path = `out${this.#features[i]!.path.slice('featureConfig'.length)}`;
         if (!(g instanceof Float32Array)) throw invalidParameter(path, 'a Float32Array', g, InvalidTypeError);
         if (g.length !== size) throw new ShapeMismatchError(`Expected ${path} to hold ${size} floats (activation shape ${formatShape(b.shape)}) but received ${g.length}`, { argument: path });
@@ -382,10 +382,9 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       const acts = await Promise.all(
         batch.batches.map(async (b, i) => {
           const table = tables[this.#features[i]!.table]!;
-          const out = outs[i]!;
-          if (b.gather) await table.gather(b.bag.keys, out);
-          else await table.pool(b.bag, table.config.combiner, out);
-          return new Tensor(out, b.shape);
+          const out = outs[i] ?? null;
+          const data = b.gather ? await table.gather(b.bag.keys, out) : await table.pool(b.bag, table.config.combiner, out);
+          return new Tensor(data, b.shape);
         }),
       );
       if (this.#pending) {

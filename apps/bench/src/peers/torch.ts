@@ -9,6 +9,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { StorageDtype } from '@embedstack/core';
 import { ChildPeer } from '../childPeer.js';
 import { FILL_BATCH } from '../tables.js';
 
@@ -17,8 +18,8 @@ export function torchPython(env: NodeJS.ProcessEnv = process.env): string {
   return env.EMBEDSTACK_PYTHON || '/usr/bin/python3';
 }
 
-// argv: rows dim threads mode ids-file ids-per-bag fill-batch (row r holds valuePattern's row r mod fill-batch,
-// as tables.ts fillTable writes it). Prints `checksum <sum of one call's output>`,
+// argv: rows dim threads mode ids-file ids-per-bag fill-batch dtype (row r holds valuePattern's row r mod
+// fill-batch, as tables.ts fillTable writes it, converted to dtype: float32, float16 or bfloat16). Prints `checksum <sum of one call's output>`,
 // then `ready`; each `call i` runs the bag once under no_grad and answers its seconds.
 const BAG_SCRIPT = `
 import sys, time
@@ -28,7 +29,7 @@ rows, dim, threads, mode, path, per, fill = int(sys.argv[1]), int(sys.argv[2]), 
 torch.set_num_threads(threads)
 print('version', torch.__version__, flush=True)
 j = (torch.arange(rows, dtype=torch.int64) % fill).view(rows, 1) * dim + torch.arange(dim, dtype=torch.int64).view(1, dim)
-weight = ((((j * 7919) % 1000).double() / 1000) - 0.4995).float().view(rows, dim)
+weight = ((((j * 7919) % 1000).double() / 1000) - 0.4995).float().view(rows, dim).to(getattr(torch, sys.argv[8]))
 del j
 bag = torch.nn.EmbeddingBag.from_pretrained(weight, freeze=True, mode=mode)
 ids = torch.from_numpy(np.fromfile(path, dtype=np.uint32).astype(np.int64))
@@ -77,9 +78,9 @@ for line in sys.stdin:
     print(time.perf_counter() - t0, flush=True)
 `;
 
-// argv: rows dim threads ids-file batch. torch.index_select of `batch` row ids (call i: batch
-// i mod the file's batches) from a [rows, dim] float32 tensor (every page written), output
-// allocated per call as find's is.
+// argv: rows dim threads ids-file batch dtype. torch.index_select of `batch` row ids (call i: batch
+// i mod the file's batches) from a [rows, dim] tensor of dtype (float32, float16 or bfloat16; every
+// page written), output allocated per call as find's is.
 const INDEX_SELECT_SCRIPT = `
 import sys, time
 import numpy as np
@@ -87,7 +88,7 @@ import torch
 rows, dim, threads, path, batch = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 torch.set_num_threads(threads)
 print('version', torch.__version__, flush=True)
-weight = torch.full((rows, dim), 0.01)
+weight = torch.full((rows, dim), 0.01, dtype=getattr(torch, sys.argv[6]))
 ids = torch.from_numpy(np.fromfile(path, dtype=np.uint32).astype(np.int64))
 pool = ids.numel() // batch
 batches = [ids[b * batch:(b + 1) * batch] for b in range(pool)]
@@ -144,8 +145,8 @@ export function startTorchAdagrad(o: { rows: number; dim: number; threads: numbe
  * Starts a PyTorch `index_select` peer: rows of a [rows, dim] tensor gathered by `batch` ids
  * (call i: batch i mod the batches of `ids`). Resolves to the peer or why it is unavailable.
  */
-export function startTorchIndexSelect(o: { rows: number; dim: number; threads: number; ids: Uint32Array; batch: number }): Promise<TorchPeer | string> {
-  return startTorch(INDEX_SELECT_SCRIPT, [String(o.rows), String(o.dim), String(o.threads), 'IDS', String(o.batch)], o.ids, o.threads);
+export function startTorchIndexSelect(o: { rows: number; dim: number; threads: number; ids: Uint32Array; batch: number; dtype?: StorageDtype }): Promise<TorchPeer | string> {
+  return startTorch(INDEX_SELECT_SCRIPT, [String(o.rows), String(o.dim), String(o.threads), 'IDS', String(o.batch), o.dtype ?? 'float32'], o.ids, o.threads);
 }
 
 export interface TorchBag {
@@ -162,8 +163,17 @@ export interface TorchBag {
  * consecutive ids of `ids`, `mode` 'sum' or 'mean', on `threads` threads.
  * Resolves to the peer, or to a string saying why PyTorch is unavailable.
  */
-export async function startTorchBag(o: { rows: number; dim: number; threads: number; mode: 'sum' | 'mean'; ids: Uint32Array; perBag: number }): Promise<TorchBag | string> {
-  const t = await startTorch(BAG_SCRIPT, [String(o.rows), String(o.dim), String(o.threads), o.mode, 'IDS', String(o.perBag), String(FILL_BATCH)], o.ids, o.threads);
+export async function startTorchBag(o: {
+  rows: number;
+  dim: number;
+  threads: number;
+  mode: 'sum' | 'mean';
+  ids: Uint32Array;
+  perBag: number;
+  dtype?: StorageDtype;
+}): Promise<TorchBag | string> {
+  const args = [String(o.rows), String(o.dim), String(o.threads), o.mode, 'IDS', String(o.perBag), String(FILL_BATCH), o.dtype ?? 'float32'];
+  const t = await startTorch(BAG_SCRIPT, args, o.ids, o.threads);
   if (typeof t === 'string') return t;
   const sum = t.setup.map((l) => /^checksum (\S+)/.exec(l)).find((m) => m)?.[1];
   return { peer: t.peer, checksum: Number(sum), version: t.version, close: t.close };

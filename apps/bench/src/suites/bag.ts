@@ -15,6 +15,7 @@ import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
 import { staticTable, valuePattern } from '../tables.js';
 import { type Entry, figure, measuredFigure, runEntries, settle, threadLabel } from './common.js';
+import { bagDtypeGroups } from './dtypes.js';
 import type { Suite } from './types.js';
 
 const DIM = 64;
@@ -60,7 +61,7 @@ async function tfjsFigures(ctx: { log(s: string): void }, values: Float32Array, 
 export const bagSuite: Suite = {
   name: 'bag',
   description: 'lookupCombined (embedding bag) vs JS loop, tfjs-core and a native loop',
-  steps: (ctx) => COMBINERS.length * (5 + 2 + (ctx.threads > 1 ? 2 : 1)),
+  steps: (ctx) => COMBINERS.length * (5 + 2 + (ctx.threads > 1 ? 2 : 1)) + 1,
   async run(ctx) {
     const { splits, ids } = bagInput(BATCH, 31);
     const idsSigned = new Int32Array(ids.buffer, ids.byteOffset, ids.length);
@@ -125,9 +126,13 @@ export const bagSuite: Suite = {
       targets.push(ratioTarget(g, o, `native loop (${threadLabel(ctx.threads)})`, '>=', 0.8, `bag ${combiner} (static) >= 0.8x native loop (${threadLabel(ctx.threads)})`));
       if (typeof torch !== 'string') targets.push(ratioTarget(g, o, torchName, '>=', 1, `bag ${combiner} (static) >= 1.0x PyTorch EmbeddingBag (${threadLabel(ctx.threads)})`));
       targets.push(ratioTarget(g, o, 'JS loop', '>=', 5, `bag ${combiner} (static) >= 5x JS loop`));
+      targets.push(ratioTarget(g, 'dynamic lookupCombinedSync', o, '>=', 0.8, `bag ${combiner}: dynamic table >= 0.8x static table`));
       const best = g.figures.filter((f) => f.name.startsWith('tfjs-core') && Number.isFinite(f.value)).sort((a, b) => b.value - a.value)[0];
       if (best) targets.push(ratioTarget(g, o, best.name, '>=', 40, `bag ${combiner} (static) >= 40x tfjs-core (its faster backend: ${best.name.slice(10)})`));
     }
+    const dt = await bagDtypeGroups(ctx, { stat, rows: ROWS, dim: DIM, splits, ids, perBag: IDS, title: `${FEATURES} features x ${IDS} ids, batch ${BATCH}, ${formatCount(ROWS)} rows, dim ${DIM}` });
+    groups.push(...dt.groups);
+    targets.push(...dt.targets);
     stat.dispose();
     ctx.fixtures.releaseAll();
     await settle();
@@ -140,6 +145,7 @@ export const bagSuite: Suite = {
         'rows/s counts gathered ids (rows read), so bag sizes compare directly',
         `tfjs-core runs batch ${TFJS_BATCH} (${formatCount(TFJS_BATCH * FEATURES * IDS)} ids) to keep its time bounded`,
         'the native loop writes into a reused output buffer; lookupCombined and the JS loop allocate theirs per call',
+        'storage dtypes: the same rows and ids on float32, bfloat16 and float16 static tables (values rounded to nearest-even when stored; pooled in double, returned as float32) vs nn.EmbeddingBag on a weight of each dtype',
       ],
       charts: [],
     };

@@ -1,6 +1,6 @@
 /** Measurement pieces shared by several suites. */
 import type { EmbeddingTable } from '@embedstack/core';
-import { collectGarbage, type Job, type MeasureOptions, type Measured, measure, measureInterleaved } from '../harness.js';
+import { collectGarbage, type Job, type MeasureOptions, type Measured, measureInterleaved } from '../harness.js';
 import type { Arena, NativePeers } from '../native.js';
 import type { Bar } from '../charts.js';
 import type { Figure, Group } from '../report.js';
@@ -80,11 +80,10 @@ export function findEntry(label: string, table: EmbeddingTable, pool: BigInt64Ar
   return { job: { label, fn: (i) => void table.findSync(next(i)), items: batch }, name, kind: 'ours', unit: 'keys/s' };
 }
 
-/** The Promise form of find, one call awaited at a time; keys/s. */
-export async function measureFindAsync(label: string, table: EmbeddingTable, pool: BigInt64Array, batch = BATCH): Promise<Figure> {
+/** The Promise form of find, one call awaited at a time, as an interleavable entry; keys/s. */
+export function findAsyncEntry(label: string, table: EmbeddingTable, pool: BigInt64Array, batch = BATCH): Entry {
   const next = rotating(pool, batch);
-  const m = await measure(label, async (i) => void (await table.find(next(i))), batch, { async: true });
-  return measuredFigure('find (Promise)', 'ours', m, 'keys/s');
+  return { job: { label, fn: async (i) => void (await table.find(next(i))), items: batch, async: true }, name: 'find (Promise)', kind: 'ours', unit: 'keys/s' };
 }
 
 /**

@@ -10,11 +10,10 @@
  *   `DynamicEmbeddingOptimizer` (Adagrad) step vs core `applyGradients`; and the
  *   bytes per key of a tfra-held table at 2M keys (fresh child process, like `memory`).
  * - hps: `HPS.lookup` on the L1-hit path vs core `findSync` of the same keys.
- * - sok: its lookup once @embedstack/sok is built (a note until then).
+ * - sok: `lookupSparse` on a one-device static Variable vs core `lookupCombined`.
  * `--facades-quick` runs smaller tables (128K rows, 256K keys) for a fast check.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -27,6 +26,7 @@ import {
   setDefaultBackend,
   SparseTensor,
 } from '@embedstack/core';
+import * as sok from '@embedstack/sok';
 import * as de from '@embedstack/tfra';
 import { Adagrad, FeatureConfig, TableConfig, TPUEmbedding } from '@embedstack/tpu-embedding';
 import type { Job } from '../harness.js';
@@ -48,7 +48,7 @@ const KEY_BATCH = 65536;
 const LEARNING_RATE = 0.001;
 const INITIAL_ACCUMULATOR = 0.1;
 /** More samples than the default: the facades' ratios are the point, on a machine others share. */
-const MEASURE = { minSamples: 9 } as const;
+const MEASURE = { minSamples: 11 } as const;
 
 interface Sizes {
   /** Rows of the static (tpu-embedding) table. */
@@ -78,6 +78,20 @@ const asyncJob = (label: string, fn: (i: number) => Promise<unknown>, items: num
 
 /** A job whose fn times only part of its call and returns those seconds. */
 const partJob = (label: string, fn: (i: number) => Promise<number>, items: number): Job => ({ label, fn, items, async: true });
+
+/**
+ * Figures of [ours, peer, ours, peer, ...], each pair interleaved on its own: a job
+ * measured right after another pair's job would inherit that job's leftovers (its
+ * result buffers' collection, an async call's tail), which biases one side only.
+ */
+async function runPairs(entries: readonly Entry[]): Promise<Figure[]> {
+  const out: Figure[] = [];
+  for (let i = 0; i < entries.length; i += 2) {
+    out.push(...(await runEntries(entries.slice(i, i + 2), MEASURE)));
+    await settle();
+  }
+  return out;
+}
 
 /** Seconds spent in `fn`. */
 async function timed(fn: () => Promise<unknown>): Promise<number> {
@@ -110,12 +124,12 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
       return emb.dequeue(out ? { out: { f: out } } : undefined);
     };
     const sum = { combiner: 'sum' } as const;
-    const fwd = await runEntries([
+    const fwd = await runPairs([
       entry(asyncJob('tpu enqueue + dequeue', (i) => forward(i, null), nids), 'ours', 'rows/s'),
       entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % bags.length]!, sum), nids), 'peer', 'rows/s'),
       entry(asyncJob('tpu enqueue + dequeue({ out })', (i) => forward(i, outF), nids), 'ours', 'rows/s', 'dequeue writes into the caller\'s Float32Array'),
       entry(asyncJob('core lookupCombined({ out })', (i) => core.lookupCombined(bags[i % bags.length]!, { ...sum, out: outC }), nids), 'peer', 'rows/s'),
-    ], MEASURE);
+    ]);
     const params = { rows: s.rows, dim: DIM, bags: BAGS, idsPerBag: IDS, combiner: 'sum' };
     const what = `${formatCount(s.rows)}-row static table, dim ${DIM}, ${BAGS} x ${IDS} ids, sum`;
     const gf: Group = { title: `tpu-embedding forward: ${what} (Promise forms)`, params, figures: fwd.slice(0, 2) };
@@ -123,6 +137,8 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
     groups.push(gf, go);
     targets.push(ratioTarget(gf, 'tpu enqueue + dequeue', 'core lookupCombined', '>=', 0.8, 'tpu-embedding enqueue+dequeue >= 0.8x core lookupCombined'));
     targets.push(ratioTarget(go, 'tpu enqueue + dequeue({ out })', 'core lookupCombined({ out })', '>=', 0.8, 'tpu-embedding enqueue+dequeue({ out }) >= 0.8x core lookupCombined({ out })'));
+
+    await sokGroup(ctx, s, values, inputs, bags, groups, targets);
 
     // backward: the gradient of each bag's activation; under 'sum' every id of a bag gets its bag's gradient
     const grad = valuePattern(BAGS, DIM).map((x) => x * 0.01);
@@ -154,6 +170,51 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
   }
 }
 
+/** sok: `lookupSparse` on a one-device static Variable holding the same rows, against core lookupCombined on the same bags. */
+async function sokGroup(
+  ctx: SuiteContext,
+  s: Sizes,
+  values: Float32Array,
+  inputs: RaggedTensor<Int32Array>[],
+  bags: Bag<Int32Array>[],
+  groups: Group[],
+  targets: Target[],
+): Promise<void> {
+  sok.init({ numDevices: 1, backend: ctx.backend });
+  try {
+    const w = new sok.Variable({ shape: [s.rows, DIM], initializer: 'zeros', name: 'bench_sok' });
+    for (let b = 0; b < s.rows; b += FILL_BATCH) {
+      const n = Math.min(FILL_BATCH, s.rows - b);
+      await sok.assign(w, Int32Array.from({ length: n }, (_, i) => b + i), values.subarray(b * DIM, (b + n) * DIM));
+    }
+    const core = createTable({ kind: 'static', dim: DIM, vocabularySize: s.rows, keyDtype: 'int32', name: 'bench_sok_core' }, { backend: ctx.backend });
+    try {
+      const rowIds = Int32Array.from({ length: s.rows }, (_, i) => i);
+      for (let b = 0; b < s.rows; b += FILL_BATCH) core.upsertSync(rowIds.subarray(b, b + FILL_BATCH), values.subarray(b * DIM, Math.min(s.rows, b + FILL_BATCH) * DIM));
+      const nids = BAGS * IDS;
+      const figures = await runEntries(
+        [
+          entry(asyncJob('sok lookupSparse', (i) => sok.lookupSparse([w], [inputs[i % inputs.length]!], { combiners: 'sum' }), nids), 'ours', 'rows/s', 'one device'),
+          entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % bags.length]!, { combiner: 'sum' }), nids), 'peer', 'rows/s'),
+        ],
+        MEASURE,
+      );
+      const g: Group = {
+        title: `sok lookupSparse: ${formatCount(s.rows)}-row static Variable, dim ${DIM}, ${BAGS} x ${IDS} ids, sum`,
+        params: { rows: s.rows, dim: DIM, bags: BAGS, idsPerBag: IDS, combiner: 'sum', devices: 1 },
+        figures,
+      };
+      groups.push(g);
+      targets.push(ratioTarget(g, 'sok lookupSparse', 'core lookupCombined', '>=', 0.8, 'sok lookupSparse >= 0.8x core lookupCombined'));
+    } finally {
+      core.dispose();
+    }
+  } finally {
+    sok.shutdown();
+    await settle();
+  }
+}
+
 /** A tfra Variable on ctx's backend holding `keys` (values like the bench's tables). */
 function tfraVariable(ctx: SuiteContext, keys: BigInt64Array, name: string): de.Variable<'int64'> {
   const v = new de.Variable({ keyDtype: 'int64', dim: DIM, name, initSize: keys.length });
@@ -179,14 +240,14 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
     const outC = { values: new Float32Array(KEY_BATCH * DIM), exists: new Uint8Array(KEY_BATCH) };
     const sync = (label: string, fn: (i: number) => unknown, kind: 'ours' | 'peer', note?: string): Entry =>
       entry({ label, fn: (i) => void fn(i), items: KEY_BATCH }, kind, 'keys/s', note);
-    const look = await runEntries([
+    const look = await runPairs([
       sync('tfra lookupSync', (i) => v.lookupSync(next(i)), 'ours'),
       sync('core findSync', (i) => core.findSync(next(i)), 'peer'),
       sync('tfra lookupSync({ out })', (i) => v.lookupSync(next(i), { out: outV }), 'ours'),
       sync('core findSync({ out })', (i) => core.findSync(next(i), { out: outC }), 'peer'),
       entry(asyncJob('tfra lookup', (i) => v.lookup(next(i)), KEY_BATCH), 'ours', 'keys/s'),
       entry(asyncJob('core find', (i) => core.find(next(i)), KEY_BATCH), 'peer', 'keys/s'),
-    ], MEASURE);
+    ]);
     const lookParams = { keys: s.keys, dim: DIM, batch: KEY_BATCH };
     const lookWhat = `${formatCount(s.keys)} keys, dim ${DIM}, ${formatCount(KEY_BATCH)} keys per call, uniform`;
     const pairs: [string, string, string][] = [
@@ -296,21 +357,11 @@ async function hpsGroup(ctx: SuiteContext, s: Sizes, groups: Group[], targets: T
   }
 }
 
-/** Whether @embedstack/sok is installed and built (it has no suite rows yet otherwise). */
-function sokNote(): string {
-  try {
-    createRequire(import.meta.url).resolve('@embedstack/sok');
-    return 'sok: @embedstack/sok is installed but this suite has no sok row yet';
-  } catch {
-    return 'sok: no row: @embedstack/sok is not built yet';
-  }
-}
-
 export const facadesSuite: Suite = {
   name: 'facades',
-  description: "each facade's hot path (tpu-embedding, tfra, hps; sok once built) vs the core op on the same rows and ids",
+  description: "each facade's hot path (tpu-embedding, tfra, sok, hps) vs the core op on the same rows and ids",
   options: [{ flags: '--facades-quick', description: 'smaller tables (128K static rows, 256K dynamic keys) for a quick check', default: false }],
-  steps: () => 4 + 3 + 6 + 2 + 2 + 2 + 2,
+  steps: () => 4 + 2 + 3 + 6 + 2 + 2 + 2 + 2,
   async run(ctx) {
     const s = ctx.args.suiteOptions.facadesQuick === true ? QUICK : SIZES;
     const groups: Group[] = [];
@@ -333,7 +384,6 @@ export const facadesSuite: Suite = {
       notes: [
         'each group is measured interleaved: ratios within a group are what counts on a busy machine',
         'a training step is timed alone (the lookup it needs runs untimed before it); both sides use Adagrad with the same learning rate and accumulator',
-        sokNote(),
       ],
       charts: [],
     } satisfies SuiteResult;

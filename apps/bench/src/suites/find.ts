@@ -17,11 +17,11 @@ import {
   BATCH,
   type Entry,
   figure,
+  findAsyncEntry,
   findEntry,
   gatherEntry,
   groupBars,
   HEADLINE,
-  measureFindAsync,
   measuredFigure,
   POOL_BATCHES,
   rotating,
@@ -29,6 +29,7 @@ import {
   settle,
   threadLabel,
 } from './common.js';
+import { findDtypeGroups } from './dtypes.js';
 import type { Suite, SuiteContext } from './types.js';
 
 export interface FindConfig {
@@ -91,7 +92,7 @@ async function measureJsMap(ctx: SuiteContext, c: FindConfig, runs: readonly Run
 export const findSuite: Suite = {
   name: 'find',
   description: 'dynamic-table find of existing keys vs JS Map and the static gather',
-  steps: (ctx) => findConfigs(ctx.args.full).length * DISTS.length * (2 + (ctx.threads > 1 ? 2 : 1)) + 2,
+  steps: (ctx) => findConfigs(ctx.args.full).length * DISTS.length * (2 + (ctx.threads > 1 ? 2 : 1)) + 3,
   async run(ctx) {
     const groups: Group[] = [];
     const targets: Target[] = [];
@@ -122,6 +123,7 @@ export const findSuite: Suite = {
       // second core, which would bill the peer's setup to us.)
       for (const r of runs) {
         const entries: Entry[] = [findEntry(`${r.name}: findSync`, table, r.pool)];
+        if (r.headline) entries.push(findAsyncEntry(`${r.name}: find (Promise)`, table, r.pool));
         for (const t of arena ? gatherThreads : []) entries.push(gatherEntry(`${r.name}: native gather ${threadLabel(t)}`, ctx.native, arena!, c.dim, r.idx, t));
         if (r.headline && arena) {
           const label = `${r.name}: native gather ${threadLabel(ctx.threads)}, fresh output`;
@@ -137,7 +139,6 @@ export const findSuite: Suite = {
         if (torch && typeof torch !== 'string') torch.close();
         if (typeof torch === 'string') r.figures.push(figure(torchName, 'peer', NaN, 'keys/s', { note: torch }));
         if (!arena) r.figures.push(figure('native gather', 'peer', NaN, 'keys/s', { note: 'skipped: the arena and the table would not fit in RAM together' }));
-        if (r.headline) r.figures.splice(1, 0, await measureFindAsync(`${r.name}: find (Promise)`, table, r.pool));
         await settle();
       }
       // Phase 2: the JS Map, on the same key batches.
@@ -155,12 +156,18 @@ export const findSuite: Suite = {
           targets.push(ratioTarget(g, 'find (findSync)', 'JS Map', '>=', 15, `find dim 64, 4M keys, uniform >= 15x JS Map`));
           const gather = `native gather (${threadLabel(ctx.threads)})`;
           targets.push(ratioTarget(g, 'find (findSync)', gather, '>=', 0.7, `find dim 64, 4M keys, uniform >= 0.7x static gather (${threadLabel(ctx.threads)}, as the backend)`));
+          targets.push(ratioTarget(g, 'find (Promise)', 'find (findSync)', '>=', 0.9, 'find (Promise form) >= 0.9x findSync, dim 64, 4M keys, uniform (interleaved)'));
         }
       }
       ctx.fixtures.releaseAll();
       collectGarbage();
     }
+    const dt = await findDtypeGroups(ctx);
+    groups.push(...dt.groups);
+    targets.push(...dt.targets);
+    ctx.fixtures.releaseAll();
     notes.push('keys are distinct pseudo-random int64; the table is presized (initCapacity = keys) and every row written');
+    notes.push('storage dtypes: the same keys, values and batches on float32, bfloat16 and float16 tables (values rounded to nearest-even when stored, returned as float32), interleaved with PyTorch index_select on a tensor of each dtype');
     notes.push('ours and the native gathers are sampled interleaved, before the JS Map is built; the JS Map (and the fresh-output gather, whose 16 MB allocations would bring GCs into our samples) are then timed on their own, on the same key batches');
     notes.push('the static gather copies arena rows into a reused output buffer (and, on the headline row, into a fresh one per call); find and the JS Map allocate their output per call');
     notes.push('JS Map rows are Float32Array views into 64 MiB slabs (a faster setup than one ArrayBuffer per key, and no slower to look up)');

@@ -6,7 +6,7 @@
  */
 import { createTable } from '@embedstack/core';
 import { lineChart } from '../charts.js';
-import { type Figure, type Group, type SuiteResult } from '../report.js';
+import { type Figure, type Group, ratioTarget, type SuiteResult } from '../report.js';
 import { drawIndices, makeKeys, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
 import { fillTable } from '../tables.js';
@@ -28,7 +28,7 @@ function sweep(figures: Figure[]): Figure[] {
 export const scaleSuite: Suite = {
   name: 'scale',
   description: 'find keys/s as the table grows and as the batch grows',
-  steps: (ctx) => sizesFor(ctx.args.full).length + BATCHES.length,
+  steps: (ctx) => sizesFor(ctx.args.full).length + BATCHES.length + 1,
   async run(ctx) {
     const sizes = sizesFor(ctx.args.full);
     const maxKeys = sizes[sizes.length - 1]!;
@@ -45,12 +45,26 @@ export const scaleSuite: Suite = {
       bySize.push(...(await runEntries([findEntry(`find on ${formatCount(n)} keys`, table, pool, BATCH, `find @ ${formatCount(n)} keys`)])));
       await settle();
     }
+    // The largest table against a fresh 1M-key one, interleaved (the sweep above runs one size at a time).
+    const small = createTable({ dim: DIM, name: 'bench_scale_1m' }, { backend: ctx.backend });
+    fillTable(small, keys, 0, sizes[0]!);
+    const interleaved = await runEntries([
+      findEntry(`find on ${formatCount(sizes[0]!)} keys (interleaved)`, small, pickKeys(keys, drawIndices(POOL_KEYS, sizes[0]!, 'uniform', 53)), BATCH, `find @ ${formatCount(sizes[0]!)} keys`),
+      findEntry(`find on ${formatCount(maxKeys)} keys (interleaved)`, table, pickKeys(keys, drawIndices(POOL_KEYS, maxKeys, 'uniform', 54)), BATCH, `find @ ${formatCount(maxKeys)} keys`),
+    ]);
+    small.dispose();
     const pool = pickKeys(keys, drawIndices(2 * BATCHES[BATCHES.length - 1]!, maxKeys, 'uniform', 52));
     const byBatch = await runEntries(BATCHES.map((b) => findEntry(`find, batch ${formatCount(b)}`, table, pool, b, `find, batch ${formatCount(b)}`)));
     table.dispose();
     await settle();
+    const sizeGroup: Group = {
+      title: `${formatCount(maxKeys)} vs ${formatCount(sizes[0]!)} keys, two tables sampled interleaved: dim ${DIM}, batch ${formatCount(BATCH)}, uniform`,
+      params: { dim: DIM, batch: BATCH },
+      figures: sweep(interleaved),
+    };
     const groups: Group[] = [
       { title: `table size sweep: dim ${DIM}, batch ${formatCount(BATCH)}, uniform`, params: { dim: DIM, batch: BATCH }, figures: sweep(bySize) },
+      sizeGroup,
       { title: `batch sweep: ${formatCount(maxKeys)} keys, dim ${DIM}, uniform`, params: { dim: DIM, keys: maxKeys }, figures: sweep(byBatch) },
       {
         title: `growth: upsertSync of new keys into the growing table (from initCapacity 1024), batch ${formatCount(BATCH)}`,
@@ -62,7 +76,9 @@ export const scaleSuite: Suite = {
       suite: 'scale',
       path: 'EmbeddingTable.findSync on one growing table; upsertSync for the growth',
       groups,
-      targets: [],
+      targets: [
+        ratioTarget(sizeGroup, `find @ ${formatCount(maxKeys)} keys`, `find @ ${formatCount(sizes[0]!)} keys (baseline)`, '>=', 0.75, `find at ${formatCount(maxKeys)} keys >= 0.75x find at ${formatCount(sizes[0]!)} keys (interleaved)`),
+      ],
       notes: [`ratios compare with the sweep's first figure: 1.00x = flat per-key cost`],
       charts: [
         lineChart({

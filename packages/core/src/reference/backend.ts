@@ -1,6 +1,8 @@
 import type { BackendCapabilities, DeviceInfo, EmbeddingBackend } from '../backend.js';
+import type { RawCache, ResolvedCacheOptions } from '../cache.js';
 import { type RawTable, rawTableFromSync } from '../rawTable.js';
 import type { ResolvedTableOptions } from '../tableOptions.js';
+import { ReferenceCache } from './cache.js';
 import { ReferenceDynamicTable } from './dynamicTable.js';
 import { ReferenceStaticTable } from './staticTable.js';
 
@@ -20,7 +22,7 @@ export class ReferenceBackend implements EmbeddingBackend {
   }
 
   capabilities(): BackendCapabilities {
-    return { sync: true, threads: 1, device: 'js' };
+    return { sync: true, threads: 1, device: 'js', storageDtypes: ['float32', 'float16', 'bfloat16'] };
   }
 
   devices(): DeviceInfo[] {
@@ -29,6 +31,10 @@ export class ReferenceBackend implements EmbeddingBackend {
 
   createTable(options: ResolvedTableOptions): RawTable {
     return rawTableFromSync(options.kind === 'static' ? new ReferenceStaticTable(options) : new ReferenceDynamicTable(options));
+  }
+
+  createCache(options: ResolvedCacheOptions): RawCache {
+    return new ReferenceCache(options);
   }
 
   unavailableReason(): string | undefined {

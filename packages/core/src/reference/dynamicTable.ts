@@ -1,10 +1,11 @@
-import type { Bag, Combiner } from '../combiners.js';
+import type { Bag, Combiner, LookupCombiner } from '../combiners.js';
 import type { Keys } from '../dtypes.js';
 import { initialRow } from '../initializers.js';
 import { makeKeys } from '../keys.js';
 import type { ResolvedOptimizer } from '../optimizers.js';
 import type { ExportBatch, FindResult, RawTableSync } from '../rawTable.js';
 import { scoresOnRead } from '../scores.js';
+import { roundStored, STORAGE_BYTES } from '../storageDtype.js';
 import type { ResolvedTableOptions } from '../tableOptions.js';
 import { applyOptimizerRow, combineBag, dedupeGradients } from './kernels.js';
 import { applyCombined, backward, partialLookup, type PlainOps, plannedGradients, plannedRead } from './plannedOps.js';
@@ -68,6 +69,12 @@ export class ReferenceDynamicTable implements RawTableSync {
   #initialValue(key: Key, out: Float32Array, offset = 0): void {
     const o = this.#o;
     initialRow(o.initializer, o.seed, o.stream, key, o.dim, out, offset);
+    roundStored(o.storageDtype, out, offset, offset + o.dim);
+  }
+
+  /** Rounds a row's value to the storage dtype (after every write). */
+  #store(value: Float32Array): void {
+    roundStored(this.#o.storageDtype, value);
   }
 
   #newRow(key: Key): Row {
@@ -222,6 +229,7 @@ export class ReferenceDynamicTable implements RawTableSync {
       if (refused.has(k)) continue;
       const row = this.#rows.get(k) ?? this.#insert(k);
       row.value.set(values.subarray(i * dim, (i + 1) * dim));
+      this.#store(row.value);
     }
     this.#touch(occ, true);
   }
@@ -231,7 +239,10 @@ export class ReferenceDynamicTable implements RawTableSync {
     this.#begin();
     const dim = this.#o.dim;
     for (let i = 0; i < keys.length; i++) {
-      this.#rows.get(keys[i]!)?.value.set(values.subarray(i * dim, (i + 1) * dim));
+      const row = this.#rows.get(keys[i]!);
+      if (!row) continue;
+      row.value.set(values.subarray(i * dim, (i + 1) * dim));
+      this.#store(row.value);
     }
     this.#touch(this.#occurrences(keys, scores), true);
   }
@@ -250,8 +261,11 @@ export class ReferenceDynamicTable implements RawTableSync {
       const delta = deltas.subarray(i * dim, (i + 1) * dim);
       if (row && exists[i]) {
         for (let c = 0; c < dim; c++) row.value[c] = row.value[c]! + delta[c]!;
+        this.#store(row.value);
       } else if (!row && !exists[i]) {
-        this.#insert(k).value.set(delta);
+        const fresh = this.#insert(k).value;
+        fresh.set(delta);
+        this.#store(fresh);
       }
     }
     this.#touch(occ, true);
@@ -279,8 +293,8 @@ export class ReferenceDynamicTable implements RawTableSync {
 
   /** Estimate: per row the floats, the 8-byte score and key, plus ~64 bytes of Map/record overhead. */
   memoryUsage(): number {
-    const floats = this.#o.dim + this.#widths.reduce((a, b) => a + b, 0);
-    return this.#rows.size * (floats * 4 + 16 + 64);
+    const slotFloats = this.#widths.reduce((a, b) => a + b, 0);
+    return this.#rows.size * (this.#o.dim * STORAGE_BYTES[this.#o.storageDtype] + slotFloats * 4 + 16 + 64);
   }
 
   exportBatch(offset: number, limit: number): ExportBatch {
@@ -317,6 +331,7 @@ export class ReferenceDynamicTable implements RawTableSync {
       if (refused.has(k)) continue;
       const row = this.#rows.get(k) ?? this.#insert(k);
       row.value.set(values.subarray(i * dim, (i + 1) * dim));
+      this.#store(row.value);
       row.slots.forEach((s, j) => {
         const w = this.#widths[j]!;
         if (slots) s.set(slots[j]!.subarray(i * w, (i + 1) * w));
@@ -327,7 +342,7 @@ export class ReferenceDynamicTable implements RawTableSync {
   }
 
   /** With insertMissing: exactly findOrInsert on the bag's keys; else exactly find. Then combineBag. */
-  lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null = null): Float32Array {
+  lookupCombined(bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null = null): Float32Array {
     this.#check();
     const dim = this.#o.dim;
     const r = insertMissing ? this.#findOrInsert(bag.keys, null) : this.#find(bag.keys);
@@ -369,6 +384,7 @@ export class ReferenceDynamicTable implements RawTableSync {
       if (refused.has(k)) return;
       const row = this.#rows.get(k) ?? this.#insert(k);
       applyOptimizerRow(optimizer, row.value, row.slots, sums.subarray(u * dim, (u + 1) * dim));
+      this.#store(row.value);
     });
     this.#touch(occ, true);
   }

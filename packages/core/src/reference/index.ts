@@ -5,6 +5,7 @@ import { applyOptimizerRow, combineBag, dedupeGradients } from './kernels.js';
 import { compareKeepFirst, evictionLosers, nextScore, nowSeconds } from './scoring.js';
 
 export { ReferenceBackend, referenceBackend } from './backend.js';
+export { ReferenceCache } from './cache.js';
 export { ReferenceDynamicTable } from './dynamicTable.js';
 export { ReferenceStaticTable } from './staticTable.js';
 export type { ScoreClock, EvictionCandidate } from './scoring.js';

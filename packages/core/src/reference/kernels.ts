@@ -1,4 +1,4 @@
-import type { Bag, Combiner } from '../combiners.js';
+import type { Bag, LookupCombiner } from '../combiners.js';
 import type { Keys } from '../dtypes.js';
 import type { ResolvedOptimizer } from '../optimizers.js';
 
@@ -145,18 +145,21 @@ export function applyOptimizerRow(opt: ResolvedOptimizer, w: Float32Array, slots
  * clipped when `maxNorm` > 0 and its L2 norm n exceeds it (e_j * maxNorm / n, as
  * TF's clip_by_norm); then sum = Σ w_j e_j, and `mean` divides by Σ w_j, `sqrtn`
  * by sqrt(Σ w_j²); a zero denominator gives zeros (div-no-nan), a row without
- * entries gives zeros. The result is rounded to float32 once. Returns [nrows * dim].
+ * entries gives zeros. `max` / `min`: the element-wise maximum / minimum of the
+ * (clipped) w_j e_j. The result is rounded to float32 once. Returns [nrows * dim].
  */
 export function combineBag(
   getRow: (entry: number) => ArrayLike<number>,
   bag: Bag<Keys>,
   dim: number,
-  combiner: Combiner,
+  combiner: LookupCombiner,
   maxNorm: number,
 ): Float32Array {
   const nrows = bag.rowSplits.length - 1;
   const out = new Float32Array(nrows * dim);
   const acc = new Float64Array(dim);
+  // max / min keep the first entry's value unless a later one is strictly greater / smaller
+  const extreme = combiner === 'max' ? 1 : combiner === 'min' ? -1 : 0;
   for (let r = 0; r < nrows; r++) {
     acc.fill(0);
     let wsum = 0;
@@ -173,7 +176,14 @@ export function combineBag(
         const norm = Math.sqrt(n2);
         if (norm > maxNorm) scale = (wj * maxNorm) / norm;
       }
-      for (let c = 0; c < dim; c++) acc[c] = acc[c]! + scale * e[c]!;
+      if (extreme === 0) for (let c = 0; c < dim; c++) acc[c] = acc[c]! + scale * e[c]!;
+      else if (j === bag.rowSplits[r]) for (let c = 0; c < dim; c++) acc[c] = scale * e[c]!;
+      else {
+        for (let c = 0; c < dim; c++) {
+          const x = scale * e[c]!;
+          if (extreme * x > extreme * acc[c]!) acc[c] = x;
+        }
+      }
     }
     let div = 1;
     if (combiner === 'mean') div = wsum;

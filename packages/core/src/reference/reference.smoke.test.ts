@@ -12,7 +12,7 @@ describe('reference backend smoke', () => {
     expect(backend).toBeInstanceOf(ReferenceBackend);
     expect(backend.name).toBe('reference');
     expect(backend.priority).toBe(0);
-    expect(backend.capabilities()).toEqual({ sync: true, threads: 1, device: 'js' });
+    expect(backend.capabilities()).toEqual({ sync: true, threads: 1, device: 'js', storageDtypes: ['float32', 'float16', 'bfloat16'] });
   });
 
   it('dynamic: upsert, find, findOrInsert, remove', async () => {

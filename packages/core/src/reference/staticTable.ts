@@ -1,10 +1,11 @@
-import type { Bag, Combiner } from '../combiners.js';
+import type { Bag, Combiner, LookupCombiner } from '../combiners.js';
 import type { Keys } from '../dtypes.js';
 import { initialRow } from '../initializers.js';
 import { makeKeys } from '../keys.js';
 import type { ResolvedOptimizer } from '../optimizers.js';
 import type { ExportBatch, FindResult, RawTableSync } from '../rawTable.js';
 import type { ResolvedTableOptions } from '../tableOptions.js';
+import { roundStored, STORAGE_BYTES } from '../storageDtype.js';
 import { applyOptimizerRow, combineBag, dedupeGradients } from './kernels.js';
 import { applyCombined, backward, partialLookup, type PlainOps, plannedGradients, plannedRead } from './plannedOps.js';
 import type { ResolvedShardPlan } from '../shardPlan.js';
@@ -46,7 +47,13 @@ export class ReferenceStaticTable implements RawTableSync {
   #reset(r: number): void {
     const o = this.#o;
     initialRow(o.initializer, o.seed, o.stream, r, o.dim, this.#values, r * o.dim, r);
+    this.#store(r);
     this.#slots.forEach((s, j) => s.fill(o.slots.initial[j]!, r * this.#widths[j]!, (r + 1) * this.#widths[j]!));
+  }
+
+  /** Rounds row r's value to the storage dtype (after every write). */
+  #store(r: number): void {
+    roundStored(this.#o.storageDtype, this.#values, r * this.#o.dim, (r + 1) * this.#o.dim);
   }
 
   #row(r: number): Float32Array {
@@ -70,7 +77,10 @@ export class ReferenceStaticTable implements RawTableSync {
 
   upsert(keys: Keys, values: Float32Array): void {
     const dim = this.#o.dim;
-    for (let i = 0; i < keys.length; i++) this.#row(Number(keys[i])).set(values.subarray(i * dim, (i + 1) * dim));
+    for (let i = 0; i < keys.length; i++) {
+      this.#row(Number(keys[i])).set(values.subarray(i * dim, (i + 1) * dim));
+      this.#store(Number(keys[i]));
+    }
   }
 
   assign(keys: Keys, values: Float32Array): void {
@@ -84,6 +94,7 @@ export class ReferenceStaticTable implements RawTableSync {
       if (!exists[i]) continue;
       const row = this.#row(Number(keys[i]));
       for (let c = 0; c < dim; c++) row[c] = row[c]! + deltas[i * dim + c]!;
+      this.#store(Number(keys[i]));
     }
   }
 
@@ -107,7 +118,7 @@ export class ReferenceStaticTable implements RawTableSync {
   }
 
   memoryUsage(): number {
-    return this.#values.byteLength + this.#slots.reduce((a, s) => a + s.byteLength, 0);
+    return (this.#values.length * STORAGE_BYTES[this.#o.storageDtype]) + this.#slots.reduce((a, s) => a + s.byteLength, 0);
   }
 
   exportBatch(offset: number, limit: number): ExportBatch {
@@ -130,6 +141,7 @@ export class ReferenceStaticTable implements RawTableSync {
     for (let i = 0; i < keys.length; i++) {
       const r = Number(keys[i]);
       this.#row(r).set(values.subarray(i * dim, (i + 1) * dim));
+      this.#store(r);
       this.#slots.forEach((s, j) => {
         const w = this.#widths[j]!;
         if (slots) s.set(slots[j]!.subarray(i * w, (i + 1) * w), r * w);
@@ -138,7 +150,7 @@ export class ReferenceStaticTable implements RawTableSync {
     }
   }
 
-  lookupCombined(bag: Bag<Keys>, combiner: Combiner, maxNorm: number, _insert = false, out: Float32Array | null = null): Float32Array {
+  lookupCombined(bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, _insert = false, out: Float32Array | null = null): Float32Array {
     const r = combineBag((j) => this.#row(Number(bag.keys[j])), bag, this.#o.dim, combiner, maxNorm);
     if (!out) return r;
     out.set(r);
@@ -169,6 +181,7 @@ export class ReferenceStaticTable implements RawTableSync {
       const r = Number(k);
       const slots = this.#slots.map((s, j) => s.subarray(r * this.#widths[j]!, (r + 1) * this.#widths[j]!));
       applyOptimizerRow(optimizer, this.#row(r), slots, sums.subarray(u * dim, (u + 1) * dim));
+      this.#store(r);
     });
   }
 

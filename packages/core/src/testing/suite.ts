@@ -3,6 +3,7 @@ import type { EmbeddingBackend } from '../backend.js';
 import { SuiteContext } from './harness.js';
 import { backwardSection } from './sections/backward.js';
 import { basicOpsSection } from './sections/basicOps.js';
+import { cacheSection } from './sections/cache.js';
 import { checkpointSection } from './sections/checkpoint.js';
 import { combinersSection } from './sections/combiners.js';
 import { errorsSection } from './sections/errors.js';
@@ -13,6 +14,7 @@ import { outputsSection } from './sections/outputs.js';
 import { propertiesSection } from './sections/properties.js';
 import { scoresSection } from './sections/scores.js';
 import { shardPlansSection } from './sections/shardPlans.js';
+import { storageSection } from './sections/storage.js';
 
 export interface ConformanceSuiteOptions {
   /** Shown in the test names. */
@@ -76,6 +78,8 @@ export function runConformanceSuite(options: ConformanceSuiteOptions): void {
     initializersSection(ctx);
     errorsSection(ctx);
     checkpointSection(ctx);
+    storageSection(ctx);
     propertiesSection(ctx);
+    cacheSection(ctx);
   });
 }

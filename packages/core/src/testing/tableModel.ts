@@ -313,7 +313,7 @@ export class TableModel {
   }
 
   /** The embedding bag (core.md): reads as find, or as findOrInsert with insertMissing. */
-  lookupCombined(rows: bigint[][], weights: number[][] | null, combiner: 'sum' | 'mean' | 'sqrtn', maxNorm: number, insert: boolean): number[] {
+  lookupCombined(rows: bigint[][], weights: number[][] | null, combiner: 'sum' | 'mean' | 'sqrtn' | 'max' | 'min', maxNorm: number, insert: boolean): number[] {
     const flat = rows.flat();
     const read = insert ? this.findOrInsert(flat, null) : this.find(flat);
     const dim = this.o.dim;
@@ -328,12 +328,15 @@ export class TableModel {
         let v = read.values.slice(j * dim, (j + 1) * dim);
         const n = Math.hypot(...v);
         if (maxNorm > 0 && n > maxNorm) v = v.map((x) => (x * maxNorm) / n);
-        v.forEach((x, c) => (acc[c] = acc[c]! + w * x));
+        // max / min: the first entry's value, replaced only by a strictly greater / smaller one
+        if (combiner === 'max') v.forEach((x, c) => (acc[c] = e === 0 || w * x > acc[c]! ? w * x : acc[c]!));
+        else if (combiner === 'min') v.forEach((x, c) => (acc[c] = e === 0 || w * x < acc[c]! ? w * x : acc[c]!));
+        else v.forEach((x, c) => (acc[c] = acc[c]! + w * x));
         ws += w;
         ws2 += w * w;
         j++;
       });
-      const d = combiner === 'sum' ? 1 : combiner === 'mean' ? ws : Math.sqrt(ws2);
+      const d = combiner === 'mean' ? ws : combiner === 'sqrtn' ? Math.sqrt(ws2) : 1;
       out.push(...acc.map((x) => (d === 0 ? 0 : x / d)));
     });
     return out;

@@ -19,6 +19,7 @@ enum TableField : int {
   kSeed,            // uint32
   kStream,          // uint32
   kScorePolicy,     // ScorePolicy
+  kStorageDtype,    // StorageDtype: 0 float32, 1 float16, 2 bfloat16
   kTableFields      // length of the config vector
 };
 

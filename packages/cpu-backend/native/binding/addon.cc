@@ -1,4 +1,5 @@
-// Module entry: createTable, info and the table functions (table_api.cc).
+// Module entry: createTable, info, the table functions (table_api.cc) and the
+// set-associative cache functions (cache_api.cc).
 // The addon is context-aware (Node-API), has no per-process JS state, and shares
 // one native thread pool between all tables and environments.
 #include <napi.h>
@@ -6,6 +7,7 @@
 #include "abi.h"
 #include "args.h"
 #include "async_op.h"
+#include "cache_api.h"
 #include "group.h"
 #include "memory.h"
 #include "plan_api.h"
@@ -45,6 +47,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("abiFields", fields);
   registerTableFunctions(env, exports);
   registerPlanFunctions(env, exports);
+  registerCacheFunctions(env, exports);
   return exports;
 }
 

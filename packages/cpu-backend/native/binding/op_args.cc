@@ -42,6 +42,10 @@ Combiner combinerArg(const Napi::CallbackInfo& info, size_t i) {
   return static_cast<Combiner>(static_cast<int>(integerArg(info, i, "combiner", 0, 2)));
 }
 
+Combiner lookupCombinerArg(const Napi::CallbackInfo& info, size_t i) {
+  return static_cast<Combiner>(static_cast<int>(integerArg(info, i, "combiner", 0, 4)));
+}
+
 double maxNormArg(const Napi::CallbackInfo& info, size_t i) {
   const double maxNorm = numberArg(info, i, "maxNorm");
   ES_CHECK(std::isfinite(maxNorm) && maxNorm >= 0, kInvalidArgument,

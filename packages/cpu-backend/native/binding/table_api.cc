@@ -246,7 +246,7 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   BagArg b = bagArg(info, 1, *h, op.keepAlive);
   auto keys = b.keys;
   const BagInput bag = b.input;
-  const Combiner c = combinerArg(info, 4);
+  const Combiner c = lookupCombinerArg(info, 4);
   const double maxNorm = maxNormArg(info, 5);
   const bool insertMissing = boolArg(info, 6, "insertMissing");
   float* outData = nullptr;

@@ -64,6 +64,7 @@ TableConfig tableConfigArg(const Napi::CallbackInfo& info) {
   c.initializer.seed = uint32Field(v, abi::kSeed, "seed");
   c.initializer.stream = uint32Field(v, abi::kStream, "stream");
   c.scorePolicy = static_cast<ScorePolicy>(enumField(v, abi::kScorePolicy, "scorePolicy", 6));
+  c.storage = static_cast<StorageDtype>(enumField(v, abi::kStorageDtype, "storageDtype", 2));
   checkLength(initial.length, widths.length, "slotInitial", "values (one per slot)");
   ES_CHECK(widths.length <= 8, kInvalidArgument, "Expected at most 8 slots but received " << widths.length);
   c.slotWidths.assign(widths.data, widths.data + widths.length);

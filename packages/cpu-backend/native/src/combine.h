@@ -1,23 +1,27 @@
 // Embedding-bag reduction, bit-compatible with core's reference combineBag: per
 // output row in double, entries in bag order, each entry optionally clipped to
 // `maxNorm` (TF clip_by_norm), sum / mean (÷ Σw) / sqrtn (÷ sqrt Σw²), a zero
-// denominator -> zeros, the result rounded to float32 once.
+// denominator -> zeros, the result rounded to float32 once. max / min: the
+// element-wise maximum / minimum of the (clipped) w e, the first entry's value kept
+// unless a later one is strictly greater / smaller; a row without entries -> zeros.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "storage.h"
+
 namespace embedstack {
 
-enum class Combiner : int { kSum = 0, kMean = 1, kSqrtn = 2 };
+enum class Combiner : int { kSum = 0, kMean = 1, kSqrtn = 2, kMax = 3, kMin = 4 };
 
 /** One run of the bag kernel: output rows [rowBegin, rowEnd) of a bag. */
 struct BagSpan {
   const int32_t* rowSplits;  // the bag's row splits (absolute entry offsets)
   size_t rowBegin;
   size_t rowEnd;
-  /** rows[j - entryBase] is entry j's embedding ([dim] floats, read only). */
-  const float* const* rows;
+  /** rows[j - entryBase] is entry j's embedding ([dim] values stored as `dtype`, read only). */
+  const void* const* rows;
   size_t entryBase;
   const float* weights;  // [entries] (absolute index) or null = all ones
   Combiner combiner;
@@ -25,6 +29,7 @@ struct BagSpan {
   size_t dim;
   float* out;   // [rows * dim], row r at out + r * dim
   double* acc;  // scratch [dim]
+  StorageDtype dtype = StorageDtype::kFloat32;
 };
 
 /**

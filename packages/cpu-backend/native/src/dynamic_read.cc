@@ -16,17 +16,17 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
   const ScoreClock t = beginCall();
   const ScorePolicy policy = config_.scorePolicy;
   const bool touch = scoresOnRead(policy);
-  const size_t bytes = dim_ * sizeof(float);
-  const bool stream = n * bytes >= kStreamingBytes;
+  const size_t bytes = dim_ * storageBytes(storage_);
+  const bool stream = n * dim_ * sizeof(float) >= kStreamingBytes;
   forEachRange(n, [&](size_t b, size_t e) {
     probe(keys, b, e, bytes, touch, [&](size_t i, uint32_t row) {
       float* dst = out + i * dim_;
       if (row != KeyIndex::kNoRow) {
-        copyFloats(dst, valuesOf(row), dim_, stream);
+        readValues(row, dst, stream);
         exists[i] = 1;
         if (touch) touchOnReadAtomic(scoreOf(row), policy, t);
       } else {
-        config_.initializer.fill(keys[i], 0, dim_, dst);
+        initialValue(keys[i], dst);
         exists[i] = 0;
       }
     });
@@ -36,18 +36,23 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
 
 namespace {
 
-// Entry rows of one span of a bag, plus the initial values of its missing keys.
+// Entry rows of one span of a bag, plus the initial values of its missing keys
+// (stored as the table stores values, so every row of the span has one type).
 struct SpanRows {
-  std::vector<const float*> rows;
+  std::vector<const void*> rows;
   std::vector<size_t> missing;  // entries whose key is absent (or refused)
-  std::vector<float> initial;   // [missing * dim]
+  std::vector<float> initial;   // [missing * dim] (float32: 4 bytes per value is room for any storage type)
 
-  void fillMissing(const BagInput& bag, size_t eb, size_t dim, const Initializer& init) {
+  void fillMissing(const BagInput& bag, size_t eb, size_t dim, const Initializer& init, StorageDtype storage) {
     if (missing.empty()) return;
     initial.resize(missing.size() * dim);
+    std::vector<float> wide(dim);
+    const size_t stride = dim * storageBytes(storage);
+    char* base = reinterpret_cast<char*>(initial.data());
     for (size_t k = 0; k < missing.size(); ++k) {
-      init.fill(bag.keys[missing[k]], 0, dim, initial.data() + k * dim);
-      rows[missing[k] - eb] = initial.data() + k * dim;
+      init.fill(bag.keys[missing[k]], 0, dim, wide.data());
+      storeValues(storage, wide.data(), base + k * stride, dim);
+      rows[missing[k] - eb] = base + k * stride;
     }
     missing.clear();
   }
@@ -81,9 +86,9 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
             span.missing.push_back(j);  // refused by a full table: its initial value
           }
         }
-        span.fillMissing(bag, eb, dim_, config_.initializer);
-        combineBagRows(
-            {bag.rowSplits, r0, r1, span.rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out, acc.data()});
+        span.fillMissing(bag, eb, dim_, config_.initializer, storage_);
+        combineBagRows({bag.rowSplits, r0, r1, span.rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out,
+                        acc.data(), storage_});
       });
     });
     return;
@@ -94,7 +99,7 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
   const ScoreClock t = beginCall();
   const ScorePolicy policy = config_.scorePolicy;
   const bool touch = scoresOnRead(policy);
-  const size_t bytes = dim_ * sizeof(float);
+  const size_t bytes = dim_ * storageBytes(storage_);
   forEachBagRange(bag, [&](size_t rb, size_t re) {
     std::vector<double> acc(dim_);
     SpanRows span;
@@ -110,9 +115,9 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
           span.missing.push_back(i);
         }
       });
-      span.fillMissing(bag, eb, dim_, config_.initializer);
-      combineBagRows(
-          {bag.rowSplits, r0, r1, span.rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out, acc.data()});
+      span.fillMissing(bag, eb, dim_, config_.initializer, storage_);
+      combineBagRows({bag.rowSplits, r0, r1, span.rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out,
+                      acc.data(), storage_});
     });
   });
 }

@@ -13,8 +13,9 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   const TableConfig& c = config_;
   dim_ = c.dim;
   slotFloats_ = c.slotFloats();
-  rowFloats_ = checkedAdd(dim_, slotFloats_, "a row");
-  checkedMul(rowFloats_, sizeof(float), "a row");
+  storage_ = c.storage;
+  valueBytes_ = storedValueBytes(storage_, dim_);
+  rowBytes_ = checkedAdd(valueBytes_, checkedMul(slotFloats_, sizeof(float), "a row"), "a row");
   capped_ = c.maxCapacity <= kMaxRows;
   capCeiling_ = capped_ ? c.maxCapacity : kMaxRows;
   capacity_ = std::min(std::max<size_t>(c.initCapacity, 1), capCeiling_);
@@ -84,7 +85,15 @@ void DynamicTable::reserve(size_t finalSize, size_t newEntries) {
 uint32_t DynamicTable::insertRow(int64_t key, bool fillValue) {
   const uint32_t row = static_cast<uint32_t>(size_);
   meta()[row] = RowMeta{key, 0};
-  if (fillValue) config_.initializer.fill(key, 0, dim_, valuesOf(row));
+  if (fillValue) {
+    if (wide()) {
+      config_.initializer.fill(key, 0, dim_, static_cast<float*>(valuesOf(row)));
+    } else {
+      float* v = rowScratch(dim_);
+      config_.initializer.fill(key, 0, dim_, v);
+      writeValues(row, v);
+    }
+  }
   if (slotFloats_ > 0) std::memcpy(slotsOf(row), slotTemplate_.data(), slotFloats_ * sizeof(float));
   index_.insert(hashKey(key), row);
   ++size_;
@@ -163,7 +172,7 @@ ExportResult DynamicTable::exportBatch(size_t offset, size_t limit) {
       const size_t row = start + i;
       r.keys[i] = keyOf(row);
       r.scores[i] = __atomic_load_n(scoreOf(row), __ATOMIC_RELAXED);
-      std::memcpy(r.values.data() + i * dim_, valuesOf(row), dim_ * sizeof(float));
+      readValues(static_cast<uint32_t>(row), r.values.data() + i * dim_, false);
       exportSlots(slotsOf(row), r.slots, i);
     }
   });

@@ -1,9 +1,10 @@
 // Dynamic table: a hash table from int64 keys to rows.
 //
 // Memory (host), all dense over rows 0..size-1 and indexed by the same row:
-//  - the arena: `capacity` records of [float value[dim]][float slots[slotFloats]],
-//    row-major, so one access brings a row and its optimizer slots (a row of dim
-//    64 is exactly 4 cache lines, as in a plain [rows, dim] array);
+//  - the arena: `capacity` records of [value[dim] as storageDtype, padded to 4
+//    bytes][float slots[slotFloats]], row-major, so one access brings a row and its
+//    optimizer slots (a float32 row of dim 64 is exactly 4 cache lines, as in a
+//    plain [rows, dim] array; bfloat16/float16 halve it);
 //  - meta [capacity] {int64 key, uint64 score} beside it: 16 bytes per row in one
 //    cache line with 3 others, compact enough to stay in cache for millions of
 //    rows, so probing, score updates and eviction scans neither touch nor dirty
@@ -24,6 +25,7 @@
 
 #include "dedupe.h"
 #include "key_index.h"
+#include "stream_copy.h"
 #include "table.h"
 
 namespace embedstack {
@@ -73,7 +75,7 @@ class DynamicTable final : public Table {
   };
 
   // ---- layout -----------------------------------------------------------------
-  float* arena() const { return static_cast<float*>(arena_.data()); }
+  char* arena() const { return static_cast<char*>(arena_.data()); }
   struct RowMeta {
     int64_t key;
     uint64_t score;
@@ -81,9 +83,25 @@ class DynamicTable final : public Table {
   RowMeta* meta() const { return static_cast<RowMeta*>(meta_.data()); }
   int64_t keyOf(size_t row) const { return meta()[row].key; }
   uint64_t* scoreOf(size_t row) const { return &meta()[row].score; }
-  float* valuesOf(size_t row) const { return arena() + row * rowFloats_; }
-  float* slotsOf(size_t row) const { return valuesOf(row) + dim_; }
-  size_t rowBytes() const { return rowFloats_ * sizeof(float); }
+  /** A row's stored values ([dim] of storage_; float32 only when storage_ is float32). */
+  void* valuesOf(size_t row) const { return arena() + row * rowBytes_; }
+  float* slotsOf(size_t row) const { return reinterpret_cast<float*>(arena() + row * rowBytes_ + valueBytes_); }
+  size_t rowBytes() const { return rowBytes_; }
+  bool wide() const { return storage_ == StorageDtype::kFloat32; }
+  /** dst [dim] = a row's values widened (streaming stores when `stream` and float32). */
+  void readValues(uint32_t row, float* dst, bool stream) const {
+    if (wide()) {
+      copyFloats(dst, static_cast<const float*>(valuesOf(row)), dim_, stream);
+    } else {
+      loadValues(storage_, valuesOf(row), dst, dim_);
+    }
+  }
+  void writeValues(uint32_t row, const float* src) { storeValues(storage_, src, valuesOf(row), dim_); }
+  /** dst [dim] = key's initial value as the table would store it (rounded). */
+  void initialValue(int64_t key, float* dst) const {
+    config_.initializer.fill(key, 0, dim_, dst);
+    roundValues(storage_, dst, dim_);
+  }
 
   // ---- primitives (dynamic_table.cc) ----------------------------------------------
   ScoreClock beginCall();
@@ -133,7 +151,9 @@ class DynamicTable final : public Table {
 
   size_t dim_;
   size_t slotFloats_;
-  size_t rowFloats_;   // dim + slotFloats
+  StorageDtype storage_;
+  size_t valueBytes_;  // dim values as stored, padded to 4 bytes
+  size_t rowBytes_;    // valueBytes + slotFloats * 4
   size_t capCeiling_;  // maxCapacity, or kMaxRows when uncapped
   bool capped_;
 
@@ -167,7 +187,7 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t p
   // Locals, so that the loop keeps them in registers whatever fn stores.
   const KeyIndex::View idx = index_.view();
   const RowMeta* const rowMeta = this->meta();
-  const char* const arena = reinterpret_cast<const char*>(this->arena());
+  const char* const arena = this->arena();
   const size_t stride = rowBytes();
   const size_t rows = size_;
   auto keyAt = [rowMeta](uint32_t row) { return rowMeta[row].key; };

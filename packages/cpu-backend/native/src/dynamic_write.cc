@@ -71,15 +71,15 @@ void DynamicTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_
     for (size_t i = b; i < e; ++i) {
       if (i + 8 < e) {
         uint32_t ahead = wb.rows[wb.dedupe.uniqueOf(i + 8)];
-        if (ahead != KeyIndex::kNoRow) prefetchRow(ahead, dim_ * sizeof(float));
+        if (ahead != KeyIndex::kNoRow) prefetchRow(ahead, valueBytes_);
       }
       const size_t u = wb.dedupe.uniqueOf(i);
       const uint32_t row = wb.rows[u];
       exists[i] = wb.present[u];
       if (row != KeyIndex::kNoRow) {
-        copyFloats(out + i * dim_, valuesOf(row), dim_, stream);
+        readValues(row, out + i * dim_, stream);
       } else {
-        config_.initializer.fill(keys[i], 0, dim_, out + i * dim_);
+        initialValue(keys[i], out + i * dim_);
       }
     }
     if (stream) streamFence();
@@ -91,7 +91,7 @@ void DynamicTable::writeLastValues(WriteBatch& wb, const float* values) {
     for (size_t u = b; u < e; ++u) {
       const uint32_t row = wb.rows[u];
       if (row == KeyIndex::kNoRow) continue;
-      std::memcpy(valuesOf(row), values + wb.dedupe.lastOccurrence(u) * dim_, dim_ * sizeof(float));
+      writeValues(row, values + wb.dedupe.lastOccurrence(u) * dim_);
       touchUnique(wb, u, false);
     }
   });
@@ -136,11 +136,13 @@ void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, con
     const float* d = deltas + i * dim_;
     uint32_t row = wb.rows[u];
     if (row != KeyIndex::kNoRow && exists[i]) {
-      float* v = valuesOf(row);
+      float* v = wide() ? static_cast<float*>(valuesOf(row)) : rowScratch(dim_);
+      if (!wide()) loadValues(storage_, valuesOf(row), v, dim_);
       for (size_t c = 0; c < dim_; ++c) v[c] = v[c] + d[c];
+      if (!wide()) writeValues(row, v);
     } else if (row == KeyIndex::kNoRow && !exists[i]) {
       row = insertRow(wb.dedupe.key(u), false);
-      std::memcpy(valuesOf(row), d, dim_ * sizeof(float));
+      writeValues(row, d);
       wb.rows[u] = row;
     }
   }
@@ -162,7 +164,7 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
       const uint32_t row = wb.rows[u];
       if (row == KeyIndex::kNoRow) continue;
       const size_t last = wb.dedupe.lastOccurrence(u);
-      std::memcpy(valuesOf(row), values + last * dim_, dim_ * sizeof(float));
+      writeValues(row, values + last * dim_);
       importSlots(slotsOf(row), slots, last);
       touchUnique(wb, u, explicitScores);
     }
@@ -186,6 +188,7 @@ void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* gr
       [&](size_t b, size_t e) {
         std::vector<float> sum(dim_);
         std::vector<double> scratch(dim_);
+        std::vector<float> widened(wide() ? 0 : dim_);
         for (size_t u = b; u < e; ++u) {
           if (u + 4 < e) {
             uint32_t ahead = wb.rows[u + 4];
@@ -200,8 +203,15 @@ void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* gr
           }
           const uint32_t row = wb.rows[u];
           if (row == KeyIndex::kNoRow) continue;
-          applyGradientRow(opt, valuesOf(row), slotsOf(row), grads, occ + d.occurrencesBegin(u), d.count(u), dim_,
-                           sum.data(), scratch.data());
+          if (wide()) {
+            applyGradientRow(opt, static_cast<float*>(valuesOf(row)), slotsOf(row), grads, occ + d.occurrencesBegin(u),
+                             d.count(u), dim_, sum.data(), scratch.data());
+          } else {
+            loadValues(storage_, valuesOf(row), widened.data(), dim_);
+            applyGradientRow(opt, widened.data(), slotsOf(row), grads, occ + d.occurrencesBegin(u), d.count(u), dim_,
+                             sum.data(), scratch.data());
+            writeValues(row, widened.data());
+          }
           touchUnique(wb, u, false);
         }
       },

@@ -15,26 +15,27 @@ StaticTable::StaticTable(TableConfig config) : Table(std::move(config)) {
   const TableConfig& c = config_;
   dim_ = c.dim;
   slotFloats_ = c.slotFloats();
-  rowFloats_ = checkedAdd(dim_, slotFloats_, "a row");
+  storage_ = c.storage;
+  valueBytes_ = storedValueBytes(storage_, dim_);
+  rowBytes_ = checkedAdd(valueBytes_, checkedMul(slotFloats_, sizeof(float), "a row"), "a row");
   rows_ = c.vocabularySize;
-  arena_.allocateZeroed(
-      checkedMul(checkedMul(rows_, rowFloats_, "the static table"), sizeof(float), "the static table"),
-      "the static table");
+  arena_.allocateZeroed(checkedMul(rows_, rowBytes_, "the static table"), "the static table");
   // Fresh pages are zero: an all-zero initial state needs no writes (and no RSS).
   bool allZero = c.initializer.kind == InitKind::kZeros;
   for (float v : slotTemplate_) allZero = allZero && v == 0.0f && !std::signbit(v);
   if (!allZero) resetAll();
 }
 
-void StaticTable::resetRow(size_t r) {
-  float* p = row(r);
-  config_.initializer.fill(static_cast<int64_t>(r), r, dim_, p);
-  if (slotFloats_ > 0) std::memcpy(p + dim_, slotTemplate_.data(), slotFloats_ * sizeof(float));
+void StaticTable::resetRow(size_t r, float* wide) {
+  config_.initializer.fill(static_cast<int64_t>(r), r, dim_, wide);
+  storeValues(storage_, wide, row(r), dim_);
+  if (slotFloats_ > 0) std::memcpy(slotsOf(r), slotTemplate_.data(), slotFloats_ * sizeof(float));
 }
 
 void StaticTable::resetAll() {
   forEachRange(rows_, [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) resetRow(r);
+    std::vector<float> wide(dim_);
+    for (size_t r = b; r < e; ++r) resetRow(r, wide.data());
   });
 }
 
@@ -68,13 +69,20 @@ void StaticTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* e
   checkAlive();
   checkKeys(keys, n, "keys");
   const bool stream = n * dim_ * sizeof(float) >= kStreamingBytes;
+  const size_t bytes = dim_ * storageBytes(storage_);
+  const bool wide = storage_ == StorageDtype::kFloat32;
   forEachRange(n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       if (i + 8 < e) {
-        const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(keys[i + 8])));
-        for (size_t off = 0; off < dim_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
+        const char* p = static_cast<const char*>(row(static_cast<size_t>(keys[i + 8])));
+        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off);
       }
-      copyFloats(out + i * dim_, row(static_cast<size_t>(keys[i])), dim_, stream);
+      const void* src = row(static_cast<size_t>(keys[i]));
+      if (wide) {
+        copyFloats(out + i * dim_, static_cast<const float*>(src), dim_, stream);
+      } else {
+        loadValues(storage_, src, out + i * dim_, dim_);
+      }
       exists[i] = 1;
     }
     if (stream) streamFence();
@@ -89,9 +97,7 @@ void StaticTable::upsert(const int64_t* keys, size_t n, const float* values, con
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   checkKeys(keys, n, "keys");
-  forEachInRowOrder(keys, n, [&](size_t i) {
-    std::memcpy(row(static_cast<size_t>(keys[i])), values + i * dim_, dim_ * sizeof(float));
-  });
+  forEachInRowOrder(keys, n, [&](size_t i) { storeValues(storage_, values + i * dim_, row(static_cast<size_t>(keys[i])), dim_); });
 }
 
 void StaticTable::assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
@@ -104,9 +110,12 @@ void StaticTable::accum(const int64_t* keys, size_t n, const float* deltas, cons
   checkKeys(keys, n, "keys");
   forEachInRowOrder(keys, n, [&](size_t i) {
     if (!exists[i]) return;
-    float* v = row(static_cast<size_t>(keys[i]));
+    void* stored = row(static_cast<size_t>(keys[i]));
+    float* v = storage_ == StorageDtype::kFloat32 ? static_cast<float*>(stored) : rowScratch(dim_);
+    if (v != stored) loadValues(storage_, stored, v, dim_);
     const float* d = deltas + i * dim_;
     for (size_t c = 0; c < dim_; ++c) v[c] = v[c] + d[c];
+    if (v != stored) storeValues(storage_, v, stored, dim_);
   });
 }
 
@@ -116,7 +125,8 @@ size_t StaticTable::remove(const int64_t* keys, size_t n) {
   checkKeys(keys, n, "keys");
   BatchDedupe d;
   d.build(keys, n);
-  for (size_t u = 0; u < d.uniqueCount(); ++u) resetRow(static_cast<size_t>(d.key(u)));
+  std::vector<float> wide(dim_);
+  for (size_t u = 0; u < d.uniqueCount(); ++u) resetRow(static_cast<size_t>(d.key(u)), wide.data());
   return d.uniqueCount();
 }
 
@@ -138,7 +148,7 @@ size_t StaticTable::capacity() const {
 
 size_t StaticTable::memoryUsage() const {
   checkAlive();
-  return rows_ * rowFloats_ * sizeof(float);
+  return rows_ * rowBytes_;
 }
 
 ExportResult StaticTable::exportBatch(size_t offset, size_t limit) {
@@ -154,11 +164,10 @@ ExportResult StaticTable::exportBatch(size_t offset, size_t limit) {
   for (uint32_t w : widths) r.slots.emplace_back(checkedMul(n, w, "export slots"));
   forEachRange(n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      const float* p = row(start + i);
       r.keys[i] = static_cast<int64_t>(start + i);
       r.scores[i] = 0;
-      std::memcpy(r.values.data() + i * dim_, p, dim_ * sizeof(float));
-      exportSlots(p + dim_, r.slots, i);
+      loadValues(storage_, row(start + i), r.values.data() + i * dim_, dim_);
+      exportSlots(slotsOf(start + i), r.slots, i);
     }
   });
   return r;
@@ -170,9 +179,9 @@ void StaticTable::importRows(const int64_t* keys, size_t n, const float* values,
   checkAlive();
   checkKeys(keys, n, "keys");
   forEachInRowOrder(keys, n, [&](size_t i) {
-    float* p = row(static_cast<size_t>(keys[i]));
-    std::memcpy(p, values + i * dim_, dim_ * sizeof(float));
-    importSlots(p + dim_, slots, i);
+    const size_t r = static_cast<size_t>(keys[i]);
+    storeValues(storage_, values + i * dim_, row(r), dim_);
+    importSlots(slotsOf(r), slots, i);
   });
 }
 
@@ -182,13 +191,14 @@ void StaticTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, dou
   checkKeys(bag.keys, bag.n, "ids");
   forEachBagRange(bag, [&](size_t rb, size_t re) {
     std::vector<double> acc(dim_);
-    std::vector<const float*> rows;
+    std::vector<const void*> rows;
     forEachBagSpan(bag, rb, re, 4096, [&](size_t r0, size_t r1) {
       const size_t eb = static_cast<size_t>(bag.rowSplits[r0]);
       const size_t ee = static_cast<size_t>(bag.rowSplits[r1]);
       rows.resize(ee - eb);
       for (size_t j = eb; j < ee; ++j) rows[j - eb] = row(static_cast<size_t>(bag.keys[j]));
-      combineBagRows({bag.rowSplits, r0, r1, rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out, acc.data()});
+      combineBagRows(
+          {bag.rowSplits, r0, r1, rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out, acc.data(), storage_});
     });
   });
 }
@@ -208,14 +218,22 @@ void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* gra
       [&](size_t b, size_t e) {
         std::vector<float> sum(dim_);
         std::vector<double> scratch(dim_);
+        std::vector<float> wide(storage_ == StorageDtype::kFloat32 ? 0 : dim_);
         for (size_t u = b; u < e; ++u) {
           if (u + 4 < e) {
-            const char* p = reinterpret_cast<const char*>(row(static_cast<size_t>(d.key(u + 4))));
-            for (size_t off = 0; off < rowFloats_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
+            const char* p = record(static_cast<size_t>(d.key(u + 4)));
+            for (size_t off = 0; off < rowBytes_; off += 64) __builtin_prefetch(p + off);
           }
-          float* p = row(static_cast<size_t>(d.key(u)));
-          applyGradientRow(opt, p, p + dim_, grads, occ + d.occurrencesBegin(u), d.count(u), dim_, sum.data(),
-                           scratch.data());
+          const size_t r = static_cast<size_t>(d.key(u));
+          if (wide.empty()) {
+            applyGradientRow(opt, static_cast<float*>(row(r)), slotsOf(r), grads, occ + d.occurrencesBegin(u),
+                             d.count(u), dim_, sum.data(), scratch.data());
+          } else {
+            loadValues(storage_, row(r), wide.data(), dim_);
+            applyGradientRow(opt, wide.data(), slotsOf(r), grads, occ + d.occurrencesBegin(u), d.count(u), dim_,
+                             sum.data(), scratch.data());
+            storeValues(storage_, wide.data(), row(r), dim_);
+          }
         }
       },
       256);

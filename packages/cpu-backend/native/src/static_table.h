@@ -1,5 +1,6 @@
 // Static table: rows 0..vocabularySize-1, every row exists. One Block holds
-// [rows][dim + slotFloats] floats (a row and its slots together). Keys are row
+// [rows] records of [dim values as storageDtype, padded to 4 bytes][slotFloats
+// floats] (a row and its slots together). Keys are row
 // indices checked against [0, vocabularySize) before any change (OUT_OF_RANGE).
 // Semantics as core's reference static table: exists is always 1, findOrInsert is
 // find, remove/clear reset rows (value and slots) to their initial values, scores
@@ -35,8 +36,12 @@ class StaticTable final : public Table {
   void setEpoch(uint32_t epoch) override;
 
  private:
-  float* row(size_t r) const { return static_cast<float*>(arena_.data()) + r * rowFloats_; }
-  void resetRow(size_t r);
+  char* record(size_t r) const { return static_cast<char*>(arena_.data()) + r * rowBytes_; }
+  /** Row r's stored values (float32 only when storage is float32). */
+  void* row(size_t r) const { return record(r); }
+  float* slotsOf(size_t r) const { return reinterpret_cast<float*>(record(r) + valueBytes_); }
+  /** Resets row r; `wide` is scratch of dim floats. */
+  void resetRow(size_t r, float* wide);
   void resetAll();
   /** Throws OUT_OF_RANGE naming `argument`[i] when a key is not a row index. */
   void checkKeys(const int64_t* keys, size_t n, const char* argument) const;
@@ -48,7 +53,9 @@ class StaticTable final : public Table {
 
   size_t dim_;
   size_t slotFloats_;
-  size_t rowFloats_;
+  StorageDtype storage_;
+  size_t valueBytes_;  // dim values as stored, padded to 4 bytes
+  size_t rowBytes_;    // valueBytes + slotFloats * 4
   size_t rows_;
   Block arena_;
 };

@@ -25,6 +25,7 @@
 #include "memory.h"
 #include "optimizer.h"
 #include "scores.h"
+#include "storage.h"
 
 namespace embedstack {
 
@@ -43,6 +44,8 @@ struct TableConfig {
   std::vector<uint32_t> slotWidths;
   /** per slot: initial value */
   std::vector<float> slotInitial;
+  /** how values are stored (slots are always float32) */
+  StorageDtype storage = StorageDtype::kFloat32;
 
   size_t slotFloats() const {
     size_t s = 0;

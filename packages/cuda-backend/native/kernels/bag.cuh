@@ -2,7 +2,9 @@
 // combineBag: per output row, in double, entries in bag order, each entry's row
 // scaled by its weight (or clipped to maxNorm: TF clip_by_norm), then divided by
 // the row's denominator (sum: 1, mean: Σw, sqrtn: sqrt(Σw²); 0 -> zeros) and
-// rounded to float32 once.
+// rounded to float32 once. max / min: the element-wise maximum / minimum of the
+// scaled rows, the first entry's value kept unless a later one is strictly greater
+// / smaller (core's reference); a row without entries gives zeros.
 //  - EntryScales (one thread per entry, only with maxNorm): w_j, or
 //    (w_j * maxNorm) / ||e_j|| when the row's norm exceeds maxNorm, the norm summed
 //    in column order as the reference does;
@@ -16,7 +18,7 @@
 namespace embedstack {
 namespace cuda {
 
-enum class BagCombiner : int { kSum = 0, kMean = 1, kSqrtn = 2 };
+enum class BagCombiner : int { kSum = 0, kMean = 1, kSqrtn = 2, kMax = 3, kMin = 4 };
 
 constexpr uint32_t kBagColumnsPerLane = 4;
 constexpr uint32_t kBagChunk = kLanes * kBagColumnsPerLane;
@@ -76,6 +78,7 @@ struct BagCombine {
       wsq += w * w;
     }
     const double div = a.combiner == BagCombiner::kMean ? wsum : a.combiner == BagCombiner::kSqrtn ? std::sqrt(wsq) : 1.0;
+    const int extreme = a.combiner == BagCombiner::kMax ? 1 : a.combiner == BagCombiner::kMin ? -1 : 0;
     float* o = a.out + r * dim;
     for (uint32_t chunk = 0; chunk < dim; chunk += kBagChunk) {
       typename G::template Lanes<double> acc[kBagColumnsPerLane];
@@ -92,7 +95,12 @@ struct BagCombine {
             const uint32_t c = chunk + k * kLanes + static_cast<uint32_t>(l);
             if (c >= dim) break;
             const double x = e ? static_cast<double>(e[c]) : static_cast<double>(a.init.value(a.keys[j], 0, c, prefix));
-            acc[k][l] = acc[k][l] + scale * x;
+            if (extreme == 0) {
+              acc[k][l] = acc[k][l] + scale * x;
+            } else {
+              const double v = scale * x;
+              if (j == begin || (extreme > 0 ? v > acc[k][l] : v < acc[k][l])) acc[k][l] = v;
+            }
           }
         });
       }

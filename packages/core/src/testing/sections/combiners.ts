@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Combiner } from '../../combiners.js';
+import { LOOKUP_COMBINERS, type LookupCombiner } from '../../combiners.js';
 import { initializers } from '../../initializers.js';
 import { RaggedTensor, SparseTensor } from '../../sparse.js';
 import { expectClose, opsFor, type SuiteContext } from '../harness.js';
@@ -10,20 +10,23 @@ const ROWS: Record<number, number[]> = { 1: [1, 2, 3], 2: [0, 3, 4], 3: [-1, 0.5
 const INIT = [0.25, 0.5, -0.25];
 
 /** Straightforward embedding bag: rows of ids with optional weights. */
-function expectedBag(ids: number[][], combiner: Combiner, weights?: number[][], maxNorm = 0, row = (k: number) => ROWS[k] ?? INIT): number[] {
+function expectedBag(ids: number[][], combiner: LookupCombiner, weights?: number[][], maxNorm = 0, row = (k: number) => ROWS[k] ?? INIT): number[] {
   return ids.flatMap((r, i) => {
-    const out = [0, 0, 0];
-    let ws = 0;
-    let ws2 = 0;
-    r.forEach((k, j) => {
+    const terms = r.map((k, j) => {
       const w = weights ? weights[i]![j]! : 1;
       let e = row(k);
       const norm = Math.hypot(...e);
       if (maxNorm > 0 && norm > maxNorm) e = e.map((x) => (x * maxNorm) / norm);
-      e.forEach((x, c) => (out[c] = out[c]! + w * x));
-      ws += w;
-      ws2 += w * w;
+      return { w, we: e.map((x) => w * x) };
     });
+    if (terms.length === 0) return [0, 0, 0];
+    if (combiner === 'max' || combiner === 'min') {
+      const pick = combiner === 'max' ? Math.max : Math.min;
+      return [0, 1, 2].map((c) => pick(...terms.map((t) => t.we[c]!)));
+    }
+    const out = [0, 1, 2].map((c) => terms.reduce((a, t) => a + t.we[c]!, 0));
+    const ws = terms.reduce((a, t) => a + t.w, 0);
+    const ws2 = terms.reduce((a, t) => a + t.w * t.w, 0);
     const d = combiner === 'sum' ? 1 : combiner === 'mean' ? ws : Math.sqrt(ws2);
     return d === 0 ? [0, 0, 0] : out.map((x) => x / d);
   });
@@ -45,7 +48,7 @@ export function combinersSection(ctx: SuiteContext): void {
         };
         const ids = [[1, 2], [], [4, 4, 3], [2]];
 
-        for (const combiner of ['sum', 'mean', 'sqrtn'] as Combiner[]) {
+        for (const combiner of LOOKUP_COMBINERS) {
           it(`${combiner}: ragged ids, duplicates, empty rows give zeros`, async () => {
             const t = await make();
             const out = await ops.lookupCombined(t, RaggedTensor.fromNestedArray(ids), { combiner });
@@ -94,6 +97,19 @@ export function combinersSection(ctx: SuiteContext): void {
           expectClose(await ops.lookupCombined(t, rt, { combiner: 'sqrtn', weights: w }), [3 / 5, 18 / 5, 25 / 5]);
           expectClose(await ops.lookupCombined(t, RaggedTensor.fromNestedArray([[4]]), { combiner: 'sum', maxNorm: 6.5 }), [1.5, 2, 6]);
           expectClose(await ops.lookupCombined(t, RaggedTensor.fromNestedArray([[2]]), { combiner: 'sum', maxNorm: 6.5 }), [0, 3, 4]);
+        });
+
+        it('max / min: element-wise over the weighted rows, first entry kept on ties; no backward', async () => {
+          const t = await make();
+          const rt = RaggedTensor.fromNestedArray([[1, 2], [3], []]);
+          expectClose(await ops.lookupCombined(t, rt, { combiner: 'max' }), [1, 3, 4, -1, 0.5, 2, 0, 0, 0]);
+          expectClose(await ops.lookupCombined(t, rt, { combiner: 'min' }), [0, 2, 3, -1, 0.5, 2, 0, 0, 0]);
+          const w = RaggedTensor.fromNestedArray([[-1, 2], [3], []], { dtype: 'float32' });
+          expectClose(await ops.lookupCombined(t, rt, { combiner: 'max', weights: w }), [0, 6, 8, -3, 1.5, 6, 0, 0, 0]);
+          const grads = new Float32Array(9);
+          for (const combiner of ['max', 'min'] as const) {
+            await expect(t.lookupCombinedBackward(rt, grads, { combiner: combiner as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+          }
         });
 
         it('the default combiner is mean', async () => {

@@ -81,7 +81,7 @@ export function errorsSection(ctx: SuiteContext): void {
       it('lookupCombined: combiner, maxNorm, insertMissing, ids and weights', async () => {
         const t = await filled();
         const ids = RaggedTensor.fromNestedArray([[1, 9], [-2]]);
-        await expectRejected(t, () => ops.lookupCombined(t, ids, { combiner: 'max' as Any, insertMissing: true }), INVALID_ARGUMENT, 'combiner');
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { combiner: 'maximum' as Any, insertMissing: true }), INVALID_ARGUMENT, 'combiner');
         await expectRejected(t, () => ops.lookupCombined(t, ids, { maxNorm: -1, insertMissing: true }), INVALID_ARGUMENT, 'maxNorm');
         await expectRejected(t, () => ops.lookupCombined(t, ids, { maxNorm: NaN }), INVALID_ARGUMENT, 'maxNorm');
         await expectRejected(t, () => ops.lookupCombined(t, ids, { insertMissing: 'yes' as Any }), INVALID_ARGUMENT, 'insertMissing');

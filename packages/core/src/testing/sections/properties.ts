@@ -1,6 +1,6 @@
 import * as fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Combiner } from '../../combiners.js';
+import type { LookupCombiner } from '../../combiners.js';
 import type { KeyDtype } from '../../dtypes.js';
 import { initializers } from '../../initializers.js';
 import { type OptimizerSpec, optimizers } from '../../optimizers.js';
@@ -48,7 +48,7 @@ interface Entry {
 type Op =
   | { op: 'upsert' | 'assign' | 'findOrInsert' | 'accum' | 'importRows'; entries: Entry[]; withScores: boolean; withSlots: boolean; sync: boolean }
   | { op: 'find' | 'remove' | 'applyGradients'; entries: Entry[]; sync: boolean }
-  | { op: 'lookupCombined'; rows: { k: number; w: number }[][]; combiner: Combiner; weighted: boolean; maxNorm: number | null; insertMissing: boolean; sync: boolean }
+  | { op: 'lookupCombined'; rows: { k: number; w: number }[][]; combiner: LookupCombiner; weighted: boolean; maxNorm: number | null; insertMissing: boolean; sync: boolean }
   | { op: 'restrict'; n: number; sync: boolean }
   | { op: 'clear'; sync: boolean }
   | { op: 'setEpoch'; epoch: number; sync: boolean };
@@ -70,7 +70,7 @@ function opArb(dim: number, sync: boolean, dynamic: boolean): fc.Arbitrary<Op> {
   const bag = fc.record({
     op: fc.constant('lookupCombined' as const),
     rows: fc.array(fc.array(fc.record({ k: fc.nat(5), w: quarter }), { maxLength: 3 }), { maxLength: 4 }),
-    combiner: fc.constantFrom<Combiner>('sum', 'mean', 'sqrtn'),
+    combiner: fc.constantFrom<LookupCombiner>('sum', 'mean', 'sqrtn', 'max', 'min'),
     weighted: fc.boolean(),
     maxNorm: fc.constantFrom(null, 0.5, 2),
     insertMissing: fc.boolean(),

@@ -1,0 +1,81 @@
+// Reduced-precision value storage (core's TableOptions.storageDtype). A table
+// stores each value as float32 (4 bytes), IEEE float16 or bfloat16 (2 bytes);
+// every op reads values widened to float32 (exact) and rounds what it stores to
+// nearest, ties to even (NaN stays NaN, float16 overflow -> ±Inf), exactly as
+// core's roundToStorage. Optimizer slots stay float32. The scalar conversions are
+// branch-light integer code so that loops over a row vectorize; the row loops are
+// in storage.cc (multiversioned).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace embedstack {
+
+enum class StorageDtype : int { kFloat32 = 0, kFloat16 = 1, kBfloat16 = 2 };
+
+inline size_t storageBytes(StorageDtype d) { return d == StorageDtype::kFloat32 ? 4 : 2; }
+inline const char* storageName(StorageDtype d) {
+  return d == StorageDtype::kFloat32 ? "float32" : d == StorageDtype::kFloat16 ? "float16" : "bfloat16";
+}
+
+inline uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline float bf16ToFloat(uint16_t h) { return bitsFloat(static_cast<uint32_t>(h) << 16); }
+
+inline uint16_t floatToBf16(float f) {
+  const uint32_t u = floatBits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;  // quiet NaN, sign kept
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+inline float halfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t em = h & 0x7fffu;
+  // Normals and subnormals: the bits moved into float32 position, then rescaled by 2^112 (exact).
+  const uint32_t scaled = floatBits(bitsFloat(em << 13) * 0x1p112f);
+  const uint32_t special = (em << 13) | 0x7f800000u;  // Inf, NaN
+  return bitsFloat((em >= 0x7c00u ? special : scaled) | sign);
+}
+
+inline uint16_t floatToHalf(float f) {
+  uint32_t u = floatBits(f);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  uint32_t o;
+  if (u >= 0x47800000u) {  // >= 65536, Inf, NaN
+    o = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  } else if (u < 0x38800000u) {  // below 2^-14: float16 subnormals; the float adder rounds to nearest even
+    const float magic = bitsFloat(126u << 23);  // 0.5: its ulp is float16's smallest subnormal
+    o = floatBits(bitsFloat(u) + magic) - (126u << 23);
+  } else {
+    const uint32_t odd = (u >> 13) & 1u;
+    o = (u + 0xc8000fffu + odd) >> 13;  // rebias (15 - 127) << 23, round half to even; may carry into Inf
+  }
+  return static_cast<uint16_t>(o | sign);
+}
+
+/** The bytes of a row's stored values: dim values, padded to 4 bytes so float32 slots stay aligned. */
+inline size_t storedValueBytes(StorageDtype d, size_t dim) { return (dim * storageBytes(d) + 3) & ~size_t{3}; }
+
+/** dst[0..n) = the n values stored at src, widened. */
+void loadValues(StorageDtype d, const void* src, float* dst, size_t n);
+/** Stores src[0..n) at dst, rounded. */
+void storeValues(StorageDtype d, const float* src, void* dst, size_t n);
+/** Rounds v[0..n) in place to what `d` stores (a no-op for float32). */
+void roundValues(StorageDtype d, float* v, size_t n);
+/** This thread's scratch of at least n floats (one row widened: do not hold two at once). */
+float* rowScratch(size_t n);
+
+}  // namespace embedstack

@@ -1,0 +1,87 @@
+import type { RawCache, ResolvedCacheOptions } from '@embedstack/core';
+import { call } from './errors.js';
+
+/** An opaque cache handle (a tagged External). Freed by cacheDispose() or the GC. */
+export interface NativeCacheHandle {
+  readonly __embedstackNativeCache: never;
+}
+
+/**
+ * The addon's set-associative cache functions (native/binding/cache_api.cc; core's
+ * cache contract). All synchronous, on the calling thread. Each validates what it
+ * receives and throws a coded Error for anything wrong, changing nothing; no input
+ * crashes the process.
+ */
+export interface NativeCacheFunctions {
+  createCache(capacity: number, dim: number, ways: number): NativeCacheHandle;
+  /** Fills outValues [n*dim] (zeros for misses) / outExists [n]; returns the hits. */
+  cacheQuery(c: NativeCacheHandle, keys: BigInt64Array, outValues: Float32Array, outExists: Uint8Array): number;
+  /** Returns the rows evicted. */
+  cacheInsert(c: NativeCacheHandle, keys: BigInt64Array, values: Float32Array): number;
+  /** Returns the keys present (overwritten). */
+  cacheUpdate(c: NativeCacheHandle, keys: BigInt64Array, values: Float32Array): number;
+  cacheRemove(c: NativeCacheHandle, keys: BigInt64Array): number;
+  cacheKeys(c: NativeCacheHandle): BigInt64Array;
+  /** [size, capacity, sets, ways, dim] */
+  cacheInfo(c: NativeCacheHandle): Float64Array;
+  cacheClear(c: NativeCacheHandle): void;
+  /** Idempotent; later calls on the handle throw DISPOSED. */
+  cacheDispose(c: NativeCacheHandle): void;
+  cacheIsDisposed(c: NativeCacheHandle): boolean;
+}
+
+/** Whether an addon offers the cache functions (an older or foreign build may not). */
+export function hasCacheFunctions(binding: unknown): binding is NativeCacheFunctions {
+  return typeof binding === 'object' && binding !== null && typeof (binding as Partial<NativeCacheFunctions>).createCache === 'function';
+}
+
+/**
+ * The RawCache of the CPU backend: a native set-associative LRU cache (host memory,
+ * native/src/set_cache.h) behind a handle; every call runs on the calling thread.
+ */
+export class CpuRawCache implements RawCache {
+  readonly #b: NativeCacheFunctions;
+  readonly #h: NativeCacheHandle;
+
+  constructor(binding: NativeCacheFunctions, options: ResolvedCacheOptions) {
+    this.#b = binding;
+    this.#h = call(() => binding.createCache(options.capacity, options.dim, options.ways));
+  }
+
+  query(keys: BigInt64Array, outValues: Float32Array, outExists: Uint8Array): number {
+    return call(() => this.#b.cacheQuery(this.#h, keys, outValues, outExists));
+  }
+  insert(keys: BigInt64Array, values: Float32Array): number {
+    return call(() => this.#b.cacheInsert(this.#h, keys, values));
+  }
+  update(keys: BigInt64Array, values: Float32Array): number {
+    return call(() => this.#b.cacheUpdate(this.#h, keys, values));
+  }
+  remove(keys: BigInt64Array): number {
+    return call(() => this.#b.cacheRemove(this.#h, keys));
+  }
+  keys(): BigInt64Array {
+    return call(() => this.#b.cacheKeys(this.#h));
+  }
+  #info(i: number): number {
+    return call(() => this.#b.cacheInfo(this.#h))[i]!;
+  }
+  size(): number {
+    return this.#info(0);
+  }
+  capacity(): number {
+    return this.#info(1);
+  }
+  sets(): number {
+    return this.#info(2);
+  }
+  ways(): number {
+    return this.#info(3);
+  }
+  clear(): void {
+    call(() => this.#b.cacheClear(this.#h));
+  }
+  dispose(): void {
+    call(() => this.#b.cacheDispose(this.#h));
+  }
+}

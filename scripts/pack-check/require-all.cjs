@@ -1,0 +1,14 @@
+// The CommonJS entry of every installed package loads (scripts/pack-check.mjs).
+'use strict';
+const assert = require('node:assert/strict');
+const names = process.argv.slice(2);
+for (const name of names) {
+  const m = require(name);
+  assert.ok(Object.keys(m).length > 0, `${name} exports something`);
+}
+const { createTable } = require('@embedstack/core');
+require('@embedstack/cpu-backend');
+const t = createTable({ dim: 8 }, { backend: 'cpu' });
+t.upsertSync([1n], new Float32Array(8).fill(3));
+assert.deepEqual(Array.from(t.findSync([1n]).values), [3, 3, 3, 3, 3, 3, 3, 3]);
+console.log(JSON.stringify({ ok: true, required: names }));
