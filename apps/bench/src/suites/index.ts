@@ -14,10 +14,11 @@ import { insertSuite } from './insert.js';
 import { limitSuite } from './limit.js';
 import { memorySuite } from './memory.js';
 import { scaleSuite } from './scale.js';
+import { sokSuite } from './sok.js';
 import { trainSuite } from './train.js';
 import type { Suite } from './types.js';
 
-export const SUITES: readonly Suite[] = [limitSuite, findSuite, insertSuite, bagSuite, trainSuite, facadesSuite, memorySuite, scaleSuite, cudaSuite, hpsSuite, redisSuite];
+export const SUITES: readonly Suite[] = [limitSuite, findSuite, insertSuite, bagSuite, trainSuite, facadesSuite, sokSuite, memorySuite, scaleSuite, cudaSuite, hpsSuite, redisSuite];
 
 export const PLANNED: readonly PlannedSuite[] = [];
 
