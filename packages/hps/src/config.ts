@@ -34,7 +34,11 @@ export interface VolatileDbConfig {
   initialCacheRate: number;
   /** Write rows found in L3 back into L2. Default false. */
   cacheMissedEmbeddings: boolean;
-  /** Only tables whose names match one of these regular expressions receive online updates. Default ['.+']. */
+  /**
+   * Models whose online updates this level applies, as HugeCTR reads them: a message of tag
+   * `hps_et.<model>.<table>` passes filter f when it matches `^hps_et\.(?:f)\..+$`. Default ['.+']
+   * (every model); [] applies no updates to this level. See {@link updateFilterPasses}.
+   */
   updateFilters: string[];
 }
 
@@ -46,6 +50,7 @@ export interface PersistentDbConfig {
   numThreads: number;
   readOnly: boolean;
   maxBatchSize: number;
+  /** As {@link VolatileDbConfig.updateFilters}. Default ['.+']. */
   updateFilters: string[];
 }
 
@@ -138,13 +143,25 @@ function addresses(value: unknown, where: string, fallback: string): string[] {
   });
 }
 
+/** Whether HugeCTR's update filters let a message of `model`'s table through (any filter matching). */
+export function updateFilterPasses(filters: readonly RegExp[], model: string, table: string): boolean {
+  const tag = `hps_et.${model}.${table}`;
+  return filters.some((f) => f.test(tag));
+}
+
+/** HugeCTR's update filters as regular expressions over a message's tag: `^hps_et\.(?:f)\..+$`. */
+export function compileUpdateFilters(filters: readonly string[]): RegExp[] {
+  return filters.map((f) => new RegExp(`^hps_et\\.(?:${f})\\..+$`));
+}
+
 function filters(value: unknown, where: string): string[] {
   if (value === undefined || value === null) return ['.+'];
+  if (Array.isArray(value) && value.length === 0) return [];
   const list = checkArray(value, where);
   return list.map((f, i) => {
     if (typeof f !== 'string') throw invalidParameter(`${where}[${i}]`, 'a regular expression string', f, InvalidTypeError);
     try {
-      new RegExp(f);
+      compileUpdateFilters([f]);
     } catch {
       throw invalidParameter(`${where}[${i}]`, 'a valid regular expression', f);
     }

@@ -237,7 +237,8 @@ describe('HPS errors (thrown, never logged; nothing changes)', () => {
     await expect(HPS.create({ psConfig: psConfig([good], [3]) })).rejects.toMatchObject({ code: 'CHECKPOINT_CORRUPT' });
     writeFileSync(join(dir, 'file'), 'x');
     await expect(HPS.create({ psConfig: psConfig([good], [4], {}, { persistent_db: { type: 'rocks_db', path: join(dir, 'file', 'db') } }) })).rejects.toMatchObject({ code: 'IO_ERROR' });
-    await expect(HPS.create({ psConfig: psConfig([good], [4], {}, { update_source: { type: 'kafka_message_queue', brokers: '127.0.0.1:9092' } }) })).rejects.toThrow(/use 'redis_stream'/);
+    const kafka = HPS.create({ psConfig: psConfig([good], [4], {}, { update_source: { type: 'kafka_message_queue', brokers: '127.0.0.1:9092' } }) });
+    await expect(kafka).rejects.toMatchObject({ code: 'UNSUPPORTED', message: expect.stringMatching(/use 'redis_stream'/) });
     await expect(HPS.create({ psConfig: psConfig([good], [4], {}, { volatile_db: { type: 'disabled' } }) })).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
   });
 });

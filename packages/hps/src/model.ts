@@ -1,6 +1,6 @@
 import { type CacheQueryResult, FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type EmbeddingBackend } from '@embedstack/core';
 import type { RocksStore } from '@embedstack/store-rocksdb';
-import type { ModelConfig, PsConfig } from './config.js';
+import { compileUpdateFilters, updateFilterPasses, type ModelConfig, type PsConfig } from './config.js';
 import { L1Cache } from './embeddingCache.js';
 import { copyRow, countUnique, dedupe, gatherKeys, ownTurn } from './keyOps.js';
 import { TableStats } from './stats.js';
@@ -72,6 +72,8 @@ export class ModelState {
   #background = new Set<Promise<void>>();
   #disposed = false;
   #refreshTimer: NodeJS.Timeout | null = null;
+  readonly #l2Filters: RegExp[];
+  readonly #l3Filters: RegExp[];
 
   constructor(
     readonly config: ModelConfig,
@@ -79,6 +81,8 @@ export class ModelState {
     readonly version: number,
   ) {
     const c = config;
+    this.#l2Filters = compileUpdateFilters(ctx.config.volatileDb.updateFilters);
+    this.#l3Filters = compileUpdateFilters(ctx.config.persistentDb.updateFilters);
     this.tables = c.embeddingTableNames.map((name, id) => ({
       id,
       name,
@@ -332,11 +336,10 @@ export class ModelState {
   /** An online update of table `name`: written to L2 and L3 (by their update filters), and to L1 where cached. */
   async applyUpdate(t: TableState, keys: BigInt64Array, values: Float32Array): Promise<void> {
     const { volatileDb: l2, persistentDb: l3, config } = this.ctx;
-    const tag = `${this.config.model}.${t.name}`;
-    const pass = (filters: string[]): boolean => filters.some((f) => new RegExp(f).test(tag));
+    const pass = (filters: readonly RegExp[]): boolean => updateFilterPasses(filters, this.config.model, t.name);
     const jobs: Promise<unknown>[] = [];
-    if (l2 && pass(config.volatileDb.updateFilters)) jobs.push(l2.insert(t.l2Name, keys, values));
-    if (l3 && !config.persistentDb.readOnly && pass(config.persistentDb.updateFilters)) jobs.push(l3.put(t.l3Name, keys, values));
+    if (l2 && pass(this.#l2Filters)) jobs.push(l2.insert(t.l2Name, keys, values));
+    if (l3 && !config.persistentDb.readOnly && pass(this.#l3Filters)) jobs.push(l3.put(t.l3Name, keys, values));
     await Promise.all(jobs);
     for (const cache of t.caches.values()) cache.refreshRows(keys, values);
   }

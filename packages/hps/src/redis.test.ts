@@ -82,6 +82,51 @@ describe('HPS on Redis', () => {
     expect(Array.from((await s.lookup([...fresh, 999n], 'm', 0)).data as Float32Array)).toEqual([...fresh, 999n].flatMap((k) => rowOf(k, 4, 9)));
   });
 
+  it("applies redis_stream updates to L3 (L2 disabled) while lookups run, each answer the old row or the new one; update_filters select models as HugeCTR's do", async () => {
+    const folder = writeTable(join(t.dir, 'l3u'), keys, 4);
+    const config = psConfig([folder], [4], { model: 'l3u', gpucache: false }, {
+      volatile_db: { type: 'disabled' },
+      // HugeCTR reads a filter f as the tag pattern ^hps_et\.f\..+$: 'l3u' lets model l3u through, not l3x
+      persistent_db: { type: 'rocks_db', path: join(t.dir, 'rocks-l3u'), update_filters: ['l3u'] },
+      update_source: { type: 'redis_stream', brokers: address, poll_timeout_ms: 20 },
+    });
+    const models = config.models as Record<string, unknown>[];
+    models.push({ ...models[0]!, model: 'l3x' });
+    const s = await serve(config);
+    const ask = keys.slice(0, 50);
+    const before = expectedRows(ask, 4, present, -1);
+    const after = ask.flatMap((k) => rowOf(k, 4, 9));
+    const producer = new RedisStore({ mode: 'cluster', hosts: cluster.hosts });
+    cleanups.push(() => producer.close());
+    const publish = (tag: string) => producer.connection.exec([{ route: Buffer.from(tag), name: 'XADD', args: [tag, '*', ...updateMessageFields(BigInt64Array.from(ask), new Float32Array(after))] }], false);
+    // 8 lookups at a time keep running while the messages arrive and are applied
+    let done = false;
+    let answers = 0;
+    const readers = Array.from({ length: 8 }, async () => {
+      while (!done) {
+        const got = Array.from((await s.lookup(ask, 'l3u', 0)).data as Float32Array);
+        for (let i = 0; i < ask.length; i++) {
+          const row = JSON.stringify(got.slice(i * 4, i * 4 + 4));
+          expect([JSON.stringify(before.slice(i * 4, i * 4 + 4)), JSON.stringify(after.slice(i * 4, i * 4 + 4))]).toContain(row);
+        }
+        answers++;
+      }
+    });
+    await publish('hps_et.l3x.sparse_embedding0'); // filtered out (and there is no L2)
+    await publish('hps_et.l3u.sparse_embedding0');
+    let got = '';
+    for (let i = 0; i < 200 && got !== JSON.stringify(after); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      got = JSON.stringify(Array.from((await s.lookup(ask, 'l3u', 0)).data as Float32Array));
+    }
+    await new Promise((r) => setTimeout(r, 200)); // more polls: both streams have been read by now
+    done = true;
+    await Promise.all(readers);
+    expect(got).toBe(JSON.stringify(after));
+    expect(answers).toBeGreaterThan(8);
+    expect(Array.from((await s.lookup(ask, 'l3x', 0)).data as Float32Array)).toEqual(before);
+  }, 30000);
+
   it('refreshes L1 periodically (refresh_interval) from an L2 another server rewrote', async () => {
     const v1 = writeTable(join(t.dir, 'r1'), keys, 4);
     const v2 = writeTable(join(t.dir, 'r2'), keys, 4, { salt: 3 });
