@@ -6,7 +6,7 @@ import { loadDefaultBackend } from '@embedstack/core';
 import { HPS, resolvePsConfig } from './index.js';
 import { HashMapDb } from './volatileDb.js';
 import { TableStats } from './stats.js';
-import { expectedRows, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+import { expectedRows, partOf, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -16,14 +16,6 @@ afterEach(async () => {
 const keys = spreadKeys(600);
 const present = new Set(keys);
 
-/** HPS's partition of a key among `parts` (written here: a multiplicative hash of the key's two 32-bit words). */
-function partOf(k: bigint, parts: number): number {
-  const u = BigInt.asUintN(64, k);
-  const lo = Number(u & 0xffffffffn);
-  const hi = Number(u >> 32n);
-  const h = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> 0;
-  return (h >>> 16) % parts;
-}
 
 function hashMap(volatile: Record<string, unknown>): HashMapDb {
   const cfg = resolvePsConfig(psConfig(['/unused'], [4], {}, { volatile_db: volatile })).volatileDb;

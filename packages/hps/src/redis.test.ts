@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
 import { freePort, startRedisCluster, startRedisServer, type RedisClusterHandle } from '@embedstack/store-redis/testing';
 import { HPS, updateMessageFields } from './index.js';
-import { expectedRows, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+import { expectedRows, partOf, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
 
 let cluster: RedisClusterHandle;
 let address: string;
@@ -26,14 +26,6 @@ afterAll(async () => {
 const keys = spreadKeys(400);
 const present = new Set(keys);
 
-/** HPS's partition of a key among `parts` (written here: a multiplicative hash of the key's two 32-bit words). */
-function partOf(k: bigint, parts: number): number {
-  const u = BigInt.asUintN(64, k);
-  const lo = Number(u & 0xffffffffn);
-  const hi = Number(u >> 32n);
-  const h = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> 0;
-  return (h >>> 16) % parts;
-}
 const bySigned = (a: bigint, b: bigint): number => (a < b ? -1 : a > b ? 1 : 0);
 
 async function serve(config: Record<string, unknown>): Promise<HPS> {
