@@ -19,6 +19,9 @@ describe('ps config', () => {
     expect(c.volatileDb).toMatchObject({ type: 'hash_map', numPartitions: 16, maxBatchSize: 65536, overflowMargin: Infinity, overflowPolicy: 'evict_random', overflowResolutionTarget: 0.8, initialCacheRate: 1, cacheMissedEmbeddings: false });
     expect(c.persistentDb).toMatchObject({ type: 'disabled', path: '/tmp/rocksdb', numThreads: 16, readOnly: false, maxBatchSize: 10000 });
     expect(c.updateSource.type).toBe('null');
+    expect([c.volatileDb.initializeAfterStartup, c.persistentDb.initializeAfterStartup]).toEqual([true, true]);
+    // keys of HugeCTR versions that this package accepts and has no use for (TLS, shared memory, Kafka tuning)
+    expect(() => resolvePsConfig({ ...base, volatile_db: { enable_tls: false, shared_memory_size: 1024, algorithm: 'phm' }, update_source: { max_receive_buffer_size: 2000, metadata_refresh_interval_ms: 30000 } })).not.toThrow();
   });
 
   it('accepts aliases, "host:port,host:port" addresses and string booleans', () => {

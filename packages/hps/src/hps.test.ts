@@ -142,6 +142,14 @@ describe('HPS lookups', () => {
     await s.close();
     const ro = await serve(psConfig(folders, [8, 4], { gpucache: false }, { volatile_db: { type: 'none' }, persistent_db: { ...rocks, read_only: true } }));
     expect(Array.from((await ro.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1));
+    await ro.close();
+    // initialize_after_startup false (HugeCTR's): the files are not written to that level at start. Other files (salt 5)
+    // leave RocksDB as it was, and an L2 that is not initialized starts empty: every row comes from RocksDB
+    const other = [writeTable(join(dir, 'o0'), keysAll, 8, { salt: 5 }), writeTable(join(dir, 'o1'), keysAll.slice(0, 300), 4, { salt: 5 })];
+    const keep = await serve(psConfig(other, [8, 4], { gpucache: false }, { volatile_db: { type: 'hash_map', initialize_after_startup: false }, persistent_db: { ...rocks, initialize_after_startup: false } }));
+    expect(Array.from((await keep.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1));
+    expect(keep.stats('m', 0).l2).toEqual({ hits: 0, misses: 201, hitRate: 0 });
+    expect(keep.stats('m', 0).l3).toEqual({ hits: 200, misses: 1, hitRate: 200 / 201 });
   });
 
   it('answers 200 concurrent lookups exactly', async () => {

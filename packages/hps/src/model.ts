@@ -119,8 +119,8 @@ export class ModelState {
       const info = await inspectHugeCTRModel(c.sparseFiles[t.id]!, t.dim, { keyFormat, allowEmpty: false });
       t.rows = info.rows;
     }
-    const writeL3 = l3 !== null && !config.persistentDb.readOnly;
-    if (l3 && writeL3) await l3.addTables(this.tables.map((t) => t.l3Name));
+    const writeL3 = l3 !== null && !config.persistentDb.readOnly && config.persistentDb.initializeAfterStartup;
+    if (l3 && !config.persistentDb.readOnly) await l3.addTables(this.tables.map((t) => t.l3Name));
     for (const t of this.tables) {
       if (l2) await l2.createTable(t.l2Name, t.dim);
       // static and uvm hold the whole table in L1 (uvm: HugeCTR's split of it between device and host memory is one memory here)
@@ -129,7 +129,7 @@ export class ModelState {
         const cap = staticCache ? Infinity : Math.ceil(c.gpucacheper * t.rows);
         for (const d of c.deployedDeviceList) t.caches.set(d, new L1Cache(`${c.model}.${t.name}.v${this.version}.l1.d${d}`, t.dim, cap, this.ctx.backend));
       }
-      const l2Rows = l2 ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
+      const l2Rows = l2 && config.volatileDb.initializeAfterStartup ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
       const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;
       let loaded = 0;
       for await (const b of readHugeCTRModel(c.sparseFiles[t.id]!, t.dim, { keyFormat, allowEmpty: false, batchSize })) {
