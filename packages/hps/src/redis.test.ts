@@ -138,6 +138,21 @@ describe('HPS on Redis', () => {
     expect(a.stats('p', 0).l1.misses).toBe(20); // served from L1 throughout, refreshed in place
   });
 
+  it('refreshEmbeddingCache re-reads every cached row from an L2 another server rewrote (no misses, new rows)', async () => {
+    const v1 = writeTable(join(t.dir, 'e1'), keys, 4);
+    const v2 = writeTable(join(t.dir, 'e2'), keys, 4, { salt: 7 });
+    const l2 = { type: 'redis_cluster', address };
+    const a = await serve(psConfig([v1], [4], { model: 'e', hit_rate_threshold: 2 }, { volatile_db: l2 }));
+    const ask = keys.slice(0, 30);
+    expect(Array.from((await a.lookup(ask, 'e', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+    await serve(psConfig([v2], [4], { model: 'e', gpucache: false }, { volatile_db: l2 }));
+    // L1 still holds the old rows until the refresh
+    expect(Array.from((await a.lookup(ask, 'e', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+    await a.refreshEmbeddingCache('e');
+    expect(Array.from((await a.lookup(ask, 'e', 0)).data as Float32Array)).toEqual(ask.flatMap((k) => rowOf(k, 4, 7)));
+    expect(a.stats('e', 0).l1).toEqual({ hits: 60, misses: 30, hitRate: 60 / 90 });
+  });
+
   it('a Redis L2 that dies mid-serving gives coded errors, never wrong rows', async () => {
     const server = await startRedisServer();
     cleanups.push(() => server.stop());
