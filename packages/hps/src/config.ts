@@ -39,7 +39,7 @@ export interface VolatileDbConfig {
   /**
    * Models whose online updates this level applies, as HugeCTR reads them: a message of tag
    * `hps_et.<model>.<table>` passes filter f when it matches `^hps_et\.(?:f)\..+$`. Default ['.+']
-   * (every model); [] applies no updates to this level. See {@link updateFilterPasses}.
+   * (every model); [] applies no updates to this level.
    */
   updateFilters: string[];
 }
