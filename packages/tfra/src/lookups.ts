@@ -16,9 +16,9 @@ import {
   validateCombiner,
   validateMaxNorm,
 } from '@embedstack/core';
-import { storageDtype, type TfraKeyDtype, takeKeys, toKeys, type VariableKeys } from './keys.js';
+import { storageDtype, takeKeys, toKeys, type VariableKeys } from './keys.js';
 import { getModelMode, type LookupRecord, ShadowVariable } from './shadow.js';
-import type { Variable } from './variable.js';
+import type { AnyVariable } from './variable.js';
 import { stateOf, type VariableState } from './variableState.js';
 
 export interface EmbeddingLookupOptions {
@@ -44,8 +44,8 @@ export interface SafeSparseLookupOptions extends SparseLookupOptions {
 
 const LOOKUP_OPTIONS = ['name', 'maxNorm', 'returnTrainable', 'out'];
 
-type AnyVariable = Variable<TfraKeyDtype>;
-type WithTrainable<T> = [T, ShadowVariable];
+/** A lookup's result with the trainable that records it (`returnTrainable: true`). */
+export type WithTrainable<T> = [T, ShadowVariable];
 
 export function checkParams(params: unknown, argument = 'params'): { v: AnyVariable; st: VariableState } {
   const st = stateOf(params);

@@ -22,7 +22,8 @@ export type LearningRateInput = number | ((iteration: number) => number);
 /** One `[gradient, trainable]` pair; the gradient has the trainable's last lookup shape (ids.shape + [dim]). */
 export type GradAndVar = readonly [VariableValues, ShadowVariable];
 
-interface CommonOptions {
+/** Options every tfra optimizer takes. */
+export interface CommonOptions {
   learningRate?: LearningRateInput;
   /** Keras gradient clipping to [-clipvalue, clipvalue] before the update. */
   clipvalue?: number | null;

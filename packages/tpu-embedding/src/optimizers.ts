@@ -83,11 +83,12 @@ const COMMON_KEYS = [
   'slotVariableCreationFn',
 ] as const;
 
-type Options = Record<string, unknown>;
+/** An optimizer's checked options, `undefined`/`null` values dropped (what subclasses hand to the base constructor). */
+export type RawOptimizerOptions = Record<string, unknown>;
 
 /** Checks the options object and its keys; drops `undefined`/`null` values (= defaults). */
-function readOptions(options: unknown, className: string, extraKeys: readonly string[]): Options {
-  const o = checkOptions<Options>(options, [...COMMON_KEYS, ...extraKeys], 'options', { expected: `an options object for ${className}` });
+function readOptions(options: unknown, className: string, extraKeys: readonly string[]): RawOptimizerOptions {
+  const o = checkOptions<RawOptimizerOptions>(options, [...COMMON_KEYS, ...extraKeys], 'options', { expected: `an options object for ${className}` });
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null));
 }
 
@@ -111,7 +112,7 @@ export abstract class EmbeddingOptimizer {
   #lrStep = 0;
   #lrValue = 0;
 
-  protected constructor(kind: OptimizerKind, o: Options, hyper: Partial<OptimizerHyper>) {
+  protected constructor(kind: OptimizerKind, o: RawOptimizerOptions, hyper: Partial<OptimizerHyper>) {
     if (new.target === EmbeddingOptimizer) throw new UnsupportedError('EmbeddingOptimizer is abstract: construct SGD, Adagrad, AdagradMomentum, Adam or FTRL');
     const lr = o.learningRate;
     if (lr !== undefined && typeof lr !== 'number' && typeof lr !== 'function') {
@@ -172,7 +173,7 @@ export abstract class EmbeddingOptimizer {
   }
 }
 
-function bool(o: Options, key: string, fallback: boolean): boolean {
+function bool(o: RawOptimizerOptions, key: string, fallback: boolean): boolean {
   const v = o[key] ?? fallback;
   if (typeof v !== 'boolean') throw invalidParameter(key, 'a boolean', v);
   return v;
@@ -315,7 +316,7 @@ export interface FTRLOptions extends CommonOptimizerOptions {
   allowZeroAccumulator?: boolean | null;
 }
 
-function alias(o: Options, long: string, short: string): number | undefined {
+function alias(o: RawOptimizerOptions, long: string, short: string): number | undefined {
   const a = o[long];
   const b = o[short];
   if (a !== undefined && b !== undefined && a !== b) {
