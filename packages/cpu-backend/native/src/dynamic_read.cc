@@ -126,7 +126,6 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
   const ScoreClock t = beginCall();
   const ScorePolicy policy = config_.scorePolicy;
   const bool touch = scoresOnRead(policy);
-  const size_t bytes = dim_ * storageBytes(storage_);
   forEachBagRange(bag, [&](size_t rb, size_t re) {
     std::vector<double> acc(dim_);
     SpanRows span;
@@ -134,7 +133,10 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
       const size_t eb = static_cast<size_t>(bag.rowSplits[r0]);
       const size_t ee = static_cast<size_t>(bag.rowSplits[r1]);
       span.rows.resize(ee - eb);
-      probe(bag.keys, eb, ee, bytes, touch, [&](size_t i, uint32_t row) {
+      // The probe prefetches index and meta lines only: the rows are read after the whole
+      // span is probed, by combineBagRows, which prefetches them 8 entries ahead. Prefetching
+      // them here too (a span's rows are ~512 KiB at dim 64) measured 12-15% slower.
+      probe(bag.keys, eb, ee, 0, touch, [&](size_t i, uint32_t row) {
         if (row != KeyIndex::kNoRow) {
           span.rows[i - eb] = valuesOf(row);
           if (touch) touchOnReadAtomic(scoreOf(row), policy, t);
