@@ -15,18 +15,65 @@ import {
  * core and handed to the backend as an `array`).
  */
 export type InitializerSpec =
-  | { kind: 'zeros' }
-  | { kind: 'ones' }
-  | { kind: 'constant'; value: number }
+  | {
+      /** Every value 0. */
+      kind: 'zeros';
+    }
+  | {
+      /** Every value 1. */
+      kind: 'ones';
+    }
+  | {
+      /** Every value `value`. */
+      kind: 'constant';
+      /** The value, finite. */
+      value: number;
+    }
   /** The same row for every key (TFRA's default value). length = dim. */
-  | { kind: 'row'; values: Float32Array }
-  | { kind: 'uniform'; min: number; max: number }
-  | { kind: 'normal'; mean: number; std: number }
-  | { kind: 'truncatedNormal'; mean: number; std: number }
+  | {
+      /** The same row for every key. */
+      kind: 'row';
+      /** The row, [dim] floats. */
+      values: Float32Array;
+    }
+  | {
+      /** Uniform in [min, max). */
+      kind: 'uniform';
+      /** Lower bound (inclusive). */
+      min: number;
+      /** Upper bound, >= min. */
+      max: number;
+    }
+  | {
+      /** Normal distribution. */
+      kind: 'normal';
+      /** Mean. */
+      mean: number;
+      /** Standard deviation, >= 0. */
+      std: number;
+    }
+  | {
+      /** Normal distribution truncated at 2 std (TF's truncated_normal). */
+      kind: 'truncatedNormal';
+      /** Mean. */
+      mean: number;
+      /** Standard deviation, >= 0. */
+      std: number;
+    }
   /** Static tables: the whole table, [vocabularySize * dim] row-major. */
-  | { kind: 'array'; values: Float32Array }
+  | {
+      /** Static tables: one given value per element. */
+      kind: 'array';
+      /** The whole table, [vocabularySize * dim] row-major. */
+      values: Float32Array;
+    }
   /** Static tables: called once with [vocabularySize, dim]. */
-  | { kind: 'function'; fn: (shape: [number, number]) => Float32Array | ArrayLike<number> };
+  | {
+      /** Static tables: values computed once by a function. */
+      kind: 'function';
+      /** Called once with [vocabularySize, dim]; returns vocabularySize * dim finite numbers, row-major. */
+      fn: (shape: [number, number]) => Float32Array | ArrayLike<number>;
+    };
 
 /** What a backend receives: functions are already evaluated to arrays. */
 export type ResolvedInitializer = Exclude<InitializerSpec, { kind: 'function' }>;

@@ -43,6 +43,7 @@ export interface CommonOptimizerOptions {
   learningRate?: LearningRate;
   /** Clip weights after the update. Default: none. */
   clipWeightMin?: number | null;
+  /** Clip weights to at most this after the update. Default: none. */
   clipWeightMax?: number | null;
   /** g += weightDecayFactor * w before the update. Default 0. */
   weightDecayFactor?: number | null;
@@ -98,29 +99,47 @@ export interface SlotLayout {
 
 /** A validated optimizer: kind, hyper-parameters and common options. Immutable. */
 export interface OptimizerSpec {
+  /** Which optimizer. */
   readonly kind: OptimizerKind;
+  /** Learning rate: a number, or a function of the step. */
   readonly learningRate: LearningRate;
+  /** Every hyper-parameter, defaults filled in. */
   readonly hyper: Readonly<OptimizerHyper>;
+  /** Weights are clipped to at least this after the update (-Infinity: none). */
   readonly clipWeightMin: number;
+  /** Weights are clipped to at most this after the update (Infinity: none). */
   readonly clipWeightMax: number;
+  /** g += weightDecayFactor * w before the update (0: none). */
   readonly weightDecayFactor: number;
+  /** Whether weightDecayFactor is multiplied by the step's learning rate. */
   readonly multiplyWeightDecayFactorByLearningRate: boolean;
+  /** Gradients are clipped to at least this (-Infinity: none; from clipvalue). */
   readonly clipGradMin: number;
+  /** Gradients are clipped to at most this (Infinity: none; from clipvalue). */
   readonly clipGradMax: number;
+  /** TPU embedding's gradient accumulation flag (clipvalue needs it). */
   readonly useGradientAccumulation: boolean;
+  /** The slots this optimizer keeps beside each row. */
   readonly slots: SlotLayout;
 }
 
 /** What a backend receives for one step: all numbers, lr already evaluated. */
 export interface ResolvedOptimizer extends OptimizerHyper {
+  /** Which optimizer. */
   kind: OptimizerKind;
+  /** The learning rate of this step. */
   lr: number;
+  /** The step, integer >= 1. */
   step: number;
+  /** Weight clip after the update (-Infinity: none). */
   clipWeightMin: number;
+  /** Weight clip after the update (Infinity: none). */
   clipWeightMax: number;
   /** weightDecayFactor, already multiplied by lr when asked. */
   weightDecay: number;
+  /** Gradient clip (-Infinity: none). */
   clipGradMin: number;
+  /** Gradient clip (Infinity: none). */
   clipGradMax: number;
 }
 

@@ -46,8 +46,16 @@ export interface CheckpointSlot {
 /** The initializer, as JSON: `row` values as a number array; `array` without its values. */
 export type ManifestInitializer =
   | Exclude<ResolvedInitializer, { kind: 'row' } | { kind: 'array' }>
-  | { kind: 'row'; values: number[] }
-  | { kind: 'array' };
+  | {
+      /** The same row for every key. */
+      kind: 'row';
+      /** The row, [dim] numbers. */
+      values: number[];
+    }
+  | {
+      /** Static tables' per-row initial values (not stored in the manifest). */
+      kind: 'array';
+    };
 
 /** The parsed `manifest.json` of a table checkpoint (written by {@link saveTable}, read by {@link readTableManifest} / {@link loadTable}). Field-by-field description in docs/checkpoint-format.md. */
 export interface TableManifest {
