@@ -37,7 +37,7 @@ export type InitializerSpec =
       values: Float32Array;
     }
   | {
-      /** Uniform in [min, max). */
+      /** Uniform between min and max. */
       kind: 'uniform';
       /** Lower bound (inclusive). */
       min: number;
@@ -95,27 +95,36 @@ function floats(values: unknown, argument: string): Float32Array {
  * @throws InvalidArgumentError / InvalidTypeError naming the argument (non-finite numbers, max < min, std < 0, a non-function fn)
  */
 export const initializers = {
+  /** Every value 0 (the default initializer). */
   zeros: (): InitializerSpec => ({ kind: 'zeros' }),
+  /** Every value 1. */
   ones: (): InitializerSpec => ({ kind: 'ones' }),
+  /** Every value `value` (finite). */
   constant: (value: number): InitializerSpec => ({ kind: 'constant', value: finite(value, 'value') }),
+  /** The same row for every key: `values` has dim finite numbers (copied to a Float32Array). */
   row: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'row', values: floats(values, 'values') }),
+  /** Uniform between min and max; defaults -0.05, 0.05. Throws InvalidArgumentError when max < min. */
   uniform: (min = -0.05, max = 0.05): InitializerSpec => {
     finite(min, 'min');
     finite(max, 'max');
     if (!(min <= max)) throw invalidParameter('max', `>= min (${min})`, max);
     return { kind: 'uniform', min, max };
   },
+  /** Normal(mean, std); defaults 0, 1. Throws InvalidArgumentError when std < 0. */
   normal: (mean = 0, std = 1): InitializerSpec => {
     finite(mean, 'mean');
     if (finite(std, 'std') < 0) throw invalidParameter('std', 'a number >= 0', std);
     return { kind: 'normal', mean, std };
   },
+  /** Normal(mean, std) truncated at 2 std (redrawn up to 16 times, then clamped); defaults 0, 1. */
   truncatedNormal: (mean = 0, std = 1): InitializerSpec => {
     finite(mean, 'mean');
     if (finite(std, 'std') < 0) throw invalidParameter('std', 'a number >= 0', std);
     return { kind: 'truncatedNormal', mean, std };
   },
+  /** Static tables: the whole table, vocabularySize * dim finite numbers row-major (copied). */
   fromArray: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'array', values: floats(values, 'values') }),
+  /** Static tables: `fn([vocabularySize, dim])` is called once when the table is created and returns its rows. */
   fromFunction: (fn: (shape: [number, number]) => Float32Array | ArrayLike<number>): InitializerSpec => {
     if (typeof fn !== 'function') throw invalidParameter('fn', 'a function', fn, InvalidTypeError);
     return { kind: 'function', fn };

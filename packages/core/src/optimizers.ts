@@ -330,14 +330,23 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
  * @throws InvalidArgumentError / InvalidTypeError naming the option
  */
 export const optimizers = {
+  /** Plain SGD: w -= lr * g. Default lr 0.01; no slots. */
   sgd: (o?: OptimizerOptions) => createOptimizer('sgd', o),
+  /** Adagrad (slot: accumulators). Default lr 0.001, initialAccumulatorValue 0.1. */
   adagrad: (o?: OptimizerOptions) => createOptimizer('adagrad', o),
+  /** Adagrad with momentum, TPU embedding's (slots: accumulators, momenta). Default lr 0.001, epsilon 1e-10, beta2 1. */
   adagradMomentum: (o?: OptimizerOptions) => createOptimizer('adagradMomentum', o),
+  /** Adam, lazy (slots: momenta, velocities). Default lr 0.001, beta1 0.9, beta2 0.999, epsilon 1e-7. */
   adam: (o?: OptimizerOptions) => createOptimizer('adam', o),
+  /** FTRL (slots: accumulators, linears). Default lr 0.001 (must be > 0), learningRatePower -0.5. */
   ftrl: (o?: OptimizerOptions) => createOptimizer('ftrl', o),
+  /** Row-wise Adagrad, FBGEMM's (one accumulator float per row). Default lr 0.01, epsilon 1e-8, accumulator 0. */
   rowWiseAdagrad: (o?: OptimizerOptions) => createOptimizer('rowWiseAdagrad', o),
+  /** SGD with momentum (slot: momenta). Default lr 0.01, momentum 0. */
   momentum: (o?: OptimizerOptions) => createOptimizer('momentum', o),
+  /** Adamax (slots: momenta, norms). Default lr 0.001. */
   adamax: (o?: OptimizerOptions) => createOptimizer('adamax', o),
+  /** Adadelta (slots: accumulators, accumulatorUpdates). Default lr 0.001, rho 0.95. */
   adadelta: (o?: OptimizerOptions) => createOptimizer('adadelta', o),
 } as const;
 
