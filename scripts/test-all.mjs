@@ -29,6 +29,9 @@ const want = (name) => only.length === 0 || only.includes(name);
 if (want('build')) step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
 if (want('typecheck')) step('typecheck', bin('turbo'), ['run', 'typecheck', '--output-logs=errors-only']);
 if (want('lint')) step('lint (layering rules included)', bin('turbo'), ['run', 'lint', '--output-logs=errors-only']);
+// The API reference (pnpm docs) checked without writing it: broken {@link}s and types that
+// public signatures use but no index.ts exports are errors (typedoc.json's validation).
+if (want('docs')) step('API docs (TypeDoc validation)', bin('typedoc'), ['--emit', 'none']);
 // The prebuilt cpu-backend binaries this machine can make (every CPU level: the level tests
 // load each; linux-arm64 too when g++-aarch64-linux-gnu is installed: the arm64 tests run it
 // under qemu-user). Incremental build directories: a rebuild only recompiles what changed.

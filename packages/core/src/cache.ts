@@ -73,9 +73,9 @@ export interface RawCache {
 
 /** What {@link EmbeddingCache.query} returns. */
 export interface CacheQueryResult {
-  /** [n * dim]: rows of the hits; zeros for misses. */
+  /** `[n * dim]`: rows of the hits; zeros for misses. */
   values: Float32Array;
-  /** [n]: 1 where the key was cached. */
+  /** `[n]`: 1 where the key was cached. */
   exists: Uint8Array;
   /** Number of hits. */
   hits: number;

@@ -186,7 +186,8 @@ export function argName(argument: unknown, fallback: string): string {
   return typeof argument === 'string' ? argument : fallback;
 }
 
-type ErrorClass = new (message: string, options?: EmbeddingErrorOptions) => EmbeddingError;
+/** A constructor of an `EmbeddingError` subclass (what `invalidParameter` throws). */
+export type ErrorClass = new (message: string, options?: EmbeddingErrorOptions) => EmbeddingError;
 
 /**
  * The one helper for parameter errors: names the argument, what was expected and

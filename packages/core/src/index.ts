@@ -23,14 +23,16 @@ export {
   describeValue,
   check,
 } from './errors.js';
-export type { ErrorCode, EmbeddingErrorOptions } from './errors.js';
+export type { ErrorCode, EmbeddingErrorOptions, ErrorClass } from './errors.js';
 
 // dtypes, tensors, keys
 export { DTYPES, KEY_DTYPES, dtypeOf, isDataArray, isKeyDtype } from './dtypes.js';
 export type { Dtype, KeyDtype, ValueDtype, Keys, DataArray, TypedArrayFor } from './dtypes.js';
 export { validateShape } from './shape.js';
 export { Tensor, toTypedArray } from './tensor.js';
+export type { Nested } from './tensor.js';
 export { SparseTensor, RaggedTensor, sparseFromDense } from './sparse.js';
+export type { Row } from './sparse.js';
 export { normalizeKeys } from './keys.js';
 export type { KeyInput } from './keys.js';
 export { toBag, toOrderedBag } from './bag.js';
@@ -108,7 +110,7 @@ export {
 export type { StorageDtype } from './storageDtype.js';
 export type { TableOptions, ResolvedTableOptions } from './tableOptions.js';
 export { rawTableFromSync } from './rawTable.js';
-export type { RawTable, RawTableSync, RawTableAsync, FindResult, ExportBatch } from './rawTable.js';
+export type { RawTable, RawTableSync, RawTableAsync, FindResult, ExportBatch, Promisified } from './rawTable.js';
 export {
   registerBackend,
   unregisterBackend,

@@ -126,7 +126,8 @@ export interface RawTableSync {
   dispose(): void;
 }
 
-type Promisified<T> = {
+/** `T`'s methods, each returning a Promise of its result (non-method members become `never`). */
+export type Promisified<T> = {
   [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<R> : never;
 };
 

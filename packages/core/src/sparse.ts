@@ -3,7 +3,8 @@ import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors
 import { validateShape } from './shape.js';
 import { Tensor, toTypedArray } from './tensor.js';
 
-type Row = readonly (number | bigint)[];
+/** One row of ids of a ragged nested array (`RaggedTensor.fromNestedArray`). */
+export type Row = readonly (number | bigint)[];
 
 /**
  * COO sparse tensor, TF layout: `indices` [nnz, rank] (row-major, sorted by row is

@@ -412,7 +412,7 @@ export class EmbeddingTable {
   }
   /**
    * The combiner's backward: per-entry gradients [nnz * dim] (input entry order) from
-   * the pooled gradients `grads` [nrows * dim]: w_j / denom_r * grads[r] (denominator
+   * the pooled gradients `grads` `[nrows * dim]`: `w_j / denom_r * grads[r]` (denominator
    * over the whole row; 0 when it is 0), through the gradient of maxNorm's clip_by_norm
    * at the entry's current row when maxNorm is set. With a plan, only owned entries'
    * rows of `out` are written.

@@ -2,7 +2,8 @@ import { type DataArray, type Dtype, dtypeOf, isDataArray } from './dtypes.js';
 import { InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
 import { formatShape, shapeSize, validateShape } from './shape.js';
 
-type Nested = number | bigint | readonly Nested[];
+/** A number, a bigint, or a nested array of them (the input and output of the nested-array conversions). */
+export type Nested = number | bigint | readonly Nested[];
 
 /**
  * A dense, row-major tensor over a typed array (host memory, owned by the caller).

@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadPsConfig, resolvePsConfig, stripJsonComments } from './index.js';
+import { compileUpdateFilters, updateFilterPasses } from './config.js';
 
 const base = { supportlonglong: true, models: [{ model: 'naive_dnn', sparse_files: ['/a', '/b'], embedding_vecsize_per_table: [16, 8], maxnum_catfeature_query_per_table_per_sample: [2, 26], default_value_for_each_table: [1], deployed_device_list: [0] }] };
 
@@ -18,6 +19,9 @@ describe('ps config', () => {
     expect(c.volatileDb).toMatchObject({ type: 'hash_map', numPartitions: 16, maxBatchSize: 65536, overflowMargin: Infinity, overflowPolicy: 'evict_random', overflowResolutionTarget: 0.8, initialCacheRate: 1, cacheMissedEmbeddings: false });
     expect(c.persistentDb).toMatchObject({ type: 'disabled', path: '/tmp/rocksdb', numThreads: 16, readOnly: false, maxBatchSize: 10000 });
     expect(c.updateSource.type).toBe('null');
+    expect([c.volatileDb.initializeAfterStartup, c.persistentDb.initializeAfterStartup]).toEqual([true, true]);
+    // keys of HugeCTR versions that this package accepts and has no use for (TLS, shared memory, Kafka tuning)
+    expect(() => resolvePsConfig({ ...base, volatile_db: { enable_tls: false, shared_memory_size: 1024, algorithm: 'phm' }, update_source: { max_receive_buffer_size: 2000, metadata_refresh_interval_ms: 30000 } })).not.toThrow();
   });
 
   it('accepts aliases, "host:port,host:port" addresses and string booleans', () => {
@@ -28,6 +32,13 @@ describe('ps config', () => {
     expect(c.persistentDb.type).toBe('rocks_db');
     expect(c.persistentDb.path).toBe(join(process.cwd(), 'rel'));
     expect(c.updateSource.type).toBe('kafka_message_queue');
+    // update_filters: HugeCTR's default is every model; an empty list turns a level's updates off
+    expect(c.volatileDb.updateFilters).toEqual(['.+']);
+    expect(resolvePsConfig({ ...base, volatile_db: { update_filters: [] } }).volatileDb.updateFilters).toEqual([]);
+    expect(() => resolvePsConfig({ ...base, persistent_db: { update_filters: ['(['] } })).toThrow(expect.objectContaining({ argument: 'persistent_db.update_filters[0]' }));
+    // a filter is matched as HugeCTR builds it, ^hps_et\.<filter>\..+$ over the tag hps_et.<model>.<table>
+    const pass = (f: string[], model: string) => updateFilterPasses(compileUpdateFilters(f), model, 'sparse_embedding0');
+    expect([pass(['.+'], 'a'), pass(['l3'], 'l3u'), pass(['l3'], 'l3'), pass(['l3.'], 'l3u'), pass(['x', 'ctr_v[0-9]'], 'ctr_v2'), pass([], 'a')]).toEqual([true, false, true, true, true, false]);
   });
 
   it('reports unknown keys with the nearest known one', () => {

@@ -34,7 +34,13 @@ export interface VolatileDbConfig {
   initialCacheRate: number;
   /** Write rows found in L3 back into L2. Default false. */
   cacheMissedEmbeddings: boolean;
-  /** Only tables whose names match one of these regular expressions receive online updates. Default ['.+']. */
+  /** Load the model files into L2 at startup (`initialize_after_startup`). Default true. */
+  initializeAfterStartup: boolean;
+  /**
+   * Models whose online updates this level applies, as HugeCTR reads them: a message of tag
+   * `hps_et.<model>.<table>` passes filter f when it matches `^hps_et\.(?:f)\..+$`. Default ['.+']
+   * (every model); [] applies no updates to this level.
+   */
   updateFilters: string[];
 }
 
@@ -46,6 +52,9 @@ export interface PersistentDbConfig {
   numThreads: number;
   readOnly: boolean;
   maxBatchSize: number;
+  /** Write the model files into L3 at startup (`initialize_after_startup`; false serves the database as it is). Default true. */
+  initializeAfterStartup: boolean;
+  /** As {@link VolatileDbConfig.updateFilters}. Default ['.+']. */
   updateFilters: string[];
 }
 
@@ -109,10 +118,14 @@ const VOLATILE_KEYS = [
   'type', 'address', 'user_name', 'password', 'num_partitions', 'max_batch_size', 'max_get_batch_size',
   'max_set_batch_size', 'overflow_margin', 'overflow_policy', 'overflow_resolution_target', 'initial_cache_rate',
   'cache_missed_embeddings', 'update_filters', 'num_node_connections', 'refresh_time_after_fetch', 'algorithm',
-  'allocation_rate',
+  'allocation_rate', 'initialize_after_startup', 'shared_memory_size', 'shared_memory_name', 'shared_memory_auto_remove',
+  'enable_tls', 'tls_ca_certificate', 'tls_client_certificate', 'tls_client_key', 'tls_server_name_identification',
 ] as const;
-const PERSISTENT_KEYS = ['type', 'path', 'num_threads', 'read_only', 'max_batch_size', 'max_get_batch_size', 'max_set_batch_size', 'update_filters'] as const;
-const SOURCE_KEYS = ['type', 'brokers', 'receive_buffer_size', 'poll_timeout_ms', 'max_batch_size', 'failure_backoff_ms', 'max_commit_interval'] as const;
+const PERSISTENT_KEYS = ['type', 'path', 'num_threads', 'read_only', 'max_batch_size', 'max_get_batch_size', 'max_set_batch_size', 'update_filters', 'initialize_after_startup'] as const;
+const SOURCE_KEYS = [
+  'type', 'brokers', 'receive_buffer_size', 'max_receive_buffer_size', 'poll_timeout_ms', 'max_batch_size', 'failure_backoff_ms',
+  'max_commit_interval', 'metadata_refresh_interval_ms',
+] as const;
 
 /** HugeCTR's spellings (and aliases) of the kinds. */
 const VOLATILE_TYPES: Record<string, VolatileDbType> = {
@@ -138,13 +151,25 @@ function addresses(value: unknown, where: string, fallback: string): string[] {
   });
 }
 
+/** Whether HugeCTR's update filters let a message of `model`'s table through (any filter matching). */
+export function updateFilterPasses(filters: readonly RegExp[], model: string, table: string): boolean {
+  const tag = `hps_et.${model}.${table}`;
+  return filters.some((f) => f.test(tag));
+}
+
+/** HugeCTR's update filters as regular expressions over a message's tag: `^hps_et\.(?:f)\..+$`. */
+export function compileUpdateFilters(filters: readonly string[]): RegExp[] {
+  return filters.map((f) => new RegExp(`^hps_et\\.(?:${f})\\..+$`));
+}
+
 function filters(value: unknown, where: string): string[] {
   if (value === undefined || value === null) return ['.+'];
+  if (Array.isArray(value) && value.length === 0) return [];
   const list = checkArray(value, where);
   return list.map((f, i) => {
     if (typeof f !== 'string') throw invalidParameter(`${where}[${i}]`, 'a regular expression string', f, InvalidTypeError);
     try {
-      new RegExp(f);
+      compileUpdateFilters([f]);
     } catch {
       throw invalidParameter(`${where}[${i}]`, 'a valid regular expression', f);
     }
@@ -167,6 +192,7 @@ function resolveVolatile(value: unknown): VolatileDbConfig {
     overflowResolutionTarget: checkNum(o.overflow_resolution_target, 'volatile_db.overflow_resolution_target', 0, 1, 0.8),
     initialCacheRate: checkNum(o.initial_cache_rate, 'volatile_db.initial_cache_rate', 0, 1, 1),
     cacheMissedEmbeddings: checkFlag(o.cache_missed_embeddings, 'volatile_db.cache_missed_embeddings', false),
+    initializeAfterStartup: checkFlag(o.initialize_after_startup, 'volatile_db.initialize_after_startup', true),
     updateFilters: filters(o.update_filters, 'volatile_db.update_filters'),
   };
 }
@@ -181,6 +207,7 @@ function resolvePersistent(value: unknown, base: string): PersistentDbConfig {
     numThreads: checkInt(o.num_threads, 'persistent_db.num_threads', 1, 256, 16),
     readOnly: checkFlag(o.read_only, 'persistent_db.read_only', false),
     maxBatchSize: checkInt(o.max_batch_size ?? o.max_get_batch_size, 'persistent_db.max_batch_size', 1, 1 << 24, 10000),
+    initializeAfterStartup: checkFlag(o.initialize_after_startup, 'persistent_db.initialize_after_startup', true),
     updateFilters: filters(o.update_filters, 'persistent_db.update_filters'),
   };
 }

@@ -142,6 +142,14 @@ describe('HPS lookups', () => {
     await s.close();
     const ro = await serve(psConfig(folders, [8, 4], { gpucache: false }, { volatile_db: { type: 'none' }, persistent_db: { ...rocks, read_only: true } }));
     expect(Array.from((await ro.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1));
+    await ro.close();
+    // initialize_after_startup false (HugeCTR's): the files are not written to that level at start. Other files (salt 5)
+    // leave RocksDB as it was, and an L2 that is not initialized starts empty: every row comes from RocksDB
+    const other = [writeTable(join(dir, 'o0'), keysAll, 8, { salt: 5 }), writeTable(join(dir, 'o1'), keysAll.slice(0, 300), 4, { salt: 5 })];
+    const keep = await serve(psConfig(other, [8, 4], { gpucache: false }, { volatile_db: { type: 'hash_map', initialize_after_startup: false }, persistent_db: { ...rocks, initialize_after_startup: false } }));
+    expect(Array.from((await keep.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1));
+    expect(keep.stats('m', 0).l2).toEqual({ hits: 0, misses: 201, hitRate: 0 });
+    expect(keep.stats('m', 0).l3).toEqual({ hits: 200, misses: 1, hitRate: 200 / 201 });
   });
 
   it('answers 200 concurrent lookups exactly', async () => {
@@ -237,7 +245,8 @@ describe('HPS errors (thrown, never logged; nothing changes)', () => {
     await expect(HPS.create({ psConfig: psConfig([good], [3]) })).rejects.toMatchObject({ code: 'CHECKPOINT_CORRUPT' });
     writeFileSync(join(dir, 'file'), 'x');
     await expect(HPS.create({ psConfig: psConfig([good], [4], {}, { persistent_db: { type: 'rocks_db', path: join(dir, 'file', 'db') } }) })).rejects.toMatchObject({ code: 'IO_ERROR' });
-    await expect(HPS.create({ psConfig: psConfig([good], [4], {}, { update_source: { type: 'kafka_message_queue', brokers: '127.0.0.1:9092' } }) })).rejects.toThrow(/use 'redis_stream'/);
+    const kafka = HPS.create({ psConfig: psConfig([good], [4], {}, { update_source: { type: 'kafka_message_queue', brokers: '127.0.0.1:9092' } }) });
+    await expect(kafka).rejects.toMatchObject({ code: 'UNSUPPORTED', message: expect.stringMatching(/use 'redis_stream'/) });
     await expect(HPS.create({ psConfig: psConfig([good], [4], {}, { volatile_db: { type: 'disabled' } }) })).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
   });
 });

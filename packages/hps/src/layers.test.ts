@@ -65,6 +65,20 @@ describe('layers', () => {
     await expect(layer.call(ids, new Float32Array(5) as never)).rejects.toMatchObject({ code: 'INVALID_TYPE' });
   });
 
+  it('SparseLookupLayer: weights summing to zero give a zero mean (div-no-nan); sqrtn and sum still pool', async () => {
+    await hps.init({ globalBatchSize: 16, psConfig: setup() });
+    const layer = new hps.SparseLookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4, embVecDtype: 'float32' });
+    const entries: [number, bigint, number][] = [[0, keys[3]!, 2], [0, keys[4]!, -2], [1, keys[5]!, 0.25]];
+    const ids = new SparseTensor([[0, 0], [0, 1], [1, 0]], BigInt64Array.from(entries.map((e) => e[1])), [2, 2]);
+    const w = new SparseTensor([[0, 0], [0, 1], [1, 0]], Float32Array.from(entries.map((e) => e[2])), [2, 2]);
+    for (const combiner of ['mean', 'sqrtn', 'sum'] as const) {
+      const got = Array.from((await layer.call(ids, w, { combiner })).data as Float32Array);
+      const exp = combine(entries, 2, combiner);
+      if (combiner === 'mean') expect(exp.slice(0, 4)).toEqual([0, 0, 0, 0]);
+      got.forEach((v, i) => expect(v).toBeCloseTo(exp[i]!, 4));
+    }
+  });
+
   it('LookupLayer returns ids.shape + [dim] rows, clipped by maxNorm; checks embVecSize', async () => {
     const config = setup();
     const lookup = new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4, psConfig: config, globalBatchSize: 8 });

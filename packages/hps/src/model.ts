@@ -1,6 +1,6 @@
 import { type CacheQueryResult, FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type EmbeddingBackend } from '@embedstack/core';
 import type { RocksStore } from '@embedstack/store-rocksdb';
-import type { ModelConfig, PsConfig } from './config.js';
+import { compileUpdateFilters, updateFilterPasses, type ModelConfig, type PsConfig } from './config.js';
 import { L1Cache } from './embeddingCache.js';
 import { copyRow, countUnique, dedupe, gatherKeys, ownTurn } from './keyOps.js';
 import { TableStats } from './stats.js';
@@ -72,6 +72,8 @@ export class ModelState {
   #background = new Set<Promise<void>>();
   #disposed = false;
   #refreshTimer: NodeJS.Timeout | null = null;
+  readonly #l2Filters: RegExp[];
+  readonly #l3Filters: RegExp[];
 
   constructor(
     readonly config: ModelConfig,
@@ -79,6 +81,8 @@ export class ModelState {
     readonly version: number,
   ) {
     const c = config;
+    this.#l2Filters = compileUpdateFilters(ctx.config.volatileDb.updateFilters);
+    this.#l3Filters = compileUpdateFilters(ctx.config.persistentDb.updateFilters);
     this.tables = c.embeddingTableNames.map((name, id) => ({
       id,
       name,
@@ -115,8 +119,8 @@ export class ModelState {
       const info = await inspectHugeCTRModel(c.sparseFiles[t.id]!, t.dim, { keyFormat, allowEmpty: false });
       t.rows = info.rows;
     }
-    const writeL3 = l3 !== null && !config.persistentDb.readOnly;
-    if (l3 && writeL3) await l3.addTables(this.tables.map((t) => t.l3Name));
+    const writeL3 = l3 !== null && !config.persistentDb.readOnly && config.persistentDb.initializeAfterStartup;
+    if (l3 && !config.persistentDb.readOnly) await l3.addTables(this.tables.map((t) => t.l3Name));
     for (const t of this.tables) {
       if (l2) await l2.createTable(t.l2Name, t.dim);
       // static and uvm hold the whole table in L1 (uvm: HugeCTR's split of it between device and host memory is one memory here)
@@ -125,7 +129,7 @@ export class ModelState {
         const cap = staticCache ? Infinity : Math.ceil(c.gpucacheper * t.rows);
         for (const d of c.deployedDeviceList) t.caches.set(d, new L1Cache(`${c.model}.${t.name}.v${this.version}.l1.d${d}`, t.dim, cap, this.ctx.backend));
       }
-      const l2Rows = l2 ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
+      const l2Rows = l2 && config.volatileDb.initializeAfterStartup ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
       const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;
       let loaded = 0;
       for await (const b of readHugeCTRModel(c.sparseFiles[t.id]!, t.dim, { keyFormat, allowEmpty: false, batchSize })) {
@@ -332,11 +336,10 @@ export class ModelState {
   /** An online update of table `name`: written to L2 and L3 (by their update filters), and to L1 where cached. */
   async applyUpdate(t: TableState, keys: BigInt64Array, values: Float32Array): Promise<void> {
     const { volatileDb: l2, persistentDb: l3, config } = this.ctx;
-    const tag = `${this.config.model}.${t.name}`;
-    const pass = (filters: string[]): boolean => filters.some((f) => new RegExp(f).test(tag));
+    const pass = (filters: readonly RegExp[]): boolean => updateFilterPasses(filters, this.config.model, t.name);
     const jobs: Promise<unknown>[] = [];
-    if (l2 && pass(config.volatileDb.updateFilters)) jobs.push(l2.insert(t.l2Name, keys, values));
-    if (l3 && !config.persistentDb.readOnly && pass(config.persistentDb.updateFilters)) jobs.push(l3.put(t.l3Name, keys, values));
+    if (l2 && pass(this.#l2Filters)) jobs.push(l2.insert(t.l2Name, keys, values));
+    if (l3 && !config.persistentDb.readOnly && pass(this.#l3Filters)) jobs.push(l3.put(t.l3Name, keys, values));
     await Promise.all(jobs);
     for (const cache of t.caches.values()) cache.refreshRows(keys, values);
   }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
 import { freePort, startRedisCluster, startRedisServer, type RedisClusterHandle } from '@embedstack/store-redis/testing';
 import { HPS, updateMessageFields } from './index.js';
-import { expectedRows, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+import { expectedRows, partOf, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
 
 let cluster: RedisClusterHandle;
 let address: string;
@@ -26,14 +26,6 @@ afterAll(async () => {
 const keys = spreadKeys(400);
 const present = new Set(keys);
 
-/** HPS's partition of a key among `parts` (written here: a multiplicative hash of the key's two 32-bit words). */
-function partOf(k: bigint, parts: number): number {
-  const u = BigInt.asUintN(64, k);
-  const lo = Number(u & 0xffffffffn);
-  const hi = Number(u >> 32n);
-  const h = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> 0;
-  return (h >>> 16) % parts;
-}
 const bySigned = (a: bigint, b: bigint): number => (a < b ? -1 : a > b ? 1 : 0);
 
 async function serve(config: Record<string, unknown>): Promise<HPS> {
@@ -82,6 +74,51 @@ describe('HPS on Redis', () => {
     expect(Array.from((await s.lookup([...fresh, 999n], 'm', 0)).data as Float32Array)).toEqual([...fresh, 999n].flatMap((k) => rowOf(k, 4, 9)));
   });
 
+  it("applies redis_stream updates to L3 (L2 disabled) while lookups run, each answer the old row or the new one; update_filters select models as HugeCTR's do", async () => {
+    const folder = writeTable(join(t.dir, 'l3u'), keys, 4);
+    const config = psConfig([folder], [4], { model: 'l3u', gpucache: false }, {
+      volatile_db: { type: 'disabled' },
+      // HugeCTR reads a filter f as the tag pattern ^hps_et\.f\..+$: 'l3u' lets model l3u through, not l3x
+      persistent_db: { type: 'rocks_db', path: join(t.dir, 'rocks-l3u'), update_filters: ['l3u'] },
+      update_source: { type: 'redis_stream', brokers: address, poll_timeout_ms: 20 },
+    });
+    const models = config.models as Record<string, unknown>[];
+    models.push({ ...models[0]!, model: 'l3x' });
+    const s = await serve(config);
+    const ask = keys.slice(0, 50);
+    const before = expectedRows(ask, 4, present, -1);
+    const after = ask.flatMap((k) => rowOf(k, 4, 9));
+    const producer = new RedisStore({ mode: 'cluster', hosts: cluster.hosts });
+    cleanups.push(() => producer.close());
+    const publish = (tag: string) => producer.connection.exec([{ route: Buffer.from(tag), name: 'XADD', args: [tag, '*', ...updateMessageFields(BigInt64Array.from(ask), new Float32Array(after))] }], false);
+    // 8 lookups at a time keep running while the messages arrive and are applied
+    let done = false;
+    let answers = 0;
+    const readers = Array.from({ length: 8 }, async () => {
+      while (!done) {
+        const got = Array.from((await s.lookup(ask, 'l3u', 0)).data as Float32Array);
+        for (let i = 0; i < ask.length; i++) {
+          const row = JSON.stringify(got.slice(i * 4, i * 4 + 4));
+          expect([JSON.stringify(before.slice(i * 4, i * 4 + 4)), JSON.stringify(after.slice(i * 4, i * 4 + 4))]).toContain(row);
+        }
+        answers++;
+      }
+    });
+    await publish('hps_et.l3x.sparse_embedding0'); // filtered out (and there is no L2)
+    await publish('hps_et.l3u.sparse_embedding0');
+    let got = '';
+    for (let i = 0; i < 200 && got !== JSON.stringify(after); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      got = JSON.stringify(Array.from((await s.lookup(ask, 'l3u', 0)).data as Float32Array));
+    }
+    await new Promise((r) => setTimeout(r, 200)); // more polls: both streams have been read by now
+    done = true;
+    await Promise.all(readers);
+    expect(got).toBe(JSON.stringify(after));
+    expect(answers).toBeGreaterThan(8);
+    expect(Array.from((await s.lookup(ask, 'l3x', 0)).data as Float32Array)).toEqual(before);
+  }, 30000);
+
   it('refreshes L1 periodically (refresh_interval) from an L2 another server rewrote', async () => {
     const v1 = writeTable(join(t.dir, 'r1'), keys, 4);
     const v2 = writeTable(join(t.dir, 'r2'), keys, 4, { salt: 3 });
@@ -99,6 +136,21 @@ describe('HPS on Redis', () => {
     }
     expect(got).toBe(want);
     expect(a.stats('p', 0).l1.misses).toBe(20); // served from L1 throughout, refreshed in place
+  });
+
+  it('refreshEmbeddingCache re-reads every cached row from an L2 another server rewrote (no misses, new rows)', async () => {
+    const v1 = writeTable(join(t.dir, 'e1'), keys, 4);
+    const v2 = writeTable(join(t.dir, 'e2'), keys, 4, { salt: 7 });
+    const l2 = { type: 'redis_cluster', address };
+    const a = await serve(psConfig([v1], [4], { model: 'e', hit_rate_threshold: 2 }, { volatile_db: l2 }));
+    const ask = keys.slice(0, 30);
+    expect(Array.from((await a.lookup(ask, 'e', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+    await serve(psConfig([v2], [4], { model: 'e', gpucache: false }, { volatile_db: l2 }));
+    // L1 still holds the old rows until the refresh
+    expect(Array.from((await a.lookup(ask, 'e', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+    await a.refreshEmbeddingCache('e');
+    expect(Array.from((await a.lookup(ask, 'e', 0)).data as Float32Array)).toEqual(ask.flatMap((k) => rowOf(k, 4, 7)));
+    expect(a.stats('e', 0).l1).toEqual({ hits: 60, misses: 30, hitRate: 60 / 90 });
   });
 
   it('a Redis L2 that dies mid-serving gives coded errors, never wrong rows', async () => {

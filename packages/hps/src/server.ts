@@ -58,6 +58,7 @@ export interface TableInfo {
   cache: CacheInfo | null;
 }
 
+/** Options of {@link HPS.lookup}. */
 export interface LookupOptions {
   /** Device whose L1 replica serves the lookup; must be in `deployed_device_list`. Default: the first deployed device. */
   deviceId?: number;

@@ -85,3 +85,12 @@ export function psConfig(folders: string[], dims: number[], model: Record<string
 export function expectedRows(keys: readonly bigint[], dim: number, present: Set<bigint>, dflt: number, salt = 0): number[] {
   return keys.flatMap((k) => (present.has(k) ? rowOf(k, dim, salt) : Array.from({ length: dim }, () => Math.fround(dflt))));
 }
+
+/** HPS's partition of a key among `parts` (written here: a multiplicative hash of the key's two 32-bit words). */
+export function partOf(k: bigint, parts: number): number {
+  const u = BigInt.asUintN(64, k);
+  const lo = Number(u & 0xffffffffn);
+  const hi = Number(u >> 32n);
+  const h = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> 0;
+  return (h >>> 16) % parts;
+}

@@ -17,6 +17,7 @@ export { GradientTape, IndexedSlices } from './tape.js';
 export { OptimizerWrapper } from './optimizerWrapper.js';
 export type { GradientPair } from './optimizerWrapper.js';
 export { optimizers, SokOptimizer, SGD, Momentum, Adagrad, Adam, Adamax, Adadelta, Ftrl } from './optimizers.js';
+export type { LrOption, AdamOptions, FtrlOptions } from './optimizers.js';
 export { exportVariable, assign, incrementalModelDump, filterVariables, sparseReadAndEvict } from './io.js';
 export type { AssignOptions } from './io.js';
 export { dump, load, DUMP_FORMAT } from './dump.js';

@@ -12,7 +12,8 @@ export abstract class SokOptimizer {
   abstract readonly spec: OptimizerSpec;
 }
 
-interface LrOption {
+/** The option every SOK optimizer takes. */
+export interface LrOption {
   /** number >= 0, or a function of the step (1, 2, ...). */
   learningRate?: LearningRate;
 }
@@ -51,7 +52,8 @@ export class Adagrad extends SokOptimizer {
   }
 }
 
-interface AdamOptions extends LrOption {
+/** Adam's options (lr, beta1, beta2, epsilon). */
+export interface AdamOptions extends LrOption {
   beta1?: number;
   beta2?: number;
   epsilon?: number;
@@ -109,7 +111,8 @@ export class Adadelta extends SokOptimizer {
   }
 }
 
-interface FtrlOptions extends LrOption {
+/** Ftrl's options (TF's FtrlOptimizer arguments, camelCase). */
+export interface FtrlOptions extends LrOption {
   learningRatePower?: number;
   initialAccumulatorValue?: number;
   l1RegularizationStrength?: number;

@@ -168,6 +168,7 @@ export abstract class SokVariable {
     for (const s of this.shards) s.table.dispose();
   }
 
+  /** Same as `dispose()`, for `using`. */
   [Symbol.dispose](): void {
     this.dispose();
   }

@@ -106,6 +106,7 @@ export class RedisRawTable implements RawTable {
     return this.#core.layout;
   }
 
+  /** @internal The table's Redis key names and bucket math (for tfra's Redis creator). */
   get keyspace(): TableKeyspace {
     return this.#core.keyspace;
   }

@@ -6,7 +6,10 @@ import { checkBoolean, checkInteger, checkName, checkOptions, invalidParameter, 
 export interface RocksStoreOptions {
   /** Folder of the database (created unless `readOnly`). Required. */
   path: string;
-  /** Tables (one column family each) opened with the database. Default: none (more via `addTables`). */
+  /**
+   * Tables (one column family each) opened with the database. Default: none (more via `addTables`).
+   * A writable open also opens every table the database already holds (RocksDB requires it).
+   */
   tables?: readonly string[];
   /** Open read-only: writes are refused with FAILED_PRECONDITION. Default false. */
   readOnly?: boolean;

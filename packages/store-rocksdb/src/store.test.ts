@@ -56,6 +56,24 @@ describe('RocksStore', () => {
     await expect(ro.put('a', [3n], new Float32Array([1, 1]))).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
   });
 
+  it('reopens a database for writing without naming its tables: every table it holds is opened with it', async () => {
+    const { store, dir } = await openTemp();
+    await store.put('a', [1n, 2n], new Float32Array([1, 1, 2, 2]));
+    await store.put('b', [3n], new Float32Array([3, 3, 3]));
+    await store.close();
+    const again = await RocksStore.open({ path: dir });
+    expect(again.tables().sort()).toEqual(['a', 'b']);
+    expect(Array.from((await again.multiGet('a', [2n, 1n], 2)).values)).toEqual([2, 2, 1, 1]);
+    await again.addTables(['c']);
+    await again.put('c', [4n], new Float32Array([4]));
+    await again.close();
+    const third = await RocksStore.open({ path: dir, tables: ['c'] });
+    cleanups.push(() => third.close());
+    expect(third.tables().sort()).toEqual(['a', 'b', 'c']);
+    expect(Array.from((await third.multiGet('b', [3n], 3)).values)).toEqual([3, 3, 3]);
+    expect(Array.from((await third.multiGet('c', [4n], 1)).values)).toEqual([4]);
+  });
+
   it('bulk-loads batches and scans them back in full', async () => {
     const { store } = await openTemp({ maxBatchSize: 100 });
     async function* batches(): AsyncGenerator<{ keys: BigInt64Array; values: Float32Array }> {

@@ -1,5 +1,5 @@
 import { constants as fsConstants } from 'node:fs';
-import { access, mkdir, stat } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import RocksDB from 'rocksdb-native';
 import {
@@ -64,6 +64,9 @@ export class RocksStore {
    */
   static async open(options: unknown): Promise<RocksStore> {
     const o = resolveRocksStoreOptions(options);
+    // RocksDB opens a database for writing only with every column family it holds: the tables
+    // a previous process created are opened too (and listed by tables())
+    if (!o.readOnly) o.tables = [...new Set([...o.tables, ...(await existingTables(o.path))])];
     const db = await openDb(o, o.tables);
     return new RocksStore(OPEN_TOKEN, db, o);
   }
@@ -265,6 +268,23 @@ export class RocksStore {
     const cf = this.#table(table);
     if (this.options.readOnly) throw new FailedPreconditionError(`RocksStore at '${this.options.path}' is open read-only: cannot write table ${JSON.stringify(table)}`);
     return cf;
+  }
+}
+
+/**
+ * Column families (but `default`) of the RocksDB database at `path`, read from its newest
+ * OPTIONS file (RocksDB writes one per open, with a `[CFOptions "<name>"]` section per
+ * column family). [] when there is no database there yet.
+ */
+async function existingTables(path: string): Promise<string[]> {
+  let newest = '';
+  try {
+    for (const f of await readdir(path)) if (/^OPTIONS-\d+$/.test(f) && (f.length > newest.length || (f.length === newest.length && f > newest))) newest = f;
+    if (!newest) return [];
+    const text = await readFile(join(path, newest), 'utf8');
+    return [...text.matchAll(/^\[CFOptions "(.*)"\]\s*$/gm)].map((m) => m[1]!).filter((n) => n !== 'default');
+  } catch {
+    return []; // no folder (yet): openDb reports what is wrong with the path
   }
 }
 

@@ -43,7 +43,7 @@ export interface FromTfOptions {
 export interface TfSparse {
   /** int32 [nnz, rank], row-major (over the SparseTensor's own `indices` array on the cpu backend). */
   indices: tf.Tensor2D;
-  /** [nnz]: float32, int32, or int64 as `ToTfOptions.int64` says. */
+  /** `[nnz]`: float32, int32, or int64 as `ToTfOptions.int64` says. */
   values: tf.Tensor1D;
   /** The dense shape (plain numbers, as core keeps it). */
   denseShape: number[];
@@ -51,7 +51,7 @@ export interface TfSparse {
 
 /** A RaggedTensor as tfjs's ragged ops take it (`tf.raggedTensorToTensor` with a 'ROW_SPLITS' partition). */
 export interface TfRagged {
-  /** [nnz]: float32, int32, or int64 as `ToTfOptions.int64` says. */
+  /** `[nnz]`: float32, int32, or int64 as `ToTfOptions.int64` says. */
   values: tf.Tensor1D;
   /** int32 [nrows + 1]. */
   rowSplits: tf.Tensor1D;

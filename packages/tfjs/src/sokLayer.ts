@@ -72,7 +72,7 @@ export class SokEmbeddingLayer extends SparseEmbeddingLayer {
    *   option, bad combiner, several variables without combiners, `output`)
    */
   constructor(options: SokEmbeddingLayerOptions) {
-    const o = checkOptions<SokEmbeddingLayerOptions>(options, ['variables', 'optimizer', 'combiners', 'output', 'name'], 'options', { required: true });
+    const o = checkOptions<SokEmbeddingLayerOptions>(options, ['variables', 'optimizer', 'combiners', 'output', 'name', 'inputShape'], 'options', { required: true });
     const list = Array.isArray(o.variables) ? (o.variables as unknown[]) : [o.variables];
     if (list.length === 0) throw invalidParameter('options.variables', 'a SOK variable or a non-empty array of them', o.variables, InvalidTypeError);
     list.forEach((v, i) => {
@@ -93,7 +93,7 @@ export class SokEmbeddingLayer extends SparseEmbeddingLayer {
         return x;
       });
     } else if (list.length > 1) throw invalidParameter('options.combiners', `combiners for ${list.length} variables (unpooled lookups take one variable)`, c);
-    super({ name: o.name, output: o.output });
+    super({ name: o.name, output: o.output, inputShape: o.inputShape });
     this.variables = list as SokVariable[];
     this.optimizer = o.optimizer!;
     this.combiners = combiners;

@@ -34,6 +34,12 @@ export interface SparseLayerOptions {
    * `'list'`: one tensor per activation, in feature order.
    */
   output?: OutputMode | null;
+  /**
+   * The positions' shape per example, `[]` or `[1]`, for a layer that starts a
+   * `tf.sequential` model (tfjs's `inputShape`; `[1]` when model.predict / fit feed it).
+   * Default none (functional models take `tfl.input(...)`).
+   */
+  inputShape?: [] | [1] | null;
 }
 
 interface Batch {
@@ -118,12 +124,16 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
   #released = false;
 
   protected constructor(options: SparseLayerOptions) {
-    const o = checkOptions<SparseLayerOptions>(options, ['name', 'output']);
+    const o = checkOptions<SparseLayerOptions>(options, ['name', 'output', 'inputShape']);
+    const shape = o.inputShape ?? undefined;
+    if (shape !== undefined && !(Array.isArray(shape) && (shape.length === 0 || (shape.length === 1 && shape[0] === 1)))) {
+      throw invalidParameter('options.inputShape', '[] or [1]', shape);
+    }
     const name = o.name ?? undefined;
     if (name !== undefined && (typeof name !== 'string' || name.length === 0)) throw invalidParameter('options.name', 'a non-empty string', name, InvalidTypeError);
     const output = o.output ?? 'concat';
     if (output !== 'concat' && output !== 'list') throw invalidParameter('options.output', "'concat' or 'list'", output);
-    super({ name, trainable: true, dtype: 'float32' });
+    super({ name, trainable: true, dtype: 'float32', ...(shape ? { inputShape: [...shape] } : {}) });
     this.outputMode = output;
   }
 
@@ -194,10 +204,15 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
   #positions(x: tf.Tensor, b: Batch): Int32Array | null {
     if (x === b.handle) return null;
     if (!(x instanceof tf.Tensor) || x.isDisposed) throw invalidParameter('inputs', 'the positions tensor returned by lookup()', x, InvalidTypeError);
-    if (x.dtype !== 'int32' || !(x.rank === 1 || (x.rank === 2 && x.shape[1] === 1))) {
+    // float32: tfjs casts a sequential model's inputs to the first layer's dtype; positions stay exact below 2^24.
+    if ((x.dtype !== 'int32' && x.dtype !== 'float32') || !(x.rank === 1 || (x.rank === 2 && x.shape[1] === 1))) {
       throw invalidParameter('inputs', 'an int32 tensor [n] (or [n, 1]) of positions returned by lookup()', `a ${x.dtype} tensor of shape [${x.shape.join(', ')}]`, InvalidTypeError);
     }
-    const p = x.dataSync() as Int32Array;
+    const raw = x.dataSync() as Int32Array | Float32Array;
+    for (let i = 0; i < raw.length; i++) {
+      if (!Number.isInteger(raw[i])) throw new OutOfRangeError(`Expected inputs[${i}] to be a position (an integer) of the looked-up batch but received ${raw[i]}`, { argument: 'inputs' });
+    }
+    const p = raw instanceof Int32Array ? raw : Int32Array.from(raw);
     let identity = p.length === b.batch;
     for (let i = 0; i < p.length; i++) {
       if (p[i]! < 0 || p[i]! >= b.batch) {

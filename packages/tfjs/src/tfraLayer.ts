@@ -86,7 +86,7 @@ export class TfraEmbeddingLayer extends SparseEmbeddingLayer {
    *   combiner, maxNorm <= 0, inputLength < 1)
    */
   constructor(options: TfraEmbeddingLayerOptions) {
-    const o = checkOptions<TfraEmbeddingLayerOptions>(options, ['variable', 'optimizer', 'combiner', 'maxNorm', 'inputLength', 'trainableName', 'name'], 'options', {
+    const o = checkOptions<TfraEmbeddingLayerOptions>(options, ['variable', 'optimizer', 'combiner', 'maxNorm', 'inputLength', 'trainableName', 'name', 'inputShape'], 'options', {
       required: true,
     });
     const v = o.variable as unknown as { dim?: unknown; keyDtype?: unknown } | null;
@@ -104,7 +104,7 @@ export class TfraEmbeddingLayer extends SparseEmbeddingLayer {
     const inputLength = o.inputLength === undefined || o.inputLength === null ? null : checkInteger(o.inputLength, 'options.inputLength', { min: 1 });
     if (inputLength !== null && combiner !== null) throw invalidParameter('options.inputLength', 'unset when a combiner pools the ids', inputLength);
     const trainableName = o.trainableName === undefined || o.trainableName === null ? null : checkName(o.trainableName, 'options.trainableName');
-    super({ name: o.name });
+    super({ name: o.name, inputShape: o.inputShape });
     this.variable = o.variable!;
     this.optimizer = o.optimizer!;
     this.combiner = combiner;

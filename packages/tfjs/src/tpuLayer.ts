@@ -72,9 +72,9 @@ export class TPUEmbeddingLayer<F extends Nest<FeatureConfig> = Nest<FeatureConfi
    *   is not a TPUEmbedding; InvalidArgumentError for an unknown option or a bad `output`
    */
   constructor(options: TPUEmbeddingLayerOptions<F>) {
-    const o = checkOptions<TPUEmbeddingLayerOptions<F>>(options, ['embedding', 'name', 'output'], 'options', { required: true });
+    const o = checkOptions<TPUEmbeddingLayerOptions<F>>(options, ['embedding', 'name', 'output', 'inputShape'], 'options', { required: true });
     if (!isEmbedding(o.embedding)) throw invalidParameter('options.embedding', 'a TPUEmbedding from @embedstack/tpu-embedding', o.embedding, InvalidTypeError);
-    super({ name: o.name, output: o.output });
+    super({ name: o.name, output: o.output, inputShape: o.inputShape });
     this.embedding = o.embedding as TPUEmbedding<F>;
     this.#features = leavesOf(o.embedding.featureConfig, isFeatureLeaf);
   }

@@ -80,6 +80,30 @@ describe('the forward and backward contract', () => {
     variable.dispose();
   });
 
+  it('a layer can start a tf.sequential model (inputShape [1]); fit trains the rows', async () => {
+    const { variable, optimizer, rows } = await tfraFixture();
+    const layer = new TfraEmbeddingLayer({ variable, optimizer, inputShape: [1] });
+    const model = tfl.sequential({ layers: [layer, tfl.layers.dense({ units: 1, kernelInitializer: 'ones', biasInitializer: 'zeros' })] });
+    expect(model.outputs[0]!.shape).toEqual([null, 1]);
+    model.compile({ optimizer: tf.train.sgd(0.1), loss: 'meanSquaredError' });
+    const x = await layer.lookup(BigInt64Array.of(2n));
+    const y = tf.tensor2d([[0]]);
+    await model.fit(x, y, { epochs: 1, verbose: 0 });
+    await layer.flush();
+    // loss (w·e + b - 0)^2 with w = [1, 1], e = [2, 20], b = 0: d/de = 2 * 22 * [1, 1]; SGD lr 0.5 on the row
+    expect((await rows()).slice(4, 6)).toEqual([2 - 0.5 * 44, 20 - 0.5 * 44]);
+    // the dense layer took tfjs's SGD step (lr 0.1) on the same loss: w = [1, 1] - 0.1 * 44 * e, b = -0.1 * 44
+    const served = await layer.lookup(BigInt64Array.of(2n), { training: false });
+    const p = model.predict(served) as tf.Tensor;
+    const e = [2 - 0.5 * 44, 20 - 0.5 * 44];
+    expect(p.dataSync()[0]).toBeCloseTo((1 - 0.1 * 44 * 2) * e[0]! + (1 - 0.1 * 44 * 20) * e[1]! - 0.1 * 44, 3);
+    tf.dispose([p, served]);
+    expectCoded(() => new TfraEmbeddingLayer({ variable, optimizer, inputShape: [2] as never }), 'INVALID_ARGUMENT', 'options.inputShape');
+    y.dispose();
+    model.dispose();
+    variable.dispose();
+  });
+
   it('training: false reads without recording or inserting; its backward is FAILED_PRECONDITION', async () => {
     const { layer, rows, variable } = await tfraFixture();
     const x = await layer.lookup(BigInt64Array.of(2n, 42n), { training: false }); // 42 is not in the variable
@@ -221,7 +245,8 @@ describe('errors', () => {
     expectCoded(() => layer.apply(tf.tensor1d([0], 'int32')), 'FAILED_PRECONDITION', 'inputs');
     const x = await layer.lookup([1n, 2n]);
     expectCoded(() => layer.apply(tf.tensor1d([0, 2], 'int32')), 'OUT_OF_RANGE', 'inputs');
-    expectCoded(() => layer.apply(tf.tensor1d([0, 1])), 'INVALID_TYPE', 'inputs');
+    expectCoded(() => layer.apply(tf.tensor1d([0, 0.5])), 'OUT_OF_RANGE', 'inputs');
+    expectCoded(() => layer.apply(tf.tensor1d([true, false], 'bool')), 'INVALID_TYPE', 'inputs');
     const loss = () => tf.sum(layer.apply(x) as tf.Tensor) as tf.Scalar;
     tf.dispose(tf.variableGrads(loss).grads);
     expectCoded(() => tf.variableGrads(loss), 'FAILED_PRECONDITION', 'lookup');

@@ -28,7 +28,7 @@ export { TimestampRestrictPolicy, FrequencyRestrictPolicy } from './restrictPoli
 export { ShadowVariable, enableInferenceMode, enableTrainMode, getModelMode } from './shadow.js';
 export type { ModelMode, LookupRecord, RecordedBag } from './shadow.js';
 export { embeddingLookup, embeddingLookupUnique, embeddingLookupSparse, safeEmbeddingLookupSparse } from './lookups.js';
-export type { EmbeddingLookupOptions, SparseLookupOptions, SafeSparseLookupOptions } from './lookups.js';
+export type { EmbeddingLookupOptions, SparseLookupOptions, SafeSparseLookupOptions, WithTrainable } from './lookups.js';
 export {
   optimizers,
   Optimizer,
@@ -44,6 +44,7 @@ export {
 export type {
   LearningRateInput,
   GradAndVar,
+  CommonOptions,
   SGDOptions,
   MomentumOptions,
   AdagradOptions,

@@ -131,9 +131,11 @@ function memoryTable(spec: ShardTableSpec, extra: Partial<TableOptions>): Embedd
   return createTable({ ...shardTableOptions(spec), ...extra }, { backend: facadeBackend() });
 }
 
+/** Score policy of {@link HkvHashTableCreator} (HKV's `EvictStrategy`: LRU, LFU, EPOCH_LRU, EPOCH_LFU, CUSTOMIZED). */
 export type HkvEvictStrategy = 'lru' | 'lfu' | 'epochLru' | 'epochLfu' | 'customized';
 const EVICT_STRATEGIES: readonly HkvEvictStrategy[] = ['lru', 'lfu', 'epochLru', 'epochLfu', 'customized'];
 
+/** Options of {@link HkvHashTableCreator} (TFRA's `HkvHashTableConfig`). */
 export interface HkvHashTableCreatorOptions {
   /** Rows reserved up front per shard. Default 1024 * 1024 (TFRA). */
   initCapacity?: number;

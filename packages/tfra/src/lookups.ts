@@ -16,11 +16,12 @@ import {
   validateCombiner,
   validateMaxNorm,
 } from '@embedstack/core';
-import { storageDtype, type TfraKeyDtype, takeKeys, toKeys, type VariableKeys } from './keys.js';
+import { storageDtype, takeKeys, toKeys, type VariableKeys } from './keys.js';
 import { getModelMode, type LookupRecord, ShadowVariable } from './shadow.js';
-import type { Variable } from './variable.js';
+import type { AnyVariable } from './variable.js';
 import { stateOf, type VariableState } from './variableState.js';
 
+/** Options of {@link embeddingLookup} / {@link embeddingLookupUnique} (TFRA's `embedding_lookup(name, max_norm, return_trainable)`). */
 export interface EmbeddingLookupOptions {
   /** Name of the trainable view registered on `params`. Default 'embedding_lookup'. */
   name?: string | null;
@@ -32,11 +33,13 @@ export interface EmbeddingLookupOptions {
   out?: Float32Array | null;
 }
 
+/** Options of {@link embeddingLookupSparse} (TFRA's `embedding_lookup_sparse(combiner, ...)`). */
 export interface SparseLookupOptions extends EmbeddingLookupOptions {
   /** 'mean' (default), 'sqrtn' or 'sum'. */
   combiner?: Combiner | null;
 }
 
+/** Options of {@link safeEmbeddingLookupSparse} (TFRA's `safe_embedding_lookup_sparse(default_id, ...)`). */
 export interface SafeSparseLookupOptions extends SparseLookupOptions {
   /** Id looked up for rows without ids (weight 1). Default: such rows are zeros. */
   defaultId?: number | bigint | string | null;
@@ -44,8 +47,8 @@ export interface SafeSparseLookupOptions extends SparseLookupOptions {
 
 const LOOKUP_OPTIONS = ['name', 'maxNorm', 'returnTrainable', 'out'];
 
-type AnyVariable = Variable<TfraKeyDtype>;
-type WithTrainable<T> = [T, ShadowVariable];
+/** A lookup's result with the trainable that records it (`returnTrainable: true`). */
+export type WithTrainable<T> = [T, ShadowVariable];
 
 export function checkParams(params: unknown, argument = 'params'): { v: AnyVariable; st: VariableState } {
   const st = stateOf(params);

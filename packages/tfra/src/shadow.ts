@@ -19,6 +19,7 @@ export function enableTrainMode(): void {
   modeState.mode = 'train';
 }
 
+/** The current model mode: 'train' (the default) or 'inference' (after {@link enableInferenceMode}). */
 export function getModelMode(): ModelMode {
   return modeState.mode;
 }

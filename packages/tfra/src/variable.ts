@@ -35,6 +35,7 @@ export type StoredKeys<D extends TfraKeyDtype> = D extends 'int32' ? Int32Array 
 /** A Variable of any key dtype (what functions taking any variable accept). */
 export type AnyVariable = Variable<TfraKeyDtype>;
 
+/** Options of {@link Variable.lookup} / `lookupSync` (TFRA's `lookup(keys, return_exists)`). */
 export interface LookupOptions {
   /** Also return, per key, whether it was in the table. Default false. */
   returnExists?: boolean | null;
@@ -45,8 +46,11 @@ export interface LookupOptions {
   out?: Float32Array | null;
 }
 
+/** What `lookup` resolves to with `returnExists: true`. */
 export interface LookupWithExists {
+  /** The rows, shape keys.shape + [dim] float32 (missing keys get the initializer's value). */
   values: Tensor<Float32Array>;
+  /** Per key (flattened), whether it was in the table. */
   exists: boolean[];
 }
 
@@ -416,6 +420,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
     this.#state.dispose();
   }
 
+  /** Same as `dispose()`, for `using`. */
   [Symbol.dispose](): void {
     this.dispose();
   }

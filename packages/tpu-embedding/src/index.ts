@@ -10,6 +10,7 @@ export type {
   SlotCreationTable,
   SlotVariableCreationFn,
   CommonOptimizerOptions,
+  RawOptimizerOptions,
   AdagradOptions,
   AdagradMomentumOptions,
   AdamOptions,
@@ -29,4 +30,4 @@ export type {
   PerFeature,
 } from './tpuEmbedding.js';
 export { servingEmbeddingLookup, cpuEmbeddingLookup } from './serving.js';
-export type { Nest, StructureOf } from './nest.js';
+export type { Nest, StructureOf, Mapped } from './nest.js';

@@ -16,7 +16,7 @@ export type Nest<T> = T | readonly Nest<T>[] | { readonly [key: string]: Nest<T>
 export type StructureOf<F, Leaf, Config> = [Nest<Config>] extends [F] ? Nest<Leaf> : Mapped<F, Leaf, Config, []>;
 
 /** StructureOf of a concrete structure (depth-limited: structures nest at most 10 levels). */
-type Mapped<F, Leaf, Config, D extends unknown[]> = D['length'] extends 10
+export type Mapped<F, Leaf, Config, D extends unknown[]> = D['length'] extends 10
   ? unknown
   : F extends Config
     ? Leaf

@@ -24,7 +24,7 @@ import { planEntries, type ResolvedShardPlan } from '../shardPlan.js';
 export interface OwnedEntries {
   /** Number of owned entries. */
   count: number;
-  /** [nnz]: compact index of each entry, -1 when another shard owns it; null when every entry is owned (index = entry). */
+  /** `[nnz]`: compact index of each entry, -1 when another shard owns it; null when every entry is owned (index = entry). */
   index: Int32Array | null;
   /** Local keys of the owned entries, in entry order ([count]). */
   local: Keys;
