@@ -7,20 +7,25 @@ import type { RawTable } from './rawTable.js';
 import { referenceBackend } from './reference/backend.js';
 import type { ResolvedTableOptions } from './tableOptions.js';
 
+/** A device a backend places tables on, as listed by `EmbeddingBackend.devices()`. */
 export interface DeviceInfo {
   /** 'cpu:0', 'cuda:0', ... */
   id: string;
+  /** The kind of device: host CPU (native code), CUDA GPU, or plain JavaScript (the reference backend). */
   kind: 'cpu' | 'cuda' | 'js';
   /** Bytes of memory the device offers tables, when known. */
   memoryBytes?: number;
+  /** Human-readable device name (a GPU's model, ...), when known. */
   name?: string;
 }
 
+/** What a backend offers, as returned by `EmbeddingBackend.capabilities()`. */
 export interface BackendCapabilities {
   /** Offers synchronous operations (RawTable.sync). */
   sync: boolean;
   /** Worker threads used for large batches. */
   threads: number;
+  /** The kind of device its tables run on. */
   device: 'cpu' | 'cuda' | 'js';
   /** Value storage types its tables offer (`TableOptions.storageDtype`). Absent = ['float32'] only. */
   storageDtypes?: readonly StorageDtype[];
@@ -66,15 +71,21 @@ export function registerBackend(backend: EmbeddingBackend): void {
   registry.set(backend.name, backend);
 }
 
+/**
+ * Removes the backend registered under `name` (and clears it as the default backend if it was).
+ * @returns true when a backend was removed, false when none had that name
+ */
 export function unregisterBackend(name: string): boolean {
   if (state.defaultName === name) state.defaultName = undefined;
   return registry.delete(name);
 }
 
+/** Names of the registered backends, in registration order. */
 export function listBackends(): string[] {
   return [...registry.keys()];
 }
 
+/** Whether a backend called `name` is registered; with no name, whether any backend is. */
 export function hasBackend(name?: string): boolean {
   return name === undefined ? registry.size > 0 : registry.has(name);
 }
@@ -145,6 +156,7 @@ export const OPTIONAL_BACKEND_PACKAGES: Readonly<Record<string, string>> = {
   'cuda-host': '@embedstack/cuda-backend',
 };
 
+/** Options of {@link loadDefaultBackend}. Every field is optional. */
 export interface LoadDefaultBackendOptions {
   /** A backend object (used as is) or name (looked up in the registry). Default: the registry's choice. */
   backend?: string | EmbeddingBackend | null;

@@ -43,6 +43,10 @@ function floats(values: unknown, argument: string): Float32Array {
   return Float32Array.from(values as ArrayLike<number>);
 }
 
+/**
+ * Builders of initializer specs (the `initializer` table option), each checking its arguments: `zeros()`, `ones()`, `constant(value)`, `row(values)` (one row repeated, [dim]), `uniform(min = -0.05, max = 0.05)`, `normal(mean = 0, std = 1)`, `truncatedNormal(mean = 0, std = 1)` (draws beyond 2 std are redrawn, up to 16 times, then clamped), `fromArray(values)` (static tables: [rows * dim] row-major), `fromFunction(fn)` (static tables: called once with [rows, dim] when the table is created, returns rows * dim finite numbers).
+ * @throws InvalidArgumentError / InvalidTypeError naming the argument (non-finite numbers, max < min, std < 0, a non-function fn)
+ */
 export const initializers = {
   zeros: (): InitializerSpec => ({ kind: 'zeros' }),
   ones: (): InitializerSpec => ({ kind: 'ones' }),
@@ -73,6 +77,7 @@ export const initializers = {
 
 const KINDS = new Set(['zeros', 'ones', 'constant', 'row', 'uniform', 'normal', 'truncatedNormal', 'array', 'function']);
 
+/** Whether `value` looks like an initializer spec (an object whose `kind` is a known initializer kind). */
 export function isInitializerSpec(value: unknown): value is InitializerSpec {
   return typeof value === 'object' && value !== null && KINDS.has((value as { kind?: string }).kind ?? '');
 }

@@ -34,6 +34,7 @@ export type OptimizerKind =
   | 'adamax'
   | 'adadelta';
 
+/** A learning rate: a number, or a function of the 1-based step evaluated once per step (it must return a finite number). */
 export type LearningRate = number | ((step: number) => number);
 
 /** Options every optimizer takes (TPU embedding's common options). */
@@ -53,27 +54,45 @@ export interface CommonOptimizerOptions {
   useGradientAccumulation?: boolean;
 }
 
+/** Hyper-parameters of the optimizers (TPU embedding's names). Each optimizer reads only its own; defaults are in each field. */
 export interface OptimizerHyper {
+  /** Initial accumulator of adagrad, ftrl (> 0) and rowWiseAdagrad (>= 0). Default 0.1 (rowWiseAdagrad 0). */
   initialAccumulatorValue: number;
+  /** adam / adamax first-moment decay, in [0, 1). Default 0.9. */
   beta1: number;
+  /** adam / adamax second-moment decay, in [0, 1). Default 0.999. adagradMomentum's accumulator decay, in (0, 1]: default 1 (a plain sum). */
   beta2: number;
+  /** Denominator guard of adam, adamax, adagradMomentum, adadelta, rowWiseAdagrad. Default 1e-7 (adagradMomentum 1e-10, rowWiseAdagrad 1e-8). */
   epsilon: number;
+  /** Momentum of momentum and adagradMomentum, >= 0. Default 0. */
   momentum: number;
+  /** Nesterov momentum for momentum and adagradMomentum. Default false. */
   useNesterov: boolean;
+  /** adagradMomentum's root: the gradient is scaled by (accumulator + epsilon)^(-1/exponent). Default 2. */
   exponent: number;
+  /** ftrl's L1 regularisation strength, >= 0. Default 0. */
   l1: number;
+  /** ftrl's L2 regularisation strength, >= 0. Default 0. */
   l2: number;
+  /** ftrl's beta (added to the denominator as beta / lr), >= 0. Default 0. */
   beta: number;
+  /** ftrl's learning-rate power, <= 0. Default -0.5. */
   learningRatePower: number;
+  /** adam's denominator: sqrt(v + epsilon^2) when true, sqrt(v) + epsilon when false. Default true. */
   sumInsideSqrt: boolean;
+  /** Accepted for TPU embedding's API; updates are always lazy (only the rows of the batch change) whatever its value. Default true. */
   lazyAdam: boolean;
+  /** adadelta's decay, in [0, 1]. Default 0.95. */
   rho: number;
 }
 
+/** The optimizer slots stored beside each row: parallel arrays, one entry per slot. */
 export interface SlotLayout {
+  /** Slot names, e.g. `['accumulators']` for adagrad. */
   names: readonly string[];
   /** per slot: 'dim' (a full row) or 1 (one float per row) */
   widths: readonly ('dim' | 1)[];
+  /** Initial value of each slot for a new row. */
   initial: readonly number[];
 }
 
@@ -134,6 +153,7 @@ const DEFAULT_LR: Record<OptimizerKind, number> = {
   adadelta: 0.001,
 };
 
+/** The slot layout of optimizer `kind` (sgd none; adagrad accumulators; adam momenta and velocities; ftrl accumulators and linears; rowWiseAdagrad one float per row; ...), with initial accumulators from `hyper`. */
 export function slotLayoutOf(kind: OptimizerKind, hyper: OptimizerHyper): SlotLayout {
   switch (kind) {
     case 'sgd':
@@ -169,6 +189,7 @@ function num(value: unknown, argument: string, test: (v: number) => boolean, exp
   return value;
 }
 
+/** Options of an optimizer builder: the common options plus any of its {@link OptimizerHyper} fields (null / undefined = default). */
 export type OptimizerOptions = CommonOptimizerOptions & Partial<OptimizerHyper>;
 
 /**
@@ -285,6 +306,10 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
   });
 }
 
+/**
+ * Builders of validated optimizer specs, one per kind: `optimizers.adagrad({ learningRate: 0.1 })`. Each is {@link createOptimizer} with its kind.
+ * @throws InvalidArgumentError / InvalidTypeError naming the option
+ */
 export const optimizers = {
   sgd: (o?: OptimizerOptions) => createOptimizer('sgd', o),
   adagrad: (o?: OptimizerOptions) => createOptimizer('adagrad', o),
@@ -297,6 +322,7 @@ export const optimizers = {
   adadelta: (o?: OptimizerOptions) => createOptimizer('adadelta', o),
 } as const;
 
+/** Whether `value` looks like an optimizer spec (an object with a known `kind` and a `slots` layout), as the builders return. */
 export function isOptimizerSpec(value: unknown): value is OptimizerSpec {
   return (
     typeof value === 'object' &&

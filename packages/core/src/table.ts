@@ -23,6 +23,7 @@ import { type ExistsInput, validateExists, validateValues, type ValuesInput } fr
 export type { ExistsInput, ValuesInput } from './values.js';
 
 
+/** Options of findOrInsert, upsert, assign and accum. */
 export interface WriteOptions {
   /** Scores of the keys, [n]; only for the 'customized' policy. */
   scores?: BigUint64Array | readonly bigint[] | null;
@@ -36,6 +37,7 @@ export interface FindOutput {
   exists?: Uint8Array | null;
 }
 
+/** Options of find / findOrInsert. */
 export interface FindOptions {
   /** Arrays to fill instead of fresh ones. With a plan, only the owned entries are written. */
   out?: FindOutput | null;
@@ -53,6 +55,7 @@ export interface CombinerOptions {
   maxNorm?: number | null;
 }
 
+/** Options of lookupCombined: the combiner options, plus insertion and an output array. */
 export interface LookupCombinedOptions extends Omit<CombinerOptions, 'combiner'> {
   /** Default 'mean'; also 'max' / 'min' (forward only: no backward op takes them). */
   combiner?: LookupCombiner;
@@ -62,6 +65,7 @@ export interface LookupCombinedOptions extends Omit<CombinerOptions, 'combiner'>
   out?: Float32Array | null;
 }
 
+/** Options of lookupCombinedPartial (one shard's part of a sharded embedding bag). */
 export interface PartialLookupOptions extends CombinerOptions {
   /** This table's shard of the logical table. Required. */
   plan: ShardPlan;
@@ -74,6 +78,7 @@ export interface PartialLookupOptions extends CombinerOptions {
   out?: Float64Array | null;
 }
 
+/** Options of lookupCombinedBackward. */
 export interface BackwardOptions extends CombinerOptions {
   /** Only the entries this shard owns (their rows of `out`; others are left as they are). Default none (every entry). */
   plan?: ShardPlan | null;
@@ -81,11 +86,13 @@ export interface BackwardOptions extends CombinerOptions {
   out?: Float32Array | null;
 }
 
+/** Options of applyCombinedGradients. */
 export interface CombinedGradientsOptions extends CombinerOptions {
   /** Only the entries this shard owns, under their local keys. Default none. */
   plan?: ShardPlan | null;
 }
 
+/** Options of applyGradients. */
 export interface ApplyGradientsOptions {
   /** Only the entries this shard owns, under their local keys. Default none. */
   plan?: ShardPlan | null;

@@ -48,6 +48,7 @@ export function checkBoolean(value: unknown, argument: string, fallback: boolean
   return value;
 }
 
+/** Bounds and fallback of {@link checkInteger} / {@link checkNumber}. */
 export interface RangeCheck {
   /** Smallest accepted value (inclusive). Default: none. */
   min?: number;

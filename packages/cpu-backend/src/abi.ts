@@ -28,11 +28,13 @@ export const TableField = {
   scorePolicy: 11,
   storageDtype: 12,
 } as const;
+/** Length of the table config vector (one slot per {@link TableField}). */
 export const TABLE_FIELDS = 13;
 
 /** core's StorageDtype -> the addon's (native/src/storage.h StorageDtype). */
 export const STORAGE_DTYPE_IDS: Record<StorageDtype, number> = { float32: 0, float16: 1, bfloat16: 2 };
 
+/** Index of each field in the optimizer vector applyGradients takes (native/binding/abi.h OptimizerField), filled by {@link encodeOptimizer}. */
 export const OptimizerField = {
   kind: 0,
   lr: 1,
@@ -55,6 +57,7 @@ export const OptimizerField = {
   sumInsideSqrt: 18,
   rho: 19,
 } as const;
+/** Length of the optimizer vector (one slot per {@link OptimizerField}). */
 export const OPTIMIZER_FIELDS = 20;
 
 /** The shard-plan vector (native/binding/abi.h PlanField). */
@@ -65,6 +68,7 @@ export const PlanField = {
   start: 3,
   end: 4,
 } as const;
+/** Length of the shard-plan vector (one slot per {@link PlanField}). */
 export const PLAN_FIELDS = 5;
 
 const PLACEMENT_IDS = { mod: 1, range: 2, localized: 3 } as const;
@@ -105,10 +109,15 @@ export const OPTIMIZER_IDS: Record<OptimizerKind, number> = {
 
 export const COMBINER_IDS: Record<LookupCombiner, number> = { sum: 0, mean: 1, sqrtn: 2, max: 3, min: 4 };
 
+/** createTable's arguments for one table, as {@link encodeTable} builds them from resolved options. */
 export interface EncodedTable {
+  /** Float64Array(TABLE_FIELDS) laid out by {@link TableField}. */
   config: Float64Array;
+  /** Floats per row of each optimizer slot (dim or 1). */
   slotWidths: Uint32Array;
+  /** Initial value of each optimizer slot. */
   slotInitial: Float32Array;
+  /** The `row` ([dim]) or `array` ([rows * dim]) initializer's values, else null. */
   initValues: Float32Array | null;
 }
 

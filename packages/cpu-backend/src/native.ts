@@ -1,5 +1,32 @@
 import type { Keys } from '@embedstack/core';
 
+
+/** An opaque table handle (a tagged External). Freed by dispose() or the GC. */
+export interface NativeTableHandle {
+  readonly __embedstackNativeTable: never;
+}
+
+/** [values [n*dim], exists [n]] */
+export type NativeFindResult = [Float32Array, Uint8Array];
+/** [keys [n], values [n*dim], slots (one [n*width] per slot), scores [n]] */
+export type NativeExportResult = [Keys, Float32Array, Float32Array[], BigUint64Array];
+
+/** Build and machine facts the addon reports (`NativeBinding.info()`). */
+export interface NativeInfo {
+  /** 'sse2' or 'swar': how control-byte groups are probed. */
+  groupProbing: 'sse2' | 'swar';
+  /** Threads of the native pool (caller included): EMBEDSTACK_CPU_THREADS or the hardware's. */
+  threads: number;
+  /** Hardware threads the machine reports (std::thread::hardware_concurrency). */
+  hardwareConcurrency: number;
+  /** Physical memory in bytes (0 when unknown). */
+  physicalMemory: number;
+  /** Batches of at least this many keys are split over the native pool. */
+  parallelThreshold: number;
+  /** N-API version the addon was built against. */
+  napiVersion: number;
+}
+
 /**
  * The typed boundary of the native addon (`build/Release/embedstack_cpu.node`),
  * in the spirit of tfjs-node's TFJSBinding: typed arrays and fixed-layout
@@ -17,31 +44,8 @@ import type { Keys } from '@embedstack/core';
  * buffer while an async call that reads it is pending). Large batches use the
  * addon's own thread pool in both forms.
  */
-
-/** An opaque table handle (a tagged External). Freed by dispose() or the GC. */
-export interface NativeTableHandle {
-  readonly __embedstackNativeTable: never;
-}
-
-/** [values [n*dim], exists [n]] */
-export type NativeFindResult = [Float32Array, Uint8Array];
-/** [keys [n], values [n*dim], slots (one [n*width] per slot), scores [n]] */
-export type NativeExportResult = [Keys, Float32Array, Float32Array[], BigUint64Array];
-
-export interface NativeInfo {
-  /** 'sse2' or 'swar': how control-byte groups are probed. */
-  groupProbing: 'sse2' | 'swar';
-  /** Threads of the native pool (caller included): EMBEDSTACK_CPU_THREADS or the hardware's. */
-  threads: number;
-  hardwareConcurrency: number;
-  /** Physical memory in bytes (0 when unknown). */
-  physicalMemory: number;
-  /** Batches of at least this many keys are split over the native pool. */
-  parallelThreshold: number;
-  napiVersion: number;
-}
-
 export interface NativeBinding {
+  /** Build and machine facts of the addon. */
   info(): NativeInfo;
   /** Lengths of the config and optimizer vectors this build expects. */
   readonly abiFields: { table: number; optimizer: number; plan: number };
@@ -89,7 +93,7 @@ export interface NativeBinding {
     scores: BigUint64Array | null,
   ): Promise<void>;
   /**
-   * combiner: 0 sum, 1 mean, 2 sqrtn; maxNorm 0 = none. Returns a fresh [nrows*dim], or
+   * combiner: 0 sum, 1 mean, 2 sqrtn, 3 max, 4 min (abi.ts COMBINER_IDS); maxNorm 0 = none. Returns a fresh [nrows*dim], or
    * fills `out` ([nrows*dim]) and returns undefined.
    */
   lookupCombined(

@@ -15,8 +15,10 @@ import { CudaRawTable, type MemoryBreakdown } from './cudaTable.js';
 import { type CudaAddonLoad, cudaAddon } from './loader.js';
 import { PLACEMENT_FIELDS, PlacementField } from './native.js';
 
+/** Where a CUDA backend's tables live and its kernels run: `'device'` (GPU memory, GPU kernels) or `'host'` (the same kernels on CPU threads, host memory). */
 export type CudaMode = 'device' | 'host';
 
+/** Options of the {@link CudaBackend} constructor. Every field is optional. */
 export interface CudaBackendOptions {
   /**
    * 'device' (default): tables in GPU memory, kernels on the GPU; usable only when a

@@ -29,13 +29,13 @@ export interface Communicator {
   /** Device d sends `send[d][e]` to device e; the result's [e][d] is what e received from d. Sizes may differ. */
   alltoall<T extends DeviceBuffer>(send: readonly (readonly T[])[]): Promise<T[][]>;
   /**
-   * A sum over devices scattered by chunk: chunk c ([lengths[c]] float64) ends up on
-   * device c holding Σ_d (device d's contribution to chunk c). `produce(d, c, into)`
-   * computes device d's contribution to chunk c and ADDS it to `into` (it must only
-   * add, as core's lookupCombinedPartial does). Calls for one chunk never overlap; the
-   * order in which devices add to a chunk is the ring order c, c+1, ... (mod N).
+   * A sum over devices scattered by chunk (NCCL's reduce-scatter): every device d fills
+   * its own send buffer ([Σ lengths] float64, zeroed; chunk c at offset Σ lengths[<c])
+   * with `produce(d, send)`, which must only ADD to it (as core's
+   * lookupCombinedPartial does); the result's chunk c ([lengths[c]], for device c) is
+   * Σ_d send_d[chunk c], added in device order 0, 1, ..., N-1.
    */
-  reduceScatter(lengths: readonly number[], produce: (device: number, chunk: number, into: Float64Array) => Promise<void>): Promise<Float64Array[]>;
+  reduceScatter(lengths: readonly number[], produce: (device: number, send: Float64Array) => Promise<void>): Promise<Float64Array[]>;
   /** Resolves when every device has reached the barrier. */
   barrier(): Promise<void>;
 }
@@ -56,10 +56,10 @@ function contiguous<T extends DeviceBuffer>(parts: readonly T[]): T | null {
 /**
  * N devices in this process (shards on the CPU backend). Host memory is shared, so
  * the collectives move references: `allgather` of adjacent views of one buffer is a
- * view of the whole (no copy); `alltoall` transposes; `reduceScatter` runs the ring
- * schedule (N phases; in phase p device d adds its part of chunk (d + p) mod N
- * straight into that chunk's buffer), the devices of one phase concurrently, so
- * their native calls run in parallel on the libuv pool.
+ * view of the whole (no copy); `alltoall` transposes; `reduceScatter` runs every
+ * device's producer concurrently (their native calls run in parallel on the libuv
+ * pool), then adds the send buffers element by element in device order: the
+ * in-process stand-in for NCCL's reduction, the only arithmetic outside core ops.
  */
 export class InProcessCommunicator implements Communicator {
   readonly kind = 'in-process';
@@ -96,14 +96,25 @@ export class InProcessCommunicator implements Communicator {
     return Array.from({ length: this.numDevices }, (_, e) => send.map((row) => row[e]!));
   }
 
-  async reduceScatter(lengths: readonly number[], produce: (device: number, chunk: number, into: Float64Array) => Promise<void>): Promise<Float64Array[]> {
+  async reduceScatter(lengths: readonly number[], produce: (device: number, send: Float64Array) => Promise<void>): Promise<Float64Array[]> {
     const n = this.numDevices;
     this.#check(lengths.length, 'reduceScatter');
-    const chunks = lengths.map((len) => new Float64Array(len));
-    for (let phase = 0; phase < n; phase++) {
-      await Promise.all(Array.from({ length: n }, (_, d) => produce(d, (d + phase) % n, chunks[(d + phase) % n]!)));
+    const total = lengths.reduce((a, b) => a + b, 0);
+    const send = Array.from({ length: n }, () => new Float64Array(total));
+    await Promise.all(send.map((buf, d) => produce(d, buf)));
+    // The reduction (on NCCL a device kernel): device order, into device 0's buffer, then scattered as views.
+    const sum = send[0]!;
+    for (let d = 1; d < n; d++) {
+      const part = send[d]!;
+      for (let i = 0; i < total; i++) sum[i] = sum[i]! + part[i]!;
     }
-    return chunks;
+    const out: Float64Array[] = [];
+    let at = 0;
+    for (const len of lengths) {
+      out.push(sum.subarray(at, at + len));
+      at += len;
+    }
+    return out;
   }
 
   async barrier(): Promise<void> {}

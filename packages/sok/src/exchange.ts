@@ -7,11 +7,11 @@ import type { DeviceShard, SokVariable } from './variable.js';
  *
  * - forward: the batch's rows are split into N contiguous chunks (device e's
  *   data-parallel input); the devices allgather the keys; each owner pools its entries
- *   of every chunk (core `lookupCombinedPartial`, which ADDS its part to a float64
- *   accumulator) and the pooled partial vectors travel to the chunk's device by the
- *   communicator's reduce-scatter (in-process: added straight into the chunk's
- *   buffer, ring order, the devices of a phase concurrently); each chunk is rounded
- *   to float32 once (`Float32Array.prototype.set`).
+ *   of the whole batch (core `lookupCombinedPartial`: float64 partial sums over each
+ *   row's whole denominator), the devices concurrently; the pooled partial vectors
+ *   travel to the chunk's device and are added there (the communicator's
+ *   reduce-scatter: NCCL's on GPUs, an element-wise float64 sum in device order
+ *   in-process); each chunk is rounded to float32 once (`Float32Array.prototype.set`).
  * - backward and training: the pooled gradients are allgathered, then each owner runs
  *   core `applyCombinedGradients` / `lookupCombinedBackward` / `applyGradients` with its
  *   shard plan (it touches only the entries it owns, under their local keys).
@@ -69,13 +69,14 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
   const keys = await comm.allgather(local.map((b) => b.keys));
   const weights = bag.weights ? await comm.allgather(local.map((b) => b.weights!)) : null;
   const gathered: Bag<Keys> = { rowSplits: bag.rowSplits, keys, weights };
-  const parts = chunks.map(([r0, r1]) => subBag(gathered, r0, r1));
   const byDevice = new Map(v.shards.map((s) => [s.device, s]));
+  // Each owner pools its entries of the whole batch into its send buffer; the reduce-scatter
+  // brings chunk e of every device's partial sums to device e and adds them.
   const sums = await comm.reduceScatter(
     chunks.map(([r0, r1]) => (r1 - r0) * dim),
-    async (device, chunk, into) => {
+    async (device, send) => {
       const s = byDevice.get(device);
-      if (s && into.length > 0) await s.table.lookupCombinedPartial(parts[chunk]!, { combiner, plan: s.plan!, insertMissing: insert, out: into });
+      if (s) await s.table.lookupCombinedPartial(gathered, { combiner, plan: s.plan!, insertMissing: insert, out: send });
     },
   );
   const out = new Float32Array(nrows * dim);

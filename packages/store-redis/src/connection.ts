@@ -4,6 +4,7 @@ import { keySlot } from './naming.js';
 import type { ResolvedRedisStoreOptions } from './options.js';
 import { SCRIPTS, type ScriptName } from './scripts.js';
 
+/** One argument of a Redis command: binary (Buffer), a string, or a number. */
 export type RedisArg = Buffer | string | number;
 
 /** One command of a batch. `route` is the key whose cluster slot decides the node. */
@@ -16,8 +17,11 @@ export interface BatchCommand {
   args: RedisArg[];
 }
 
+/** The outcome of one command of a batch ({@link RedisConnection.exec}): its error, or its value. */
 export interface Reply {
+  /** The command's error (a Redis error reply or a connection failure), or null. */
   error: Error | null;
+  /** The reply (bulk strings as Buffers); not meaningful when `error` is set. */
   value: unknown;
 }
 

@@ -35,6 +35,7 @@ export function crc16(bytes: Uint8Array): number {
   return crc;
 }
 
+/** Number of Redis Cluster key slots (16384). */
 export const CLUSTER_SLOTS = 16384;
 
 /** Cluster slot of a Redis key, hash tags honoured (the Redis Cluster spec's rule). */

@@ -16,8 +16,11 @@ export type RedisMode = 'standalone' | 'cluster';
  */
 export type TfraConnectionMode = 0 | 1 | 2;
 
+/** A Redis server address. */
 export interface RedisHost {
+  /** Host name or IP address. */
   host: string;
+  /** TCP port, 1..65535. */
   port: number;
 }
 
@@ -61,9 +64,11 @@ export interface RedisStoreOptions {
   commandTimeoutMs?: number;
   /** Default keys per command per bucket for the store's tables (TFRA's keys_sending_size). Default 1024. */
   keysSendingSize?: number;
+  /** Retry policy of read batches (see {@link RedisRetryOptions}). Default { attempts: 2, delayMs: 100, clusterRedirections: 16 }. */
   retry?: RedisRetryOptions;
 }
 
+/** {@link RedisStoreOptions} with every default filled in, as {@link resolveStoreOptions} returns them (mode as a name, credentials undefined when absent). */
 export interface ResolvedRedisStoreOptions {
   mode: RedisMode;
   hosts: RedisHost[];
@@ -102,11 +107,13 @@ export interface RedisTableLayout {
   trackScores?: boolean;
 }
 
+/** {@link RedisTableLayout} with every default filled in, as {@link resolveTableLayout} returns it. */
 export interface ResolvedRedisTableLayout {
   embeddingName: string;
   modelTag: string;
   storageSlice: number;
   keysSendingSize: number;
+  /** The given hash tags (one per bucket), or null: tags are computed on first use (sequentialHashTags). */
   hashTags: string[] | null;
   hashTagsHypodispersion: boolean;
   usingMd5PrefixName: boolean;

@@ -21,6 +21,7 @@ import { gatherRows } from './partition.js';
 import { bind } from './training.js';
 import type { VariableState } from './variableState.js';
 
+/** Options of `saveToFileSystem` (TFRA's `save_to_file_system(proc_size, proc_rank)`). */
 export interface SaveOptions {
   /** Processes of the job (each saves its own shards). Default 1. */
   procSize?: number | null;
@@ -28,6 +29,7 @@ export interface SaveOptions {
   procRank?: number | null;
 }
 
+/** Options of `loadFromFileSystem` (TFRA's `load_from_file_system(optimizer, proc_size, proc_rank)`). */
 export interface LoadOptions {
   /**
    * Bind this optimizer (a DynamicEmbeddingOptimizer) to the variable before
@@ -37,6 +39,7 @@ export interface LoadOptions {
   optimizer?: Optimizer | null;
   /** With procRank: load only keys with floorMod(key, procSize) === procRank. Default: every key. */
   procSize?: number | null;
+  /** With procSize: this process's rank in [0, procSize). Default: every key. */
   procRank?: number | null;
 }
 

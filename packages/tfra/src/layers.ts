@@ -26,28 +26,39 @@ import { stateOf } from './variableState.js';
 export type LayerCombiner = 'sum' | 'mean' | 'max' | 'min';
 const LAYER_COMBINERS: readonly LayerCombiner[] = ['sum', 'mean', 'max', 'min'];
 
+/** Options of the layers {@link Embedding}, `SquashedEmbedding` and {@link FieldWiseEmbedding} (TFRA's `de.keras.layers.Embedding`); most are passed to the parameter Variable. */
 export interface EmbeddingLayerOptions {
   /** Floats per id. Required. */
   embeddingSize: number;
+  /** Key dtype of the parameter Variable: 'int64' (default), 'int32' or 'string'. */
   keyDtype?: TfraKeyDtype;
   /** Reduction of SquashedEmbedding / FieldWiseEmbedding. Default 'sum'. */
   combiner?: LayerCombiner;
   /** Default Keras RandomNormal: normal(0, 0.05) per key. */
   initializer?: VariableInitializer;
+  /** Shard labels of the parameter Variable. Default ['cpu:0']. */
   devices?: readonly string[] | string;
   /** Default 'DynamicEmbeddingLayer'. The parameter Variable is `<name>-parameter`. */
   name?: string;
   /** Look up each distinct id once. Default true. */
   withUnique?: boolean;
+  /** Trained by optimizers. Default true. */
   trainable?: boolean;
+  /** Train by adding deltas instead of setting values (TFRA `bp_v2`). Default false. */
   bpV2?: boolean;
+  /** A restrict policy class for the parameter Variable. Default none. */
   restrictPolicy?: RestrictPolicyClass | null;
   /** Variable initSize. Default 0. */
   initCapacity?: number;
+  /** Places keys on shards. Default `defaultPartitionFn` (non-negative `key % N`). */
   partitioner?: Partitioner;
+  /** Where the tables live. Default `new CuckooHashTableCreator()`. */
   kvCreator?: KVCreator;
+  /** Clip each looked-up row to this L2 norm (TF `max_norm`). Default none. */
   maxNorm?: number | null;
+  /** Saved by `saveToFileSystem`. Default true. */
   checkpoint?: boolean;
+  /** Seed of random initializers (uint32). Default 0. An embedstack extension. */
   seed?: number;
 }
 
@@ -79,17 +90,27 @@ const LAYER_OPTIONS = [
  * reduced here and cannot be trained.
  */
 export class Embedding {
+  /** Floats per id. */
   readonly embeddingSize: number;
+  /** Reduction of the squashed layers. */
   readonly combiner: LayerCombiner;
+  /** Layer name (the Variable is `<name>-parameter`). */
   readonly name: string;
+  /** Each distinct id is looked up once. */
   readonly withUnique: boolean;
+  /** L2 clip norm of the rows; 0 when not clipping. */
   readonly maxNorm: number;
   /** The parameter Variable (`<name>-parameter`). */
   readonly params: Variable<TfraKeyDtype>;
   /** The trainable view (`<name>-shadow`). */
   readonly shadow: ShadowVariable;
   /** Output shape (without the embedding size) of the last call, and whether its output can be trained. */
-  protected last: { shape: number[]; linear: boolean } | null = null;
+  protected last: {
+    /** Output shape without the embedding size. */
+    shape: number[];
+    /** Whether the output can be trained. */
+    linear: boolean;
+  } | null = null;
 
   constructor(options: EmbeddingLayerOptions, extraOptions: readonly string[] = []) {
     const extra = Array.isArray(extraOptions) ? extraOptions.filter((k): k is string => typeof k === 'string') : [];
@@ -124,6 +145,7 @@ export class Embedding {
     stateOf(this.params)!.trainables.set(this.shadow.name, this.shadow);
   }
 
+  /** Whether the parameter Variable is trainable. */
   get trainable(): boolean {
     return this.params.trainable;
   }
@@ -133,7 +155,13 @@ export class Embedding {
     return this.trainable ? [this.shadow] : [];
   }
 
-  protected lookupOptions() {
+  /** Options of this layer's lookups: the shadow's name and the max norm. */
+  protected lookupOptions(): {
+    /** The shadow's name. */
+    name: string;
+    /** The L2 clip norm, or null when not clipping. */
+    maxNorm: number | null;
+  } {
     return { name: this.shadow.name, maxNorm: this.maxNorm > 0 ? this.maxNorm : null };
   }
 
@@ -199,9 +227,11 @@ export class SquashedEmbedding extends Embedding {
 /** Maps ids to field slots: receives the flat ids and returns one slot per id (a function of one id also works). */
 export type SlotMapFn = ((ids: Keys) => ArrayLike<number | bigint>) | ((id: bigint | number) => number | bigint);
 
+/** Options of {@link FieldWiseEmbedding} (TFRA's `FieldWiseEmbedding(nslots, slot_map_fn)`). Default name 'SlotDynamicEmbeddingLayer'. */
 export interface FieldWiseEmbeddingOptions extends EmbeddingLayerOptions {
   /** Number of fields. */
   nslots: number;
+  /** Field of each id (see {@link SlotMapFn}). Required. */
   slotMapFn: SlotMapFn;
 }
 
@@ -211,7 +241,9 @@ export interface FieldWiseEmbeddingOptions extends EmbeddingLayerOptions {
  * without ids are zeros.
  */
 export class FieldWiseEmbedding extends Embedding {
+  /** Number of fields. */
   readonly nslots: number;
+  /** Field of each id. */
   readonly slotMapFn: SlotMapFn;
 
   constructor(options: FieldWiseEmbeddingOptions) {
@@ -261,4 +293,13 @@ export class FieldWiseEmbedding extends Embedding {
 }
 
 /** `de.layers`. */
-export const layers = { Embedding, BasicEmbedding, SquashedEmbedding, FieldWiseEmbedding } as const;
+export const layers = {
+  /** {@link Embedding} */
+  Embedding,
+  /** {@link BasicEmbedding} */
+  BasicEmbedding,
+  /** {@link SquashedEmbedding} */
+  SquashedEmbedding,
+  /** {@link FieldWiseEmbedding} */
+  FieldWiseEmbedding,
+} as const;

@@ -21,6 +21,7 @@ import { getModelMode, type LookupRecord, ShadowVariable } from './shadow.js';
 import type { AnyVariable } from './variable.js';
 import { stateOf, type VariableState } from './variableState.js';
 
+/** Options of {@link embeddingLookup} / {@link embeddingLookupUnique} (TFRA's `embedding_lookup(name, max_norm, return_trainable)`). */
 export interface EmbeddingLookupOptions {
   /** Name of the trainable view registered on `params`. Default 'embedding_lookup'. */
   name?: string | null;
@@ -32,11 +33,13 @@ export interface EmbeddingLookupOptions {
   out?: Float32Array | null;
 }
 
+/** Options of {@link embeddingLookupSparse} (TFRA's `embedding_lookup_sparse(combiner, ...)`). */
 export interface SparseLookupOptions extends EmbeddingLookupOptions {
   /** 'mean' (default), 'sqrtn' or 'sum'. */
   combiner?: Combiner | null;
 }
 
+/** Options of {@link safeEmbeddingLookupSparse} (TFRA's `safe_embedding_lookup_sparse(default_id, ...)`). */
 export interface SafeSparseLookupOptions extends SparseLookupOptions {
   /** Id looked up for rows without ids (weight 1). Default: such rows are zeros. */
   defaultId?: number | bigint | string | null;

@@ -24,6 +24,7 @@ export type GradAndVar = readonly [VariableValues, ShadowVariable];
 
 /** Options every tfra optimizer takes. */
 export interface CommonOptions {
+  /** Learning rate (Keras `learning_rate`): a number >= 0, or a function of the 0-based iteration. Default per optimizer (0.01 SGD/Momentum, 0.001 the others). */
   learningRate?: LearningRateInput;
   /** Keras gradient clipping to [-clipvalue, clipvalue] before the update. */
   clipvalue?: number | null;
@@ -46,8 +47,11 @@ let wrap: (o: Optimizer, bpV2: boolean, synchronous: boolean) => void;
  * embeddings only after wrapping with `DynamicEmbeddingOptimizer(opt)`.
  */
 export abstract class Optimizer {
+  /** Optimizer name (`options.name`, else the Keras class name). */
   readonly name: string;
+  /** Learning rate as given: a number, or a function of the 0-based iteration. */
   readonly learningRate: LearningRateInput;
+  /** Gradient clipping bound, or null when not clipping. */
   readonly clipvalue: number | null;
   /** Steps applied so far (Keras `iterations`). */
   iterations = 0;
@@ -97,14 +101,17 @@ export abstract class Optimizer {
     return this.#wrapped;
   }
 
+  /** Set by DynamicEmbeddingOptimizer's `bpV2`: rows are updated by adding deltas. */
   get bpV2(): boolean {
     return this.#bpV2;
   }
 
+  /** Set by DynamicEmbeddingOptimizer's `synchronous`: a step's shards are applied one after another. */
   get synchronous(): boolean {
     return this.#synchronous;
   }
 
+  /** Keras `get_slot_names()`: a copy of {@link Optimizer.slotNames}. */
   getSlotNames(): string[] {
     return this.slotNames.slice();
   }
@@ -115,6 +122,7 @@ export abstract class Optimizer {
     return typeof lr === 'function' ? (step: number) => lr(step - 1) : lr;
   }
 
+  /** Core options every optimizer shares (`clipvalue` when set). */
   protected common(): OptimizerOptions {
     return this.clipvalue === null ? {} : { clipvalue: this.clipvalue };
   }
@@ -177,15 +185,19 @@ function build(kind: OptimizerKind, options: OptimizerOptions): OptimizerSpec {
   return createOptimizer(kind, options);
 }
 
+/** Options of {@link SGD} (Keras `SGD`). */
 export interface SGDOptions extends CommonOptions {
   /** Keras momentum; > 0 keeps a 'momentum' slot. Default 0. */
   momentum?: number;
+  /** Nesterov momentum (Keras `nesterov`). Default false. */
   nesterov?: boolean;
 }
 
 /** Keras SGD (learningRate 0.01, momentum 0): w -= lr*g; with momentum m = mu*m + g, w -= lr*m (nesterov: lr*(g + mu*m)). */
 export class SGD extends Optimizer {
+  /** Momentum factor (0: plain SGD, no slot). */
   readonly momentum: number;
+  /** Nesterov momentum. */
   readonly nesterov: boolean;
   constructor(options: SGDOptions = {}) {
     const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'momentum', 'nesterov']) as SGDOptions;
@@ -206,15 +218,19 @@ export class SGD extends Optimizer {
   }
 }
 
+/** Options of {@link Momentum} (TF `MomentumOptimizer`). */
 export interface MomentumOptions extends CommonOptions {
   /** Default 0 (Keras SGD's). */
   momentum?: number;
+  /** Nesterov momentum (TF `use_nesterov`). Default false. */
   useNesterov?: boolean;
 }
 
 /** TF's Momentum (learningRate 0.01): m = mu*m + g; w -= lr*m (nesterov: lr*(g + mu*m)). Slot 'momentum'. */
 export class Momentum extends Optimizer {
+  /** Momentum factor `mu`. */
   readonly momentum: number;
+  /** Nesterov momentum. */
   readonly useNesterov: boolean;
   constructor(options: MomentumOptions = {}) {
     const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'momentum', 'useNesterov']) as MomentumOptions;
@@ -232,8 +248,11 @@ export class Momentum extends Optimizer {
   }
 }
 
+/** Options of {@link Adagrad} (Keras `Adagrad`). */
 export interface AdagradOptions extends CommonOptions {
+  /** Starting value of the 'accumulator' slot (Keras `initial_accumulator_value`). Default 0.1. */
   initialAccumulatorValue?: number;
+  /** Keras `epsilon`; accepted, not used by core's Adagrad. Default 1e-7. */
   epsilon?: number;
 }
 
@@ -243,7 +262,9 @@ export interface AdagradOptions extends CommonOptions {
  * (a relative difference below 1e-6 for acc >= 0.1).
  */
 export class Adagrad extends Optimizer {
+  /** Starting value of the 'accumulator' slot. */
   readonly initialAccumulatorValue: number;
+  /** Keras `epsilon` (accepted, not used by core's Adagrad). */
   readonly epsilon: number;
   constructor(options: AdagradOptions = {}) {
     const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'initialAccumulatorValue', 'epsilon']) as AdagradOptions;
@@ -260,12 +281,17 @@ export class Adagrad extends Optimizer {
   }
 }
 
+/** Options of {@link Adamax} (Keras `Adamax`); {@link AdamOptions} extend them. */
 export interface AdamaxOptions extends CommonOptions {
+  /** Decay of the first moment 'm' (Keras `beta_1`). Default 0.9. */
   beta1?: number;
+  /** Decay of the second moment 'v' (Keras `beta_2`). Default 0.999. */
   beta2?: number;
+  /** Added to the denominator (Keras `epsilon`). Default 1e-7. */
   epsilon?: number;
 }
 
+/** Options of {@link Adam} (Keras `Adam`). */
 export interface AdamOptions extends AdamaxOptions {
   /** Not supported (Keras default false). */
   amsgrad?: boolean;
@@ -273,8 +299,11 @@ export interface AdamOptions extends AdamaxOptions {
 
 /** Options and slots shared by Adam and Adamax (Keras defaults 0.001, 0.9, 0.999, 1e-7; slots 'm', 'v'). */
 abstract class MomentsOptimizer extends Optimizer {
+  /** Decay of the first moment 'm'. */
   readonly beta1: number;
+  /** Decay of the second moment 'v'. */
   readonly beta2: number;
+  /** Added to the denominator. */
   readonly epsilon: number;
   protected constructor(options: AdamOptions, name: string, extra: readonly string[]) {
     const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'beta1', 'beta2', 'epsilon', ...extra]) as AdamOptions;
@@ -308,11 +337,17 @@ export class Adam extends MomentsOptimizer {
   }
 }
 
+/** Options of {@link FTRL} (Keras `Ftrl`). */
 export interface FTRLOptions extends CommonOptions {
+  /** Keras `learning_rate_power`. Default -0.5. */
   learningRatePower?: number;
+  /** Starting value of the 'accumulator' slot (Keras `initial_accumulator_value`). Default 0.1. */
   initialAccumulatorValue?: number;
+  /** L1 regularization (Keras `l1_regularization_strength`). Default 0. */
   l1RegularizationStrength?: number;
+  /** L2 regularization (Keras `l2_regularization_strength`). Default 0. */
   l2RegularizationStrength?: number;
+  /** Keras `beta`. Default 0. */
   beta?: number;
   /** Only 0 is supported (Keras default). */
   l2ShrinkageRegularizationStrength?: number;
@@ -320,10 +355,15 @@ export interface FTRLOptions extends CommonOptions {
 
 /** Keras Ftrl (learningRate 0.001, learningRatePower -0.5, initialAccumulatorValue 0.1, l1 = l2 = beta = 0). Slots 'accumulator', 'linear'. */
 export class FTRL extends Optimizer {
+  /** Keras `learning_rate_power`. */
   readonly learningRatePower: number;
+  /** Starting value of the 'accumulator' slot. */
   readonly initialAccumulatorValue: number;
+  /** L1 regularization strength. */
   readonly l1RegularizationStrength: number;
+  /** L2 regularization strength. */
   readonly l2RegularizationStrength: number;
+  /** Keras `beta`. */
   readonly beta: number;
   constructor(options: FTRLOptions = {}) {
     const o = checkOptions(options, [
@@ -375,14 +415,19 @@ export class Adamax extends MomentsOptimizer {
   }
 }
 
+/** Options of {@link Adadelta} (Keras `Adadelta`). */
 export interface AdadeltaOptions extends CommonOptions {
+  /** Decay of the accumulators (Keras `rho`). Default 0.95. */
   rho?: number;
+  /** Added for numerical stability (Keras `epsilon`). Default 1e-7. */
   epsilon?: number;
 }
 
 /** Keras Adadelta (learningRate 0.001, rho 0.95, epsilon 1e-7). Slots 'accum_grad', 'accum_var'. */
 export class Adadelta extends Optimizer {
+  /** Decay of the accumulators. */
   readonly rho: number;
+  /** Keras `epsilon`. */
   readonly epsilon: number;
   constructor(options: AdadeltaOptions = {}) {
     const o = checkOptions(options, ['learningRate', 'clipvalue', 'name', 'rho', 'epsilon']) as AdadeltaOptions;
@@ -400,8 +445,24 @@ export class Adadelta extends Optimizer {
 }
 
 /** `de.optimizers`: the Keras optimizers, constructed with `new`. */
-export const optimizers = { SGD, Momentum, Adagrad, Adam, FTRL, Adamax, Adadelta } as const;
+export const optimizers = {
+  /** {@link SGD} */
+  SGD,
+  /** {@link Momentum} */
+  Momentum,
+  /** {@link Adagrad} */
+  Adagrad,
+  /** {@link Adam} */
+  Adam,
+  /** {@link FTRL} */
+  FTRL,
+  /** {@link Adamax} */
+  Adamax,
+  /** {@link Adadelta} */
+  Adadelta,
+} as const;
 
+/** Options of {@link DynamicEmbeddingOptimizer} (TFRA's `DynamicEmbeddingOptimizer(bp_v2, synchronous)`). */
 export interface DynamicEmbeddingOptimizerOptions {
   /** Update rows by adding deltas (accum) instead of setting them, for every variable this optimizer trains. Default false. */
   bpV2?: boolean | null;

@@ -3,6 +3,7 @@ import type { TfraKeyDtype } from './keys.js';
 import type { Variable } from './variable.js';
 import { stateOf } from './variableState.js';
 
+/** Options of `Variable.restrict` / {@link RestrictPolicy.applyRestriction} (TFRA's `restrict(num_reserved, trigger)`). */
 export interface RestrictOptions {
   /** Restrict only when the variable holds more than `trigger` keys. Default numReserved. */
   trigger?: number | null;
@@ -16,6 +17,7 @@ export interface RestrictOptions {
  * `new Variable({ restrictPolicy: de.TimestampRestrictPolicy })`.
  */
 export abstract class RestrictPolicy {
+  /** The Variable this policy restricts. */
   readonly variable: Variable<TfraKeyDtype>;
 
   /** @throws InvalidTypeError when `variable` is not a de.Variable */
@@ -79,6 +81,7 @@ async function scoreMap(table: EmbeddingTable): Promise<Map<bigint | number, big
   return out;
 }
 
+/** A restrict policy class (e.g. `TimestampRestrictPolicy`), as passed to `new Variable({ restrictPolicy })`. */
 export type RestrictPolicyClass = new (variable: Variable<TfraKeyDtype>) => RestrictPolicy;
 
 export function isRestrictPolicyClass(value: unknown): value is RestrictPolicyClass {

@@ -20,6 +20,7 @@ import type { EmbeddingOptimizer } from './optimizers.js';
  */
 export type TableInitializer = ((shape: [number, number]) => Float32Array | ArrayLike<number>) | InitializerSpec;
 
+/** Options of {@link TableConfig} (TF's `TableConfig(vocabulary_size, dim, initializer, optimizer, combiner, name)`). */
 export interface TableConfigOptions {
   /** Number of rows, integer >= 1. */
   vocabularySize: number;
@@ -64,12 +65,15 @@ export let nameTable: (table: TableConfig, name: string) => void;
  * @throws InvalidTypeError: options not an object, name not a non-empty string
  */
 export class TableConfig {
+  /** Number of rows. */
   readonly vocabularySize: number;
+  /** Floats per row. */
   readonly dim: number;
   /** The initializer in use (the default truncated normal when none was given). */
   readonly initializer: TableInitializer;
   /** As given (checked by the `TPUEmbedding` constructor: one of this package's optimizers); undefined when unset. */
   readonly optimizer: EmbeddingOptimizer | undefined;
+  /** Reduction of a non-sequence feature's ids: 'mean', 'sum' or 'sqrtn'. */
   readonly combiner: Combiner;
   #name: string | undefined;
 
@@ -105,6 +109,7 @@ export class TableConfig {
   }
 }
 
+/** Options of {@link FeatureConfig} (TF's `FeatureConfig(table, max_sequence_length, output_shape, name)`). */
 export interface FeatureConfigOptions {
   /** The table this feature looks up. */
   table: TableConfig;
@@ -124,9 +129,13 @@ export interface FeatureConfigOptions {
  *   integer >= 0, outputShape not an array of integers >= 1
  */
 export class FeatureConfig {
+  /** The table this feature looks up. */
   readonly table: TableConfig;
+  /** 0: one combined row per example; L > 0: a sequence feature. */
   readonly maxSequenceLength: number;
+  /** Per-replica leading shape of the activations as given; undefined when inferred. */
   readonly outputShape: readonly number[] | undefined;
+  /** As given; undefined when unset. */
   readonly name: string | undefined;
 
   constructor(options: FeatureConfigOptions) {

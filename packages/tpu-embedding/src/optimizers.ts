@@ -42,7 +42,9 @@ export type SlotValue = number | Float32Array | readonly number[] | Tensor;
 export interface SlotCreationTable {
   /** The table's resolved name (`table_{i}` when unnamed). */
   readonly name: string;
+  /** Rows of the table. */
   readonly vocabularySize: number;
+  /** Floats per row. */
   readonly dim: number;
   /** The user's TableConfig. */
   readonly config: TableConfig;
@@ -61,14 +63,21 @@ export type SlotVariableCreationFn = (
 
 /** Options every optimizer takes (TF's `_Optimizer` arguments, camelCase). */
 export interface CommonOptimizerOptions {
+  /** TF `learning_rate`: a number >= 0, or a function called once per step. Default per optimizer (SGD 0.01, the others 0.001). */
   learningRate?: LearningRateInput | null;
   /** Default true. Updates are always accumulated over the global batch here; `clipvalue` needs it true (as TF). */
   useGradientAccumulation?: boolean | null;
+  /** TF `clip_weight_min`: lower bound of the updated weights. Default none. */
   clipWeightMin?: number | null;
+  /** TF `clip_weight_max`: upper bound of the updated weights. Default none. */
   clipWeightMax?: number | null;
+  /** TF `weight_decay_factor`: `g += weightDecayFactor * w` before the update. Default none. */
   weightDecayFactor?: number | null;
+  /** TF `multiply_weight_decay_factor_by_learning_rate`: scale the weight decay by the learning rate. Default false. */
   multiplyWeightDecayFactorByLearningRate?: boolean | null;
+  /** TF `clipvalue`: gradient clip, see {@link ClipValue}. Default none. */
   clipvalue?: ClipValue | null;
+  /** TF `slot_variable_creation_fn`: initial slot values per table, see {@link SlotVariableCreationFn}. Default: each slot at its initial value. */
   slotVariableCreationFn?: SlotVariableCreationFn | null;
 }
 
@@ -99,13 +108,21 @@ function readOptions(options: unknown, className: string, extraKeys: readonly st
 export abstract class EmbeddingOptimizer {
   /** The core optimizer kind this maps to. */
   abstract readonly kind: OptimizerKind;
+  /** The learning rate as given (a number or a function), else the optimizer's default. */
   readonly learningRate: LearningRateInput;
+  /** TF `use_gradient_accumulation` as resolved. */
   readonly useGradientAccumulation: boolean;
+  /** Lower bound of the updated weights; null when unset. */
   readonly clipWeightMin: number | null;
+  /** Upper bound of the updated weights; null when unset. */
   readonly clipWeightMax: number | null;
+  /** Weight decay factor; null when unset. */
   readonly weightDecayFactor: number | null;
+  /** Whether the weight decay is scaled by the learning rate. */
   readonly multiplyWeightDecayFactorByLearningRate: boolean;
+  /** Gradient clip as given (a frozen pair for `[min, max]`); null when unset. */
   readonly clipvalue: ClipValue | null;
+  /** The slot creation function; null when unset. */
   readonly slotVariableCreationFn: SlotVariableCreationFn | null;
   /** The validated core spec (`createOptimizer`) handed to `EmbeddingTable.applyGradients`. */
   readonly spec: OptimizerSpec;
@@ -195,6 +212,7 @@ export interface AdagradOptions extends CommonOptimizerOptions {
 /** Adagrad: `acc += g²; w -= lr * g / sqrt(acc)`. Default learningRate 0.001. Slot `accumulators`. */
 export class Adagrad extends EmbeddingOptimizer {
   readonly kind = 'adagrad' as const;
+  /** Initial value of the `accumulators` slot. */
   readonly initialAccumulatorValue: number;
   constructor(options?: AdagradOptions | null) {
     const o = readOptions(options, 'Adagrad', ['initialAccumulatorValue']);
@@ -224,10 +242,15 @@ export interface AdagradMomentumOptions extends CommonOptimizerOptions {
  */
 export class AdagradMomentum extends EmbeddingOptimizer {
   readonly kind = 'adagradMomentum' as const;
+  /** Momentum factor. */
   readonly momentum: number;
+  /** Nesterov momentum. */
   readonly useNesterov: boolean;
+  /** Preconditioner exponent. */
   readonly exponent: number;
+  /** Accumulator decay (1 = plain sum). */
   readonly beta2: number;
+  /** Added to the accumulator in the preconditioner. */
   readonly epsilon: number;
   constructor(options?: AdagradMomentumOptions | null) {
     const o = readOptions(options, 'AdagradMomentum', ['momentum', 'useNesterov', 'exponent', 'beta2', 'epsilon']);
@@ -269,10 +292,15 @@ export interface AdamOptions extends CommonOptimizerOptions {
  */
 export class Adam extends EmbeddingOptimizer {
   readonly kind = 'adam' as const;
+  /** Decay of `momenta`. */
   readonly beta1: number;
+  /** Decay of `velocities`. */
   readonly beta2: number;
+  /** Epsilon of the denominator (see `sumInsideSqrt`). */
   readonly epsilon: number;
+  /** Only touched rows are updated. */
   readonly lazyAdam: boolean;
+  /** `w -= lr*m/sqrt(v + eps²)` when true, `lr*m/(sqrt(v) + eps)` when false. */
   readonly sumInsideSqrt: boolean;
   constructor(options?: AdamOptions | null) {
     const o = readOptions(options, 'Adam', ['beta1', 'beta2', 'epsilon', 'lazyAdam', 'sumInsideSqrt']);
@@ -304,7 +332,9 @@ export interface FTRLOptions extends CommonOptimizerOptions {
   l1RegularizationStrength?: number | null;
   /** L2 strength, >= 0. Default 0. Alias `l2`. */
   l2RegularizationStrength?: number | null;
+  /** Alias of `l1RegularizationStrength`. */
   l1?: number | null;
+  /** Alias of `l2RegularizationStrength`. */
   l2?: number | null;
   /** >= 0. Default 0. */
   beta?: number | null;
@@ -337,12 +367,19 @@ function alias(o: RawOptimizerOptions, long: string, short: string): number | un
  */
 export class FTRL extends EmbeddingOptimizer {
   readonly kind = 'ftrl' as const;
+  /** TF `learning_rate_power` (`p`). */
   readonly learningRatePower: number;
+  /** L1 strength. */
   readonly l1RegularizationStrength: number;
+  /** L2 strength. */
   readonly l2RegularizationStrength: number;
+  /** TF `beta`. */
   readonly beta: number;
+  /** Initial value of the `accumulators` slot. */
   readonly initialAccumulatorValue: number;
+  /** Always false (true is not supported). */
   readonly multiplyLinearByLearningRate = false;
+  /** Always false (true is not supported). */
   readonly allowZeroAccumulator = false;
   constructor(options?: FTRLOptions | null) {
     const o = readOptions(options, 'FTRL', [

@@ -1,5 +1,6 @@
 import { InvalidTypeError, invalidParameter } from '@embedstack/core';
 
+/** Options of {@link ReplicaStrategy} (TF's `TPUStrategy` topology, reduced to two counts). */
 export interface ReplicaStrategyOptions {
   /** Replicas (TPU cores) the global batch is split over, integer >= 1. Default 1. */
   numReplicas?: number | null;
@@ -17,7 +18,9 @@ export interface ReplicaStrategyOptions {
  * @throws InvalidArgumentError when a count is not an integer >= 1
  */
 export class ReplicaStrategy {
+  /** Replicas the global batch is split over. */
   readonly numReplicas: number;
+  /** Hosts (row shards) each table is stored as. */
   readonly numHosts: number;
 
   constructor(options?: ReplicaStrategyOptions | null) {
@@ -41,7 +44,9 @@ export class ReplicaStrategy {
 
 /** A contiguous block of rows [start, start + size) held by one shard. */
 export interface ShardRange {
+  /** First row of the shard. */
   start: number;
+  /** Rows in the shard. */
   size: number;
 }
 

@@ -45,6 +45,7 @@ export type FeatureGradient = Tensor<Float32Array> | Float32Array | null | undef
 /** Per-feature values in the structure of a feature config F (what enqueue, dequeue and applyGradients take or return). */
 export type PerFeature<F, Leaf> = StructureOf<F, Leaf, FeatureConfig>;
 
+/** Options of {@link TPUEmbedding} (TF's `TPUEmbedding(feature_config, optimizer, pipeline_execution_with_tensor_core)`; the strategy is TF's ambient `TPUStrategy`). */
 export interface TPUEmbeddingOptions<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
   /** Any nesting of objects and arrays whose leaves are FeatureConfigs. */
   featureConfig: F;
@@ -61,11 +62,13 @@ export interface TPUEmbeddingOptions<F extends Nest<FeatureConfig> = Nest<Featur
 /** Ids per feature, in the feature config's structure. */
 export type FeatureInputs<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> = PerFeature<F, FeatureInput>;
 
+/** Options of {@link TPUEmbedding.dequeue}. */
 export interface DequeueOptions<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
   /** Arrays to write the activations to (feature config structure; null leaves: fresh arrays). Default: fresh arrays. */
   out?: PerFeature<F, Float32Array | null> | null;
 }
 
+/** Options of {@link TPUEmbedding.enqueue} (TF's `enqueue(features, weights, training)`). */
 export interface EnqueueOptions<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
   /** Same structure as the features; `SparseTensor`/`RaggedTensor` float weights or null per feature. Default: all 1. */
   weights?: PerFeature<F, FeatureWeight> | null;
@@ -127,9 +130,13 @@ function warn(message: string): void {
  * model trained this way numerically the same as on a TPU.
  */
 export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
+  /** The feature config as given (its unnamed tables are named `table_{i}`). */
   readonly featureConfig: F;
+  /** The default optimizer; undefined when not given. */
   readonly optimizer: EmbeddingOptimizer | undefined;
+  /** Replicas and hosts in use. */
   readonly strategy: ReplicaStrategy;
+  /** Whether updates are applied one step late (see the class doc). */
   readonly pipelineExecutionWithTensorCore: boolean;
   readonly #backendOption: string | EmbeddingBackend | undefined;
   readonly #features: FeatureState[];
@@ -562,6 +569,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
     this.#pending = null;
   }
 
+  /** Same as `dispose()`, for `using`. */
   [Symbol.dispose](): void {
     this.dispose();
   }

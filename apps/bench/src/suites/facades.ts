@@ -102,8 +102,23 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
 
 const entry = (job: Job, kind: 'ours' | 'peer', unit: string, note?: string): Entry => ({ job, name: job.label, kind, unit, ...(note ? { note } : {}) });
 
+/** Forward pairs whose first call's outputs were compared before timing: a fast facade that returns other values measures nothing. */
+interface Checks {
+  pairs: number;
+  /** `ours vs peer: n of m floats differ` per pair that disagreed. */
+  differ: string[];
+}
+
+/** Compares a facade's output with the core op's (bit for bit: both pool in float64 and round once) and records the outcome in `c`. */
+function checkSame(c: Checks, what: string, ours: ArrayLike<number>, peer: ArrayLike<number>): void {
+  c.pairs++;
+  let count = Math.abs(ours.length - peer.length);
+  for (let i = 0; i < Math.min(ours.length, peer.length); i++) if (!Object.is(ours[i], peer[i])) count++;
+  if (count > 0) c.differ.push(`${what}: ${count} of ${peer.length} floats differ (lengths ${ours.length} vs ${peer.length})`);
+}
+
 /** tpu-embedding: forward and backward on one static table, against core on a copy of its rows. */
-async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: Target[]): Promise<void> {
+async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: Target[], checks: Checks): Promise<void> {
   const values = valuePattern(s.rows, DIM);
   const table = new TableConfig({ vocabularySize: s.rows, dim: DIM, combiner: 'sum', name: 'bench_tpu', initializer: () => values });
   const featureConfig = { f: new FeatureConfig({ table }) };
@@ -124,6 +139,8 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
       return emb.dequeue(out ? { out: { f: out } } : undefined);
     };
     const sum = { combiner: 'sum' } as const;
+    const dequeued = (await forward(0, null)) as { f: { data: Float32Array } };
+    checkSame(checks, 'tpu enqueue + dequeue vs core lookupCombined', dequeued.f.data, await core.lookupCombined(bags[0]!, sum));
     const fwd = await runPairs([
       entry(asyncJob('tpu enqueue + dequeue', (i) => forward(i, null), nids), 'ours', 'rows/s'),
       entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % bags.length]!, sum), nids), 'peer', 'rows/s'),
@@ -138,7 +155,7 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
     targets.push(ratioTarget(gf, 'tpu enqueue + dequeue', 'core lookupCombined', '>=', 0.8, 'tpu-embedding enqueue+dequeue >= 0.8x core lookupCombined'));
     targets.push(ratioTarget(go, 'tpu enqueue + dequeue({ out })', 'core lookupCombined({ out })', '>=', 0.8, 'tpu-embedding enqueue+dequeue({ out }) >= 0.8x core lookupCombined({ out })'));
 
-    await sokGroup(ctx, s, values, inputs, bags, groups, targets);
+    await sokGroup(ctx, s, values, inputs, bags, groups, targets, checks);
 
     // backward: the gradient of each bag's activation; under 'sum' every id of a bag gets its bag's gradient
     const grad = valuePattern(BAGS, DIM).map((x) => x * 0.01);
@@ -179,6 +196,7 @@ async function sokGroup(
   bags: Bag<Int32Array>[],
   groups: Group[],
   targets: Target[],
+  checks: Checks,
 ): Promise<void> {
   sok.init({ numDevices: 1, backend: ctx.backend });
   try {
@@ -192,6 +210,8 @@ async function sokGroup(
       const rowIds = Int32Array.from({ length: s.rows }, (_, i) => i);
       for (let b = 0; b < s.rows; b += FILL_BATCH) core.upsertSync(rowIds.subarray(b, b + FILL_BATCH), values.subarray(b * DIM, Math.min(s.rows, b + FILL_BATCH) * DIM));
       const nids = BAGS * IDS;
+      const [pooledSok] = await sok.lookupSparse([w], [inputs[0]!], { combiners: 'sum' });
+      checkSame(checks, 'sok lookupSparse vs core lookupCombined', pooledSok!.data, await core.lookupCombined(bags[0]!, { combiner: 'sum' }));
       const figures = await runEntries(
         [
           entry(asyncJob('sok lookupSparse', (i) => sok.lookupSparse([w], [inputs[i % inputs.length]!], { combiners: 'sum' }), nids), 'ours', 'rows/s', 'one device'),
@@ -229,7 +249,7 @@ function tfraVariable(ctx: SuiteContext, keys: BigInt64Array, name: string): de.
 }
 
 /** tfra: lookups, the sparse (pooled) lookup and one optimizer step, against core on a table with the same keys and rows. */
-async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: Target[]): Promise<void> {
+async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: Target[], checks: Checks): Promise<void> {
   const keys = ctx.fixtures.keys(s.keys);
   const core = ctx.fixtures.table(DIM, s.keys);
   const v = tfraVariable(ctx, keys, 'bench_tfra');
@@ -240,6 +260,8 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
     const outC = { values: new Float32Array(KEY_BATCH * DIM), exists: new Uint8Array(KEY_BATCH) };
     const sync = (label: string, fn: (i: number) => unknown, kind: 'ours' | 'peer', note?: string): Entry =>
       entry({ label, fn: (i) => void fn(i), items: KEY_BATCH }, kind, 'keys/s', note);
+    checkSame(checks, 'tfra lookupSync vs core findSync', v.lookupSync(next(0)).data, core.findSync(next(0)).values);
+    checkSame(checks, 'tfra lookup vs core find', (await v.lookup(next(1))).data, (await core.find(next(1))).values);
     const look = await runPairs([
       sync('tfra lookupSync', (i) => v.lookupSync(next(i)), 'ours'),
       sync('core findSync', (i) => core.findSync(next(i)), 'peer'),
@@ -270,6 +292,8 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
     const sparse = bagKeys.map((k) => new SparseTensor(indices, k, [BAGS, IDS]));
     const bags: Bag<BigInt64Array>[] = bagKeys.map((k) => ({ rowSplits: splits, keys: k, weights: null }));
     const nids = BAGS * IDS;
+    const sparse0 = await de.embeddingLookupSparse(v, sparse[0]!, null, { combiner: 'sum', name: 'bench_sparse' });
+    checkSame(checks, 'tfra embeddingLookupSparse vs core lookupCombined', sparse0.data, await core.lookupCombined(bags[0]!, { combiner: 'sum' }));
     const pooled = await runEntries([
       entry(asyncJob('tfra embeddingLookupSparse', (i) => de.embeddingLookupSparse(v, sparse[i % 4]!, null, { combiner: 'sum', name: 'bench_sparse' }), nids), 'ours', 'rows/s', 'train mode: records the lookup'),
       entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % 4]!, { combiner: 'sum' }), nids), 'peer', 'rows/s'),
@@ -336,12 +360,13 @@ async function memoryGroup(ctx: SuiteContext, s: Sizes, groups: Group[], targets
 }
 
 /** hps: the L1-hit path of HPS.lookup against core findSync of the same keys on the model's table. */
-async function hpsGroup(ctx: SuiteContext, s: Sizes, groups: Group[], targets: Target[]): Promise<void> {
+async function hpsGroup(ctx: SuiteContext, s: Sizes, groups: Group[], targets: Target[], checks: Checks): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-facades-hps-'));
   const { server, table, keys } = await hpsFixture(ctx, s.hpsRows, dir, { type: 'hash_map' });
   try {
     const hot = pickKeys(keys, drawIndices(4096, Math.max(1, Math.floor(s.hpsRows / 100)), 'uniform', 95));
     for (let i = 0; i < 3; i++) await server.lookup(hot, 'bench', 0); // every hot key in L1
+    checkSame(checks, 'hps lookup vs core findSync', (await server.lookup(hot, 'bench', 0)).data as Float32Array, table.findSync(hot).values);
     const figures = await runEntries([
       entry(asyncJob('hps lookup (L1 hits)', () => server.lookup(hot, 'bench', 0), hot.length), 'ours', 'keys/s'),
       entry({ label: 'core findSync', fn: () => void table.findSync(hot), items: hot.length }, 'peer', 'keys/s', 'the same keys, the table the model was exported from'),
@@ -366,16 +391,19 @@ export const facadesSuite: Suite = {
     const s = ctx.args.suiteOptions.facadesQuick === true ? QUICK : SIZES;
     const groups: Group[] = [];
     const targets: Target[] = [];
+    const checks: Checks = { pairs: 0, differ: [] };
     // tfra creates its tables on the registry's default backend: make it the one measured
     setDefaultBackend(ctx.backend.name);
     try {
-      await tpuGroups(ctx, s, groups, targets);
-      await tfraGroups(ctx, s, groups, targets);
-      await hpsGroup(ctx, s, groups, targets);
+      await tpuGroups(ctx, s, groups, targets, checks);
+      await tfraGroups(ctx, s, groups, targets, checks);
+      await hpsGroup(ctx, s, groups, targets, checks);
       await memoryGroup(ctx, s, groups, targets);
     } finally {
       setDefaultBackend(undefined);
     }
+    for (const d of checks.differ) ctx.log(`facades: ${d}`);
+    targets.push(valueTarget(checks.differ.length, '<=', 0, 'pairs differ', `every facade forward returns its core op's values bit for bit (${checks.pairs} pairs checked before timing)`));
     return {
       suite: 'facades',
       path: 'the facades as a user calls them (Promise forms unless the name says Sync) vs the core op on the same rows, ids and gradients',

@@ -31,6 +31,7 @@ import {
   VALUES_FILE,
 } from './manifest.js';
 
+/** Options of {@link saveTable}. */
 export interface SaveTableOptions {
   /** Rows per exported batch (memory: one batch of keys, values, slots, scores). Default 65536. */
   batchSize?: number | null;

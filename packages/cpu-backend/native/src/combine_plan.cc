@@ -29,18 +29,29 @@ inline size_t ownedIndex(const PlanSpan& s, size_t j) {
 inline bool isOwned(const PlanSpan& s, size_t j) {
   return !s.index || s.index[j] >= 0;
 }
+/** The values [dim] of owned entry j: lent by the table (rowPtrs) or copied into `rows`. */
+inline const float* rowOf(const PlanSpan& s, size_t j) {
+  const size_t i = ownedIndex(s, j);
+  return s.rowPtrs ? s.rowPtrs[i] : s.rows + i * s.dim;
+}
 
 }  // namespace
 
 ES_MULTIVERSION
 void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
   const size_t dim = s.dim;
+  const size_t rowBytes = dim * sizeof(float);
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
     const size_t end = static_cast<size_t>(s.rowSplits[r + 1]);
     for (size_t j = static_cast<size_t>(s.rowSplits[r]); j < end; ++j) {
       if (!isOwned(s, j)) continue;
-      const float* __restrict e = s.rows + ownedIndex(s, j) * dim;
+      // Lent rows are scattered over the table: fetch the owned row 8 ahead (owned entries are in bag order).
+      if (s.rowPtrs && ownedIndex(s, j) + 8 < s.lent) {
+        const char* p = reinterpret_cast<const char*>(s.rowPtrs[ownedIndex(s, j) + 8]);
+        for (size_t off = 0; off < rowBytes; off += 64) __builtin_prefetch(p + off, 0, 1);
+      }
+      const float* __restrict e = rowOf(s, j);
       const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
       double scale = w;
       if (s.maxNorm > 0) {

@@ -25,6 +25,8 @@ struct PlanSpan {
   const double* denom;    // [nrows]
   double maxNorm;         // 0 = none
   size_t dim;
+  const float* const* rowPtrs = nullptr;  // [lent] pointers to the owned entries' rows, used instead of `rows` when set
+  size_t lent = 0;                        // entries of rowPtrs
 };
 
 /** denom[r] for r in [rb, re). */

@@ -34,6 +34,33 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
   });
 }
 
+bool DynamicTable::withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) {
+  if (!wide()) return false;
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  const ScoreClock t = beginCall();
+  const ScorePolicy policy = config_.scorePolicy;
+  const bool touch = scoresOnRead(policy);
+  std::vector<const float*> rows(n);
+  std::vector<size_t> missing;
+  // Only the key/score lines are prefetched here: the reader prefetches the values it pools.
+  probe(keys, 0, n, 0, touch, [&](size_t i, uint32_t row) {
+    if (row != KeyIndex::kNoRow) {
+      rows[i] = static_cast<const float*>(valuesOf(row));
+      if (touch) touchOnReadAtomic(scoreOf(row), policy, t);
+    } else {
+      missing.push_back(i);
+    }
+  });
+  std::vector<float> initial(missing.size() * dim_);
+  for (size_t k = 0; k < missing.size(); ++k) {
+    initialValue(keys[missing[k]], initial.data() + k * dim_);
+    rows[missing[k]] = initial.data() + k * dim_;
+  }
+  fn(rows.data());
+  return true;
+}
+
 namespace {
 
 // Entry rows of one span of a bag, plus the initial values of its missing keys

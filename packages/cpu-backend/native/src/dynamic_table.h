@@ -56,6 +56,8 @@ class DynamicTable final : public Table {
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;
+  /** Lends float32 rows (false for float16 / bfloat16 storage). */
+  bool withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) override;
 
   // Introspection for tests and benchmarks.
   size_t indexGroups() const { return index_.groups(); }

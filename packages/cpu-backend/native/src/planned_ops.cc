@@ -165,11 +165,18 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
   Scratch::Trim trim;
   const std::vector<double> denom = denominators(bag, c);
   const BagOwnership b = bagOwnership(bag, plan);
-  const float* rows = readRows(t, b.local, b.count, insert);
-  forEachBagRange(bag, [&](size_t r0, size_t r1) {
-    std::vector<double> acc(dim);
-    combinePartialRows(spanOf(bag, b, rows, denom.data(), maxNorm, dim, r0, r1), out, acc.data());
-  });
+  const auto pool = [&](const float* rows, const float* const* lent) {
+    forEachBagRange(bag, [&](size_t r0, size_t r1) {
+      std::vector<double> acc(dim);
+      PlanSpan s = spanOf(bag, b, rows, denom.data(), maxNorm, dim, r0, r1);
+      s.rowPtrs = lent;
+      s.lent = lent ? b.count : 0;
+      combinePartialRows(s, out, acc.data());
+    });
+  };
+  // Without inserts, pool straight from the table's rows when it lends them (no copy).
+  if (!insert && t.withRows(b.local, b.count, [&](const float* const* lent) { pool(nullptr, lent); })) return;
+  pool(readRows(t, b.local, b.count, insert), nullptr);
 }
 
 void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,

@@ -31,6 +31,13 @@ struct ShardPlan {
         *local = k;
         return true;
       case kMod: {
+        if ((numShards & (numShards - 1)) == 0) {
+          // A power of two (1, 2, 4, 8 devices): floorMod is the low bits in two's
+          // complement, no 64-bit division per key; floor(k / N) only for owned rows.
+          if ((k & (numShards - 1)) != shard) return false;
+          *local = roundRobin ? (k & ~(numShards - 1)) / numShards : k;
+          return true;
+        }
         int64_t q = k / numShards;
         int64_t r = k % numShards;
         if (r < 0) {

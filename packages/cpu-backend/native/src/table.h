@@ -130,6 +130,20 @@ class Table {
   virtual void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) = 0;
   virtual size_t restrict(size_t numReserved) = 0;
   virtual void setEpoch(uint32_t epoch) = 0;
+  /**
+   * Lends the rows of keys [n] without copying them: calls fn(rows) once, under the
+   * table's read lock, with rows[i] -> keys[i]'s float32 values [dim] (a missing key:
+   * its initial value in a temporary buffer; nothing is inserted; read-policy scores
+   * are touched as findInto touches them). The pointers are valid only inside fn.
+   * Returns false, calling nothing, when the table does not lend rows (then copy them
+   * with findInto); the default.
+   */
+  virtual bool withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) {
+    (void)keys;
+    (void)n;
+    (void)fn;
+    return false;
+  }
 
   /** Throws INVALID_ARGUMENT unless the optimizer's slots are exactly this table's slots. */
   void validateOptimizer(const OptimizerParams& opt) const { checkOptimizer(opt); }

@@ -1,0 +1,113 @@
+// Shard plans and the planned bag: ShardPlan::owns against plain floor division,
+// withRows against findInto, lookupCombinedPartial's lent-row path against its copy path.
+#include <vector>
+
+#include "planned_ops.h"
+#include "shard_plan.h"
+#include "table_helpers.h"
+#include "test.h"
+
+using namespace embedstack;
+using estest::dynamicConfig;
+
+namespace {
+
+/** floor(k / n) and floorMod(k, n) written out in 128-bit arithmetic (the reference). */
+void floorDivMod(int64_t k, int64_t n, int64_t* q, int64_t* r) {
+  __int128 qq = static_cast<__int128>(k) / n;
+  __int128 rr = static_cast<__int128>(k) % n;
+  if (rr < 0) {
+    rr += n;
+    qq -= 1;
+  }
+  *q = static_cast<int64_t>(qq);
+  *r = static_cast<int64_t>(rr);
+}
+
+}  // namespace
+
+TEST(shard_plan_mod_owns_exactly_floor_mod_for_any_shard_count) {
+  const int64_t keys[] = {0, 1, -1, 2, -2, 7, -7, 1024, -1025, INT64_MAX, INT64_MIN, INT64_MIN + 1, INT64_MAX - 3};
+  for (int64_t n = 1; n <= 9; ++n) {
+    for (bool roundRobin : {false, true}) {
+      for (int64_t k : keys) {
+        int64_t q = 0;
+        int64_t r = 0;
+        floorDivMod(k, n, &q, &r);
+        int owners = 0;
+        for (int64_t shard = 0; shard < n; ++shard) {
+          ShardPlan p;
+          p.kind = ShardPlan::kMod;
+          p.numShards = n;
+          p.shard = shard;
+          p.roundRobin = roundRobin;
+          int64_t local = 12345;
+          const bool owns = p.owns(k, &local);
+          EXPECT_EQ(owns, shard == r);
+          if (owns) {
+            ++owners;
+            EXPECT_EQ(local, roundRobin ? q : k);
+          }
+        }
+        EXPECT_EQ(owners, 1);
+      }
+    }
+  }
+}
+
+TEST(with_rows_lends_find_values_and_inserts_nothing) {
+  TableConfig c = dynamicConfig(3);
+  c.initializer.kind = InitKind::kConstant;
+  c.initializer.a = 0.25;
+  auto t = createTable(c);
+  const int64_t present[] = {5, -9};
+  const float values[] = {1, 2, 3, 4, 5, 6};
+  t->upsert(present, 2, values, nullptr);
+  const int64_t keys[] = {-9, 77, 5, -9};
+  std::vector<float> seen;
+  const bool lent = t->withRows(keys, 4, [&](const float* const* rows) {
+    for (size_t i = 0; i < 4; ++i) seen.insert(seen.end(), rows[i], rows[i] + 3);
+  });
+  ASSERT_TRUE(lent);
+  const std::vector<float> want = {4, 5, 6, 0.25f, 0.25f, 0.25f, 1, 2, 3, 4, 5, 6};
+  EXPECT_TRUE(seen == want);
+  EXPECT_EQ(t->size(), size_t{2});
+}
+
+TEST(planned_partial_bag_lent_rows_equal_the_copied_rows) {
+  // The same bag pooled on a table that lends rows (float32) and on one that copies (bfloat16
+  // storage of values exact in bfloat16): partial sums per shard, added, equal a hand sum.
+  const size_t dim = 2;
+  const int64_t stored[] = {0, 1, 2, 3, -4, -5};
+  const float values[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const int32_t splits[] = {0, 3, 3, 6};
+  const int64_t keys[] = {0, -5, 3, 2, 1, 99};  // 99 missing: its initial value (0.5)
+  const float weights[] = {1, 2, 0.5f, 1, 1, 2};
+  BagInput bag{splits, 3, keys, 6, weights};
+  // Hand sums (combiner sum): row 0 = 1*[1,2] + 2*[11,12] + 0.5*[7,8]; row 1 empty; row 2 = [5,6] + [3,4] + 2*[0.5,0.5]
+  const double want[] = {26.5, 30, 0, 0, 9, 11};
+  for (StorageDtype storage : {StorageDtype::kFloat32, StorageDtype::kBfloat16}) {
+    for (int64_t n : {1, 2, 3, 4}) {
+      std::vector<double> out(3 * dim, 0.0);
+      for (int64_t shard = 0; shard < n; ++shard) {
+        TableConfig c = dynamicConfig(dim);
+        c.initializer.kind = InitKind::kConstant;
+        c.initializer.a = 0.5;
+        c.storage = storage;
+        auto t = createTable(c);
+        ShardPlan p;
+        p.kind = n == 1 ? ShardPlan::kAll : ShardPlan::kMod;
+        p.numShards = n;
+        p.shard = shard;
+        for (size_t i = 0; i < 6; ++i) {
+          int64_t local = 0;
+          if (p.owns(stored[i], &local)) t->upsert(&local, 1, values + i * dim, nullptr);
+        }
+        const size_t before = t->size();
+        lookupCombinedPartial(*t, bag, Combiner::kSum, 0.0, false, p, out.data());
+        EXPECT_EQ(t->size(), before);
+      }
+      for (size_t i = 0; i < 3 * dim; ++i) EXPECT_EQ(out[i], want[i]);
+    }
+  }
+}
