@@ -33,12 +33,15 @@ export interface BackendCapabilities {
 
 /** A backend creates tables on its devices. Registered in core's registry. */
 export interface EmbeddingBackend {
+  /** Registry name ('cpu', 'cuda', 'reference', ...). */
   readonly name: string;
   /** Higher wins when no backend is named. cuda 20, cpu 10, reference 0. */
   readonly priority: number;
   /** False when the backend is present but cannot run (no GPU, failed build). */
   isUsable(): boolean;
+  /** What the backend offers (sync operations, threads, device kind, storage dtypes). */
   capabilities(): BackendCapabilities;
+  /** The devices its tables can live on. */
   devices(): DeviceInfo[];
   /** Options are resolved and valid. */
   createTable(options: ResolvedTableOptions): RawTable;
