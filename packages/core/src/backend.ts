@@ -7,20 +7,25 @@ import type { RawTable } from './rawTable.js';
 import { referenceBackend } from './reference/backend.js';
 import type { ResolvedTableOptions } from './tableOptions.js';
 
+/** A device a backend places tables on, as listed by `EmbeddingBackend.devices()`. */
 export interface DeviceInfo {
   /** 'cpu:0', 'cuda:0', ... */
   id: string;
+  /** The kind of device: host CPU (native code), CUDA GPU, or plain JavaScript (the reference backend). */
   kind: 'cpu' | 'cuda' | 'js';
   /** Bytes of memory the device offers tables, when known. */
   memoryBytes?: number;
+  /** Human-readable device name (a GPU's model, ...), when known. */
   name?: string;
 }
 
+/** What a backend offers, as returned by `EmbeddingBackend.capabilities()`. */
 export interface BackendCapabilities {
   /** Offers synchronous operations (RawTable.sync). */
   sync: boolean;
   /** Worker threads used for large batches. */
   threads: number;
+  /** The kind of device its tables run on. */
   device: 'cpu' | 'cuda' | 'js';
   /** Value storage types its tables offer (`TableOptions.storageDtype`). Absent = ['float32'] only. */
   storageDtypes?: readonly StorageDtype[];
@@ -28,12 +33,15 @@ export interface BackendCapabilities {
 
 /** A backend creates tables on its devices. Registered in core's registry. */
 export interface EmbeddingBackend {
+  /** Registry name ('cpu', 'cuda', 'reference', ...). */
   readonly name: string;
   /** Higher wins when no backend is named. cuda 20, cpu 10, reference 0. */
   readonly priority: number;
   /** False when the backend is present but cannot run (no GPU, failed build). */
   isUsable(): boolean;
+  /** What the backend offers (sync operations, threads, device kind, storage dtypes). */
   capabilities(): BackendCapabilities;
+  /** The devices its tables can live on. */
   devices(): DeviceInfo[];
   /** Options are resolved and valid. */
   createTable(options: ResolvedTableOptions): RawTable;
@@ -68,15 +76,21 @@ export function registerBackend(backend: EmbeddingBackend): void {
   registry.set(backend.name, backend);
 }
 
+/**
+ * Removes the backend registered under `name` (and clears it as the default backend if it was).
+ * @returns true when a backend was removed, false when none had that name
+ */
 export function unregisterBackend(name: string): boolean {
   if (state.defaultName === name) state.defaultName = undefined;
   return registry.delete(name);
 }
 
+/** Names of the registered backends, in registration order. */
 export function listBackends(): string[] {
   return [...registry.keys()];
 }
 
+/** Whether a backend called `name` is registered; with no name, whether any backend is. */
 export function hasBackend(name?: string): boolean {
   return name === undefined ? registry.size > 0 : registry.has(name);
 }
@@ -185,6 +199,7 @@ export const OPTIONAL_BACKEND_PACKAGES: Readonly<Record<string, string>> = {
   'cuda-host': '@embedstack/cuda-backend',
 };
 
+/** Options of {@link loadDefaultBackend}. Every field is optional. */
 export interface LoadDefaultBackendOptions {
   /** A backend object (used as is) or name (looked up in the registry). Default: the registry's choice. */
   backend?: string | EmbeddingBackend | null;

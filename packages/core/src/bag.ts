@@ -4,7 +4,9 @@ import { InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from 
 import { normalizeKeys, takeKeys } from './keys.js';
 import { RaggedTensor, SparseTensor } from './sparse.js';
 
+/** Ids for a pooled lookup: a SparseTensor (rows = its first index column), a RaggedTensor, or an already normalised {@link Bag}. */
 export type BagInput = SparseTensor | RaggedTensor | Bag<Keys>;
+/** Per-id weights of a pooled lookup, float32 and in the same kind and layout as the ids, or a Float32Array of one weight per id in entry order; null / undefined = every weight 1. */
 export type BagWeights = SparseTensor | RaggedTensor | Float32Array | null | undefined;
 
 function floatValues(w: SparseTensor | RaggedTensor, argument: string): Float32Array {
@@ -27,7 +29,9 @@ export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, ar
 
 /** A bag and where each input entry went: `order[i]` is the bag entry of input entry i (null: the same position). */
 export interface OrderedBag {
+  /** The bag, rows in order. */
   bag: Bag<Keys>;
+  /** [nnz] bag entry of each input entry, or null when entries kept their positions. */
   order: Int32Array | null;
 }
 

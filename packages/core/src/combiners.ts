@@ -7,12 +7,18 @@ import { invalidParameter, argName } from './errors.js';
  * `maxNorm` > 0 clips each e_j to that L2 norm before combining.
  */
 export type Combiner = 'sum' | 'mean' | 'sqrtn';
+/** Every {@link Combiner}, in order: `['sum', 'mean', 'sqrtn']`. */
 export const COMBINERS: readonly Combiner[] = ['sum', 'mean', 'sqrtn'];
 
+/** Whether `value` is a {@link Combiner} ('sum', 'mean' or 'sqrtn'). */
 export function isCombiner(value: unknown): value is Combiner {
   return value === 'sum' || value === 'mean' || value === 'sqrtn';
 }
 
+/**
+ * Returns `value` as a {@link Combiner}.
+ * @throws InvalidArgumentError naming `argument` (default 'combiner') unless it is 'sum', 'mean' or 'sqrtn'
+ */
 export function validateCombiner(value: unknown, argument = 'combiner'): Combiner {
   argument = argName(argument, 'combiner');
   if (!isCombiner(value)) throw invalidParameter(argument, "one of 'sum', 'mean', 'sqrtn'", value);
@@ -28,12 +34,18 @@ export function validateCombiner(value: unknown, argument = 'combiner'): Combine
  * result does not depend on entry order, so shards need no partial sums for them.
  */
 export type LookupCombiner = Combiner | 'max' | 'min';
+/** Every {@link LookupCombiner}, in order: `['sum', 'mean', 'sqrtn', 'max', 'min']`. */
 export const LOOKUP_COMBINERS: readonly LookupCombiner[] = ['sum', 'mean', 'sqrtn', 'max', 'min'];
 
+/** Whether `value` is a {@link LookupCombiner} (a Combiner, 'max' or 'min'). */
 export function isLookupCombiner(value: unknown): value is LookupCombiner {
   return isCombiner(value) || value === 'max' || value === 'min';
 }
 
+/**
+ * Returns `value` as a {@link LookupCombiner}.
+ * @throws InvalidArgumentError naming `argument` (default 'combiner') unless it is 'sum', 'mean', 'sqrtn', 'max' or 'min'
+ */
 export function validateLookupCombiner(value: unknown, argument = 'combiner'): LookupCombiner {
   argument = argName(argument, 'combiner');
   if (!isLookupCombiner(value)) throw invalidParameter(argument, "one of 'sum', 'mean', 'sqrtn', 'max', 'min'", value);
@@ -54,6 +66,7 @@ export function validateMaxNorm(value: unknown, argument = 'maxNorm'): number {
 export interface Bag<K> {
   /** [nrows + 1], non-decreasing, from 0 to keys.length. */
   rowSplits: Int32Array;
+  /** [nnz] keys, row after row. */
   keys: K;
   /** [keys.length] or null for all-ones. */
   weights: Float32Array | null;

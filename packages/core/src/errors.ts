@@ -37,19 +37,34 @@ export const ErrorCodes = {
   INTERNAL: 'INTERNAL',
 } as const;
 
+/** One of the {@link ErrorCodes} values (`'INVALID_ARGUMENT'`, `'NOT_FOUND'`, ...). */
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
+/** Options of an {@link EmbeddingError}'s constructor. */
 export interface EmbeddingErrorOptions {
+  /** The underlying error, kept as the standard `Error.cause`. */
   cause?: unknown;
   /** The argument the error is about, when there is one. */
   argument?: string;
 }
 
+/**
+ * Base class of every error embedstack throws or rejects with. Branch on `code`
+ * (stable) rather than on the class or the message.
+ */
 export class EmbeddingError extends Error {
+  /** Stable code from {@link ErrorCodes}. */
   readonly code: ErrorCode;
+  /** The argument the error is about (`'keys'`, `'options.dim'`, ...), or undefined. */
   readonly argument: string | undefined;
+  /** The class name (`'EmbeddingError'`, `'InvalidArgumentError'`, ...), stable across minification. */
   override readonly name: string = 'EmbeddingError';
 
+  /**
+   * @param code - the stable code
+   * @param message - the message (a non-string is described, not thrown on)
+   * @param options - `cause` and `argument`; a non-object is read as `{}`
+   */
   constructor(code: ErrorCode, message: string, options: EmbeddingErrorOptions | null = {}) {
     const o: EmbeddingErrorOptions = typeof options === 'object' && options !== null ? options : {};
     super(typeof message === 'string' ? message : describeValue(message), o.cause === undefined ? undefined : { cause: o.cause });
@@ -74,6 +89,7 @@ export class InvalidTypeError extends EmbeddingError {
   }
 }
 
+/** Shapes or lengths do not agree. code SHAPE_MISMATCH. */
 export class ShapeMismatchError extends EmbeddingError {
   override readonly name = 'ShapeMismatchError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -81,6 +97,7 @@ export class ShapeMismatchError extends EmbeddingError {
   }
 }
 
+/** A key or index outside the table's range (static tables, int32 keys). code OUT_OF_RANGE. */
 export class OutOfRangeError extends EmbeddingError {
   override readonly name = 'OutOfRangeError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -88,6 +105,7 @@ export class OutOfRangeError extends EmbeddingError {
   }
 }
 
+/** A named object (variable, model, table, backend) does not exist. code NOT_FOUND. */
 export class NotFoundError extends EmbeddingError {
   override readonly name = 'NotFoundError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -95,6 +113,7 @@ export class NotFoundError extends EmbeddingError {
   }
 }
 
+/** A named object already exists. code ALREADY_EXISTS. */
 export class AlreadyExistsError extends EmbeddingError {
   override readonly name = 'AlreadyExistsError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -102,6 +121,7 @@ export class AlreadyExistsError extends EmbeddingError {
   }
 }
 
+/** The call is valid but not in this state (dequeue before enqueue, ...). code FAILED_PRECONDITION. */
 export class FailedPreconditionError extends EmbeddingError {
   override readonly name = 'FailedPreconditionError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -109,6 +129,7 @@ export class FailedPreconditionError extends EmbeddingError {
   }
 }
 
+/** The operation is not supported by this table kind or backend. code UNSUPPORTED. */
 export class UnsupportedError extends EmbeddingError {
   override readonly name = 'UnsupportedError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -116,6 +137,7 @@ export class UnsupportedError extends EmbeddingError {
   }
 }
 
+/** The table (or server) was disposed. code DISPOSED. */
 export class DisposedError extends EmbeddingError {
   override readonly name = 'DisposedError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -123,6 +145,7 @@ export class DisposedError extends EmbeddingError {
   }
 }
 
+/** A checkpoint or model file is corrupt, truncated or of an unknown format. code CHECKPOINT_CORRUPT. */
 export class CheckpointCorruptError extends EmbeddingError {
   override readonly name = 'CheckpointCorruptError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -130,6 +153,7 @@ export class CheckpointCorruptError extends EmbeddingError {
   }
 }
 
+/** File-system failure while reading or writing a checkpoint. code IO_ERROR. */
 export class IOError extends EmbeddingError {
   override readonly name = 'IOError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -137,6 +161,7 @@ export class IOError extends EmbeddingError {
   }
 }
 
+/** No usable backend, or a native build is missing. code BACKEND_UNAVAILABLE. */
 export class BackendUnavailableError extends EmbeddingError {
   override readonly name = 'BackendUnavailableError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -144,6 +169,7 @@ export class BackendUnavailableError extends EmbeddingError {
   }
 }
 
+/** A remote store (Redis, ...) is unreachable or answered with an error. code STORE_UNAVAILABLE. */
 export class StoreUnavailableError extends EmbeddingError {
   override readonly name = 'StoreUnavailableError';
   constructor(message: string, options?: EmbeddingErrorOptions) {
@@ -151,6 +177,7 @@ export class StoreUnavailableError extends EmbeddingError {
   }
 }
 
+/** A bug: an invariant of embedstack itself was broken. code INTERNAL. */
 export class InternalError extends EmbeddingError {
   override readonly name = 'InternalError';
   constructor(message: string, options?: EmbeddingErrorOptions) {

@@ -34,6 +34,7 @@ export type OptimizerKind =
   | 'adamax'
   | 'adadelta';
 
+/** A learning rate: a number, or a function of the 1-based step evaluated once per step (it must return a finite number). */
 export type LearningRate = number | ((step: number) => number);
 
 /** Options every optimizer takes (TPU embedding's common options). */
@@ -42,6 +43,7 @@ export interface CommonOptimizerOptions {
   learningRate?: LearningRate;
   /** Clip weights after the update. Default: none. */
   clipWeightMin?: number | null;
+  /** Clip weights to at most this after the update. Default: none. */
   clipWeightMax?: number | null;
   /** g += weightDecayFactor * w before the update. Default 0. */
   weightDecayFactor?: number | null;
@@ -53,55 +55,91 @@ export interface CommonOptimizerOptions {
   useGradientAccumulation?: boolean;
 }
 
+/** Hyper-parameters of the optimizers (TPU embedding's names). Each optimizer reads only its own; defaults are in each field. */
 export interface OptimizerHyper {
+  /** Initial accumulator of adagrad, ftrl (> 0) and rowWiseAdagrad (>= 0). Default 0.1 (rowWiseAdagrad 0). */
   initialAccumulatorValue: number;
+  /** adam / adamax first-moment decay, in [0, 1). Default 0.9. */
   beta1: number;
+  /** adam / adamax second-moment decay, in [0, 1). Default 0.999. adagradMomentum's accumulator decay, in (0, 1]: default 1 (a plain sum). */
   beta2: number;
+  /** Denominator guard of adam, adamax, adagradMomentum, adadelta, rowWiseAdagrad. Default 1e-7 (adagradMomentum 1e-10, rowWiseAdagrad 1e-8). */
   epsilon: number;
+  /** Momentum of momentum and adagradMomentum, >= 0. Default 0. */
   momentum: number;
+  /** Nesterov momentum for momentum and adagradMomentum. Default false. */
   useNesterov: boolean;
+  /** adagradMomentum's root: the gradient is scaled by (accumulator + epsilon)^(-1/exponent). Default 2. */
   exponent: number;
+  /** ftrl's L1 regularisation strength, >= 0. Default 0. */
   l1: number;
+  /** ftrl's L2 regularisation strength, >= 0. Default 0. */
   l2: number;
+  /** ftrl's beta (added to the denominator as beta / lr), >= 0. Default 0. */
   beta: number;
+  /** ftrl's learning-rate power, <= 0. Default -0.5. */
   learningRatePower: number;
+  /** adam's denominator: sqrt(v + epsilon^2) when true, sqrt(v) + epsilon when false. Default true. */
   sumInsideSqrt: boolean;
+  /** Accepted for TPU embedding's API; updates are always lazy (only the rows of the batch change) whatever its value. Default true. */
   lazyAdam: boolean;
+  /** adadelta's decay, in [0, 1]. Default 0.95. */
   rho: number;
 }
 
+/** The optimizer slots stored beside each row: parallel arrays, one entry per slot. */
 export interface SlotLayout {
+  /** Slot names, e.g. `['accumulators']` for adagrad. */
   names: readonly string[];
   /** per slot: 'dim' (a full row) or 1 (one float per row) */
   widths: readonly ('dim' | 1)[];
+  /** Initial value of each slot for a new row. */
   initial: readonly number[];
 }
 
 /** A validated optimizer: kind, hyper-parameters and common options. Immutable. */
 export interface OptimizerSpec {
+  /** Which optimizer. */
   readonly kind: OptimizerKind;
+  /** Learning rate: a number, or a function of the step. */
   readonly learningRate: LearningRate;
+  /** Every hyper-parameter, defaults filled in. */
   readonly hyper: Readonly<OptimizerHyper>;
+  /** Weights are clipped to at least this after the update (-Infinity: none). */
   readonly clipWeightMin: number;
+  /** Weights are clipped to at most this after the update (Infinity: none). */
   readonly clipWeightMax: number;
+  /** g += weightDecayFactor * w before the update (0: none). */
   readonly weightDecayFactor: number;
+  /** Whether weightDecayFactor is multiplied by the step's learning rate. */
   readonly multiplyWeightDecayFactorByLearningRate: boolean;
+  /** Gradients are clipped to at least this (-Infinity: none; from clipvalue). */
   readonly clipGradMin: number;
+  /** Gradients are clipped to at most this (Infinity: none; from clipvalue). */
   readonly clipGradMax: number;
+  /** TPU embedding's gradient accumulation flag (clipvalue needs it). */
   readonly useGradientAccumulation: boolean;
+  /** The slots this optimizer keeps beside each row. */
   readonly slots: SlotLayout;
 }
 
 /** What a backend receives for one step: all numbers, lr already evaluated. */
 export interface ResolvedOptimizer extends OptimizerHyper {
+  /** Which optimizer. */
   kind: OptimizerKind;
+  /** The learning rate of this step. */
   lr: number;
+  /** The step, integer >= 1. */
   step: number;
+  /** Weight clip after the update (-Infinity: none). */
   clipWeightMin: number;
+  /** Weight clip after the update (Infinity: none). */
   clipWeightMax: number;
   /** weightDecayFactor, already multiplied by lr when asked. */
   weightDecay: number;
+  /** Gradient clip (-Infinity: none). */
   clipGradMin: number;
+  /** Gradient clip (Infinity: none). */
   clipGradMax: number;
 }
 
@@ -134,6 +172,7 @@ const DEFAULT_LR: Record<OptimizerKind, number> = {
   adadelta: 0.001,
 };
 
+/** The slot layout of optimizer `kind` (sgd none; adagrad accumulators; adam momenta and velocities; ftrl accumulators and linears; rowWiseAdagrad one float per row; ...), with initial accumulators from `hyper`. */
 export function slotLayoutOf(kind: OptimizerKind, hyper: OptimizerHyper): SlotLayout {
   switch (kind) {
     case 'sgd':
@@ -169,6 +208,7 @@ function num(value: unknown, argument: string, test: (v: number) => boolean, exp
   return value;
 }
 
+/** Options of an optimizer builder: the common options plus any of its {@link OptimizerHyper} fields (null / undefined = default). */
 export type OptimizerOptions = CommonOptimizerOptions & Partial<OptimizerHyper>;
 
 /**
@@ -285,18 +325,32 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
   });
 }
 
+/**
+ * Builders of validated optimizer specs, one per kind: `optimizers.adagrad({ learningRate: 0.1 })`. Each is {@link createOptimizer} with its kind.
+ * @throws InvalidArgumentError / InvalidTypeError naming the option
+ */
 export const optimizers = {
+  /** Plain SGD: w -= lr * g. Default lr 0.01; no slots. */
   sgd: (o?: OptimizerOptions) => createOptimizer('sgd', o),
+  /** Adagrad (slot: accumulators). Default lr 0.001, initialAccumulatorValue 0.1. */
   adagrad: (o?: OptimizerOptions) => createOptimizer('adagrad', o),
+  /** Adagrad with momentum, TPU embedding's (slots: accumulators, momenta). Default lr 0.001, epsilon 1e-10, beta2 1. */
   adagradMomentum: (o?: OptimizerOptions) => createOptimizer('adagradMomentum', o),
+  /** Adam, lazy (slots: momenta, velocities). Default lr 0.001, beta1 0.9, beta2 0.999, epsilon 1e-7. */
   adam: (o?: OptimizerOptions) => createOptimizer('adam', o),
+  /** FTRL (slots: accumulators, linears). Default lr 0.001 (must be > 0), learningRatePower -0.5. */
   ftrl: (o?: OptimizerOptions) => createOptimizer('ftrl', o),
+  /** Row-wise Adagrad, FBGEMM's (one accumulator float per row). Default lr 0.01, epsilon 1e-8, accumulator 0. */
   rowWiseAdagrad: (o?: OptimizerOptions) => createOptimizer('rowWiseAdagrad', o),
+  /** SGD with momentum (slot: momenta). Default lr 0.01, momentum 0. */
   momentum: (o?: OptimizerOptions) => createOptimizer('momentum', o),
+  /** Adamax (slots: momenta, norms). Default lr 0.001. */
   adamax: (o?: OptimizerOptions) => createOptimizer('adamax', o),
+  /** Adadelta (slots: accumulators, accumulatorUpdates). Default lr 0.001, rho 0.95. */
   adadelta: (o?: OptimizerOptions) => createOptimizer('adadelta', o),
 } as const;
 
+/** Whether `value` looks like an optimizer spec (an object with a known `kind` and a `slots` layout), as the builders return. */
 export function isOptimizerSpec(value: unknown): value is OptimizerSpec {
   return (
     typeof value === 'object' &&

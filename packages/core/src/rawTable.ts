@@ -3,25 +3,7 @@ import type { Keys } from './dtypes.js';
 import type { ResolvedOptimizer } from './optimizers.js';
 import type { ResolvedShardPlan } from './shardPlan.js';
 
-/**
- * The backend side of a table. Core has validated and normalised every argument
- * before calling (keys typed and in range, lengths = n*dim, dtypes right, `out`
- * arrays of the right length), so a backend trusts its input and never
- * re-validates. Results are freshly allocated host arrays owned by the caller, or
- * the caller's own `out` arrays (filled, and returned).
- *
- * Shard plans (`plan`, see shardPlan.ts): the op sees the keys of a whole logical
- * batch and works only on the entries this table's shard owns, under their local
- * keys (`localKeyOf`); what it writes for an owned entry is exactly what the op
- * without a plan writes for the local key. Entries other shards own are not read,
- * inserted, scored or written, and their parts of `out` are left as they are.
- * Static-table keys owned by the shard are in range; others are not checked.
- *
- * All-or-nothing: a call either completes or changes nothing.
- * Thread safety: async calls on one table may overlap; the backend serialises
- * writers against readers (a reader-writer lock or finer).
- */
-
+/** Rows read by find / findOrInsert: host arrays (fresh, or the caller's `out`). */
 export interface FindResult {
   /** [n * dim] row-major. Missing keys hold their initial value. */
   values: Float32Array;
@@ -29,7 +11,9 @@ export interface FindResult {
   exists: Uint8Array;
 }
 
+/** A batch of rows exported by `exportBatch`: fresh host arrays owned by the caller. */
 export interface ExportBatch<K extends Keys = Keys> {
+  /** [n] keys. */
   keys: K;
   /** [n * dim] */
   values: Float32Array;
@@ -39,6 +23,7 @@ export interface ExportBatch<K extends Keys = Keys> {
   scores: BigUint64Array;
 }
 
+/** The synchronous operations of a backend's table (see {@link RawTable} for the contract every call follows). */
 export interface RawTableSync {
   /**
    * Reads rows. `out` (values [n * dim], exists [n]) is filled and returned when
@@ -47,6 +32,7 @@ export interface RawTableSync {
   find(keys: Keys, out: FindResult | null, plan: ResolvedShardPlan | null): FindResult;
   /** Missing keys are inserted with their initial value (or refused when a full capped table keeps older rows). `out`, `plan`: as find. */
   findOrInsert(keys: Keys, scores: BigUint64Array | null, out: FindResult | null, plan: ResolvedShardPlan | null): FindResult;
+  /** Inserts or overwrites rows: values [n * dim]; scores [n] only for the customized policy, else null. */
   upsert(keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
   /** Overwrites existing keys only. */
   assign(keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
@@ -54,8 +40,11 @@ export interface RawTableSync {
   accum(keys: Keys, deltas: Float32Array, exists: Uint8Array, scores: BigUint64Array | null): void;
   /** Returns how many keys were removed. Static tables reset rows to their initial value. */
   remove(keys: Keys): number;
+  /** Removes every row (static tables: resets every row to its initial value). */
   clear(): void;
+  /** Number of rows held. */
   size(): number;
+  /** Rows the table can hold before it grows or evicts (static tables: the vocabulary size). */
   capacity(): number;
   /** Bytes of memory held by the table (values, slots, scores, index). */
   memoryUsage(): number;
@@ -134,14 +123,38 @@ export type Promisified<T> = {
 /** The same operations, as promises; may run off the event loop. */
 export type RawTableAsync = Omit<Promisified<RawTableSync>, 'dispose' | 'setEpoch' | 'size' | 'capacity' | 'memoryUsage'>;
 
+/**
+ * The backend side of a table. Core has validated and normalised every argument
+ * before calling (keys typed and in range, lengths = n*dim, dtypes right, `out`
+ * arrays of the right length), so a backend trusts its input and never
+ * re-validates. Results are freshly allocated host arrays owned by the caller, or
+ * the caller's own `out` arrays (filled, and returned).
+ *
+ * Shard plans (`plan`, see shardPlan.ts): the op sees the keys of a whole logical
+ * batch and works only on the entries this table's shard owns, under their local
+ * keys (`localKeyOf`); what it writes for an owned entry is exactly what the op
+ * without a plan writes for the local key. Entries other shards own are not read,
+ * inserted, scored or written, and their parts of `out` are left as they are.
+ * Static-table keys owned by the shard are in range; others are not checked.
+ *
+ * All-or-nothing: a call either completes or changes nothing.
+ * Thread safety: async calls on one table may overlap; the backend serialises
+ * writers against readers (a reader-writer lock or finer).
+ */
 export interface RawTable {
   /** Synchronous operations, or null when the backend is async-only (remote stores). */
   readonly sync: RawTableSync | null;
+  /** The operations as promises (always present). */
   readonly async: RawTableAsync;
+  /** Number of rows held. */
   size(): number;
+  /** Rows the table can hold before it grows or evicts (static tables: the vocabulary size). */
   capacity(): number;
+  /** Bytes of memory held by the table (values, slots, scores, index). */
   memoryUsage(): number;
+  /** Sets the epoch of the epochLru / epochLfu policies. */
   setEpoch(epoch: number): void;
+  /** Frees the table's memory (native or remote). Idempotent. */
   dispose(): void;
 }
 

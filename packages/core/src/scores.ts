@@ -28,6 +28,7 @@ import { invalidParameter, argName } from './errors.js';
  */
 export type ScorePolicy = 'lru' | 'lfu' | 'epochLru' | 'epochLfu' | 'timestamp' | 'frequency' | 'customized';
 
+/** Every {@link ScorePolicy}, in declaration order. */
 export const SCORE_POLICIES: readonly ScorePolicy[] = [
   'lru',
   'lfu',
@@ -38,6 +39,10 @@ export const SCORE_POLICIES: readonly ScorePolicy[] = [
   'customized',
 ];
 
+/**
+ * Returns `value` as a {@link ScorePolicy}.
+ * @throws InvalidArgumentError naming `argument` (default 'scorePolicy') unless it is one of {@link SCORE_POLICIES}
+ */
 export function validateScorePolicy(value: unknown, argument = 'scorePolicy'): ScorePolicy {
   argument = argName(argument, 'scorePolicy');
   if (!SCORE_POLICIES.includes(value as ScorePolicy)) {

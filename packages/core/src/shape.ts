@@ -7,6 +7,10 @@ export function shapeSize(shape: readonly number[]): number {
   return n;
 }
 
+/**
+ * A copy of `shape` after checking it is an array of non-negative safe integers.
+ * @throws InvalidArgumentError naming `argument` (default 'shape') otherwise
+ */
 export function validateShape(shape: unknown, argument: string): number[] {
   argument = argName(argument, 'shape');
   if (!Array.isArray(shape)) throw invalidParameter(argument, 'an array of non-negative integers', shape);

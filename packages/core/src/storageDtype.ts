@@ -15,11 +15,13 @@ import { checkInteger } from './validation.js';
  */
 export type StorageDtype = 'float32' | 'float16' | 'bfloat16';
 
+/** Every {@link StorageDtype}: `['float32', 'float16', 'bfloat16']`. */
 export const STORAGE_DTYPES: readonly StorageDtype[] = ['float32', 'float16', 'bfloat16'];
 
 /** Bytes one stored value takes. */
 export const STORAGE_BYTES: Readonly<Record<StorageDtype, number>> = { float32: 4, float16: 2, bfloat16: 2 };
 
+/** Whether `value` is 'float32', 'float16' or 'bfloat16'. */
 export function isStorageDtype(value: unknown): value is StorageDtype {
   return value === 'float32' || value === 'float16' || value === 'bfloat16';
 }

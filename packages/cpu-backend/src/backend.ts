@@ -29,6 +29,7 @@ export interface CpuLevelInfo {
   supported: CpuLevel[];
 }
 
+/** Options of the {@link CpuBackend} constructor. */
 export interface CpuBackendOptions {
   /** How the addon is loaded (tests point it elsewhere). Default: the process-wide load. */
   load?: () => AddonLoad;

@@ -28,15 +28,21 @@ import { levelOfPath, levelPath, libc, matchPrebuild, platformTuple } from './pr
 
 export const ADDON_FILE = 'embedstack_cpu.node';
 
+/** One candidate addon file the loader tried, and why it failed. */
 export interface AddonAttempt {
+  /** Path of the `.node` file tried. */
   path: string;
+  /** The load error's message. */
   error: string;
 }
 
+/** The outcome of loading the native addon ({@link loadAddon}): the binding, or why there is none. */
 export interface AddonLoad {
+  /** The loaded addon, or null when none could be loaded. */
   binding: NativeBinding | null;
   /** The path that loaded. */
   path: string | null;
+  /** Every candidate tried that failed, in order. */
   attempts: AddonAttempt[];
   /** Why the addon is unusable and how to fix it (null when loaded). */
   reason: string | null;

@@ -15,8 +15,10 @@ import { CudaRawTable, type MemoryBreakdown } from './cudaTable.js';
 import { type CudaAddonLoad, cudaAddon } from './loader.js';
 import { PLACEMENT_FIELDS, PlacementField } from './native.js';
 
+/** Where a CUDA backend's tables live and its kernels run: `'device'` (GPU memory, GPU kernels) or `'host'` (the same kernels on CPU threads, host memory). */
 export type CudaMode = 'device' | 'host';
 
+/** Options of the {@link CudaBackend} constructor. Every field is optional. */
 export interface CudaBackendOptions {
   /**
    * 'device' (default): tables in GPU memory, kernels on the GPU; usable only when a
@@ -41,6 +43,7 @@ export interface CudaBackendOptions {
 
 /** What a backend's live tables hold, by memory kind. */
 export interface MemoryReport extends MemoryBreakdown {
+  /** Number of live (not disposed) tables counted. */
   tables: number;
 }
 
@@ -54,6 +57,7 @@ export interface MemoryReport extends MemoryBreakdown {
 export class CudaBackend implements EmbeddingBackend {
   readonly name: string;
   readonly priority: number;
+  /** 'device' (GPU memory and kernels) or 'host' (the same kernels on CPU threads). */
   readonly mode: CudaMode;
   readonly #device: number;
   readonly #hbmBudget: number;

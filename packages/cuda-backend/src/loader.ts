@@ -12,11 +12,16 @@ import { PLACEMENT_FIELDS, type CudaBinding } from './native.js';
  * vector lengths differ from this package's is stale and skipped. Never throws.
  */
 
+/** File name of the CUDA backend's native addon. */
 export const CUDA_ADDON_FILE = 'embedstack_cuda.node';
 
+/** The outcome of loading the CUDA addon: the binding, or why there is none. */
 export interface CudaAddonLoad {
+  /** The loaded addon, or null when none could be loaded. */
   binding: CudaBinding | null;
+  /** The path that loaded (null when none did). */
   path: string | null;
+  /** Every candidate tried that failed, in order. */
   attempts: AddonAttempt[];
   /** Why the addon is unusable and how to fix it (null when loaded). */
   reason: string | null;

@@ -1,18 +1,13 @@
 import type { NativeBinding, NativeTableHandle } from '@embedstack/cpu-backend';
 
-/**
- * The typed boundary of the CUDA backend's addon (`build/Release/embedstack_cuda.node`).
- * Its table functions are the CPU backend's (the same N-API layer is compiled into
- * both addons: the same typed arrays, Float64Array "structs", validation and coded
- * errors; see @embedstack/cpu-backend's NativeBinding), so this interface adds only
- * what differs: createTable's placement, device detection and the memory split.
- */
 
 /** What the addon was built with. */
 export interface CudaNativeInfo {
   /** Threads of the host pool (host mode kernels and host-side work). */
   threads: number;
+  /** Hardware threads the machine reports (std::thread::hardware_concurrency). */
   hardwareConcurrency: number;
+  /** N-API version the addon was built against. */
   napiVersion: number;
   /** Built with nvcc: device kernels present. */
   deviceCode: boolean;
@@ -20,13 +15,17 @@ export interface CudaNativeInfo {
   architectures: string;
 }
 
+/** One CUDA device as the addon's detection reports it. */
 export interface NativeDevice {
+  /** CUDA device ordinal (0-based). */
   ordinal: number;
+  /** Device name (cudaDeviceProp.name). */
   name: string;
   /** Bytes of device memory. */
   totalMemory: number;
   /** "8.0", "9.0", ... */
   computeCapability: string;
+  /** Number of streaming multiprocessors. */
   multiprocessors: number;
 }
 
@@ -40,14 +39,35 @@ export interface NativeDeviceStatus {
   reason: string;
   /** CUDA runtime and driver versions (1000 * major + 10 * minor; driver 0 = no driver). */
   runtimeVersion: number;
+  /** CUDA driver version (same encoding; 0 = no driver). */
   driverVersion: number;
+  /** CUDA architectures compiled in ("80,90"), empty for host-only builds. */
   architectures: string;
+  /** The devices found (empty without a driver or GPU). */
   devices: NativeDevice[];
 }
 
+/**
+ * The typed boundary of the CUDA backend's addon (`build/Release/embedstack_cuda.node`).
+ * Its table functions are the CPU backend's (the same N-API layer is compiled into
+ * both addons: the same typed arrays, Float64Array "structs", validation and coded
+ * errors; see @embedstack/cpu-backend's NativeBinding), so this interface adds only
+ * what differs: createTable's placement, device detection and the memory split.
+ */
 export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' | 'abiFields'> {
+  /** What the addon was built with. */
   info(): CudaNativeInfo;
-  readonly abiFields: { table: number; optimizer: number; plan: number; placement: number };
+  /** Lengths of the config, optimizer, plan and placement vectors this build expects. */
+  readonly abiFields: {
+    /** Length of the table config vector. */
+    table: number;
+    /** Length of the optimizer vector. */
+    optimizer: number;
+    /** Length of the plan vector. */
+    plan: number;
+    /** Length of the placement vector (PLACEMENT_FIELDS). */
+    placement: number;
+  };
   /**
    * As the CPU addon's createTable, plus `placement` (PlacementField layout: device 0/1,
    * ordinal, HBM budget in bytes or Infinity); null or omitted: host mode.
@@ -60,6 +80,7 @@ export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' 
     initValues: Float32Array | null,
     placement?: Float64Array | null,
   ): NativeTableHandle;
+  /** Device detection (done once per process; later calls return the same facts). */
   deviceStatus(): NativeDeviceStatus;
   /** [bytes in device memory (host mode: the emulated HBM), bytes in pinned host memory]. */
   memoryBreakdown(t: NativeTableHandle): [number, number];
@@ -73,5 +94,13 @@ export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' 
 }
 
 /** createTable's placement vector (native/binding/addon.cc). */
-export const PlacementField = { device: 0, ordinal: 1, hbmBudget: 2 } as const;
+export const PlacementField = {
+  /** 1: the table lives on a CUDA device; 0: host mode. */
+  device: 0,
+  /** CUDA device ordinal. */
+  ordinal: 1,
+  /** Bytes of rows kept in device memory (Infinity: all). */
+  hbmBudget: 2,
+} as const;
+/** Length of the placement vector (one slot per {@link PlacementField}). */
 export const PLACEMENT_FIELDS = 3;

@@ -16,10 +16,13 @@ export type EmbeddingCacheType = 'dynamic' | 'static' | 'uvm';
 
 /** The L2 block, resolved (HugeCTR's defaults). */
 export interface VolatileDbConfig {
+  /** L2 kind (HugeCTR `type`). Default 'hash_map'. */
   type: VolatileDbType;
   /** Redis nodes `host:port` (redis_cluster). Default ['127.0.0.1:7000']. */
   address: string[];
+  /** Redis user (HugeCTR `user_name`). Default 'default'. */
   userName: string;
+  /** Redis password (HugeCTR `password`). Default '' (none). */
   password: string;
   /** Partitions of the in-process map (by key hash). Default 16. */
   numPartitions: number;
@@ -27,6 +30,7 @@ export interface VolatileDbConfig {
   maxBatchSize: number;
   /** Rows per partition before the overflow policy runs. Default Infinity (HugeCTR: max size_t). */
   overflowMargin: number;
+  /** What runs when a partition passes overflowMargin (HugeCTR `overflow_policy`). Default 'evict_random'. */
   overflowPolicy: OverflowPolicy;
   /** Fraction of overflowMargin kept after an overflow. Default 0.8. */
   overflowResolutionTarget: number;
@@ -46,11 +50,15 @@ export interface VolatileDbConfig {
 
 /** The L3 block, resolved. */
 export interface PersistentDbConfig {
+  /** L3 kind (HugeCTR `type`). Default 'disabled'. */
   type: PersistentDbType;
   /** Default `<tmpdir>/rocksdb` as HugeCTR's `/tmp/rocksdb`. */
   path: string;
+  /** RocksDB background threads (HugeCTR `num_threads`). Default 16. */
   numThreads: number;
+  /** Open the database read-only: nothing is written to L3 (HugeCTR `read_only`). Default false. */
   readOnly: boolean;
+  /** Keys per L3 request (HugeCTR `max_batch_size`). Default 10000. */
   maxBatchSize: number;
   /** Write the model files into L3 at startup (`initialize_after_startup`; false serves the database as it is). Default true. */
   initializeAfterStartup: boolean;
@@ -60,6 +68,7 @@ export interface PersistentDbConfig {
 
 /** The online update source, resolved. */
 export interface UpdateSourceConfig {
+  /** Update source kind (HugeCTR `type`). Default 'null' (no online updates). */
   type: UpdateSourceType;
   /** Kafka brokers or Redis nodes `host:port`. */
   brokers: string[];
@@ -73,34 +82,57 @@ export interface UpdateSourceConfig {
 
 /** One model of the ps config, resolved (one entry per table in the arrays). */
 export interface ModelConfig {
+  /** Model name (HugeCTR `model`). */
   model: string;
   /** Table folders (absolute, resolved against the config file's folder). */
   sparseFiles: string[];
+  /** Floats per row of each table (HugeCTR `embedding_vecsize_per_table`). Required. */
   embeddingVecsizePerTable: number[];
+  /** Keys per sample of each table (HugeCTR `maxnum_catfeature_query_per_table_per_sample`); with maxBatchSize it caps a lookup's keys. Required. */
   maxnumCatfeatureQueryPerTablePerSample: number[];
+  /** Value of every float of a row no level holds, per table (HugeCTR `default_value_for_each_table`). Default 0. */
   defaultValueForEachTable: number[];
+  /** Devices holding an L1 replica (HugeCTR `deployed_device_list`), distinct ids. Required. */
   deployedDeviceList: number[];
+  /** Samples per lookup (HugeCTR `max_batch_size`). Default 64. */
   maxBatchSize: number;
+  /** Keep an L1 cache per device (HugeCTR `gpucache`). Default true. */
   gpucache: boolean;
+  /** L1 capacity as a fraction of each table's rows, in [0, 1] (HugeCTR `gpucacheper`). Default 0.2. */
   gpucacheper: number;
+  /** L1 misses are filled synchronously when a lookup's hit rate is below it, else asynchronously (the misses get the default value) (HugeCTR `hit_rate_threshold`). Default 0.9. */
   hitRateThreshold: number;
+  /** Fraction of each table's rows prefilled into L1 with initEc (capped by gpucacheper), in [0, 1] (HugeCTR `cache_refresh_percentage_per_iteration`). Default 0. */
   cacheRefreshPercentagePerIteration: number;
+  /** Table names (HugeCTR `embedding_table_names`). Default `sparse_embedding{i}`. */
   embeddingTableNames: string[];
+  /** L1 kind (HugeCTR `embedding_cache_type`): 'dynamic', 'static' or 'uvm' (whole table in L1). Default 'dynamic' ('static' with useStaticTable). */
   embeddingCacheType: EmbeddingCacheType;
+  /** HugeCTR `use_static_table`: the whole table in L1. Default false. */
   useStaticTable: boolean;
+  /** HugeCTR `num_of_worker_buffer_in_pool`; accepted, not used here. Default 1. */
   numOfWorkerBufferInPool: number;
+  /** HugeCTR `thread_pool_size`; accepted, not used here. Default 16. */
   threadPoolSize: number;
+  /** Prefill L1 at startup (HugeCTR `init_ec`). Default true. */
   initEc: boolean;
+  /** Seconds before the first periodic cache refresh (HugeCTR `refresh_delay`). Default 0. */
   refreshDelay: number;
+  /** Seconds between cache refreshes, 0 = off (HugeCTR `refresh_interval`). Default 0. */
   refreshInterval: number;
 }
 
 /** The whole ps config, resolved. */
 export interface PsConfig {
+  /** int64 keys (true) or uint32 keys in the model files (HugeCTR `supportlonglong`). Required. */
   supportlonglong: boolean;
+  /** One entry per model (HugeCTR `models`). */
   models: ModelConfig[];
+  /** L2 (HugeCTR `volatile_db`). */
   volatileDb: VolatileDbConfig;
+  /** L3 (HugeCTR `persistent_db`). */
   persistentDb: PersistentDbConfig;
+  /** Online updates (HugeCTR `update_source`). */
   updateSource: UpdateSourceConfig;
 }
 

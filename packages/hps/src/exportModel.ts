@@ -38,7 +38,15 @@ export interface ExportModelOptions {
    * float32 Tensor `[vocabularySize, dim]` (tpu-embedding's `embeddingTables.get(config)`),
    * whose keys are the row indices.
    */
-  tables: readonly (ExportableTable | { table: ExportableTable; name?: string })[];
+  tables: readonly (
+    | ExportableTable
+    | {
+        /** The table (as above). */
+        table: ExportableTable;
+        /** HPS table name. Default `sparse_embedding<i>`. */
+        name?: string;
+      }
+  )[];
   /** Folder receiving `<model>/<table>/{key,emb_vector}`. Required. */
   dir: string;
   /** Write this ps.json (the returned config) too. Default none. */

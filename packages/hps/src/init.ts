@@ -7,6 +7,7 @@ export interface InitOptions {
   globalBatchSize: number;
   /** ps.json path; or `psConfig`, the same as an object (exactly one). */
   psConfigFile?: string;
+  /** The ps config as an object (HugeCTR's JSON keys), instead of psConfigFile. */
   psConfig?: Record<string, unknown>;
 }
 

@@ -50,10 +50,15 @@ function resolveLayerOptions(options: unknown, cls: string): Required<Pick<Looku
 
 /** Shared by both layers: the server and the table's checked vector size. */
 abstract class HpsLayer {
+  /** Model name in the ps config. */
   readonly modelName: string;
+  /** Table index in the model. */
   readonly tableId: number;
+  /** Floats per row. */
   readonly embVecSize: number;
+  /** Always 'float32'. */
   readonly embVecDtype = 'float32' as const;
+  /** Layer name. Default the class name. */
   readonly name: string;
 
   constructor(options: LookupLayerOptions, cls: string) {

@@ -8,10 +8,15 @@ import type { FetchResult, VolatileDb } from './volatileDb.js';
 
 /** Progress of a table being streamed from its model files (HPS.create's `onProgress`). */
 export interface LoadProgress {
+  /** Model name. */
   model: string;
+  /** Table name. */
   table: string;
+  /** Table index in the model. */
   tableId: number;
+  /** Rows streamed so far. */
   rowsLoaded: number;
+  /** Rows of the table. */
   rows: number;
 }
 

@@ -44,13 +44,17 @@ export interface CacheInfo {
   rows: number;
   /** uvm: HugeCTR's split of the table between GPU memory (gpucacheper * rows) and host memory (the rest); one memory on a CPU backend. */
   deviceRows?: number;
+  /** uvm: rows of the host-memory part (rows - deviceRows). */
   hostRows?: number;
 }
 
 /** One table of {@link HPS.modelInfo}. */
 export interface TableInfo {
+  /** Table name (`embedding_table_names`). */
   name: string;
+  /** Floats per row (`embedding_vecsize_per_table`). */
   dim: number;
+  /** Rows read from the table's model files. */
   rows: number;
   /** Most keys one lookup may carry: max_batch_size * maxnum_catfeature_query_per_table_per_sample. */
   maxKeys: number;
@@ -74,6 +78,7 @@ const CREATE_TOKEN = Symbol('HPS.create');
  * `lookup` calls are safe; large batches run off the event loop.
  */
 export class HPS {
+  /** The resolved ps config. */
   readonly config: PsConfig;
   #ctx: HpsContext;
   #models = new Map<string, ModelState>();
@@ -180,7 +185,14 @@ export class HPS {
   }
 
   /** Table names, vector sizes, rows and L1 caches of a model. @throws NotFoundError */
-  modelInfo(modelName: string): { model: string; version: number; tables: TableInfo[] } {
+  modelInfo(modelName: string): {
+    /** Model name. */
+    model: string;
+    /** 1 for the first load, + 1 per reload of the model. */
+    version: number;
+    /** One entry per table, in table-id order. */
+    tables: TableInfo[];
+  } {
     const m = this.#model(modelName);
     const c = m.config;
     const cacheOf = (t: TableState): CacheInfo | null => {
@@ -300,6 +312,7 @@ export class HPS {
     await this.#ctx.persistentDb?.close();
   }
 
+  /** Whether `close()` has been called. */
   get closed(): boolean {
     return this.#closed;
   }

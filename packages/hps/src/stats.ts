@@ -1,17 +1,30 @@
 /** Hits and misses of one level. `hitRate` = hits / (hits + misses), 0 before any access. */
 export interface LevelStats {
+  /** Keys found at this level. */
   hits: number;
+  /** Keys not found at this level. */
   misses: number;
+  /** hits / (hits + misses); 0 before any access. */
   hitRate: number;
 }
 
 /** `server.stats(model, tableId)`: cumulative since the model was loaded. */
 export interface HpsStats {
+  /** L1 (embedding cache) counts. */
   l1: LevelStats;
+  /** L2 (volatile DB) counts. */
   l2: LevelStats;
+  /** L3 (persistent DB) counts. */
   l3: LevelStats;
   /** Lookup latency percentiles in milliseconds (log-bucketed histogram, about 2% resolution). */
-  latencyMs: { p50: number; p90: number; p99: number };
+  latencyMs: {
+    /** Median. */
+    p50: number;
+    /** 90th percentile. */
+    p90: number;
+    /** 99th percentile. */
+    p99: number;
+  };
   /** Lookup calls counted. */
   lookups: number;
 }

@@ -22,8 +22,11 @@ export interface InitOptions {
 
 /** The state `sok.init` sets up: devices, their backend and their communicator. */
 export interface SokContext {
+  /** Devices of `sok.init` (one table shard per device). */
   readonly numDevices: number;
+  /** The backend every device table lives in. */
   readonly backend: EmbeddingBackend;
+  /** Moves ids and rows between the devices. */
   readonly communicator: Communicator;
   /** False once {@link shutdown} ran: variables made under this context refuse work. */
   readonly live: boolean;

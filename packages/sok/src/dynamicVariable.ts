@@ -53,13 +53,21 @@ const KNOWN = ['dimension', 'initializer', 'varType', 'keyType', 'dtype', 'initC
  * @throws FailedPreconditionError before sok.init; InvalidArgumentError / InvalidTypeError naming the option
  */
 export class DynamicVariable extends SokVariable {
+  /** 'hbm' (uncapped) or 'hybrid' (capped at maxCapacity). */
   readonly varType: 'hbm' | 'hybrid';
+  /** Key type, as `keyType` in the options. */
   readonly keyType: 'int64' | 'int32';
+  /** Value type: always 'float32'. */
   readonly dtype = 'float32' as const;
+  /** 'hybrid': which rows a full table evicts ('lru' or 'customized'). */
   readonly evictStrategy: 'lru' | 'customized';
+  /** Rows reserved up front over all devices; 0 when unset (each device then reserves the default). */
   readonly initCapacity: number;
+  /** The most rows over all devices ('hybrid'); Infinity for 'hbm'. */
   readonly maxCapacity: number;
+  /** 'hybrid': fraction of the cap kept after an eviction, in (0, 1]. */
   readonly filterRatio: number;
+  /** The resolved initializer of new rows. */
   readonly initializer: InitializerSpec;
 
   constructor(options: DynamicVariableOptions) {
@@ -91,6 +99,7 @@ export class DynamicVariable extends SokVariable {
     this.createShards();
   }
 
+  /** Always 'dynamic'. */
   get kind(): 'dynamic' {
     return 'dynamic';
   }

@@ -63,13 +63,21 @@ export interface All2AllDenseEmbeddingOptions {
  * @throws FailedPreconditionError before init; InvalidArgumentError naming the option
  */
 export class All2AllDenseEmbedding {
+  /** Rows per device. */
   readonly maxVocabularySizePerGpu: number;
+  /** Floats per row. */
   readonly embeddingVecSize: number;
+  /** Slots (features) per sample. */
   readonly slotNum: number;
+  /** Ids per slot. */
   readonly nnzPerSlot: number;
+  /** Input is a flat [n] of ids, output [n, dim]. */
   readonly dynamicInput: boolean;
+  /** Keys are hashed (a DynamicVariable) rather than row indices of a static Variable. */
   readonly useHashtable: boolean;
+  /** Key type of the hashtable. */
   readonly keyDtype: 'int64' | 'int32';
+  /** The table: a DynamicVariable (useHashtable) or a static Variable of maxVocabularySizePerGpu * N rows. */
   readonly variable: SokVariable;
 
   constructor(options: All2AllDenseEmbeddingOptions) {
@@ -158,13 +166,21 @@ export interface DistributedEmbeddingOptions {
  * slot pooled with `combiner` (the `lookupSparse` exchange). Trainable through a tape.
  */
 export class DistributedEmbedding {
+  /** Reduction of each slot's ids: 'sum' or 'mean'. */
   readonly combiner: 'sum' | 'mean';
+  /** Rows per device. */
   readonly maxVocabularySizePerGpu: number;
+  /** Floats per row. */
   readonly embeddingVecSize: number;
+  /** Slots per sample. */
   readonly slotNum: number;
+  /** Most ids per slot. */
   readonly maxNnz: number;
+  /** SOK's per-sample key budget (a capacity hint; not enforced). */
   readonly maxFeatureNum: number;
+  /** Keys are hashed (a DynamicVariable) rather than row indices of a static Variable. */
   readonly useHashtable: boolean;
+  /** The table: a DynamicVariable (useHashtable) or a static Variable of maxVocabularySizePerGpu * N rows. */
   readonly variable: SokVariable;
 
   constructor(options: DistributedEmbeddingOptions) {
@@ -194,6 +210,7 @@ export class DistributedEmbedding {
     });
   }
 
+  /** The variables a v2 optimizer trains. */
   get trainableVariables(): SokVariable[] {
     return [this.variable];
   }

@@ -35,6 +35,7 @@ export interface LookupSparseOptions {
 
 /** Options of `embeddingLookup`. */
 export interface EmbeddingLookupOptions {
+  /** Records the lookups for `tape.gradient`. Default none. */
   tape?: GradientTape | null;
   /** [true with a tape, else false] */
   training?: boolean | null;

@@ -22,6 +22,7 @@ type Work = { v: SokVariable; pooled: IndexedSlices } | { v: SokVariable; keys: 
  * of Adam's bias correction and of a learning-rate function).
  */
 export class OptimizerWrapper {
+  /** The wrapped optimizer (constructed from its name when a name was given). */
   readonly optimizer: SokOptimizer;
   #iterations = 0;
 

@@ -54,8 +54,11 @@ export class Adagrad extends SokOptimizer {
 
 /** Adam's options (lr, beta1, beta2, epsilon). */
 export interface AdamOptions extends LrOption {
+  /** Decay of the first moment (Keras `beta_1`). Default 0.9. */
   beta1?: number;
+  /** Decay of the second moment / norm (Keras `beta_2`). Default 0.999. */
   beta2?: number;
+  /** Added to the denominator (Keras `epsilon`). Default 1e-7. */
   epsilon?: number;
 }
 
@@ -113,10 +116,15 @@ export class Adadelta extends SokOptimizer {
 
 /** Ftrl's options (TF's FtrlOptimizer arguments, camelCase). */
 export interface FtrlOptions extends LrOption {
+  /** TF `learning_rate_power` (`p`). Default -0.5. */
   learningRatePower?: number;
+  /** Starting value of the 'accumulators' slot. Default 0.1. */
   initialAccumulatorValue?: number;
+  /** L1 strength. Default 0. */
   l1RegularizationStrength?: number;
+  /** L2 strength. Default 0. */
   l2RegularizationStrength?: number;
+  /** TF `beta`. Default 0. */
   beta?: number;
 }
 
@@ -144,4 +152,21 @@ export class Ftrl extends SokOptimizer {
 }
 
 /** `sok.optimizers`: the seven optimizers (FTRL is also exported under Keras's name Ftrl). */
-export const optimizers = { SGD, Momentum, Adagrad, Adam, Adamax, Adadelta, Ftrl, FTRL: Ftrl } as const;
+export const optimizers = {
+  /** {@link SGD} */
+  SGD,
+  /** {@link Momentum} */
+  Momentum,
+  /** {@link Adagrad} */
+  Adagrad,
+  /** {@link Adam} */
+  Adam,
+  /** {@link Adamax} */
+  Adamax,
+  /** {@link Adadelta} */
+  Adadelta,
+  /** {@link Ftrl} */
+  Ftrl,
+  /** {@link Ftrl}, under Keras's name. */
+  FTRL: Ftrl,
+} as const;

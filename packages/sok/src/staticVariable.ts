@@ -32,8 +32,11 @@ export interface VariableOptions {
  * @throws FailedPreconditionError before sok.init; InvalidArgumentError / InvalidTypeError naming the option
  */
 export class Variable extends SokVariable {
+  /** Global rows (shape[0]). */
   readonly rows: number;
+  /** The resolved initializer of the rows. */
   readonly initializer: InitializerSpec;
+  /** Value type: always 'float32'. */
   readonly dtype = 'float32' as const;
 
   constructor(options: VariableOptions) {
@@ -55,6 +58,7 @@ export class Variable extends SokVariable {
 
   #inits: Map<number, TableOptions['initializer']>;
 
+  /** Always 'static'. */
   get kind(): 'static' {
     return 'static';
   }

@@ -40,8 +40,11 @@ interface PooledPart {
  * them and runs the fused core step from the pooled gradients instead.
  */
 export class IndexedSlices {
+  /** Ids [n]: global row ids of a Variable, keys of a DynamicVariable. */
   readonly indices: Keys;
+  /** [rows, dim] when given; null otherwise. */
   readonly denseShape: readonly number[] | null;
+  /** Floats per row of the values. */
   readonly dim: number;
   #values: Tensor<Float32Array> | null;
   /** @internal the pooled gradients this came from (tape.gradient) */

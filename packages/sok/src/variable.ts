@@ -48,7 +48,9 @@ export abstract class SokVariable {
   readonly name: string;
   /** Floats per row. */
   readonly dimension: number;
+  /** Key type of the tables ('int64' or 'int32'). */
   readonly keyDtype: KeyDtype;
+  /** Placement: 'distributed' or 'localized:k'. */
   readonly mode: VariableMode;
   /** @internal */
   readonly ctx: SokContext;
@@ -72,6 +74,7 @@ export abstract class SokVariable {
     return this.dimension;
   }
 
+  /** 'dynamic' ({@link DynamicVariable}) or 'static' ({@link Variable}). */
   abstract get kind(): 'dynamic' | 'static';
 
   /** @internal True when the device tables score rows by the facade's clock (epochLru). */

@@ -2,6 +2,7 @@ import { type BackendCapabilities, type DeviceInfo, type EmbeddingBackend, Inval
 import type { RedisStoreOptions, RedisTableLayout } from './options.js';
 import { RedisStore } from './store.js';
 
+/** Options of {@link createRedisBackend}. */
 export interface RedisBackendOptions {
   /** A store to create tables on, or the options of a new one. */
   store: RedisStore | RedisStoreOptions;
@@ -13,7 +14,9 @@ export interface RedisBackendOptions {
   priority?: number;
 }
 
+/** An EmbeddingBackend over one {@link RedisStore} (from {@link createRedisBackend}), plus its store and close(). */
 export interface RedisBackend extends EmbeddingBackend {
+  /** The store its tables are created on. */
   readonly store: RedisStore;
   /** Closes the store's connection. */
   close(): Promise<void>;

@@ -4,20 +4,26 @@ import { keySlot } from './naming.js';
 import type { ResolvedRedisStoreOptions } from './options.js';
 import { SCRIPTS, type ScriptName } from './scripts.js';
 
+/** One argument of a Redis command: binary (Buffer), a string, or a number. */
 export type RedisArg = Buffer | string | number;
 
 /** One command of a batch. `route` is the key whose cluster slot decides the node. */
 export interface BatchCommand {
+  /** The key whose cluster slot decides the node. */
   route: Buffer;
   /** A Redis command name, or a script of `SCRIPTS` when `script` is true. */
   name: string;
+  /** True when `name` is a script of SCRIPTS (a command ioredis defines from it). Default false. */
   script?: boolean;
   /** Arguments after the command name (keys included). Replies come back as Buffers. */
   args: RedisArg[];
 }
 
+/** The outcome of one command of a batch ({@link RedisConnection.exec}): its error, or its value. */
 export interface Reply {
+  /** The command's error (a Redis error reply or a connection failure), or null. */
   error: Error | null;
+  /** The reply (bulk strings as Buffers); not meaningful when `error` is set. */
   value: unknown;
 }
 
@@ -53,7 +59,9 @@ const NOT_RUN = new RegExp(
  * store's retry policy, write batches never.
  */
 export class RedisConnection {
+  /** The store options it was opened with. */
   readonly options: ResolvedRedisStoreOptions;
+  /** The ioredis client: a standalone `Redis` or a `Cluster`. */
   readonly client: Redis | Cluster;
   /** The last error the client reported (connection refused, ...), for messages. */
   lastError: Error | undefined;
@@ -106,6 +114,7 @@ export class RedisConnection {
     for (const [name, def] of Object.entries(SCRIPTS)) this.client.defineCommand(name, def);
   }
 
+  /** True in cluster mode. */
   get isCluster(): boolean {
     return this.options.mode === 'cluster';
   }

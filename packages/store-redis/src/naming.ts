@@ -35,6 +35,7 @@ export function crc16(bytes: Uint8Array): number {
   return crc;
 }
 
+/** Number of Redis Cluster key slots (16384). */
 export const CLUSTER_SLOTS = 16384;
 
 /** Cluster slot of a Redis key, hash tags honoured (the Redis Cluster spec's rule). */
@@ -67,7 +68,9 @@ export function redisSlotsTab(): Uint32Array {
 
 /** A master's slot range [first, last], as TFRA reads it from CLUSTER NODES. */
 export interface SlotRange {
+  /** First slot (inclusive). */
   first: number;
+  /** Last slot (inclusive). */
   last: number;
 }
 

@@ -25,11 +25,15 @@ import { TableCore } from './tableCore.js';
 import { applyGradients } from './trainOps.js';
 import { accum, assign, clear, importRows, remove, upsert } from './writeOps.js';
 
+/** What a {@link RedisRawTable} is built from (RedisStore.createRawTable fills it). */
 export interface RedisRawTableInit {
+  /** The connection its commands go through. */
   conn: RedisConnection;
   /** Close the connection when the table is disposed. */
   ownsConnection: boolean;
+  /** The table's resolved core options. */
   options: ResolvedTableOptions;
+  /** Where the table lives in Redis. */
   layout: ResolvedRedisTableLayout;
 }
 
@@ -98,10 +102,12 @@ export class RedisRawTable implements RawTable {
     };
   }
 
+  /** The table's resolved core options. */
   get options(): ResolvedTableOptions {
     return this.#core.options;
   }
 
+  /** Where the table lives in Redis. */
   get layout(): ResolvedRedisTableLayout {
     return this.#core.layout;
   }

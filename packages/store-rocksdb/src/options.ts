@@ -21,12 +21,19 @@ export interface RocksStoreOptions {
   openTimeoutMs?: number;
 }
 
+/** {@link RocksStoreOptions} with every default filled in, as {@link resolveRocksStoreOptions} returns them. */
 export interface ResolvedRocksStoreOptions {
+  /** Folder of the database. */
   path: string;
+  /** Tables opened with the database, duplicates removed. */
   tables: string[];
+  /** Opened read-only. */
   readOnly: boolean;
+  /** RocksDB background threads, 1..256. */
   numThreads: number;
+  /** Keys per multi-get / write batch, 1..2^24. */
   maxBatchSize: number;
+  /** Milliseconds to wait for the open, 1..600000. */
   openTimeoutMs: number;
 }
 

@@ -62,8 +62,11 @@ function isSokVariable(v: unknown): v is SokVariable {
  */
 export class SokEmbeddingLayer extends SparseEmbeddingLayer {
   static override className = 'EmbedstackSokEmbedding';
+  /** The SOK variables looked up, in order. */
   readonly variables: readonly SokVariable[];
+  /** The `sok.OptimizerWrapper` that trains the looked-up rows. */
   readonly optimizer: OptimizerWrapper;
+  /** Pooling per variable; null: one variable, one row per id. */
   readonly combiners: readonly SokCombiner[] | null;
 
   /**

@@ -4,12 +4,15 @@ import { DisposedError, FailedPreconditionError, InvalidTypeError, OutOfRangeErr
 
 /** One output of a facade lookup: a float32 activation `[batch, ...]` (host array owned by the layer). */
 export interface LookupPart {
+  /** The activation's values, row-major. */
   data: Float32Array;
+  /** Its shape, `[batch, ...]`. */
   shape: number[];
 }
 
 /** What a facade layer's lookup hands the base class: the activations and how to train them. */
 export interface PreparedBatch {
+  /** The activations, in output order. */
   parts: LookupPart[];
   /** False for a forward-only batch (backward then throws FAILED_PRECONDITION). */
   training: boolean;
@@ -116,6 +119,7 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
   /** tfjs's serialization name. */
   static className = 'EmbedstackSparseEmbedding';
 
+  /** How several activations are returned ('concat' or 'list'); from the `output` option. */
   readonly outputMode: OutputMode;
   #batch: Batch | null = null;
   #pending: Promise<void> = Promise.resolve();

@@ -73,11 +73,17 @@ function loadTfra(): Promise<TfraModule> {
  */
 export class TfraEmbeddingLayer extends SparseEmbeddingLayer {
   static override className = 'EmbedstackTfraEmbedding';
+  /** The tfra Variable looked up. */
   readonly variable: AnyVariable;
+  /** The wrapped tfra optimizer that trains the looked-up rows. */
   readonly optimizer: Optimizer;
+  /** Pooling of each example's ids; null: one row per id. */
   readonly combiner: Combiner | null;
+  /** L2 clip norm of the rows; null when not clipping. */
   readonly maxNorm: number | null;
+  /** Ids per example without a combiner; null: ids are [batch]. */
   readonly inputLength: number | null;
+  /** Name of the trainable view on the variable (the layer name by default). */
   readonly trainableName: string;
 
   /**

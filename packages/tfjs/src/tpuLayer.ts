@@ -64,6 +64,7 @@ function toCoreInputs(structure: unknown): unknown {
  */
 export class TPUEmbeddingLayer<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> extends SparseEmbeddingLayer {
   static override className = 'EmbedstackTPUEmbedding';
+  /** The TPUEmbedding this layer enqueues to and dequeues from. */
   readonly embedding: TPUEmbedding<F>;
   readonly #features: FeatureLeaf[];
 

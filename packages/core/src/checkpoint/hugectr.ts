@@ -12,13 +12,17 @@ import { liveFolder, replaceFolder } from './layout.js';
  * [n, dim]), same row order, no header. HPS reads these folders unchanged.
  */
 
+/** Name of the keys file in a HugeCTR sparse model folder: `'key'`. */
 export const HUGECTR_KEY_FILE = 'key';
+/** Name of the vectors file in a HugeCTR sparse model folder: `'emb_vector'` (float32 LE, [rows, dim]). */
 export const HUGECTR_VECTOR_FILE = 'emb_vector';
 /** Files an existing folder may hold for exportHugeCTR to replace it. */
 const HUGECTR_FILES = new Set([HUGECTR_KEY_FILE, HUGECTR_VECTOR_FILE, 'meta', 'slot_id']);
 
+/** Key width of a HugeCTR `key` file: 8-byte signed (`'int64'`) or 4-byte unsigned (`'uint32'`, models trained with `supportlonglong: false`), little-endian. */
 export type HugeCTRKeyFormat = 'int64' | 'uint32';
 
+/** Options of {@link inspectHugeCTRModel} and {@link readHugeCTRModel}. */
 export interface HugeCTRReadOptions {
   /** Rows per batch. Default 65536. */
   batchSize?: number | null;
@@ -28,14 +32,19 @@ export interface HugeCTRReadOptions {
   allowEmpty?: boolean | null;
 }
 
+/** Sizes of a HugeCTR sparse model folder, as {@link inspectHugeCTRModel} returns them. */
 export interface HugeCTRModelInfo {
   /** The folder actually read (the target, or its complete replacement after a crashed export). */
   folder: string;
+  /** Number of rows (keys) in the model. */
   rows: number;
+  /** Length of the `key` file in bytes (rows * 8, or rows * 4 for uint32 keys). */
   keyBytes: number;
+  /** Length of the `emb_vector` file in bytes (rows * dim * 4). */
   vectorBytes: number;
 }
 
+/** One batch of rows read by {@link readHugeCTRModel}: fresh host arrays owned by the caller. */
 export interface HugeCTRBatch {
   /** [n] keys (uint32 files are widened to int64). */
   keys: BigInt64Array;
@@ -152,6 +161,7 @@ export async function* readHugeCTRModel(dir: string, dim: number, options?: Huge
   }
 }
 
+/** Options of {@link importHugeCTR}: the read options plus a key filter. */
 export interface ImportHugeCTROptions extends HugeCTRReadOptions {
   /** Import only the keys for which this returns true. Default: all. */
   filter?: ((key: bigint) => boolean) | null;
@@ -221,6 +231,7 @@ export async function importHugeCTR(dir: string, table: EmbeddingTable, options?
   }
 }
 
+/** Options of {@link exportHugeCTR}. */
 export interface ExportHugeCTROptions {
   /** Rows per exported batch. Default 65536. */
   batchSize?: number | null;

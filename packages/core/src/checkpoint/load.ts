@@ -14,6 +14,7 @@ import { checkFitsTable, ELEMENT_BYTES, KEYS_FILE, parseManifest, SCORES_FILE, t
 /** One batch read back from a checkpoint: fresh arrays owned by the caller. */
 export type CheckpointBatch = ExportBatch;
 
+/** Options of {@link loadTable}. */
 export interface LoadTableOptions {
   /** Rows per batch handed to `importRows`. Default 65536. */
   batchSize?: number | null;

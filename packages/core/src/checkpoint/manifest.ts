@@ -11,13 +11,17 @@ import { hex32 } from './fsio.js';
  * Field-by-field description in docs/checkpoint-format.md.
  */
 
+/** The `format` string of every table checkpoint manifest. */
 export const CHECKPOINT_FORMAT = 'embedstack.table-checkpoint';
+/** The manifest `formatVersion` this library writes; it reads versions 1 up to this one. */
 export const CHECKPOINT_FORMAT_VERSION = 1;
 
+/** Element type of a checkpoint data file (little-endian): keys int64 / int32, values and slots float32, scores uint64. */
 export type CheckpointDtype = 'int64' | 'int32' | 'float32' | 'uint64';
 
 /** One data file: raw little-endian elements, no header. */
 export interface CheckpointFileInfo {
+  /** Element type of the file. */
   dtype: CheckpointDtype;
   /** [rows] or [rows, width] */
   shape: number[];
@@ -27,6 +31,7 @@ export interface CheckpointFileInfo {
   crc32c: number;
 }
 
+/** One optimizer slot stored in a checkpoint (an entry of `TableManifest.slots`). */
 export interface CheckpointSlot {
   /** Optimizer slot name, e.g. 'accumulators'. */
   name: string;
@@ -41,36 +46,67 @@ export interface CheckpointSlot {
 /** The initializer, as JSON: `row` values as a number array; `array` without its values. */
 export type ManifestInitializer =
   | Exclude<ResolvedInitializer, { kind: 'row' } | { kind: 'array' }>
-  | { kind: 'row'; values: number[] }
-  | { kind: 'array' };
+  | {
+      /** The same row for every key. */
+      kind: 'row';
+      /** The row, [dim] numbers. */
+      values: number[];
+    }
+  | {
+      /** Static tables' per-row initial values (not stored in the manifest). */
+      kind: 'array';
+    };
 
+/** The parsed `manifest.json` of a table checkpoint (written by {@link saveTable}, read by {@link readTableManifest} / {@link loadTable}). Field-by-field description in docs/checkpoint-format.md. */
 export interface TableManifest {
+  /** Always {@link CHECKPOINT_FORMAT}. */
   format: typeof CHECKPOINT_FORMAT;
+  /** Version of the layout, 1 to {@link CHECKPOINT_FORMAT_VERSION}. */
   formatVersion: number;
+  /** Byte order of every data file: always little-endian. */
   byteOrder: 'little';
   /** ISO time the save started. */
   createdAt: string;
   /** Library that wrote it and the table's backend. */
-  writer: { library: string; backend: string };
+  writer: {
+    /** The package that wrote the checkpoint ('@embedstack/core'). */
+    library: string;
+    /** Backend name of the saved table. */
+    backend: string;
+  };
+  /** Name of the saved table. */
   name: string;
+  /** Kind of the saved table. */
   kind: 'dynamic' | 'static';
+  /** Key type of the saved table (and of the keys file). */
   keyDtype: KeyDtype;
+  /** Row width (floats per row) of the saved table. */
   dim: number;
   /** static: number of rows of the table; dynamic: 0 */
   vocabularySize: number;
   /** Rows in the data files. */
   rows: number;
-  /** dynamic: initCapacity and maxCapacity (null = uncapped) of the saving table */
+  /** dynamic: initial capacity (rows) of the saving table */
   initCapacity: number;
+  /** dynamic: maximum capacity (rows) of the saving table; null = uncapped */
   maxCapacity: number | null;
+  /** Score policy of the saving table. */
   scorePolicy: ScorePolicy;
+  /** Initializer of the saving table (see {@link ManifestInitializer}). */
   initializer: ManifestInitializer;
+  /** Random seed of the saving table's initializer. */
   seed: number;
+  /** Random stream id of the saving table (by default fnv1a32 of its name). */
   stream: number;
   /** Optimizer slots stored beside each row, in the table's order. */
   slots: CheckpointSlot[];
   /** Which shard of a partitioned table this is (index in [0, count)). */
-  shard: { index: number; count: number };
+  shard: {
+    /** This shard's index, in [0, count). */
+    index: number;
+    /** Number of shards, >= 1. */
+    count: number;
+  };
   /** Facade-owned data (configs, step counters...), JSON. */
   extra: Record<string, unknown>;
   /** Data files by name: keys, values, scores, slot-<name>. */

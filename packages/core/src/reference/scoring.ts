@@ -24,6 +24,7 @@ import type { ScorePolicy } from '../scores.js';
 const U64 = (1n << 64n) - 1n;
 const LOW32 = 0xffffffffn;
 
+/** Per-table state the score policies read (reference backend). */
 export interface ScoreClock {
   /** Advanced once per scored call, starts at 0 (so the first call sees 1). */
   clock: number;
@@ -67,9 +68,13 @@ export function nextScore(
   }
 }
 
+/** A row competing for room in a full capped table (see {@link evictionLosers}). */
 export interface EvictionCandidate<K> {
+  /** The row's key. */
   key: K;
+  /** Its score (uint64). */
   score: bigint;
+  /** True for a row already in the table, false for a key the call would insert. */
   resident: boolean;
 }
 

@@ -46,23 +46,24 @@ inline float halfToFloat(uint16_t h) {
   // Normals and subnormals: the bits moved into float32 position, then rescaled by 2^112 (exact).
   const uint32_t scaled = floatBits(bitsFloat(em << 13) * 0x1p112f);
   const uint32_t special = (em << 13) | 0x7f800000u;  // Inf, NaN
-  return bitsFloat((em >= 0x7c00u ? special : scaled) | sign);
+  const uint32_t isSpecial = 0u - static_cast<uint32_t>(em >= 0x7c00u);  // all ones or zero: no branch
+  return bitsFloat((special & isSpecial) | (scaled & ~isSpecial) | sign);
 }
 
 inline uint16_t floatToHalf(float f) {
   uint32_t u = floatBits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   u &= 0x7fffffffu;
-  uint32_t o;
-  if (u >= 0x47800000u) {  // >= 65536, Inf, NaN
-    o = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
-  } else if (u < 0x38800000u) {  // below 2^-14: float16 subnormals; the float adder rounds to nearest even
-    const float magic = bitsFloat(126u << 23);  // 0.5: its ulp is float16's smallest subnormal
-    o = floatBits(bitsFloat(u) + magic) - (126u << 23);
-  } else {
-    const uint32_t odd = (u >> 13) & 1u;
-    o = (u + 0xc8000fffu + odd) >> 13;  // rebias (15 - 127) << 23, round half to even; may carry into Inf
-  }
+  // All three cases computed, one selected by masks (no branch, so row loops vectorize):
+  // >= 65536, Inf, NaN:
+  const uint32_t big = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  // below 2^-14, float16 subnormals: adding 0.5 (its ulp is float16's smallest subnormal) rounds to nearest even
+  const uint32_t tiny = floatBits(bitsFloat(u) + 0.5f) - (126u << 23);
+  // normals: rebias (15 - 127) << 23 and round half to even (may carry into Inf)
+  const uint32_t normal = (u + 0xc8000fffu + ((u >> 13) & 1u)) >> 13;
+  const uint32_t isBig = 0u - static_cast<uint32_t>(u >= 0x47800000u);
+  const uint32_t isTiny = 0u - static_cast<uint32_t>(u < 0x38800000u);
+  const uint32_t o = (big & isBig) | (tiny & isTiny & ~isBig) | (normal & ~isTiny & ~isBig);
   return static_cast<uint16_t>(o | sign);
 }
 
