@@ -127,6 +127,7 @@ export class EmbeddingCache {
 
   constructor(
     raw: RawCache,
+    /** The resolved options (capacity, dim, ways, name). */
     readonly options: ResolvedCacheOptions,
     /** The backend's name. */
     readonly backend: string,

@@ -76,7 +76,13 @@ export type InitializerSpec =
     };
 
 /** What a backend receives: functions are already evaluated to arrays. */
-export type ResolvedInitializer = Exclude<InitializerSpec, { kind: 'function' }>;
+export type ResolvedInitializer = Exclude<
+  InitializerSpec,
+  {
+    /** `function` initializers are evaluated to `array` before a backend sees them. */
+    kind: 'function';
+  }
+>;
 
 function finite(value: unknown, argument: string): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) throw invalidParameter(argument, 'a finite number', value);

@@ -45,7 +45,17 @@ export interface CheckpointSlot {
 
 /** The initializer, as JSON: `row` values as a number array; `array` without its values. */
 export type ManifestInitializer =
-  | Exclude<ResolvedInitializer, { kind: 'row' } | { kind: 'array' }>
+  | Exclude<
+      ResolvedInitializer,
+      | {
+          /** Replaced by the JSON form below (values as a number array). */
+          kind: 'row';
+        }
+      | {
+          /** Replaced by the form below without its values. */
+          kind: 'array';
+        }
+    >
   | {
       /** The same row for every key. */
       kind: 'row';
