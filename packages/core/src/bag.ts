@@ -29,7 +29,9 @@ export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, ar
 
 /** A bag and where each input entry went: `order[i]` is the bag entry of input entry i (null: the same position). */
 export interface OrderedBag {
+  /** The bag, rows in order. */
   bag: Bag<Keys>;
+  /** [nnz] bag entry of each input entry, or null when entries kept their positions. */
   order: Int32Array | null;
 }
 

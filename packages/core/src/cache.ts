@@ -33,9 +33,13 @@ export interface CacheOptions {
 
 /** Options after validation and defaults (what a backend receives). */
 export interface ResolvedCacheOptions {
+  /** Rows asked for (integer >= 0; the backend rounds up to whole sets). */
   capacity: number;
+  /** Floats per row, >= 1. */
   dim: number;
+  /** Slots per set: a power of two in [1, 64] (default 16). */
   ways: number;
+  /** For messages (default 'cache'). */
   name: string;
 }
 
@@ -61,11 +65,15 @@ export interface RawCache {
   remove(keys: BigInt64Array): number;
   /** The resident keys (any order). */
   keys(): BigInt64Array;
+  /** Rows resident now. */
   size(): number;
   /** Slots: sets * ways. */
   capacity(): number;
+  /** Number of sets. */
   sets(): number;
+  /** Slots per set (the option, or the capacity when smaller). */
   ways(): number;
+  /** Empties every slot (memory stays allocated). */
   clear(): void;
   /** Frees the memory; idempotent. */
   dispose(): void;
@@ -83,7 +91,13 @@ export interface CacheQueryResult {
 
 /** Caller-owned result arrays of {@link EmbeddingCache.query}. */
 export interface CacheQueryOptions {
-  out?: { values?: Float32Array; exists?: Uint8Array } | null;
+  /** Arrays to fill and return instead of fresh ones: values [n * dim], exists [n] (each optional). */
+  out?: {
+    /** [n * dim] floats: hit rows, zeros for misses. */
+    values?: Float32Array;
+    /** [n] flags: 1 for a hit. */
+    exists?: Uint8Array;
+  } | null;
 }
 
 /** A Float32Array whose every element the backend writes: large ones skip the zero fill. */
@@ -113,6 +127,7 @@ export class EmbeddingCache {
 
   constructor(
     raw: RawCache,
+    /** The resolved options (capacity, dim, ways, name). */
     readonly options: ResolvedCacheOptions,
     /** The backend's name. */
     readonly backend: string,
@@ -120,12 +135,15 @@ export class EmbeddingCache {
     this.#raw = raw;
   }
 
+  /** Floats per row. */
   get dim(): number {
     return this.options.dim;
   }
+  /** The cache's name (for messages). */
   get name(): string {
     return this.options.name;
   }
+  /** True once dispose() has run. */
   get disposed(): boolean {
     return this.#disposed;
   }
@@ -213,6 +231,10 @@ export class EmbeddingCache {
     return this.#live().ways();
   }
 
+  /**
+   * Empties the cache (its memory stays allocated).
+   * @throws DisposedError after dispose()
+   */
   clear(): void {
     this.#live().clear();
   }

@@ -66,6 +66,7 @@ export function validateMaxNorm(value: unknown, argument = 'maxNorm'): number {
 export interface Bag<K> {
   /** [nrows + 1], non-decreasing, from 0 to keys.length. */
   rowSplits: Int32Array;
+  /** [nnz] keys, row after row. */
   keys: K;
   /** [keys.length] or null for all-ones. */
   weights: Float32Array | null;

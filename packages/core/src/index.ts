@@ -120,6 +120,7 @@ export {
   getBackend,
   loadDefaultBackend,
   DEFAULT_BACKEND_PACKAGE,
+  FALLBACK_ENV,
   OPTIONAL_BACKEND_PACKAGES,
 } from './backend.js';
 export type { EmbeddingBackend, BackendCapabilities, DeviceInfo, LoadDefaultBackendOptions } from './backend.js';

@@ -43,6 +43,7 @@ export interface CommonOptimizerOptions {
   learningRate?: LearningRate;
   /** Clip weights after the update. Default: none. */
   clipWeightMin?: number | null;
+  /** Clip weights to at most this after the update. Default: none. */
   clipWeightMax?: number | null;
   /** g += weightDecayFactor * w before the update. Default 0. */
   weightDecayFactor?: number | null;
@@ -98,29 +99,47 @@ export interface SlotLayout {
 
 /** A validated optimizer: kind, hyper-parameters and common options. Immutable. */
 export interface OptimizerSpec {
+  /** Which optimizer. */
   readonly kind: OptimizerKind;
+  /** Learning rate: a number, or a function of the step. */
   readonly learningRate: LearningRate;
+  /** Every hyper-parameter, defaults filled in. */
   readonly hyper: Readonly<OptimizerHyper>;
+  /** Weights are clipped to at least this after the update (-Infinity: none). */
   readonly clipWeightMin: number;
+  /** Weights are clipped to at most this after the update (Infinity: none). */
   readonly clipWeightMax: number;
+  /** g += weightDecayFactor * w before the update (0: none). */
   readonly weightDecayFactor: number;
+  /** Whether weightDecayFactor is multiplied by the step's learning rate. */
   readonly multiplyWeightDecayFactorByLearningRate: boolean;
+  /** Gradients are clipped to at least this (-Infinity: none; from clipvalue). */
   readonly clipGradMin: number;
+  /** Gradients are clipped to at most this (Infinity: none; from clipvalue). */
   readonly clipGradMax: number;
+  /** TPU embedding's gradient accumulation flag (clipvalue needs it). */
   readonly useGradientAccumulation: boolean;
+  /** The slots this optimizer keeps beside each row. */
   readonly slots: SlotLayout;
 }
 
 /** What a backend receives for one step: all numbers, lr already evaluated. */
 export interface ResolvedOptimizer extends OptimizerHyper {
+  /** Which optimizer. */
   kind: OptimizerKind;
+  /** The learning rate of this step. */
   lr: number;
+  /** The step, integer >= 1. */
   step: number;
+  /** Weight clip after the update (-Infinity: none). */
   clipWeightMin: number;
+  /** Weight clip after the update (Infinity: none). */
   clipWeightMax: number;
   /** weightDecayFactor, already multiplied by lr when asked. */
   weightDecay: number;
+  /** Gradient clip (-Infinity: none). */
   clipGradMin: number;
+  /** Gradient clip (Infinity: none). */
   clipGradMax: number;
 }
 
@@ -311,14 +330,23 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
  * @throws InvalidArgumentError / InvalidTypeError naming the option
  */
 export const optimizers = {
+  /** Plain SGD: w -= lr * g. Default lr 0.01; no slots. */
   sgd: (o?: OptimizerOptions) => createOptimizer('sgd', o),
+  /** Adagrad (slot: accumulators). Default lr 0.001, initialAccumulatorValue 0.1. */
   adagrad: (o?: OptimizerOptions) => createOptimizer('adagrad', o),
+  /** Adagrad with momentum, TPU embedding's (slots: accumulators, momenta). Default lr 0.001, epsilon 1e-10, beta2 1. */
   adagradMomentum: (o?: OptimizerOptions) => createOptimizer('adagradMomentum', o),
+  /** Adam, lazy (slots: momenta, velocities). Default lr 0.001, beta1 0.9, beta2 0.999, epsilon 1e-7. */
   adam: (o?: OptimizerOptions) => createOptimizer('adam', o),
+  /** FTRL (slots: accumulators, linears). Default lr 0.001 (must be > 0), learningRatePower -0.5. */
   ftrl: (o?: OptimizerOptions) => createOptimizer('ftrl', o),
+  /** Row-wise Adagrad, FBGEMM's (one accumulator float per row). Default lr 0.01, epsilon 1e-8, accumulator 0. */
   rowWiseAdagrad: (o?: OptimizerOptions) => createOptimizer('rowWiseAdagrad', o),
+  /** SGD with momentum (slot: momenta). Default lr 0.01, momentum 0. */
   momentum: (o?: OptimizerOptions) => createOptimizer('momentum', o),
+  /** Adamax (slots: momenta, norms). Default lr 0.001. */
   adamax: (o?: OptimizerOptions) => createOptimizer('adamax', o),
+  /** Adadelta (slots: accumulators, accumulatorUpdates). Default lr 0.001, rho 0.95. */
   adadelta: (o?: OptimizerOptions) => createOptimizer('adadelta', o),
 } as const;
 

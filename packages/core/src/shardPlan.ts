@@ -18,12 +18,30 @@ export type ShardPlacement = 'mod' | 'range' | 'localized';
 
 /** This table's part in a sharded table. Every field is required for its placement. */
 export type ShardPlan =
-  | { readonly placement: 'mod'; readonly numShards: number; readonly shard: number }
-  | { readonly placement: 'range'; readonly start: number; readonly end: number }
-  | { readonly placement: 'localized' };
+  | {
+      /** Key k (dynamic) or row i (static, round-robin) lives on shard floorMod(k, numShards). */
+      readonly placement: 'mod';
+      /** Number of shards N, integer >= 1. */
+      readonly numShards: number;
+      /** This table's shard, integer in [0, N). */
+      readonly shard: number;
+    }
+  | {
+      /** This shard holds the global keys [start, end) at local key k - start. */
+      readonly placement: 'range';
+      /** First global key held (safe integer). */
+      readonly start: number;
+      /** One past the last global key held (safe integer, >= start). */
+      readonly end: number;
+    }
+  | {
+      /** This shard holds every key under its own key (the whole table on one device). */
+      readonly placement: 'localized';
+    };
 
 /** A validated plan, as backends receive it. */
 export interface ResolvedShardPlan {
+  /** Where the keys live (see {@link ShardPlacement}). */
   readonly placement: ShardPlacement;
   /** 'mod': N >= 1; else 1. */
   readonly numShards: number;
@@ -31,6 +49,7 @@ export interface ResolvedShardPlan {
   readonly shard: number;
   /** 'range': [start, end) as safe integers; else 0, 0. */
   readonly start: number;
+  /** 'range': one past the last global key held; else 0. */
   readonly end: number;
   /** 'mod' on a static table: local row floor(k / N) (round-robin); else local key k (or k - start). */
   readonly roundRobin: boolean;
@@ -38,7 +57,9 @@ export interface ResolvedShardPlan {
 
 /** The table facts a plan is checked against. */
 export interface PlanTarget {
+  /** The table's kind. */
   readonly kind: 'dynamic' | 'static';
+  /** Static tables: rows; dynamic: ignored (0). */
   readonly vocabularySize: number;
   /** int32 tables take 'range' bounds within int32 (local keys must fit). */
   readonly keyDtype?: 'int64' | 'int32';
@@ -127,7 +148,9 @@ export function localKeyOf(k: bigint | number, plan: ResolvedShardPlan): bigint 
 
 /** The entries of a key array a shard owns: their positions (ascending) and local keys (same dtype). */
 export interface PlanEntries {
+  /** [m] positions in the input keys of the owned entries, increasing. */
   positions: Int32Array;
+  /** [m] their local keys, in the dtype of the input keys. */
   local: Keys;
 }
 

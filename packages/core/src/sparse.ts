@@ -13,8 +13,11 @@ export type Row = readonly (number | bigint)[];
 export class SparseTensor<D extends DataArray = DataArray> {
   /** Flat [nnz * rank] int indices. */
   readonly indices: Int32Array;
+  /** [nnz] values (ids or weights), one per entry. */
   readonly values: D;
+  /** Shape of the dense tensor the entries belong to. */
   readonly denseShape: readonly number[];
+  /** Element type of `values`. */
   readonly dtype: Dtype;
 
   /**
@@ -76,10 +79,12 @@ export class SparseTensor<D extends DataArray = DataArray> {
     this.dtype = dtypeOf(vals);
   }
 
+  /** Number of entries. */
   get nnz(): number {
     return this.values.length;
   }
 
+  /** Rank of the dense shape (indices per entry). */
   get rank(): number {
     return this.denseShape.length;
   }
@@ -130,8 +135,11 @@ export class SparseTensor<D extends DataArray = DataArray> {
 
 /** A ragged 2-D tensor: `values` split into rows by `rowSplits` (length nrows + 1). */
 export class RaggedTensor<D extends DataArray = DataArray> {
+  /** The values of every row, concatenated. */
   readonly values: D;
+  /** [nrows + 1] offsets into values: row r is values[rowSplits[r], rowSplits[r + 1]). */
   readonly rowSplits: Int32Array;
+  /** Element type of `values`. */
   readonly dtype: Dtype;
 
   private constructor(values: D, rowSplits: Int32Array) {
@@ -140,15 +148,19 @@ export class RaggedTensor<D extends DataArray = DataArray> {
     this.dtype = dtypeOf(values);
   }
 
+  /** Number of rows (rowSplits.length - 1). */
   get nrows(): number {
     return this.rowSplits.length - 1;
   }
 
+  /** Number of values in row r (not checked: r must be in [0, nrows)). */
   rowLength(r: number): number {
     return this.rowSplits[r + 1]! - this.rowSplits[r]!;
   }
 
   /**
+   * A ragged tensor from flat values and row offsets (validated; typed arrays are not copied).
+   * @throws InvalidTypeError / InvalidArgumentError naming `values` or `rowSplits`
    * @param values typed array of ids or weights (plain arrays become int64 ids, or float32 if non-integer)
    * @param rowSplits non-decreasing, starts at 0, ends at values.length
    */

@@ -115,10 +115,13 @@ const finalizer = new FinalizationRegistry<RawTable>((raw) => raw.dispose());
  * throws UNSUPPORTED on async-only backends). A rejected call changes nothing.
  */
 export class EmbeddingTable {
+  /** The table's resolved options (plain data, as the backend received them). */
   readonly options: ResolvedTableOptions;
+  /** Name of the backend the table lives on ('custom' when built directly from a RawTable). */
   readonly backendName: string;
   #raw: RawTable | null;
 
+  /** Wraps a backend's table. Prefer {@link createTable}, which resolves the options and picks the backend; the table's memory is freed by dispose() or, failing that, when the object is garbage-collected. */
   constructor(raw: RawTable, options: ResolvedTableOptions, backendName = 'custom') {
     this.#raw = raw;
     this.options = options;
@@ -126,15 +129,19 @@ export class EmbeddingTable {
     finalizer.register(this, raw, this);
   }
 
+  /** The table's name. */
   get name(): string {
     return this.options.name;
   }
+  /** Floats per row. */
   get dim(): number {
     return this.options.dim;
   }
+  /** 'dynamic' (hash table) or 'static' (rows 0..vocabularySize-1). */
   get kind(): 'dynamic' | 'static' {
     return this.options.kind;
   }
+  /** Key type: keys are normalised to it. */
   get keyDtype(): KeyDtype {
     return this.options.keyDtype;
   }
@@ -142,6 +149,7 @@ export class EmbeddingTable {
   get storageDtype(): StorageDtype {
     return this.options.storageDtype;
   }
+  /** Names of the optimizer slots stored beside each row (empty without an optimizer). */
   get slotNames(): readonly string[] {
     return this.options.slots.names;
   }
@@ -150,6 +158,10 @@ export class EmbeddingTable {
     return this.options.slots.widths.map((w) => (w === 'dim' ? this.dim : 1));
   }
 
+  /**
+   * The backend's table.
+   * @throws DisposedError after dispose()
+   */
   get raw(): RawTable {
     if (!this.#raw) throw new DisposedError(`Table "${this.name}" was disposed`);
     return this.#raw;
@@ -353,36 +365,48 @@ export class EmbeddingTable {
     const [k, out, plan] = this.#findArgs(keys, opts);
     return this.raw.async.findOrInsert(k, this.#scores(opts, k.length), out, plan);
   }
+  /** Inserts or overwrites rows: values [n * dim] (or a Tensor of shape keys.shape + [dim]). Duplicate keys: the last row wins. */
   async upsert(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): Promise<void> {
     const k = this.#keys(keys);
     const v = this.#values(values, keys, k.length);
     return this.raw.async.upsert(k, v, this.#scores(opts, k.length));
   }
+  /** Overwrites the rows of keys already present; absent keys are ignored. */
   async assign(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): Promise<void> {
     const k = this.#keys(keys);
     const v = this.#values(values, keys, k.length);
     return this.raw.async.assign(k, v, this.#scores(opts, k.length));
   }
+  /** Accumulates deltas [n * dim], TFRA's accum: a present key with exists[i] adds deltas to its row, an absent key without exists[i] is inserted with the delta as its row, anything else is a no-op. Duplicates apply in order. */
   async accum(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): Promise<void> {
     const k = this.#keys(keys);
     const d = this.#values(deltas, keys, k.length, 'deltas');
     return this.raw.async.accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length));
   }
+  /** Removes keys; returns how many were removed. Static tables reset the rows to their initial value instead. */
   async remove(keys: KeyInput): Promise<number> {
     return this.raw.async.remove(this.#keys(keys));
   }
+  /** Removes every row (static tables: resets every row to its initial value). */
   async clear(): Promise<void> {
     return this.raw.async.clear();
   }
+  /** Number of rows held (a cached count on remote stores). */
   size(): number {
     return this.raw.size();
   }
+  /** Rows the table can hold before it grows or evicts (static tables: the vocabulary size). */
   capacity(): number {
     return this.raw.capacity();
   }
+  /** Bytes of memory the table holds (values, slots, scores, index) on its backend. */
   memoryUsage(): number {
     return this.raw.memoryUsage();
   }
+  /**
+   * Sets the epoch the epochLru / epochLfu score policies record.
+   * @throws InvalidArgumentError unless epoch is an integer in [0, 2^32)
+   */
   setEpoch(epoch: number): void {
     if (!Number.isSafeInteger(epoch) || epoch < 0 || epoch > 0xffffffff) throw invalidParameter('epoch', 'an integer in [0, 2^32)', epoch);
     this.raw.setEpoch(epoch);
@@ -401,6 +425,10 @@ export class EmbeddingTable {
       if (b.keys.length < batchSize) return;
     }
   }
+  /**
+   * Bulk load (checkpoint restore): upserts values [n * dim] with their optimizer slots (one Float32Array [n * width] per slot, or null for the slots' initial values) and scores ([n], or null for the policy's scores).
+   * @throws ShapeMismatchError naming the slot whose length is wrong
+   */
   async importRows(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | null): Promise<void> {
     return this.raw.async.importRows(...this.#importArgs(keys, values, slots, scores));
   }
@@ -462,60 +490,121 @@ export class EmbeddingTable {
 
   // ---- operations (sync form) ----------------------------------------------
 
+  /**
+   * Sync form of {@link find}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   findSync(keys: KeyInput, opts?: FindOptions): FindResult {
     return this.#syncOps.find(...this.#findArgs(keys, opts));
   }
+  /**
+   * Sync form of {@link findOrInsert}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   findOrInsertSync(keys: KeyInput, opts?: WriteOptions & FindOptions): FindResult {
     const [k, out, plan] = this.#findArgs(keys, opts);
     return this.#syncOps.findOrInsert(k, this.#scores(opts, k.length), out, plan);
   }
+  /**
+   * Sync form of {@link upsert}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   upsertSync(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): void {
     const k = this.#keys(keys);
     this.#syncOps.upsert(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
   }
+  /**
+   * Sync form of {@link assign}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   assignSync(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): void {
     const k = this.#keys(keys);
     this.#syncOps.assign(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
   }
+  /**
+   * Sync form of {@link accum}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   accumSync(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): void {
     const k = this.#keys(keys);
     const d = this.#values(deltas, keys, k.length, 'deltas');
     this.#syncOps.accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length));
   }
+  /**
+   * Sync form of {@link remove}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   removeSync(keys: KeyInput): number {
     return this.#syncOps.remove(this.#keys(keys));
   }
+  /**
+   * Sync form of {@link clear}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   clearSync(): void {
     this.#syncOps.clear();
   }
+  /**
+   * Sync form of {@link export}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   exportSync(opts?: { offset?: number; limit?: number }): ExportBatch {
     const [o, l] = this.#range(opts);
     return this.#syncOps.exportBatch(o, l);
   }
+  /**
+   * Sync form of {@link importRows}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   importRowsSync(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | null): void {
     this.#syncOps.importRows(...this.#importArgs(keys, values, slots, scores));
   }
+  /**
+   * Sync form of {@link lookupCombined}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   lookupCombinedSync(ids: BagInput, opts: LookupCombinedOptions = {}): Float32Array {
     return this.#syncOps.lookupCombined(...this.#bag(ids, opts));
   }
+  /**
+   * Sync form of {@link lookupCombinedPartial}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   lookupCombinedPartialSync(ids: BagInput, opts: PartialLookupOptions): Float64Array {
     return this.#syncOps.lookupCombinedPartial(...this.#partialArgs(ids, opts));
   }
+  /**
+   * Sync form of {@link lookupCombinedBackward}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   lookupCombinedBackwardSync(ids: BagInput, grads: ValuesInput, opts: BackwardOptions = {}): Float32Array {
     const { args, finish } = this.#backwardArgs(ids, grads, opts);
     this.#syncOps.lookupCombinedBackward(...args);
     return finish();
   }
+  /**
+   * Sync form of {@link applyCombinedGradients}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   applyCombinedGradientsSync(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): void {
     this.#syncOps.applyCombinedGradients(...this.#combinedGradientArgs(ids, grads, optimizer, step, opts));
   }
+  /**
+   * Sync form of {@link applyGradients}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   applyGradientsSync(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): void {
     this.#syncOps.applyGradients(...this.#gradientArgs(keys, grads, optimizer, step, opts));
   }
+  /**
+   * Sync form of {@link restrict}.
+   * @throws UnsupportedError on async-only backends (remote stores)
+   */
   restrictSync(numReserved: number): number {
     return this.#syncOps.restrict(this.#restrictArg(numReserved));
   }
 
+  /** True once dispose() has run. */
   get disposed(): boolean {
     return this.#raw === null;
   }
@@ -529,6 +618,7 @@ export class EmbeddingTable {
     raw.dispose();
   }
 
+  /** dispose(), for `using` declarations. */
   [Symbol.dispose](): void {
     this.dispose();
   }

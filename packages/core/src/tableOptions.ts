@@ -48,20 +48,31 @@ export interface TableOptions {
 
 /** Fully resolved options: what a backend receives. Plain data only. */
 export interface ResolvedTableOptions {
+  /** 'dynamic' (hash table) or 'static' (rows 0..vocabularySize-1). */
   kind: 'dynamic' | 'static';
+  /** Floats per row, >= 1. */
   dim: number;
+  /** The table's name (default 'table'). */
   name: string;
+  /** Key type. */
   keyDtype: KeyDtype;
   /** static: vocabularySize; dynamic: 0 */
   vocabularySize: number;
+  /** dynamic: rows reserved up front (default 1024, at most maxCapacity); static: 0 */
   initCapacity: number;
   /** Infinity when uncapped */
   maxCapacity: number;
+  /** Initializer of new rows (`function` ones already evaluated to `array`). */
   initializer: ResolvedInitializer;
+  /** Optimizer slots beside each row (empty without an optimizer), with slotInitialValues applied. */
   slots: SlotLayout;
+  /** Score policy. */
   scorePolicy: ScorePolicy;
+  /** Seed of the random initializers, uint32. */
   seed: number;
+  /** Initializer stream id, uint32. */
   stream: number;
+  /** How values are stored ('float32' unless asked). */
   storageDtype: StorageDtype;
 }
 

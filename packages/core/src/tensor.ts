@@ -11,8 +11,11 @@ export type Nested = number | bigint | readonly Nested[];
  * Int32Array -> 'int32', BigInt64Array -> 'int64'.
  */
 export class Tensor<D extends DataArray = DataArray> {
+  /** The elements, row-major (the caller's array, not copied). */
   readonly data: D;
+  /** Dimensions (frozen); their product is data.length. */
   readonly shape: readonly number[];
+  /** Element type, from the array's class. */
   readonly dtype: Dtype;
 
   /**
@@ -37,10 +40,12 @@ export class Tensor<D extends DataArray = DataArray> {
     this.dtype = dtypeOf(data);
   }
 
+  /** Number of dimensions. */
   get rank(): number {
     return this.shape.length;
   }
 
+  /** Number of elements (data.length). */
   get size(): number {
     return this.data.length;
   }

@@ -116,7 +116,11 @@ export function checkName(value: unknown, argument: string, fallback?: string): 
   return value;
 }
 
-/** A function; `null` for undefined / null unless `required`. @throws InvalidTypeError */
+/**
+ * `value` when it is a function; `null` for undefined / null.
+ * @typeParam F - the function type the caller expects (its signature is not checked)
+ * @throws InvalidTypeError naming `argument` (with `expected`) for anything else
+ */
 export function checkFunction<F extends (...args: never[]) => unknown>(value: unknown, argument: string, expected: string): F | null {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'function') throw invalidParameter(argument, expected, value, InvalidTypeError);

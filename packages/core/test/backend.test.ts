@@ -1,6 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   createTable,
+  FALLBACK_ENV,
   type EmbeddingBackend,
   ErrorCodes,
   getBackend,
@@ -179,5 +180,78 @@ describe('loadDefaultBackend', () => {
     expect(hasBackend()).toBe(false);
     // Asked for 'reference', nothing is loaded.
     expect(loadDefaultBackend({ backend: 'reference', load: broken })).toBe(referenceBackend);
+  });
+});
+
+describe('EMBEDSTACK_FALLBACK=reference: the opt-in fallback when no native backend can run', () => {
+  const savedFallback = process.env.EMBEDSTACK_FALLBACK;
+  const registryState = (globalThis as Record<symbol, { warnedFallback?: boolean }>)[Symbol.for('embedstack.backendRegistry')]!;
+  const brokenCpu = () => fake('cpu', 10, false, 'embedstack_cpu.node: no prebuilt binary for linux-riscv64; run `npm rebuild`');
+  afterEach(() => {
+    if (savedFallback === undefined) delete process.env.EMBEDSTACK_FALLBACK;
+    else process.env.EMBEDSTACK_FALLBACK = savedFallback;
+    registryState.warnedFallback = false;
+    vi.restoreAllMocks();
+  });
+
+  it('without it, an installed but unusable CPU backend is an error naming its reason and both ways to the reference backend', () => {
+    delete process.env.EMBEDSTACK_FALLBACK;
+    registerBackend(brokenCpu());
+    const e = throwsCode(() => loadDefaultBackend({ load: () => undefined }), ErrorCodes.BACKEND_UNAVAILABLE, 'can run on this machine (cpu)');
+    expect(e.message).toContain('- cpu: embedstack_cpu.node: no prebuilt binary for linux-riscv64; run `npm rebuild`');
+    expect(e.message).not.toContain('Install and import');
+    expect(e.message).toContain('EMBEDSTACK_BACKEND=reference');
+    expect(e.message).toContain('EMBEDSTACK_FALLBACK=reference');
+  });
+
+  it('with it, the reference backend serves and one process warning says why (the unusable backend\'s reason)', () => {
+    process.env.EMBEDSTACK_FALLBACK = 'reference';
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    registerBackend(brokenCpu());
+    expect(loadDefaultBackend({ load: () => undefined })).toBe(referenceBackend);
+    expect(loadDefaultBackend({ load: () => undefined })).toBe(referenceBackend);
+    const t = createTable({ dim: 2 });
+    expect(t.backendName).toBe('reference');
+    t.dispose();
+    expect(warn).toHaveBeenCalledTimes(1);
+    const [message, options] = warn.mock.calls[0]! as [string, { code: string; type: string }];
+    expect(message).toContain('EMBEDSTACK_FALLBACK=reference: running on the pure-TypeScript reference backend');
+    expect(message).toContain('no prebuilt binary for linux-riscv64');
+    expect(options).toEqual({ type: 'EmbedstackWarning', code: 'EMBEDSTACK_FALLBACK' });
+  });
+
+  it('with it, a CPU backend package that cannot be loaded at all falls back too, the load error in the warning', () => {
+    process.env.EMBEDSTACK_FALLBACK = 'reference';
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const missing = () => {
+      throw Object.assign(new Error("Cannot find module '@embedstack/cpu-backend'"), { code: 'MODULE_NOT_FOUND' });
+    };
+    expect(loadDefaultBackend({ load: missing })).toBe(referenceBackend);
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(String(warn.mock.calls[0]![0])).toContain("Cannot find module '@embedstack/cpu-backend'");
+  });
+
+  it('is a last resort: a usable backend is chosen without a warning, and a backend asked for by name is never replaced', () => {
+    process.env.EMBEDSTACK_FALLBACK = 'reference';
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const a = fake('a', 1);
+    registerBackend(brokenCpu());
+    registerBackend(a);
+    expect(loadDefaultBackend({ load: () => undefined })).toBe(a);
+    throwsCode(() => loadDefaultBackend({ backend: 'cpu', load: () => undefined }), ErrorCodes.BACKEND_UNAVAILABLE, 'linux-riscv64');
+    const broken = () => {
+      throw new Error('invalid ELF header');
+    };
+    unregisterBackend('cpu');
+    throwsCode(() => loadDefaultBackend({ backend: 'cpu', load: broken }), ErrorCodes.BACKEND_UNAVAILABLE, 'invalid ELF header');
+    expect(warn).not.toHaveBeenCalled();
+  });
+
+  it('any other value is an INVALID_ARGUMENT naming EMBEDSTACK_FALLBACK (checked when it would apply)', () => {
+    process.env.EMBEDSTACK_FALLBACK = 'cpu';
+    registerBackend(brokenCpu());
+    const e = throwsCode(() => loadDefaultBackend({ load: () => undefined }), ErrorCodes.INVALID_ARGUMENT, 'EMBEDSTACK_FALLBACK');
+    expect(e.message).toContain('"cpu"');
+    expect(FALLBACK_ENV).toBe('EMBEDSTACK_FALLBACK');
   });
 });

@@ -14,18 +14,31 @@ import type {
  * mirrors them; the addon reports its lengths in `abiFields`, checked at load).
  */
 export const TableField = {
+  /** 0 dynamic, 1 static. */
   kind: 0,
+  /** Floats per row. */
   dim: 1,
+  /** 0 int64, 1 int32. */
   keyDtype: 2,
+  /** Static: rows; dynamic: 0. */
   vocabularySize: 3,
+  /** Dynamic: rows reserved up front. */
   initCapacity: 4,
+  /** Dynamic: row cap (Infinity when uncapped). */
   maxCapacity: 5,
+  /** Initializer kind: 0 zeros, 1 ones, 2 constant, 3 row, 4 uniform, 5 normal, 6 truncatedNormal, 7 array. */
   initKind: 6,
+  /** constant: value; uniform: min; normal / truncatedNormal: mean. */
   initA: 7,
+  /** uniform: max; normal / truncatedNormal: std. */
   initB: 8,
+  /** Seed of the random initializers (uint32). */
   seed: 9,
+  /** Initializer stream id (uint32). */
   stream: 10,
+  /** Score policy: 0 lru, 1 lfu, 2 epochLru, 3 epochLfu, 4 timestamp, 5 frequency, 6 customized. */
   scorePolicy: 11,
+  /** Storage dtype: 0 float32, 1 float16, 2 bfloat16. */
   storageDtype: 12,
 } as const;
 /** Length of the table config vector (one slot per {@link TableField}). */
@@ -36,25 +49,45 @@ export const STORAGE_DTYPE_IDS: Record<StorageDtype, number> = { float32: 0, flo
 
 /** Index of each field in the optimizer vector applyGradients takes (native/binding/abi.h OptimizerField), filled by {@link encodeOptimizer}. */
 export const OptimizerField = {
+  /** Optimizer: 0 sgd, 1 adagrad, 2 adagradMomentum, 3 adam, 4 ftrl, 5 rowWiseAdagrad, 6 momentum, 7 adamax, 8 adadelta. */
   kind: 0,
+  /** The step's learning rate. */
   lr: 1,
+  /** The step (>= 1). */
   step: 2,
+  /** Weight clip after the update (-Infinity: none). */
   clipWeightMin: 3,
+  /** Weight clip after the update (Infinity: none). */
   clipWeightMax: 4,
+  /** Weight decay, already multiplied by lr when asked. */
   weightDecay: 5,
+  /** Gradient clip (-Infinity: none). */
   clipGradMin: 6,
+  /** Gradient clip (Infinity: none). */
   clipGradMax: 7,
+  /** OptimizerHyper.beta1. */
   beta1: 8,
+  /** OptimizerHyper.beta2. */
   beta2: 9,
+  /** OptimizerHyper.epsilon. */
   epsilon: 10,
+  /** OptimizerHyper.momentum. */
   momentum: 11,
+  /** OptimizerHyper.useNesterov (1 / 0). */
   useNesterov: 12,
+  /** OptimizerHyper.exponent. */
   exponent: 13,
+  /** OptimizerHyper.l1. */
   l1: 14,
+  /** OptimizerHyper.l2. */
   l2: 15,
+  /** OptimizerHyper.beta. */
   beta: 16,
+  /** OptimizerHyper.learningRatePower. */
   learningRatePower: 17,
+  /** OptimizerHyper.sumInsideSqrt (1 / 0). */
   sumInsideSqrt: 18,
+  /** OptimizerHyper.rho. */
   rho: 19,
 } as const;
 /** Length of the optimizer vector (one slot per {@link OptimizerField}). */
@@ -62,10 +95,15 @@ export const OPTIMIZER_FIELDS = 20;
 
 /** The shard-plan vector (native/binding/abi.h PlanField). */
 export const PlanField = {
+  /** 1 mod, 2 range, 3 localized. */
   placement: 0,
+  /** 'mod': N; else 1. */
   numShards: 1,
+  /** 'mod': this shard; else 0. */
   shard: 2,
+  /** 'range': first global key; else 0. */
   start: 3,
+  /** 'range': one past the last global key; else 0. */
   end: 4,
 } as const;
 /** Length of the shard-plan vector (one slot per {@link PlanField}). */
@@ -85,6 +123,7 @@ const INIT_KINDS: Record<InitializerSpec['kind'], number> = {
   function: -1,
 };
 
+/** core's ScorePolicy -> the addon's id (TableField.scorePolicy). */
 export const SCORE_POLICY_IDS: Record<ScorePolicy, number> = {
   lru: 0,
   lfu: 1,
@@ -95,6 +134,7 @@ export const SCORE_POLICY_IDS: Record<ScorePolicy, number> = {
   customized: 6,
 };
 
+/** core's OptimizerKind -> the addon's id (OptimizerField.kind). */
 export const OPTIMIZER_IDS: Record<OptimizerKind, number> = {
   sgd: 0,
   adagrad: 1,

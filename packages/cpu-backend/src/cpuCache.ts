@@ -3,6 +3,7 @@ import { call } from './errors.js';
 
 /** An opaque cache handle (a tagged External). Freed by cacheDispose() or the GC. */
 export interface NativeCacheHandle {
+  /** Type brand only: no such property exists at run time. */
   readonly __embedstackNativeCache: never;
 }
 
@@ -13,6 +14,7 @@ export interface NativeCacheHandle {
  * crashes the process.
  */
 export interface NativeCacheFunctions {
+  /** Creates a cache of `capacity` rows (rounded up to whole sets) of `dim` floats, `ways` slots per set, in native host memory. */
   createCache(capacity: number, dim: number, ways: number): NativeCacheHandle;
   /** Fills outValues [n*dim] (zeros for misses) / outExists [n]; returns the hits. */
   cacheQuery(c: NativeCacheHandle, keys: BigInt64Array, outValues: Float32Array, outExists: Uint8Array): number;
@@ -20,13 +22,17 @@ export interface NativeCacheFunctions {
   cacheInsert(c: NativeCacheHandle, keys: BigInt64Array, values: Float32Array): number;
   /** Returns the keys present (overwritten). */
   cacheUpdate(c: NativeCacheHandle, keys: BigInt64Array, values: Float32Array): number;
+  /** Removes keys; returns how many were present. */
   cacheRemove(c: NativeCacheHandle, keys: BigInt64Array): number;
+  /** The resident keys (a fresh array, any order). */
   cacheKeys(c: NativeCacheHandle): BigInt64Array;
   /** [size, capacity, sets, ways, dim] */
   cacheInfo(c: NativeCacheHandle): Float64Array;
+  /** Empties every slot. */
   cacheClear(c: NativeCacheHandle): void;
   /** Idempotent; later calls on the handle throw DISPOSED. */
   cacheDispose(c: NativeCacheHandle): void;
+  /** Whether cacheDispose() ran on the handle. */
   cacheIsDisposed(c: NativeCacheHandle): boolean;
 }
 

@@ -47,7 +47,19 @@ function readCpuinfo(): string {
 }
 
 /** The level asked for with EMBEDSTACK_CPU: null when unset or empty (the best the CPU runs). */
-export type LevelRequest = { level: CpuLevel | null; problem: null } | { level: null; problem: string };
+export type LevelRequest =
+  | {
+      /** The level asked for, or null when EMBEDSTACK_CPU is unset or empty. */
+      level: CpuLevel | null;
+      /** No problem. */
+      problem: null;
+    }
+  | {
+      /** No level: the value is not usable. */
+      level: null;
+      /** What is wrong with EMBEDSTACK_CPU (not a level, or a level this CPU lacks). */
+      problem: string;
+    };
 
 /**
  * Reads `EMBEDSTACK_CPU` (baseline | avx2 | avx512). A level the CPU lacks, or any

@@ -228,6 +228,7 @@ export class CpuRawTable implements RawTable {
   dispose(): void {
     this.#b.dispose(this.#h);
   }
+  /** True once dispose() has run. */
   get disposed(): boolean {
     return this.#b.isDisposed(this.#h);
   }

@@ -43,6 +43,7 @@ export interface CudaBackendOptions {
 
 /** What a backend's live tables hold, by memory kind. */
 export interface MemoryReport extends MemoryBreakdown {
+  /** Number of live (not disposed) tables counted. */
   tables: number;
 }
 
@@ -56,6 +57,7 @@ export interface MemoryReport extends MemoryBreakdown {
 export class CudaBackend implements EmbeddingBackend {
   readonly name: string;
   readonly priority: number;
+  /** 'device' (GPU memory and kernels) or 'host' (the same kernels on CPU threads). */
   readonly mode: CudaMode;
   readonly #device: number;
   readonly #hbmBudget: number;

@@ -58,7 +58,16 @@ export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' 
   /** What the addon was built with. */
   info(): CudaNativeInfo;
   /** Lengths of the config, optimizer, plan and placement vectors this build expects. */
-  readonly abiFields: { table: number; optimizer: number; plan: number; placement: number };
+  readonly abiFields: {
+    /** Length of the table config vector. */
+    table: number;
+    /** Length of the optimizer vector. */
+    optimizer: number;
+    /** Length of the plan vector. */
+    plan: number;
+    /** Length of the placement vector (PLACEMENT_FIELDS). */
+    placement: number;
+  };
   /**
    * As the CPU addon's createTable, plus `placement` (PlacementField layout: device 0/1,
    * ordinal, HBM budget in bytes or Infinity); null or omitted: host mode.
@@ -85,6 +94,13 @@ export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' 
 }
 
 /** createTable's placement vector (native/binding/addon.cc). */
-export const PlacementField = { device: 0, ordinal: 1, hbmBudget: 2 } as const;
+export const PlacementField = {
+  /** 1: the table lives on a CUDA device; 0: host mode. */
+  device: 0,
+  /** CUDA device ordinal. */
+  ordinal: 1,
+  /** Bytes of rows kept in device memory (Infinity: all). */
+  hbmBudget: 2,
+} as const;
 /** Length of the placement vector (one slot per {@link PlacementField}). */
 export const PLACEMENT_FIELDS = 3;

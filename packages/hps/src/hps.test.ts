@@ -215,6 +215,26 @@ describe('HPS lookups', () => {
   });
 });
 
+describe('models change while serving', () => {
+  it('a version that fails to load changes nothing (the old one serves on); loadModel adds a model beside the others', async () => {
+    const dir = temp();
+    const s = await serve(psConfig([writeTable(join(dir, 'v1'), keysAll, 8)], [8], { hit_rate_threshold: 2 }));
+    const ask = [...keysAll.slice(0, 50), 4242n];
+    const exact = expectedRows(ask, 8, present, -1);
+    const entry = (folder: string, model = 'm', dims = [8]) => (psConfig([folder], dims, { model }).models as Record<string, unknown>[])[0]!;
+    // missing files, and files whose rows are not whole vectors of the configured size
+    await expect(s.loadModel(entry(join(dir, 'missing')))).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(s.loadModel(entry(writeTable(join(dir, 'v2'), keysAll, 8, { salt: 5 }), 'm', [7]))).rejects.toMatchObject({ code: 'CHECKPOINT_CORRUPT' });
+    expect(Array.from((await s.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(exact);
+    expect(s.modelInfo('m').tables[0]!.dim).toBe(8);
+    await s.loadModel(entry(writeTable(join(dir, 'other'), keysAll.slice(0, 100), 4, { salt: 2 }), 'other', [4]));
+    expect(s.models().sort()).toEqual(['m', 'other']);
+    const few = keysAll.slice(90, 110);
+    expect(Array.from((await s.lookup(few, 'other', 0)).data as Float32Array)).toEqual(expectedRows(few, 4, new Set(keysAll.slice(0, 100)), -1, 2));
+    expect(Array.from((await s.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(exact);
+  });
+});
+
 describe('HPS errors (thrown, never logged; nothing changes)', () => {
   it('rejects bad lookups with coded errors', async () => {
     const dir = temp();

@@ -4,6 +4,7 @@ export interface LevelStats {
   hits: number;
   /** Keys not found at this level. */
   misses: number;
+  /** hits / (hits + misses); 0 before any access. */
   hitRate: number;
 }
 

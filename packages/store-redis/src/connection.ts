@@ -9,9 +9,11 @@ export type RedisArg = Buffer | string | number;
 
 /** One command of a batch. `route` is the key whose cluster slot decides the node. */
 export interface BatchCommand {
+  /** The key whose cluster slot decides the node. */
   route: Buffer;
   /** A Redis command name, or a script of `SCRIPTS` when `script` is true. */
   name: string;
+  /** True when `name` is a script of SCRIPTS (a command ioredis defines from it). Default false. */
   script?: boolean;
   /** Arguments after the command name (keys included). Replies come back as Buffers. */
   args: RedisArg[];
@@ -57,7 +59,9 @@ const NOT_RUN = new RegExp(
  * store's retry policy, write batches never.
  */
 export class RedisConnection {
+  /** The store options it was opened with. */
   readonly options: ResolvedRedisStoreOptions;
+  /** The ioredis client: a standalone `Redis` or a `Cluster`. */
   readonly client: Redis | Cluster;
   /** The last error the client reported (connection refused, ...), for messages. */
   lastError: Error | undefined;
@@ -110,6 +114,7 @@ export class RedisConnection {
     for (const [name, def] of Object.entries(SCRIPTS)) this.client.defineCommand(name, def);
   }
 
+  /** True in cluster mode. */
   get isCluster(): boolean {
     return this.options.mode === 'cluster';
   }

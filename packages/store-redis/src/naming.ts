@@ -68,7 +68,9 @@ export function redisSlotsTab(): Uint32Array {
 
 /** A master's slot range [first, last], as TFRA reads it from CLUSTER NODES. */
 export interface SlotRange {
+  /** First slot (inclusive). */
   first: number;
+  /** Last slot (inclusive). */
   last: number;
 }
 

@@ -70,15 +70,31 @@ export interface RedisStoreOptions {
 
 /** {@link RedisStoreOptions} with every default filled in, as {@link resolveStoreOptions} returns them (mode as a name, credentials undefined when absent). */
 export interface ResolvedRedisStoreOptions {
+  /** 'standalone' or 'cluster' (TFRA's numbers mapped to names). */
   mode: RedisMode;
+  /** Servers (cluster: seed nodes); at least one. */
   hosts: RedisHost[];
+  /** ACL user, or undefined. */
   username: string | undefined;
+  /** Password, or undefined. */
   password: string | undefined;
+  /** Database index (standalone). */
   db: number;
+  /** Milliseconds to wait for a connection. */
   connectTimeoutMs: number;
+  /** Milliseconds before a single command is abandoned. */
   commandTimeoutMs: number;
+  /** Default keys per command per bucket. */
   keysSendingSize: number;
-  retry: { attempts: number; delayMs: number; clusterRedirections: number };
+  /** The retry policy, defaults filled in (see {@link RedisRetryOptions}). */
+  retry: {
+    /** Extra tries of a failed read batch. */
+    attempts: number;
+    /** Milliseconds between tries. */
+    delayMs: number;
+    /** Cluster: ioredis's maxRedirections. */
+    clusterRedirections: number;
+  };
 }
 
 /**
@@ -109,14 +125,21 @@ export interface RedisTableLayout {
 
 /** {@link RedisTableLayout} with every default filled in, as {@link resolveTableLayout} returns it. */
 export interface ResolvedRedisTableLayout {
+  /** TFRA's embedding_name (default: the table's name). */
   embeddingName: string;
+  /** TFRA's model_tag_runtime (default 'test'). */
   modelTag: string;
+  /** Number of buckets, 1..16384. */
   storageSlice: number;
+  /** Keys per command per bucket. */
   keysSendingSize: number;
   /** The given hash tags (one per bucket), or null: tags are computed on first use (sequentialHashTags). */
   hashTags: string[] | null;
+  /** Spread computed tags over all slots even in cluster mode. */
   hashTagsHypodispersion: boolean;
+  /** Raw MD5 of `${modelTag}:${embeddingName}` as the key prefix. */
   usingMd5PrefixName: boolean;
+  /** Keep per-key scores in companion hashes. */
   trackScores: boolean;
 }
 

@@ -102,10 +102,12 @@ export class RedisRawTable implements RawTable {
     };
   }
 
+  /** The table's resolved core options. */
   get options(): ResolvedTableOptions {
     return this.#core.options;
   }
 
+  /** Where the table lives in Redis. */
   get layout(): ResolvedRedisTableLayout {
     return this.#core.layout;
   }

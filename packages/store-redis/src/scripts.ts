@@ -168,12 +168,48 @@ return 0
 
 /** Every script, by the name it is defined under on the ioredis client. */
 export const SCRIPTS = {
-  embedstackAccum: { lua: accum, numberOfKeys: 1 },
-  embedstackAccumStatic: { lua: accumStatic, numberOfKeys: 1 },
-  embedstackAssign: { lua: assign, numberOfKeys: 1 },
-  embedstackInsertMissing: { lua: insertMissing, numberOfKeys: 1 },
-  embedstackPresent: { lua: present, numberOfKeys: 1 },
-  embedstackTouch: { lua: touch, numberOfKeys: 2 },
+  /** TFRA bp_v2 accumulation of a dynamic table's bucket (KEYS: bucket hash). */
+  embedstackAccum: {
+    /** The Lua source. */
+    lua: accum,
+    /** Number of KEYS arguments. */
+    numberOfKeys: 1,
+  },
+  /** Accumulation on a static table, absent rows read as their initial value (KEYS: bucket hash). */
+  embedstackAccumStatic: {
+    /** The Lua source. */
+    lua: accumStatic,
+    /** Number of KEYS arguments. */
+    numberOfKeys: 1,
+  },
+  /** Overwrites existing fields only (KEYS: bucket hash). */
+  embedstackAssign: {
+    /** The Lua source. */
+    lua: assign,
+    /** Number of KEYS arguments. */
+    numberOfKeys: 1,
+  },
+  /** Inserts absent fields with their initial value and returns every stored value (KEYS: bucket hash). */
+  embedstackInsertMissing: {
+    /** The Lua source. */
+    lua: insertMissing,
+    /** Number of KEYS arguments. */
+    numberOfKeys: 1,
+  },
+  /** Presence flags of fields (KEYS: bucket hash). */
+  embedstackPresent: {
+    /** The Lua source. */
+    lua: present,
+    /** Number of KEYS arguments. */
+    numberOfKeys: 1,
+  },
+  /** Score update of the fields present in a bucket (KEYS: bucket hash, scores hash). */
+  embedstackTouch: {
+    /** The Lua source. */
+    lua: touch,
+    /** Number of KEYS arguments. */
+    numberOfKeys: 2,
+  },
 } as const satisfies Record<string, ScriptDef>;
 
 export type ScriptName = keyof typeof SCRIPTS;

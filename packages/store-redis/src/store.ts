@@ -17,7 +17,9 @@ import { RedisRawTable } from './rawTable.js';
  * ```
  */
 export class RedisStore {
+  /** The resolved store options. */
   readonly options: ResolvedRedisStoreOptions;
+  /** The connection every table of the store shares. */
   readonly connection: RedisConnection;
 
   /** @throws InvalidArgumentError / InvalidTypeError naming the option; UnsupportedError for sentinel */
@@ -26,6 +28,7 @@ export class RedisStore {
     this.connection = new RedisConnection(this.options);
   }
 
+  /** 'standalone' or 'cluster'. */
   get mode(): 'standalone' | 'cluster' {
     return this.options.mode;
   }

@@ -20,6 +20,7 @@ import { resolveRocksStoreOptions, type ResolvedRocksStoreOptions } from './opti
 
 /** Result of {@link RocksStore.multiGet}: host memory, `values` `[n, dim]` row-major (zeros where missing). */
 export interface RocksGetResult {
+  /** [n * dim] floats, zeros where the key is missing. */
   values: Float32Array;
   /** 1 where the key was found. */
   found: Uint8Array;
@@ -29,7 +30,9 @@ export interface RocksGetResult {
 
 /** One batch for {@link RocksStore.bulkLoad}: `values` `[keys.length, dim]`. */
 export interface RocksRows {
+  /** The keys (any key input; stored as int64). */
   keys: KeyInput;
+  /** [keys.length * dim] floats, row-major. */
   values: Float32Array;
 }
 
@@ -44,6 +47,7 @@ const OPEN_TOKEN = Symbol('RocksStore.open');
  * the event loop. Safe for concurrent calls; one process may open a path once.
  */
 export class RocksStore {
+  /** The resolved options the store was opened with. */
   readonly options: Readonly<ResolvedRocksStoreOptions>;
   #db: RocksDB;
   #tables = new Map<string, RocksDB>();
@@ -76,6 +80,7 @@ export class RocksStore {
     return [...this.#tables.keys()];
   }
 
+  /** True once the store is closed. */
   get closed(): boolean {
     return this.#closed;
   }
@@ -220,7 +225,12 @@ export class RocksStore {
    * Iterates over every row of `table` in key-byte order, `batchSize` rows at a time.
    * @throws CheckpointCorruptError when a row is not `dim` floats
    */
-  async *scan(table: string, dim: number, batchSize = 65536): AsyncGenerator<{ keys: BigInt64Array; values: Float32Array }> {
+  async *scan(table: string, dim: number, batchSize = 65536): AsyncGenerator<{
+    /** [n] keys of the batch. */
+    keys: BigInt64Array;
+    /** [n * dim] floats, row-major. */
+    values: Float32Array;
+  }> {
     const cf = this.#table(table);
     checkInteger(dim, 'dim', { min: 1, max: 1 << 20 });
     checkInteger(batchSize, 'batchSize', { min: 1, max: 1 << 24 });

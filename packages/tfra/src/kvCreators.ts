@@ -19,16 +19,21 @@ export interface ShardTableSpec {
   variableName: string;
   /** TFRA's table name: `${name}_mht_${i+1}of${N}` ('/' replaced by '_'). */
   tableName: string;
+  /** This shard's index, in [0, shardNum). */
   shardIndex: number;
+  /** Shards of the Variable. */
   shardNum: number;
+  /** Floats per row. */
   dim: number;
   /** Storage key type (int64 also for 'string' variables). */
   keyDtype: KeyDtype;
   /** How values are stored (the Variable's valueDtype); default 'float32'. */
   storageDtype?: StorageDtype;
+  /** Initializer of new rows. */
   initializer: InitializerSpec;
   /** Seed and stream of random initializers; the stream is the Variable's, so shards agree. */
   seed: number;
+  /** Stream of random initializers (the Variable's). */
   stream: number;
   /** Rows reserved up front for this shard (initSize / shards); 0 = the creator's default. */
   initSize: number;
@@ -164,11 +169,17 @@ function positiveInt(v: unknown, argument: string, min: number): number {
  * whose score is below every resident key's is refused, as HKV does).
  */
 export class HkvHashTableCreator extends KVCreator {
+  /** Rows reserved up front per shard. */
   readonly initCapacity: number;
+  /** Most rows per shard. */
   readonly maxCapacity: number;
+  /** As given (no GPU memory here). */
   readonly maxHbmForValues: number;
+  /** Score policy of the eviction. */
   readonly evictStrategy: HkvEvictStrategy;
+  /** Optimizer steps per epoch ('epochLru' / 'epochLfu'). */
   readonly stepPerEpoch: number;
+  /** 'customized': scores of the keys written by a call; null otherwise. */
   readonly genScoresFn: ((keys: Keys) => BigUint64Array | readonly bigint[]) | null;
 
   constructor(options: HkvHashTableCreatorOptions | null = {}) {

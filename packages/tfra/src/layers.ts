@@ -105,7 +105,12 @@ export class Embedding {
   /** The trainable view (`<name>-shadow`). */
   readonly shadow: ShadowVariable;
   /** Output shape (without the embedding size) of the last call, and whether its output can be trained. */
-  protected last: { shape: number[]; linear: boolean } | null = null;
+  protected last: {
+    /** Output shape without the embedding size. */
+    shape: number[];
+    /** Whether the output can be trained. */
+    linear: boolean;
+  } | null = null;
 
   constructor(options: EmbeddingLayerOptions, extraOptions: readonly string[] = []) {
     const extra = Array.isArray(extraOptions) ? extraOptions.filter((k): k is string => typeof k === 'string') : [];
@@ -151,7 +156,12 @@ export class Embedding {
   }
 
   /** Options of this layer's lookups: the shadow's name and the max norm. */
-  protected lookupOptions() {
+  protected lookupOptions(): {
+    /** The shadow's name. */
+    name: string;
+    /** The L2 clip norm, or null when not clipping. */
+    maxNorm: number | null;
+  } {
     return { name: this.shadow.name, maxNorm: this.maxNorm > 0 ? this.maxNorm : null };
   }
 
@@ -283,4 +293,13 @@ export class FieldWiseEmbedding extends Embedding {
 }
 
 /** `de.layers`. */
-export const layers = { Embedding, BasicEmbedding, SquashedEmbedding, FieldWiseEmbedding } as const;
+export const layers = {
+  /** {@link Embedding} */
+  Embedding,
+  /** {@link BasicEmbedding} */
+  BasicEmbedding,
+  /** {@link SquashedEmbedding} */
+  SquashedEmbedding,
+  /** {@link FieldWiseEmbedding} */
+  FieldWiseEmbedding,
+} as const;

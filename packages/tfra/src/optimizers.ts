@@ -445,7 +445,22 @@ export class Adadelta extends Optimizer {
 }
 
 /** `de.optimizers`: the Keras optimizers, constructed with `new`. */
-export const optimizers = { SGD, Momentum, Adagrad, Adam, FTRL, Adamax, Adadelta } as const;
+export const optimizers = {
+  /** {@link SGD} */
+  SGD,
+  /** {@link Momentum} */
+  Momentum,
+  /** {@link Adagrad} */
+  Adagrad,
+  /** {@link Adam} */
+  Adam,
+  /** {@link FTRL} */
+  FTRL,
+  /** {@link Adamax} */
+  Adamax,
+  /** {@link Adadelta} */
+  Adadelta,
+} as const;
 
 /** Options of {@link DynamicEmbeddingOptimizer} (TFRA's `DynamicEmbeddingOptimizer(bp_v2, synchronous)`). */
 export interface DynamicEmbeddingOptimizerOptions {

@@ -21,6 +21,7 @@ import { lateRedisRawTable, loadedStoreRedis, requireStoreRedisInstalled, type S
 export interface RedisTableConfigFields {
   /** 0 cluster, 1 sentinel (UNSUPPORTED), 2 standalone. Default 2. */
   redis_connection_mode?: 0 | 1 | 2;
+  /** Sentinel master name (sentinel is not supported). Default 'master'. */
   redis_master_name?: string;
   /** Hosts (cluster: seeds). Default ['127.0.0.1']. */
   redis_host_ip?: string[];
@@ -42,11 +43,17 @@ export interface RedisTableConfigFields {
   redis_socket_timeout?: number;
   /** Accepted; ioredis multiplexes one connection per node. */
   redis_conn_pool_size?: number;
+  /** Accepted; unused. Default 100000000. */
   redis_wait_timeout?: number;
+  /** Accepted; unused. Default 100. */
   redis_connection_lifetime?: number;
+  /** Sentinel user (sentinel is not supported). Default 'default'. */
   redis_sentinel_user?: string;
+  /** Sentinel password (sentinel is not supported). Default ''. */
   redis_sentinel_password?: string;
+  /** Sentinel connect timeout, ms (sentinel is not supported). Default 1000. */
   redis_sentinel_connect_timeout?: number;
+  /** Sentinel socket timeout, ms (sentinel is not supported). Default 1000. */
   redis_sentinel_socket_timeout?: number;
   /** Buckets of the model imported from `model_tag_import`; -1 = storage_slice. Default -1. */
   storage_slice_import?: number;
@@ -58,12 +65,15 @@ export interface RedisTableConfigFields {
   keys_sending_size?: number;
   /** Prefix = raw MD5 of `${model_tag}:${embedding_name}`. Default false. */
   using_md5_prefix_name?: boolean;
+  /** Spread computed hash tags over all 16384 slots even in cluster mode. Default false. */
   redis_hash_tags_hypodispersion?: boolean;
   /** Model tag of a previous run, copied into `model_tag_runtime` when that is empty. Default 'test'. */
   model_tag_import?: string;
+  /** One hash tag per imported bucket, e.g. ['{3560}']. Default []: computed. */
   redis_hash_tags_import?: string[];
   /** Model tag of this run. Default 'test'. */
   model_tag_runtime?: string;
+  /** One hash tag per bucket of this run, e.g. ['{3560}', '{22179}']. Default []: computed. */
   redis_hash_tags_runtime?: string[];
   /** After an import, the imported buckets expire after this many seconds (< 0: never). Default 604800. */
   expire_model_tag_in_seconds?: number;
@@ -315,6 +325,7 @@ function validate(m: Record<string, unknown>): void {
  * accum. All tables of one creator share one connection: `close()` it when done.
  */
 export class RedisTableCreator extends KVCreator {
+  /** The Redis configuration the tables use. */
   readonly config: RedisTableConfig;
   #store: RedisStore | null = null;
 

@@ -17,6 +17,7 @@ export interface RestrictOptions {
  * `new Variable({ restrictPolicy: de.TimestampRestrictPolicy })`.
  */
 export abstract class RestrictPolicy {
+  /** The Variable this policy restricts. */
   readonly variable: Variable<TfraKeyDtype>;
 
   /** @throws InvalidTypeError when `variable` is not a de.Variable */

@@ -26,8 +26,11 @@ export function getModelMode(): ModelMode {
 
 /** The pooling of a sparse lookup: bag rows over the recorded ids (their order), weights, combiner. */
 export interface RecordedBag {
+  /** Bag row boundaries over the recorded ids, [rows + 1] (CSR row splits). */
   rowSplits: Int32Array;
+  /** Per-id weights, [n]; null when all 1. */
   weights: Float32Array | null;
+  /** How each bag row was pooled ('sum', 'mean' or 'sqrtn'). */
   combiner: Combiner;
 }
 
@@ -57,8 +60,11 @@ export interface LookupRecord {
  * them first. Host memory; not shared between threads.
  */
 export class ShadowVariable {
+  /** Name of this trainable view on `params`. */
   readonly name: string;
+  /** The Variable this view reads and trains. */
   readonly params: Variable<TfraKeyDtype>;
+  /** L2 clip norm of the looked-up rows (0: none); training differentiates through it. */
   maxNorm: number;
   readonly #state: VariableState;
   #record: LookupRecord | null = null;
@@ -76,10 +82,12 @@ export class ShadowVariable {
     this.maxNorm = maxNorm;
   }
 
+  /** Whether `params` is trainable. */
   get trainable(): boolean {
     return this.params.trainable;
   }
 
+  /** Floats per row of `params`. */
   get dim(): number {
     return this.params.dim;
   }
@@ -122,7 +130,12 @@ export class ShadowVariable {
   }
 
   /** Copies v0 now if it was not yet (the rows are still those the lookup read). */
-  async capture(): Promise<{ values: Float32Array; exists: Uint8Array } | null> {
+  async capture(): Promise<{
+    /** Rows of the last lookup's ids as read, [n * dim]. */
+    values: Float32Array;
+    /** Per id: 1 when it was in the table. */
+    exists: Uint8Array;
+  } | null> {
     if (this.#v0 || !this.#record) return this.#v0;
     const r = await this.#state.find(this.#record.ids);
     this.#v0 = r;

@@ -68,18 +68,18 @@ export function lateRedisRawTable(make: (m: StoreRedisModule) => StoreRedis.Redi
   });
   ready.catch(() => undefined); // each operation reports the failure itself
   const later =
-    (pick: (raw: StoreRedis.RedisRawTable) => Record<string | symbol, unknown>, name: string | symbol) =>
+    (pick: (raw: StoreRedis.RedisRawTable) => object, name: string | symbol) =>
     (...args: unknown[]): Promise<unknown> =>
       ready.then((raw) => {
         const target = pick(raw);
-        return (target[name] as (...a: unknown[]) => unknown).apply(target, args);
+        return (Reflect.get(target, name) as (...a: unknown[]) => unknown).apply(target, args);
       });
   const asyncOps = new Proxy({} as Record<string | symbol, unknown>, {
-    get: (_t, name) => (state.raw ? bound(state.raw.async as unknown as Record<string | symbol, unknown>, name) : later((raw) => raw.async as unknown as Record<string | symbol, unknown>, name)),
+    get: (_t, name) => (state.raw ? bound(state.raw.async, name) : later((raw) => raw.async, name)),
   });
   return new Proxy({} as RawTable, {
     get(_t, name) {
-      if (state.raw) return bound(state.raw as unknown as Record<string | symbol, unknown>, name);
+      if (state.raw) return bound(state.raw, name);
       switch (name) {
         case 'sync':
           return null;
@@ -96,13 +96,13 @@ export function lateRedisRawTable(make: (m: StoreRedisModule) => StoreRedis.Redi
         case 'then':
           return undefined; // not a thenable
         default:
-          return typeof name === 'string' ? later((raw) => raw as unknown as Record<string | symbol, unknown>, name) : undefined;
+          return typeof name === 'string' ? later((raw) => raw, name) : undefined;
       }
     },
   });
 }
 
-function bound(target: Record<string | symbol, unknown>, name: string | symbol): unknown {
-  const v = target[name];
+function bound(target: object, name: string | symbol): unknown {
+  const v: unknown = Reflect.get(target, name);
   return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
 }

@@ -65,22 +65,35 @@ export interface LookupWithExists {
  * default partitioner, reads and training route keys to shards in the backend.
  */
 export class Variable<D extends TfraKeyDtype = 'int64'> {
+  /** Variable name (`options.name`, default 'DynamicEmbedding_Variable'). */
   declare readonly name: string;
+  /** Key dtype: 'int64', 'int32' or 'string' (stored as int64 hashes). */
   declare readonly keyDtype: D;
   /** 'float32', or a half type stored in 2 bytes (values still read and written as float32). */
   declare readonly valueDtype: TfraValueDtype;
+  /** Floats per key. */
   declare readonly dim: number;
+  /** Shard labels, one shard per entry. */
   declare readonly devices: readonly string[];
+  /** Number of shards (devices.length). */
   declare readonly shardNum: number;
+  /** Places keys on shards. */
   declare readonly partitioner: Partitioner;
+  /** Accepted for parity; unused. */
   declare readonly sharedName: string;
+  /** Value of keys not in the table. */
   declare readonly initializer: VariableInitializer;
+  /** Trained by optimizers. */
   declare readonly trainable: boolean;
+  /** Saved by `saveToFileSystem`. */
   declare readonly checkpoint: boolean;
   /** Rows reserved up front over all shards (TF_HASHTABLE_INIT_SIZE or 8192 when not given). */
   declare readonly initSize: number;
+  /** Where the shard tables live. */
   declare readonly kvCreator: KVCreator;
+  /** Trained by adding deltas (accum) instead of setting values. */
   declare readonly bpV2: boolean;
+  /** Seed of random initializers (uint32). */
   declare readonly seed: number;
   /** The policy instance (constructed from the `restrictPolicy` class), or null. */
   declare readonly restrictPolicy: RestrictPolicy | null;

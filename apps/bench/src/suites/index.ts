@@ -11,6 +11,7 @@ import { findSuite } from './find.js';
 import { hpsSuite } from './hps.js';
 import { redisSuite } from './redis.js';
 import { insertSuite } from './insert.js';
+import { levelsSuite } from './levels.js';
 import { limitSuite } from './limit.js';
 import { memorySuite } from './memory.js';
 import { scaleSuite } from './scale.js';
@@ -18,7 +19,7 @@ import { sokSuite } from './sok.js';
 import { trainSuite } from './train.js';
 import type { Suite } from './types.js';
 
-export const SUITES: readonly Suite[] = [limitSuite, findSuite, insertSuite, bagSuite, trainSuite, facadesSuite, sokSuite, memorySuite, scaleSuite, cudaSuite, hpsSuite, redisSuite];
+export const SUITES: readonly Suite[] = [limitSuite, findSuite, insertSuite, bagSuite, trainSuite, levelsSuite, facadesSuite, sokSuite, memorySuite, scaleSuite, cudaSuite, hpsSuite, redisSuite];
 
 export const PLANNED: readonly PlannedSuite[] = [];
 

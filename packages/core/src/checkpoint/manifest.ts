@@ -45,9 +45,27 @@ export interface CheckpointSlot {
 
 /** The initializer, as JSON: `row` values as a number array; `array` without its values. */
 export type ManifestInitializer =
-  | Exclude<ResolvedInitializer, { kind: 'row' } | { kind: 'array' }>
-  | { kind: 'row'; values: number[] }
-  | { kind: 'array' };
+  | Exclude<
+      ResolvedInitializer,
+      | {
+          /** Replaced by the JSON form below (values as a number array). */
+          kind: 'row';
+        }
+      | {
+          /** Replaced by the form below without its values. */
+          kind: 'array';
+        }
+    >
+  | {
+      /** The same row for every key. */
+      kind: 'row';
+      /** The row, [dim] numbers. */
+      values: number[];
+    }
+  | {
+      /** Static tables' per-row initial values (not stored in the manifest). */
+      kind: 'array';
+    };
 
 /** The parsed `manifest.json` of a table checkpoint (written by {@link saveTable}, read by {@link readTableManifest} / {@link loadTable}). Field-by-field description in docs/checkpoint-format.md. */
 export interface TableManifest {
@@ -60,7 +78,12 @@ export interface TableManifest {
   /** ISO time the save started. */
   createdAt: string;
   /** Library that wrote it and the table's backend. */
-  writer: { library: string; backend: string };
+  writer: {
+    /** The package that wrote the checkpoint ('@embedstack/core'). */
+    library: string;
+    /** Backend name of the saved table. */
+    backend: string;
+  };
   /** Name of the saved table. */
   name: string;
   /** Kind of the saved table. */
@@ -88,7 +111,12 @@ export interface TableManifest {
   /** Optimizer slots stored beside each row, in the table's order. */
   slots: CheckpointSlot[];
   /** Which shard of a partitioned table this is (index in [0, count)). */
-  shard: { index: number; count: number };
+  shard: {
+    /** This shard's index, in [0, count). */
+    index: number;
+    /** Number of shards, >= 1. */
+    count: number;
+  };
   /** Facade-owned data (configs, step counters...), JSON. */
   extra: Record<string, unknown>;
   /** Data files by name: keys, values, scores, slot-<name>. */

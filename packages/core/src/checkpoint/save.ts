@@ -36,7 +36,12 @@ export interface SaveTableOptions {
   /** Rows per exported batch (memory: one batch of keys, values, slots, scores). Default 65536. */
   batchSize?: number | null;
   /** Shard layout recorded in the manifest. Default { index: 0, count: 1 }. */
-  shard?: { index: number; count: number } | null;
+  shard?: {
+    /** This shard's index, in [0, count). */
+    index: number;
+    /** Number of shards, >= 1. */
+    count: number;
+  } | null;
   /** Facade data stored in the manifest; must be JSON-serialisable. Default {}. */
   extra?: Record<string, unknown> | null;
 }

@@ -199,7 +199,12 @@ export function combineBag(
  * appearance and their summed gradients [u * dim], each sum accumulated in float32
  * in order of appearance (acc = fround(acc + g)).
  */
-export function dedupeGradients(keys: Keys, grads: Float32Array, dim: number): { unique: (bigint | number)[]; sums: Float32Array } {
+export function dedupeGradients(keys: Keys, grads: Float32Array, dim: number): {
+  /** The distinct keys, in order of first appearance. */
+  unique: (bigint | number)[];
+  /** Their summed gradients, [unique.length * dim]. */
+  sums: Float32Array;
+} {
   const index = new Map<bigint | number, number>();
   const unique: (bigint | number)[] = [];
   for (let i = 0; i < keys.length; i++) {

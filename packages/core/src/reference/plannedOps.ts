@@ -18,7 +18,14 @@ export function planRead(
   keys: Keys,
   scores: BigUint64Array | null,
   plan: ResolvedShardPlan | null,
-): { keys: Keys; scores: BigUint64Array | null; positions: Int32Array | null } {
+): {
+  /** The keys to read: the owned entries' local keys (all keys without a plan). */
+  keys: Keys;
+  /** Their scores, or null. */
+  scores: BigUint64Array | null;
+  /** Input positions of the keys read, or null: every position. */
+  positions: Int32Array | null;
+} {
   if (!plan) return { keys, scores, positions: null };
   const { positions, local } = planEntries(keys, plan);
   return { keys: local, scores: scores ? BigUint64Array.from(positions, (p) => scores[p]!) : null, positions };
@@ -120,7 +127,12 @@ export function applyCombined(
 }
 
 /** The owned entries of (keys, grads) under their local keys. */
-export function plannedGradients(keys: Keys, grads: Float32Array, dim: number, plan: ResolvedShardPlan | null): { keys: Keys; grads: Float32Array } {
+export function plannedGradients(keys: Keys, grads: Float32Array, dim: number, plan: ResolvedShardPlan | null): {
+  /** The owned entries' local keys. */
+  keys: Keys;
+  /** Their gradients, [keys.length * dim]. */
+  grads: Float32Array;
+} {
   if (!plan) return { keys, grads };
   const { positions, local } = planEntries(keys, plan);
   return { keys: local, grads: gatherRows(grads, positions, dim) };

@@ -82,7 +82,16 @@ export interface JunkTarget<T extends object = object> {
 
 /** A target of any object type, for JunkSuiteOptions.targets (keeps `make`, `state` and `dispose` typed together). */
 export function junkTarget<T extends object>(t: JunkTarget<T>): JunkTarget {
-  return t as unknown as JunkTarget;
+  const { state, dispose } = t;
+  // the suite passes `state` and `dispose` only objects `make` returned: they are Ts
+  return {
+    name: t.name,
+    make: t.make,
+    state: (o) => state(o as T),
+    ...(t.skip ? { skip: t.skip } : {}),
+    ...(t.examples ? { examples: t.examples } : {}),
+    ...(dispose ? { dispose: (o: object) => dispose(o as T) } : {}),
+  };
 }
 
 export interface JunkSuiteOptions {
@@ -146,7 +155,7 @@ export function describeJunkSuite(o: JunkSuiteOptions): void {
     for (const [n, v] of [...entries]) {
       if (!/^class\b/.test(Function.prototype.toString.call(v))) continue;
       for (const m of Object.getOwnPropertyNames(v)) {
-        const f = (v as unknown as Record<string, unknown>)[m];
+        const f: unknown = Reflect.get(v as object, m);
         if (typeof f === 'function' && !['length', 'name', 'prototype'].includes(m) && !skip.has(`${n}.${m}`)) entries.push([`${n}.${m}`, f.bind(v)]);
       }
     }
