@@ -2,6 +2,8 @@
 // server's L1 hit/miss counts against a small set-associative model written here.
 import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
+// core's cache contract: set = ((fmix64(key) >> 32) * sets) >> 32 (a plain BigInt oracle).
+import { cacheSetOf as setOf } from '@embedstack/core/testing';
 import { HPS, L1_WAYS } from './index.js';
 import { expectedRows, psConfig, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
 
@@ -9,16 +11,6 @@ const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-const M64 = 0xffffffffffffffffn;
-/** core's cache contract: set = ((fmix64(key) >> 32) * sets) >> 32 (MurmurHash3's finalizer). */
-function setOf(key: bigint, sets: number): number {
-  let h = key & M64;
-  h = ((h ^ (h >> 33n)) * 0xff51afd7ed558ccdn) & M64;
-  h = ((h ^ (h >> 33n)) * 0xc4ceb9fe1a85ec53n) & M64;
-  h ^= h >> 33n;
-  return Number(((h >> 32n) * BigInt(sets)) >> 32n);
-}
 
 /** Per set, keys from least to most recently used; a full set drops its first. */
 class SetLru {

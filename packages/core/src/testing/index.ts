@@ -2,6 +2,7 @@
 export { runConformanceSuite } from './suite.js';
 export type { ConformanceSuiteOptions } from './suite.js';
 export { modelStep } from './model.js';
+export { cacheSetOf } from './cacheSet.js';
 export type { ModelOptimizer, ModelRow } from './model.js';
 export { expectClose, expectSameState, snapshot, opsFor } from './harness.js';
 export type { Form, Ops, RowState } from './harness.js';

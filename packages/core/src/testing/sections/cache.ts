@@ -2,20 +2,10 @@ import * as fc from 'fast-check';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { createCache, type EmbeddingCache } from '../../cache.js';
 import { EmbeddingError } from '../../errors.js';
+import { cacheSetOf as setOf } from '../cacheSet.js';
 import type { SuiteContext } from '../harness.js';
 
 // ---- a plain model of the cache contract, written here (independent of the code under test) ----
-
-const M64 = 0xffffffffffffffffn;
-
-/** The contract's set of a key: ((fmix64(key) >> 32) * sets) >> 32, fmix64 = MurmurHash3's finalizer. */
-function setOf(key: bigint, sets: number): number {
-  let h = key & M64;
-  h = ((h ^ (h >> 33n)) * 0xff51afd7ed558ccdn) & M64;
-  h = ((h ^ (h >> 33n)) * 0xc4ceb9fe1a85ec53n) & M64;
-  h ^= h >> 33n;
-  return Number(((h >> 32n) * BigInt(sets)) >> 32n);
-}
 
 /** Per set, a map key -> { last use, row }; a full set drops its least recently used key. */
 class CacheModel {
