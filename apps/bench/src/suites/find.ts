@@ -3,9 +3,11 @@
  * the Promise form too on the headline configuration), uniform and Zipf(1.05)
  * draws, against a prefilled JS Map<bigint, Float32Array> and the plain native
  * gather over an arena of the same size, and (headline row) PyTorch's index_select of rows
- * of a dense tensor in a child process.
+ * of a dense tensor in a child process, and findSync into a reused `out` (like for like
+ * with the gather, which writes into a reused buffer).
  */
 import os from 'node:os';
+import type { EmbeddingTable } from '@embedstack/core';
 import { collectGarbage, measure } from '../harness.js';
 import { startTorchIndexSelect } from '../peers/torch.js';
 import { buildJsMap, type JsMapTable, jsMapFind } from '../peers/jsMap.js';
@@ -49,6 +51,18 @@ export function findConfigs(full: boolean): FindConfig[] {
 /** Rough bytes of a JS Map<bigint, Float32Array> (measured by the memory suite: ~ value bytes + 200). */
 const jsMapBytes = (c: FindConfig): number => c.keys * (c.dim * 4 + 220);
 const tableBytes = (c: FindConfig): number => c.keys * (c.dim * 4 + 48);
+
+/**
+ * findSync into caller arrays reused across calls (`FindOptions.out`), keys/s: the same
+ * lookups without the per-call 16 MB result allocation, so that the gap to the gather
+ * (which writes into a reused buffer) shows how much of it is the table and how much the
+ * fresh output.
+ */
+function findIntoEntry(label: string, table: EmbeddingTable, pool: BigInt64Array): Entry {
+  const next = rotating(pool, BATCH);
+  const out = { values: new Float32Array(BATCH * table.dim), exists: new Uint8Array(BATCH) };
+  return { job: { label, fn: (i) => void table.findSync(next(i), { out }), items: BATCH }, name: 'find (findSync, reused out)', kind: 'ours', unit: 'keys/s' };
+}
 
 function buildMap(ctx: SuiteContext, c: FindConfig): JsMapTable | string {
   const need = jsMapBytes(c) + 2 * tableBytes(c);
@@ -129,6 +143,7 @@ export const findSuite: Suite = {
           const label = `${r.name}: native gather ${threadLabel(ctx.threads)}, fresh output`;
           entries.push(gatherEntry(label, ctx.native, arena, c.dim, r.idx, ctx.threads, BATCH, true));
         }
+        if (r.headline) entries.push(findIntoEntry(`${r.name}: findSync into reused out`, table, r.pool));
         const torch = r.headline ? await startTorchIndexSelect({ rows: c.keys, dim: c.dim, threads: ctx.threads, ids: r.idx, batch: BATCH }) : null;
         const torchName = `PyTorch index_select (${threadLabel(ctx.threads)})`;
         if (typeof torch === 'string') ctx.log(`find: ${torch}`);
@@ -169,7 +184,7 @@ export const findSuite: Suite = {
     notes.push('keys are distinct pseudo-random int64; the table is presized (initCapacity = keys) and every row written');
     notes.push('storage dtypes: the same keys, values and batches on float32, bfloat16 and float16 tables (values rounded to nearest-even when stored, returned as float32), interleaved with PyTorch index_select on a tensor of each dtype');
     notes.push('ours and the native gathers are sampled interleaved, before the JS Map is built; the JS Map (and the fresh-output gather, whose 16 MB allocations would bring GCs into our samples) are then timed on their own, on the same key batches');
-    notes.push('the static gather copies arena rows into a reused output buffer (and, on the headline row, into a fresh one per call); find and the JS Map allocate their output per call');
+    notes.push('the static gather copies arena rows into a reused output buffer (and, on the headline row, into a fresh one per call); find and the JS Map allocate their output per call (on the headline row, "findSync, reused out" fills one reused FindOptions.out instead: like for like with the gather)');
     notes.push('JS Map rows are Float32Array views into 64 MiB slabs (a faster setup than one ArrayBuffer per key, and no slower to look up)');
     const charts: Chart[] = [
       barChart({
