@@ -12,7 +12,7 @@ export { CpuRawCache, hasCacheFunctions } from './cpuCache.js';
 export type { NativeCacheFunctions, NativeCacheHandle } from './cpuCache.js';
 export { fromNative } from './errors.js';
 export { loadAddon, candidatePaths, prebuiltCandidates, addonCommands, explain, describePlatform, ADDON_FILE, CPU_PACKAGE } from './loader.js';
-export type { AddonLoad, AddonAttempt, NativePackage } from './loader.js';
+export type { AddonLoad, AddonAttempt, AddonCommands, NativePackage } from './loader.js';
 export { encodeTable, encodeOptimizer, encodePlan, TableField, OptimizerField, PlanField, TABLE_FIELDS, OPTIMIZER_FIELDS, PLAN_FIELDS } from './abi.js';
 export type { EncodedTable } from './abi.js';
 export type {

@@ -88,12 +88,21 @@ function inWorkspace(root: string): boolean {
   return existsSync(join(root, 'src'));
 }
 
+/** The shell commands that fix a package's addon ({@link addonCommands}). */
+export interface AddonCommands {
+  /** Builds the addon from source where there is no build. */
+  build: string;
+  /** Rebuilds it (another Node ABI, platform or toolchain; a stale build). */
+  rebuild: string;
+  /** Rebuilds the package's prebuilt binaries (a workspace checkout). */
+  prebuild: string;
+}
+
 /**
- * The commands that fix a package's addon: `build` (a source build where none is),
- * `rebuild` and `prebuild` (its prebuilt binaries); in a workspace checkout with
- * pnpm, in an installed package with its install script (`node <root>/scripts/install.cjs --build`).
+ * The commands that fix a package's addon: in a workspace checkout with pnpm, in an
+ * installed package with its install script (`node <root>/scripts/install.cjs --build`).
  */
-export function addonCommands(pkg: NativePackage): { build: string; rebuild: string; prebuild: string } {
+export function addonCommands(pkg: NativePackage): AddonCommands {
   checkPackage(pkg);
   const ws = inWorkspace(pkg.root);
   const build = ws ? `pnpm --filter ${pkg.name} build` : `node ${quote(join(pkg.root, 'scripts', 'install.cjs'))} --build`;

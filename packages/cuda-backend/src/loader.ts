@@ -63,7 +63,7 @@ export function cudaCandidatePaths(env: NodeJS.ProcessEnv = process.env): string
   return [build('Release'), build('Debug'), ...prebuiltCandidates(packageRoot), build('')];
 }
 
-/** One sentence per cause with the command that fixes it (cpu-backend's {@link explain} for this package). */
+/** One sentence per cause with the command that fixes it (cpu-backend's `explain` for this package). */
 export function explainCudaAttempts(attempts: AddonAttempt[]): string {
   return explain(attempts, undefined, CUDA_PACKAGE);
 }
