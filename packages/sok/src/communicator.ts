@@ -53,6 +53,14 @@ function contiguous<T extends DeviceBuffer>(parts: readonly T[]): T | null {
   return new Ctor(first.buffer, first.byteOffset, (end - first.byteOffset) / first.BYTES_PER_ELEMENT);
 }
 
+/** Copies `s` into `out` from element `at`: both of one typed-array class. @throws InternalError when the classes differ */
+function copyInto(out: DeviceBuffer, s: DeviceBuffer, at: number): void {
+  if (s.constructor !== out.constructor) throw new InternalError('allgather: buffers of different types');
+  if (out instanceof BigInt64Array) {
+    if (s instanceof BigInt64Array) out.set(s, at);
+  } else if (!(s instanceof BigInt64Array)) out.set(s, at);
+}
+
 /**
  * N devices in this process (shards on the CPU backend). Host memory is shared, so
  * the collectives move references: `allgather` of adjacent views of one buffer is a
@@ -83,8 +91,7 @@ export class InProcessCommunicator implements Communicator {
     const out = new Ctor(send.reduce((n, s) => n + s.length, 0));
     let at = 0;
     for (const s of send) {
-      if (s.constructor !== first.constructor) throw new InternalError('allgather: buffers of different types');
-      (out as unknown as { set(a: ArrayLike<unknown>, o: number): void }).set(s as ArrayLike<unknown>, at);
+      copyInto(out, s, at);
       at += s.length;
     }
     return out;
