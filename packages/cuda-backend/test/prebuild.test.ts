@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createTable } from '@embedstack/core';
+import { runConformanceSuite } from '@embedstack/core/testing';
 import { CUDA_ADDON_FILE, CudaBackend, cudaCandidatePaths, loadCudaAddon } from '@embedstack/cuda-backend';
 import { describe, expect, it } from 'vitest';
 import {
@@ -71,6 +72,14 @@ describe('cuda-backend: where the addon is looked for', () => {
     );
   });
 });
+
+// core's whole conformance suite (differential property tests included) on the prebuilt
+// binary: what the source build passes in conformance.test.ts, the shipped binary passes too.
+if (!x64Skip) {
+  const load = loadCudaAddon([x64]);
+  const prebuilt = new CudaBackend({ mode: 'host', name: 'cuda-host-prebuilt', load: () => load });
+  runConformanceSuite({ name: 'cuda-host (linux-x64 prebuilt binary)', backend: () => prebuilt, propertyRuns: 20 });
+}
 
 const runSkip = runSkipReason(arm64, BUILD, pkg);
 (buildSkipReason(arm64, BUILD) ? describe.skip : describe)(`cuda-backend host mode: the linux-arm64 prebuilt binary${buildSkipReason(arm64, BUILD) ? `: ${buildSkipReason(arm64, BUILD)}` : ''}`, () => {
