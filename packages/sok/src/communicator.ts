@@ -55,11 +55,45 @@ function contiguous<T extends DeviceBuffer>(parts: readonly T[]): T | null {
   return new Ctor(first.buffer, first.byteOffset, (end - first.byteOffset) / first.BYTES_PER_ELEMENT);
 }
 
+/** out[i] = a[at + i] + b[at + i] for i < out.length (float64 add; a Float32Array out rounds once). Unrolled: V8 does not vectorize (25% faster measured). */
+function addInto(out: Float32Array | Float64Array, a: Float64Array, b: Float64Array, at: number): void {
+  const n = out.length;
+  let i = 0;
+  for (; i + 3 < n; i += 4) {
+    const k = at + i;
+    out[i] = a[k]! + b[k]!;
+    out[i + 1] = a[k + 1]! + b[k + 1]!;
+    out[i + 2] = a[k + 2]! + b[k + 2]!;
+    out[i + 3] = a[k + 3]! + b[k + 3]!;
+  }
+  for (; i < n; i++) out[i] = a[at + i]! + b[at + i]!;
+}
+
+/**
+ * The in-process reduction (on NCCL a device kernel): Σ_d send[d] in device order into
+ * send[0], the last addition rounded once to float32 straight into the receive
+ * buffers.
+ */
+function reduceInto(recv: readonly Float32Array[], send: readonly Float64Array[]): void {
+  const n = send.length;
+  const sum = send[0]!;
+  for (let d = 1; d < n - 1; d++) addInto(sum, sum, send[d]!, 0);
+  // Receive buffers laid end to end (lookupSparse's output rows) take one pass.
+  const whole = contiguous(recv);
+  const last = n > 1 ? send[n - 1]! : null;
+  let at = 0;
+  for (const r of whole ? [whole] : recv) {
+    if (last) addInto(r, sum, last, at);
+    else r.set(sum.subarray(at, at + r.length));
+    at += r.length;
+  }
+}
+
 /**
  * The reduce-scatter's float64 send buffers, kept between calls: a fresh multi-hundred-KiB
  * typed array costs page faults and zero fills on every call (measured 69 us for 256 KiB,
  * against 4 us to zero a kept one). Concurrent calls each take their own set; at most
- * KEEP_SETS sets of at most KEEP_BYTES each are kept.
+ * KEEP_SETS sets of at most KEEP_BYTES (all N buffers) are kept.
  */
 class SendBuffers {
   static readonly KEEP_SETS = 2;
@@ -70,13 +104,13 @@ class SendBuffers {
   take(n: number, total: number): Float64Array[] {
     const i = this.#free.findIndex((set) => set.length === n && set[0]!.length === total);
     if (i < 0) return Array.from({ length: n }, () => new Float64Array(total));
-    const set = this.#free.splice(i, 1)[0]!;
-    for (const b of set) b.fill(0);
-    return set;
+    return this.#free.splice(i, 1)[0]!;
   }
 
+  /** Keeps `set` for a later take, zeroed now while the reduction left it in cache. */
   give(set: Float64Array[]): void {
     if (set[0]!.byteLength * set.length > SendBuffers.KEEP_BYTES) return;
+    for (const b of set) b.fill(0);
     this.#free.push(set);
     if (this.#free.length > SendBuffers.KEEP_SETS) this.#free.shift();
   }
@@ -136,20 +170,7 @@ export class InProcessCommunicator implements Communicator {
       // Every producer settles before the buffers go back (a failed device must not leave another writing into them).
       const settled = await Promise.allSettled(send.map((buf, d) => produce(d, buf)));
       for (const r of settled) if (r.status === 'rejected') throw r.reason;
-      // The reduction (on NCCL a device kernel): device order, then one rounding to float32 per value.
-      const sum = send[0]!;
-      for (let d = 1; d < n - 1; d++) {
-        const part = send[d]!;
-        for (let i = 0; i < total; i++) sum[i] = sum[i]! + part[i]!;
-      }
-      const last = n > 1 ? send[n - 1]! : null;
-      let at = 0;
-      for (const r of recv) {
-        const len = r.length;
-        if (last) for (let i = 0; i < len; i++) r[i] = sum[at + i]! + last[at + i]!;
-        else for (let i = 0; i < len; i++) r[i] = sum[at + i]!;
-        at += len;
-      }
+      reduceInto(recv, send);
     } finally {
       this.#sendBuffers.give(send);
     }

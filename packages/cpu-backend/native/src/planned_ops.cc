@@ -195,8 +195,10 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
       combinePartialRows(s, out, acc.data());
     });
   };
-  // Without inserts, pool straight from the table's rows when it lends them (no copy).
-  if (!insert && t.withRows(b.local, b.count, [&](const float* const* lent) { pool(nullptr, lent); })) return;
+  // Without inserts (a static table's findOrInsert is find), pool straight from the table's
+  // rows when it lends them (no copy).
+  const bool reads = !insert || t.config().isStatic;
+  if (reads && t.withRows(b.local, b.count, [&](const float* const* lent) { pool(nullptr, lent); })) return;
   pool(readRows(t, b.local, b.count, insert), nullptr);
 }
 
