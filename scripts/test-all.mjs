@@ -32,14 +32,16 @@ if (want('lint')) step('lint (layering rules included)', bin('turbo'), ['run', '
 // The API reference (pnpm docs) checked without writing it: broken {@link}s and types that
 // public signatures use but no index.ts exports are errors (typedoc.json's validation).
 if (want('docs')) step('API docs (TypeDoc validation)', bin('typedoc'), ['--emit', 'none']);
-// The prebuilt cpu-backend binaries this machine can make (every CPU level: the level tests
-// load each; linux-arm64 too when g++-aarch64-linux-gnu is installed: the arm64 tests run it
-// under qemu-user). Incremental build directories: a rebuild only recompiles what changed.
+// The prebuilt binaries this machine can make: cpu-backend's (every CPU level: the level tests
+// load each) and cuda-backend's host mode; linux-arm64 too when g++-aarch64-linux-gnu is
+// installed (the arm64 tests run them under qemu-user). Incremental build directories: a
+// rebuild only recompiles what changed (the staleness tests fail on prebuilds older than the sources).
 const prebuildScript = join(root, 'packages', 'cpu-backend', 'scripts', 'prebuild.mjs');
 if ((want('build') || want('prebuilds')) && existsSync(prebuildScript)) {
-  step('prebuilt binaries (cpu-backend: every CPU level, linux-arm64 cross-compiled)', process.execPath, [prebuildScript, '--all'], {
-    cwd: dirname(dirname(prebuildScript)),
-  });
+  for (const name of ['cpu-backend', 'cuda-backend']) {
+    const dir = join(root, 'packages', name);
+    step(`prebuilt binaries (${name}: ${name === 'cpu-backend' ? 'every CPU level' : 'the host mode'}, linux-arm64 cross-compiled)`, process.execPath, [prebuildScript, '--package', dir, '--all'], { cwd: dir });
+  }
 }
 
 let passed = 0;

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTable, getBackend, RaggedTensor } from '@embedstack/core';
 import { cpuLevel } from '@embedstack/cpu-backend';
+import { expectLookup } from './lookup.mjs';
 
 const want = process.argv[2];
 assert.ok(want === 'prebuilt' || want === 'source', 'usage: node use-facades.mjs prebuilt|source');
@@ -18,15 +19,7 @@ const check = async (name, fn) => {
 };
 
 // The acceptance line: a table on the native backend, no compiler needed.
-await check('core + cpu-backend: createTable({ dim: 8 }, { backend: "cpu" }) lookup', () => {
-  const t = createTable({ dim: 8 }, { backend: 'cpu' });
-  t.upsertSync([7n], Float32Array.from({ length: 8 }, (_, i) => i / 4));
-  const r = t.findSync([7n, 8n]);
-  assert.deepEqual(Array.from(r.values.subarray(0, 8)), [0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75]);
-  assert.deepEqual(Array.from(r.exists), [1, 0]);
-  assert.equal(t.backendName, 'cpu');
-  t.dispose();
-});
+await check('core + cpu-backend: createTable({ dim: 8 }, { backend: "cpu" }) lookup', () => expectLookup('cpu'));
 
 if (want === 'prebuilt') {
   await check('tfra: Variable lookup on cpu', async () => {

@@ -2,7 +2,7 @@ import type { Bag } from './combiners.js';
 import type { KeyDtype, Keys } from './dtypes.js';
 import { InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
 import { normalizeKeys, takeKeys } from './keys.js';
-import { RaggedTensor, SparseTensor } from './sparse.js';
+import { orderedRowSplits, RaggedTensor, SparseTensor } from './sparse.js';
 
 /** Ids for a pooled lookup: a SparseTensor (rows = its first index column), a RaggedTensor, or an already normalised {@link Bag}. */
 export type BagInput = SparseTensor | RaggedTensor | Bag<Keys>;
@@ -75,7 +75,10 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
         throw invalidParameter('weights', 'a SparseTensor like ids (or a Float32Array)', weights, InvalidTypeError);
       }
     }
-    // Row splits by counting entries per row; a stable counting sort only when rows are out of order.
+    // Rows in order (found by the constructor's pass): its splits, the entries as they are.
+    const ordered = orderedRowSplits(ids);
+    if (ordered) return { bag: { rowSplits: ordered, keys: src, weights: wsrc }, order: null };
+    // Else row splits by counting entries per row; a stable counting sort only when rows are out of order.
     const idx = ids.indices;
     const rank = ids.rank;
     const splits = new Int32Array(nrows + 1);

@@ -65,18 +65,12 @@ export class SparseTensor<D extends DataArray = DataArray> {
         { argument: 'indices' },
       );
     }
-    for (let i = 0; i < nnz; i++) {
-      for (let d = 0; d < rank; d++) {
-        const v = flat[i * rank + d]!;
-        if (v < 0 || v >= shape[d]!) {
-          throw invalidParameter(`indices[${i}][${d}]`, `in [0, ${shape[d]})`, v);
-        }
-      }
-    }
+    const rowSplits = checkIndices(flat, shape, nnz);
     this.indices = flat;
     this.values = vals as D;
     this.denseShape = Object.freeze(shape);
     this.dtype = dtypeOf(vals);
+    if (rowSplits) ORDERED.set(this, rowSplits);
   }
 
   /** Number of entries. */
@@ -131,6 +125,73 @@ export class SparseTensor<D extends DataArray = DataArray> {
     });
     return new SparseTensor(Int32Array.from(idx), toTypedArray(flat, dtype, 'rows'), [rows.length, width]);
   }
+}
+
+/**
+ * Row splits of the SparseTensors whose rows (first index) never decrease, found by
+ * the constructor's validation pass: a pooled lookup then needs no pass over the
+ * entries of its own. The constructor reads `indices` once; an entry's row changed
+ * afterwards is not seen here (build a new SparseTensor).
+ */
+const ORDERED = new WeakMap<SparseTensor, Int32Array>();
+
+/**
+ * Checks every index of `flat` ([nnz * rank]) against `shape` and returns the row
+ * splits [shape[0] + 1] when the rows (first index) never decrease, rank >= 2 and the
+ * splits are no larger than twice the entries (else null): one read of each index.
+ * @throws InvalidArgumentError naming an index out of range
+ */
+function checkIndices(flat: Int32Array, shape: readonly number[], nnz: number): Int32Array | null {
+  const rank = shape.length;
+  const nrows = shape[0]!;
+  if (nnz > 0 && nrows === 0) throw invalidParameter('indices[0][0]', 'in [0, 0)', flat[0]);
+  const splits = rank >= 2 && nrows <= 2 * nnz + 64 ? new Int32Array(nrows + 1) : null;
+  const last = scanRows(flat, rank, nrows, nnz, splits);
+  for (let d = 1; d < rank; d++) checkColumn(flat, rank, d, shape[d]!, nnz);
+  if (last < 0 || splits === null) return null;
+  splits.fill(nnz, last + 1);
+  return splits;
+}
+
+// Each loop below is a function of its own that ends with the loop: V8 compiles a
+// long first call's loop while it runs (on-stack replacement) and keeps that code;
+// code after the loop would have had no type feedback then and deoptimise every call.
+
+/**
+ * Checks the rows column (index 0 of each entry) where the row changes (the row
+ * before was checked; the first is 0 or checked) and fills `splits` (when given) up
+ * to the last row seen. Returns that row, or -1 once a row decreases.
+ */
+function scanRows(flat: Int32Array, rank: number, nrows: number, nnz: number, splits: Int32Array | null): number {
+  let prev = 0;
+  let ordered = splits !== null;
+  for (let i = 0; i < nnz; i++) {
+    const r = flat[i * rank]!;
+    if (r === prev) continue;
+    if (r < 0 || r >= nrows) throw invalidParameter(`indices[${i}][0]`, `in [0, ${nrows})`, r);
+    if (r < prev) ordered = false;
+    else if (ordered) for (let q = prev + 1; q <= r; q++) splits![q] = i;
+    prev = r;
+  }
+  return ordered ? prev : -1;
+}
+
+/** Checks index `d` of every entry against [0, n). */
+function checkColumn(flat: Int32Array, rank: number, d: number, n: number, nnz: number): void {
+  for (let i = 0, j = d; i < nnz; i++, j += rank) {
+    const v = flat[j]!;
+    if (v < 0 || v >= n) throw invalidParameter(`indices[${i}][${d}]`, `in [0, ${n})`, v);
+  }
+}
+
+/**
+ * A copy of the row splits [denseShape[0] + 1] of `t` when its rows never decrease
+ * (found at construction), else null. Internal to core (bag.ts): not exported by the package.
+ */
+export function orderedRowSplits(t: SparseTensor): Int32Array | null {
+  const s = ORDERED.get(t);
+  // a values buffer detached since (transferred) leaves nnz other than the splits' end
+  return s !== undefined && s[s.length - 1] === t.nnz ? s.slice() : null;
 }
 
 /** A ragged 2-D tensor: `values` split into rows by `rowSplits` (length nrows + 1). */

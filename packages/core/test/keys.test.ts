@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ErrorCodes, floorMod, keyAt, keyShape, normalizeKeys, RaggedTensor, SparseTensor, Tensor, toBag } from '@embedstack/core';
+import { ErrorCodes, floorMod, keyAt, keyShape, normalizeKeys, RaggedTensor, SparseTensor, Tensor, toBag, toOrderedBag } from '@embedstack/core';
 import { list, throwsCode } from './util.js';
 
 const MIN = -(2n ** 63n);
@@ -88,6 +88,39 @@ describe('toBag', () => {
     expect(list(r3.rowSplits)).toEqual([0, 1, 2]);
     expect(list(r3.keys)).toEqual([6, 5]);
     expect(list(r3.weights!)).toEqual([0.25, 0.5]);
+  });
+
+  it('row-ordered sparse ids: the tensor\'s own values, splits found at construction (one per row, empty rows included)', () => {
+    const values = BigInt64Array.from([7n, 8n, 9n, 10n, 11n]);
+    const sp = new SparseTensor([[1, 0], [1, 1], [1, 2], [3, 0], [4, 0]], values, [6, 3]);
+    const w = Float32Array.from([1, 2, 3, 4, 5]);
+    const { bag, order } = toOrderedBag(sp, w, 'int64');
+    expect(order).toBeNull();
+    expect(list(bag.rowSplits)).toEqual([0, 0, 3, 3, 4, 5, 5]);
+    expect(bag.keys).toBe(values); // handed on as it is, no copy
+    expect(bag.weights).toBe(w);
+    // each call gets its own splits: a caller writing them changes no later bag
+    bag.rowSplits.fill(99);
+    expect(list(toBag(sp, null, 'int64').rowSplits)).toEqual([0, 0, 3, 3, 4, 5, 5]);
+    // rank 3, rows repeated in order
+    expect(list(toBag(new SparseTensor([[0, 0, 1], [0, 1, 0], [2, 0, 0]], [1, 2, 3], [3, 2, 2]), null, 'int32').rowSplits)).toEqual([0, 2, 2, 3]);
+    // far more rows than entries (splits not kept by the constructor): the same splits by counting
+    const wide = new SparseTensor([[3, 0], [300, 0]], [1, 2], [301, 1]);
+    const splits = toBag(wide, null, 'int64').rowSplits;
+    expect(splits.length).toBe(302);
+    expect([splits[0], splits[3], splits[4], splits[300], splits[301]]).toEqual([0, 0, 1, 1, 2]);
+    // no entries
+    expect(list(toBag(new SparseTensor([], [], [3, 2]), null, 'int64').rowSplits)).toEqual([0, 0, 0, 0]);
+  });
+
+  it('a sparse tensor whose values buffer was transferred away pools no entries (the kept splits no longer match)', () => {
+    const values = BigInt64Array.from([5n, 6n]);
+    const sp = new SparseTensor([[0, 0], [1, 0]], values, [2, 1]);
+    structuredClone(values.buffer, { transfer: [values.buffer] });
+    expect(sp.nnz).toBe(0);
+    const b = toBag(sp, null, 'int64');
+    expect(list(b.rowSplits)).toEqual([0, 0, 0]);
+    expect(b.keys.length).toBe(0);
   });
 
   it('a Bag passes through after validation', () => {

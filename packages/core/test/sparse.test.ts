@@ -33,6 +33,11 @@ describe('SparseTensor', () => {
     throwsCode(() => new SparseTensor(Int32Array.from([0, 0, 1]), [1, 2], [2, 2]), ErrorCodes.SHAPE_MISMATCH, 'indices');
     throwsCode(() => new SparseTensor([[0, 2]], [1], [2, 2]), ErrorCodes.INVALID_ARGUMENT, 'indices[0][1]');
     throwsCode(() => new SparseTensor([[-1, 0]], [1], [2, 2]), ErrorCodes.INVALID_ARGUMENT, 'indices[0][0]');
+    // a row out of range after rows in range, in order or not; an entry with no rows to be in
+    throwsCode(() => new SparseTensor([[0, 0], [1, 1], [2, 0]], [1, 2, 3], [2, 2]), ErrorCodes.INVALID_ARGUMENT, 'indices[2][0]');
+    throwsCode(() => new SparseTensor([[1, 0], [0, 1], [-3, 0]], [1, 2, 3], [2, 2]), ErrorCodes.INVALID_ARGUMENT, 'indices[2][0]');
+    throwsCode(() => new SparseTensor([[0, 0]], [1], [0, 2]), ErrorCodes.INVALID_ARGUMENT, 'indices[0][0]');
+    throwsCode(() => new SparseTensor([[0, 0, 0], [0, 0, 5]], [1, 2], [1, 1, 5]), ErrorCodes.INVALID_ARGUMENT, 'indices[1][2]');
     throwsCode(() => new SparseTensor('x' as never, [1], [2]), ErrorCodes.INVALID_TYPE, 'indices');
     throwsCode(() => new SparseTensor([[0, 0]], 'x' as never, [2, 2]), ErrorCodes.INVALID_TYPE, 'values');
     throwsCode(() => new SparseTensor([[0, 0]], [2 ** 53], [2, 2]), ErrorCodes.INVALID_TYPE, 'values[0]');

@@ -8,13 +8,13 @@ import { OPTIMIZER_FIELDS, PLAN_FIELDS, TABLE_FIELDS } from './abi.js';
 import type { NativeBinding } from './native.js';
 
 import { type CpuLevel, requestedCpuLevel, sourceBuildLevel, supportedCpuLevels } from './cpuLevel.js';
-import { levelOfPath, levelPath, libc, matchPrebuild, platformTuple } from './prebuilds.js';
+import { levelOfPath, levelPath, libc, matchPrebuild, platformTuple, prebuildRoot } from './prebuilds.js';
 
 /**
  * Finds and loads the native addon, and explains itself when it cannot (sharp's
  * lib/sharp.mjs): every candidate path is tried, each failure is kept, and the
  * reason names the platform, what was tried and the one command that fixes it.
- * Never throws.
+ * Never throws. cuda-backend loads its addon with the same code ({@link NativePackage}).
  *
  * Candidates, in order (node-gyp-build's order: a local build wins):
  * - `EMBEDSTACK_CPU_ADDON` (a .node file or a directory holding one, or
@@ -27,6 +27,29 @@ import { levelOfPath, levelPath, libc, matchPrebuild, platformTuple } from './pr
  */
 
 export const ADDON_FILE = 'embedstack_cpu.node';
+
+/**
+ * A package with a native addon, as the loader sees it: cpu-backend's, and
+ * cuda-backend's (which loads its addon with {@link loadAddon} and this description).
+ */
+export interface NativePackage {
+  /** npm name, e.g. `@embedstack/cpu-backend`; the build commands name it. */
+  name: string;
+  /** What the messages call the addon, e.g. `The native CPU backend`. */
+  title: string;
+  /** The package's root directory (package.json, build/, prebuilds/). */
+  root: string;
+  /** File name of the source build's addon in build/Release, e.g. `embedstack_cpu.node`. */
+  addonFile: string;
+  /** A clause after the build command, e.g. what a CUDA compiler adds. Default: none. */
+  buildNote?: string;
+  /**
+   * Refuses a binding that loads and has the table ABI but is not this package's
+   * addon: returns the reason (it is recorded as a stale build), or null to accept.
+   * Default: accept.
+   */
+  check?: (binding: unknown) => string | null;
+}
 
 /** One candidate addon file the loader tried, and why it failed. */
 export interface AddonAttempt {
@@ -56,14 +79,51 @@ export interface AddonLoad {
 }
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
-/** A workspace checkout (sources present) rather than an installed package. */
-const inWorkspace = existsSync(join(packageRoot, 'src', 'loader.ts'));
-const BUILD_COMMAND = inWorkspace ? 'pnpm --filter @embedstack/cpu-backend build' : `node ${quote(join(packageRoot, 'scripts', 'install.cjs'))} --build`;
-const REBUILD_COMMAND = inWorkspace ? 'pnpm --filter @embedstack/cpu-backend rebuild' : BUILD_COMMAND;
-const PREBUILD_COMMAND = 'pnpm --filter @embedstack/cpu-backend build:prebuilds';
+
+/** cpu-backend itself. */
+export const CPU_PACKAGE: NativePackage = { name: '@embedstack/cpu-backend', title: 'The native CPU backend', root: packageRoot, addonFile: ADDON_FILE };
+
+/** A workspace checkout (TypeScript sources present) rather than an installed package. */
+function inWorkspace(root: string): boolean {
+  return existsSync(join(root, 'src'));
+}
+
+/** The shell commands that fix a package's addon ({@link addonCommands}). */
+export interface AddonCommands {
+  /** Builds the addon from source where there is no build. */
+  build: string;
+  /** Rebuilds it (another Node ABI, platform or toolchain; a stale build). */
+  rebuild: string;
+  /** Rebuilds the package's prebuilt binaries (a workspace checkout). */
+  prebuild: string;
+}
+
+/**
+ * The commands that fix a package's addon: in a workspace checkout with pnpm, in an
+ * installed package with its install script (`node <root>/scripts/install.cjs --build`).
+ */
+export function addonCommands(pkg: NativePackage): AddonCommands {
+  checkPackage(pkg);
+  const ws = inWorkspace(pkg.root);
+  const build = ws ? `pnpm --filter ${pkg.name} build` : `node ${quote(join(pkg.root, 'scripts', 'install.cjs'))} --build`;
+  return { build, rebuild: ws ? `pnpm --filter ${pkg.name} rebuild` : build, prebuild: `pnpm --filter ${pkg.name} build:prebuilds --all` };
+}
 
 function quote(path: string): string {
   return /^[\w@%+=:,./-]+$/.test(path) ? path : JSON.stringify(path);
+}
+
+/**
+ * The prebuilt candidates of a package for this process: its platform's binaries
+ * from the best of `levels` down (baseline: the platform directory's file), or,
+ * when the package has none for this platform, that directory (a candidate that
+ * fails saying so).
+ */
+export function prebuiltCandidates(root: string, levels: readonly CpuLevel[] = ['baseline']): string[] {
+  if (typeof root !== 'string') throw invalidParameter('root', 'a package directory', root, InvalidTypeError);
+  if (!Array.isArray(levels)) throw invalidParameter('levels', 'an array of CPU levels', levels, InvalidTypeError);
+  const { match } = matchPrebuild(root);
+  return match ? [...levels].reverse().map((l) => levelPath(match, l)) : [join(root, 'prebuilds', platformTuple())];
 }
 
 /** Where the addon is looked for, in order, plus a problem that rules every candidate out (a bad EMBEDSTACK_CPU). */
@@ -79,22 +139,20 @@ function plan(env: NodeJS.ProcessEnv): { candidates: string[]; problem: string |
   const request = requestedCpuLevel(env, supported);
   if (request.problem !== null) return { candidates: [], problem: request.problem };
   const build = (d: string) => join(packageRoot, 'build', d, ADDON_FILE);
-  const { match, available } = matchPrebuild(packageRoot);
-  const noPrebuild = join(packageRoot, 'prebuilds', platformTuple());
   if (request.level !== null) {
+    const { match, available } = matchPrebuild(packageRoot);
     if (!match) {
       const has = available.length > 0 ? `it has ${available.join(', ')}` : 'it has none';
       return {
         candidates: [],
         problem:
           `EMBEDSTACK_CPU=${request.level} selects a prebuilt binary, and this package has none for ${platformTuple()} (${has}; ` +
-          `a source build picks its kernels' level itself). ${inWorkspace ? `Build them with \`${PREBUILD_COMMAND}\`, or unset` : 'Unset'} EMBEDSTACK_CPU`,
+          `a source build picks its kernels' level itself). ${inWorkspace(packageRoot) ? `Build them with \`${addonCommands(CPU_PACKAGE).prebuild}\`, or unset` : 'Unset'} EMBEDSTACK_CPU`,
       };
     }
     return { candidates: [levelPath(match, request.level)], problem: null };
   }
-  const prebuilt = match ? [...supported].reverse().map((l) => levelPath(match, l)) : [noPrebuild];
-  return { candidates: [build('Release'), build('Debug'), ...prebuilt, build('')], problem: null };
+  return { candidates: [build('Release'), build('Debug'), ...prebuiltCandidates(packageRoot, supported), build('')], problem: null };
 }
 
 /** Where the addon is looked for, in order (empty when EMBEDSTACK_CPU rules everything out). */
@@ -107,13 +165,14 @@ function has(command: string): boolean {
   return r.error === undefined && r.status === 0;
 }
 
-type Cause = 'missing' | 'abi' | 'platform' | 'libc' | 'stale' | 'other';
+type Cause = 'missing' | 'abi' | 'platform' | 'libc' | 'stale' | 'stale-prebuild' | 'other';
 
 function causeOf(message: string): Cause {
   if (/cannot find module|ENOENT|no such file/i.test(message)) return 'missing';
   if (/NODE_MODULE_VERSION|different Node\.js version|undefined symbol|napi_|node-api/i.test(message)) return 'abi';
   if (/GLIBC|GLIBCXX|musl|libstdc\+\+|libgcc_s/i.test(message)) return 'libc';
   if (/ELF|wrong ELF class|not a valid Win32|incompatible architecture|mach-o|exec format/i.test(message)) return 'platform';
+  if (/stale prebuilt binary/i.test(message)) return 'stale-prebuild';
   if (/stale build/i.test(message)) return 'stale';
   return 'other';
 }
@@ -124,28 +183,37 @@ export function describePlatform(): string {
   return `${platformTuple()}${c ? ` (${c})` : ''}, Node ${process.versions.node} (Node-API ${process.versions.napi ?? '?'})`;
 }
 
-/** The fix for the most telling failure, as one sentence with the command to run. */
-export function explain(attempts: AddonAttempt[], toolchain: () => { cmake: boolean; compiler: boolean } = detectToolchain): string {
+/**
+ * The fix for the most telling failure, as one sentence with the command to run.
+ *
+ * @param toolchain whether cmake and a C++ compiler are installed (default: asks the PATH)
+ * @param pkg whose addon it is (default: cpu-backend's)
+ */
+export function explain(attempts: AddonAttempt[], toolchain: () => { cmake: boolean; compiler: boolean } = detectToolchain, pkg: NativePackage = CPU_PACKAGE): string {
   if (!Array.isArray(attempts) || attempts.some((a) => typeof a !== 'object' || a === null || typeof a.path !== 'string' || typeof a.error !== 'string')) {
     throw invalidParameter('attempts', 'an array of { path, error } strings', attempts, InvalidTypeError);
   }
   if (typeof toolchain !== 'function') throw invalidParameter('toolchain', 'a function', toolchain, InvalidTypeError);
+  checkPackage(pkg);
+  const { build: BUILD_COMMAND, rebuild: REBUILD_COMMAND, prebuild: PREBUILD_COMMAND } = addonCommands(pkg);
   const causes = attempts.map((a) => causeOf(a.error));
   const tried = attempts.map((a) => `\n  - ${a.path}: ${a.error.split('\n')[0]}`).join('');
-  const head = `The native CPU backend (@embedstack/cpu-backend) could not be loaded on ${describePlatform()}. Tried:${tried}\n`;
+  const head = `${pkg.title} (${pkg.name}) could not be loaded on ${describePlatform()}. Tried:${tried}\n`;
+  const note = pkg.buildNote ? ` (${pkg.buildNote})` : '';
   /** The build command, preceded by the toolchain install when cmake or a compiler is missing. */
   const build = (command: string, what: string): string => {
     const t = toolchain();
-    if (t.cmake && t.compiler) return `${what}: run \`${command}\`.`;
+    if (t.cmake && t.compiler) return `${what}: run \`${command}\`${note}.`;
     const missing = [!t.cmake ? 'cmake' : null, !t.compiler ? 'a C++17 compiler (g++ or clang++)' : null].filter(Boolean).join(' and ');
     return (
       `${what}, and ${missing} ${!t.cmake && !t.compiler ? 'are' : 'is'} not installed: ` +
       `install them (Debian/Ubuntu: \`apt-get install -y cmake g++\`; macOS: \`xcode-select --install && brew install cmake\`), ` +
-      `then run \`${command}\`.`
+      `then run \`${command}\`${note}.`
     );
   };
   if (causes.includes('abi')) return `${head}${build(REBUILD_COMMAND, 'It was built for another Node.js version (Node-API ABI mismatch); rebuild it')}`;
   if (causes.includes('platform')) return `${head}${build(REBUILD_COMMAND, 'It was built for another platform or CPU architecture; rebuild it on this machine')}`;
+  if (causes.includes('stale-prebuild')) return `${head}${build(PREBUILD_COMMAND, 'The prebuilt binaries are older than the native sources here; rebuild them')}`;
   if (causes.includes('stale')) return `${head}${build(REBUILD_COMMAND, 'The build is older than the JavaScript side (stale build); rebuild it')}`;
   if (causes.includes('libc')) {
     return `${head}${build(BUILD_COMMAND, 'The prebuilt binary needs a newer C library than this system has (glibc >= 2.34); build it from source')}`;
@@ -156,6 +224,14 @@ export function explain(attempts: AddonAttempt[], toolchain: () => { cmake: bool
   return `${head}${build(REBUILD_COMMAND, 'Rebuild it; if that fails, the errors above say why')}`;
 }
 
+function checkPackage(pkg: NativePackage): void {
+  const p = pkg as Partial<NativePackage> | null;
+  if (typeof p !== 'object' || p === null || typeof p.name !== 'string' || typeof p.title !== 'string' || typeof p.root !== 'string' || typeof p.addonFile !== 'string') {
+    throw invalidParameter('pkg', 'a NativePackage ({ name, title, root, addonFile })', pkg, InvalidTypeError);
+  }
+  if (p.check !== undefined && typeof p.check !== 'function') throw invalidParameter('pkg.check', 'a function', p.check, InvalidTypeError);
+}
+
 function detectToolchain(): { cmake: boolean; compiler: boolean } {
   return { cmake: has('cmake'), compiler: has('c++') || has('g++') || has('clang++') };
 }
@@ -164,20 +240,51 @@ function detectToolchain(): { cmake: boolean; compiler: boolean } {
 function noPrebuildError(path: string): string | null {
   const parts = path.split(/[\\/]/);
   if (parts[parts.length - 2] !== 'prebuilds') return null;
-  const { available } = matchPrebuild(packageRoot);
+  const { available } = matchPrebuild(prebuildRoot(path) ?? packageRoot);
   return `no such file (ENOENT): no prebuilt binary for ${platformTuple()} in this package (it has ${available.length > 0 ? available.join(', ') : 'none'})`;
+}
+
+const sourceHashes = new Map<string, string>();
+
+/**
+ * The staleness guard of a workspace checkout: why the prebuilt binary at `path`
+ * was not built from the native sources beside it (its `.node.json` sidecar,
+ * written by scripts/prebuild.mjs, records their hash), or null when it was, or
+ * when the package is installed (its tarball was checked by `prepack`).
+ */
+function prebuildStaleness(path: string): string | null {
+  const root = prebuildRoot(path);
+  const script = join(packageRoot, 'scripts', 'native-sources.cjs');
+  if (root === null || !inWorkspace(root) || !existsSync(script)) return null;
+  const sources = createRequire(import.meta.url)(script) as {
+    sourceHash(root: string): string;
+    staleness(binary: string, hash: string): string | null;
+  };
+  let hash = sourceHashes.get(root);
+  if (hash === undefined) {
+    hash = sources.sourceHash(root);
+    sourceHashes.set(root, hash);
+  }
+  return sources.staleness(path, hash);
 }
 
 /**
  * Tries each candidate; returns the first binding that loads and matches this build's ABI.
  * Without `candidates`: the candidates of `env` (see the top of this file), or, when
- * EMBEDSTACK_CPU asks for what cannot run, an unusable load saying why.
+ * EMBEDSTACK_CPU asks for what cannot run, an unusable load saying why. In a workspace
+ * checkout a prebuilt binary not built from the sources there is skipped (a stale
+ * prebuilt binary, with the command that rebuilds it).
+ *
+ * @param pkg whose addon it is (default: cpu-backend's; `candidates` is then required
+ *   for another package)
  */
-export function loadAddon(candidates?: string[], env: NodeJS.ProcessEnv = process.env): AddonLoad {
+export function loadAddon(candidates?: string[], env: NodeJS.ProcessEnv = process.env, pkg: NativePackage = CPU_PACKAGE): AddonLoad {
+  checkPackage(pkg);
   let list = candidates;
   if (list === undefined) {
+    if (pkg !== CPU_PACKAGE) throw invalidParameter('candidates', `the addon paths of ${pkg.name}`, candidates, InvalidTypeError);
     const p = plan(env);
-    if (p.problem !== null) return { binding: null, path: null, attempts: [], reason: `The native CPU backend (@embedstack/cpu-backend) is not loaded: ${p.problem}.`, level: null, build: null };
+    if (p.problem !== null) return { binding: null, path: null, attempts: [], reason: `${pkg.title} (${pkg.name}) is not loaded: ${p.problem}.`, level: null, build: null };
     list = p.candidates;
   }
   if (!Array.isArray(list) || list.some((c) => typeof c !== 'string')) {
@@ -190,6 +297,12 @@ export function loadAddon(candidates?: string[], env: NodeJS.ProcessEnv = proces
       attempts.push({ path, error: noPrebuildError(path) ?? 'no such file (ENOENT)' });
       continue;
     }
+    const prebuilt = levelOfPath(path);
+    const stale = prebuilt ? prebuildStaleness(path) : null;
+    if (stale !== null) {
+      attempts.push({ path, error: `stale prebuilt binary: ${stale}` });
+      continue;
+    }
     try {
       const binding = require(path) as NativeBinding;
       const fields = binding.abiFields;
@@ -197,13 +310,17 @@ export function loadAddon(candidates?: string[], env: NodeJS.ProcessEnv = proces
         attempts.push({ path, error: `stale build: its ABI (${JSON.stringify(fields)}) differs from this package's` });
         continue;
       }
-      const prebuilt = levelOfPath(path);
+      const refused = pkg.check?.(binding) ?? null;
+      if (refused !== null) {
+        attempts.push({ path, error: refused });
+        continue;
+      }
       return { binding, path, attempts, reason: null, level: prebuilt ?? sourceBuildLevel(), build: prebuilt ? 'prebuilt' : 'source' };
     } catch (e) {
       attempts.push({ path, error: e instanceof Error ? e.message : String(e) });
     }
   }
-  return { binding: null, path: null, attempts, reason: explain(attempts), level: null, build: null };
+  return { binding: null, path: null, attempts, reason: explain(attempts, undefined, pkg), level: null, build: null };
 }
 
 let cached: AddonLoad | undefined;

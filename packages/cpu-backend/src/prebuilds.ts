@@ -94,3 +94,10 @@ export function levelOfPath(path: string): CpuLevel | null {
   const sub = parts[parts.length - 2];
   return after === 3 && (sub === 'avx2' || sub === 'avx512') ? sub : null;
 }
+
+/** The package directory of a path under its prebuilds/ (the parent of the last `prebuilds` segment), or null. */
+export function prebuildRoot(path: string): string | null {
+  const parts = path.split(/[\\/]/);
+  const i = parts.lastIndexOf('prebuilds');
+  return i > 0 ? parts.slice(0, i).join('/') : null;
+}

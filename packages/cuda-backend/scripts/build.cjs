@@ -28,35 +28,39 @@ function findNvcc() {
   return null;
 }
 
-const nvcc = mode === 'off' || argv.includes('--asan') ? null : findNvcc();
-if (mode === 'on' && !nvcc) {
-  note('EMBEDSTACK_CUDA=on but nvcc was not found (install the CUDA toolkit or set CUDACXX)');
-  process.exit(1);
-}
-const env = { ...process.env, EMBEDSTACK_CUDA: nvcc ? 'on' : 'off' };
-if (nvcc && !process.env.CUDACXX && nvcc !== 'nvcc') env.CUDACXX = nvcc;
-if (nvcc) {
-  note(`building device code with ${nvcc} for CUDA architectures ${process.env.EMBEDSTACK_CUDA_ARCHITECTURES || '80;90'}, plus the host mode`);
-} else {
-  note(
-    mode === 'off'
-      ? 'EMBEDSTACK_CUDA=off: building the host mode only (backend "cuda-host")'
-      : 'nvcc not found: building the host mode only (backend "cuda-host"; install the CUDA toolkit and rebuild for GPUs)',
-  );
-}
+module.exports = { findNvcc };
 
-let cli;
-try {
-  cli = require.resolve('cmake-js/bin/cmake-js', { paths: [root] });
-} catch {
-  note('cmake-js is not installed: run the install first');
-  process.exit(1);
+if (require.main === module) {
+  const nvcc = mode === 'off' || argv.includes('--asan') ? null : findNvcc();
+  if (mode === 'on' && !nvcc) {
+    note('EMBEDSTACK_CUDA=on but nvcc was not found (install the CUDA toolkit or set CUDACXX)');
+    process.exit(1);
+  }
+  const env = { ...process.env, EMBEDSTACK_CUDA: nvcc ? 'on' : 'off' };
+  if (nvcc && !process.env.CUDACXX && nvcc !== 'nvcc') env.CUDACXX = nvcc;
+  if (nvcc) {
+    note(`building device code with ${nvcc} for CUDA architectures ${process.env.EMBEDSTACK_CUDA_ARCHITECTURES || '80;90'}, plus the host mode`);
+  } else {
+    note(
+      mode === 'off'
+        ? 'EMBEDSTACK_CUDA=off: building the host mode only (backend "cuda-host")'
+        : 'nvcc not found: building the host mode only (backend "cuda-host"; install the CUDA toolkit and rebuild for GPUs)',
+    );
+  }
+
+  let cli;
+  try {
+    cli = require.resolve('cmake-js/bin/cmake-js', { paths: [root] });
+  } catch {
+    note('cmake-js is not installed: run the install first');
+    process.exit(1);
+  }
+  const args = [cli, argv.includes('--rebuild') ? 'rebuild' : 'compile', '--out', out, '--log-level', 'warn'];
+  if (argv.includes('--asan')) args.push('--CDEMBEDSTACK_ASAN=ON', '--debug');
+  if (!existsSync(join(root, 'CMakeLists.txt'))) {
+    note('CMakeLists.txt is missing: the package is incomplete');
+    process.exit(1);
+  }
+  const r = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit', env });
+  process.exit(r.status ?? 1);
 }
-const args = [cli, argv.includes('--rebuild') ? 'rebuild' : 'compile', '--out', out, '--log-level', 'warn'];
-if (argv.includes('--asan')) args.push('--CDEMBEDSTACK_ASAN=ON', '--debug');
-if (!existsSync(join(root, 'CMakeLists.txt'))) {
-  note('CMakeLists.txt is missing: the package is incomplete');
-  process.exit(1);
-}
-const r = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit', env });
-process.exit(r.status ?? 1);

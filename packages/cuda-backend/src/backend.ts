@@ -12,7 +12,7 @@ import {
 } from '@embedstack/core';
 import { cpus } from 'node:os';
 import { CudaRawTable, type MemoryBreakdown } from './cudaTable.js';
-import { type CudaAddonLoad, cudaAddon } from './loader.js';
+import { type CudaAddonLoad, cudaAddon, prebuiltDeviceReason } from './loader.js';
 import { PLACEMENT_FIELDS, PlacementField } from './native.js';
 
 /** Where a CUDA backend's tables live and its kernels run: `'device'` (GPU memory, GPU kernels) or `'host'` (the same kernels on CPU threads, host memory). */
@@ -90,7 +90,7 @@ export class CudaBackend implements EmbeddingBackend {
     if (!load.binding) return load.reason ?? 'the CUDA backend addon is not available';
     if (this.mode === 'host') return undefined;
     const s = load.binding.deviceStatus();
-    if (!s.usable) return s.reason;
+    if (!s.usable) return load.build === 'prebuilt' && !s.compiled ? prebuiltDeviceReason(load.path ?? '?') : s.reason;
     if (this.#device >= s.devices.length) return `device ${this.#device} does not exist (this machine has ${s.devices.length})`;
     return undefined;
   }

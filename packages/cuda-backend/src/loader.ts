@@ -1,18 +1,21 @@
 import { InvalidTypeError, invalidParameter } from '@embedstack/core';
-import { loadAddon as tryAddon, type AddonAttempt } from '@embedstack/cpu-backend';
+import { type AddonAttempt, type NativePackage, addonCommands, explain, loadAddon, prebuiltCandidates } from '@embedstack/cpu-backend';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { PLACEMENT_FIELDS, type CudaBinding } from './native.js';
 
 /**
- * Finds and loads the CUDA backend's addon and explains itself when it cannot.
+ * Finds and loads the CUDA backend's addon and explains itself when it cannot, with
+ * cpu-backend's loader (the same candidate handling, table-ABI check, prebuilt-binary
+ * matching, staleness guard and explanations; this file only names the package).
  * Candidates: `EMBEDSTACK_CUDA_ADDON` (a .node file, or a directory holding one or
- * build/Release below it) when set; else build/Release, build/Debug and build under
- * the package root. The addon's table ABI is the CPU backend's: a build whose
- * vector lengths differ from this package's is stale and skipped. Never throws.
+ * build/Release below it) when set; else the source build (build/Release,
+ * build/Debug), then this platform's prebuilt binary of the host mode
+ * (prebuilds/<platform>-<arch>/, node-gyp-build's matching), then build/. A source
+ * build comes first because only it can hold device code. Never throws.
  */
 
-/** File name of the CUDA backend's native addon. */
+/** File name of the CUDA backend's native addon (a source build's build/Release/<this>). */
 export const CUDA_ADDON_FILE = 'embedstack_cuda.node';
 
 /** The outcome of loading the CUDA addon: the binding, or why there is none. */
@@ -25,11 +28,27 @@ export interface CudaAddonLoad {
   attempts: AddonAttempt[];
   /** Why the addon is unusable and how to fix it (null when loaded). */
   reason: string | null;
+  /** 'prebuilt' (prebuilds/: the host mode only), 'source' (compiled on this machine) or null. */
+  build: 'prebuilt' | 'source' | null;
 }
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
-const BUILD = 'pnpm --filter @embedstack/cuda-backend build';
-const REBUILD = 'pnpm --filter @embedstack/cuda-backend rebuild';
+
+/** The CPU ABI (checked by the shared loader) plus this addon's own functions and placement vector. */
+function isCudaBinding(b: unknown): b is CudaBinding {
+  const x = b as Partial<CudaBinding> | null;
+  return !!x && typeof x.deviceStatus === 'function' && typeof x.memoryBreakdown === 'function' && x.abiFields?.placement === PLACEMENT_FIELDS;
+}
+
+/** This package, as cpu-backend's loader sees it. */
+const CUDA_PACKAGE: NativePackage = {
+  name: '@embedstack/cuda-backend',
+  title: "The CUDA backend's addon",
+  root: packageRoot,
+  addonFile: CUDA_ADDON_FILE,
+  buildNote: 'with nvcc on the PATH it also builds the device code',
+  check: (b) => (isCudaBinding(b) ? null : 'stale build: not a CUDA backend addon of this version'),
+};
 
 /** Where the addon is looked for, in order. */
 export function cudaCandidatePaths(env: NodeJS.ProcessEnv = process.env): string[] {
@@ -40,30 +59,13 @@ export function cudaCandidatePaths(env: NodeJS.ProcessEnv = process.env): string
     if (override.endsWith('.node')) return [override];
     return [join(override, CUDA_ADDON_FILE), join(override, 'build', 'Release', CUDA_ADDON_FILE)];
   }
-  return ['Release', 'Debug', ''].map((d) => join(packageRoot, 'build', d, CUDA_ADDON_FILE));
+  const build = (d: string) => join(packageRoot, 'build', d, CUDA_ADDON_FILE);
+  return [build('Release'), build('Debug'), ...prebuiltCandidates(packageRoot), build('')];
 }
 
-/** One sentence per cause with the command that fixes it. */
+/** One sentence per cause with the command that fixes it (cpu-backend's `explain` for this package). */
 export function explainCudaAttempts(attempts: AddonAttempt[]): string {
-  if (!Array.isArray(attempts) || attempts.some((a) => typeof a !== 'object' || a === null || typeof a.path !== 'string' || typeof a.error !== 'string')) {
-    throw invalidParameter('attempts', 'an array of { path, error } strings', attempts, InvalidTypeError);
-  }
-  const tried = attempts.map((a) => `\n  - ${a.path}: ${a.error.split('\n')[0]}`).join('');
-  const head = `The CUDA backend's addon (@embedstack/cuda-backend) could not be loaded. Tried:${tried}\n`;
-  const errors = attempts.map((a) => a.error).join('\n');
-  if (/NODE_MODULE_VERSION|undefined symbol|napi_|node-api/i.test(errors)) return `${head}It was built for another Node.js version or is incomplete: rebuild it with \`${REBUILD}\`.`;
-  if (/ELF|wrong ELF class|exec format/i.test(errors)) return `${head}It was built for another platform: rebuild it on this machine with \`${REBUILD}\`.`;
-  if (/stale build/i.test(errors)) return `${head}It is older than the JavaScript side (stale build): rebuild it with \`${REBUILD}\`.`;
-  if (attempts.every((a) => /ENOENT/.test(a.error))) {
-    return `${head}It is not built: run \`${BUILD}\` (needs cmake and a C++17 compiler; with nvcc it also builds the device code).`;
-  }
-  return `${head}Rebuild it with \`${REBUILD}\`; if that fails, the errors above say why.`;
-}
-
-/** The CPU ABI (checked by the CPU loader) plus this addon's own functions and placement vector. */
-function isCudaBinding(b: unknown): b is CudaBinding {
-  const x = b as Partial<CudaBinding> | null;
-  return !!x && typeof x.deviceStatus === 'function' && typeof x.memoryBreakdown === 'function' && x.abiFields?.placement === PLACEMENT_FIELDS;
+  return explain(attempts, undefined, CUDA_PACKAGE);
 }
 
 /** Tries each candidate; returns the first binding that loads and matches this package's ABI. */
@@ -71,13 +73,23 @@ export function loadCudaAddon(candidates: string[] = cudaCandidatePaths()): Cuda
   if (!Array.isArray(candidates) || candidates.some((c) => typeof c !== 'string')) {
     throw invalidParameter('candidates', 'an array of addon paths', candidates, InvalidTypeError);
   }
-  // The CPU backend's loader tries the paths and checks the shared table ABI.
-  const load = tryAddon(candidates);
-  const attempts = [...load.attempts];
-  const binding: unknown = load.binding;
-  if (isCudaBinding(binding)) return { binding, path: load.path, attempts, reason: null };
-  if (binding) attempts.push({ path: load.path ?? '?', error: 'stale build: not a CUDA backend addon of this version' });
-  return { binding: null, path: null, attempts, reason: explainCudaAttempts(attempts) };
+  const load = loadAddon(candidates, process.env, CUDA_PACKAGE);
+  const binding = load.binding as unknown;
+  if (isCudaBinding(binding)) return { binding, path: load.path, attempts: load.attempts, reason: null, build: load.build };
+  return { binding: null, path: null, attempts: load.attempts, reason: load.reason, build: null };
+}
+
+/**
+ * Why a prebuilt binary cannot run the device mode, and the fix: prebuilt binaries
+ * are the host mode only (see the README's "Install"); a device build is compiled
+ * on the user's machine, with nvcc.
+ */
+export function prebuiltDeviceReason(path: string): string {
+  const { rebuild } = addonCommands(CUDA_PACKAGE);
+  return (
+    `the loaded addon is the prebuilt binary of the host mode (${path}), which has no device code: ` +
+    `install the CUDA toolkit (nvcc) and build from source with \`EMBEDSTACK_CUDA=on ${rebuild}\`; the host mode runs as backend 'cuda-host'`
+  );
 }
 
 let cached: CudaAddonLoad | undefined;

@@ -39,6 +39,28 @@ describe('InProcessCommunicator.reduceScatter', () => {
     }
   });
 
+  it('4 and 6 devices: the same device-order sums as a plain loop, receive buffers laid end to end or apart', async () => {
+    for (const n of [4, 6]) {
+      const c = new InProcessCommunicator(n);
+      const sizes = Array.from({ length: n }, (_, d) => (d % 3) + 1);
+      const total = sizes.reduce((a, b) => a + b, 0);
+      const part = (d: number, i: number): number => (d % 2 ? -1 : 1) * (0.1 * (d + 1) + 2 ** -(20 + i + d));
+      const want = Array.from({ length: total }, (_, i) => {
+        let x = 0;
+        for (let d = 0; d < n; d++) x += part(d, i);
+        return Math.fround(x);
+      });
+      const out = new Float32Array(total);
+      let at = 0;
+      const views = sizes.map((len) => out.subarray(at, (at += len)));
+      const apart = sizes.map((len) => new Float32Array(len));
+      for (const recv of [views, apart]) {
+        await c.reduceScatter(recv, adding(part));
+        expect(recv.flatMap((r) => Array.from(r))).toEqual(want);
+      }
+    }
+  });
+
   it('one device: the receive buffers hold its send buffer rounded to float32', async () => {
     const c = new InProcessCommunicator(1);
     const recv = [new Float32Array(2)];

@@ -152,7 +152,8 @@ async function planLoad(dir: string, v: SokVariable, opt: OptimizerWrapper | nul
   if (meta.format !== DUMP_FORMAT || meta.version !== 1) throw new CheckpointCorruptError(`${f.meta} is not a sok dump (format ${String(meta.format)} version ${String(meta.version)})`);
   if (meta.dimension !== v.dimension) throw invalidParameter(`dir (the dump of "${v.name}")`, `rows of dimension ${v.dimension} (the variable's)`, `dimension ${meta.dimension}`);
   if (meta.kind !== v.kind) throw invalidParameter(`dir (the dump of "${v.name}")`, `a ${v.kind} variable's rows`, `a ${meta.kind} variable's`);
-  if (v.kind === 'static' && meta.rows > (v as unknown as { rows: number }).rows) throw invalidParameter(`dir (the dump of "${v.name}")`, `at most ${(v as unknown as { rows: number }).rows} rows`, meta.rows);
+  const rows = v.staticRows;
+  if (rows !== null && meta.rows > rows) throw invalidParameter(`dir (the dump of "${v.name}")`, `at most ${rows} rows`, meta.rows);
   if (v.kind === 'dynamic' && meta.keyType !== v.keyDtype && v.keyDtype === 'int32') throw invalidParameter(`dir (the dump of "${v.name}")`, "int32 keys (keyType 'int32')", `${meta.keyType} keys`);
   const keyBytes = meta.keyType === 'int32' ? 4 : 8;
   const expect = async (path: string, what: string, n: number) => {
@@ -222,8 +223,9 @@ async function loadOne(dir: string, p: LoadPlan): Promise<void> {
       };
       const rawKeys = await read(0, keyBytes);
       let keys: Keys = meta.keyType === 'int32' ? new Int32Array(rawKeys) : new BigInt64Array(rawKeys);
-      if (v.kind === 'static') {
-        checkRowIndices(keys, (v as unknown as { rows: number }).rows, `the row ids in ${paths[0]}`, v.name);
+      const rows = v.staticRows;
+      if (rows !== null) {
+        checkRowIndices(keys, rows, `the row ids in ${paths[0]}`, v.name);
         keys = Int32Array.from(keys as BigInt64Array, (k) => Number(k));
       }
       const values = new Float32Array(await read(1, dim * 4));

@@ -104,6 +104,11 @@ export class DynamicVariable extends SokVariable {
     return 'dynamic';
   }
 
+  /** @internal Null: a dynamic variable has keys, not a fixed number of rows. */
+  get staticRows(): null {
+    return null;
+  }
+
   override get scoredByClock(): boolean {
     return this.evictStrategy !== 'customized';
   }

@@ -24,8 +24,8 @@ function firstOutsideInt32(input: unknown): number {
  * @throws InvalidTypeError (not ids), OutOfRangeError naming `argument[i]`
  */
 export function idsFor(v: SokVariable, input: unknown, argument: string): Keys {
-  if (v.kind === 'static') {
-    const rows = (v as unknown as { rows: number }).rows;
+  const rows = v.staticRows;
+  if (rows !== null) {
     if (input instanceof Int32Array || (input as { data?: unknown })?.data instanceof Int32Array) {
       const k = normalizeKeys(input, 'int32', argument);
       checkRowIndices(k, rows, argument, v.name);

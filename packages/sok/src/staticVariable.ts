@@ -63,6 +63,11 @@ export class Variable extends SokVariable {
     return 'static';
   }
 
+  /** @internal The global rows (`rows`). */
+  get staticRows(): number {
+    return this.rows;
+  }
+
   /** `[rows, dimension]`. */
   get shape(): [number, number] {
     return [this.rows, this.dimension];

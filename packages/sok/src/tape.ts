@@ -102,7 +102,8 @@ export class IndexedSlices {
 /** IndexedSlices of `variable` from the tape: values computed lazily from the pooled gradients. */
 function pooledSlices(variable: SokVariable, parts: PooledPart[]): IndexedSlices {
   const keys = concatKeys(parts.map((p) => p.bag.keys));
-  const dense = variable.kind === 'static' ? [(variable as unknown as { rows: number }).rows, variable.dimension] : null;
+  const rows = variable.staticRows;
+  const dense = rows === null ? null : [rows, variable.dimension];
   return new IndexedSlices(LAZY, keys, dense, { variable, parts });
 }
 

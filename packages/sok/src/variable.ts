@@ -77,6 +77,9 @@ export abstract class SokVariable {
   /** 'dynamic' ({@link DynamicVariable}) or 'static' ({@link Variable}). */
   abstract get kind(): 'dynamic' | 'static';
 
+  /** @internal Global rows of a static {@link Variable} (its `rows`); null for a {@link DynamicVariable}. */
+  abstract get staticRows(): number | null;
+
   /** @internal True when the device tables score rows by the facade's clock (epochLru). */
   get scoredByClock(): boolean {
     return false;

@@ -11,7 +11,7 @@ import {
 } from '@embedstack/core';
 import type { OptimizerWrapper, SokVariable } from '@embedstack/sok';
 import { keysAs, toCore, toSparse, type IdsInput } from './ids.js';
-import { SparseEmbeddingLayer, type SparseLayerOptions } from './sparseLayer.js';
+import { hasMethod, SparseEmbeddingLayer, type SparseLayerOptions } from './sparseLayer.js';
 
 /** SOK's combiners (`sok.lookupSparse`). */
 export type SokCombiner = 'sum' | 'mean';
@@ -47,8 +47,9 @@ function loadSok(): Promise<SokModule> {
 }
 
 function isSokVariable(v: unknown): v is SokVariable {
-  const x = v as { dimension?: unknown; keyDtype?: unknown } | null;
-  return typeof x === 'object' && x !== null && typeof x.dimension === 'number' && (x.keyDtype === 'int32' || x.keyDtype === 'int64');
+  if (typeof v !== 'object' || v === null) return false;
+  const keyDtype: unknown = Reflect.get(v, 'keyDtype');
+  return typeof Reflect.get(v, 'dimension') === 'number' && (keyDtype === 'int32' || keyDtype === 'int64');
 }
 
 /**
@@ -81,8 +82,7 @@ export class SokEmbeddingLayer extends SparseEmbeddingLayer {
     list.forEach((v, i) => {
       if (!isSokVariable(v)) throw invalidParameter(Array.isArray(o.variables) ? `options.variables[${i}]` : 'options.variables', 'a sok.DynamicVariable or sok.Variable', v, InvalidTypeError);
     });
-    const opt = o.optimizer as unknown as { applyGradients?: unknown } | null;
-    if (typeof opt !== 'object' || opt === null || typeof opt.applyGradients !== 'function') {
+    if (!hasMethod(o.optimizer, 'applyGradients')) {
       throw invalidParameter('options.optimizer', 'a sok.OptimizerWrapper', o.optimizer, InvalidTypeError);
     }
     let combiners: SokCombiner[] | null = null;

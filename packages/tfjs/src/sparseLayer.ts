@@ -90,6 +90,11 @@ function deinterleave(all: Float32Array, widths: readonly number[], batch: numbe
   });
 }
 
+/** True when `x` is an object with a method `name` (how the layers recognise a facade's optimizer without importing it). */
+export function hasMethod(x: unknown, name: string): boolean {
+  return typeof x === 'object' && x !== null && typeof Reflect.get(x, name) === 'function';
+}
+
 /**
  * The base of embedstack's tfjs layers: a `tf.layers.Layer` whose activations come
  * from a facade lookup made before the tfjs graph runs, and whose backward hands the
@@ -238,14 +243,15 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     const positions = this.#positions(x as tf.Tensor, b);
     const anchor = this.#anchor!.read();
     return tf.tidy(() => {
-      const forward = (a: tf.Tensor) => ({
+      // the one input is `anchor`: its gradient is zeros; the sparse step runs in #backward
+      const forward: Parameters<typeof tf.customGrad>[0] = () => ({
         value: tf.clone(b.combined),
-        gradFunc: (dy: tf.Tensor | tf.Tensor[]) => {
-          this.#backward(b, Array.isArray(dy) ? dy[0]! : dy);
-          return tf.zerosLike(a);
+        gradFunc: (dy) => {
+          this.#backward(b, dy);
+          return tf.zerosLike(anchor);
         },
       });
-      const sparse = tf.customGrad(forward as unknown as Parameters<typeof tf.customGrad>[0]);
+      const sparse = tf.customGrad(forward);
       let out: tf.Tensor = sparse(anchor);
       if (positions) out = tf.gather(out, tf.tensor1d(positions, 'int32'));
       const n = out.shape[0]!;
@@ -293,10 +299,9 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     this.release();
     this.#released = true;
     if (!this.built) return { refCountAfterDispose: 0, numDisposedVariables: 0 };
-    const self = this as unknown as { _refCount: number | null };
-    if (self._refCount !== null) return super.dispose();
+    if (this._refCount !== null) return super.dispose();
     // Built by a lookup but never applied: tfjs's dispose refuses an unused layer, so free the weight here.
-    self._refCount = 0;
+    this._refCount = 0;
     return { refCountAfterDispose: 0, numDisposedVariables: this.disposeWeights() };
   }
 }

@@ -16,7 +16,7 @@ import {
 } from '@embedstack/core';
 import type { AnyVariable, Optimizer } from '@embedstack/tfra';
 import { keysAs, toCore, toSparse, type IdsInput } from './ids.js';
-import { SparseEmbeddingLayer, type SparseLayerOptions } from './sparseLayer.js';
+import { hasMethod, SparseEmbeddingLayer, type SparseLayerOptions } from './sparseLayer.js';
 
 /** Options of `new TfraEmbeddingLayer(...)`. */
 export interface TfraEmbeddingLayerOptions extends Omit<SparseLayerOptions, 'output'> {
@@ -95,13 +95,13 @@ export class TfraEmbeddingLayer extends SparseEmbeddingLayer {
     const o = checkOptions<TfraEmbeddingLayerOptions>(options, ['variable', 'optimizer', 'combiner', 'maxNorm', 'inputLength', 'trainableName', 'name', 'inputShape'], 'options', {
       required: true,
     });
-    const v = o.variable as unknown as { dim?: unknown; keyDtype?: unknown } | null;
-    if (typeof v !== 'object' || v === null || typeof v.dim !== 'number' || typeof v.keyDtype !== 'string') {
+    const v: unknown = o.variable;
+    const keyDtype: unknown = typeof v === 'object' && v !== null ? Reflect.get(v, 'keyDtype') : undefined;
+    if (typeof v !== 'object' || v === null || typeof Reflect.get(v, 'dim') !== 'number' || typeof keyDtype !== 'string') {
       throw invalidParameter('options.variable', 'a de.Variable from @embedstack/tfra', o.variable, InvalidTypeError);
     }
-    if (v.keyDtype !== 'int32' && v.keyDtype !== 'int64') throw invalidParameter('options.variable', "a Variable with keyDtype 'int32' or 'int64'", `keyDtype '${v.keyDtype}'`, InvalidTypeError);
-    const opt = o.optimizer as unknown as { applyGradients?: unknown } | null;
-    if (typeof opt !== 'object' || opt === null || typeof opt.applyGradients !== 'function') {
+    if (keyDtype !== 'int32' && keyDtype !== 'int64') throw invalidParameter('options.variable', "a Variable with keyDtype 'int32' or 'int64'", `keyDtype '${keyDtype}'`, InvalidTypeError);
+    if (!hasMethod(o.optimizer, 'applyGradients')) {
       throw invalidParameter('options.optimizer', 'a tfra optimizer wrapped by de.DynamicEmbeddingOptimizer', o.optimizer, InvalidTypeError);
     }
     const combiner = o.combiner === undefined || o.combiner === null ? null : validateCombiner(o.combiner);

@@ -90,6 +90,22 @@ describe('embeddingLookupSparse', () => {
     expect(t.shape).toEqual([4]);
   });
 
+  for (const devices of [['a'], ['a', 'b', 'c']]) {
+    it(`trains the ids as they were at the call when the caller overwrites its SparseTensor's ids before the step (${devices.length} shard(s))`, async () => {
+      const v = await table({ devices });
+      const values = new BigInt64Array([1n, 3n, 0n, 1n]);
+      const sp = new de.SparseTensor([[0, 0], [0, 1], [1, 0], [2, 3]], values, [4, 4]);
+      await de.embeddingLookupSparse(v, sp, null, { combiner: 'sum', name: 'ow' });
+      values.fill(7n); // the caller reuses its buffer for the next batch
+      const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }));
+      // output rows' gradients: row 0 [1, 1], row 1 [2, 2], row 2 [4, 4], row 3 [8, 8] (empty: no id)
+      await opt.applyGradients([[Float32Array.from([1, 1, 2, 2, 4, 4, 8, 8]), v.getTrainableByName('ow/embedding_lookup') as de.ShadowVariable]]);
+      // sum: each id gets its row's gradient; key 1 is in rows 0 and 2 (1 + 4), key 3 in row 0, key 0 in row 1; key 7 untouched
+      const got = await v.lookup([0n, 1n, 3n, 7n]);
+      close(got.data, [[0 - 2, 0 - 2], [1 - 5, 10 - 5], [3 - 1, 30 - 1], [7, 70]]);
+    });
+  }
+
   it('refuses a bad combiner (ValueError), non-sparse ids or weights (TypeError), mismatched weights', async () => {
     const v = await table();
     await expectError(de.embeddingLookupSparse(v, ids(), null, { combiner: 'max' as de.SparseLookupOptions['combiner'] }), 'INVALID_ARGUMENT', 'combiner', '"max"');

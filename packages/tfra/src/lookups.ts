@@ -76,14 +76,24 @@ function trainableOf(v: AnyVariable, st: VariableState, name: string, maxNorm: n
 }
 
 /**
- * Records a lookup on its trainable in train mode. Remote stores (written by other
- * processes) get the rows read now; in-memory variables copy them lazily (shadow.ts).
+ * The ids a lookup records in train mode: a copy of the caller's (the caller may
+ * reuse its array before the training step), or `keys` itself when `owned` (an array
+ * the lookup made); null in inference mode (nothing is recorded).
  */
-async function record(st: VariableState, t: ShadowVariable, r: LookupRecord): Promise<void> {
-  if (getModelMode() !== 'train') return;
-  const ids = r.ids.slice() as Keys;
-  const rec = { ...r, ids };
-  t.record(rec, st.cfg.kvCreator.local ? null : await st.find(ids));
+function recordedIds(keys: Keys, owned: boolean): Keys | null {
+  if (getModelMode() !== 'train') return null;
+  return owned ? keys : (keys.slice() as Keys);
+}
+
+/**
+ * Records a lookup on its trainable (`r.ids` from {@link recordedIds}; null: inference
+ * mode, nothing). Remote stores (written by other processes) get the rows read now;
+ * in-memory variables copy them lazily (shadow.ts).
+ */
+async function record(st: VariableState, t: ShadowVariable, r: Omit<LookupRecord, 'ids'> & { ids: Keys | null }): Promise<void> {
+  const ids = r.ids;
+  if (ids === null) return;
+  t.record({ ...r, ids }, st.cfg.kvCreator.local ? null : await st.find(ids));
 }
 
 /** One bag row per id (identity row splits). */
@@ -108,7 +118,7 @@ async function denseLookup(params: unknown, ids: unknown, options: unknown, defa
   const { v, st, k, name, maxNorm, returnTrainable, out } = denseArgs(params, ids, options, defaultName);
   const trainable = trainableOf(v, st, name, maxNorm);
   const rows = maxNorm > 0 ? await st.pool(rowsBag(k.keys), 'sum', maxNorm, out) : (await st.find(k.keys, out ? { values: out } : undefined)).values;
-  await record(st, trainable, { ids: k.keys, shape: k.shape, bag: null, maxNorm });
+  await record(st, trainable, { ids: recordedIds(k.keys, false), shape: k.shape, bag: null, maxNorm });
   const t = new Tensor(rows, [...k.shape, v.dim]);
   return returnTrainable ? [t, trainable] : t;
 }
@@ -162,7 +172,11 @@ function checkSparse(v: AnyVariable, spIds: unknown, spWeights: unknown, idsArg:
   }
 }
 
-/** Pools `bag` of `v` with core's combiner and records it on the trainable `name` (the Keras layers use it too). */
+/**
+ * Pools `bag` of `v` with core's combiner and records it on the trainable `name` (the
+ * Keras layers use it too). `owned`: bag.keys is an array the caller made for this
+ * lookup (recorded as it is); otherwise the record copies it while the backend pools.
+ */
 export async function pooledLookup(
   v: AnyVariable,
   st: VariableState,
@@ -172,10 +186,13 @@ export async function pooledLookup(
   maxNorm: number,
   name: string,
   out: Float32Array | null,
+  owned: boolean,
 ): Promise<[Tensor<Float32Array>, ShadowVariable]> {
   const trainable = trainableOf(v, st, name, maxNorm);
-  const pooled = await st.pool(bag, combiner, maxNorm, out);
-  await record(st, trainable, { ids: bag.keys, shape, bag: { rowSplits: bag.rowSplits, weights: bag.weights, combiner }, maxNorm });
+  const pending = st.pool(bag, combiner, maxNorm, out);
+  const ids = recordedIds(bag.keys, owned);
+  const pooled = await pending;
+  await record(st, trainable, { ids, shape, bag: { rowSplits: bag.rowSplits, weights: bag.weights, combiner }, maxNorm });
   return [new Tensor(pooled, [...shape, v.dim]), trainable];
 }
 
@@ -204,9 +221,10 @@ export async function embeddingLookupSparse(
   const maxNorm = validateMaxNorm(o.maxNorm);
   const returnTrainable = checkBoolean(o.returnTrainable, 'returnTrainable', false);
   const nrows = spIds.denseShape[0]!;
+  // rows in order: the SparseTensor's own ids, no pass over them (core found the row splits at construction)
   const { bag } = toOrderedBag(spIds, spWeights ? (spWeights.values as Float32Array) : null, storageDtype(v.keyDtype), 'spIds');
   const out = outArray(o.out, nrows * v.dim);
-  const [t, trainable] = await pooledLookup(v, st, bag, [nrows], combiner, maxNorm, `${name}/embedding_lookup`, out);
+  const [t, trainable] = await pooledLookup(v, st, bag, [nrows], combiner, maxNorm, `${name}/embedding_lookup`, out, bag.keys !== spIds.values);
   return returnTrainable ? [t, trainable] : t;
 }
 
@@ -285,6 +303,6 @@ export async function safeEmbeddingLookupSparse(
   }
   const bag = bagFromSegments(segs, keys, weights, nrows);
   const out = outArray(o.out, nrows * v.dim);
-  const [t, trainable] = await pooledLookup(v, st, bag, outer, combiner, maxNorm, `${name}/embedding_lookup_sparse/embedding_lookup`, out);
+  const [t, trainable] = await pooledLookup(v, st, bag, outer, combiner, maxNorm, `${name}/embedding_lookup_sparse/embedding_lookup`, out, true);
   return returnTrainable ? [t, trainable] : t;
 }

@@ -15,6 +15,8 @@ import type { KVCreator } from './kvCreators.js';
 export interface ShardStore {
   /** The shard's own table once prepared by its creator (connected, imported), or null for views. */
   ready(): Promise<EmbeddingTable | null>;
+  /** The shard's own table when its preparation has already finished (a call on it then starts now, not a tick later), else null. */
+  readyNow(): EmbeddingTable | null;
   /** Reads rows (never inserts); `opts` (caller arrays, a shard plan) go to the table. */
   find(keys: Keys, opts?: FindOptions): Promise<FindResult>;
   upsert(keys: Keys, values: Float32Array): Promise<void>;
@@ -30,6 +32,7 @@ export interface ShardStore {
 /** The store of a Variable's own table (looked up through `table()`, which may be replaced when slots are added). */
 export function tableStore(table: () => EmbeddingTable, creator: KVCreator): ShardStore {
   const prepared = new WeakMap<EmbeddingTable, Promise<void>>();
+  const done = new WeakSet<EmbeddingTable>();
   const ready = async (): Promise<EmbeddingTable> => {
     const t = table();
     let p = prepared.get(t);
@@ -38,7 +41,12 @@ export function tableStore(table: () => EmbeddingTable, creator: KVCreator): Sha
       prepared.set(t, p);
     }
     await p;
+    done.add(t);
     return t;
+  };
+  const readyNow = (): EmbeddingTable | null => {
+    const t = table();
+    return done.has(t) ? t : null;
   };
   const scores = (keys: Keys) => {
     const s = creator.scoresFor(keys);
@@ -46,6 +54,7 @@ export function tableStore(table: () => EmbeddingTable, creator: KVCreator): Sha
   };
   return {
     ready,
+    readyNow,
     find: async (keys, opts) => (await ready()).find(keys, opts),
     upsert: async (keys, values) => (await ready()).upsert(keys, values, scores(keys)),
     accum: async (keys, deltas, exists) => (await ready()).accum(keys, deltas, exists, scores(keys)),
@@ -138,6 +147,7 @@ export function slotStore(table: () => EmbeddingTable, slot: number, viewName: s
       await t.importRows(keyArr, outValues, outSlots, outScores);
     },
     ready: () => Promise.resolve(null),
+    readyNow: () => null,
     accum: () => unsupported('accum'),
     remove: () => unsupported('remove'),
     clear: () => unsupported('clear'),

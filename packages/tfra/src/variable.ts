@@ -99,16 +99,19 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
   declare readonly restrictPolicy: RestrictPolicy | null;
 
   /** @throws InvalidArgumentError / InvalidTypeError naming the option (restrictPolicy not a policy class: InvalidTypeError) */
-  constructor(options: VariableOptions & { keyDtype?: D } = {}) {
-    const view = pendingView;
-    pendingView = null;
-    const cfg = view ? view.cfg : resolveVariableOptions(options);
-    const state = new VariableState(this, cfg, view ? view.source : null);
-    publish(this, cfg);
-    if (view) {
+  constructor(options?: VariableOptions & { keyDtype?: D });
+  /** @internal A slot view: the variable over one optimizer slot of a primary variable (made by `getSlotVariables`). */
+  constructor(view: SlotViewInit);
+  constructor(options: (VariableOptions & { keyDtype?: D }) | SlotViewInit = {}) {
+    if (options instanceof SlotViewInit) {
+      new VariableState(this, options.cfg, options.source); // registers itself as this view's internal object (stateOf)
+      publish(this, options.cfg);
       Object.defineProperty(this, 'restrictPolicy', { value: null, enumerable: true });
       return;
     }
+    const cfg = resolveVariableOptions(options);
+    const state = new VariableState(this, cfg, null);
+    publish(this, cfg);
     try {
       const policy = cfg.restrictPolicy ? new cfg.restrictPolicy(this as Variable<TfraKeyDtype>) : null;
       Object.defineProperty(this, 'restrictPolicy', { value: policy, enumerable: true });
@@ -461,8 +464,19 @@ function publish(v: Variable<TfraKeyDtype>, cfg: ResolvedVariableOptions): void 
   for (const [k, value] of Object.entries(props)) Object.defineProperty(v, k, { value, enumerable: true });
 }
 
-/** The next Variable the constructor makes is this slot view (set just before `new Variable()` by slotView). */
-let pendingView: { cfg: ResolvedVariableOptions; source: ViewSource } | null = null;
+/**
+ * What the Variable constructor makes a slot view of (internal: `slotView` passes it
+ * as the constructor's argument; not exported by the package, so user options are
+ * never mistaken for it).
+ */
+export class SlotViewInit {
+  constructor(
+    /** The view's options: the primary's, renamed, float32, not trainable. */
+    readonly cfg: ResolvedVariableOptions,
+    /** The slot's stores and tables. */
+    readonly source: ViewSource,
+  ) {}
+}
 
 /** Slot views of one primary variable, made once per binding. */
 const views = new WeakMap<object, Variable<TfraKeyDtype>[]>();
@@ -487,8 +501,7 @@ function slotView<D extends TfraKeyDtype>(primary: Variable<D>, st: VariableStat
     sharedName: `shared_name.${name}`,
   };
   const stores = Array.from({ length: st.shardNum }, (_, i) => slotStore(() => slotTables()[i]!, j, name));
-  pendingView = { cfg, source: { stores, tables: slotTables } };
-  const v = new Variable<D>();
+  const v = new Variable<D>(new SlotViewInit(cfg, { stores, tables: slotTables }));
   st.onDispose.push(() => v.dispose());
   list[j] = v as Variable<TfraKeyDtype>;
   void primary;

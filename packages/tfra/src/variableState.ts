@@ -222,11 +222,20 @@ export class VariableState {
    * 'min' over shards, a custom partitioner): the rows are read per shard (find) and
    * pooled by core on a scratch table.
    */
-  async pool(bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, out: Float32Array | null): Promise<Float32Array> {
+  pool(bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, out: Float32Array | null): Promise<Float32Array> {
     this.checkAlive();
     const o = { combiner, maxNorm: maxNorm || null, out };
     const plans = this.plans();
-    if (plans && plans.length === 1) return (await this.stores[0]!.ready())!.lookupCombined(bag, o);
+    if (plans && plans.length === 1) {
+      // a prepared table starts the backend's work before this returns (the caller overlaps its own work with it)
+      const table = this.stores[0]!.readyNow();
+      return table ? table.lookupCombined(bag, o) : this.stores[0]!.ready().then((t) => t!.lookupCombined(bag, o));
+    }
+    return this.#poolShards(bag, combiner, maxNorm, out, plans);
+  }
+
+  async #poolShards(bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, out: Float32Array | null, plans: ShardPlan[] | null): Promise<Float32Array> {
+    const o = { combiner, maxNorm: maxNorm || null, out };
     if (plans && isCombiner(combiner)) {
       const sum = new Float64Array((bag.rowSplits.length - 1) * this.dim);
       for (let s = 0; s < this.shardNum; s++) await (await this.stores[s]!.ready())!.lookupCombinedPartial(bag, { ...o, combiner, plan: plans[s]!, out: sum });

@@ -11,7 +11,8 @@
  *   bytes per key of a tfra-held table at 2M keys (fresh child process, like `memory`).
  * - hps: `HPS.lookup` on the L1-hit path vs core `findSync` of the same keys.
  * - sok: `lookupSparse` on a one-device static Variable vs core `lookupCombined`.
- * `--facades-quick` runs smaller tables (128K rows, 256K keys) for a fast check.
+ * `--facades-quick` runs smaller tables (128K rows, 256K keys) for a fast check;
+ * `--facades-tiny` tiny ones with 2 short samples per figure (CI: the pairings run and agree).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,7 +30,7 @@ import {
 import * as sok from '@embedstack/sok';
 import * as de from '@embedstack/tfra';
 import { Adagrad, FeatureConfig, TableConfig, TPUEmbedding } from '@embedstack/tpu-embedding';
-import type { Job } from '../harness.js';
+import type { Job, MeasureOptions } from '../harness.js';
 import { type Figure, type Group, ratioTarget, type SuiteResult, type Target, valueTarget } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
@@ -40,15 +41,8 @@ import { type MemoryChildResult, runMemoryChild } from './memory.js';
 import type { Suite, SuiteContext } from './types.js';
 
 const DIM = 64;
-/** Bags per call and ids per bag of the pooled lookups (tpu-embedding, embeddingLookupSparse). */
-const BAGS = 4096;
-const IDS = 20;
-/** Keys per call of the tfra lookups and training step. */
-const KEY_BATCH = 65536;
 const LEARNING_RATE = 0.001;
 const INITIAL_ACCUMULATOR = 0.1;
-/** More samples than the default: the facades' ratios are the point, on a machine others share. */
-const MEASURE = { minSamples: 11 } as const;
 
 interface Sizes {
   /** Rows of the static (tpu-embedding) table. */
@@ -57,20 +51,36 @@ interface Sizes {
   keys: number;
   /** Rows of the HPS model. */
   hpsRows: number;
+  /** Bags per call of the pooled lookups (tpu-embedding, sok, embeddingLookupSparse). */
+  bags: number;
+  /** Ids per bag. */
+  idsPerBag: number;
+  /** Keys per call of the tfra lookups and training step. */
+  keyBatch: number;
+  /** How long each figure is sampled. */
+  measure: MeasureOptions;
 }
 
-const SIZES: Sizes = { rows: 1 << 20, keys: 2 << 20, hpsRows: 1 << 18 };
-const QUICK: Sizes = { rows: 1 << 17, keys: 1 << 18, hpsRows: 1 << 16 };
+/** More samples than the default: the facades' ratios are the point, on a machine others share. */
+const MEASURE: MeasureOptions = { minSamples: 11 };
+const SIZES: Sizes = { rows: 1 << 20, keys: 2 << 20, hpsRows: 1 << 18, bags: 4096, idsPerBag: 20, keyBatch: 65536, measure: MEASURE };
+const QUICK: Sizes = { ...SIZES, rows: 1 << 17, keys: 1 << 18, hpsRows: 1 << 16 };
+/** For CI (--facades-tiny): every pairing runs and its outputs are compared; a few short samples, the figures mean nothing. */
+const TINY: Sizes = { rows: 4096, keys: 8192, hpsRows: 4096, bags: 64, idsPerBag: 4, keyBatch: 1024, measure: { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 2 } };
 
 const adagrad = (): OptimizerSpec => optimizers.adagrad({ learningRate: LEARNING_RATE, initialAccumulatorValue: INITIAL_ACCUMULATOR });
 
-/** `n` bags of IDS ids each (uniform row indices below `rows`), rotating over POOL_BATCHES draws. */
-function bagPool(rows: number, seed: number): { splits: Int32Array; ids: Int32Array[] } {
-  const splits = new Int32Array(BAGS + 1);
-  for (let r = 0; r <= BAGS; r++) splits[r] = r * IDS;
-  const all = drawIndices(POOL_BATCHES * BAGS * IDS, rows, 'uniform', seed);
-  const ids = Array.from({ length: POOL_BATCHES }, (_, b) => new Int32Array(all.buffer, b * BAGS * IDS * 4, BAGS * IDS));
-  return { splits, ids };
+/** Row splits of `s.bags` bags of `s.idsPerBag` ids each. */
+function bagSplits(s: Sizes): Int32Array {
+  return Int32Array.from({ length: s.bags + 1 }, (_, r) => r * s.idsPerBag);
+}
+
+/** `s.bags` bags of `s.idsPerBag` ids each (uniform row indices below `s.rows`), rotating over POOL_BATCHES draws. */
+function bagPool(s: Sizes, seed: number): { splits: Int32Array; ids: Int32Array[] } {
+  const n = s.bags * s.idsPerBag;
+  const all = drawIndices(POOL_BATCHES * n, s.rows, 'uniform', seed);
+  const ids = Array.from({ length: POOL_BATCHES }, (_, b) => new Int32Array(all.buffer, b * n * 4, n));
+  return { splits: bagSplits(s), ids };
 }
 
 /** A job awaited per call (a Promise API). */
@@ -84,10 +94,10 @@ const partJob = (label: string, fn: (i: number) => Promise<number>, items: numbe
  * measured right after another pair's job would inherit that job's leftovers (its
  * result buffers' collection, an async call's tail), which biases one side only.
  */
-async function runPairs(entries: readonly Entry[]): Promise<Figure[]> {
+async function runPairs(entries: readonly Entry[], measure: MeasureOptions): Promise<Figure[]> {
   const out: Figure[] = [];
   for (let i = 0; i < entries.length; i += 2) {
-    out.push(...(await runEntries(entries.slice(i, i + 2), MEASURE)));
+    out.push(...(await runEntries(entries.slice(i, i + 2), measure)));
     await settle();
   }
   return out;
@@ -103,14 +113,14 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
 const entry = (job: Job, kind: 'ours' | 'peer', unit: string, note?: string): Entry => ({ job, name: job.label, kind, unit, ...(note ? { note } : {}) });
 
 /** Forward pairs whose first call's outputs were compared before timing: a fast facade that returns other values measures nothing. */
-interface Checks {
+export interface Checks {
   pairs: number;
   /** `ours vs peer: n of m floats differ` per pair that disagreed. */
   differ: string[];
 }
 
 /** Compares a facade's output with the core op's (bit for bit: both pool in float64 and round once) and records the outcome in `c`. */
-function checkSame(c: Checks, what: string, ours: ArrayLike<number>, peer: ArrayLike<number>): void {
+export function checkSame(c: Checks, what: string, ours: ArrayLike<number>, peer: ArrayLike<number>): void {
   c.pairs++;
   let count = Math.abs(ours.length - peer.length);
   for (let i = 0; i < Math.min(ours.length, peer.length); i++) if (!Object.is(ours[i], peer[i])) count++;
@@ -123,17 +133,17 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
   const table = new TableConfig({ vocabularySize: s.rows, dim: DIM, combiner: 'sum', name: 'bench_tpu', initializer: () => values });
   const featureConfig = { f: new FeatureConfig({ table }) };
   const emb = new TPUEmbedding({ featureConfig, optimizer: new Adagrad({ learningRate: LEARNING_RATE, initialAccumulatorValue: INITIAL_ACCUMULATOR }), backend: ctx.backend });
-  emb.build(BAGS);
+  emb.build(s.bags);
   const core = createTable({ kind: 'static', dim: DIM, vocabularySize: s.rows, keyDtype: 'int32', name: 'bench_tpu_core', optimizer: adagrad() }, { backend: ctx.backend });
   try {
     const rowIds = Int32Array.from({ length: s.rows }, (_, i) => i);
     for (let b = 0; b < s.rows; b += FILL_BATCH) core.upsertSync(rowIds.subarray(b, b + FILL_BATCH), values.subarray(b * DIM, Math.min(s.rows, b + FILL_BATCH) * DIM));
-    const { splits, ids } = bagPool(s.rows, 41);
+    const { splits, ids } = bagPool(s, 41);
     const inputs = ids.map((v) => RaggedTensor.fromRowSplits(v, splits));
     const bags: Bag<Int32Array>[] = ids.map((keys) => ({ rowSplits: splits, keys, weights: null }));
-    const nids = BAGS * IDS;
-    const outF = new Float32Array(BAGS * DIM);
-    const outC = new Float32Array(BAGS * DIM);
+    const nids = s.bags * s.idsPerBag;
+    const outF = new Float32Array(s.bags * DIM);
+    const outC = new Float32Array(s.bags * DIM);
     const forward = async (i: number, out: Float32Array | null): Promise<unknown> => {
       await emb.enqueue({ f: inputs[i % inputs.length]! }, { training: false });
       return emb.dequeue(out ? { out: { f: out } } : undefined);
@@ -146,9 +156,9 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
       entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % bags.length]!, sum), nids), 'peer', 'rows/s'),
       entry(asyncJob('tpu enqueue + dequeue({ out })', (i) => forward(i, outF), nids), 'ours', 'rows/s', 'dequeue writes into the caller\'s Float32Array'),
       entry(asyncJob('core lookupCombined({ out })', (i) => core.lookupCombined(bags[i % bags.length]!, { ...sum, out: outC }), nids), 'peer', 'rows/s'),
-    ]);
-    const params = { rows: s.rows, dim: DIM, bags: BAGS, idsPerBag: IDS, combiner: 'sum' };
-    const what = `${formatCount(s.rows)}-row static table, dim ${DIM}, ${BAGS} x ${IDS} ids, sum`;
+    ], s.measure);
+    const params = { rows: s.rows, dim: DIM, bags: s.bags, idsPerBag: s.idsPerBag, combiner: 'sum' };
+    const what = `${formatCount(s.rows)}-row static table, dim ${DIM}, ${s.bags} x ${s.idsPerBag} ids, sum`;
     const gf: Group = { title: `tpu-embedding forward: ${what} (Promise forms)`, params, figures: fwd.slice(0, 2) };
     const go: Group = { title: `tpu-embedding forward into the caller's buffer: ${what}`, params, figures: fwd.slice(2) };
     groups.push(gf, go);
@@ -158,9 +168,9 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
     await sokGroup(ctx, s, values, inputs, bags, groups, targets, checks);
 
     // backward: the gradient of each bag's activation; under 'sum' every id of a bag gets its bag's gradient
-    const grad = valuePattern(BAGS, DIM).map((x) => x * 0.01);
+    const grad = valuePattern(s.bags, DIM).map((x) => x * 0.01);
     const perId = new Float32Array(nids * DIM);
-    for (let b = 0; b < BAGS; b++) for (let j = 0; j < IDS; j++) perId.set(grad.subarray(b * DIM, (b + 1) * DIM), (b * IDS + j) * DIM);
+    for (let b = 0; b < s.bags; b++) for (let j = 0; j < s.idsPerBag; j++) perId.set(grad.subarray(b * DIM, (b + 1) * DIM), (b * s.idsPerBag + j) * DIM);
     const spec = adagrad();
     let step = 1;
     const tpuStep = async (i: number): Promise<number> => {
@@ -172,10 +182,10 @@ async function tpuGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets: 
       entry(partJob('tpu applyGradients', tpuStep, nids), 'ours', 'ids/s', 'Adagrad; enqueue + dequeue before each step untimed'),
       entry(asyncJob('core applyGradients', (i) => core.applyGradients(bags[i % bags.length]!.keys, perId, spec, step++), nids), 'peer', 'ids/s', 'the same per-id gradients, Adagrad'),
       entry(asyncJob('core applyCombinedGradients', (i) => core.applyCombinedGradients(bags[i % bags.length]!, grad, spec, step++, sum), nids), 'peer', 'ids/s', 'the op the facade calls'),
-    ], MEASURE);
+    ], s.measure);
     const gb: Group = {
       title: `tpu-embedding backward: the same table and bags, Adagrad (lr ${LEARNING_RATE})`,
-      params: { rows: s.rows, dim: DIM, bags: BAGS, idsPerBag: IDS, optimizer: 'adagrad' },
+      params: { rows: s.rows, dim: DIM, bags: s.bags, idsPerBag: s.idsPerBag, optimizer: 'adagrad' },
       figures: bwd,
     };
     groups.push(gb);
@@ -209,7 +219,7 @@ async function sokGroup(
     try {
       const rowIds = Int32Array.from({ length: s.rows }, (_, i) => i);
       for (let b = 0; b < s.rows; b += FILL_BATCH) core.upsertSync(rowIds.subarray(b, b + FILL_BATCH), values.subarray(b * DIM, Math.min(s.rows, b + FILL_BATCH) * DIM));
-      const nids = BAGS * IDS;
+      const nids = s.bags * s.idsPerBag;
       const [pooledSok] = await sok.lookupSparse([w], [inputs[0]!], { combiners: 'sum' });
       checkSame(checks, 'sok lookupSparse vs core lookupCombined', pooledSok!.data, await core.lookupCombined(bags[0]!, { combiner: 'sum' }));
       const figures = await runEntries(
@@ -217,11 +227,11 @@ async function sokGroup(
           entry(asyncJob('sok lookupSparse', (i) => sok.lookupSparse([w], [inputs[i % inputs.length]!], { combiners: 'sum' }), nids), 'ours', 'rows/s', 'one device'),
           entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % bags.length]!, { combiner: 'sum' }), nids), 'peer', 'rows/s'),
         ],
-        MEASURE,
+        s.measure,
       );
       const g: Group = {
-        title: `sok lookupSparse: ${formatCount(s.rows)}-row static Variable, dim ${DIM}, ${BAGS} x ${IDS} ids, sum`,
-        params: { rows: s.rows, dim: DIM, bags: BAGS, idsPerBag: IDS, combiner: 'sum', devices: 1 },
+        title: `sok lookupSparse: ${formatCount(s.rows)}-row static Variable, dim ${DIM}, ${s.bags} x ${s.idsPerBag} ids, sum`,
+        params: { rows: s.rows, dim: DIM, bags: s.bags, idsPerBag: s.idsPerBag, combiner: 'sum', devices: 1 },
         figures,
       };
       groups.push(g);
@@ -254,12 +264,13 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
   const core = ctx.fixtures.table(DIM, s.keys);
   const v = tfraVariable(ctx, keys, 'bench_tfra');
   try {
-    const pool = pickKeys(keys, drawIndices(POOL_BATCHES * KEY_BATCH, s.keys, 'uniform', 51));
-    const next = rotating(pool, KEY_BATCH);
-    const outV = new Float32Array(KEY_BATCH * DIM);
-    const outC = { values: new Float32Array(KEY_BATCH * DIM), exists: new Uint8Array(KEY_BATCH) };
+    const batch = s.keyBatch;
+    const pool = pickKeys(keys, drawIndices(POOL_BATCHES * batch, s.keys, 'uniform', 51));
+    const next = rotating(pool, batch);
+    const outV = new Float32Array(batch * DIM);
+    const outC = { values: new Float32Array(batch * DIM), exists: new Uint8Array(batch) };
     const sync = (label: string, fn: (i: number) => unknown, kind: 'ours' | 'peer', note?: string): Entry =>
-      entry({ label, fn: (i) => void fn(i), items: KEY_BATCH }, kind, 'keys/s', note);
+      entry({ label, fn: (i) => void fn(i), items: batch }, kind, 'keys/s', note);
     checkSame(checks, 'tfra lookupSync vs core findSync', v.lookupSync(next(0)).data, core.findSync(next(0)).values);
     checkSame(checks, 'tfra lookup vs core find', (await v.lookup(next(1))).data, (await core.find(next(1))).values);
     const look = await runPairs([
@@ -267,11 +278,11 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
       sync('core findSync', (i) => core.findSync(next(i)), 'peer'),
       sync('tfra lookupSync({ out })', (i) => v.lookupSync(next(i), { out: outV }), 'ours'),
       sync('core findSync({ out })', (i) => core.findSync(next(i), { out: outC }), 'peer'),
-      entry(asyncJob('tfra lookup', (i) => v.lookup(next(i)), KEY_BATCH), 'ours', 'keys/s'),
-      entry(asyncJob('core find', (i) => core.find(next(i)), KEY_BATCH), 'peer', 'keys/s'),
-    ]);
-    const lookParams = { keys: s.keys, dim: DIM, batch: KEY_BATCH };
-    const lookWhat = `${formatCount(s.keys)} keys, dim ${DIM}, ${formatCount(KEY_BATCH)} keys per call, uniform`;
+      entry(asyncJob('tfra lookup', (i) => v.lookup(next(i)), batch), 'ours', 'keys/s'),
+      entry(asyncJob('core find', (i) => core.find(next(i)), batch), 'peer', 'keys/s'),
+    ], s.measure);
+    const lookParams = { keys: s.keys, dim: DIM, batch };
+    const lookWhat = `${formatCount(s.keys)} keys, dim ${DIM}, ${formatCount(batch)} keys per call, uniform`;
     const pairs: [string, string, string][] = [
       ['tfra lookupSync', 'core findSync', `tfra lookupSync: ${lookWhat}`],
       ['tfra lookupSync({ out })', 'core findSync({ out })', `tfra lookupSync into the caller's buffer: ${lookWhat}`],
@@ -283,24 +294,23 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
       targets.push(ratioTarget(g, ours, peer, '>=', 0.8, `${ours} >= 0.8x ${peer}`));
     });
 
-    // the pooled lookup: 4096 bags of 20 keys, sum
-    const splits = new Int32Array(BAGS + 1);
-    for (let r = 0; r <= BAGS; r++) splits[r] = r * IDS;
-    const indices = new Int32Array(BAGS * IDS * 2);
-    for (let b = 0; b < BAGS; b++) for (let j = 0; j < IDS; j++) indices.set([b, j], (b * IDS + j) * 2);
-    const bagKeys = Array.from({ length: 4 }, (_, b) => pickKeys(keys, drawIndices(BAGS * IDS, s.keys, 'uniform', 61 + b)));
-    const sparse = bagKeys.map((k) => new SparseTensor(indices, k, [BAGS, IDS]));
+    // the pooled lookup: s.bags bags of s.idsPerBag keys, sum
+    const nids = s.bags * s.idsPerBag;
+    const splits = bagSplits(s);
+    const indices = new Int32Array(nids * 2);
+    for (let b = 0; b < s.bags; b++) for (let j = 0; j < s.idsPerBag; j++) indices.set([b, j], (b * s.idsPerBag + j) * 2);
+    const bagKeys = Array.from({ length: 4 }, (_, b) => pickKeys(keys, drawIndices(nids, s.keys, 'uniform', 61 + b)));
+    const sparse = bagKeys.map((k) => new SparseTensor(indices, k, [s.bags, s.idsPerBag]));
     const bags: Bag<BigInt64Array>[] = bagKeys.map((k) => ({ rowSplits: splits, keys: k, weights: null }));
-    const nids = BAGS * IDS;
     const sparse0 = await de.embeddingLookupSparse(v, sparse[0]!, null, { combiner: 'sum', name: 'bench_sparse' });
     checkSame(checks, 'tfra embeddingLookupSparse vs core lookupCombined', sparse0.data, await core.lookupCombined(bags[0]!, { combiner: 'sum' }));
     const pooled = await runEntries([
       entry(asyncJob('tfra embeddingLookupSparse', (i) => de.embeddingLookupSparse(v, sparse[i % 4]!, null, { combiner: 'sum', name: 'bench_sparse' }), nids), 'ours', 'rows/s', 'train mode: records the lookup'),
       entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % 4]!, { combiner: 'sum' }), nids), 'peer', 'rows/s'),
-    ], MEASURE);
+    ], s.measure);
     const gp: Group = {
-      title: `tfra embeddingLookupSparse: ${BAGS} x ${IDS} keys of the ${formatCount(s.keys)}-key table, sum`,
-      params: { keys: s.keys, dim: DIM, bags: BAGS, idsPerBag: IDS, combiner: 'sum' },
+      title: `tfra embeddingLookupSparse: ${s.bags} x ${s.idsPerBag} keys of the ${formatCount(s.keys)}-key table, sum`,
+      params: { keys: s.keys, dim: DIM, bags: s.bags, idsPerBag: s.idsPerBag, combiner: 'sum' },
       figures: pooled,
     };
     groups.push(gp);
@@ -314,7 +324,7 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
       const fill = valuePattern(FILL_BATCH, DIM);
       for (let b = 0; b < s.keys; b += FILL_BATCH) trained.upsertSync(keys.subarray(b, b + FILL_BATCH), fill.subarray(0, Math.min(FILL_BATCH, s.keys - b) * DIM));
       const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.Adagrad({ learningRate: LEARNING_RATE, initialAccumulatorValue: INITIAL_ACCUMULATOR }));
-      const grad = valuePattern(KEY_BATCH, DIM).map((x) => x * 0.01);
+      const grad = valuePattern(batch, DIM).map((x) => x * 0.01);
       const spec = adagrad();
       let step = 1;
       const tfraStep = async (i: number): Promise<number> => {
@@ -323,12 +333,12 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
         return timed(() => opt.applyGradients([[grad, t]]));
       };
       const train = await runEntries([
-        entry(partJob('tfra optimizer step', tfraStep, KEY_BATCH), 'ours', 'keys/s', 'DynamicEmbeddingOptimizer(Adagrad).applyGradients; the embeddingLookup before it untimed'),
-        entry(asyncJob('core applyGradients', (i) => trained.applyGradients(next(i), grad, spec, step++), KEY_BATCH), 'peer', 'keys/s', 'Adagrad, the same keys and gradients'),
-      ], MEASURE);
+        entry(partJob('tfra optimizer step', tfraStep, batch), 'ours', 'keys/s', 'DynamicEmbeddingOptimizer(Adagrad).applyGradients; the embeddingLookup before it untimed'),
+        entry(asyncJob('core applyGradients', (i) => trained.applyGradients(next(i), grad, spec, step++), batch), 'peer', 'keys/s', 'Adagrad, the same keys and gradients'),
+      ], s.measure);
       const gt: Group = {
-        title: `tfra training step: ${formatCount(KEY_BATCH)} keys of ${formatCount(s.keys)}, dim ${DIM}, Adagrad (lr ${LEARNING_RATE})`,
-        params: { keys: s.keys, dim: DIM, batch: KEY_BATCH, optimizer: 'adagrad' },
+        title: `tfra training step: ${formatCount(batch)} keys of ${formatCount(s.keys)}, dim ${DIM}, Adagrad (lr ${LEARNING_RATE})`,
+        params: { keys: s.keys, dim: DIM, batch, optimizer: 'adagrad' },
         figures: train,
       };
       groups.push(gt);
@@ -370,7 +380,7 @@ async function hpsGroup(ctx: SuiteContext, s: Sizes, groups: Group[], targets: T
     const figures = await runEntries([
       entry(asyncJob('hps lookup (L1 hits)', () => server.lookup(hot, 'bench', 0), hot.length), 'ours', 'keys/s'),
       entry({ label: 'core findSync', fn: () => void table.findSync(hot), items: hot.length }, 'peer', 'keys/s', 'the same keys, the table the model was exported from'),
-    ], MEASURE);
+    ], s.measure);
     const g: Group = { title: `hps: ${formatCount(hot.length)} keys all in L1, ${formatCount(s.hpsRows)}-row model, dim ${table.dim}`, params: { rows: s.hpsRows, keys: hot.length }, figures };
     groups.push(g);
     targets.push(ratioTarget(g, 'hps lookup (L1 hits)', 'core findSync', '>=', 0.8, 'hps lookup (L1-hit path) >= 0.8x core findSync'));
@@ -385,10 +395,14 @@ async function hpsGroup(ctx: SuiteContext, s: Sizes, groups: Group[], targets: T
 export const facadesSuite: Suite = {
   name: 'facades',
   description: "each facade's hot path (tpu-embedding, tfra, sok, hps) vs the core op on the same rows and ids",
-  options: [{ flags: '--facades-quick', description: 'smaller tables (128K static rows, 256K dynamic keys) for a quick check', default: false }],
+  options: [
+    { flags: '--facades-quick', description: 'smaller tables (128K static rows, 256K dynamic keys) for a quick check', default: false },
+    { flags: '--facades-tiny', description: 'tiny tables and batches (4K rows, 8K keys, 64 x 4 ids) and 2 short samples: checks that every pairing runs and agrees (CI); the figures mean nothing', default: false },
+  ],
   steps: () => 4 + 2 + 3 + 6 + 2 + 2 + 2 + 2,
   async run(ctx) {
-    const s = ctx.args.suiteOptions.facadesQuick === true ? QUICK : SIZES;
+    const o = ctx.args.suiteOptions;
+    const s = o.facadesTiny === true ? TINY : o.facadesQuick === true ? QUICK : SIZES;
     const groups: Group[] = [];
     const targets: Target[] = [];
     const checks: Checks = { pairs: 0, differ: [] };
