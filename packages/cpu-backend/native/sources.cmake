@@ -33,6 +33,7 @@ set(EMBEDSTACK_CPU_TABLE_SOURCES
 
 set(EMBEDSTACK_BINDING_SOURCES
     ${EMBEDSTACK_NATIVE_DIR}/binding/args.cc
+    ${EMBEDSTACK_NATIVE_DIR}/binding/async_op.cc
     ${EMBEDSTACK_NATIVE_DIR}/binding/convert.cc
     ${EMBEDSTACK_NATIVE_DIR}/binding/op_args.cc
     ${EMBEDSTACK_NATIVE_DIR}/binding/plan_api.cc

@@ -16,9 +16,9 @@ import { call, callAsync } from './errors.js';
 import type { NativeExportResult, NativeTableFunctions, NativeTableHandle } from './native.js';
 
 /**
- * Calls doing at least this much work (keys * dim floats moved) run on the libuv
- * pool (`xxxAsync` in the addon), so the event loop stays free; smaller ones run
- * inline, where a thread hop would cost more than the call.
+ * Calls doing at least this much work (keys * dim floats moved) run on the addon's
+ * thread pool (`xxxAsync`), so the event loop stays free; smaller ones run inline,
+ * where a thread hop would cost more than the call.
  */
 export const ASYNC_MIN_WORK = 1 << 17;
 
@@ -49,7 +49,7 @@ function inline<R>(fn: () => R): Promise<R> {
 /**
  * The RawTable of the CPU backend: a native table (host memory, see the addon's
  * dynamic_table.h / static_table.h) behind a handle. Sync ops call the addon on
- * the calling thread; async ops go to the libuv pool when large (ASYNC_MIN_WORK).
+ * the calling thread; async ops go to the addon's thread pool when large (ASYNC_MIN_WORK).
  * Any number of calls may overlap: the native table has a reader-writer lock.
  * Errors are core EmbeddingErrors (native failures keep their code and stack).
  */

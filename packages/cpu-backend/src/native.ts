@@ -40,10 +40,10 @@ export interface NativeInfo {
  * ArrayBuffers freed by the garbage collector), or, for find / findOrInsert /
  * lookupCombined, arrays the caller passes to be filled (every element is written).
  *
- * `xxx` runs on the calling thread; `xxxAsync` runs on the libuv pool and keeps
- * the input arrays alive until it settles (do not detach or transfer an input's
- * buffer while an async call that reads it is pending). Large batches use the
- * addon's own thread pool in both forms.
+ * `xxx` runs on the calling thread; `xxxAsync` runs on the addon's thread pool (not
+ * libuv's) and keeps the input arrays alive until it settles (do not detach or
+ * transfer an input's buffer while an async call that reads it is pending). Large
+ * batches are split over the same number of threads in both forms.
  */
 export interface NativeBinding {
   /** Build and machine facts of the addon. */
@@ -68,17 +68,17 @@ export interface NativeBinding {
   find(t: NativeTableHandle, keys: Keys): NativeFindResult;
   /** Fills outValues [n * dim] and outExists [n] (every element written) and returns undefined. */
   find(t: NativeTableHandle, keys: Keys, outValues: Float32Array, outExists: Uint8Array): undefined;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   findAsync(t: NativeTableHandle, keys: Keys): Promise<NativeFindResult>;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   findAsync(t: NativeTableHandle, keys: Keys, outValues: Float32Array, outExists: Uint8Array): Promise<undefined>;
   /** find, inserting missing keys with their initial value; scores [n] only for the customized policy. Fresh result arrays. */
   findOrInsert(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null): NativeFindResult;
   /** findOrInsert filling outValues [n * dim] and outExists [n]; returns undefined. */
   findOrInsert(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null, outValues: Float32Array, outExists: Uint8Array): undefined;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   findOrInsertAsync(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null): Promise<NativeFindResult>;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   findOrInsertAsync(
     t: NativeTableHandle,
     keys: Keys,
@@ -88,31 +88,31 @@ export interface NativeBinding {
   ): Promise<undefined>;
   /** Inserts or overwrites rows (values [n * dim]; scores [n] or null). */
   upsert(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   upsertAsync(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): Promise<void>;
   /** Overwrites present keys only (values [n * dim]; scores [n] or null). */
   assign(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   assignAsync(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): Promise<void>;
   /** RawTableSync.accum: deltas [n * dim], exists [n]; present & exists adds, absent & !exists inserts, else no-op. */
   accum(t: NativeTableHandle, keys: Keys, deltas: Float32Array, exists: Uint8Array, scores: BigUint64Array | null): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   accumAsync(t: NativeTableHandle, keys: Keys, deltas: Float32Array, exists: Uint8Array, scores: BigUint64Array | null): Promise<void>;
   /** Removes keys (static tables: resets their rows); returns how many. */
   remove(t: NativeTableHandle, keys: Keys): number;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   removeAsync(t: NativeTableHandle, keys: Keys): Promise<number>;
   /** Removes every row (static tables: resets them). */
   clear(t: NativeTableHandle): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   clearAsync(t: NativeTableHandle): Promise<void>;
   /** limit may be Infinity. */
   exportBatch(t: NativeTableHandle, offset: number, limit: number): NativeExportResult;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   exportBatchAsync(t: NativeTableHandle, offset: number, limit: number): Promise<NativeExportResult>;
   /** Bulk load: values [n * dim], slots (one [n * width] per slot, or null for initial values), scores [n] or null. */
   importRows(t: NativeTableHandle, keys: Keys, values: Float32Array, slots: Float32Array[] | null, scores: BigUint64Array | null): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   importRowsAsync(
     t: NativeTableHandle,
     keys: Keys,
@@ -134,7 +134,7 @@ export interface NativeBinding {
     insertMissing: boolean,
     out?: Float32Array,
   ): Float32Array | undefined;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   lookupCombinedAsync(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -147,12 +147,12 @@ export interface NativeBinding {
   ): Promise<Float32Array | undefined>;
   /** optimizer: Float64Array(abiFields.optimizer) laid out by OptimizerField. */
   applyGradients(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   applyGradientsAsync(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): Promise<void>;
   // ---- shard plans and the combiner's backward (rawTable.ts; plan: Float64Array(abiFields.plan) by PlanField, or null) ----
   /** Fills the owned entries' rows of outValues [n*dim] / outExists [n]; other entries are left as they are. */
   findPlanned(t: NativeTableHandle, keys: Keys, plan: Float64Array, outValues: Float32Array, outExists: Uint8Array): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   findPlannedAsync(t: NativeTableHandle, keys: Keys, plan: Float64Array, outValues: Float32Array, outExists: Uint8Array): Promise<void>;
   /** findOrInsert of the owned entries: fills their rows of outValues [n*dim] / outExists [n]; other entries are left as they are. */
   findOrInsertPlanned(
@@ -163,7 +163,7 @@ export interface NativeBinding {
     outValues: Float32Array,
     outExists: Uint8Array,
   ): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   findOrInsertPlannedAsync(
     t: NativeTableHandle,
     keys: Keys,
@@ -184,7 +184,7 @@ export interface NativeBinding {
     plan: Float64Array,
     out: Float64Array,
   ): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   lookupCombinedPartialAsync(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -208,7 +208,7 @@ export interface NativeBinding {
     plan: Float64Array | null,
     out: Float32Array,
   ): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   lookupCombinedBackwardAsync(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -232,7 +232,7 @@ export interface NativeBinding {
     plan: Float64Array | null,
     optimizer: Float64Array,
   ): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   applyCombinedGradientsAsync(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -246,12 +246,12 @@ export interface NativeBinding {
   ): Promise<void>;
   /** applyGradients of the owned entries under their local keys. */
   applyGradientsPlanned(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array, plan: Float64Array): void;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   applyGradientsPlannedAsync(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array, plan: Float64Array): Promise<void>;
 
   /** Keeps the numReserved highest-score rows; returns how many were removed. */
   restrict(t: NativeTableHandle, numReserved: number): number;
-  /** As the method without `Async`, run on the libuv pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
   restrictAsync(t: NativeTableHandle, numReserved: number): Promise<number>;
   /** Rows held. */
   size(t: NativeTableHandle): number;

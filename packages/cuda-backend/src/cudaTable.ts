@@ -13,8 +13,8 @@ export interface MemoryBreakdown {
 /**
  * The RawTable of the CUDA backend. The addon's table functions are the CPU
  * backend's shared N-API layer, so the CPU backend's native-table adapter
- * (CpuRawTable: sync calls on the calling thread, large async calls on the libuv
- * pool, coded errors) drives it unchanged; this class adds the placement (host mode
+ * (CpuRawTable: sync calls on the calling thread, large async calls on the addon's
+ * thread pool, coded errors) drives it unchanged; this class adds the placement (host mode
  * or a device, with its HBM budget) and the memory split. Memory: device memory
  * (or host memory in host mode) until dispose().
  */

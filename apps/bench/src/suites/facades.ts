@@ -6,7 +6,8 @@
  *   table, dim 64, batch 4096 x 20 ids, sum); `applyGradients` (Adagrad) vs core
  *   `applyGradients` of the same per-id gradients.
  * - tfra: `Variable.lookup` / `lookupSync` vs core `find` / `findSync` (2M keys, dim 64,
- *   batches of 64K keys), `embeddingLookupSparse` vs `lookupCombined`, one
+ *   batches of 64K keys), `embeddingLookupSparse` vs `lookupCombined` (and the same op on
+ *   the Variable's own table: the facade's cost apart from table placement), one
  *   `DynamicEmbeddingOptimizer` (Adagrad) step vs core `applyGradients`; and the
  *   bytes per key of a tfra-held table at 2M keys (fresh child process, like `memory`).
  * - hps: `HPS.lookup` on the L1-hit path vs core `findSync` of the same keys.
@@ -307,6 +308,7 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
     const pooled = await runEntries([
       entry(asyncJob('tfra embeddingLookupSparse', (i) => de.embeddingLookupSparse(v, sparse[i % 4]!, null, { combiner: 'sum', name: 'bench_sparse' }), nids), 'ours', 'rows/s', 'train mode: records the lookup'),
       entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % 4]!, { combiner: 'sum' }), nids), 'peer', 'rows/s'),
+      entry(asyncJob('core lookupCombined, the Variable\'s table', (i) => v.tables[0]!.lookupCombined(bags[i % 4]!, { combiner: 'sum' }), nids), 'peer', 'rows/s', 'the same op on the table the facade reads: the facade\'s own cost, apart from table placement'),
     ], s.measure);
     const gp: Group = {
       title: `tfra embeddingLookupSparse: ${s.bags} x ${s.idsPerBag} keys of the ${formatCount(s.keys)}-key table, sum`,

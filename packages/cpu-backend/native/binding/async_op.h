@@ -1,21 +1,29 @@
 // One promise-based core with thin sync/async adapters (sharp's baton pattern):
 // a binding function parses and validates its JS arguments into an Op (a plain
 // C++ job plus a converter of its result to JS), then either runs it at once
-// (sync) or queues it on the libuv pool in an OpWorker (async):
-//  - every JS value is converted to plain C++ before queueing; Execute() touches no JS;
+// (sync) or posts it to the native thread pool in a PoolOp (async):
+//  - every JS value is converted to plain C++ before posting; the job touches no JS;
+//  - the job runs on a pool worker, and its parallel parts are helped by the other
+//    workers: the same threads as the sync form (no libuv thread, which would also
+//    take a slot of the pool Node's fs, dns and zlib share);
+//  - the result comes back to the JS thread through the environment's one
+//    thread-safe function (AsyncCompletion), which holds the event loop open only
+//    while ops are pending;
 //  - the JS typed arrays the job reads are kept alive by references until it ends;
-//  - the worker (and its job) is owned by the AsyncWorker machinery, result
-//    buffers by unique owners until handed to JS;
 //  - a JS Error captured at call time gives native errors the caller's stack.
+// Per async call: one allocation (the PoolOp with its Op), no copy of inputs or results.
 #pragma once
 
 #include <napi.h>
 
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "convert.h"
+#include "thread_pool.h"
 
 namespace embedstack {
 
@@ -28,50 +36,105 @@ struct Op {
   std::vector<Napi::Value> keepAlive;              // JS inputs the job reads
 };
 
-template <class R>
-class OpWorker final : public Napi::AsyncWorker {
+class AsyncCompletion;
+
+/** An async op in flight: run on the pool, then settled on the JS thread. */
+class PendingOp : public PoolTask {
  public:
-  OpWorker(Napi::Env env, Op<R>&& op)
-      : Napi::AsyncWorker(env, "embedstack:cpu"),
+  /** JS thread: resolves or rejects the promise. */
+  virtual void settle(Napi::Env env) = 0;
+  /** The environment is gone: frees what it can without touching JS. */
+  virtual void abandon() = 0;
+
+ protected:
+  explicit PendingOp(AsyncCompletion& done) : done_(done) {}
+  AsyncCompletion& done_;
+};
+
+/**
+ * Per environment (instance data): hands finished ops back to the JS thread through
+ * one thread-safe function, and at environment teardown waits for jobs still running
+ * (they read JS-owned memory).
+ */
+class AsyncCompletion {
+ public:
+  /** The environment's instance (created on first use). */
+  static AsyncCompletion& of(Napi::Env env);
+  ~AsyncCompletion();
+  AsyncCompletion(const AsyncCompletion&) = delete;
+  AsyncCompletion& operator=(const AsyncCompletion&) = delete;
+
+  /** JS thread, before posting: counts the op (the event loop stays open while any is pending). */
+  void started();
+  /** Pool thread, when the job has ended: queues op->settle on the JS thread. */
+  void finished(PendingOp* op) noexcept;
+
+ private:
+  explicit AsyncCompletion(napi_env env);
+  static void callJs(napi_env env, napi_value, void* self, void* op);
+  static void teardown(void* self);
+
+  napi_env env_;
+  napi_threadsafe_function tsfn_ = nullptr;
+  size_t pending_ = 0;  // JS thread only: started, not yet settled
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  size_t running_ = 0;  // started, job not yet ended (guarded by mutex_)
+  bool closing_ = false;
+};
+
+template <class R>
+class PoolOp final : public PendingOp {
+ public:
+  PoolOp(Napi::Env env, Op<R>&& op, AsyncCompletion& done)
+      : PendingOp(done),
         op_(std::move(op)),
         deferred_(Napi::Promise::Deferred::New(env)),
         stack_(Napi::Persistent(Napi::Error::New(env, "").Value())) {
+    refs_.reserve(op_.keepAlive.size());
     for (const Napi::Value& v : op_.keepAlive) {
       if (v.IsObject()) refs_.push_back(Napi::Persistent(v.As<Napi::Object>()));
     }
+    op_.keepAlive.clear();
   }
 
   Napi::Promise promise() const { return deferred_.Promise(); }
 
- protected:
-  void Execute() override {
+  void run() noexcept override {
     try {
       result_ = op_.job();
     } catch (...) {
       failure_ = currentFailure();
-      SetError(failure_.message);
+      failed_ = true;
     }
+    done_.finished(this);
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    try {
-      deferred_.Resolve(op_.toJs(env, result_));
-    } catch (...) {
-      NativeFailure f = currentFailure();
-      Napi::Object stack = stack_.Value();
-      deferred_.Reject(makeJsError(env, f, &stack).Value());
-    }
-  }
-
-  void OnError(const Napi::Error&) override {
+  void settle(Napi::Env env) override {
     Napi::Object stack = stack_.Value();
-    deferred_.Reject(makeJsError(Env(), failure_, &stack).Value());
+    if (failed_) {
+      deferred_.Reject(makeJsError(env, failure_, &stack).Value());
+    } else {
+      try {
+        deferred_.Resolve(op_.toJs(env, result_));
+      } catch (...) {
+        deferred_.Reject(makeJsError(env, currentFailure(), &stack).Value());
+      }
+    }
+    delete this;
+  }
+
+  void abandon() override {
+    // The references belong to a dead environment: drop them without calling into it.
+    stack_.SuppressDestruct();
+    for (auto& r : refs_) r.SuppressDestruct();
+    delete this;
   }
 
  private:
   Op<R> op_;
   R result_{};
+  bool failed_ = false;
   NativeFailure failure_;
   Napi::Promise::Deferred deferred_;
   Napi::ObjectReference stack_;
@@ -86,9 +149,11 @@ Napi::Value runSync(Napi::Env env, Op<R>& op) {
 
 template <class R>
 Napi::Value runAsync(Napi::Env env, Op<R>&& op) {
-  auto* worker = new OpWorker<R>(env, std::move(op));
-  Napi::Promise p = worker->promise();
-  worker->Queue();  // the AsyncWorker deletes itself after OnOK / OnError
+  AsyncCompletion& done = AsyncCompletion::of(env);
+  auto* pending = new PoolOp<R>(env, std::move(op), done);
+  Napi::Promise p = pending->promise();
+  done.started();
+  ThreadPool::shared().post(pending);  // settle() deletes it
   return p;
 }
 
@@ -115,7 +180,7 @@ Napi::Value syncFn(const Napi::CallbackInfo& info) {
   });
 }
 
-/** A binding function queueing the op built by Prepare on the libuv pool (returns a Promise). */
+/** A binding function posting the op built by Prepare to the native pool (returns a Promise). */
 template <class R, Op<R> (*Prepare)(const Napi::CallbackInfo&)>
 Napi::Value asyncFn(const Napi::CallbackInfo& info) {
   return guard(info, [&] { return runAsync<R>(info.Env(), Prepare(info)); });

@@ -10,6 +10,8 @@ struct ThreadPool::Job {
   size_t n = 0;
   size_t grain = 1;
   size_t chunks = 0;
+  size_t maxHelpers = 0;  // workers that may join (guarded by the pool's mutex_)
+  size_t helpers = 0;
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
   std::atomic<bool> failed{false};
@@ -30,8 +32,8 @@ ThreadPool& ThreadPool::shared() {
   return *pool;
 }
 
-ThreadPool::ThreadPool(size_t threads) {
-  for (size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+ThreadPool::ThreadPool(size_t threads) : threads_(threads < 1 ? 1 : threads) {
+  for (size_t i = 0; i < threads_; ++i) workers_.emplace_back([this] { workerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -65,29 +67,66 @@ void ThreadPool::runChunks(Job& job) {
   }
 }
 
+std::shared_ptr<ThreadPool::Job> ThreadPool::joinableJob() {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Job& job = **it;
+    if (job.next.load(std::memory_order_relaxed) >= job.chunks) {
+      it = queue_.erase(it);  // every chunk taken: the threads running them finish it
+    } else if (job.helpers < job.maxHelpers) {
+      ++job.helpers;
+      return *it;
+    } else {
+      ++it;
+    }
+  }
+  return nullptr;
+}
+
 void ThreadPool::workerLoop() {
   for (;;) {
     std::shared_ptr<Job> job;
+    PoolTask* task = nullptr;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       for (;;) {
         if (stop_) return;
-        while (!queue_.empty() && queue_.front()->next.load(std::memory_order_relaxed) >= queue_.front()->chunks) {
-          queue_.pop_front();
+        job = joinableJob();
+        if (job) break;
+        if (tasksHead_ != nullptr) {
+          task = tasksHead_;
+          tasksHead_ = task->next_;
+          if (tasksHead_ == nullptr) tasksTail_ = nullptr;
+          break;
         }
-        if (!queue_.empty()) break;
         wake_.wait(lock);
       }
-      job = queue_.front();
     }
-    runChunks(*job);
+    if (job) {
+      runChunks(*job);
+    } else {
+      task->run();
+    }
   }
+}
+
+void ThreadPool::post(PoolTask* task) noexcept {
+  task->next_ = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (tasksTail_ != nullptr) {
+      tasksTail_->next_ = task;
+    } else {
+      tasksHead_ = task;
+    }
+    tasksTail_ = task;
+  }
+  wake_.notify_one();
 }
 
 void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
   if (grain < 1) grain = 1;
-  if (workers_.empty() || n <= grain) {
+  if (threads_ <= 1 || n <= grain) {
     fn(0, n);
     return;
   }
@@ -96,11 +135,12 @@ void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(si
   job->n = n;
   job->grain = grain;
   job->chunks = (n + grain - 1) / grain;
+  job->maxHelpers = threads_ - 1 < job->chunks - 1 ? threads_ - 1 : job->chunks - 1;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(job);
   }
-  wake_.notify_all();
+  for (size_t i = 0; i < job->maxHelpers; ++i) wake_.notify_one();
   runChunks(*job);
   {
     std::unique_lock<std::mutex> lock(job->m);

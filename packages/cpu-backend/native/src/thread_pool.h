@@ -1,7 +1,13 @@
-// A small fork-join pool for large batches. The calling thread works on its own
-// job too and only waits for chunks other threads already started, so nested or
-// concurrent parallelFor calls (several async ops at once) cannot deadlock.
-// Size: EMBEDSTACK_CPU_THREADS, else std::thread::hardware_concurrency().
+// A small fork-join pool for large batches, which also runs the addon's async ops.
+//  - parallelFor: the calling thread works on its own job too, helped by at most
+//    threads() - 1 workers, and only waits for chunks other threads already started,
+//    so nested or concurrent parallelFor calls cannot deadlock.
+//  - post: runs a task (an async op) on a worker; the task's own parallelFor calls
+//    are then helped by the other workers, so an async op splits over the same
+//    number of threads as a sync one, without a libuv thread in between.
+// Workers: threads() (one more than a sync call's helpers, so a posted task has a
+// driver and threads() - 1 helpers). Size: EMBEDSTACK_CPU_THREADS, else
+// std::thread::hardware_concurrency().
 #pragma once
 
 #include <atomic>
@@ -19,34 +25,58 @@ namespace embedstack {
 /** Batches at least this long are split across the pool (reads and parallel parts of writes). */
 constexpr size_t kParallelThreshold = 16384;
 
+/**
+ * Work for ThreadPool::post, owned by whoever posts it (the pool allocates nothing per
+ * task: the queue is intrusive). run() must not throw; it may delete the task.
+ */
+class PoolTask {
+ public:
+  virtual ~PoolTask() = default;
+  virtual void run() noexcept = 0;
+
+ private:
+  friend class ThreadPool;
+  PoolTask* next_ = nullptr;
+};
+
 class ThreadPool {
  public:
   /** The process-wide pool (created on first use, never destroyed: threads end with the process). */
   static ThreadPool& shared();
 
-  /** `threads` counts the caller: threads - 1 workers are started. */
+  /** `threads` (>= 1) threads share a parallelFor: the caller and threads - 1 workers. */
   explicit ThreadPool(size_t threads);
+  /** Joins the workers; tasks still queued are not run. */
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  size_t threads() const { return workers_.size() + 1; }
+  size_t threads() const { return threads_; }
 
   /**
-   * Runs fn(begin, end) over [0, n) in chunks of `grain` (>= 1) on the pool and the
-   * caller; returns when every chunk is done. Rethrows the first exception a chunk threw.
+   * Runs fn(begin, end) over [0, n) in chunks of `grain` (>= 1) on the caller and up to
+   * threads() - 1 workers; returns when every chunk is done. Rethrows the first exception
+   * a chunk threw.
    */
   void parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+
+  /** Queues `task` to run once on a worker (FIFO; workers help running parallelFor jobs first). */
+  void post(PoolTask* task) noexcept;
 
  private:
   struct Job;
   void workerLoop();
+  /** Under mutex_: a job a worker may help (and joins it), after dropping exhausted ones. */
+  std::shared_ptr<Job> joinableJob();
   static void runChunks(Job& job);
 
+  size_t threads_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
+  PoolTask* tasksHead_ = nullptr;
+  PoolTask* tasksTail_ = nullptr;
   bool stop_ = false;
 };
 

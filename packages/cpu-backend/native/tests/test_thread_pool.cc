@@ -1,4 +1,11 @@
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include <numeric>
 #include <stdexcept>
 
@@ -51,5 +58,132 @@ TEST(single_thread_pool_runs_inline) {
   EXPECT_EQ(pool.threads(), size_t{1});
   size_t sum = 0;
   pool.parallelFor(10, 1, [&](size_t b, size_t e) { sum += e - b; });
+  EXPECT_EQ(sum, size_t{10});
+}
+
+namespace {
+
+// A posted task that records its run and signals the test thread.
+struct CountingTask final : PoolTask {
+  std::atomic<int>* runs;
+  std::atomic<int>* left;
+  std::mutex* m;
+  std::condition_variable* cv;
+  std::function<void()> body;
+  void run() noexcept override {
+    if (body) body();
+    runs->fetch_add(1);
+    std::lock_guard<std::mutex> lock(*m);
+    left->fetch_sub(1);
+    cv->notify_all();
+  }
+};
+
+}  // namespace
+
+TEST(posted_tasks_each_run_once) {
+  ThreadPool pool(2);
+  std::atomic<int> runs{0}, left{50};
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<CountingTask> tasks(50);
+  for (auto& t : tasks) {
+    t.runs = &runs;
+    t.left = &left;
+    t.m = &m;
+    t.cv = &cv;
+    pool.post(&t);
+  }
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return left.load() == 0; });
+  EXPECT_EQ(runs.load(), 50);
+}
+
+TEST(a_posted_task_s_parallel_for_is_helped_by_another_worker) {
+  // threads = 2: the task's driver and one helper. Each chunk waits until both threads
+  // have entered a chunk (or 2 s pass), so a lone driver shows as fewer distinct threads.
+  ThreadPool pool(2);
+  std::mutex idsMutex;
+  std::vector<std::thread::id> ids;
+  std::atomic<int> entered{0};
+  std::atomic<int> runs{0}, left{1};
+  std::mutex m;
+  std::condition_variable cv;
+  CountingTask t;
+  t.runs = &runs;
+  t.left = &left;
+  t.m = &m;
+  t.cv = &cv;
+  t.body = [&] {
+    pool.parallelFor(8, 1, [&](size_t, size_t) {
+      {
+        std::lock_guard<std::mutex> lock(idsMutex);
+        if (std::find(ids.begin(), ids.end(), std::this_thread::get_id()) == ids.end()) ids.push_back(std::this_thread::get_id());
+      }
+      entered.fetch_add(1);
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (entered.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    });
+  };
+  pool.post(&t);
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return left.load() == 0; });
+  EXPECT_EQ(ids.size(), size_t{2});
+}
+
+TEST(sync_parallel_for_uses_at_most_threads_callers_and_helpers) {
+  // threads = 2: the caller plus one worker, although the pool has two workers.
+  ThreadPool pool(2);
+  std::mutex idsMutex;
+  std::vector<std::thread::id> ids;
+  pool.parallelFor(64, 1, [&](size_t, size_t) {
+    std::lock_guard<std::mutex> lock(idsMutex);
+    if (std::find(ids.begin(), ids.end(), std::this_thread::get_id()) == ids.end()) ids.push_back(std::this_thread::get_id());
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  });
+  EXPECT_TRUE(ids.size() <= 2);
+}
+
+TEST(posted_tasks_and_sync_parallel_for_together_do_not_deadlock) {
+  ThreadPool pool(2);
+  constexpr int kTasks = 16;
+  std::atomic<long> total{0};
+  std::atomic<int> runs{0}, left{kTasks};
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<CountingTask> tasks(kTasks);
+  for (auto& t : tasks) {
+    t.runs = &runs;
+    t.left = &left;
+    t.m = &m;
+    t.cv = &cv;
+    t.body = [&] {
+      pool.parallelFor(1000, 7, [&](size_t b, size_t e) { total.fetch_add(static_cast<long>(e - b)); });
+    };
+    pool.post(&t);
+  }
+  for (int rep = 0; rep < 20; ++rep) {
+    pool.parallelFor(500, 3, [&](size_t b, size_t e) { total.fetch_add(static_cast<long>(e - b)); });
+  }
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return left.load() == 0; });
+  EXPECT_EQ(total.load(), static_cast<long>(kTasks) * 1000 + 20L * 500);
+}
+
+TEST(a_one_thread_pool_still_runs_posted_tasks) {
+  ThreadPool pool(1);
+  std::atomic<int> runs{0}, left{1};
+  std::mutex m;
+  std::condition_variable cv;
+  CountingTask t;
+  t.runs = &runs;
+  t.left = &left;
+  t.m = &m;
+  t.cv = &cv;
+  size_t sum = 0;
+  t.body = [&] { pool.parallelFor(10, 1, [&](size_t b, size_t e) { sum += e - b; }); };
+  pool.post(&t);
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return left.load() == 0; });
   EXPECT_EQ(sum, size_t{10});
 }

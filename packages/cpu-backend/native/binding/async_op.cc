@@ -1,0 +1,65 @@
+#include "async_op.h"
+
+namespace embedstack {
+
+AsyncCompletion& AsyncCompletion::of(Napi::Env env) {
+  AsyncCompletion* c = env.GetInstanceData<AsyncCompletion>();
+  if (c == nullptr) {
+    c = new AsyncCompletion(env);
+    env.SetInstanceData<AsyncCompletion>(c);  // deleted at environment teardown
+  }
+  return *c;
+}
+
+AsyncCompletion::AsyncCompletion(napi_env env) : env_(env) {
+  napi_value name;
+  napi_status s = napi_create_string_utf8(env, "embedstack:cpu", NAPI_AUTO_LENGTH, &name);
+  if (s == napi_ok) s = napi_create_threadsafe_function(env, nullptr, nullptr, name, 0, 1, nullptr, nullptr, this, callJs, &tsfn_);
+  if (s == napi_ok) s = napi_unref_threadsafe_function(env, tsfn_);  // referenced only while ops are pending
+  if (s == napi_ok) s = napi_add_env_cleanup_hook(env, teardown, this);
+  NAPI_THROW_IF_FAILED_VOID(Napi::Env(env), s);
+}
+
+AsyncCompletion::~AsyncCompletion() = default;
+
+void AsyncCompletion::started() {
+  if (pending_++ == 0) napi_ref_threadsafe_function(env_, tsfn_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++running_;
+}
+
+void AsyncCompletion::finished(PendingOp* op) noexcept {
+  // Closing (the environment is being torn down): nothing on the JS side waits any more.
+  if (napi_call_threadsafe_function(tsfn_, op, napi_tsfn_nonblocking) != napi_ok) op->abandon();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--running_ == 0) idle_.notify_all();
+}
+
+void AsyncCompletion::callJs(napi_env env, napi_value, void* self, void* data) {
+  auto* op = static_cast<PendingOp*>(data);
+  if (env == nullptr) {  // the thread-safe function is being torn down with this op queued
+    op->abandon();
+    return;
+  }
+  try {
+    // Its own scope: the handles settle() makes (the stack Error, whose frames' closures
+    // hold the call's arrays) must die before the microtasks Node runs after this
+    // callback, or every result survives the next scavenge and waits for a full GC.
+    Napi::HandleScope scope(env);
+    op->settle(Napi::Env(env));
+  } catch (...) {
+    // settle() rejects on its own failures; only a failing Node-API call lands here.
+  }
+  auto* c = static_cast<AsyncCompletion*>(self);
+  if (--c->pending_ == 0) napi_unref_threadsafe_function(env, c->tsfn_);
+}
+
+void AsyncCompletion::teardown(void* self) {
+  // Jobs still running read typed arrays this environment is about to free: wait for them.
+  auto* c = static_cast<AsyncCompletion*>(self);
+  std::unique_lock<std::mutex> lock(c->mutex_);
+  c->closing_ = true;
+  c->idle_.wait(lock, [c] { return c->running_ == 0; });
+}
+
+}  // namespace embedstack

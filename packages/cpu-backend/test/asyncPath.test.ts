@@ -1,0 +1,139 @@
+import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { createTable } from '@embedstack/core';
+import { expectSameState, snapshot } from '@embedstack/core/testing';
+import { ASYNC_MIN_WORK, cpuBackend } from '@embedstack/cpu-backend';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The Promise forms run on the native thread pool (not the libuv pool) and settle
+ * through one thread-safe function per environment. These tests pin what that path
+ * must keep: the same values as the sync forms, nothing changed by a rejected call,
+ * a pending promise holding the process open (and an idle addon not), and workers
+ * that end with calls in flight.
+ */
+const DIM = 16;
+const BATCH = Math.ceil(ASYNC_MIN_WORK / DIM) + 64; // large enough to go to the pool
+const require = createRequire(import.meta.url);
+const paths = { core: require.resolve('@embedstack/core'), cpu: require.resolve('@embedstack/cpu-backend') };
+
+/** Row j of key k, as the test writes it (independent of the table). */
+const rowValue = (k: number, j: number): number => (k % 1000) * 0.5 + j;
+
+function keysFrom(start: number, n: number): BigInt64Array {
+  return new BigInt64Array(n).map((_, i) => BigInt(start + i));
+}
+
+function rowsFor(start: number, n: number, shift = 0): Float32Array {
+  const v = new Float32Array(n * DIM);
+  for (let i = 0; i < n; i++) for (let j = 0; j < DIM; j++) v[i * DIM + j] = rowValue(start + i, j) + shift;
+  return v;
+}
+
+describe('cpu backend: the Promise path', () => {
+  it('concurrent Promise finds and writes give the values the sync forms and the model give', async () => {
+    const t = createTable({ dim: DIM, initCapacity: 4 * BATCH }, { backend: cpuBackend });
+    const fixed = keysFrom(0, BATCH);
+    t.upsertSync(fixed, rowsFor(0, BATCH));
+    // Writers on disjoint ranges, readers of the fixed range, all in flight at once.
+    const writes = [1, 2, 3].map((w) => t.upsert(keysFrom(w * 1_000_000, BATCH), rowsFor(w * 1_000_000, BATCH, w)));
+    const reads = Array.from({ length: 6 }, () => t.find(fixed));
+    const [found] = await Promise.all([Promise.all(reads), Promise.all(writes)]);
+    const expected = rowsFor(0, BATCH);
+    for (const r of found) {
+      expect(r.exists.every((e) => e === 1)).toBe(true);
+      expect(Array.from(r.values)).toEqual(Array.from(expected));
+    }
+    for (const w of [1, 2, 3]) {
+      const keys = keysFrom(w * 1_000_000, BATCH);
+      const viaPromise = await t.find(keys);
+      const viaSync = t.findSync(keys);
+      expect(Array.from(viaPromise.values)).toEqual(Array.from(rowsFor(w * 1_000_000, BATCH, w)));
+      expect(Array.from(viaPromise.values)).toEqual(Array.from(viaSync.values));
+    }
+    // Missing keys: the initial value (zeros by default), exists 0, as findSync.
+    const missing = keysFrom(50_000_000, BATCH);
+    const m = await t.find(missing, { out: { values: new Float32Array(BATCH * DIM).fill(7), exists: new Uint8Array(BATCH).fill(1) } });
+    expect(m.exists.every((e) => e === 0)).toBe(true);
+    expect(m.values.every((x) => x === 0)).toBe(true);
+    expect(t.size()).toBe(4 * BATCH);
+    t.dispose();
+  });
+
+  it('a Promise find or write rejected on bad input changes nothing', async () => {
+    const t = createTable({ dim: DIM, scorePolicy: 'lru' }, { backend: cpuBackend });
+    const keys = keysFrom(10, BATCH);
+    t.upsertSync(keys, rowsFor(10, BATCH));
+    const before = await snapshot(t);
+    // Caught by the addon's own checks (the raw async form skips core's validation).
+    const badOut = { values: new Float32Array(3), exists: new Uint8Array(BATCH) };
+    await expect(t.raw.async.find(keys, badOut, null)).rejects.toMatchObject({ code: 'SHAPE_MISMATCH' });
+    await expect(t.raw.async.upsert(keys, new Float32Array(5), null)).rejects.toMatchObject({ code: 'SHAPE_MISMATCH' });
+    await expect(t.raw.async.findOrInsert(keysFrom(9_000_000, BATCH), null, badOut, null)).rejects.toMatchObject({ code: 'SHAPE_MISMATCH' });
+    // And by core's.
+    await expect(t.find(keys, { out: { values: new Float32Array(BATCH * DIM + 1) } })).rejects.toMatchObject({ code: 'SHAPE_MISMATCH' });
+    await expect(t.find(new Float64Array(BATCH) as unknown as BigInt64Array)).rejects.toMatchObject({ code: 'INVALID_TYPE' });
+    const after = await snapshot(t);
+    // Scores included: a rejected find must not have touched them either.
+    expectSameState(after, before, 'after rejected Promise calls', true);
+    t.dispose();
+  });
+
+  it('a pending Promise holds the process open until it settles; an idle addon does not', () => {
+    const script = `
+      const { createTable } = require(${JSON.stringify(paths.core)});
+      const { cpuBackend } = require(${JSON.stringify(paths.cpu)});
+      const t = createTable({ dim: ${DIM} }, { backend: cpuBackend });
+      const n = ${BATCH};
+      const keys = new BigInt64Array(n).map((_, i) => BigInt(i));
+      const values = new Float32Array(n * ${DIM}).map((_, i) => i % 13);
+      t.upsert(keys, values).then(() => t.find(keys)).then((r) => {
+        let sum = 0;
+        for (let i = 0; i < r.values.length; i++) sum += r.values[i];
+        console.log('resolved ' + sum);
+      });
+    `;
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    let sum = 0;
+    for (let i = 0; i < BATCH * DIM; i++) sum += i % 13;
+    expect(r.stdout.trim()).toBe(`resolved ${sum}`);
+  }, 90_000);
+
+  it('workers ended with Promise calls in flight leave the process working', () => {
+    const script = `
+      const { Worker } = require('node:worker_threads');
+      const body = \`
+        const { parentPort } = require('node:worker_threads');
+        const { createTable } = require(${JSON.stringify(JSON.stringify(paths.core)).slice(1, -1)});
+        const { cpuBackend } = require(${JSON.stringify(JSON.stringify(paths.cpu)).slice(1, -1)});
+        const t = createTable({ dim: ${DIM} }, { backend: cpuBackend });
+        const keys = new BigInt64Array(${BATCH}).map((_, i) => BigInt(i));
+        t.upsertSync(keys, new Float32Array(${BATCH * DIM}).fill(2));
+        let calls = 0;
+        const loop = () => t.find(keys).then((r) => { calls++; if (r.values[0] !== 2) throw new Error('bad value'); if (calls === 3) parentPort.postMessage('running'); loop(); });
+        for (let i = 0; i < 4; i++) loop();
+      \`;
+      let ended = 0;
+      const started = [];
+      for (let w = 0; w < 3; w++) {
+        const worker = new Worker(body, { eval: true });
+        worker.on('error', (e) => { console.error(e); process.exit(3); });
+        started.push(new Promise((res) => worker.once('message', () => { worker.terminate().then(() => { ended++; res(); }); })));
+      }
+      Promise.all(started).then(() => {
+        const { createTable } = require(${JSON.stringify(paths.core)});
+        const { cpuBackend } = require(${JSON.stringify(paths.cpu)});
+        const t = createTable({ dim: 4 }, { backend: cpuBackend });
+        const keys = new BigInt64Array(${ASYNC_MIN_WORK}).map((_, i) => BigInt(i));
+        return t.upsert(keys, new Float32Array(${ASYNC_MIN_WORK * 4}).fill(5)).then(() => t.find(keys)).then((r) => {
+          console.log('ended ' + ended + ' value ' + r.values[${ASYNC_MIN_WORK * 4 - 1}]);
+        });
+      });
+    `;
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 90_000 });
+    expect(r.signal, r.stderr).toBeNull();
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.trim()).toBe('ended 3 value 5');
+  }, 120_000);
+});
