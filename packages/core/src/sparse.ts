@@ -11,7 +11,12 @@ export type Row = readonly (number | bigint)[];
  * not required), `values` [nnz] (ids or float weights), `denseShape` [rank].
  */
 export class SparseTensor<D extends DataArray = DataArray> {
-  /** Flat [nnz * rank] int indices. */
+  /**
+   * Flat [nnz * rank] int indices. A flat Int32Array given to the constructor is kept
+   * as it is (no copy) and checked there once, where the row splits of pooled lookups
+   * are also found: do not change it afterwards (a lookup would still pool the rows
+   * found at construction); build a new SparseTensor instead.
+   */
   readonly indices: Int32Array;
   /** [nnz] values (ids or weights), one per entry. */
   readonly values: D;

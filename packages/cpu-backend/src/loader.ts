@@ -168,12 +168,13 @@ function has(command: string): boolean {
 type Cause = 'missing' | 'abi' | 'platform' | 'libc' | 'stale' | 'stale-prebuild' | 'other';
 
 function causeOf(message: string): Cause {
+  // The loader's own errors first: they name files (a sidecar's name holds the libc tag, e.g. `.glibc.node.json`).
+  if (message.startsWith('stale prebuilt binary')) return 'stale-prebuild';
+  if (message.startsWith('stale build')) return 'stale';
   if (/cannot find module|ENOENT|no such file/i.test(message)) return 'missing';
   if (/NODE_MODULE_VERSION|different Node\.js version|undefined symbol|napi_|node-api/i.test(message)) return 'abi';
   if (/GLIBC|GLIBCXX|musl|libstdc\+\+|libgcc_s/i.test(message)) return 'libc';
   if (/ELF|wrong ELF class|not a valid Win32|incompatible architecture|mach-o|exec format/i.test(message)) return 'platform';
-  if (/stale prebuilt binary/i.test(message)) return 'stale-prebuild';
-  if (/stale build/i.test(message)) return 'stale';
   return 'other';
 }
 

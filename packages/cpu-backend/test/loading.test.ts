@@ -105,6 +105,18 @@ describe('cpu backend: loading', () => {
     expect(explain(platform)).toContain('another platform');
     const glibc = [{ path: '/x/prebuilds/linux-x64/x.node', error: "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found" }];
     expect(explain(glibc, () => ({ cmake: true, compiler: true }))).toContain('newer C library than this system has (glibc >= 2.34); build it from source: run `pnpm --filter @embedstack/cpu-backend build`');
+    // the loader's own stale-prebuild errors name the sidecar, whose file name holds the libc tag (glibc, musl): still stale
+    for (const tag of ['glibc', 'musl']) {
+      const bin = `/x/prebuilds/linux-x64/@embedstack+cpu-backend.napi.${tag}.node`;
+      for (const error of [
+        `stale prebuilt binary: no ${bin}.json (it was not made by scripts/prebuild.mjs, so its sources are unknown)`,
+        `stale prebuilt binary: unreadable ${bin}.json (Unexpected end of JSON input)`,
+      ]) {
+        expect(explain([{ path: bin, error }], () => ({ cmake: true, compiler: true }))).toContain(
+          'The prebuilt binaries are older than the native sources here; rebuild them: run `pnpm --filter @embedstack/cpu-backend build:prebuilds --all`.',
+        );
+      }
+    }
   });
 
   it('names the platform, Node and Node-API version in every reason', () => {

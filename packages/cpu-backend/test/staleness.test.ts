@@ -69,7 +69,11 @@ const check = (root: string) => spawnSync(process.execPath, [prebuildScript, '--
 
   it('a binary without its record is refused the same way', () => {
     const { root, binary } = fixture(null);
-    expect(loadAddon([binary]).attempts[0]!.error).toMatch(/^stale prebuilt binary: no .*\.node\.json \(it was not made by scripts\/prebuild\.mjs/);
+    const load = loadAddon([binary]);
+    expect(load.attempts[0]!.error).toMatch(/^stale prebuilt binary: no .*\.node\.json \(it was not made by scripts\/prebuild\.mjs/);
+    // the fix named is the prebuilds' rebuild (the sidecar's name, `.glibc.node.json`, is no C library error)
+    expect(load.reason).toContain('older than the native sources here');
+    expect(load.reason).toContain('pnpm --filter @embedstack/cpu-backend build:prebuilds --all');
     expect(check(root).status).toBe(1);
   });
 

@@ -34,17 +34,15 @@ export function chunkRows(nrows: number, n: number): [number, number][] {
   return out;
 }
 
-/** Rows [r0, r1) of a bag, as a bag (keys and weights are views; row splits rebased). */
-export function subBag(bag: Bag<Keys>, r0: number, r1: number): Bag<Keys> {
-  const s0 = bag.rowSplits[r0]!;
-  const s1 = bag.rowSplits[r1]!;
-  let splits = bag.rowSplits.subarray(r0, r1 + 1);
-  if (s0 !== 0) {
-    const rebased = new Int32Array(r1 - r0 + 1);
-    for (let i = 0; i < rebased.length; i++) rebased[i] = splits[i]! - s0;
-    splits = rebased;
-  }
-  return { rowSplits: splits, keys: bag.keys.subarray(s0, s1) as Keys, weights: bag.weights ? bag.weights.subarray(s0, s1) : null };
+/** Entries of rows [r0, r1) of a bag's per-entry array (keys or weights), as a view. */
+function entries<T extends Keys | Float32Array>(a: T, rowSplits: Int32Array, r0: number, r1: number): T {
+  return a.subarray(rowSplits[r0]!, rowSplits[r1]!) as T;
+}
+
+/** The shard of `v` on `device`, or null (shards are in device order; a localized variable has one). */
+function shardOf(v: SokVariable, device: number): DeviceShard | null {
+  const s = v.shards[device];
+  return s && s.device === device ? s : (v.shards.find((x) => x.device === device) ?? null);
 }
 
 /** The one table of a variable that needs no plan, or null when its rows are spread over devices. */
@@ -62,25 +60,22 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
   const one = whole(v);
   if (one) return one.table.lookupCombined(bag, { combiner, insertMissing: insert });
   const comm = v.ctx.communicator;
-  const n = comm.numDevices;
-  const chunks = chunkRows(nrows, n);
-  const local = chunks.map(([r0, r1]) => subBag(bag, r0, r1));
+  const chunks = chunkRows(nrows, comm.numDevices);
   // allgather: every device sees every device's keys and weights (in-process: a view of the batch).
-  const keys = await comm.allgather(local.map((b) => b.keys));
-  const weights = bag.weights ? await comm.allgather(local.map((b) => b.weights!)) : null;
+  const keys = await comm.allgather(chunks.map(([r0, r1]) => entries(bag.keys, bag.rowSplits, r0, r1)));
+  const weights = bag.weights ? await comm.allgather(chunks.map(([r0, r1]) => entries(bag.weights!, bag.rowSplits, r0, r1))) : null;
   const gathered: Bag<Keys> = { rowSplits: bag.rowSplits, keys, weights };
-  const byDevice = new Map(v.shards.map((s) => [s.device, s]));
   // Each owner pools its entries of the whole batch into its send buffer; the reduce-scatter
-  // brings chunk e of every device's partial sums to device e and adds them.
-  const sums = await comm.reduceScatter(
-    chunks.map(([r0, r1]) => (r1 - r0) * dim),
+  // brings chunk e of every device's partial sums to device e, adds them and rounds them
+  // to float32 once, straight into the chunk's rows of the output.
+  const out = new Float32Array(nrows * dim);
+  await comm.reduceScatter(
+    chunks.map(([r0, r1]) => out.subarray(r0 * dim, r1 * dim)),
     async (device, send) => {
-      const s = byDevice.get(device);
+      const s = shardOf(v, device);
       if (s) await s.table.lookupCombinedPartial(gathered, { combiner, plan: s.plan!, insertMissing: insert, out: send });
     },
   );
-  const out = new Float32Array(nrows * dim);
-  chunks.forEach(([r0], c) => out.set(sums[c]!, r0 * dim));
   return out;
 }
 

@@ -60,12 +60,21 @@ function checkTape(t: unknown): GradientTape | null {
 /** Runs one pooled lookup of each variable concurrently, then the hybrid trim and the tape record. */
 async function run(vars: SokVariable[], bags: Bag<Keys>[], combiners: Combiner[], shapes: number[][], insert: boolean, tape: GradientTape | null): Promise<Tensor<Float32Array>[]> {
   stamp(vars);
-  const outs = await Promise.all(vars.map((v, i) => poolRows(v, bags[i]!, combiners[i]!, insert)));
+  const pending = Promise.all(vars.map((v, i) => poolRows(v, bags[i]!, combiners[i]!, insert)));
+  // The tape keeps copies, made while the devices pool: the bags hold the caller's arrays
+  // (ids, weights, row splits), which it may reuse before tape.gradient.
+  const recorded = tape ? bags.map(copyBag) : null;
+  const outs = await pending;
   if (insert) {
     await Promise.all([...new Set(vars)].map((v) => (v instanceof DynamicVariable ? trimToRatio(v, v.deviceCapacity, v.filterRatio) : undefined)));
   }
-  if (tape) vars.forEach((v, i) => tape.record({ variable: v, bag: bags[i]!, combiner: combiners[i]!, shape: shapes[i]! }));
+  if (tape) vars.forEach((v, i) => tape.record({ variable: v, bag: recorded![i]!, combiner: combiners[i]!, shape: shapes[i]! }));
   return outs.map((data, i) => new Tensor(data, shapes[i]!));
+}
+
+/** A copy of a bag's arrays. */
+function copyBag(b: Bag<Keys>): Bag<Keys> {
+  return { rowSplits: b.rowSplits.slice(), keys: b.keys.slice() as Keys, weights: b.weights ? b.weights.slice() : null };
 }
 
 /**

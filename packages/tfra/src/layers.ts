@@ -183,7 +183,7 @@ export class Embedding {
     const { v, st } = checkParams(this.params);
     this.last = { shape, linear: this.combiner === 'sum' || this.combiner === 'mean' };
     if (this.combiner === 'sum' || this.combiner === 'mean') {
-      const [t] = await pooledLookup(v, st, bag, shape, this.combiner, this.maxNorm, this.shadow.name, null, true);
+      const [t] = await pooledLookup(v, st, bag, shape, this.combiner, this.maxNorm, this.shadow.name, null, []);
       return t.data;
     }
     return st.pool(bag, this.combiner, this.maxNorm, null);

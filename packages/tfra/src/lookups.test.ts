@@ -106,6 +106,26 @@ describe('embeddingLookupSparse', () => {
     });
   }
 
+  for (const devices of [['a'], ['a', 'b', 'c']]) {
+    for (const rows of ['in order', 'out of order']) {
+      it(`trains with the weights as they were at the call when the caller overwrites them before the step (rows ${rows}, ${devices.length} shard(s))`, async () => {
+        const v = await table({ devices });
+        // entries (row, id, weight): (0, 1, 2), (0, 3, 3), (1, 1, 5), listed in row order or not
+        const entries: [number, bigint, number][] = rows === 'in order' ? [[0, 1n, 2], [0, 3n, 3], [1, 1n, 5]] : [[1, 1n, 5], [0, 1n, 2], [0, 3n, 3]];
+        const indices = entries.map(([r], i) => [r, i]);
+        const ids = new de.SparseTensor(indices, BigInt64Array.from(entries.map((e) => e[1])), [2, 3]);
+        const weights = Float32Array.from(entries.map((e) => e[2]));
+        await de.embeddingLookupSparse(v, ids, new de.SparseTensor(indices, weights, [2, 3]), { combiner: 'sum', name: 'ww' });
+        weights.fill(100); // the caller reuses its buffer for the next batch
+        const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }));
+        // output rows' gradients: row 0 [1, 1], row 1 [2, 2]; sum: an id's gradient is its weight times its row's
+        await opt.applyGradients([[Float32Array.from([1, 1, 2, 2]), v.getTrainableByName('ww/embedding_lookup') as de.ShadowVariable]]);
+        // key 1: 2 * 1 + 5 * 2 = 12; key 3: 3 * 1 = 3
+        close((await v.lookup([1n, 3n])).data, [[1 - 12, 10 - 12], [3 - 3, 30 - 3]]);
+      });
+    }
+  }
+
   it('refuses a bad combiner (ValueError), non-sparse ids or weights (TypeError), mismatched weights', async () => {
     const v = await table();
     await expectError(de.embeddingLookupSparse(v, ids(), null, { combiner: 'max' as de.SparseLookupOptions['combiner'] }), 'INVALID_ARGUMENT', 'combiner', '"max"');

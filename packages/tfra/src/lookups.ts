@@ -174,8 +174,10 @@ function checkSparse(v: AnyVariable, spIds: unknown, spWeights: unknown, idsArg:
 
 /**
  * Pools `bag` of `v` with core's combiner and records it on the trainable `name` (the
- * Keras layers use it too). `owned`: bag.keys is an array the caller made for this
- * lookup (recorded as it is); otherwise the record copies it while the backend pools.
+ * Keras layers use it too). `callers`: the caller's own arrays (its SparseTensors'
+ * values): bag.keys or bag.weights among them are copied for the record while the
+ * backend pools (the caller may reuse them before the training step); arrays the
+ * lookup made are recorded as they are.
  */
 export async function pooledLookup(
   v: AnyVariable,
@@ -186,13 +188,15 @@ export async function pooledLookup(
   maxNorm: number,
   name: string,
   out: Float32Array | null,
-  owned: boolean,
+  callers: readonly object[],
 ): Promise<[Tensor<Float32Array>, ShadowVariable]> {
   const trainable = trainableOf(v, st, name, maxNorm);
   const pending = st.pool(bag, combiner, maxNorm, out);
-  const ids = recordedIds(bag.keys, owned);
+  const ids = recordedIds(bag.keys, !callers.includes(bag.keys));
+  const w = bag.weights;
+  const weights = ids !== null && w !== null && callers.includes(w) ? w.slice() : w;
   const pooled = await pending;
-  await record(st, trainable, { ids, shape, bag: { rowSplits: bag.rowSplits, weights: bag.weights, combiner }, maxNorm });
+  await record(st, trainable, { ids, shape, bag: { rowSplits: bag.rowSplits, weights, combiner }, maxNorm });
   return [new Tensor(pooled, [...shape, v.dim]), trainable];
 }
 
@@ -224,7 +228,7 @@ export async function embeddingLookupSparse(
   // rows in order: the SparseTensor's own ids, no pass over them (core found the row splits at construction)
   const { bag } = toOrderedBag(spIds, spWeights ? (spWeights.values as Float32Array) : null, storageDtype(v.keyDtype), 'spIds');
   const out = outArray(o.out, nrows * v.dim);
-  const [t, trainable] = await pooledLookup(v, st, bag, [nrows], combiner, maxNorm, `${name}/embedding_lookup`, out, bag.keys !== spIds.values);
+  const [t, trainable] = await pooledLookup(v, st, bag, [nrows], combiner, maxNorm, `${name}/embedding_lookup`, out, spWeights ? [spIds.values, spWeights.values] : [spIds.values]);
   return returnTrainable ? [t, trainable] : t;
 }
 
@@ -303,6 +307,6 @@ export async function safeEmbeddingLookupSparse(
   }
   const bag = bagFromSegments(segs, keys, weights, nrows);
   const out = outArray(o.out, nrows * v.dim);
-  const [t, trainable] = await pooledLookup(v, st, bag, outer, combiner, maxNorm, `${name}/embedding_lookup_sparse/embedding_lookup`, out, true);
+  const [t, trainable] = await pooledLookup(v, st, bag, outer, combiner, maxNorm, `${name}/embedding_lookup_sparse/embedding_lookup`, out, []);
   return returnTrainable ? [t, trainable] : t;
 }

@@ -1,5 +1,6 @@
 #include "combine_plan.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "multiversion.h"
@@ -23,15 +24,32 @@ void bagDenominators(const int32_t* rowSplits, const float* weights, size_t rb, 
 
 namespace {
 
-inline size_t ownedIndex(const PlanSpan& s, size_t j) {
-  return s.index ? static_cast<size_t>(s.index[j]) : j;
+/** Index (among the owned entries) of the span's first owned entry. */
+inline size_t firstOwned(const PlanSpan& s) {
+  const uint32_t start = static_cast<uint32_t>(s.rowSplits[s.rowBegin]);
+  if (!s.positions) return start;
+  return static_cast<size_t>(std::lower_bound(s.positions, s.positions + s.owned, start) - s.positions);
 }
-inline bool isOwned(const PlanSpan& s, size_t j) {
-  return !s.index || s.index[j] >= 0;
+
+/**
+ * The end of row r's owned entries [k, end) (indices among the owned entries), k being
+ * its first. The positions ascend, so a row's owned entries are one run of them: no
+ * per-entry ownership test (a 50/50 branch that mispredicts).
+ */
+inline size_t ownedEnd(const PlanSpan& s, size_t r, size_t k) {
+  const size_t end = static_cast<size_t>(s.rowSplits[r + 1]);
+  if (!s.positions) return end;
+  while (k < s.owned && s.positions[k] < end) ++k;
+  return k;
 }
-/** The values [dim] of owned entry j: lent by the table (rowPtrs) or copied into `rows`. */
-inline const float* rowOf(const PlanSpan& s, size_t j) {
-  const size_t i = ownedIndex(s, j);
+
+/** The bag entry of owned entry i. */
+inline size_t entryOf(const PlanSpan& s, size_t i) {
+  return s.positions ? static_cast<size_t>(s.positions[i]) : i;
+}
+
+/** The values [dim] of owned entry i: lent by the table (rowPtrs) or copied into `rows`. */
+inline const float* rowOf(const PlanSpan& s, size_t i) {
   return s.rowPtrs ? s.rowPtrs[i] : s.rows + i * s.dim;
 }
 
@@ -41,17 +59,18 @@ ES_MULTIVERSION
 void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(float);
+  size_t k = firstOwned(s);
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
-    const size_t end = static_cast<size_t>(s.rowSplits[r + 1]);
-    for (size_t j = static_cast<size_t>(s.rowSplits[r]); j < end; ++j) {
-      if (!isOwned(s, j)) continue;
+    const size_t kEnd = ownedEnd(s, r, k);
+    for (size_t i = k; i < kEnd; ++i) {
+      const size_t j = entryOf(s, i);
       // Lent rows are scattered over the table: fetch the owned row 8 ahead (owned entries are in bag order).
-      if (s.rowPtrs && ownedIndex(s, j) + 8 < s.lent) {
-        const char* p = reinterpret_cast<const char*>(s.rowPtrs[ownedIndex(s, j) + 8]);
+      if (s.rowPtrs && i + 8 < s.lent) {
+        const char* p = reinterpret_cast<const char*>(s.rowPtrs[i + 8]);
         for (size_t off = 0; off < rowBytes; off += 64) __builtin_prefetch(p + off, 0, 1);
       }
-      const float* __restrict e = rowOf(s, j);
+      const float* __restrict e = rowOf(s, i);
       const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
       double scale = w;
       if (s.maxNorm > 0) {
@@ -62,6 +81,7 @@ void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
       }
       for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + scale * static_cast<double>(e[c]);
     }
+    k = kEnd;
     const double d = s.denom[r];
     if (d == 0) continue;
     double* __restrict o = out + r * dim;
@@ -72,13 +92,13 @@ void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
 ES_MULTIVERSION
 void combineBackwardRows(const PlanSpan& s, const float* grads, float* out, bool compact, double* dy) {
   const size_t dim = s.dim;
+  size_t k = firstOwned(s);
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     const double d = s.denom[r];
     const float* __restrict g = grads + r * dim;
-    const size_t end = static_cast<size_t>(s.rowSplits[r + 1]);
-    for (size_t j = static_cast<size_t>(s.rowSplits[r]); j < end; ++j) {
-      if (!isOwned(s, j)) continue;
-      const size_t i = ownedIndex(s, j);
+    const size_t kEnd = ownedEnd(s, r, k);
+    for (size_t i = k; i < kEnd; ++i) {
+      const size_t j = entryOf(s, i);
       const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
       const double scale = d == 0 ? 0.0 : w / d;
       for (size_t c = 0; c < dim; ++c) dy[c] = scale * static_cast<double>(g[c]);
@@ -91,13 +111,14 @@ void combineBackwardRows(const PlanSpan& s, const float* grads, float* out, bool
         if (norm > s.maxNorm) {
           double dot = 0;
           for (size_t c = 0; c < dim; ++c) dot += static_cast<double>(e[c]) * dy[c];
-          const double k = s.maxNorm / norm;
-          for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(k * (dy[c] - (static_cast<double>(e[c]) * dot) / n2));
+          const double k2 = s.maxNorm / norm;
+          for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(k2 * (dy[c] - (static_cast<double>(e[c]) * dot) / n2));
           continue;
         }
       }
       for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(dy[c]);
     }
+    k = kEnd;
   }
 }
 

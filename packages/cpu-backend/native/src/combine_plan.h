@@ -20,8 +20,9 @@ struct PlanSpan {
   size_t rowBegin;
   size_t rowEnd;
   const float* weights;   // [nnz] or null = ones
-  const int32_t* index;   // [nnz] compact index of each entry, -1 = not owned; null = every entry, index j
-  const float* rows;      // [owned * dim] the owned entries' rows (null when not needed)
+  const uint32_t* positions;  // [owned] the owned entries' positions in the bag, ascending; null = every entry (entry j is owned entry j)
+  size_t owned;               // entries of positions
+  const float* rows;      // [owned * dim] the owned entries' rows, in positions order (null when not needed)
   const double* denom;    // [nrows]
   double maxNorm;         // 0 = none
   size_t dim;

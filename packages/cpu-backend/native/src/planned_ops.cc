@@ -50,36 +50,57 @@ class Scratch {
   }
 };
 
-/** The entries a shard owns: positions (ascending), local keys, and per entry its compact index (-1 = not owned). */
+/** The entries a shard owns: positions in the batch (ascending) and local keys. */
 struct Owned {
-  std::vector<uint32_t> positions;
-  std::vector<int64_t> local;
-  std::vector<int32_t> index;  // filled only when asked
+  HostArray<uint32_t> positions;
+  HostArray<int64_t> local;
+  size_t n = 0;
 
-  size_t count() const { return local.size(); }
+  size_t count() const { return n; }
 };
 
-Owned ownedEntries(const int64_t* keys, size_t n, const ShardPlan& plan, bool wantIndex) {
+/**
+ * The owned entries of keys [n]. Branch-free: every entry is written at the cursor,
+ * which advances only for owned ones (ownership by key is a coin toss per entry, a
+ * branch on it mispredicts half the time).
+ */
+Owned ownedEntries(const int64_t* keys, size_t n, const ShardPlan& plan) {
   Owned o;
-  o.positions.reserve(plan.all() ? n : n / static_cast<size_t>(plan.numShards) + 16);
-  o.local.reserve(o.positions.capacity());
-  if (wantIndex) o.index.assign(n, -1);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t l;
-    if (!plan.owns(keys[i], &l)) continue;
-    if (wantIndex) o.index[i] = static_cast<int32_t>(o.local.size());
-    o.positions.push_back(static_cast<uint32_t>(i));
-    o.local.push_back(l);
+  o.positions.allocate(n);
+  o.local.allocate(n);
+  uint32_t* pos = o.positions.data();
+  int64_t* local = o.local.data();
+  size_t m = 0;
+  const int64_t shards = plan.numShards;
+  if (plan.kind == ShardPlan::kMod && shards > 0 && (shards & (shards - 1)) == 0) {
+    // A power of two: floorMod is the low bits, floor(k / N) an arithmetic shift (ShardPlan::owns).
+    const int64_t mask = shards - 1;
+    const int shift = __builtin_ctzll(static_cast<unsigned long long>(shards));
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t k = keys[i];
+      pos[m] = static_cast<uint32_t>(i);
+      local[m] = plan.roundRobin ? (k >> shift) : k;
+      m += (k & mask) == plan.shard ? 1 : 0;
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t l = 0;
+      const bool own = plan.owns(keys[i], &l);
+      pos[m] = static_cast<uint32_t>(i);
+      local[m] = l;
+      m += own ? 1 : 0;
+    }
   }
+  o.n = m;
   return o;
 }
 
-/** The owned entries' keys and index for a bag: the bag itself (no copy) when the plan owns everything. */
+/** The owned entries' keys and positions for a bag: the bag itself (no copy, no positions) when the plan owns everything. */
 struct BagOwnership {
   Owned owned;
   const int64_t* local;
   size_t count;
-  const int32_t* index;
+  const uint32_t* positions;
 };
 
 BagOwnership bagOwnership(const BagInput& bag, const ShardPlan& plan) {
@@ -87,13 +108,13 @@ BagOwnership bagOwnership(const BagInput& bag, const ShardPlan& plan) {
   if (plan.all()) {
     b.local = bag.keys;
     b.count = bag.n;
-    b.index = nullptr;
+    b.positions = nullptr;
     return b;
   }
-  b.owned = ownedEntries(bag.keys, bag.n, plan, true);
+  b.owned = ownedEntries(bag.keys, bag.n, plan);
   b.local = b.owned.local.data();
   b.count = b.owned.count();
-  b.index = b.owned.index.data();
+  b.positions = b.owned.positions.data();
   return b;
 }
 
@@ -118,7 +139,7 @@ const float* readRows(Table& t, const int64_t* local, size_t count, bool insert)
 
 PlanSpan spanOf(const BagInput& bag, const BagOwnership& b, const float* rows, const double* denom, double maxNorm,
                 size_t dim, size_t r0, size_t r1) {
-  return PlanSpan{bag.rowSplits, r0, r1, bag.weights, b.index, rows, denom, maxNorm, dim};
+  return PlanSpan{bag.rowSplits, r0, r1, bag.weights, b.positions, b.count, rows, denom, maxNorm, dim};
 }
 
 }  // namespace
@@ -137,7 +158,7 @@ void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan,
   }
   ScratchRelease release(n);
   Scratch::Trim trim;
-  Owned o = ownedEntries(keys, n, plan, false);
+  Owned o = ownedEntries(keys, n, plan);
   const size_t m = o.count();
   float* v = Scratch::floats(Scratch::kFound, checkedMul(m, dim, "find values"));
   std::vector<uint8_t> e(m);
@@ -174,8 +195,10 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
       combinePartialRows(s, out, acc.data());
     });
   };
-  // Without inserts, pool straight from the table's rows when it lends them (no copy).
-  if (!insert && t.withRows(b.local, b.count, [&](const float* const* lent) { pool(nullptr, lent); })) return;
+  // Without inserts (a static table's findOrInsert is find), pool straight from the table's
+  // rows when it lends them (no copy).
+  const bool reads = !insert || t.config().isStatic;
+  if (reads && t.withRows(b.local, b.count, [&](const float* const* lent) { pool(nullptr, lent); })) return;
   pool(readRows(t, b.local, b.count, insert), nullptr);
 }
 
@@ -222,7 +245,7 @@ void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float*
   const size_t dim = t.config().dim;
   ScratchRelease release(n);
   Scratch::Trim trim;
-  Owned o = ownedEntries(keys, n, plan, false);
+  Owned o = ownedEntries(keys, n, plan);
   float* g = Scratch::floats(Scratch::kGrads, checkedMul(o.count(), dim, "the owned gradients"));
   for (size_t i = 0; i < o.count(); ++i) {
     std::memcpy(g + i * dim, grads + static_cast<size_t>(o.positions[i]) * dim, dim * sizeof(float));

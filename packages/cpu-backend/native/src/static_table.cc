@@ -89,6 +89,17 @@ void StaticTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* e
   });
 }
 
+bool StaticTable::withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) {
+  if (storage_ != StorageDtype::kFloat32) return false;
+  std::shared_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  checkKeys(keys, n, "keys");
+  std::vector<const float*> rows(n);
+  for (size_t i = 0; i < n; ++i) rows[i] = static_cast<const float*>(row(static_cast<size_t>(keys[i])));
+  fn(rows.data());
+  return true;
+}
+
 void StaticTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_t*, float* values, uint8_t* exists) {
   findInto(keys, n, values, exists);
 }

@@ -32,6 +32,8 @@ class StaticTable final : public Table {
   void lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
                           float* out) override;
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
+  /** Lends float32 rows (every key is a row: nothing is missing); false for narrower storage. */
+  bool withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;
 

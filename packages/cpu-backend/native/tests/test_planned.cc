@@ -111,3 +111,67 @@ TEST(planned_partial_bag_lent_rows_equal_the_copied_rows) {
     }
   }
 }
+
+TEST(static_with_rows_lends_float32_rows_and_checks_keys) {
+  TableConfig c;
+  c.isStatic = true;
+  c.vocabularySize = 4;
+  c.dim = 2;
+  auto t = createTable(c);
+  const int64_t rows[] = {0, 1, 2, 3};
+  const float values[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  t->upsert(rows, 4, values, nullptr);
+  const int64_t keys[] = {3, 0, 3};
+  std::vector<float> seen;
+  ASSERT_TRUE(t->withRows(keys, 3, [&](const float* const* r) {
+    for (size_t i = 0; i < 3; ++i) seen.insert(seen.end(), r[i], r[i] + 2);
+  }));
+  const std::vector<float> want = {7, 8, 1, 2, 7, 8};
+  EXPECT_TRUE(seen == want);
+  // A key past the rows: OUT_OF_RANGE before fn runs.
+  const int64_t bad[] = {1, 4};
+  bool called = false;
+  EXPECT_THROW_CODE(t->withRows(bad, 2, [&](const float* const*) { called = true; }), kOutOfRange);
+  EXPECT_TRUE(!called);
+  // Narrower storage is not lent (the caller copies with findInto).
+  c.storage = StorageDtype::kBfloat16;
+  auto narrow = createTable(c);
+  EXPECT_TRUE(!narrow->withRows(keys, 3, [&](const float* const*) { called = true; }));
+  EXPECT_TRUE(!called);
+}
+
+TEST(planned_partial_bag_on_static_round_robin_shards_with_and_without_insert) {
+  // Global rows 0..5 over N shards round-robin (row g on shard g % N at local row g / N);
+  // a static table's findOrInsert is find, so training lookups pool from lent rows too.
+  const size_t dim = 2;
+  const float values[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};  // global row g = [2g+1, 2g+2]
+  const int32_t splits[] = {0, 2, 2, 5};
+  const int64_t keys[] = {5, 0, 2, 2, 3};
+  const float weights[] = {1, 0.5f, 2, 1, 0.25f};
+  BagInput bag{splits, 3, keys, 5, weights};
+  // Hand sums (sum): row 0 = [11,12] + 0.5*[1,2]; row 1 empty; row 2 = 2*[5,6] + [5,6] + 0.25*[7,8]
+  const double want[] = {11.5, 13, 0, 0, 16.75, 20};
+  for (bool insert : {false, true}) {
+    for (int64_t n : {1, 2, 3, 4}) {
+      std::vector<double> out(3 * dim, 0.0);
+      for (int64_t shard = 0; shard < n; ++shard) {
+        TableConfig c;
+        c.isStatic = true;
+        c.dim = dim;
+        c.vocabularySize = static_cast<size_t>((6 - shard + n - 1) / n);
+        auto t = createTable(c);
+        ShardPlan p;
+        p.kind = n == 1 ? ShardPlan::kAll : ShardPlan::kMod;
+        p.numShards = n;
+        p.shard = shard;
+        p.roundRobin = true;
+        for (int64_t g = 0; g < 6; ++g) {
+          int64_t local = 0;
+          if (p.owns(g, &local)) t->upsert(&local, 1, values + g * dim, nullptr);
+        }
+        lookupCombinedPartial(*t, bag, Combiner::kSum, 0.0, insert, p, out.data());
+      }
+      for (size_t i = 0; i < 3 * dim; ++i) EXPECT_EQ(out[i], want[i]);
+    }
+  }
+}
