@@ -110,7 +110,7 @@ export {
 export type { StorageDtype } from './storageDtype.js';
 export type { TableOptions, ResolvedTableOptions } from './tableOptions.js';
 export { rawTableFromSync } from './rawTable.js';
-export type { RawTable, RawTableSync, RawTableAsync, FindResult, ExportBatch, Promisified } from './rawTable.js';
+export type { ShardPart, RawTable, RawTableSync, RawTableAsync, FindResult, ExportBatch, Promisified } from './rawTable.js';
 export {
   registerBackend,
   unregisterBackend,
@@ -124,7 +124,7 @@ export {
   OPTIONAL_BACKEND_PACKAGES,
 } from './backend.js';
 export type { EmbeddingBackend, BackendCapabilities, DeviceInfo, LoadDefaultBackendOptions } from './backend.js';
-export { EmbeddingTable, createTable } from './table.js';
+export { EmbeddingTable, createTable, lookupCombinedShards, lookupCombinedShardsSync } from './table.js';
 export { EmbeddingCache, createCache, resolveCacheOptions, CACHE_DEFAULT_WAYS } from './cache.js';
 export type { CacheOptions, ResolvedCacheOptions, RawCache, CacheQueryResult, CacheQueryOptions } from './cache.js';
 export { validateValues, validateExists } from './values.js';
@@ -146,6 +146,8 @@ export type {
   CombinerOptions,
   LookupCombinedOptions,
   PartialLookupOptions,
+  ShardsLookupOptions,
+  TableShard,
   BackwardOptions,
   CombinedGradientsOptions,
   ApplyGradientsOptions,

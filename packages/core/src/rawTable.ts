@@ -156,6 +156,46 @@ export interface RawTable {
   setEpoch(epoch: number): void;
   /** Frees the table's memory (native or remote). Idempotent. */
   dispose(): void;
+  /**
+   * Optional: a whole embedding bag over the shards of one logical table in ONE call,
+   * called on `parts[0].raw` (core's `lookupCombinedShards`): for each row r,
+   * out[r] = Σ_d partial_d[r], where partial_d is `lookupCombinedPartial` of
+   * `parts[d]` (its raw table and plan) over the whole bag; the float64 partials are
+   * added in part order (((p_0 + p_1) + p_2) + ...) and rounded once to float32, into
+   * `out` [nrows * dim] (written whole), which is returned. The parts' partial bags may
+   * run in parallel. Returns null, before any work, when it cannot serve `parts` (a
+   * part of another backend): core then runs `lookupCombinedPartial` per part and adds
+   * them itself (`sumShardPartials`), with the same result.
+   */
+  lookupCombinedShards?(
+    parts: readonly ShardPart[],
+    bag: Bag<Keys>,
+    combiner: Combiner,
+    maxNorm: number,
+    insertMissing: boolean,
+    out: Float32Array,
+  ): Promise<Float32Array> | null;
+}
+
+/** One shard of a logical table: its backend table and its resolved plan (`lookupCombinedShards`). */
+export interface ShardPart {
+  raw: RawTable;
+  plan: ResolvedShardPlan;
+}
+
+/**
+ * The reference arithmetic of `lookupCombinedShards`: out[i] = the float64 partials
+ * `partials[d][i]` added in order d = 0, 1, ... and rounded once to float32.
+ */
+export function sumShardPartials(partials: readonly Float64Array[], out: Float32Array): Float32Array {
+  const n = out.length;
+  const first = partials[0]!;
+  for (let i = 0; i < n; i++) {
+    let acc = first[i]!;
+    for (let d = 1; d < partials.length; d++) acc += partials[d]![i]!;
+    out[i] = acc;
+  }
+  return out;
 }
 
 /** Builds a RawTable whose async side runs the sync side inside a resolved promise. */

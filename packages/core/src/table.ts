@@ -12,7 +12,7 @@ import {
 } from './errors.js';
 import { type KeyInput, keyShape, normalizeKeys } from './keys.js';
 import { isOptimizerSpec, type OptimizerSpec, type ResolvedOptimizer, resolveOptimizer, sameSlotLayout } from './optimizers.js';
-import type { ExportBatch, FindResult, RawTable, RawTableSync } from './rawTable.js';
+import { type ExportBatch, type FindResult, type RawTable, type RawTableSync, type ShardPart, sumShardPartials } from './rawTable.js';
 import { checkOwnedRows, type ResolvedShardPlan, resolveShardPlan, type ShardPlan } from './shardPlan.js';
 import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } from './tableOptions.js';
 import type { StorageDtype } from './storageDtype.js';
@@ -76,6 +76,22 @@ export interface PartialLookupOptions extends CombinerOptions {
    * zero array. Calls adding to one array must not overlap in time.
    */
   out?: Float64Array | null;
+}
+
+/** One shard of a logical table split over several tables (`lookupCombinedShards`). */
+export interface TableShard {
+  /** The shard's table (every shard: the same dim and key dtype). */
+  table: EmbeddingTable;
+  /** Which keys it owns, under which local keys (shardPlan.ts). */
+  plan: ShardPlan;
+}
+
+/** Options of lookupCombinedShards. */
+export interface ShardsLookupOptions extends CombinerOptions {
+  /** Insert missing owned keys (training). Default false. */
+  insertMissing?: boolean;
+  /** [nrows * dim] floats to fill (and return) instead of a fresh array. */
+  out?: Float32Array | null;
 }
 
 /** Options of lookupCombinedBackward. */
@@ -604,6 +620,65 @@ export class EmbeddingTable {
     return this.#syncOps.restrict(this.#restrictArg(numReserved));
   }
 
+  /** Validated arguments of lookupCombinedShards: the parts, the bag (validated once), combiner, maxNorm, insert, out. */
+  static #shardsArgs(shards: readonly TableShard[], ids: BagInput, o: ShardsLookupOptions): [ShardPart[], Bag<Keys>, Combiner, number, boolean, Float32Array, EmbeddingTable[]] {
+    if (!Array.isArray(shards) || shards.length === 0) throw invalidParameter('shards', 'a non-empty array of { table, plan }', shards, InvalidTypeError);
+    const tables = shards.map((s: unknown, d) => {
+      const t = typeof s === 'object' && s !== null ? (s as TableShard).table : undefined;
+      if (!(t instanceof EmbeddingTable)) throw invalidParameter(`shards[${d}].table`, 'an EmbeddingTable', t, InvalidTypeError);
+      return t;
+    });
+    const first = tables[0]!;
+    tables.forEach((t, d) => {
+      if (t.dim !== first.dim || t.keyDtype !== first.keyDtype) {
+        throw new ShapeMismatchError(
+          `Expected shards[${d}].table ("${t.name}") to have dim ${first.dim} and key dtype ${first.keyDtype} like shards[0].table but it has dim ${t.dim} and key dtype ${t.keyDtype}`,
+          { argument: `shards[${d}].table` },
+        );
+      }
+    });
+    const plans = tables.map((t, d) => resolveShardPlan(shards[d]!.plan, t.options, `shards[${d}].plan`));
+    const a = first.#combinerArgs(ids, o, plans[0]!);
+    tables.forEach((t, d) => {
+      if (d > 0 && t.kind === 'static') t.#keys(a.bag.keys, 'ids', plans[d]!);
+    });
+    const n = (a.bag.rowSplits.length - 1) * first.dim;
+    const out = floatOut((o as ShardsLookupOptions).out, n, 'out') ?? new Float32Array(n);
+    const parts = tables.map((t, d) => ({ raw: t.raw, plan: plans[d]! }));
+    return [parts, a.bag, a.combiner, a.maxNorm, first.#insertArg((o as ShardsLookupOptions).insertMissing), out, tables];
+  }
+
+  /**
+   * The whole embedding bag of one logical table split over `shards` (each table with
+   * its plan; together the plans own every key once): out[r] = Σ_d of shard d's
+   * `lookupCombinedPartial` (float64, added in shard order) rounded once to float32,
+   * exactly what adding the partials yourself gives. A backend may run every shard's
+   * part in one call (the CPU backend does: one dispatch, the parts in parallel, the
+   * sum in native code); otherwise core runs the parts concurrently and adds them.
+   * The bag is validated once; a rejected call changes nothing.
+   *
+   * @throws InvalidTypeError / ShapeMismatchError naming shards[d], ids, out; DisposedError
+   */
+  static async lookupCombinedShards(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Promise<Float32Array> {
+    const [parts, bag, combiner, maxNorm, insert, out] = EmbeddingTable.#shardsArgs(shards, ids, opts);
+    const fused = parts[0]!.raw.lookupCombinedShards?.(parts, bag, combiner, maxNorm, insert, out) ?? null;
+    if (fused) return fused;
+    const partials = parts.map(() => new Float64Array(out.length));
+    await Promise.all(parts.map((p, d) => p.raw.async.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, partials[d]!)));
+    return sumShardPartials(partials, out);
+  }
+
+  /**
+   * Sync form of {@link EmbeddingTable.lookupCombinedShards} (the shards' parts one after another).
+   * @throws UnsupportedError on async-only backends
+   */
+  static lookupCombinedShardsSync(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Float32Array {
+    const [parts, bag, combiner, maxNorm, insert, out, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts);
+    const sync = tables.map((t) => t.#syncOps);
+    const partials = parts.map((p, d) => sync[d]!.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, new Float64Array(out.length)));
+    return sumShardPartials(partials, out);
+  }
+
   /** True once dispose() has run. */
   get disposed(): boolean {
     return this.#raw === null;
@@ -622,6 +697,16 @@ export class EmbeddingTable {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+/** {@link EmbeddingTable.lookupCombinedShards}: one embedding bag over the shards of a logical table. */
+export function lookupCombinedShards(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Promise<Float32Array> {
+  return EmbeddingTable.lookupCombinedShards(shards, ids, opts);
+}
+
+/** {@link EmbeddingTable.lookupCombinedShardsSync}. */
+export function lookupCombinedShardsSync(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Float32Array {
+  return EmbeddingTable.lookupCombinedShardsSync(shards, ids, opts);
 }
 
 /**

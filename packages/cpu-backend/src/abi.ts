@@ -234,11 +234,21 @@ export function encodeOptimizer(o: ResolvedOptimizer): Float64Array {
 /** A resolved shard plan -> the addon's plan vector (null: no plan). */
 export function encodePlan(p: ResolvedShardPlan | null): Float64Array | null {
   if (!p) return null;
-  const v = new Float64Array(PLAN_FIELDS);
-  v[PlanField.placement] = PLACEMENT_IDS[p.placement];
-  v[PlanField.numShards] = p.numShards;
-  v[PlanField.shard] = p.shard;
-  v[PlanField.start] = p.start;
-  v[PlanField.end] = p.end;
+  return encodePlanAt(p, new Float64Array(PLAN_FIELDS), 0);
+}
+
+/** Several plans laid end to end (lookupCombinedShards: PLAN_FIELDS numbers each). */
+export function encodePlans(plans: readonly ResolvedShardPlan[]): Float64Array {
+  const v = new Float64Array(plans.length * PLAN_FIELDS);
+  plans.forEach((p, i) => encodePlanAt(p, v, i * PLAN_FIELDS));
+  return v;
+}
+
+function encodePlanAt(p: ResolvedShardPlan, v: Float64Array, at: number): Float64Array {
+  v[at + PlanField.placement] = PLACEMENT_IDS[p.placement];
+  v[at + PlanField.numShards] = p.numShards;
+  v[at + PlanField.shard] = p.shard;
+  v[at + PlanField.start] = p.start;
+  v[at + PlanField.end] = p.end;
   return v;
 }

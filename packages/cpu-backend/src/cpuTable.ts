@@ -10,8 +10,9 @@ import type {
   ResolvedOptimizer,
   ResolvedShardPlan,
   ResolvedTableOptions,
+  ShardPart,
 } from '@embedstack/core';
-import { COMBINER_IDS, encodeOptimizer, encodePlan, encodeTable } from './abi.js';
+import { COMBINER_IDS, encodeOptimizer, encodePlan, encodePlans, encodeTable } from './abi.js';
 import { call, callAsync } from './errors.js';
 import type { NativeExportResult, NativeTableFunctions, NativeTableHandle } from './native.js';
 
@@ -45,6 +46,9 @@ function inline<R>(fn: () => R): Promise<R> {
     return Promise.reject(e);
   }
 }
+
+/** Handles of the tables this class itself made (not a subclass's): the ones lookupCombinedShards fuses. */
+const fusable = new WeakMap<object, NativeTableHandle>();
 
 /**
  * The RawTable of the CPU backend: a native table (host memory, see the addon's
@@ -125,6 +129,7 @@ export class CpuRawTable implements RawTable {
       dispose: () => call(() => b.dispose(h)),
     };
     this.sync = sync;
+    if (new.target === CpuRawTable) fusable.set(this, h);
 
     const sizeOf = (): number => {
       try {
@@ -210,6 +215,26 @@ export class CpuRawTable implements RawTable {
       restrict: (numReserved) =>
         big(sizeOf()) ? callAsync(() => b.restrictAsync(h, numReserved)) : inline(() => sync.restrict(numReserved)),
     };
+  }
+
+  /**
+   * The whole bag over shard tables of this backend in one native call (core's
+   * lookupCombinedShards): the shards' partial bags run in parallel on the addon's
+   * pool, their float64 sums are added in shard order and rounded once in native code.
+   * Null (core adds the partials) when a part is not a table of this class.
+   */
+  lookupCombinedShards(parts: readonly ShardPart[], bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, insertMissing: boolean, out: Float32Array): Promise<Float32Array> | null {
+    const handles: NativeTableHandle[] = [];
+    for (const p of parts) {
+      const h = fusable.get(p.raw);
+      if (h === undefined) return null;
+      handles.push(h);
+    }
+    const b = this.#b;
+    const plans = encodePlans(parts.map((p) => p.plan));
+    const args = [handles, plans, bag.rowSplits, bag.keys, bag.weights, COMBINER_IDS[combiner], maxNorm, insertMissing, out] as const;
+    if (bag.keys.length * Math.max(this.#dim, 8) < ASYNC_MIN_WORK) return inline(() => (call(() => b.lookupCombinedShards(...args)), out));
+    return callAsync(() => b.lookupCombinedShardsAsync(...args)).then(() => out);
   }
 
   size(): number {

@@ -196,6 +196,34 @@ export interface NativeBinding {
     plan: Float64Array,
     out: Float64Array,
   ): Promise<void>;
+  /**
+   * The whole bag over shard tables (one dim and key dtype) with their plans (Float64Array
+   * [tables.length * PLAN_FIELDS]): each shard's partial in float64, the shards in parallel,
+   * added in shard order and rounded once into out (Float32Array [nrows*dim]).
+   */
+  lookupCombinedShards(
+    tables: NativeTableHandle[],
+    plans: Float64Array,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    combiner: number,
+    maxNorm: number,
+    insertMissing: boolean,
+    out: Float32Array,
+  ): void;
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  lookupCombinedShardsAsync(
+    tables: NativeTableHandle[],
+    plans: Float64Array,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    combiner: number,
+    maxNorm: number,
+    insertMissing: boolean,
+    out: Float32Array,
+  ): Promise<void>;
   /** Per-entry gradients of the owned entries into out [nnz*dim] from pooled grads [nrows*dim]. */
   lookupCombinedBackward(
     t: NativeTableHandle,

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { createTable } from '@embedstack/core';
+import { createTable, lookupCombinedShards, RaggedTensor } from '@embedstack/core';
 import { expectSameState, snapshot } from '@embedstack/core/testing';
 import { ASYNC_MIN_WORK, cpuBackend } from '@embedstack/cpu-backend';
 import { describe, expect, it } from 'vitest';
@@ -58,6 +58,54 @@ describe('cpu backend: the Promise path', () => {
     expect(m.values.every((x) => x === 0)).toBe(true);
     expect(t.size()).toBe(4 * BATCH);
     t.dispose();
+  });
+
+  it('lookupCombinedShards on the pool: the shards in parallel give the partials added in shard order, and the whole table\'s bag', async () => {
+    const rows = 1200;
+    const perRow = 26; // 31,200 ids: async, the shards in parallel, the sum split over the pool
+    const keys = new BigInt64Array(rows * perRow).map((_, i) => BigInt(((i * 7919) % 5000) - 2500));
+    const splits = Int32Array.from({ length: rows + 1 }, (_, r) => r * perRow);
+    const weights = new Float32Array(keys.length).map((_, i) => ((i * 13) % 7) / 4 - 0.5);
+    const bag = RaggedTensor.fromRowSplits(keys, splits);
+    const w = RaggedTensor.fromRowSplits(weights, splits);
+    const whole = createTable({ dim: DIM }, { backend: cpuBackend });
+    const fill = keysFrom(-2500, 4000);
+    const fillRows = rowsFor(-2500, 4000, 0.25);
+    whole.upsertSync(fill, fillRows);
+    for (const n of [2, 4]) {
+      const shards = Array.from({ length: n }, (_, d) => {
+        const table = createTable({ dim: DIM }, { backend: cpuBackend });
+        const own = fill.filter((k) => ((Number(k) % n) + n) % n === d);
+        const at = Array.from(own, (k) => Number(k) + 2500);
+        const vals = new Float32Array(own.length * DIM);
+        at.forEach((a, i) => vals.set(fillRows.subarray(a * DIM, (a + 1) * DIM), i * DIM));
+        table.upsertSync(own, vals);
+        return { table, plan: { placement: 'mod' as const, numShards: n, shard: d } };
+      });
+      for (const combiner of ['sum', 'mean'] as const) {
+        const o = { combiner, weights: w };
+        const partials = await Promise.all(shards.map((s) => s.table.lookupCombinedPartial(bag, { ...o, plan: s.plan })));
+        const expected = new Float32Array(rows * DIM);
+        for (let i = 0; i < expected.length; i++) {
+          let acc = partials[0]![i]!;
+          for (let d = 1; d < n; d++) acc += partials[d]![i]!;
+          expected[i] = acc;
+        }
+        const got = await lookupCombinedShards(shards, bag, o);
+        expect(Array.from(got), `${n} shards, ${combiner}`).toEqual(Array.from(expected));
+        const one = await whole.lookupCombined(bag, o);
+        let worst = 0;
+        for (let i = 0; i < one.length; i++) worst = Math.max(worst, Math.abs(one[i]! - got[i]!));
+        expect(worst, `${n} shards vs one table, ${combiner}`).toBeLessThan(1e-4);
+      }
+      // insertMissing: the keys -2600..-2501 are on no shard yet; each lands on its owner only.
+      const fresh = RaggedTensor.fromRowSplits(keysFrom(-2600, 100 * perRow).map((k) => -2600n + (k + 2600n) % 100n), Int32Array.from({ length: 101 }, (_, r) => r * perRow));
+      const sizes = shards.map((s) => s.table.size());
+      await lookupCombinedShards(shards, fresh, { combiner: 'sum', insertMissing: true });
+      expect(shards.map((s, d) => s.table.size() - sizes[d]!)).toEqual(shards.map(() => 100 / n));
+      for (const s of shards) s.table.dispose();
+    }
+    whole.dispose();
   });
 
   it('a Promise find or write rejected on bad input changes nothing', async () => {

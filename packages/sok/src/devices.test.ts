@@ -109,3 +109,37 @@ describe('results do not depend on the device count (1, 2, 4, 8)', () => {
     );
   });
 });
+
+/** A communicator of the in-process kind that is not the default class: lookups take the collectives (allgather, reduce-scatter). */
+class CollectiveCommunicator extends sok.InProcessCommunicator {}
+
+describe('the in-process fast path (core lookupCombinedShards) and the collectives agree', () => {
+  it('pooled lookups bit-identical with the default communicator and through allgather + reduceScatter (2, 3, 4, 8 devices)', async () => {
+    await fc.assert(
+      fc.asyncProperty(caseArb, async (x) => {
+        const { c, idsA, idsB, weightsA } = x;
+        const raggedA = RaggedTensor.fromNestedArray(idsA.map((r) => r.map((i) => c.keys[i]!)));
+        const wA = RaggedTensor.fromNestedArray(idsA.map((r, ri) => r.map((_, j) => weightsA[ri]![j]!)), { dtype: 'float32' });
+        const raggedB = RaggedTensor.fromNestedArray(idsB);
+        for (const n of [2, 3, 4, 8]) {
+          const results: Float32Array[][] = [];
+          for (const communicator of [undefined, new CollectiveCommunicator(n)]) {
+            sok.shutdown();
+            await sok.init({ numDevices: n, ...(communicator ? { communicator } : {}) });
+            const a = new sok.DynamicVariable({ dimension: c.dim, initializer: 'uniform', name: `fast_a_${c.seed}` });
+            const b = new sok.Variable({ shape: [c.rows, c.dim], initializer: 'normal', name: `fast_b_${c.seed}` });
+            try {
+              const out = await sok.lookupSparse([a, b], [raggedA, raggedB], { spWeights: [wA, null], combiners: [c.combinerA, c.combinerB], training: true });
+              results.push(out.map((t) => t.data));
+            } finally {
+              a.dispose();
+              b.dispose();
+            }
+          }
+          results[1]!.forEach((p, i) => expect(Array.from(p), `output ${i}, ${n} devices`).toEqual(Array.from(results[0]![i]!)));
+        }
+      }),
+      { numRuns: Number(process.env.SOK_PROPERTY_RUNS ?? 25) },
+    );
+  });
+});

@@ -1,4 +1,5 @@
-import type { Bag, Combiner, Keys, OptimizerSpec } from '@embedstack/core';
+import { type Bag, type Combiner, type Keys, lookupCombinedShards, type OptimizerSpec } from '@embedstack/core';
+import { InProcessCommunicator } from './communicator.js';
 import type { DeviceShard, SokVariable } from './variable.js';
 
 /**
@@ -17,7 +18,10 @@ import type { DeviceShard, SokVariable } from './variable.js';
  *   shard plan (it touches only the entries it owns, under their local keys).
  *
  * One device holding the whole table (N = 1 or `localized:k`) calls the core op
- * directly, with no plan and no accumulator.
+ * directly, with no plan and no accumulator. With the default in-process communicator
+ * (every device in this process) the forward is core `lookupCombinedShards`: the same
+ * partials and the same device-order sum, in one backend call (no allgather views, no
+ * send buffers, no per-device dispatch); another communicator gets the collectives.
  */
 
 /** Row ranges [start, end) of N contiguous chunks of `nrows` (sizes differ by at most 1). */
@@ -60,6 +64,12 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
   const one = whole(v);
   if (one) return one.table.lookupCombined(bag, { combiner, insertMissing: insert });
   const comm = v.ctx.communicator;
+  if (Object.getPrototypeOf(comm) === InProcessCommunicator.prototype) {
+    // Every device is in this process: one core call pools every shard's part of the whole
+    // batch and adds the float64 partials in device order, rounding once: the values of the
+    // exchange below (the CPU backend: one native call, the shards in parallel on its pool).
+    return lookupCombinedShards(v.shards.map((s) => ({ table: s.table, plan: s.plan! })), bag, { combiner, insertMissing: insert });
+  }
   const chunks = chunkRows(nrows, comm.numDevices);
   // allgather: every device sees every device's keys and weights (in-process: a view of the batch).
   const keys = await comm.allgather(chunks.map(([r0, r1]) => entries(bag.keys, bag.rowSplits, r0, r1)));

@@ -16,6 +16,10 @@ import {
   type FindOptions,
   type LookupCombinedOptions,
   type PartialLookupOptions,
+  lookupCombinedShards,
+  lookupCombinedShardsSync,
+  type ShardsLookupOptions,
+  type TableShard,
   type ValuesInput,
   type WriteOptions,
 } from '../table.js';
@@ -38,6 +42,7 @@ export interface Ops {
   importRows(t: EmbeddingTable, keys: KeyInput, values: ValuesInput, slots?: Float32Array[] | null, scores?: BigUint64Array | null): Promise<void>;
   lookupCombined(t: EmbeddingTable, ids: BagInput, o?: LookupCombinedOptions): Promise<Float32Array>;
   lookupCombinedPartial(t: EmbeddingTable, ids: BagInput, o: PartialLookupOptions): Promise<Float64Array>;
+  lookupCombinedShards(shards: readonly TableShard[], ids: BagInput, o?: ShardsLookupOptions): Promise<Float32Array>;
   lookupCombinedBackward(t: EmbeddingTable, ids: BagInput, grads: ValuesInput, o?: BackwardOptions): Promise<Float32Array>;
   applyCombinedGradients(
     t: EmbeddingTable,
@@ -64,6 +69,7 @@ const promiseOps: Ops = {
   importRows: (t, k, v, s, sc) => t.importRows(k, v, s, sc),
   lookupCombined: (t, ids, o) => t.lookupCombined(ids, o),
   lookupCombinedPartial: (t, ids, o) => t.lookupCombinedPartial(ids, o),
+  lookupCombinedShards: (shards, ids, o) => lookupCombinedShards(shards, ids, o),
   lookupCombinedBackward: (t, ids, g, o) => t.lookupCombinedBackward(ids, g, o),
   applyCombinedGradients: (t, ids, g, opt, step, o) => t.applyCombinedGradients(ids, g, opt, step, o),
   applyGradients: (t, k, g, opt, step, o) => t.applyGradients(k, g, opt, step, o),
@@ -83,6 +89,7 @@ const syncOps: Ops = {
   importRows: async (t, k, v, s, sc) => t.importRowsSync(k, v, s, sc),
   lookupCombined: async (t, ids, o) => t.lookupCombinedSync(ids, o),
   lookupCombinedPartial: async (t, ids, o) => t.lookupCombinedPartialSync(ids, o),
+  lookupCombinedShards: async (shards, ids, o) => lookupCombinedShardsSync(shards, ids, o),
   lookupCombinedBackward: async (t, ids, g, o) => t.lookupCombinedBackwardSync(ids, g, o),
   applyCombinedGradients: async (t, ids, g, opt, step, o) => t.applyCombinedGradientsSync(ids, g, opt, step, o),
   applyGradients: async (t, k, g, opt, step, o) => t.applyGradientsSync(k, g, opt, step, o),

@@ -120,22 +120,29 @@ void tagHandle(const Napi::External<TableHolder>& handle) {
   handle.TypeTag(&kTableTag);
 }
 
-TableHolder* holderArg(const Napi::CallbackInfo& info, size_t i) {
-  Napi::Value v = argAt(info, i);
+TableHolder* holderOf(const Napi::Value& v, const char* name) {
   ES_CHECK(v.IsExternal() && v.As<Napi::External<TableHolder>>().CheckTypeTag(&kTableTag), kInvalidType,
-           "Expected table to be a table handle returned by createTable but received " << describe(v));
+           "Expected " << name << " to be a table handle returned by createTable but received " << describe(v));
   TableHolder* h = v.As<Napi::External<TableHolder>>().Data();
   ES_CHECK(h != nullptr, kInvalidType,
-           "Expected table to be a table handle returned by createTable but received " << describe(v));
+           "Expected " << name << " to be a table handle returned by createTable but received " << describe(v));
   return h;
 }
 
-std::shared_ptr<Table> tableArg(const Napi::CallbackInfo& info, size_t i, TableHolder** holder) {
-  TableHolder* h = holderArg(info, i);
+TableHolder* holderArg(const Napi::CallbackInfo& info, size_t i) {
+  return holderOf(argAt(info, i), "table");
+}
+
+std::shared_ptr<Table> tableOf(const Napi::Value& v, const char* name, TableHolder** holder) {
+  TableHolder* h = holderOf(v, name);
   ES_CHECK(h->table != nullptr && !h->table->disposed(), kDisposed,
-           "Expected table to be a live table but it was disposed");
+           "Expected " << name << " to be a live table but it was disposed");
   if (holder) *holder = h;
   return h->table;
+}
+
+std::shared_ptr<Table> tableArg(const Napi::CallbackInfo& info, size_t i, TableHolder** holder) {
+  return tableOf(argAt(info, i), "table", holder);
 }
 
 TypedArg<float> floatArg(const Napi::CallbackInfo& info, size_t i, const char* name, bool nullable) {

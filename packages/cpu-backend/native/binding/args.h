@@ -32,6 +32,10 @@ void tagHandle(const Napi::External<TableHolder>& handle);
 std::shared_ptr<Table> tableArg(const Napi::CallbackInfo& info, size_t i, TableHolder** holder = nullptr);
 /** The holder behind info[i] even when disposed (for dispose / isDisposed). */
 TableHolder* holderArg(const Napi::CallbackInfo& info, size_t i);
+/** The holder behind a JS value (INVALID_TYPE naming `name` for a foreign value). */
+TableHolder* holderOf(const Napi::Value& v, const char* name);
+/** The live table behind a JS value (INVALID_TYPE / DISPOSED naming `name`). */
+std::shared_ptr<Table> tableOf(const Napi::Value& v, const char* name, TableHolder** holder = nullptr);
 
 /** A typed array argument: pointer into JS memory (valid while the JS value lives). */
 template <class T>

@@ -84,10 +84,12 @@ OptimizerParams optimizerArg(const Napi::CallbackInfo& info, size_t i) {
 }
 
 ShardPlan planArg(const Napi::CallbackInfo& info, size_t i, const Table& t) {
+  if (info.Length() <= i || info[i].IsUndefined() || info[i].IsNull()) return ShardPlan{};
+  return planOf(float64Arg(info, i, "plan", abi::kPlanFields).data, t);
+}
+
+ShardPlan planOf(const double* v, const Table& t) {
   ShardPlan p;
-  if (info.Length() <= i || info[i].IsUndefined() || info[i].IsNull()) return p;
-  TypedArg<double> a = float64Arg(info, i, "plan", abi::kPlanFields);
-  const double* v = a.data;
   auto integer = [&](int field, const char* name, double min, double max) {
     const double x = v[field];
     ES_CHECK(std::isfinite(x) && x == std::floor(x) && x >= min && x <= max, kInvalidArgument,

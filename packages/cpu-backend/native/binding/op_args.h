@@ -41,5 +41,7 @@ OptimizerParams optimizerArg(const Napi::CallbackInfo& info, size_t i);
  * for none (every key). 'mod' on a static table maps rows round-robin.
  */
 ShardPlan planArg(const Napi::CallbackInfo& info, size_t i, const Table& t);
+/** A plan vector's kPlanFields numbers (placement 1-3), validated for table `t`. */
+ShardPlan planOf(const double* v, const Table& t);
 
 }  // namespace embedstack

@@ -5,6 +5,7 @@
 // src/planned_ops.cc. Argument 0 is the table handle.
 #include "plan_api.h"
 
+#include "abi.h"
 #include "async_op.h"
 #include "op_args.h"
 #include "planned_ops.h"
@@ -72,6 +73,47 @@ Op<Unit> preparePartial(const Napi::CallbackInfo& info) {
   const BagInput bag = b.input;
   op.job = [t, keys, bag, c, maxNorm, insert, plan, out] {
     lookupCombinedPartial(*t, bag, c, maxNorm, insert, plan, out);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+// lookupCombinedShards(tables: handle[], plans: Float64Array [parts * kPlanFields], rowSplits, keys, weights,
+//                      combiner, maxNorm, insertMissing, out: Float32Array [rows * dim])
+Op<Unit> prepareShards(const Napi::CallbackInfo& info) {
+  Napi::Value tv = info.Length() > 0 ? info[0] : info.Env().Undefined();
+  ES_CHECK(tv.IsArray() && tv.As<Napi::Array>().Length() >= 1, kInvalidType,
+           "Expected tables to be a non-empty array of table handles but received " << describe(tv));
+  Napi::Array ta = tv.As<Napi::Array>();
+  const size_t parts = ta.Length();
+  TypedArg<double> pa = float64Arg(info, 1, "plans", checkedMul(parts, abi::kPlanFields, "plans"));
+  std::vector<std::shared_ptr<Table>> tables;
+  std::vector<ShardPlan> plans;
+  TableHolder* first = nullptr;
+  for (size_t d = 0; d < parts; ++d) {
+    TableHolder* h;
+    const std::string name = "tables[" + std::to_string(d) + "]";
+    tables.push_back(tableOf(ta.Get(static_cast<uint32_t>(d)), name.c_str(), &h));
+    if (!first) first = h;
+    ES_CHECK(h->dim == first->dim && h->int32Keys == first->int32Keys, kShapeMismatch,
+             "Expected tables[" << d << "] to have the dim and key dtype of tables[0] (dim " << first->dim
+                                << ") but it has dim " << h->dim);
+    plans.push_back(planOf(pa.data + d * abi::kPlanFields, *tables.back()));
+  }
+  Op<Unit> op;
+  BagArg b = bagArg(info, 2, *first, op.keepAlive);
+  const Combiner c = combinerArg(info, 5);
+  const double maxNorm = maxNormArg(info, 6);
+  const bool insert = boolArg(info, 7, "insertMissing");
+  float* out = floatOut(info, 8, "out", checkedMul(b.input.rows, first->dim, "out"), op.keepAlive);
+  auto keys = b.keys;
+  const BagInput bag = b.input;
+  op.job = [tables, plans, keys, bag, c, maxNorm, insert, out] {
+    std::vector<Table*> t;
+    t.reserve(tables.size());
+    for (const auto& x : tables) t.push_back(x.get());
+    lookupCombinedShards(t.data(), plans.data(), t.size(), bag, c, maxNorm, insert, out);
     return Unit{};
   };
   op.toJs = undefinedToJs;
@@ -161,6 +203,8 @@ void registerPlanFunctions(Napi::Env env, Napi::Object exports) {
   def("findOrInsertPlannedAsync", asyncFn<Unit, preparePlannedFind<true>>);
   def("lookupCombinedPartial", syncFn<Unit, preparePartial>);
   def("lookupCombinedPartialAsync", asyncFn<Unit, preparePartial>);
+  def("lookupCombinedShards", syncFn<Unit, prepareShards>);
+  def("lookupCombinedShardsAsync", asyncFn<Unit, prepareShards>);
   def("lookupCombinedBackward", syncFn<Unit, prepareBackward>);
   def("lookupCombinedBackwardAsync", asyncFn<Unit, prepareBackward>);
   def("applyCombinedGradients", syncFn<Unit, prepareApplyCombined>);

@@ -1,12 +1,15 @@
 #include "planned_ops.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "combine_plan.h"
 #include "memory.h"
+#include "thread_pool.h"
 
 namespace embedstack {
 
@@ -200,6 +203,100 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
   const bool reads = !insert || t.config().isStatic;
   if (reads && t.withRows(b.local, b.count, [&](const float* const* lent) { pool(nullptr, lent); })) return;
   pool(readRows(t, b.local, b.count, insert), nullptr);
+}
+
+namespace {
+
+/** Bags this small run their shards one after another (waking a helper costs more). */
+constexpr size_t kShardsParallelMin = 4096;
+/** Outputs this large ([rows * dim] values) are summed by the pool; smaller ones on the calling thread. */
+constexpr size_t kShardsSumParallelMin = 65536;
+/** Partials arrays kept between calls up to this size (fresh ones cost page faults and zero fills). */
+constexpr size_t kKeepPartialsBytes = size_t{32} << 20;
+
+/**
+ * Float64 arrays for the shards' partials, kept between calls (process-wide, so
+ * consecutive calls reuse the same memory whichever pool thread runs them; at most two
+ * kept, for concurrent calls).
+ */
+class PartialsPool {
+ public:
+  struct Lease {
+    std::unique_ptr<double[]> data;
+    size_t size = 0;
+  };
+  static Lease take(size_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mutex());
+      auto& kept = free();
+      for (size_t i = 0; i < kept.size(); ++i) {
+        if (kept[i].size >= n) {
+          Lease l = std::move(kept[i]);
+          kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(i));
+          return l;
+        }
+      }
+    }
+    Lease l;
+    l.data.reset(new double[n]);
+    l.size = n;
+    return l;
+  }
+  static void give(Lease&& l) {
+    if (l.size * sizeof(double) > kKeepPartialsBytes) return;
+    std::lock_guard<std::mutex> lock(mutex());
+    auto& kept = free();
+    kept.push_back(std::move(l));
+    if (kept.size() > 2) kept.erase(kept.begin());
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<Lease>& free() {
+    static std::vector<Lease>* v = new std::vector<Lease>();  // never destroyed: pool threads may outlive statics
+    return *v;
+  }
+};
+
+}  // namespace
+
+void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag, Combiner c,
+                          double maxNorm, bool insert, float* out) {
+  if (parts == 0) return;
+  const size_t n = checkedMul(bag.rows, tables[0]->config().dim, "out");
+  struct Held {
+    PartialsPool::Lease lease;
+    ~Held() { PartialsPool::give(std::move(lease)); }
+  } held{PartialsPool::take(checkedMul(parts, n, "the shards' partials"))};
+  double* partials = held.lease.data.get();
+  const auto run = [&](size_t b, size_t e) {
+    for (size_t d = b; d < e; ++d) {
+      double* p = partials + d * n;
+      std::fill(p, p + n, 0.0);
+      lookupCombinedPartial(*tables[d], bag, c, maxNorm, insert, plans[d], p);
+    }
+  };
+  if (parts > 1 && bag.n >= kShardsParallelMin) {
+    ThreadPool::shared().parallelFor(parts, 1, run);
+  } else {
+    run(0, parts);
+  }
+  // Σ in shard order, rounded once (as core's sumShardPartials).
+  const auto sum = [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      double acc = partials[i];
+      for (size_t d = 1; d < parts; ++d) acc += partials[d * n + i];
+      out[i] = static_cast<float>(acc);
+    }
+  };
+  if (n >= kShardsSumParallelMin) {
+    forEachRange(n, sum, kShardsSumParallelMin / 2);
+  } else {
+    sum(0, n);
+  }
 }
 
 void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,

@@ -47,6 +47,15 @@ void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan,
 void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double maxNorm, bool insert,
                            const ShardPlan& plan, double* out);
 
+/**
+ * lookupCombinedShards: the whole bag over `parts` shards (tables[d] with plans[d], one
+ * dim): each shard's lookupCombinedPartial into its own zeroed float64 array (the shards
+ * in parallel on the pool), then out[i] = the partials added in shard order and rounded
+ * once to float32 (out [rows * dim], written whole).
+ */
+void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag, Combiner c,
+                          double maxNorm, bool insert, float* out);
+
 /** lookupCombinedBackward: owned entries' gradients at their rows of out [n * dim]. grads [rows * dim]. */
 void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, float* out);

@@ -4,6 +4,7 @@ import type { KeyDtype } from '../../dtypes.js';
 import { initializers } from '../../initializers.js';
 import { optimizers } from '../../optimizers.js';
 import { RaggedTensor } from '../../sparse.js';
+import { referenceBackend } from '../../reference/backend.js';
 import type { EmbeddingTable } from '../../table.js';
 import { expectClose, expectRejected, INT64_MAX, INT64_MIN, type Ops, opsFor, type SuiteContext } from '../harness.js';
 import {
@@ -63,26 +64,28 @@ interface Sharded {
   keys: (ks: bigint[]) => bigint[] | number[];
 }
 
+/** Shard d's table of a case (on `backend`, default the suite's), holding its written keys. */
+async function shardTable(ctx: SuiteContext, ops: Ops, c: Case, d: number, backend = ctx.backend): Promise<EmbeddingTable> {
+  const roundRobin = c.kind === 'static' && c.placement === 'mod';
+  let vocab = 0;
+  if (c.kind === 'static') vocab = c.placement === 'range' ? c.starts[d + 1]! - c.starts[d]! : Math.ceil((c.rows - d) / c.n);
+  const t =
+    c.kind === 'static'
+      ? ctx.make({ kind: 'static', dim: DIM, vocabularySize: vocab, keyDtype: c.keyDtype, initializer: initializers.row(INIT), optimizer: optimizers.sgd({ learningRate: 1 }) }, backend)
+      : ctx.make({ dim: DIM, keyDtype: c.keyDtype, initializer: initializers.row(INIT), optimizer: optimizers.sgd({ learningRate: 1 }) }, backend);
+  for (const k of c.written) {
+    const p = placeKey(k, c.placement, c.n, c.starts, roundRobin);
+    if (p.shard === d) await ops.upsert(t, c.keyDtype === 'int64' ? [p.local] : [Number(p.local)], rowOf(k));
+  }
+  return t;
+}
+
 async function build(ctx: SuiteContext, ops: Ops, c: Case): Promise<Sharded> {
   const roundRobin = c.kind === 'static' && c.placement === 'mod';
   const place = (k: bigint) => placeKey(k, c.placement, c.n, c.starts, roundRobin);
   const keys = (ks: bigint[]) => (c.keyDtype === 'int64' ? ks : ks.map(Number));
   const tables: EmbeddingTable[] = [];
-  for (let d = 0; d < c.n; d++) {
-    let vocab = 0;
-    if (c.kind === 'static') {
-      vocab = c.placement === 'range' ? c.starts[d + 1]! - c.starts[d]! : Math.ceil((c.rows - d) / c.n);
-    }
-    tables.push(
-      c.kind === 'static'
-        ? ctx.make({ kind: 'static', dim: DIM, vocabularySize: vocab, keyDtype: c.keyDtype, initializer: initializers.row(INIT), optimizer: optimizers.sgd({ learningRate: 1 }) })
-        : ctx.make({ dim: DIM, keyDtype: c.keyDtype, initializer: initializers.row(INIT), optimizer: optimizers.sgd({ learningRate: 1 }) }),
-    );
-  }
-  for (const k of c.written) {
-    const p = place(k);
-    await ops.upsert(tables[p.shard]!, keys([p.local]), rowOf(k));
-  }
+  for (let d = 0; d < c.n; d++) tables.push(await shardTable(ctx, ops, c, d));
   const written = new Set(c.written.map(String));
   return {
     c,
@@ -170,6 +173,62 @@ export function shardPlansSection(ctx: SuiteContext): void {
               rounded.set(total);
               expectClose(rounded, pooled(ids, w ? [...w] : null, combiner, maxNorm, s.value), `sum of partials (weights ${w !== null}, maxNorm ${maxNorm})`, 1e-6, 1e-7);
             }
+          });
+        }
+
+        for (const combiner of ['sum', 'mean', 'sqrtn'] as Combiner[]) {
+          it(`${combiner}: lookupCombinedShards is the shards' partials added in shard order and rounded once, in one call`, async () => {
+            const s = await build(ctx, ops, c);
+            const { ids, weights } = bagOf(c);
+            const shards = s.tables.map((table, d) => ({ table, plan: s.plans[d]! }));
+            for (const [w, maxNorm] of [[null, 0], [weights, 0], [weights, 4.5]] as const) {
+              const o = { combiner, maxNorm: maxNorm || null, weights: w ? ragged(c, ids, 'weights', w) : undefined };
+              const partials: Float64Array[] = [];
+              for (let d = 0; d < c.n; d++) partials.push(await ops.lookupCombinedPartial(s.tables[d]!, ragged(c, ids, 'ids'), { ...o, plan: s.plans[d]! }));
+              const expected = new Float32Array(ids.length * DIM);
+              for (let i = 0; i < expected.length; i++) {
+                let acc = 0;
+                for (let d = 0; d < c.n; d++) acc = d === 0 ? partials[0]![i]! : acc + partials[d]![i]!;
+                expected[i] = acc;
+              }
+              const got = await ops.lookupCombinedShards(shards, ragged(c, ids, 'ids'), o);
+              expect(Array.from(got), `weights ${w !== null}, maxNorm ${maxNorm}`).toEqual(Array.from(expected));
+              expectClose(got, pooled(ids, w ? [...w] : null, combiner, maxNorm, s.value), `against the model (weights ${w !== null}, maxNorm ${maxNorm})`, 1e-6, 1e-7);
+              const out = new Float32Array(ids.length * DIM).fill(7);
+              expect(await ops.lookupCombinedShards(shards, ragged(c, ids, 'ids'), { ...o, out })).toBe(out);
+              expect(Array.from(out)).toEqual(Array.from(expected));
+            }
+          });
+        }
+
+        it('lookupCombinedShards inserts owned missing keys with insertMissing (only then), on their owner', async () => {
+          const s = await build(ctx, ops, c);
+          const shards = s.tables.map((table, d) => ({ table, plan: s.plans[d]! }));
+          const ids = [[c.written[1]!, c.missing[0]!], [c.missing[0]!]];
+          const sizes = s.tables.map((t) => t.size());
+          const read = await ops.lookupCombinedShards(shards, ragged(c, ids, 'ids'), { combiner: 'sum' });
+          expectClose(read, pooled(ids, null, 'sum', 0, s.value), 'without insertMissing', 1e-6, 1e-7);
+          expect(s.tables.map((t) => t.size())).toEqual(sizes);
+          const got = await ops.lookupCombinedShards(shards, ragged(c, ids, 'ids'), { combiner: 'sum', insertMissing: true });
+          expect(Array.from(got)).toEqual(Array.from(read));
+          const owner = s.place(c.missing[0]!).shard;
+          if (c.kind === 'dynamic') expect(s.tables.map((t) => t.size())).toEqual(sizes.map((n, d) => n + (d === owner ? 1 : 0)));
+        });
+
+        if (c.n > 1) {
+          it('lookupCombinedShards with a shard on the reference backend gives the same result (core adds the partials)', async () => {
+            const s = await build(ctx, ops, c);
+            // shard 1 on a reference-backend table holding the same rows
+            const other = await shardTable(ctx, ops, c, 1, referenceBackend);
+            const { ids, weights } = bagOf(c);
+            const o = { combiner: 'mean' as const, weights: ragged(c, ids, 'weights', weights) };
+            const same = await ops.lookupCombinedShards(s.tables.map((table, d) => ({ table, plan: s.plans[d]! })), ragged(c, ids, 'ids'), o);
+            const mixed = await ops.lookupCombinedShards(
+              s.tables.map((table, d) => ({ table: d === 1 ? other : table, plan: s.plans[d]! })),
+              ragged(c, ids, 'ids'),
+              o,
+            );
+            expect(Array.from(mixed)).toEqual(Array.from(same));
           });
         }
 
@@ -314,6 +373,35 @@ export function shardPlansSection(ctx: SuiteContext): void {
           'INVALID_TYPE',
           'out',
         );
+      });
+
+      it('lookupCombinedShards validates its shards, ids and out before any shard works', async () => {
+        const a = ctx.make({ dim: DIM });
+        const b = ctx.make({ dim: DIM });
+        const wide = ctx.make({ dim: DIM + 1 });
+        const int32 = ctx.make({ dim: DIM, keyDtype: 'int32' });
+        const st = ctx.make({ kind: 'static', dim: DIM, vocabularySize: 4 });
+        const bag = RaggedTensor.fromNestedArray([[1, 2], [3]]);
+        const mod = (shard: number) => ({ placement: 'mod' as const, numShards: 2, shard });
+        await expectRejected(a, () => ops.lookupCombinedShards([], bag), 'INVALID_TYPE', 'shards');
+        await expectRejected(a, () => ops.lookupCombinedShards('a' as never, bag), 'INVALID_TYPE', 'shards');
+        await expectRejected(a, () => ops.lookupCombinedShards([{ table: a, plan: mod(0) }, { table: {} as never, plan: mod(1) }], bag), 'INVALID_TYPE', 'shards[1].table');
+        await expectRejected(a, () => ops.lookupCombinedShards([{ table: a, plan: mod(0) }, { table: wide, plan: mod(1) }], bag), 'SHAPE_MISMATCH', 'shards[1].table');
+        await expectRejected(a, () => ops.lookupCombinedShards([{ table: a, plan: mod(0) }, { table: int32, plan: mod(1) }], bag), 'SHAPE_MISMATCH', 'shards[1].table');
+        await expectRejected(a, () => ops.lookupCombinedShards([{ table: a, plan: mod(0) }, { table: b, plan: mod(2) }], bag), 'INVALID_ARGUMENT', 'shards[1].plan.shard');
+        await expectRejected(a, () => ops.lookupCombinedShards([{ table: a, plan: mod(0) }, { table: b, plan: mod(1) }], bag, { out: new Float32Array(DIM) }), 'SHAPE_MISMATCH', 'out');
+        await expectRejected(a, () => ops.lookupCombinedShards([{ table: a, plan: mod(0) }, { table: b, plan: mod(1) }], bag, { combiner: 'max' as never }), 'INVALID_ARGUMENT', 'combiner');
+        await expectRejected(
+          a,
+          () => ops.lookupCombinedShards([{ table: a, plan: mod(0) }, { table: b, plan: mod(1) }], bag, { insertMissing: true, weights: new Float32Array(2) }),
+          'SHAPE_MISMATCH',
+          'weights',
+        );
+        // a static shard's owned rows are checked (row 9 is local row 4 of shard 1: out of range), and nothing is inserted on the other
+        const st0 = ctx.make({ kind: 'static', dim: DIM, vocabularySize: 4 });
+        await expectRejected(a, () => ops.lookupCombinedShards([{ table: st0, plan: mod(0) }, { table: st, plan: mod(1) }], RaggedTensor.fromNestedArray([[0, 9]], { dtype: 'int32' }), { insertMissing: true }), 'OUT_OF_RANGE', 'ids');
+        a.dispose();
+        await expectRejected(null, () => ops.lookupCombinedShards([{ table: b, plan: mod(0) }, { table: a, plan: mod(1) }], bag), 'DISPOSED', /.*/);
       });
     });
   }
