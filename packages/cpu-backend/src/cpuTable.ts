@@ -47,8 +47,8 @@ function inline<R>(fn: () => R): Promise<R> {
   }
 }
 
-/** Handles of the tables this class itself made (not a subclass's): the ones lookupCombinedShards fuses. */
-const fusable = new WeakMap<object, NativeTableHandle>();
+/** Binding and handle of the tables this class itself made (not a subclass's): the ones lookupCombinedShards fuses. */
+const fusable = new WeakMap<object, { b: NativeTableFunctions; h: NativeTableHandle }>();
 
 /**
  * The RawTable of the CPU backend: a native table (host memory, see the addon's
@@ -129,7 +129,7 @@ export class CpuRawTable implements RawTable {
       dispose: () => call(() => b.dispose(h)),
     };
     this.sync = sync;
-    if (new.target === CpuRawTable) fusable.set(this, h);
+    if (new.target === CpuRawTable) fusable.set(this, { b, h });
 
     const sizeOf = (): number => {
       try {
@@ -221,16 +221,17 @@ export class CpuRawTable implements RawTable {
    * The whole bag over shard tables of this backend in one native call (core's
    * lookupCombinedShards): the shards' partial bags run in parallel on the addon's
    * pool, their float64 sums are added in shard order and rounded once in native code.
-   * Null (core adds the partials) when a part is not a table of this class.
+   * Null (core adds the partials) when a part is not a table of this class on the same
+   * addon (a CUDA table, another backend's, or one of another loaded CPU level).
    */
   lookupCombinedShards(parts: readonly ShardPart[], bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, insertMissing: boolean, out: Float32Array): Promise<Float32Array> | null {
+    const b = this.#b;
     const handles: NativeTableHandle[] = [];
     for (const p of parts) {
-      const h = fusable.get(p.raw);
-      if (h === undefined) return null;
-      handles.push(h);
+      const t = fusable.get(p.raw);
+      if (t === undefined || t.b !== b) return null;
+      handles.push(t.h);
     }
-    const b = this.#b;
     const plans = encodePlans(parts.map((p) => p.plan));
     const args = [handles, plans, bag.rowSplits, bag.keys, bag.weights, COMBINER_IDS[combiner], maxNorm, insertMissing, out] as const;
     if (bag.keys.length * Math.max(this.#dim, 8) < ASYNC_MIN_WORK) return inline(() => (call(() => b.lookupCombinedShards(...args)), out));
