@@ -284,12 +284,21 @@ void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t p
   } else {
     run(0, parts);
   }
-  // Σ in shard order, rounded once (as core's sumShardPartials).
+  // Σ in shard order, rounded once (as core's sumShardPartials): per block of values,
+  // ((p_0 + p_1) + p_2) + ... in a local accumulator (loops the compiler vectorizes).
   const auto sum = [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) {
-      double acc = partials[i];
-      for (size_t d = 1; d < parts; ++d) acc += partials[d * n + i];
-      out[i] = static_cast<float>(acc);
+    constexpr size_t kBlock = 512;
+    double acc[kBlock];
+    for (size_t i0 = b; i0 < e; i0 += kBlock) {
+      const size_t m = std::min(kBlock, e - i0);
+      const double* p0 = partials + i0;
+      for (size_t j = 0; j < m; ++j) acc[j] = p0[j];
+      for (size_t d = 1; d < parts; ++d) {
+        const double* pd = partials + d * n + i0;
+        for (size_t j = 0; j < m; ++j) acc[j] += pd[j];
+      }
+      float* o = out + i0;
+      for (size_t j = 0; j < m; ++j) o[j] = static_cast<float>(acc[j]);
     }
   };
   if (n >= kShardsSumParallelMin) {
