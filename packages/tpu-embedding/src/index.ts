@@ -16,7 +16,7 @@ export type {
   AdamOptions,
   FTRLOptions,
 } from './optimizers.js';
-export { ReplicaStrategy, shardRanges } from './strategy.js';
+export { MAX_STRATEGY_COUNT, ReplicaStrategy, shardRanges } from './strategy.js';
 export type { ReplicaStrategyOptions, ShardRange } from './strategy.js';
 export { TPUEmbedding } from './tpuEmbedding.js';
 export type {

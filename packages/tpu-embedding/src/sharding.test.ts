@@ -26,7 +26,20 @@ describe('row sharding (TF layout)', () => {
     ]);
     expect(shardRanges(5, 1)).toEqual([{ start: 0, size: 5 }]);
     expect(shardRanges(0, 2)).toEqual([]);
-    await expectError(() => shardRanges(8, 0), 'INVALID_ARGUMENT', 'Expected hosts to be an integer >= 1 but received 0');
+    // more hosts than rows: one row per shard, no entries for the empty hosts
+    expect(shardRanges(3, 65_536)).toEqual([
+      { start: 0, size: 1 },
+      { start: 1, size: 1 },
+      { start: 2, size: 1 },
+    ]);
+    expect(shardRanges(2 ** 40, 65_536).slice(0, 2)).toEqual([
+      { start: 0, size: 2 ** 24 },
+      { start: 2 ** 24, size: 2 ** 24 },
+    ]);
+    // a stray huge count is refused (it used to loop 2^53 times)
+    await expectError(() => shardRanges(10, 2 ** 53), 'INVALID_ARGUMENT', 'Expected hosts to be an integer in [1, 65536] but received 9007199254740992');
+    await expectError(() => shardRanges(10, 65_537), 'INVALID_ARGUMENT', 'Expected hosts to be an integer in [1, 65536]');
+    await expectError(() => shardRanges(8, 0), 'INVALID_ARGUMENT', 'Expected hosts to be an integer in [1, 65536] but received 0');
     await expectError(() => shardRanges(-1, 2), 'INVALID_ARGUMENT', 'Expected rows to be an integer >= 0 but received -1');
     await expectError(() => shardRanges('8' as unknown as number, 3), 'INVALID_ARGUMENT', 'received "8"');
     for (const [rows, hosts] of [
