@@ -179,7 +179,9 @@ export interface RawTable {
 
 /** One shard of a logical table: its backend table and its resolved plan (`lookupCombinedShards`). */
 export interface ShardPart {
+  /** The shard's table on its backend. */
   raw: RawTable;
+  /** The keys it owns and their local keys. */
   plan: ResolvedShardPlan;
 }
 
