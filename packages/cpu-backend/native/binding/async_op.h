@@ -14,7 +14,9 @@
 //    runs on the calling thread instead; detaching or transferring an input while
 //    the job runs is not guarded against (Node-API cannot pin a backing store);
 //  - a JS Error captured at call time gives native errors the caller's stack.
-// Per async call: one allocation (the PoolOp with its Op), no copy of inputs or results.
+// Per async call: no copy of inputs (int32 keys excepted: widened to int64, as in the
+// sync form) or results; a few small allocations: the PoolOp, the argument records
+// (KeysArg, the job's captures), and one Node-API reference per JS array held.
 #pragma once
 
 #include <napi.h>
