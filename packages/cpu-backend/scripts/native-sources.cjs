@@ -37,6 +37,19 @@ function walk(path, out) {
   } else out.push(path);
 }
 
+/**
+ * True when the package at `root` builds an addon from native sources of its own (its
+ * "files" list build inputs); false for any other folder (an app that keeps a binary
+ * in its own prebuilds/, one without a readable package.json).
+ */
+function hasNativeSources(root) {
+  try {
+    return nativeEntries(readJson(join(root, 'package.json'))).length > 0;
+  } catch {
+    return false;
+  }
+}
+
 /** `[{ name, dir, files }]`: the package and each @embedstack dependency with native sources. */
 function nativeSourceSets(root) {
   const pkg = readJson(join(root, 'package.json'));
@@ -94,4 +107,4 @@ function staleness(binary, hash) {
   return recorded === hash ? null : `built from other native sources (hash ${recorded}; the sources here hash to ${hash})`;
 }
 
-module.exports = { sidecarPath, sourceHash, nativeSourceSets, prebuiltBinaries, staleness };
+module.exports = { sidecarPath, sourceHash, hasNativeSources, nativeSourceSets, prebuiltBinaries, staleness };

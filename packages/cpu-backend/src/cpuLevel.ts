@@ -4,8 +4,10 @@ import { InvalidTypeError, invalidParameter } from '@embedstack/core';
 
 /**
  * x86-64 CPU levels of the prebuilt binaries: `baseline` (x86-64 v1: SSE2, runs on
- * every x86-64 CPU), `avx2` (x86-64 v3: AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE) and
- * `avx512` (x86-64 v4: AVX-512 F/BW/CD/DQ/VL). Other architectures have one build,
+ * every x86-64 CPU), `avx2` (x86-64 v3: AVX2, FMA, BMI1/2, F16C, MOVBE) and
+ * `avx512` (x86-64 v4: AVX-512 F/BW/CD/DQ/VL). Both are compiled without LZCNT
+ * (`-mno-lzcnt`), which some VMs hide (AMD EPYC guests whose /proc/cpuinfo lists no
+ * `abm`), so such a VM still runs them. Other architectures have one build,
  * reported as `baseline`.
  */
 export type CpuLevel = 'baseline' | 'avx2' | 'avx512';
@@ -13,11 +15,11 @@ export type CpuLevel = 'baseline' | 'avx2' | 'avx512';
 /** Every level, lowest first. */
 export const CPU_LEVELS: readonly CpuLevel[] = ['baseline', 'avx2', 'avx512'];
 
-/** The /proc/cpuinfo flags a level needs (what `-march=x86-64-v3` / `-v4` compile for). */
+/** The /proc/cpuinfo flags a level needs (what `-march=x86-64-v3` / `-v4 -mno-lzcnt` compile for). */
 export const LEVEL_FLAGS: Readonly<Record<CpuLevel, readonly string[]>> = {
   baseline: [],
-  avx2: ['avx', 'avx2', 'bmi1', 'bmi2', 'fma', 'f16c', 'abm', 'movbe'],
-  avx512: ['avx', 'avx2', 'bmi1', 'bmi2', 'fma', 'f16c', 'abm', 'movbe', 'avx512f', 'avx512bw', 'avx512cd', 'avx512dq', 'avx512vl'],
+  avx2: ['avx', 'avx2', 'bmi1', 'bmi2', 'fma', 'f16c', 'movbe'],
+  avx512: ['avx', 'avx2', 'bmi1', 'bmi2', 'fma', 'f16c', 'movbe', 'avx512f', 'avx512bw', 'avx512cd', 'avx512dq', 'avx512vl'],
 };
 
 /**

@@ -250,23 +250,31 @@ const sourceHashes = new Map<string, string>();
 /**
  * The staleness guard of a workspace checkout: why the prebuilt binary at `path`
  * was not built from the native sources beside it (its `.node.json` sidecar,
- * written by scripts/prebuild.mjs, records their hash), or null when it was, or
- * when the package is installed (its tarball was checked by `prepack`).
+ * written by scripts/prebuild.mjs, records their hash), or null when it was, when
+ * the package is installed (its tarball was checked by `prepack`), or when the folder
+ * holding prebuilds/ is no package with native sources (an app's own copy of a
+ * binary). Never throws: sources that cannot be read are the reason.
  */
 function prebuildStaleness(path: string): string | null {
   const root = prebuildRoot(path);
   const script = join(packageRoot, 'scripts', 'native-sources.cjs');
   if (root === null || !inWorkspace(root) || !existsSync(script)) return null;
-  const sources = createRequire(import.meta.url)(script) as {
-    sourceHash(root: string): string;
-    staleness(binary: string, hash: string): string | null;
-  };
-  let hash = sourceHashes.get(root);
-  if (hash === undefined) {
-    hash = sources.sourceHash(root);
-    sourceHashes.set(root, hash);
+  try {
+    const sources = createRequire(import.meta.url)(script) as {
+      hasNativeSources(root: string): boolean;
+      sourceHash(root: string): string;
+      staleness(binary: string, hash: string): string | null;
+    };
+    let hash = sourceHashes.get(root);
+    if (hash === undefined) {
+      if (!sources.hasNativeSources(root)) return null;
+      hash = sources.sourceHash(root);
+      sourceHashes.set(root, hash);
+    }
+    return sources.staleness(path, hash);
+  } catch (e) {
+    return `its native sources could not be hashed (${e instanceof Error ? e.message : String(e)})`;
   }
-  return sources.staleness(path, hash);
 }
 
 /**

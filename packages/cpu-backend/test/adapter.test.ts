@@ -38,7 +38,7 @@ describe('cpu backend: adapter and registration', () => {
 
   it('an async native failure carries the stack of the call site', async () => {
     const t = createTable({ dim: 2, optimizer: optimizers.adagrad() }, { backend: cpuBackend });
-    const n = Math.ceil(ASYNC_MIN_WORK / 8) + 1; // large enough for the libuv pool
+    const n = Math.ceil(ASYNC_MIN_WORK / 8) + 1; // large enough for the native pool (ASYNC_MIN_WORK)
     // a raw call with an optimizer whose slots do not fit the table: found by the native table
     const adam = resolveOptimizer(optimizers.adam(), 1);
     const err = await t.raw.async.applyGradients(new BigInt64Array(n), new Float32Array(n * 2), adam).catch((e: unknown) => e);

@@ -100,6 +100,60 @@ describe('cpu backend: the Promise path', () => {
     expect(r.stdout.trim()).toBe(`resolved ${sum}`);
   }, 90_000);
 
+  it('a resizable buffer shrunk while a Promise call reads or fills it does not crash the process', () => {
+    // A resizable ArrayBuffer gives its pages back when it shrinks: a pool job still
+    // reading or writing them would fault. Each call below is shrunk right after it starts.
+    const script = `
+      const { createTable } = require(${JSON.stringify(paths.core)});
+      const { cpuBackend } = require(${JSON.stringify(paths.cpu)});
+      const D = ${DIM}, N = ${4 * BATCH};
+      const t = createTable({ dim: D }, { backend: cpuBackend });
+      const resizable = (bytes) => new ArrayBuffer(bytes, { maxByteLength: bytes });
+      const keys = new BigInt64Array(N).map((_, i) => BigInt(i));
+      const row = (k, j) => (k % 1000) * 0.5 + j;
+      const sumOf = (a) => { let s = 0; for (let i = 0; i < a.length; i++) s += a[i]; return s; };
+      (async () => {
+        const results = [];
+        for (let it = 0; it < 8; it++) {
+          // upsert from resizable values
+          const vb = resizable(N * D * 4);
+          const values = new Float32Array(vb);
+          for (let i = 0; i < N; i++) for (let j = 0; j < D; j++) values[i * D + j] = row(i, j);
+          const up = t.upsert(keys, values);
+          vb.resize(0);
+          await up;
+          // find of resizable keys
+          const kb = resizable(N * 8);
+          const k = new BigInt64Array(kb);
+          k.set(keys);
+          const f = t.find(k);
+          kb.resize(0);
+          results.push(sumOf((await f).values));
+          // find into a resizable out
+          const ob = resizable(N * D * 4);
+          const out = new Float32Array(ob);
+          const g = t.find(keys, { out: { values: out, exists: new Uint8Array(N) } });
+          ob.resize(0);
+          await g;
+          // a pooled lookup into a resizable out
+          const bb = resizable((N / 4) * D * 4);
+          const pooled = new Float32Array(bb);
+          const splits = new Int32Array(N / 4 + 1).map((_, r) => 4 * r);
+          const l = t.lookupCombined({ rowSplits: splits, keys, weights: null }, { combiner: 'sum', out: pooled });
+          bb.resize(0);
+          await l;
+        }
+        console.log('done ' + results.join(','));
+      })().catch((e) => { console.error(e); process.exit(2); });
+    `;
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 90_000 });
+    expect(r.signal, r.stderr).toBeNull();
+    expect(r.status, r.stderr).toBe(0);
+    let sum = 0;
+    for (let i = 0; i < 4 * BATCH; i++) for (let j = 0; j < DIM; j++) sum += Math.fround(rowValue(i, j));
+    expect(r.stdout.trim()).toBe(`done ${Array(8).fill(sum).join(',')}`);
+  }, 120_000);
+
   it('workers ended with Promise calls in flight leave the process working', () => {
     const script = `
       const { Worker } = require('node:worker_threads');

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * Many overlapping promises on one table, with batches large enough to run on the
- * libuv pool (and the native pool). Writers own disjoint key ranges, so their ops
+ * addon's thread pool as Promise calls. Writers own disjoint key ranges, so their ops
  * commute: the end state must equal the reference backend running each writer's
  * ops in order, one writer after another. Readers run at the same time and check
  * what they can prove: rows never torn (each row is written whole, all elements

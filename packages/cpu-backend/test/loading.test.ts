@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -124,6 +124,30 @@ describe('cpu backend: loading', () => {
     expect(reason).toContain(`could not be loaded on ${process.platform}-${process.arch}`);
     expect(reason).toContain(`Node ${process.versions.node} (Node-API ${process.versions.napi})`);
     expect(describePlatform()).toMatch(new RegExp(`^${process.platform}-${process.arch}( \\((glibc|musl)\\))?, Node `));
+  });
+
+  it("a binary in an app's own prebuilds/ folder (a checkout, but no package with native sources) loads: the staleness guard is not its business, and never throws", () => {
+    const real = loadAddon().path;
+    expect(real, 'a loadable addon (build it first)').not.toBeNull();
+    const apps: [string, string | null][] = [
+      ['no package.json', null],
+      ['an app without native sources', JSON.stringify({ name: 'my-app', files: ['dist'] })],
+      ['an unreadable package.json', '{ not json'],
+    ];
+    for (const [what, manifest] of apps) {
+      const root = mkdtempSync(join(tmpdir(), 'embedstack-app-'));
+      mkdirSync(join(root, 'src'));
+      if (manifest !== null) writeFileSync(join(root, 'package.json'), manifest);
+      const dir = join(root, 'prebuilds', `${process.platform}-${process.arch}`);
+      mkdirSync(dir, { recursive: true });
+      const binary = join(dir, 'addon.node');
+      copyFileSync(real!, binary);
+      let load: ReturnType<typeof loadAddon> | null = null;
+      expect(() => (load = loadAddon([binary])), what).not.toThrow();
+      expect(load!.reason, what).toBeNull();
+      expect(load!.path, what).toBe(binary);
+      expect(load!.build, what).toBe('prebuilt');
+    }
   });
 
   it('without a source build, the prebuilt binary of the best level the CPU runs is tried first, then lower levels', () => {

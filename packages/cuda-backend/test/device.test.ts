@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 // The whole conformance suite on a real GPU (device mode): tables in device memory,
 // kernels launched on the device; then what only a device has (pinned spill over the
-// bus, concurrent calls from libuv threads on the table's stream, the kernel rate).
+// bus, concurrent calls from the native pool's threads on the table's stream, the kernel rate).
 // Skipped, with the detection's reason printed, where no device runs this build's
 // kernels (every CI machine of this project).
 const reason = cudaBackend.unavailableReason();
@@ -27,7 +27,7 @@ if (reason === undefined) {
       t.dispose();
     });
 
-    it('concurrent async calls (libuv threads) on one table agree with sequential ones', async () => {
+    it('concurrent async calls (native pool threads) on one table agree with sequential ones', async () => {
       const t = createTable({ dim: 16 }, { backend: cudaBackend });
       const keys = BigInt64Array.from({ length: 1 << 16 }, (_, i) => BigInt(i) * 2654435761n);
       await t.upsert(keys, Float32Array.from({ length: keys.length * 16 }, (_, i) => i));

@@ -150,8 +150,8 @@ function copyInto(out: DeviceBuffer, s: DeviceBuffer, at: number): void {
  * N devices in this process (shards on the CPU backend). Host memory is shared, so
  * the collectives move references: `allgather` of adjacent views of one buffer is a
  * view of the whole (no copy); `alltoall` transposes; `reduceScatter` runs every
- * device's producer concurrently (their native calls run in parallel on the libuv
- * pool) on send buffers it keeps between calls, then adds them element by element in
+ * device's producer concurrently (their native calls run in parallel on the CPU
+ * backend's thread pool) on send buffers it keeps between calls, then adds them element by element in
  * device order and rounds into the receive buffers: the in-process stand-in for
  * NCCL's reduction, the only arithmetic outside core ops.
  */

@@ -11,7 +11,8 @@ import type { DeviceShard, SokVariable } from './variable.js';
  *   row's whole denominator), the devices concurrently; the pooled partial vectors
  *   travel to the chunk's device and are added there (the communicator's
  *   reduce-scatter: NCCL's on GPUs, an element-wise float64 sum in device order
- *   in-process); each chunk is rounded to float32 once (`Float32Array.prototype.set`).
+ *   in-process); each chunk is rounded to float32 once, by that reduction, into the
+ *   chunk's rows of the output.
  * - backward and training: the pooled gradients are allgathered, then each owner runs
  *   core `applyCombinedGradients` / `lookupCombinedBackward` / `applyGradients` with its
  *   shard plan (it touches only the entries it owns, under their local keys).

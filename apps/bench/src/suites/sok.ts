@@ -12,7 +12,7 @@
  * The batch (512 bags x 26 ids = 13,312 ids per call) stays under the CPU backend's
  * 16K-key threshold for splitting one call over its thread pool, so one call uses one
  * native thread: that is a device's "own thread" of the spec, and the devices' calls
- * (each over 128K floats, so on the libuv pool) are what runs in parallel. The
+ * (each over 128K floats, so on the addon's thread pool as Promise calls) are what runs in parallel. The
  * `--sok-bags` option measures other batches (above the threshold core already splits
  * one call over the pool, and N devices cannot add cores).
  */

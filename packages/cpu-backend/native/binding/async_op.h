@@ -10,8 +10,13 @@
 //    thread-safe function (AsyncCompletion), which holds the event loop open only
 //    while ops are pending;
 //  - the JS typed arrays the job reads are kept alive by references until it ends;
+//    an op with an input in a resizable ArrayBuffer (which can shrink under the job)
+//    runs on the calling thread instead; detaching or transferring an input while
+//    the job runs is not guarded against (Node-API cannot pin a backing store);
 //  - a JS Error captured at call time gives native errors the caller's stack.
-// Per async call: one allocation (the PoolOp with its Op), no copy of inputs or results.
+// Per async call: no copy of inputs (int32 keys excepted: widened to int64, as in the
+// sync form) or results; a few small allocations: the PoolOp, the argument records
+// (KeysArg, the job's captures), and one Node-API reference per JS array held.
 #pragma once
 
 #include <napi.h>
@@ -147,8 +152,31 @@ Napi::Value runSync(Napi::Env env, Op<R>& op) {
   return op.toJs(env, r);
 }
 
+/**
+ * True when an input the job would read or fill lives in a resizable ArrayBuffer: it
+ * may shrink while the job runs, and V8 then takes its pages away (the job would
+ * fault). Also true when that cannot be told (a throwing `resizable` getter).
+ */
+bool anyResizable(Napi::Env env, const std::vector<Napi::Value>& values);
+
+/** Runs the op on the calling thread and returns a promise of its result (or error). */
+template <class R>
+Napi::Value runNow(Napi::Env env, Op<R>& op) {
+  Napi::Promise::Deferred d = Napi::Promise::Deferred::New(env);
+  try {
+    d.Resolve(runSync<R>(env, op));
+  } catch (const Napi::Error& e) {
+    d.Reject(e.Value());
+  } catch (...) {
+    d.Reject(makeJsError(env, currentFailure()).Value());
+  }
+  return d.Promise();
+}
+
 template <class R>
 Napi::Value runAsync(Napi::Env env, Op<R>&& op) {
+  // A resizable buffer cannot be pinned for the job's lifetime: run on this thread instead.
+  if (anyResizable(env, op.keepAlive)) return runNow<R>(env, op);
   AsyncCompletion& done = AsyncCompletion::of(env);
   auto* pending = new PoolOp<R>(env, std::move(op), done);
   Napi::Promise p = pending->promise();

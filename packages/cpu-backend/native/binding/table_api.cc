@@ -1,6 +1,6 @@
 // The addon's table functions. Each parses and validates its arguments into an
-// Op (see async_op.h) that runs synchronously (`find`) or on the libuv pool
-// (`findAsync`). Argument 0 is always the table handle from createTable.
+// Op (see async_op.h) that runs synchronously (`find`) or on the addon's thread
+// pool (`findAsync`). Argument 0 is always the table handle from createTable.
 #include "table_api.h"
 
 #include <cmath>

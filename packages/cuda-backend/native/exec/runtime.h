@@ -75,7 +75,7 @@ class Exec {
   void checkLaunch(const char* kernel);
   /**
    * Makes this Exec's device current on the calling thread (device mode; a no-op in host
-   * mode). Async calls run on libuv's threads, whose current device is 0 by default:
+   * mode). Async calls run on the native pool's threads, whose current device is 0 by default:
    * every device path calls it before using the stream.
    */
   void activate() const;
