@@ -124,9 +124,11 @@ class DynamicTable final : public Table {
 
   /**
    * Looks up keys[begin..end) in order, calling fn(i, row) (row = kNoRow when absent).
-   * Software-pipelined: hashes and index groups are prefetched 16 keys ahead; the
-   * candidate row's key and score (for writing when `forWrite`) and its first
-   * `prefetchBytes` of values/slots 8 keys ahead.
+   * Software-pipelined: hashes and index groups are prefetched 16 keys ahead; 8 keys
+   * ahead the home group's first fragment match (the candidate) is noted and its key
+   * and score (for writing when `forWrite`) and first `prefetchBytes` of values/slots
+   * are prefetched, or, when a full home group has no match, the next group; at the
+   * key itself the candidate's key is compared, falling back to a full probe.
    */
   template <class Fn>
   void probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, bool forWrite, Fn&& fn) const;
@@ -189,6 +191,7 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t p
   static_assert(kIndexAhead < kRing && kRecordAhead < kIndexAhead, "pipeline stages");
   struct Pending {
     size_t group;
+    uint32_t candidate;  // row of the home group's first fragment match (stage 2), or kNoRow
     uint8_t fragment;
   };
   Pending ring[kRing];
@@ -204,14 +207,18 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t p
     if (i < n) {
       const uint64_t h = hashKey(keys[begin + i]);
       const size_t g = idx.homeGroup(h);
-      ring[i % kRing] = {g, hashFragment(h)};
+      ring[i % kRing] = {g, KeyIndex::kNoRow, hashFragment(h)};
       __builtin_prefetch(idx.group(g));
     }
     if (i >= kIndexAhead - kRecordAhead) {
       const size_t j = i - (kIndexAhead - kRecordAhead);
       if (j < n) {
-        const Pending& p = ring[j % kRing];
-        const uint32_t cand = idx.firstCandidate(p.group, p.fragment);
+        Pending& p = ring[j % kRing];
+        const uint8_t* ctrl = idx.group(p.group);
+        const Group group(ctrl);
+        const BitMask match = group.match(p.fragment);
+        const uint32_t cand = match ? KeyIndex::rowsOf(ctrl)[match.lowest()] : KeyIndex::kNoRow;
+        p.candidate = cand;
         if (cand < rows) {
           if (forWrite) {
             __builtin_prefetch(rowMeta + cand, 1);
@@ -220,13 +227,20 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t p
           }
           const char* r = arena + static_cast<size_t>(cand) * stride;
           for (size_t off = 0; off < prefetchBytes; off += 64) __builtin_prefetch(r + off);
+        } else if (!group.matchEmpty()) {
+          // No candidate in a full home group: the key overflowed (most often into the next group) or is absent.
+          __builtin_prefetch(idx.group(p.group + 1 == idx.groups ? 0 : p.group + 1));
         }
       }
     }
     if (i >= kIndexAhead) {
       const size_t j = i - kIndexAhead;
       const Pending& p = ring[j % kRing];
-      fn(begin + j, idx.findRow(keys[begin + j], p.fragment, p.group, keyAt));
+      const int64_t key = keys[begin + j];
+      // The first fragment match is the key's slot for all but ~1 in 10 keys: its key is
+      // checked without re-reading the group; otherwise the full probe from the home group.
+      const uint32_t c = p.candidate;
+      fn(begin + j, c < rows && keyAt(c) == key ? c : idx.findRow(key, p.fragment, p.group, keyAt));
     }
   }
 }

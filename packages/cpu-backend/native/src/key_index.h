@@ -28,8 +28,6 @@ class KeyIndex {
 
   /** Groups for `entries` keys with room to grow: 10 keys per group (load 0.83). */
   static size_t groupsFor(size_t entries);
-  /** Groups that hold exactly `entries` keys at the maximum load (a presized table). */
-  static size_t groupsToHold(size_t entries) { return entries / kMaxPerGroup + 1; }
 
   /** Drops everything and sizes the index to `groups` (>= 1) empty groups. */
   void reset(size_t groups);

@@ -349,6 +349,69 @@ TEST(large_batches_use_the_pool_and_agree) {
   EXPECT_EQ(wrong, size_t{0});
 }
 
+// The read probe checks the home group's first fragment match and falls back to a
+// full probe: keys that overflowed their home group (a chain of full groups), present
+// keys behind a same-fragment neighbour, and absent keys sharing a present key's home
+// group and fragment must all read right, inline and on the pool, in find and the bag.
+TEST(find_through_full_groups_and_shared_fragments) {
+  auto t = createTable(dynamicConfig(2, 1000));
+  auto* d = dynamic_cast<DynamicTable*>(t.get());
+  ASSERT_TRUE(d != nullptr);
+  const size_t groups = d->indexGroups();
+  auto home = [&](int64_t k) { return hashGroup(hashKey(k), groups); };
+  std::mt19937_64 rng(99);
+  // 40 keys with home group 3 (3 full groups' worth), then random keys up to ~10 per group.
+  std::vector<int64_t> crowded, absent;
+  while (crowded.size() < 40) {
+    const int64_t k = static_cast<int64_t>(rng());
+    if (home(k) == 3) crowded.push_back(k);
+  }
+  std::vector<int64_t> keys(crowded);
+  while (keys.size() < 1000) keys.push_back(static_cast<int64_t>(rng()));
+  // Absent keys in group 3 whose fragment equals a crowded key's, and a few more absent ones.
+  while (absent.size() < 20) {
+    const int64_t k = static_cast<int64_t>(rng());
+    if (home(k) != 3) continue;
+    for (int64_t c : crowded) {
+      if (hashFragment(hashKey(c)) == hashFragment(hashKey(k)) && c != k) {
+        absent.push_back(k);
+        break;
+      }
+    }
+  }
+  auto vals = estest::valuesFor(keys, 2, [](int64_t k) { return static_cast<float>(k % 1000); });
+  t->upsert(keys.data(), keys.size(), vals.data(), nullptr);
+  ASSERT_TRUE(d->indexGroups() == groups);  // no rebuild: the crowded keys really share group 3
+  // Queries: every key, every absent one, repeated past the pool threshold (70 * 1020 keys).
+  std::vector<int64_t> q;
+  for (int rep = 0; rep < 70; ++rep) {
+    q.insert(q.end(), keys.begin(), keys.end());
+    q.insert(q.end(), absent.begin(), absent.end());
+  }
+  for (size_t n : {keys.size() + absent.size(), q.size()}) {
+    auto r = t->find(q.data(), n);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t m = i % (keys.size() + absent.size());
+      if (m < keys.size()) {
+        wrong += !r.exists[i] || r.values[i * 2] != vals[m * 2] || r.values[i * 2 + 1] != vals[m * 2 + 1];
+      } else {
+        wrong += r.exists[i] != 0 || r.values[i * 2] != 0.0f || r.values[i * 2 + 1] != 0.0f;  // zeros initializer
+      }
+    }
+    EXPECT_EQ(wrong, size_t{0});
+    // The bag: one key per row, so each output row is that key's row (absent: initial zeros).
+    std::vector<int32_t> splits(n + 1);
+    for (size_t i = 0; i <= n; ++i) splits[i] = static_cast<int32_t>(i);
+    BagInput bag{splits.data(), n, q.data(), n, nullptr};
+    auto out = t->lookupCombined(bag, Combiner::kSum, 0, false);
+    wrong = 0;
+    for (size_t i = 0; i < n * 2; ++i) wrong += out[i] != r.values[i];
+    EXPECT_EQ(wrong, size_t{0});
+  }
+  EXPECT_EQ(t->size(), keys.size());  // reads inserted nothing
+}
+
 TEST(disposed_table_throws_disposed) {
   auto t = createTable(dynamicConfig(1));
   t->markDisposed();

@@ -60,8 +60,8 @@ TEST(row_memory_is_key_score_values_and_slots) {
       auto t = createTable(configOf(l, cap, SIZE_MAX));
       auto* d = dynamic_cast<DynamicTable*>(t.get());
       ASSERT_TRUE(d != nullptr);
-      // 64-byte index groups of 12 slots, presized to hold initCapacity keys at 11 per group
-      EXPECT_EQ(d->indexGroups(), cap / 11 + 1);
+      // 64-byte index groups of 12 slots, presized to hold initCapacity keys at 10 per group
+      EXPECT_EQ(d->indexGroups(), cap / 10 + 1);
       EXPECT_EQ(t->memoryUsage(), cap * rowBytes(l) + d->indexGroups() * 64);
     }
   }
