@@ -77,6 +77,7 @@ export const bagSuite: Suite = {
     const groups: Group[] = [];
     const targets: Target[] = [];
     const nativeOut = new Float32Array(BATCH * FEATURES * DIM);
+    const ourOut = new Float32Array(BATCH * FEATURES * DIM);
     for (const [ci, combiner] of COMBINERS.entries()) {
       const opts = { combiner };
       const mean = combiner === 'mean';
@@ -111,6 +112,9 @@ export const bagSuite: Suite = {
               ctx.native.gatherReduce(arena, splits, ids, nativeOut, mean, t),
             ),
           ),
+          // like for like with the native loop: one reused output (LookupCombinedOptions.out)
+          entry('static lookupCombinedSync, reused out', 'static lookupCombinedSync, reused out', 'ours', () => void stat.lookupCombinedSync(staticBag, { combiner, out: ourOut })),
+          entry('dynamic lookupCombinedSync, reused out', 'dynamic lookupCombinedSync, reused out', 'ours', () => void dyn.lookupCombinedSync(dynamicBag, { combiner, out: ourOut })),
         ],
         { minSamples: 3 },
       );
@@ -123,7 +127,8 @@ export const bagSuite: Suite = {
       };
       groups.push(g);
       const o = 'static lookupCombinedSync';
-      targets.push(ratioTarget(g, o, `native loop (${threadLabel(ctx.threads)})`, '>=', 0.8, `bag ${combiner} (static) >= 0.8x native loop (${threadLabel(ctx.threads)})`));
+      // the native loop writes into a reused buffer: compared with ours into a reused out
+      targets.push(ratioTarget(g, `${o}, reused out`, `native loop (${threadLabel(ctx.threads)})`, '>=', 0.8, `bag ${combiner} (static, reused out) >= 0.8x native loop (${threadLabel(ctx.threads)})`));
       if (typeof torch !== 'string') targets.push(ratioTarget(g, o, torchName, '>=', 1, `bag ${combiner} (static) >= 1.0x PyTorch EmbeddingBag (${threadLabel(ctx.threads)})`));
       targets.push(ratioTarget(g, o, 'JS loop', '>=', 5, `bag ${combiner} (static) >= 5x JS loop`));
       targets.push(ratioTarget(g, 'dynamic lookupCombinedSync', o, '>=', 0.8, `bag ${combiner}: dynamic table >= 0.8x static table`));
@@ -144,7 +149,7 @@ export const bagSuite: Suite = {
       notes: [
         'rows/s counts gathered ids (rows read), so bag sizes compare directly',
         `tfjs-core runs batch ${TFJS_BATCH} (${formatCount(TFJS_BATCH * FEATURES * IDS)} ids) to keep its time bounded`,
-        'the native loop writes into a reused output buffer; lookupCombined and the JS loop allocate theirs per call',
+        'the native loop writes into a reused output buffer; lookupCombined and the JS loop allocate theirs per call, except the "reused out" rows (LookupCombinedOptions.out), which the native-loop target compares: a fresh multi-MB output per call costs page faults that can be as large as the lookup',
         'storage dtypes: the same rows and ids on float32, bfloat16 and float16 static tables (values rounded to nearest-even when stored; pooled in double, returned as float32) vs nn.EmbeddingBag on a weight of each dtype',
       ],
       charts: [],
