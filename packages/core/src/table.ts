@@ -643,9 +643,9 @@ export class EmbeddingTable {
       if (d > 0 && t.kind === 'static') t.#keys(a.bag.keys, 'ids', plans[d]!);
     });
     const n = (a.bag.rowSplits.length - 1) * first.dim;
-    const out = floatOut((o as ShardsLookupOptions).out, n, 'out') ?? new Float32Array(n);
+    const out = floatOut(o.out, n, 'out') ?? new Float32Array(n);
     const parts = tables.map((t, d) => ({ raw: t.raw, plan: plans[d]! }));
-    return [parts, a.bag, a.combiner, a.maxNorm, first.#insertArg((o as ShardsLookupOptions).insertMissing), out, tables];
+    return [parts, a.bag, a.combiner, a.maxNorm, first.#insertArg(o.insertMissing), out, tables];
   }
 
   /**

@@ -1,13 +1,10 @@
 import type { BackendCapabilities, DeviceInfo, EmbeddingBackend } from '../backend.js';
 import type { RawCache, ResolvedCacheOptions } from '../cache.js';
-import { type RawTable, rawTableFromSync, sumShardPartials } from '../rawTable.js';
+import { type RawTable, rawTableFromSync } from '../rawTable.js';
 import type { ResolvedTableOptions } from '../tableOptions.js';
 import { ReferenceCache } from './cache.js';
 import { ReferenceDynamicTable } from './dynamicTable.js';
 import { ReferenceStaticTable } from './staticTable.js';
-
-/** The tables this backend made (lookupCombinedShards serves only those). */
-const referenceTables = new WeakSet<RawTable>();
 
 /**
  * The reference backend: plain TypeScript tables on the JS heap, written to be
@@ -33,21 +30,7 @@ export class ReferenceBackend implements EmbeddingBackend {
   }
 
   createTable(options: ResolvedTableOptions): RawTable {
-    const raw: RawTable = {
-      ...rawTableFromSync(options.kind === 'static' ? new ReferenceStaticTable(options) : new ReferenceDynamicTable(options)),
-      // The shards one after another, each partial in its own float64 array, added in shard order.
-      lookupCombinedShards: (parts, bag, combiner, maxNorm, insert, out) => {
-        if (!parts.every((p) => referenceTables.has(p.raw))) return null;
-        try {
-          const partials = parts.map((p) => p.raw.sync!.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, new Float64Array(out.length)));
-          return Promise.resolve(sumShardPartials(partials, out));
-        } catch (e) {
-          return Promise.reject(e);
-        }
-      },
-    };
-    referenceTables.add(raw);
-    return raw;
+    return rawTableFromSync(options.kind === 'static' ? new ReferenceStaticTable(options) : new ReferenceDynamicTable(options));
   }
 
   createCache(options: ResolvedCacheOptions): RawCache {
