@@ -219,8 +219,9 @@ export class CpuRawTable implements RawTable {
 
   /**
    * The whole bag over shard tables of this backend in one native call (core's
-   * lookupCombinedShards): the shards' partial bags run in parallel on the addon's
-   * pool, their float64 sums are added in shard order and rounded once in native code.
+   * lookupCombinedShards): chunks of the bag's rows run in parallel on the addon's
+   * pool, each pooling every shard's entries of its rows and adding the shards' float64
+   * partial sums in shard order, rounded once (bit for bit the partials added in order).
    * Null (core adds the partials) when a part is not a table of this class on the same
    * addon (a CUDA table, another backend's, or one of another loaded CPU level).
    */

@@ -55,37 +55,99 @@ inline const float* rowOf(const PlanSpan& s, size_t i) {
 
 }  // namespace
 
+namespace {
+
+/** acc [dim] = Σ s_j e_j over owned entries [k, kEnd) (bag order, from 0); inlined into each clone. */
+__attribute__((always_inline)) inline void accumulateOwned(const PlanSpan& s, size_t k, size_t kEnd, double* __restrict acc) {
+  const size_t dim = s.dim;
+  const size_t rowBytes = dim * sizeof(float);
+  for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
+  for (size_t i = k; i < kEnd; ++i) {
+    const size_t j = entryOf(s, i);
+    // Lent rows are scattered over the table: fetch the owned row 8 ahead (owned entries are in bag order).
+    if (s.rowPtrs && i + 8 < s.lent) {
+      const char* p = reinterpret_cast<const char*>(s.rowPtrs[i + 8]);
+      for (size_t off = 0; off < rowBytes; off += 64) __builtin_prefetch(p + off, 0, 1);
+    }
+    const float* __restrict e = rowOf(s, i);
+    const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
+    double scale = w;
+    if (s.maxNorm > 0) {
+      double n2 = 0;
+      for (size_t c = 0; c < dim; ++c) n2 += static_cast<double>(e[c]) * static_cast<double>(e[c]);
+      const double norm = std::sqrt(n2);
+      if (norm > s.maxNorm) scale = (w * s.maxNorm) / norm;
+    }
+    if (scale == 1.0) {
+      for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + static_cast<double>(e[c]);  // 1.0 * e is exact
+    } else {
+      for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + scale * static_cast<double>(e[c]);
+    }
+  }
+}
+
+}  // namespace
+
 ES_MULTIVERSION
 void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
   const size_t dim = s.dim;
-  const size_t rowBytes = dim * sizeof(float);
   size_t k = firstOwned(s);
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
-    for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
     const size_t kEnd = ownedEnd(s, r, k);
-    for (size_t i = k; i < kEnd; ++i) {
-      const size_t j = entryOf(s, i);
-      // Lent rows are scattered over the table: fetch the owned row 8 ahead (owned entries are in bag order).
-      if (s.rowPtrs && i + 8 < s.lent) {
-        const char* p = reinterpret_cast<const char*>(s.rowPtrs[i + 8]);
-        for (size_t off = 0; off < rowBytes; off += 64) __builtin_prefetch(p + off, 0, 1);
-      }
-      const float* __restrict e = rowOf(s, i);
-      const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
-      double scale = w;
-      if (s.maxNorm > 0) {
-        double n2 = 0;
-        for (size_t c = 0; c < dim; ++c) n2 += static_cast<double>(e[c]) * static_cast<double>(e[c]);
-        const double norm = std::sqrt(n2);
-        if (norm > s.maxNorm) scale = (w * s.maxNorm) / norm;
-      }
-      for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + scale * static_cast<double>(e[c]);
-    }
+    accumulateOwned(s, k, kEnd, acc);
     k = kEnd;
     const double d = s.denom[r];
     if (d == 0) continue;
     double* __restrict o = out + r * dim;
     for (size_t c = 0; c < dim; ++c) o[c] = o[c] + acc[c] / d;
+  }
+}
+
+ES_MULTIVERSION
+void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
+  const size_t dim = s.dim;
+  size_t k = firstOwned(s);
+  for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
+    const size_t kEnd = ownedEnd(s, r, k);
+    const double d = s.denom[r];
+    // This shard's partial of the row is 0 + acc / d, or 0 when d == 0. Owning no entry of
+    // the row (acc = 0) it is +0 unless d is NaN, and +0 leaves the running sum as it is
+    // (the sum starts at 0 + p_0, so it is never -0): nothing to compute.
+    const bool adds = d != 0 && (kEnd > k || d != d);
+    if (adds) accumulateOwned(s, k, kEnd, acc);
+    k = kEnd;
+    double* __restrict run = sum + (r - s.rowBegin) * dim;
+    float* __restrict o = out + r * dim;
+    if (first) {
+      // run = p_0 (rounded to float32 at once when it is the only shard).
+      if (!adds) {
+        for (size_t c = 0; c < dim; ++c) run[c] = 0.0;
+      } else if (d == 1) {
+        for (size_t c = 0; c < dim; ++c) run[c] = 0.0 + acc[c];  // acc / 1 == acc
+      } else {
+        for (size_t c = 0; c < dim; ++c) run[c] = 0.0 + acc[c] / d;
+      }
+      if (last) {
+        for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c]);
+      }
+      continue;
+    }
+    // run + (0 + x) == run + x for every x when run is not -0; the last shard rounds.
+    if (!adds) {
+      if (last) {
+        for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c]);
+      }
+    } else if (d == 1) {
+      if (last) {
+        for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c] + acc[c]);
+      } else {
+        for (size_t c = 0; c < dim; ++c) run[c] = run[c] + acc[c];
+      }
+    } else if (last) {
+      for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c] + acc[c] / d);
+    } else {
+      for (size_t c = 0; c < dim; ++c) run[c] = run[c] + acc[c] / d;
+    }
   }
 }
 

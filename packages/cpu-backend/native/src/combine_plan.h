@@ -37,6 +37,15 @@ void bagDenominators(const int32_t* rowSplits, const float* weights, size_t rb, 
 void combinePartialRows(const PlanSpan& s, double* out, double* acc);
 
 /**
+ * One shard's step of the shard-order sum of bag rows [rowBegin, rowEnd): with p the
+ * shard's partial (combinePartialRows into zeros), `sum` [(rowEnd - rowBegin) * dim]
+ * becomes p (`first`) or sum + p, bit for bit; the `last` shard writes the float32
+ * rounding of the result to out[r * dim + c] instead (`sum` then left as it was).
+ * ((0 + p_0) + p_1) + ... in shard order is then exactly the partials added in order.
+ */
+void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out);
+
+/**
  * Per-entry gradients of the span's owned entries from pooled grads [nrows * dim]:
  * written at row j of `out` (entry j), or at row index[j] with `compact`.
  * `rows` is read only when maxNorm > 0.

@@ -34,31 +34,46 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
   });
 }
 
-bool DynamicTable::withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) {
-  if (!wide()) return false;
-  std::shared_lock<std::shared_mutex> lock(mutex_);
-  checkAlive();
-  const ScoreClock t = beginCall();
-  const ScorePolicy policy = config_.scorePolicy;
-  const bool touch = scoresOnRead(policy);
-  std::vector<const float*> rows(n);
-  std::vector<size_t> missing;
-  // Only the key/score lines are prefetched here: the reader prefetches the values it pools.
-  probe(keys, 0, n, 0, touch, [&](size_t i, uint32_t row) {
-    if (row != KeyIndex::kNoRow) {
-      rows[i] = static_cast<const float*>(valuesOf(row));
-      if (touch) touchOnReadAtomic(scoreOf(row), policy, t);
-    } else {
-      missing.push_back(i);
-    }
-  });
-  std::vector<float> initial(missing.size() * dim_);
-  for (size_t k = 0; k < missing.size(); ++k) {
-    initialValue(keys[missing[k]], initial.data() + k * dim_);
-    rows[missing[k]] = initial.data() + k * dim_;
+/** Shared lock and one call's clock; lend probes a batch and touches what it finds. */
+class DynamicTable::Lease final : public RowLease {
+ public:
+  explicit Lease(DynamicTable& t) : t_(t), lock_(t.mutex_) {
+    t.checkAlive();
+    clock_ = t.beginCall();
+    policy_ = t.config_.scorePolicy;
+    touch_ = scoresOnRead(policy_);
   }
-  fn(rows.data());
-  return true;
+
+  void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial) override {
+    std::vector<size_t> missing;
+    // Only the key/score lines are prefetched here: the reader prefetches the values it pools.
+    t_.probe(keys, 0, n, 0, touch_, [&](size_t i, uint32_t row) {
+      if (row != KeyIndex::kNoRow) {
+        rows[i] = static_cast<const float*>(t_.valuesOf(row));
+        if (touch_) touchOnReadAtomic(t_.scoreOf(row), policy_, clock_);
+      } else {
+        missing.push_back(i);
+      }
+    });
+    const size_t dim = t_.dim_;
+    initial.resize(missing.size() * dim);
+    for (size_t k = 0; k < missing.size(); ++k) {
+      t_.initialValue(keys[missing[k]], initial.data() + k * dim);
+      rows[missing[k]] = initial.data() + k * dim;
+    }
+  }
+
+ private:
+  DynamicTable& t_;
+  std::shared_lock<std::shared_mutex> lock_;
+  ScoreClock clock_;
+  ScorePolicy policy_;
+  bool touch_;
+};
+
+std::unique_ptr<RowLease> DynamicTable::leaseRows() {
+  if (!wide()) return nullptr;
+  return std::make_unique<Lease>(*this);
 }
 
 namespace {

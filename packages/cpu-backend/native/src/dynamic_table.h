@@ -62,14 +62,15 @@ class DynamicTable final : public Table {
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;
-  /** Lends float32 rows (false for float16 / bfloat16 storage). */
-  bool withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) override;
+  /** Lends float32 rows (null for float16 / bfloat16 storage). */
+  std::unique_ptr<RowLease> leaseRows() override;
 
   // Introspection for tests and benchmarks.
   size_t indexGroups() const { return index_.groups(); }
   size_t indexTombstones() const { return index_.tombstones(); }
 
  private:
+  class Lease;
   /** State of one write call: its clock, distinct keys, and their rows. */
   struct WriteBatch {
     ScoreClock clock;

@@ -4,7 +4,7 @@
 #include <array>
 #include <cstring>
 #include <memory>
-#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "combine_plan.h"
@@ -207,105 +207,275 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
 
 namespace {
 
-/** Bags this small run their shards one after another (waking a helper costs more). */
+/** Bags this small run on the calling thread (waking a helper costs more). */
 constexpr size_t kShardsParallelMin = 4096;
-/** Outputs this large ([rows * dim] values) are summed by the pool; smaller ones on the calling thread. */
-constexpr size_t kShardsSumParallelMin = 65536;
-/** Partials arrays kept between calls up to this size (fresh ones cost page faults and zero fills). */
-constexpr size_t kKeepPartialsBytes = size_t{32} << 20;
+/** Entries per chunk of bag rows that one thread pools over every shard, at most. */
+constexpr size_t kShardsChunkMax = 8192;
+/** Per-thread chunk buffers above this size are freed after the call. */
+constexpr size_t kShardsKeepBytes = size_t{8} << 20;
 
 /**
- * Float64 arrays for the shards' partials, kept between calls (process-wide, so
- * consecutive calls reuse the same memory whichever pool thread runs them; at most two
- * kept, for concurrent calls).
+ * Owning shard of every key when the plans split keys by floorMod over one N (each
+ * residue owned by at most one part, none by two): part[floorMod(k, N)] = the part
+ * owning k, or `parts` (no part). Then one pass over a chunk's keys sorts its entries
+ * by owner. Any other set of plans: each part scans the chunk with its own plan.
  */
-class PartialsPool {
- public:
-  struct Lease {
-    std::unique_ptr<double[]> data;
-    size_t size = 0;
-  };
-  static Lease take(size_t n) {
-    {
-      std::lock_guard<std::mutex> lock(mutex());
-      auto& kept = free();
-      for (size_t i = 0; i < kept.size(); ++i) {
-        if (kept[i].size >= n) {
-          Lease l = std::move(kept[i]);
-          kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(i));
-          return l;
+struct ModOwners {
+  bool ok = false;
+  int64_t n = 1;
+  bool roundRobin = false;
+  std::vector<uint32_t> part;
+};
+
+ModOwners modOwners(const ShardPlan* plans, size_t parts) {
+  ModOwners m;
+  constexpr int64_t kMaxResidues = 4096;
+  const int64_t n = plans[0].numShards;
+  if (plans[0].kind != ShardPlan::kMod || n < 1 || n > kMaxResidues) return m;
+  m.part.assign(static_cast<size_t>(n), static_cast<uint32_t>(parts));
+  for (size_t d = 0; d < parts; ++d) {
+    const ShardPlan& p = plans[d];
+    if (p.kind != ShardPlan::kMod || p.numShards != n || p.roundRobin != plans[0].roundRobin) return m;
+    if (p.shard < 0 || p.shard >= n) continue;  // owns nothing
+    uint32_t& owner = m.part[static_cast<size_t>(p.shard)];
+    if (owner != parts) return m;  // two parts own the same keys
+    owner = static_cast<uint32_t>(d);
+  }
+  m.ok = true;
+  m.n = n;
+  m.roundRobin = plans[0].roundRobin;
+  return m;
+}
+
+/** One chunk's entries sorted by owning part: part d's are [begin[d], begin[d] + count[d]) of positions / local. */
+struct ChunkOwnership {
+  std::vector<uint32_t> positions;
+  std::vector<int64_t> local;
+  std::vector<size_t> begin;
+  std::vector<size_t> count;
+};
+
+/** Entries [e0, e1) of keys by owning part (ascending positions within each part). */
+void ownChunk(const int64_t* keys, size_t e0, size_t e1, const ShardPlan* plans, size_t parts, const ModOwners& mod,
+              ChunkOwnership& o) {
+  const size_t m = e1 - e0;
+  o.begin.assign(parts + 1, 0);
+  o.count.assign(parts + 1, 0);
+  if (mod.ok) {
+    // One pass: each entry lands at its owner's cursor (part `parts` collects the unowned).
+    o.positions.resize((parts + 1) * m);
+    o.local.resize((parts + 1) * m);
+    for (size_t d = 0; d <= parts; ++d) o.begin[d] = d * m;
+    size_t* count = o.count.data();
+    uint32_t* pos = o.positions.data();
+    int64_t* local = o.local.data();
+    const uint32_t* part = mod.part.data();
+    const int64_t n = mod.n;
+    if ((n & (n - 1)) == 0) {
+      const int64_t mask = n - 1;
+      const int shift = __builtin_ctzll(static_cast<unsigned long long>(n));
+      for (size_t i = e0; i < e1; ++i) {
+        const int64_t k = keys[i];
+        const size_t d = part[static_cast<size_t>(k & mask)];
+        const size_t at = d * m + count[d]++;
+        pos[at] = static_cast<uint32_t>(i);
+        local[at] = mod.roundRobin ? (k >> shift) : k;
+      }
+    } else {
+      for (size_t i = e0; i < e1; ++i) {
+        const int64_t k = keys[i];
+        int64_t q = k / n;
+        int64_t r = k % n;
+        if (r < 0) {
+          r += n;
+          q -= 1;
         }
+        const size_t d = part[static_cast<size_t>(r)];
+        const size_t at = d * m + count[d]++;
+        pos[at] = static_cast<uint32_t>(i);
+        local[at] = mod.roundRobin ? q : k;
       }
     }
-    Lease l;
-    l.data.reset(new double[n]);
-    l.size = n;
-    return l;
+    return;
   }
-  static void give(Lease&& l) {
-    if (l.size * sizeof(double) > kKeepPartialsBytes) return;
-    std::lock_guard<std::mutex> lock(mutex());
-    auto& kept = free();
-    kept.push_back(std::move(l));
-    if (kept.size() > 2) kept.erase(kept.begin());
+  // Each part's own scan (branch-free, as ownedEntries).
+  o.positions.resize(parts * m);
+  o.local.resize(parts * m);
+  for (size_t d = 0; d < parts; ++d) {
+    o.begin[d] = d * m;
+    uint32_t* pos = o.positions.data() + d * m;
+    int64_t* local = o.local.data() + d * m;
+    size_t c = 0;
+    for (size_t i = e0; i < e1; ++i) {
+      int64_t l = 0;
+      const bool own = plans[d].owns(keys[i], &l);
+      pos[c] = static_cast<uint32_t>(i);
+      local[c] = l;
+      c += own ? 1 : 0;
+    }
+    o.count[d] = c;
   }
+}
 
- private:
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
+/** A thread's buffers for its chunks (kept between calls up to kShardsKeepBytes). */
+struct ChunkScratch {
+  ChunkOwnership own;
+  std::vector<const float*> rows;
+  std::vector<float> initial;
+  std::vector<double> sum;
+  std::vector<double> acc;
+
+  size_t bytes() const {
+    return own.positions.capacity() * sizeof(uint32_t) + own.local.capacity() * sizeof(int64_t) +
+           rows.capacity() * sizeof(const float*) + initial.capacity() * sizeof(float) + sum.capacity() * sizeof(double);
   }
-  static std::vector<Lease>& free() {
-    static std::vector<Lease>* v = new std::vector<Lease>();  // never destroyed: pool threads may outlive statics
-    return *v;
+  static ChunkScratch& mine() {
+    thread_local ChunkScratch s;
+    return s;
   }
+  struct Trim {
+    ~Trim() {
+      ChunkScratch& s = mine();
+      if (s.bytes() > kShardsKeepBytes) s = ChunkScratch{};
+    }
+  };
 };
+
+/** Part d's rows read before the chunks (a table that does not lend, or inserting): positions in the bag and rows. */
+struct ReadPart {
+  BagOwnership owned;
+  HostArray<float> rows;  // [owned.count * dim]
+};
+
+/**
+ * The bag over parts whose tables are CPU tables, by chunks of bag rows: each chunk
+ * sorts its entries by owner once, then for each part in order pools the part's
+ * entries of each row and adds the result to the chunk's running float64 sum
+ * (combineShardStep), the last part rounding to float32 into out. The values are the
+ * partials' shard-order sum exactly, without a partial array per part. Rows come from
+ * one lease per part (the read path: every part's table lends) or from one
+ * find / findOrInsert per part done first (`read`, parts in parallel).
+ */
+void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag, Combiner c,
+                    double maxNorm, const std::vector<std::unique_ptr<RowLease>>& leases, const ReadPart* read,
+                    float* out) {
+  const size_t dim = tables[0]->config().dim;
+  const std::vector<double> denom = denominators(bag, c);
+  const ModOwners mod = leases.empty() ? ModOwners{} : modOwners(plans, parts);
+  const bool parallel = bag.n >= kShardsParallelMin && bag.rows > 1;
+  std::vector<std::pair<size_t, size_t>> chunks;
+  const size_t threads = ThreadPool::shared().threads();
+  const size_t target = parallel ? std::min(kShardsChunkMax, std::max<size_t>(1024, bag.n / (2 * threads))) : bag.n;
+  forEachBagSpan(bag, 0, bag.rows, target, [&](size_t r0, size_t r1) { chunks.emplace_back(r0, r1); });
+  const auto chunk = [&](size_t r0, size_t r1) {
+    ChunkScratch::Trim trim;
+    ChunkScratch& sc = ChunkScratch::mine();
+    const size_t e0 = static_cast<size_t>(bag.rowSplits[r0]);
+    const size_t e1 = static_cast<size_t>(bag.rowSplits[r1]);
+    if (!leases.empty()) {
+      ownChunk(bag.keys, e0, e1, plans, parts, mod, sc.own);
+      sc.rows.resize(e1 - e0);
+    }
+    sc.sum.resize(checkedMul(r1 - r0, dim, "the shards' sums"));
+    sc.acc.resize(dim);
+    for (size_t d = 0; d < parts; ++d) {
+      PlanSpan s{bag.rowSplits, r0, r1, bag.weights, nullptr, 0, nullptr, denom.data(), maxNorm, dim};
+      if (!leases.empty()) {
+        const size_t b = sc.own.begin[d];
+        const size_t n = sc.own.count[d];
+        leases[d]->lend(sc.own.local.data() + b, n, sc.rows.data(), sc.initial);
+        s.positions = sc.own.positions.data() + b;
+        s.owned = n;
+        s.rowPtrs = sc.rows.data();
+        s.lent = n;
+      } else {
+        const BagOwnership& o = read[d].owned;
+        s.positions = o.positions;
+        s.owned = o.count;
+        s.rows = read[d].rows.data();
+      }
+      combineShardStep(s, d == 0, d + 1 == parts, sc.sum.data(), sc.acc.data(), out);
+    }
+  };
+  const auto run = [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) chunk(chunks[i].first, chunks[i].second);
+  };
+  if (parallel && chunks.size() > 1) {
+    ThreadPool::shared().parallelFor(chunks.size(), 1, run);
+  } else {
+    run(0, chunks.size());
+  }
+}
+
+/** Whether every table is a CPU table (no PlannedOps) and none appears twice. */
+bool distinctCpuTables(Table* const* tables, size_t parts) {
+  for (size_t d = 0; d < parts; ++d) {
+    if (dynamic_cast<PlannedOps*>(tables[d])) return false;
+    for (size_t e = 0; e < d; ++e) {
+      if (tables[e] == tables[d]) return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
 void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag, Combiner c,
                           double maxNorm, bool insert, float* out) {
   if (parts == 0) return;
-  const size_t n = checkedMul(bag.rows, tables[0]->config().dim, "out");
-  struct Held {
-    PartialsPool::Lease lease;
-    ~Held() { PartialsPool::give(std::move(lease)); }
-  } held{PartialsPool::take(checkedMul(parts, n, "the shards' partials"))};
-  double* partials = held.lease.data.get();
-  const auto run = [&](size_t b, size_t e) {
+  const size_t dim = tables[0]->config().dim;
+  const size_t n = checkedMul(bag.rows, dim, "out");
+  if (!distinctCpuTables(tables, parts)) {
+    // Tables that pool in their own kernels, or one table twice: each part's partial
+    // (one after another), then the shard-order sum.
+    std::vector<double> partials(checkedMul(parts, n, "the shards' partials"), 0.0);
+    for (size_t d = 0; d < parts; ++d) lookupCombinedPartial(*tables[d], bag, c, maxNorm, insert, plans[d], partials.data() + d * n);
+    for (size_t i = 0; i < n; ++i) {
+      double acc = partials[i];
+      for (size_t d = 1; d < parts; ++d) acc += partials[d * n + i];
+      out[i] = static_cast<float>(acc);
+    }
+    return;
+  }
+  ScratchRelease release(bag.n);
+  if (!insert) {
+    // The read path: one lease per part, taken in part order (each holds its table's read lock).
+    std::vector<std::unique_ptr<RowLease>> leases;
+    leases.reserve(parts);
+    for (size_t d = 0; d < parts; ++d) {
+      std::unique_ptr<RowLease> l = tables[d]->leaseRows();
+      if (!l) break;
+      leases.push_back(std::move(l));
+    }
+    if (leases.size() == parts) {
+      shardsByChunks(tables, plans, parts, bag, c, maxNorm, leases, nullptr, out);
+      return;
+    }
+    leases.clear();  // a table that does not lend: the locks go before the finds below
+  }
+  // Each part's rows first (find, or findOrInsert: one call per table, the parts in parallel),
+  // then the same chunked sum over them.
+  std::vector<ReadPart> read(parts);
+  const auto readParts = [&](size_t b, size_t e) {
     for (size_t d = b; d < e; ++d) {
-      double* p = partials + d * n;
-      std::fill(p, p + n, 0.0);
-      lookupCombinedPartial(*tables[d], bag, c, maxNorm, insert, plans[d], p);
+      Table& t = *tables[d];
+      ReadPart& r = read[d];
+      r.owned = bagOwnership(bag, plans[d]);
+      r.rows.allocate(checkedMul(r.owned.count, dim, "the rows of a planned lookup"));
+      std::vector<uint8_t> exists(r.owned.count);
+      if (insert) {
+        t.findOrInsertInto(r.owned.local, r.owned.count, nullptr, r.rows.data(), exists.data());
+      } else {
+        t.findInto(r.owned.local, r.owned.count, r.rows.data(), exists.data());
+      }
     }
   };
   if (parts > 1 && bag.n >= kShardsParallelMin) {
-    ThreadPool::shared().parallelFor(parts, 1, run);
+    ThreadPool::shared().parallelFor(parts, 1, readParts);
   } else {
-    run(0, parts);
+    readParts(0, parts);
   }
-  // Σ in shard order, rounded once (as core's sumShardPartials): per block of values,
-  // ((p_0 + p_1) + p_2) + ... in a local accumulator (loops the compiler vectorizes).
-  const auto sum = [&](size_t b, size_t e) {
-    constexpr size_t kBlock = 512;
-    double acc[kBlock];
-    for (size_t i0 = b; i0 < e; i0 += kBlock) {
-      const size_t m = std::min(kBlock, e - i0);
-      const double* p0 = partials + i0;
-      for (size_t j = 0; j < m; ++j) acc[j] = p0[j];
-      for (size_t d = 1; d < parts; ++d) {
-        const double* pd = partials + d * n + i0;
-        for (size_t j = 0; j < m; ++j) acc[j] += pd[j];
-      }
-      float* o = out + i0;
-      for (size_t j = 0; j < m; ++j) o[j] = static_cast<float>(acc[j]);
-    }
-  };
-  if (n >= kShardsSumParallelMin) {
-    forEachRange(n, sum, kShardsSumParallelMin / 2);
-  } else {
-    sum(0, n);
-  }
+  shardsByChunks(tables, plans, parts, bag, c, maxNorm, {}, read.data(), out);
 }
 
 void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,

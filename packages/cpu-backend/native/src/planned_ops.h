@@ -49,9 +49,16 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
 
 /**
  * lookupCombinedShards: the whole bag over `parts` shards (tables[d] with plans[d], one
- * dim): each shard's lookupCombinedPartial into its own zeroed float64 array (the shards
- * in parallel on the pool), then out[i] = the partials added in shard order and rounded
- * once to float32 (out [rows * dim], written whole).
+ * dim): out[i] = the shards' lookupCombinedPartial (each into zeros) added in shard
+ * order and rounded once to float32 (out [rows * dim], written whole), bit for bit.
+ * CPU tables: no partial arrays; chunks of bag rows run in parallel on the pool, each
+ * sorting its entries by owner in one pass and carrying one float64 running sum per
+ * value through the shards in order (a shard owning nothing of a row costs nothing
+ * there). Without inserts the rows are lent through one RowLease per table (one read
+ * call each, read locks held for the whole call); with inserts, or a table that does
+ * not lend, each table's find / findOrInsert runs first (one call per table, the tables
+ * in parallel). Tables that pool in their own kernels (PlannedOps), or one table given
+ * twice: each partial in turn, then the sum.
  */
 void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag, Combiner c,
                           double maxNorm, bool insert, float* out);

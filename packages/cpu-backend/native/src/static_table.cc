@@ -89,15 +89,25 @@ void StaticTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* e
   });
 }
 
-bool StaticTable::withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) {
-  if (storage_ != StorageDtype::kFloat32) return false;
-  std::shared_lock<std::shared_mutex> lock(mutex_);
-  checkAlive();
-  checkKeys(keys, n, "keys");
-  std::vector<const float*> rows(n);
-  for (size_t i = 0; i < n; ++i) rows[i] = static_cast<const float*>(row(static_cast<size_t>(keys[i])));
-  fn(rows.data());
-  return true;
+/** Shared lock; lend checks the keys and points at their rows. */
+class StaticTable::Lease final : public RowLease {
+ public:
+  explicit Lease(const StaticTable& t) : t_(t), lock_(t.mutex_) { t.checkAlive(); }
+
+  void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial) override {
+    t_.checkKeys(keys, n, "keys");
+    initial.clear();
+    for (size_t i = 0; i < n; ++i) rows[i] = static_cast<const float*>(t_.row(static_cast<size_t>(keys[i])));
+  }
+
+ private:
+  const StaticTable& t_;
+  std::shared_lock<std::shared_mutex> lock_;
+};
+
+std::unique_ptr<RowLease> StaticTable::leaseRows() {
+  if (storage_ != StorageDtype::kFloat32) return nullptr;
+  return std::make_unique<Lease>(*this);
 }
 
 void StaticTable::findOrInsertInto(const int64_t* keys, size_t n, const uint64_t*, float* values, uint8_t* exists) {

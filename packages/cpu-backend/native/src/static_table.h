@@ -32,12 +32,13 @@ class StaticTable final : public Table {
   void lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
                           float* out) override;
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
-  /** Lends float32 rows (every key is a row: nothing is missing); false for narrower storage. */
-  bool withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) override;
+  /** Lends float32 rows (every key is a row: nothing is missing); null for narrower storage. */
+  std::unique_ptr<RowLease> leaseRows() override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;
 
  private:
+  class Lease;
   char* record(size_t r) const { return static_cast<char*>(arena_.data()) + r * rowBytes_; }
   /** Row r's stored values (float32 only when storage is float32). */
   void* row(size_t r) const { return record(r); }

@@ -31,6 +31,16 @@ void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_
   }
 }
 
+bool Table::withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) {
+  const std::unique_ptr<RowLease> lease = leaseRows();
+  if (!lease) return false;
+  std::vector<const float*> rows(n);
+  std::vector<float> initial;
+  lease->lend(keys, n, rows.data(), initial);
+  fn(rows.data());
+  return true;
+}
+
 Table::Table(TableConfig config) : config_(std::move(config)) {
   for (size_t s = 0; s < config_.slotWidths.size(); ++s) {
     for (uint32_t j = 0; j < config_.slotWidths[s]; ++j) slotTemplate_.push_back(config_.slotInitial[s]);

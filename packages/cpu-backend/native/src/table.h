@@ -94,6 +94,20 @@ void forEachBagSpan(const BagInput& bag, size_t rb, size_t re, size_t entries, F
   }
 }
 
+/** A table's read lock and read clock held for one read call (Table::leaseRows). */
+class RowLease {
+ public:
+  virtual ~RowLease() = default;
+  /**
+   * rows[i] -> keys[i]'s float32 values [dim]: the stored row, or for a missing key its
+   * initial value written into `initial` (resized here: the pointers into it stay valid
+   * until it is next changed). Nothing is inserted; read-policy scores are touched with
+   * the lease's clock. May run on several threads at once. Throws as findInto would
+   * (a static table: OUT_OF_RANGE for a key that is not a row index, before any touch).
+   */
+  virtual void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial) = 0;
+};
+
 class Table {
  public:
   explicit Table(TableConfig config);
@@ -136,14 +150,19 @@ class Table {
    * its initial value in a temporary buffer; nothing is inserted; read-policy scores
    * are touched as findInto touches them). The pointers are valid only inside fn.
    * Returns false, calling nothing, when the table does not lend rows (then copy them
-   * with findInto); the default.
+   * with findInto). One lease (leaseRows) lending every key.
    */
-  virtual bool withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) {
-    (void)keys;
-    (void)n;
-    (void)fn;
-    return false;
-  }
+  bool withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn);
+
+  /**
+   * One read call whose keys come in several batches, possibly from several threads at
+   * once (the fused shard lookup): the read lock is taken here and held until the lease
+   * is destroyed, and every RowLease::lend scores its reads with this one call's clock,
+   * so the reads touch rows exactly as one findInto of all the batches would. Null when
+   * the table does not lend rows (the default; then copy them with findInto). Throws
+   * DISPOSED on a disposed table.
+   */
+  virtual std::unique_ptr<RowLease> leaseRows() { return nullptr; }
 
   /** Throws INVALID_ARGUMENT unless the optimizer's slots are exactly this table's slots. */
   void validateOptimizer(const OptimizerParams& opt) const { checkOptimizer(opt); }

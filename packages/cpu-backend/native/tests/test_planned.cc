@@ -1,5 +1,8 @@
 // Shard plans and the planned bag: ShardPlan::owns against plain floor division,
-// withRows against findInto, lookupCombinedPartial's lent-row path against its copy path.
+// withRows against findInto, lookupCombinedPartial's lent-row path against its copy path,
+// lookupCombinedShards against the partials added in shard order.
+#include <cmath>
+#include <memory>
 #include <vector>
 
 #include "planned_ops.h"
@@ -174,4 +177,152 @@ TEST(planned_partial_bag_on_static_round_robin_shards_with_and_without_insert) {
       for (size_t i = 0; i < 3 * dim; ++i) EXPECT_EQ(out[i], want[i]);
     }
   }
+}
+
+namespace {
+
+/** Splitmix64: the test's own deterministic draws. */
+struct Draw {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double unit() { return static_cast<double>(next() >> 11) / 9007199254740992.0; }
+};
+
+/** Tables of one logical table split by `plans` (twice built the same way: same rows, same scores). */
+std::vector<std::shared_ptr<Table>> shardTables(const std::vector<ShardPlan>& plans, const std::vector<int64_t>& keys,
+                                                size_t dim, StorageDtype storage) {
+  std::vector<std::shared_ptr<Table>> out;
+  for (const ShardPlan& p : plans) {
+    TableConfig c = dynamicConfig(dim, 64);
+    c.storage = storage;
+    c.initializer.kind = InitKind::kConstant;
+    c.initializer.a = 0.125;
+    auto t = createTable(c);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      int64_t local = 0;
+      if (!p.owns(keys[i], &local)) continue;
+      std::vector<float> v(dim);
+      for (size_t d = 0; d < dim; ++d) v[d] = static_cast<float>((static_cast<int64_t>(i * 31 + d * 7) % 97) - 48) / 16.0f;
+      t->upsert(&local, 1, v.data(), nullptr);
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<ShardPlan> modPlans(int64_t n) {
+  std::vector<ShardPlan> plans;
+  for (int64_t d = 0; d < n; ++d) {
+    ShardPlan p;
+    p.kind = n == 1 ? ShardPlan::kAll : ShardPlan::kMod;
+    p.numShards = n;
+    p.shard = d;
+    plans.push_back(p);
+  }
+  return plans;
+}
+
+/**
+ * lookupCombinedShards against its definition: each shard's lookupCombinedPartial into
+ * zeros (on twin tables), added in shard order in the test and rounded once; the bits of
+ * every value, and the tables (rows, scores) afterwards.
+ */
+void expectShardsEqualPartials(const std::vector<ShardPlan>& plans, const std::vector<int64_t>& stored,
+                               const BagInput& bag, Combiner c, double maxNorm, bool insert, StorageDtype storage) {
+  const size_t dim = 5;
+  auto mine = shardTables(plans, stored, dim, storage);
+  auto twin = shardTables(plans, stored, dim, storage);
+  const size_t parts = plans.size();
+  const size_t n = bag.rows * dim;
+  std::vector<double> partials(parts * n, 0.0);
+  for (size_t d = 0; d < parts; ++d) lookupCombinedPartial(*twin[d], bag, c, maxNorm, insert, plans[d], partials.data() + d * n);
+  std::vector<float> want(n);
+  for (size_t i = 0; i < n; ++i) {
+    double s = partials[i];
+    for (size_t d = 1; d < parts; ++d) s = s + partials[d * n + i];
+    want[i] = static_cast<float>(s);
+  }
+  std::vector<Table*> raw;
+  for (auto& t : mine) raw.push_back(t.get());
+  std::vector<float> got(n, -7.0f);
+  lookupCombinedShards(raw.data(), plans.data(), parts, bag, c, maxNorm, insert, got.data());
+  size_t differ = 0;
+  for (size_t i = 0; i < n; ++i) differ += estest::floatBits(got[i]) != estest::floatBits(want[i]) ? 1 : 0;
+  EXPECT_EQ(differ, size_t{0});
+  for (size_t d = 0; d < parts; ++d) {
+    const estest::Snapshot a = estest::snapshot(*mine[d]);
+    const estest::Snapshot b = estest::snapshot(*twin[d]);
+    EXPECT_TRUE(a.values == b.values);
+    EXPECT_TRUE(a.scores == b.scores);
+  }
+}
+
+}  // namespace
+
+TEST(shards_lookup_is_the_partials_added_in_shard_order_bit_for_bit) {
+  Draw r{42};
+  std::vector<int64_t> stored(3000);
+  for (auto& k : stored) k = static_cast<int64_t>(r.next() % 20000) - 10000;
+  // Bags: a small one (one thread) and one over the chunked parallel path, with empty
+  // rows, missing keys, weights of both signs and zero (mean rows summing to 0, a NaN weight).
+  for (size_t rows : {7, 400}) {
+    std::vector<int32_t> splits{0};
+    std::vector<int64_t> keys;
+    std::vector<float> weights;
+    for (size_t row = 0; row < rows; ++row) {
+      const size_t len = row % 9 == 3 ? 0 : static_cast<size_t>(r.next() % 40);
+      for (size_t j = 0; j < len; ++j) {
+        keys.push_back(r.next() % 8 == 0 ? static_cast<int64_t>(r.next() % 100000) - 50000 : stored[r.next() % stored.size()]);
+        weights.push_back(row == 5 && j == 0 ? NAN : static_cast<float>(r.unit() * 3 - 1));
+      }
+      if (row == 2 && len >= 2) weights[weights.size() - 1] = -weights[weights.size() - 2];
+      splits.push_back(static_cast<int32_t>(keys.size()));
+    }
+    for (bool weighted : {false, true}) {
+      BagInput bag{splits.data(), rows, keys.data(), keys.size(), weighted ? weights.data() : nullptr};
+      for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+        for (int64_t n : {1, 2, 3, 4, 8}) {
+          expectShardsEqualPartials(modPlans(n), stored, bag, c, 0.0, false, StorageDtype::kFloat32);
+          expectShardsEqualPartials(modPlans(n), stored, bag, c, 2.5, false, StorageDtype::kFloat32);
+        }
+        // Inserting, and tables that do not lend rows (bfloat16): the find-first path.
+        expectShardsEqualPartials(modPlans(4), stored, bag, c, 0.0, true, StorageDtype::kFloat32);
+        expectShardsEqualPartials(modPlans(3), stored, bag, c, 0.0, false, StorageDtype::kBfloat16);
+        // Plans that are not one floorMod split: ranges, and a mod shard overlapping a range.
+        std::vector<ShardPlan> mixed(3);
+        mixed[0].kind = ShardPlan::kRange;
+        mixed[0].start = -20000;
+        mixed[0].end = 0;
+        mixed[1].kind = ShardPlan::kRange;
+        mixed[1].start = 0;
+        mixed[1].end = 20000;
+        mixed[2].kind = ShardPlan::kMod;
+        mixed[2].numShards = 5;
+        mixed[2].shard = 2;
+        expectShardsEqualPartials(mixed, stored, bag, c, 0.0, false, StorageDtype::kFloat32);
+      }
+    }
+  }
+}
+
+TEST(shards_lookup_gives_one_table_twice_the_partial_twice) {
+  // One table as two parts (kAll): the fallback adds its partial to itself.
+  TableConfig c = dynamicConfig(2);
+  auto t = createTable(c);
+  const int64_t k[] = {3};
+  const float v[] = {1.5f, -2};
+  t->upsert(k, 1, v, nullptr);
+  const int32_t splits[] = {0, 1};
+  BagInput bag{splits, 1, k, 1, nullptr};
+  Table* raw[] = {t.get(), t.get()};
+  ShardPlan plans[2];
+  float out[2] = {0, 0};
+  lookupCombinedShards(raw, plans, 2, bag, Combiner::kSum, 0.0, false, out);
+  EXPECT_EQ(out[0], 3.0f);
+  EXPECT_EQ(out[1], -4.0f);
 }
