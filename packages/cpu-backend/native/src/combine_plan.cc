@@ -61,7 +61,10 @@ namespace {
 __attribute__((always_inline)) inline void accumulateOwned(const PlanSpan& s, size_t k, size_t kEnd, double* __restrict acc) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(float);
-  for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
+  if (k == kEnd) {
+    for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
+    return;
+  }
   for (size_t i = k; i < kEnd; ++i) {
     const size_t j = entryOf(s, i);
     // Lent rows are scattered over the table: fetch the owned row 8 ahead (owned entries are in bag order).
@@ -78,8 +81,15 @@ __attribute__((always_inline)) inline void accumulateOwned(const PlanSpan& s, si
       const double norm = std::sqrt(n2);
       if (norm > s.maxNorm) scale = (w * s.maxNorm) / norm;
     }
-    if (scale == 1.0) {
-      for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + static_cast<double>(e[c]);  // 1.0 * e is exact
+    // The first entry starts the sum at 0 (0 + x, not x: -0 becomes +0 as in a zeroed acc).
+    if (i == k) {
+      if (scale == 1.0) {
+        for (size_t c = 0; c < dim; ++c) acc[c] = 0.0 + static_cast<double>(e[c]);  // 1.0 * e is exact
+      } else {
+        for (size_t c = 0; c < dim; ++c) acc[c] = 0.0 + scale * static_cast<double>(e[c]);
+      }
+    } else if (scale == 1.0) {
+      for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + static_cast<double>(e[c]);
     } else {
       for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + scale * static_cast<double>(e[c]);
     }
