@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "column_blocks.h"
 #include "multiversion.h"
 
 namespace embedstack {
@@ -55,16 +56,14 @@ inline const float* rowOf(const PlanSpan& s, size_t i) {
 
 }  // namespace
 
-namespace {
-
-/** acc [dim] = Σ s_j e_j over owned entries [k, kEnd) (bag order, from 0); inlined into each clone. */
-__attribute__((always_inline)) inline void accumulateOwned(const PlanSpan& s, size_t k, size_t kEnd, double* __restrict acc) {
+/**
+ * acc [dim] = Σ s_j e_j over owned entries [k, kEnd) from 0, one entry at a time (the
+ * clipping path: s_j needs the entry's norm; rows fetched 8 ahead).
+ */
+__attribute__((always_inline)) inline void clippedSum(const PlanSpan& s, size_t k, size_t kEnd, double* __restrict acc) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(float);
-  if (k == kEnd) {
-    for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
-    return;
-  }
+  for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
   for (size_t i = k; i < kEnd; ++i) {
     const size_t j = entryOf(s, i);
     // Lent rows are scattered over the table: fetch the owned row 8 ahead (owned entries are in bag order).
@@ -81,30 +80,57 @@ __attribute__((always_inline)) inline void accumulateOwned(const PlanSpan& s, si
       const double norm = std::sqrt(n2);
       if (norm > s.maxNorm) scale = (w * s.maxNorm) / norm;
     }
-    // The first entry starts the sum at 0 (0 + x, not x: -0 becomes +0 as in a zeroed acc).
-    if (i == k) {
-      if (scale == 1.0) {
-        for (size_t c = 0; c < dim; ++c) acc[c] = 0.0 + static_cast<double>(e[c]);  // 1.0 * e is exact
-      } else {
-        for (size_t c = 0; c < dim; ++c) acc[c] = 0.0 + scale * static_cast<double>(e[c]);
-      }
-    } else if (scale == 1.0) {
-      for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + static_cast<double>(e[c]);
-    } else {
-      for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + scale * static_cast<double>(e[c]);
-    }
+    for (size_t c = 0; c < dim; ++c) acc[c] = acc[c] + scale * static_cast<double>(e[c]);
   }
 }
 
-}  // namespace
+/**
+ * Columns [c0, c0 + B) of row r's owned entries [k, kEnd), (weighted) summed in bag order
+ * in registers, divided by d and added to the row's partial (column_blocks.h).
+ */
+template <size_t B>
+__attribute__((always_inline)) inline void partialBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict o,
+                                                        size_t c0, bool prefetch, size_t ahead, size_t rowBytes) {
+  double acc[B];
+  for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
+  for (size_t i = k; i < kEnd; ++i) {
+    if (prefetch && s.rowPtrs && i + ahead < s.lent) prefetchRow(s.rowPtrs[i + ahead], rowBytes);
+    const float* __restrict e = rowOf(s, i) + c0;
+    const double w = s.weights ? static_cast<double>(s.weights[entryOf(s, i)]) : 1.0;
+    if (w == 1.0) {
+      for (size_t c = 0; c < B; ++c) acc[c] += static_cast<double>(e[c]);  // 1.0 * e is exact
+    } else {
+      for (size_t c = 0; c < B; ++c) acc[c] = acc[c] + w * static_cast<double>(e[c]);
+    }
+  }
+  for (size_t c = 0; c < B; ++c) o[c0 + c] = o[c0 + c] + acc[c] / d;
+}
 
 ES_MULTIVERSION
 void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
   const size_t dim = s.dim;
+  const size_t rowBytes = dim * sizeof(float);
   size_t k = firstOwned(s);
+  if (!(s.maxNorm > 0)) {
+    const size_t ahead = prefetchDistance(rowBytes);
+    for (size_t i = k; s.rowPtrs && i < k + ahead && i < s.lent; ++i) prefetchRow(s.rowPtrs[i], rowBytes);
+    for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
+      const size_t kEnd = ownedEnd(s, r, k);
+      const double d = s.denom[r];
+      if (d != 0) {
+        double* o = out + r * dim;
+        forEachColumnBlock(dim, [&](auto width, size_t c0, bool first) {
+          partialBlock<decltype(width)::value>(s, k, kEnd, d, o, c0, first, ahead, rowBytes);
+        });
+      }
+      k = kEnd;
+    }
+    return;
+  }
+  // Clipping needs each entry's norm first: one entry at a time into acc.
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     const size_t kEnd = ownedEnd(s, r, k);
-    accumulateOwned(s, k, kEnd, acc);
+    clippedSum(s, k, kEnd, acc);
     k = kEnd;
     const double d = s.denom[r];
     if (d == 0) continue;
@@ -113,51 +139,90 @@ void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
   }
 }
 
+/**
+ * This shard's partial of columns [c0, c0 + B) of one row, p = 0 + acc / d with acc its
+ * owned entries [k, kEnd) summed in registers (as partialBlock), folded into the running
+ * shard-order sum: run = p (first), or run + p; the last shard writes the float32 rounding
+ * to o instead. run + (0 + x) == run + x bit for bit when run is not -0, and it never is
+ * (it starts at 0 + x), so later shards add acc / d directly; acc / 1 == acc.
+ */
+template <size_t B>
+__attribute__((always_inline)) inline void shardBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict run,
+                                                      float* __restrict o, bool first, bool last, size_t c0, bool prefetch,
+                                                      size_t ahead, size_t rowBytes) {
+  double acc[B];
+  for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
+  for (size_t i = k; i < kEnd; ++i) {
+    if (prefetch && s.rowPtrs && i + ahead < s.lent) prefetchRow(s.rowPtrs[i + ahead], rowBytes);
+    const float* __restrict e = rowOf(s, i) + c0;
+    const double w = s.weights ? static_cast<double>(s.weights[entryOf(s, i)]) : 1.0;
+    if (w == 1.0) {
+      for (size_t c = 0; c < B; ++c) acc[c] += static_cast<double>(e[c]);  // 1.0 * e is exact
+    } else {
+      for (size_t c = 0; c < B; ++c) acc[c] = acc[c] + w * static_cast<double>(e[c]);
+    }
+  }
+  if (d != 1.0) {
+    for (size_t c = 0; c < B; ++c) acc[c] = acc[c] / d;
+  }
+  run += c0;
+  o += c0;
+  if (first && last) {
+    for (size_t c = 0; c < B; ++c) o[c] = static_cast<float>(0.0 + acc[c]);
+  } else if (first) {
+    for (size_t c = 0; c < B; ++c) run[c] = 0.0 + acc[c];
+  } else if (last) {
+    for (size_t c = 0; c < B; ++c) o[c] = static_cast<float>(run[c] + acc[c]);
+  } else {
+    for (size_t c = 0; c < B; ++c) run[c] = run[c] + acc[c];
+  }
+}
+
 ES_MULTIVERSION
 void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
   const size_t dim = s.dim;
+  const size_t rowBytes = dim * sizeof(float);
+  const size_t ahead = prefetchDistance(rowBytes);
   size_t k = firstOwned(s);
+  const bool clip = s.maxNorm > 0;
+  if (!clip) {
+    for (size_t i = k; s.rowPtrs && i < k + ahead && i < s.lent; ++i) prefetchRow(s.rowPtrs[i], rowBytes);
+  }
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     const size_t kEnd = ownedEnd(s, r, k);
     const double d = s.denom[r];
-    // This shard's partial of the row is 0 + acc / d, or 0 when d == 0. Owning no entry of
-    // the row (acc = 0) it is +0 unless d is NaN, and +0 leaves the running sum as it is
-    // (the sum starts at 0 + p_0, so it is never -0): nothing to compute.
-    const bool adds = d != 0 && (kEnd > k || d != d);
-    if (adds) accumulateOwned(s, k, kEnd, acc);
-    k = kEnd;
     double* __restrict run = sum + (r - s.rowBegin) * dim;
     float* __restrict o = out + r * dim;
-    if (first) {
-      // run = p_0 (rounded to float32 at once when it is the only shard).
-      if (!adds) {
+    // The partial is 0 + acc / d, or 0 when d == 0. Owning no entry of the row (acc = 0) it
+    // is +0 unless d is NaN, and +0 leaves the running sum as it is: nothing to compute.
+    if (d == 0 || (kEnd == k && d == d)) {
+      if (first && last) {
+        for (size_t c = 0; c < dim; ++c) o[c] = 0.0f;
+      } else if (first) {
         for (size_t c = 0; c < dim; ++c) run[c] = 0.0;
-      } else if (d == 1) {
-        for (size_t c = 0; c < dim; ++c) run[c] = 0.0 + acc[c];  // acc / 1 == acc
-      } else {
-        for (size_t c = 0; c < dim; ++c) run[c] = 0.0 + acc[c] / d;
-      }
-      if (last) {
+      } else if (last) {
         for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c]);
       }
-      continue;
-    }
-    // run + (0 + x) == run + x for every x when run is not -0; the last shard rounds.
-    if (!adds) {
-      if (last) {
-        for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c]);
-      }
-    } else if (d == 1) {
-      if (last) {
-        for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c] + acc[c]);
-      } else {
-        for (size_t c = 0; c < dim; ++c) run[c] = run[c] + acc[c];
-      }
-    } else if (last) {
-      for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c] + acc[c] / d);
+    } else if (!clip) {
+      forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) {
+        shardBlock<decltype(width)::value>(s, k, kEnd, d, run, o, first, last, c0, firstBlock, ahead, rowBytes);
+      });
     } else {
-      for (size_t c = 0; c < dim; ++c) run[c] = run[c] + acc[c] / d;
+      clippedSum(s, k, kEnd, acc);
+      for (size_t c = 0; c < dim; ++c) {
+        const double p = acc[c] / d;
+        if (first && last) {
+          o[c] = static_cast<float>(0.0 + p);
+        } else if (first) {
+          run[c] = 0.0 + p;
+        } else if (last) {
+          o[c] = static_cast<float>(run[c] + p);
+        } else {
+          run[c] = run[c] + p;
+        }
+      }
     }
+    k = kEnd;
   }
 }
 
