@@ -68,7 +68,7 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
   if (Object.getPrototypeOf(comm) === InProcessCommunicator.prototype) {
     // Every device is in this process: one core call pools every shard's part of the whole
     // batch and adds the float64 partials in device order, rounding once: the values of the
-    // exchange below (the CPU backend: one native call, the shards in parallel on its pool).
+    // exchange below (the CPU backend: one native call, chunks of the batch's rows in parallel on its pool).
     return lookupCombinedShards(v.shards.map((s) => ({ table: s.table, plan: s.plan! })), bag, { combiner, insertMissing: insert });
   }
   const chunks = chunkRows(nrows, comm.numDevices);
