@@ -199,10 +199,12 @@ Napi::Value GatherReduce(const Napi::CallbackInfo& info) {
   const bool mean = info.Length() > 4 && info[4].ToBoolean().Value();
   const float* data = a->data;
   // The ceiling loop: rows are random reads from a large arena, so the loop is bound by
-  // memory latency; it prefetches every cache line of the row PREFETCH ids ahead (across
-  // bag boundaries, within this thread's range) so that many misses are in flight at once,
-  // and sums each bag in a local buffer the compiler keeps in vector registers.
-  constexpr int32_t PREFETCH = 12;
+  // how many misses are in flight; it prefetches every cache line of the row about 6 KiB
+  // of rows ahead (24 ids at dim 64; across bag boundaries, within this thread's range),
+  // the distance the CPU backend's bag kernels use, and sums each bag in a local buffer
+  // the compiler keeps in vector registers.
+  const size_t rowBytes = dim * sizeof(float);
+  const int32_t PREFETCH = static_cast<int32_t>(std::min<size_t>(32, std::max<size_t>(2, 6144 / rowBytes)));
   constexpr size_t kBlock = 64;
   const size_t lineFloats = 64 / sizeof(float);
   parallelFor(nrows, threadsArg(info, 5), [=](size_t b, size_t e) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "column_blocks.h"
 #include "multiversion.h"
 
 namespace embedstack {
@@ -39,12 +40,88 @@ __attribute__((always_inline)) inline void combineExtreme(double* __restrict acc
   }
 }
 
+/** Columns [c0, c0 + B) of one output row: its entries [j0, j1) and its divisor. */
+struct ColumnBlock {
+  size_t j0;
+  size_t j1;
+  double div;
+  size_t ahead;  // prefetch distance (entries)
+  size_t lastEntry;
+  size_t rowBytes;
+  float* out;  // the output row
+};
+
+/**
+ * The sum (or weighted sum) of columns [c0, c0 + B) over the row's entries in bag order,
+ * in a local double[B] kept in registers, then divided and rounded to float32 once: the
+ * reference's operations in its order, so the same bits. The first block of a row asks
+ * for the row `ahead` entries on.
+ */
+template <class L, size_t B>
+__attribute__((always_inline)) inline void sumBlock(const BagSpan& s, const ColumnBlock& b, size_t c0, bool prefetch) {
+  using Elem = typename L::Elem;
+  double acc[B];
+  for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
+  for (size_t j = b.j0; j < b.j1; ++j) {
+    if (prefetch && j + b.ahead < b.lastEntry) prefetchRow(s.rows[j + b.ahead - s.entryBase], b.rowBytes);
+    const Elem* __restrict e = static_cast<const Elem*>(s.rows[j - s.entryBase]) + c0;
+    const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
+    if (w == 1.0) {
+      for (size_t c = 0; c < B; ++c) acc[c] += L::get(e, c);  // 1.0 * e is exact
+    } else {
+      for (size_t c = 0; c < B; ++c) acc[c] = acc[c] + w * L::get(e, c);
+    }
+  }
+  float* __restrict o = b.out + c0;
+  if (b.div == 0) {
+    for (size_t c = 0; c < B; ++c) o[c] = 0.0f;
+  } else if (b.div == 1.0) {
+    for (size_t c = 0; c < B; ++c) o[c] = static_cast<float>(acc[c]);
+  } else {
+    for (size_t c = 0; c < B; ++c) o[c] = static_cast<float>(acc[c] / b.div);
+  }
+}
+
+/** sum / mean / sqrtn without clipping, each output row in column blocks (column_blocks.h). */
+template <class L>
+__attribute__((always_inline)) inline void sumRows(const BagSpan& s) {
+  const size_t dim = s.dim;
+  const size_t rowBytes = dim * sizeof(typename L::Elem);
+  const size_t ahead = prefetchDistance(rowBytes);
+  const size_t lastEntry = static_cast<size_t>(s.rowSplits[s.rowEnd]);
+  const size_t first = static_cast<size_t>(s.rowSplits[s.rowBegin]);
+  for (size_t j = first; j < first + ahead && j < lastEntry; ++j) prefetchRow(s.rows[j - s.entryBase], rowBytes);
+  for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
+    const size_t j0 = static_cast<size_t>(s.rowSplits[r]);
+    const size_t j1 = static_cast<size_t>(s.rowSplits[r + 1]);
+    double wsum = 0;
+    double wsq = 0;
+    if (s.combiner != Combiner::kSum) {
+      for (size_t j = j0; j < j1; ++j) {
+        const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
+        wsum += w;
+        wsq += w * w;
+      }
+    }
+    double div = 1;
+    if (s.combiner == Combiner::kMean) div = wsum;
+    if (s.combiner == Combiner::kSqrtn) div = std::sqrt(wsq);
+    const ColumnBlock b{j0, j1, div, ahead, lastEntry, rowBytes, s.out + r * dim};
+    forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) { sumBlock<L, decltype(width)::value>(s, b, c0, firstBlock); });
+  }
+}
+
 // The kernel body for one storage type, inlined into each multiversioned clone.
 template <class L>
 __attribute__((always_inline)) inline void combineRows(const BagSpan& s) {
   using Elem = typename L::Elem;
   const size_t dim = s.dim;
   const bool extreme = s.combiner == Combiner::kMax || s.combiner == Combiner::kMin;
+  if (!extreme && !(s.maxNorm > 0)) {
+    sumRows<L>(s);
+    return;
+  }
+  // max / min, or clipping (each entry's norm first): one entry at a time into s.acc.
   double* __restrict acc = s.acc;
   const size_t lastEntry = static_cast<size_t>(s.rowSplits[s.rowEnd]);
   const size_t rowBytes = dim * sizeof(Elem);

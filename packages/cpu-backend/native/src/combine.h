@@ -34,7 +34,7 @@ struct BagSpan {
 
 /**
  * Combines the span's rows into `out` (every element of those rows written),
- * prefetching entries 8 ahead. Multiversioned (AVX-512 / AVX2 / baseline).
+ * prefetching about 6 KiB of rows ahead. Multiversioned (AVX-512 / AVX2 / baseline).
  */
 void combineBagRows(const BagSpan& s);
 

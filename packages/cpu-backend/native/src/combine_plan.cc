@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "column_blocks.h"
 #include "multiversion.h"
 
 namespace embedstack {
@@ -55,11 +56,50 @@ inline const float* rowOf(const PlanSpan& s, size_t i) {
 
 }  // namespace
 
+/**
+ * Columns [c0, c0 + B) of row r's owned entries [k, kEnd), (weighted) summed in bag order
+ * in registers, divided by d and added to the row's partial (column_blocks.h).
+ */
+template <size_t B>
+__attribute__((always_inline)) inline void partialBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict o,
+                                                        size_t c0, bool prefetch, size_t ahead, size_t rowBytes) {
+  double acc[B];
+  for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
+  for (size_t i = k; i < kEnd; ++i) {
+    if (prefetch && s.rowPtrs && i + ahead < s.lent) prefetchRow(s.rowPtrs[i + ahead], rowBytes);
+    const float* __restrict e = rowOf(s, i) + c0;
+    const double w = s.weights ? static_cast<double>(s.weights[entryOf(s, i)]) : 1.0;
+    if (w == 1.0) {
+      for (size_t c = 0; c < B; ++c) acc[c] += static_cast<double>(e[c]);  // 1.0 * e is exact
+    } else {
+      for (size_t c = 0; c < B; ++c) acc[c] = acc[c] + w * static_cast<double>(e[c]);
+    }
+  }
+  for (size_t c = 0; c < B; ++c) o[c0 + c] = o[c0 + c] + acc[c] / d;
+}
+
 ES_MULTIVERSION
 void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(float);
   size_t k = firstOwned(s);
+  if (!(s.maxNorm > 0)) {
+    const size_t ahead = prefetchDistance(rowBytes);
+    for (size_t i = k; s.rowPtrs && i < k + ahead && i < s.lent; ++i) prefetchRow(s.rowPtrs[i], rowBytes);
+    for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
+      const size_t kEnd = ownedEnd(s, r, k);
+      const double d = s.denom[r];
+      if (d != 0) {
+        double* o = out + r * dim;
+        forEachColumnBlock(dim, [&](auto width, size_t c0, bool first) {
+          partialBlock<decltype(width)::value>(s, k, kEnd, d, o, c0, first, ahead, rowBytes);
+        });
+      }
+      k = kEnd;
+    }
+    return;
+  }
+  // Clipping needs each entry's norm first: one entry at a time into acc.
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
     const size_t kEnd = ownedEnd(s, r, k);

@@ -134,7 +134,7 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
       const size_t ee = static_cast<size_t>(bag.rowSplits[r1]);
       span.rows.resize(ee - eb);
       // The probe prefetches index and meta lines only: the rows are read after the whole
-      // span is probed, by combineBagRows, which prefetches them 8 entries ahead. Prefetching
+      // span is probed, by combineBagRows, which prefetches about 6 KiB of rows ahead. Prefetching
       // them here too (a span's rows are ~512 KiB at dim 64) measured 12-15% slower.
       probe(bag.keys, eb, ee, 0, touch, [&](size_t i, uint32_t row) {
         if (row != KeyIndex::kNoRow) {

@@ -1,0 +1,56 @@
+// Shared shape of the gather-reduce kernels (combine.cc, combine_plan.cc): rows are
+// random reads from a large table, so a kernel is bound by how many cache misses it
+// keeps in flight and by accumulator traffic, not by arithmetic. Two rules follow:
+//  - prefetch rows far enough ahead (about 6 KiB of rows: 24 rows at dim 64 float32),
+//    into every cache level;
+//  - sum each output row in fixed-width column blocks held in a local array the
+//    compiler keeps in vector registers (no store and reload per entry).
+// On a 2-core AMD EPYC VM this doubled a 1M x 64 bag against a double[dim] accumulator in
+// memory with rows prefetched 8 ahead (1 thread: 37-43 -> 75-88 M rows/s).
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+namespace embedstack {
+
+/** Bytes of rows to have in flight ahead of the entry being summed. */
+constexpr size_t kPrefetchBytes = 6144;
+constexpr size_t kMaxPrefetchEntries = 32;
+
+/** Entries to prefetch ahead for rows of `rowBytes`. */
+inline size_t prefetchDistance(size_t rowBytes) {
+  const size_t d = kPrefetchBytes / (rowBytes == 0 ? 1 : rowBytes);
+  return d < 2 ? 2 : (d > kMaxPrefetchEntries ? kMaxPrefetchEntries : d);
+}
+
+/** Asks for every cache line of a row of `rowBytes`, into all cache levels. */
+__attribute__((always_inline)) inline void prefetchRow(const void* row, size_t rowBytes) {
+  const char* p = static_cast<const char*>(row);
+  for (size_t off = 0; off < rowBytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+}
+
+template <size_t B, class F>
+__attribute__((always_inline)) inline void columnTail(size_t dim, size_t& c0, bool& first, F& f) {
+  if (dim - c0 >= B) {
+    f(std::integral_constant<size_t, B>{}, c0, first);
+    c0 += B;
+    first = false;
+  }
+  if constexpr (B > 1) columnTail<B / 2>(dim, c0, first, f);
+}
+
+/**
+ * Calls f(integral_constant<B>, c0, first) for column blocks covering [0, dim): blocks of
+ * 64, then at most one each of 32, 16, ..., 1. `first` is true for the first block only
+ * (the pass over a row's entries that should prefetch; later passes read lines it fetched).
+ */
+template <class F>
+__attribute__((always_inline)) inline void forEachColumnBlock(size_t dim, F&& f) {
+  size_t c0 = 0;
+  bool first = true;
+  for (; dim - c0 >= 64; c0 += 64, first = false) f(std::integral_constant<size_t, 64>{}, c0, first);
+  columnTail<32>(dim, c0, first, f);
+}
+
+}  // namespace embedstack
