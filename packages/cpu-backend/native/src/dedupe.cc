@@ -18,7 +18,12 @@ void BatchDedupe::build(const int64_t* keys, size_t n) {
   while (slots < 2 * n) slots <<= 1;
   const size_t mask = slots - 1;
   std::vector<uint32_t> table(slots, 0);  // unique id + 1; 0 = empty
-  keys_.reserve(n < 1024 ? n : n / 2);
+  // Room for half the batch distinct (each array grows past that by doubling).
+  const size_t expect = n < 1024 ? n : n / 2;
+  keys_.reserve(expect);
+  counts_.reserve(expect);
+  first_.reserve(expect);
+  last_.reserve(expect);
   for (size_t i = 0; i < n; ++i) {
     const int64_t k = keys[i];
     size_t pos = hashKey(k) & mask;
