@@ -85,13 +85,13 @@ __attribute__((always_inline)) inline void clippedSum(const PlanSpan& s, size_t 
 }
 
 /**
- * Columns [c0, c0 + B) of row r's owned entries [k, kEnd), (weighted) summed in bag order
- * in registers, divided by d and added to the row's partial (column_blocks.h).
+ * acc[B] = columns [c0, c0 + B) of the owned entries [k, kEnd), (weighted) summed in bag
+ * order from 0, in a local array kept in registers (column_blocks.h). With `prefetch` (a
+ * row's first block), asks for the lent row `ahead` owned entries on.
  */
 template <size_t B>
-__attribute__((always_inline)) inline void partialBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict o,
-                                                        size_t c0, bool prefetch, size_t ahead, size_t rowBytes) {
-  double acc[B];
+__attribute__((always_inline)) inline void ownedColumnSum(const PlanSpan& s, size_t k, size_t kEnd, size_t c0, bool prefetch,
+                                                          size_t ahead, size_t rowBytes, double (&acc)[B]) {
   for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
   for (size_t i = k; i < kEnd; ++i) {
     if (prefetch && s.rowPtrs && i + ahead < s.lent) prefetchRow(s.rowPtrs[i + ahead], rowBytes);
@@ -103,6 +103,14 @@ __attribute__((always_inline)) inline void partialBlock(const PlanSpan& s, size_
       for (size_t c = 0; c < B; ++c) acc[c] = acc[c] + w * static_cast<double>(e[c]);
     }
   }
+}
+
+/** Columns [c0, c0 + B) of a row's owned entries, divided by d and added to the row's partial. */
+template <size_t B>
+__attribute__((always_inline)) inline void partialBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict o,
+                                                        size_t c0, bool prefetch, size_t ahead, size_t rowBytes) {
+  double acc[B];
+  ownedColumnSum<B>(s, k, kEnd, c0, prefetch, ahead, rowBytes, acc);
   for (size_t c = 0; c < B; ++c) o[c0 + c] = o[c0 + c] + acc[c] / d;
 }
 
@@ -141,7 +149,7 @@ void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
 
 /**
  * This shard's partial of columns [c0, c0 + B) of one row, p = 0 + acc / d with acc its
- * owned entries [k, kEnd) summed in registers (as partialBlock), folded into the running
+ * owned entries [k, kEnd) summed in registers (ownedColumnSum), folded into the running
  * shard-order sum: run = p (first), or run + p; the last shard writes the float32 rounding
  * to o instead. run + (0 + x) == run + x bit for bit when run is not -0, and it never is
  * (it starts at 0 + x), so later shards add acc / d directly; acc / 1 == acc.
@@ -151,17 +159,7 @@ __attribute__((always_inline)) inline void shardBlock(const PlanSpan& s, size_t 
                                                       float* __restrict o, bool first, bool last, size_t c0, bool prefetch,
                                                       size_t ahead, size_t rowBytes) {
   double acc[B];
-  for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
-  for (size_t i = k; i < kEnd; ++i) {
-    if (prefetch && s.rowPtrs && i + ahead < s.lent) prefetchRow(s.rowPtrs[i + ahead], rowBytes);
-    const float* __restrict e = rowOf(s, i) + c0;
-    const double w = s.weights ? static_cast<double>(s.weights[entryOf(s, i)]) : 1.0;
-    if (w == 1.0) {
-      for (size_t c = 0; c < B; ++c) acc[c] += static_cast<double>(e[c]);  // 1.0 * e is exact
-    } else {
-      for (size_t c = 0; c < B; ++c) acc[c] = acc[c] + w * static_cast<double>(e[c]);
-    }
-  }
+  ownedColumnSum<B>(s, k, kEnd, c0, prefetch, ahead, rowBytes, acc);
   if (d != 1.0) {
     for (size_t c = 0; c < B; ++c) acc[c] = acc[c] / d;
   }
