@@ -17,7 +17,7 @@ void BatchDedupe::build(const int64_t* keys, size_t n) {
   size_t slots = 16;
   while (slots < 2 * n) slots <<= 1;
   const size_t mask = slots - 1;
-  std::vector<uint32_t> table(slots, 0);  // unique id + 1; 0 = empty
+  ScratchVector<uint32_t> table(slots, 0);  // unique id + 1; 0 = empty
   // Room for half the batch distinct (each array grows past that by doubling).
   const size_t expect = n < 1024 ? n : n / 2;
   keys_.reserve(expect);
@@ -55,7 +55,7 @@ void BatchDedupe::buildOccurrenceLists() {
   offsets_.assign(u + 1, 0);
   for (size_t j = 0; j < u; ++j) offsets_[j + 1] = offsets_[j] + counts_[j];
   occ_.resize(ids_.size());
-  std::vector<uint32_t> fill(offsets_.begin(), offsets_.end() - 1);
+  ScratchVector<uint32_t> fill(offsets_.begin(), offsets_.end() - 1);
   for (size_t i = 0; i < ids_.size(); ++i) occ_[fill[ids_[i]]++] = static_cast<uint32_t>(i);
 }
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "memory.h"
+
 namespace embedstack {
 
 class BatchDedupe {
@@ -30,13 +32,13 @@ class BatchDedupe {
   uint32_t occurrencesEnd(size_t u) const { return offsets_[u + 1]; }
 
  private:
-  std::vector<int64_t> keys_;
-  std::vector<uint32_t> ids_;
-  std::vector<uint32_t> counts_;
-  std::vector<uint32_t> first_;
-  std::vector<uint32_t> last_;
-  std::vector<uint32_t> offsets_;
-  std::vector<uint32_t> occ_;
+  ScratchVector<int64_t> keys_;
+  ScratchVector<uint32_t> ids_;
+  ScratchVector<uint32_t> counts_;
+  ScratchVector<uint32_t> first_;
+  ScratchVector<uint32_t> last_;
+  ScratchVector<uint32_t> offsets_;
+  ScratchVector<uint32_t> occ_;
 };
 
 }  // namespace embedstack

@@ -12,10 +12,11 @@
 
 namespace embedstack {
 
-std::vector<uint32_t> DynamicTable::admit(WriteBatch& wb, const std::vector<uint8_t>* wantsNew, bool explicitScores) {
+ScratchVector<uint32_t> DynamicTable::admit(WriteBatch& wb, const ScratchVector<uint8_t>* wantsNew,
+                                            bool explicitScores) {
   const BatchDedupe& d = wb.dedupe;
   const size_t unique = d.uniqueCount();
-  std::vector<uint32_t> fresh;
+  ScratchVector<uint32_t> fresh;
   for (size_t u = 0; u < unique; ++u) {
     if (wb.rows[u] == KeyIndex::kNoRow && (!wantsNew || (*wantsNew)[u])) fresh.push_back(static_cast<uint32_t>(u));
   }
@@ -26,14 +27,14 @@ std::vector<uint32_t> DynamicTable::admit(WriteBatch& wb, const std::vector<uint
   }
 
   const size_t losersNeeded = size_ + fresh.size() - capCeiling_;
-  std::vector<uint64_t> touched((size_ + 63) / 64, 0);
+  ScratchVector<uint64_t> touched((size_ + 63) / 64, 0);
   for (size_t u = 0; u < unique; ++u) {
     const uint32_t row = wb.rows[u];
     if (row != KeyIndex::kNoRow) touched[row >> 6] |= uint64_t{1} << (row & 63);
   }
   // Max-heap whose top is the most keepable of the current worst set.
   auto worse = [](const EvictionCandidate& a, const EvictionCandidate& b) { return keepsBefore(b, a); };
-  std::vector<EvictionCandidate> heap;
+  ScratchVector<EvictionCandidate> heap;
   heap.reserve(losersNeeded);
   auto consider = [&](const EvictionCandidate& c) {
     if (heap.size() < losersNeeded) {
@@ -56,7 +57,7 @@ std::vector<uint32_t> DynamicTable::admit(WriteBatch& wb, const std::vector<uint
     consider({score, d.key(u), false, u});
   }
 
-  std::vector<int64_t> evict;
+  ScratchVector<int64_t> evict;
   size_t refusedCount = 0;
   for (const EvictionCandidate& c : heap) {
     if (c.resident) {
@@ -75,7 +76,7 @@ std::vector<uint32_t> DynamicTable::admit(WriteBatch& wb, const std::vector<uint
   for (size_t u = 0; u < unique; ++u) {
     if (wb.present[u]) wb.rows[u] = lookup(d.key(u));  // evictions moved records
   }
-  std::vector<uint32_t> admitted;
+  ScratchVector<uint32_t> admitted;
   admitted.reserve(admittedCount);
   for (uint32_t u : fresh) {
     if (!wb.refused[u]) admitted.push_back(u);

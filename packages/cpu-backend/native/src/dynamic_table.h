@@ -76,9 +76,9 @@ class DynamicTable final : public Table {
     ScoreClock clock;
     BatchDedupe dedupe;
     const uint64_t* scores = nullptr;  // caller's scores [n] or null
-    std::vector<uint32_t> rows;        // per unique: row, or KeyIndex::kNoRow
-    std::vector<uint8_t> present;      // per unique: resident before the call
-    std::vector<uint8_t> refused;      // per unique: a new key the eviction rule refused
+    ScratchVector<uint32_t> rows;      // per unique: row, or KeyIndex::kNoRow
+    ScratchVector<uint8_t> present;    // per unique: resident before the call
+    ScratchVector<uint8_t> refused;    // per unique: a new key the eviction rule refused
     bool hasGiven(size_t u) const { return scores != nullptr; }
     uint64_t given(size_t u) const { return scores ? scores[dedupe.lastOccurrence(u)] : 0; }
   };
@@ -143,8 +143,8 @@ class DynamicTable final : public Table {
    * the cap is reached), reserves room, evicts losing residents and marks refused
    * keys. Returns the admitted uniques in order of first appearance; inserts nothing.
    */
-  std::vector<uint32_t> admit(WriteBatch& wb, const std::vector<uint8_t>* wantsNew, bool explicitScores);
-  void insertAdmitted(WriteBatch& wb, const std::vector<uint32_t>& admitted, bool fillValues);
+  ScratchVector<uint32_t> admit(WriteBatch& wb, const ScratchVector<uint8_t>* wantsNew, bool explicitScores);
+  void insertAdmitted(WriteBatch& wb, const ScratchVector<uint32_t>& admitted, bool fillValues);
   /** Scores every unique resident at the end of the call (write policies). */
   void touchWritten(WriteBatch& wb, bool explicitScores);
   /** Scores unique u if it is resident (nextScore with its count, or the caller's score). */

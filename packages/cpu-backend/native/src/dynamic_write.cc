@@ -38,7 +38,7 @@ void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, con
   wb.clock = beginCall();
 }
 
-void DynamicTable::insertAdmitted(WriteBatch& wb, const std::vector<uint32_t>& admitted, bool fillValues) {
+void DynamicTable::insertAdmitted(WriteBatch& wb, const ScratchVector<uint32_t>& admitted, bool fillValues) {
   for (size_t k = 0; k < admitted.size(); ++k) {
     if (k + 8 < admitted.size()) index_.prefetch(hashKey(wb.dedupe.key(admitted[k + 8])));
     const uint32_t u = admitted[k];
@@ -54,7 +54,7 @@ void DynamicTable::touchWritten(WriteBatch& wb, bool explicitScores) {
 
 void DynamicTable::findOrInsertLocked(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores) {
   startWrite(wb, keys, n, scores);
-  std::vector<uint32_t> admitted = admit(wb, nullptr, false);
+  ScratchVector<uint32_t> admitted = admit(wb, nullptr, false);
   insertAdmitted(wb, admitted, true);
   touchWritten(wb, false);
 }
@@ -103,7 +103,7 @@ void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, co
   checkAlive();
   WriteBatch wb;
   startWrite(wb, keys, n, scores);
-  std::vector<uint32_t> admitted = admit(wb, nullptr, false);
+  ScratchVector<uint32_t> admitted = admit(wb, nullptr, false);
   insertAdmitted(wb, admitted, false);  // every admitted row gets its value below
   writeLastValues(wb, values);
 }
@@ -125,7 +125,7 @@ void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, con
   WriteBatch wb;
   startWrite(wb, keys, n, scores);
   // A key can be inserted only by an occurrence with exists = 0.
-  std::vector<uint8_t> wants(wb.dedupe.uniqueCount(), 0);
+  ScratchVector<uint8_t> wants(wb.dedupe.uniqueCount(), 0);
   for (size_t i = 0; i < n; ++i) {
     if (!exists[i]) wants[wb.dedupe.uniqueOf(i)] = 1;
   }
@@ -157,7 +157,7 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
   const bool explicitScores = scores != nullptr;
   WriteBatch wb;
   startWrite(wb, keys, n, scores);
-  std::vector<uint32_t> admitted = admit(wb, nullptr, explicitScores);
+  ScratchVector<uint32_t> admitted = admit(wb, nullptr, explicitScores);
   insertAdmitted(wb, admitted, false);
   forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
     for (size_t u = b; u < e; ++u) {
@@ -179,7 +179,7 @@ void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* gr
   WriteBatch wb;
   startWrite(wb, keys, n, nullptr);
   wb.dedupe.buildOccurrenceLists();
-  std::vector<uint32_t> admitted = admit(wb, nullptr, false);
+  ScratchVector<uint32_t> admitted = admit(wb, nullptr, false);
   insertAdmitted(wb, admitted, true);
   const BatchDedupe& d = wb.dedupe;
   const uint32_t* occ = d.occurrenceList();

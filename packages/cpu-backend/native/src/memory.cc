@@ -1,11 +1,15 @@
 #include "memory.h"
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <new>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 #if defined(__linux__)
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #define ES_HAVE_MMAP 1
@@ -44,11 +48,141 @@ size_t physicalMemoryBytes() {
   return 0;
 }
 
-ScratchRelease::~ScratchRelease() {
-#if defined(__GLIBC__)
-  if (active_) malloc_trim(0);
-#endif
+namespace {
+// The scratch cache: freed blocks (power-of-two sizes >= kScratchMinBlock), newest
+// last; at most kScratchCacheBytes in all. Never destroyed (pool threads may still
+// allocate while the process exits).
+class ScratchCache {
+ public:
+  // The first size class whose blocks hold `bytes`, or -1 when they are not cached.
+  static int classOf(size_t bytes) {
+    if (bytes < kScratchMinBlock || bytes > kScratchCacheBytes) return -1;
+    int c = 0;
+    while ((kScratchMinBlock << c) < bytes) ++c;
+    return c;
+  }
+  static size_t classBytes(int c) { return kScratchMinBlock << c; }
+
+  void* take(int c) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = count_; i-- > 0;) {
+      if (entries_[i].cls != c) continue;
+      void* p = entries_[i].p;
+      for (size_t j = i + 1; j < count_; ++j) entries_[j - 1] = entries_[j];
+      --count_;
+      held_ -= classBytes(c);
+      return p;
+    }
+    return nullptr;
+  }
+
+  void give(void* p, int c) noexcept {
+    void* evicted[kMaxEntries];
+    size_t nEvicted = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const size_t bytes = classBytes(c);
+      size_t drop = 0;
+      size_t held = held_;
+      while (drop < count_ && (held + bytes > kScratchCacheBytes || count_ - drop >= kMaxEntries)) {
+        held -= classBytes(entries_[drop].cls);
+        evicted[nEvicted++] = entries_[drop].p;
+        ++drop;
+      }
+      for (size_t j = drop; j < count_; ++j) entries_[j - drop] = entries_[j];
+      count_ -= drop;
+      entries_[count_++] = {p, c};
+      held_ = held + bytes;
+    }
+    for (size_t i = 0; i < nEvicted; ++i) std::free(evicted[i]);
+  }
+
+  size_t held() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return held_;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = kScratchCacheBytes / kScratchMinBlock;
+  struct Entry {
+    void* p;
+    int cls;
+  };
+  std::mutex mutex_;
+  Entry entries_[kMaxEntries];
+  size_t count_ = 0;
+  size_t held_ = 0;
+};
+
+ScratchCache& scratchCache() {
+  static ScratchCache* cache = new ScratchCache();
+  return *cache;
 }
+}  // namespace
+
+void* scratchAllocate(size_t bytes) {
+  const int c = ScratchCache::classOf(bytes);
+  if (c >= 0) {
+    if (void* p = scratchCache().take(c)) return p;
+    bytes = ScratchCache::classBytes(c);
+  }
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void scratchFree(void* p, size_t bytes) noexcept {
+  if (!p) return;
+  const int c = ScratchCache::classOf(bytes);
+  if (c >= 0) {
+    scratchCache().give(p, c);
+  } else {
+    std::free(p);
+  }
+}
+
+size_t scratchCachedBytes() { return scratchCache().held(); }
+
+#if defined(__GLIBC__) && defined(ES_HAVE_MMAP)
+namespace {
+// The process's resident bytes (/proc/self/statm), or 0 when unknown.
+size_t residentBytes() {
+  const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  const ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return 0;
+  buf[got] = '\0';
+  char* p = buf;
+  std::strtoull(p, &p, 10);  // size
+  const unsigned long long pages = std::strtoull(p, nullptr, 10);
+  const long page = sysconf(_SC_PAGESIZE);
+  return page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+// The lowest RSS seen since the last trim (right after it, its RSS).
+std::atomic<size_t> rssBaseline{0};
+}  // namespace
+
+ScratchRelease::~ScratchRelease() {
+  if (!active_) return;
+  if (!large_) {
+    const size_t rss = residentBytes();
+    if (rss != 0) {
+      size_t base = rssBaseline.load(std::memory_order_relaxed);
+      if (rss < base) {
+        rssBaseline.store(rss, std::memory_order_relaxed);
+        return;
+      }
+      if (base != 0 && rss - base < kTrimGrowthBytes) return;
+    }
+  }
+  malloc_trim(0);
+  rssBaseline.store(residentBytes(), std::memory_order_relaxed);
+}
+#else
+ScratchRelease::~ScratchRelease() = default;
+#endif
 
 void adviseHugePages(void* p, size_t bytes) {
 #if defined(ES_HAVE_MMAP) && defined(MADV_HUGEPAGE)

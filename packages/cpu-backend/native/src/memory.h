@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "errors.h"
 
@@ -32,26 +33,78 @@ size_t physicalMemoryBytes();
 void adviseHugePages(void* p, size_t bytes);
 
 /**
- * Declared before a large call's scratch buffers: when it goes out of scope (after
- * them), returns the C library's freed heap memory to the system, so the scratch of
- * a very large batch (about 50 bytes per key: tens of megabytes from 1M keys) does
- * not stay in the process's RSS. Smaller calls leave theirs in the C library's free
- * lists, where the next call reuses it: trimming after every 64K-key write made each
- * call fault its scratch back in page by page, and the trim's madvise costs a TLB
- * shootdown across the pool's threads (a fused Adagrad step of 64K keys ran 2.2x
- * faster without it; the scratch left behind is ~2.7 MB, 0.3 bytes per key of a
- * 10M-key table filled 64K keys at a time).
+ * The per-call scratch of write calls (batch dedupe, per-unique rows and flags, the
+ * admitted list) is allocated through ScratchAllocator. Blocks of at least
+ * kScratchMinBlock bytes are rounded up to a power of two and, when freed, kept in a
+ * process-wide cache of at most kScratchCacheBytes (newest kept; the oldest freed past
+ * the cap), where the next call of a similar size takes them back with their pages
+ * still present. Smaller blocks, and blocks larger than the cap, use malloc directly.
+ * So a stream of 64K-key writes (about 3-4 MB of scratch each) reuses the same
+ * resident scratch without page faults, and the process keeps at most
+ * kScratchCacheBytes of it between calls.
+ */
+constexpr size_t kScratchMinBlock = size_t{64} << 10;
+constexpr size_t kScratchCacheBytes = size_t{8} << 20;
+
+/** A scratch block of `bytes` (cached or malloc'd); throws std::bad_alloc on failure. */
+void* scratchAllocate(size_t bytes);
+/** Returns a block from scratchAllocate(bytes) (same `bytes`) to the cache or to malloc. */
+void scratchFree(void* p, size_t bytes) noexcept;
+/** Bytes the scratch cache holds now (at most kScratchCacheBytes). */
+size_t scratchCachedBytes();
+
+template <class T>
+class ScratchAllocator {
+ public:
+  using value_type = T;
+  static_assert(alignof(T) <= alignof(std::max_align_t), "scratch blocks have malloc's alignment");
+  ScratchAllocator() noexcept = default;
+  template <class U>
+  ScratchAllocator(const ScratchAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
+  T* allocate(size_t n) { return static_cast<T*>(scratchAllocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { scratchFree(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const ScratchAllocator<U>&) const noexcept {
+    return true;
+  }
+  template <class U>
+  bool operator!=(const ScratchAllocator<U>&) const noexcept {
+    return false;
+  }
+};
+
+/** A std::vector whose storage comes from the scratch cache (see ScratchAllocator). */
+template <class T>
+using ScratchVector = std::vector<T, ScratchAllocator<T>>;
+
+/**
+ * Declared before a write call's scratch buffers; when it goes out of scope (after
+ * them) it may return the C library's free memory (in every arena, including what
+ * other threads of the process freed) to the system with malloc_trim(0):
+ *  - after every call of at least kLargeItems keys (its scratch is tens of MB);
+ *  - after a call of at least kMinItems keys when the process's RSS has grown by
+ *    kTrimGrowthBytes or more since the last trim (or the lowest RSS seen since).
+ * So a loop of same-sized calls that leaves the RSS flat (a training step on
+ * resident keys) does not trim: trimming after every 64K-key write made each call
+ * fault its freed memory back in and pay the madvise's TLB shootdowns (a fused
+ * Adagrad step ran 2.2x slower). A call's own scratch is reused through the scratch
+ * cache above either way; without any trim the C library kept 9-14 MB of free
+ * memory at the end of the bench's 1M-key fill, most of it freed by other threads.
  */
 class ScratchRelease {
  public:
-  explicit ScratchRelease(size_t items) : active_(items >= kMinItems) {}
+  explicit ScratchRelease(size_t items) : active_(items >= kMinItems), large_(items >= kLargeItems) {}
   ~ScratchRelease();
   ScratchRelease(const ScratchRelease&) = delete;
   ScratchRelease& operator=(const ScratchRelease&) = delete;
 
+  static constexpr size_t kMinItems = 16384;
+  static constexpr size_t kLargeItems = size_t{1} << 20;
+  static constexpr size_t kTrimGrowthBytes = size_t{4} << 20;
+
  private:
-  static constexpr size_t kMinItems = size_t{1} << 20;
   bool active_;
+  bool large_;
 };
 
 class Block {

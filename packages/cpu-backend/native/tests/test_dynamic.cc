@@ -1,9 +1,11 @@
 // Dynamic table semantics (core's reference dynamic table is the specification).
 #include <climits>
+#include <cstring>
 #include <cmath>
 #include <random>
 #include <unordered_map>
 
+#include "memory.h"
 #include "table_helpers.h"
 #include "test.h"
 
@@ -346,6 +348,69 @@ TEST(large_batches_use_the_pool_and_agree) {
   auto out = t->lookupCombined(bag, Combiner::kSum, 0, false);
   wrong = 0;
   for (size_t i = 0; i < n * 4; ++i) wrong += out[i] != vals[i];
+  EXPECT_EQ(wrong, size_t{0});
+}
+
+// Write calls take their per-call scratch from the scratch cache (memory.h): blocks
+// come back for the next call of the same size class, and the cache never holds more
+// than kScratchCacheBytes, whatever sizes pass through it.
+TEST(scratch_cache_reuses_blocks_under_its_cap) {
+  void* a = scratchAllocate(300000);  // the 512 KiB class
+  static_cast<char*>(a)[299999] = 1;
+  scratchFree(a, 300000);
+  EXPECT_TRUE(scratchCachedBytes() <= kScratchCacheBytes);
+  void* b = scratchAllocate(400000);  // same class: the block just freed
+  EXPECT_TRUE(a == b);
+  scratchFree(b, 400000);
+  // More than the cap freed at once, in mixed sizes (some past the cap, some small).
+  std::vector<std::pair<void*, size_t>> blocks;
+  for (size_t i = 0; i < 48; ++i) {
+    const size_t bytes = (i % 5 == 4) ? kScratchCacheBytes + 1 : (size_t{1000} << (i % 13));
+    void* p = scratchAllocate(bytes);
+    std::memset(p, static_cast<int>(i), bytes < 4096 ? bytes : 4096);
+    blocks.emplace_back(p, bytes);
+  }
+  for (auto& [p, bytes] : blocks) {
+    scratchFree(p, bytes);
+    EXPECT_TRUE(scratchCachedBytes() <= kScratchCacheBytes);
+  }
+  // A scratch vector grows through several classes and keeps its contents.
+  ScratchVector<int64_t> v;
+  for (int64_t i = 0; i < 300000; ++i) v.push_back(i * 3 - 7);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < 300000; ++i) wrong += v[static_cast<size_t>(i)] != i * 3 - 7;
+  EXPECT_EQ(wrong, int64_t{0});
+}
+
+// A stream of 64K-key writes (inserts, then overwrites with duplicates) through the
+// scratch cache and the trim policy reads back the last value written per key.
+TEST(stream_of_large_writes_reads_back_the_last_values) {
+  auto t = createTable(dynamicConfig(2));
+  const size_t n = 65536;
+  std::unordered_map<int64_t, float> model;
+  std::vector<int64_t> keys(n);
+  std::vector<float> vals(n * 2);
+  uint64_t x = 99;
+  for (int call = 0; call < 12; ++call) {
+    for (size_t i = 0; i < n; ++i) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      keys[i] = static_cast<int64_t>((x >> 33) % (call < 6 ? 400000 : 100000));  // later calls: many duplicates
+      vals[i * 2] = static_cast<float>(call * 1000003 + static_cast<int>(i));
+      vals[i * 2 + 1] = -vals[i * 2];
+      model[keys[i]] = vals[i * 2];  // the last occurrence wins
+    }
+    t->upsert(keys.data(), n, vals.data(), nullptr);
+    EXPECT_TRUE(scratchCachedBytes() <= kScratchCacheBytes);
+  }
+  EXPECT_EQ(t->size(), model.size());
+  std::vector<int64_t> all;
+  for (auto& [k, v] : model) all.push_back(k);
+  auto r = t->find(all.data(), all.size());
+  size_t wrong = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const float want = model[all[i]];
+    wrong += !r.exists[i] || r.values[i * 2] != want || r.values[i * 2 + 1] != -want;
+  }
   EXPECT_EQ(wrong, size_t{0});
 }
 
