@@ -202,7 +202,7 @@ describe('cpu backend: the Promise path', () => {
     expect(r.stdout.trim()).toBe(`done ${Array(8).fill(sum).join(',')}`);
   }, 120_000);
 
-  it('workers ended with Promise calls in flight leave the process working', () => {
+  it('workers ended with Promise calls in flight leave the process working (the addon stays mapped)', () => {
     const script = `
       const { Worker } = require('node:worker_threads');
       const body = \`
@@ -224,6 +224,12 @@ describe('cpu backend: the Promise path', () => {
         started.push(new Promise((res) => worker.once('message', () => { worker.terminate().then(() => { ended++; res(); }); })));
       }
       Promise.all(started).then(() => {
+        // Node dlcloses an addon when the last environment that loaded it ends; the
+        // addon's process-wide pool must keep its code mapped (-z nodelete), or its
+        // threads crash the process. Only the workers loaded it: is it still mapped?
+        const maps = require('node:fs').readFileSync('/proc/self/maps', 'utf8');
+        const mapped = maps.split('\\n').some((l) => l.includes('cpu-backend') && l.trim().endsWith('.node'));
+        console.log('mapped ' + mapped);
         const { createTable } = require(${JSON.stringify(paths.core)});
         const { cpuBackend } = require(${JSON.stringify(paths.cpu)});
         const t = createTable({ dim: 4 }, { backend: cpuBackend });
@@ -236,6 +242,6 @@ describe('cpu backend: the Promise path', () => {
     const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 90_000 });
     expect(r.signal, r.stderr).toBeNull();
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout.trim()).toBe('ended 3 value 5');
+    expect(r.stdout.trim()).toBe('mapped true\nended 3 value 5');
   }, 120_000);
 });
