@@ -102,6 +102,19 @@ class ScratchCache {
     return held_;
   }
 
+  void clear() noexcept {
+    void* freed[kMaxEntries];
+    size_t n;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      n = count_;
+      for (size_t i = 0; i < n; ++i) freed[i] = entries_[i].p;
+      count_ = 0;
+      held_ = 0;
+    }
+    for (size_t i = 0; i < n; ++i) std::free(freed[i]);
+  }
+
  private:
   static constexpr size_t kMaxEntries = kScratchCacheBytes / kScratchMinBlock;
   struct Entry {
@@ -177,6 +190,7 @@ ScratchRelease::~ScratchRelease() {
       if (base != 0 && rss - base < kTrimGrowthBytes) return;
     }
   }
+  scratchCache().clear();
   malloc_trim(0);
   rssBaseline.store(residentBytes(), std::memory_order_relaxed);
 }

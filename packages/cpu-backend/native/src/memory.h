@@ -84,12 +84,13 @@ using ScratchVector = std::vector<T, ScratchAllocator<T>>;
  *  - after every call of at least kLargeItems keys (its scratch is tens of MB);
  *  - after a call of at least kMinItems keys when the process's RSS has grown by
  *    kTrimGrowthBytes or more since the last trim (or the lowest RSS seen since).
- * So a loop of same-sized calls that leaves the RSS flat (a training step on
- * resident keys) does not trim: trimming after every 64K-key write made each call
- * fault its freed memory back in and pay the madvise's TLB shootdowns (a fused
- * Adagrad step ran 2.2x slower). A call's own scratch is reused through the scratch
- * cache above either way; without any trim the C library kept 9-14 MB of free
- * memory at the end of the bench's 1M-key fill, most of it freed by other threads.
+ * A trim also empties the scratch cache, so right after one the process keeps none
+ * of its scratch. A loop of same-sized calls that leaves the RSS flat (a training
+ * step on resident keys) does not trim and reuses its scratch through the cache:
+ * trimming after every 64K-key write made each call fault its scratch back in and pay
+ * the madvise's TLB shootdowns (a fused Adagrad step ran 2.2x slower). Without any
+ * trim the C library kept 9-14 MB of free memory at the end of the bench's 1M-key
+ * fill, most of it freed by other threads of the process (V8's helpers).
  */
 class ScratchRelease {
  public:
