@@ -14,7 +14,9 @@ let failedSteps = 0;
 
 function step(title, cmd, args, opts = {}) {
   console.log(`\n=== ${title}: ${cmd} ${args.join(' ')}`);
+  const started = Date.now();
   const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts });
+  console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
   if (r.status !== 0) {
     console.log(`=== ${title} FAILED (exit ${r.status ?? r.signal})`);
     failedSteps++;
@@ -93,8 +95,10 @@ if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
 const packCheck = join(root, 'scripts', 'pack-check.mjs');
 if (want('pack') && existsSync(packCheck)) {
   console.log(`\n=== pack, lint and install the tarballs: node ${packCheck}`);
+  const started = Date.now();
   const r = spawnSync(process.execPath, [packCheck], { cwd: root, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   process.stdout.write(r.stdout ?? '');
+  console.log(`=== pack, lint and install the tarballs: ${((Date.now() - started) / 1000).toFixed(0)} s`);
   const m = /pack-check: (\{.*\})\s*$/.exec(r.stdout ?? '');
   if (m) {
     const c = JSON.parse(m[1]);
