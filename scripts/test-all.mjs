@@ -12,11 +12,14 @@ const env = { ...process.env, TURBO_TELEMETRY_DISABLED: '1', FORCE_COLOR: proces
 const bin = (name) => join(root, 'node_modules', '.bin', name);
 let failedSteps = 0;
 
+/** Prints how long a step took ("=== <title>: N s"). */
+const took = (title, started) => console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+
 function step(title, cmd, args, opts = {}) {
   console.log(`\n=== ${title}: ${cmd} ${args.join(' ')}`);
   const started = Date.now();
   const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts });
-  console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  took(title, started);
   if (r.status !== 0) {
     console.log(`=== ${title} FAILED (exit ${r.status ?? r.signal})`);
     failedSteps++;
@@ -98,7 +101,7 @@ if (want('pack') && existsSync(packCheck)) {
   const started = Date.now();
   const r = spawnSync(process.execPath, [packCheck], { cwd: root, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   process.stdout.write(r.stdout ?? '');
-  console.log(`=== pack, lint and install the tarballs: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  took('pack, lint and install the tarballs', started);
   const m = /pack-check: (\{.*\})\s*$/.exec(r.stdout ?? '');
   if (m) {
     const c = JSON.parse(m[1]);

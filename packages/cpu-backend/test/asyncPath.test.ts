@@ -208,27 +208,29 @@ describe('cpu backend: the Promise path', () => {
       const body = \`
         const { parentPort } = require('node:worker_threads');
         const { createTable } = require(${JSON.stringify(JSON.stringify(paths.core)).slice(1, -1)});
-        const { cpuBackend } = require(${JSON.stringify(JSON.stringify(paths.cpu)).slice(1, -1)});
+        const { cpuBackend, cpuLevel } = require(${JSON.stringify(JSON.stringify(paths.cpu)).slice(1, -1)});
         const t = createTable({ dim: ${DIM} }, { backend: cpuBackend });
         const keys = new BigInt64Array(${BATCH}).map((_, i) => BigInt(i));
         t.upsertSync(keys, new Float32Array(${BATCH * DIM}).fill(2));
         let calls = 0;
-        const loop = () => t.find(keys).then((r) => { calls++; if (r.values[0] !== 2) throw new Error('bad value'); if (calls === 3) parentPort.postMessage('running'); loop(); });
+        const loop = () => t.find(keys).then((r) => { calls++; if (r.values[0] !== 2) throw new Error('bad value'); if (calls === 3) parentPort.postMessage(cpuLevel().path); loop(); });
         for (let i = 0; i < 4; i++) loop();
       \`;
       let ended = 0;
       const started = [];
+      const loaded = new Set(); // the addon file each worker loaded
       for (let w = 0; w < 3; w++) {
         const worker = new Worker(body, { eval: true });
         worker.on('error', (e) => { console.error(e); process.exit(3); });
-        started.push(new Promise((res) => worker.once('message', () => { worker.terminate().then(() => { ended++; res(); }); })));
+        started.push(new Promise((res) => worker.once('message', (path) => { loaded.add(require('node:fs').realpathSync(path)); worker.terminate().then(() => { ended++; res(); }); })));
       }
       Promise.all(started).then(() => {
         // Node dlcloses an addon when the last environment that loaded it ends; the
         // addon's process-wide pool must keep its code mapped (-z nodelete), or its
         // threads crash the process. Only the workers loaded it: is it still mapped?
         const maps = require('node:fs').readFileSync('/proc/self/maps', 'utf8');
-        const mapped = maps.split('\\n').some((l) => l.includes('cpu-backend') && l.trim().endsWith('.node'));
+        const lines = maps.split('\\n');
+        const mapped = loaded.size > 0 && [...loaded].every((f) => lines.some((l) => l.endsWith(' ' + f)));
         console.log('mapped ' + mapped);
         const { createTable } = require(${JSON.stringify(paths.core)});
         const { cpuBackend } = require(${JSON.stringify(paths.cpu)});

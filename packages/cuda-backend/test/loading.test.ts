@@ -119,13 +119,14 @@ describe('cuda backend: loading and device detection', () => {
     const script = `
       const { Worker } = require('node:worker_threads');
       const core = require.resolve('@embedstack/core'), cuda = require.resolve('@embedstack/cuda-backend');
-      const body = 'const { parentPort } = require("node:worker_threads"); const c = require(' + JSON.stringify(core) + '); require(' + JSON.stringify(cuda) + ');' +
+      const body = 'const { parentPort } = require("node:worker_threads"); const c = require(' + JSON.stringify(core) + '); const m = require(' + JSON.stringify(cuda) + ');' +
         'const t = c.createTable({ dim: 4 }, { backend: "cuda-host" }); t.upsertSync([1n], [1, 2, 3, 4]); const keys = new BigInt64Array(200000).fill(1n);' +
-        'let n = 0; const loop = () => t.find(keys).then((r) => { if (r.values[3] !== 4) throw new Error("bad value"); if (++n === 3) parentPort.postMessage(0); loop(); }); loop(); loop();';
-      const ends = [0, 1].map(() => new Promise((res) => { const w = new Worker(body, { eval: true }); w.on('error', (e) => { console.error(e); process.exit(3); }); w.once('message', () => w.terminate().then(res)); }));
+        'let n = 0; const loop = () => t.find(keys).then((r) => { if (r.values[3] !== 4) throw new Error("bad value"); if (++n === 3) parentPort.postMessage(m.loadCudaAddon().path); loop(); }); loop(); loop();';
+      const loaded = new Set(); // the addon file each worker loaded
+      const ends = [0, 1].map(() => new Promise((res) => { const w = new Worker(body, { eval: true }); w.on('error', (e) => { console.error(e); process.exit(3); }); w.once('message', (path) => { loaded.add(require('node:fs').realpathSync(path)); w.terminate().then(res); }); }));
       Promise.all(ends).then(() => {
         const maps = require('node:fs').readFileSync('/proc/self/maps', 'utf8').split('\\n');
-        const mapped = maps.some((l) => l.includes('cuda-backend') && l.trim().endsWith('.node'));
+        const mapped = loaded.size > 0 && [...loaded].every((f) => maps.some((l) => l.endsWith(' ' + f)));
         const c = require(core); require(cuda);
         const t = c.createTable({ dim: 2 }, { backend: 'cuda-host' }); t.upsertSync([5n], [6, 7]);
         console.log('mapped ' + mapped + ' value ' + t.findSync([5n]).values[1]);
