@@ -1,6 +1,7 @@
 #include "combine.h"
 
 #include <cmath>
+#include <vector>
 
 #include "column_blocks.h"
 #include "multiversion.h"
@@ -90,7 +91,9 @@ __attribute__((always_inline)) inline void sumRows(const BagSpan& s) {
   const size_t ahead = prefetchDistance(rowBytes);
   const size_t lastEntry = static_cast<size_t>(s.rowSplits[s.rowEnd]);
   const size_t first = static_cast<size_t>(s.rowSplits[s.rowBegin]);
-  for (size_t j = first; j < first + ahead && j < lastEntry; ++j) prefetchRow(s.rows[j - s.entryBase], rowBytes);
+  if (s.prefetch) {
+    for (size_t j = first; j < first + ahead && j < lastEntry; ++j) prefetchRow(s.rows[j - s.entryBase], rowBytes);
+  }
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     const size_t j0 = static_cast<size_t>(s.rowSplits[r]);
     const size_t j1 = static_cast<size_t>(s.rowSplits[r + 1]);
@@ -107,7 +110,7 @@ __attribute__((always_inline)) inline void sumRows(const BagSpan& s) {
     if (s.combiner == Combiner::kMean) div = wsum;
     if (s.combiner == Combiner::kSqrtn) div = std::sqrt(wsq);
     const ColumnBlock b{j0, j1, div, ahead, lastEntry, rowBytes, s.out + r * dim};
-    forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) { sumBlock<L, decltype(width)::value>(s, b, c0, firstBlock); });
+    forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) { sumBlock<L, decltype(width)::value>(s, b, c0, firstBlock && s.prefetch); });
   }
 }
 
@@ -131,7 +134,7 @@ __attribute__((always_inline)) inline void combineRows(const BagSpan& s) {
     double wsq = 0;
     const size_t end = static_cast<size_t>(s.rowSplits[r + 1]);
     for (size_t j = static_cast<size_t>(s.rowSplits[r]); j < end; ++j) {
-      if (j + 8 < lastEntry) {
+      if (s.prefetch && j + 8 < lastEntry) {
         const char* p = reinterpret_cast<const char*>(s.rows[j + 8 - s.entryBase]);
         for (size_t off = 0; off < rowBytes; off += 64) __builtin_prefetch(p + off, 0, 1);
       }
@@ -168,16 +171,81 @@ __attribute__((always_inline)) inline void combineRows(const BagSpan& s) {
   }
 }
 
+/** Bytes of widened rows per pass of a narrow span: a few bags, well inside L1. */
+constexpr size_t kWideBytes = 16384;
+/** A bag larger than kWideBytes widened is widened alone, up to this (inside L2). */
+constexpr size_t kWideMaxBytes = size_t{1} << 20;
+
+/** This thread's buffer of widened rows of `dim` (at least `count`) and pointers to them. */
+const void* const* wideRows(size_t count, size_t dim, float** values) {
+  thread_local std::vector<float> buffer;
+  thread_local std::vector<const void*> rows;
+  thread_local size_t rowsDim = 0;
+  thread_local const float* rowsBase = nullptr;
+  if (buffer.size() < count * dim) buffer.resize(count * dim);
+  const size_t held = buffer.size() / dim;
+  if (rowsDim != dim || rowsBase != buffer.data() || rows.size() != held) {
+    rows.resize(held);
+    for (size_t k = 0; k < held; ++k) rows[k] = buffer.data() + k * dim;
+    rowsDim = dim;
+    rowsBase = buffer.data();
+  }
+  *values = buffer.data();
+  return rows.data();
+}
+
+/**
+ * A narrow span: output rows grouped so that each group's entries fit kWideBytes
+ * widened (a larger bag alone, up to kWideMaxBytes), each group's rows widened at once
+ * (loadRows, which also prefetches the span's later rows) and reduced by the float32
+ * kernel: the entry order and the arithmetic are unchanged. A bag past kWideMaxBytes is
+ * reduced with each element widened where it is read (L).
+ */
+template <class L>
+__attribute__((always_inline)) inline void combineNarrow(const BagSpan& s) {
+  const size_t dim = s.dim;
+  if (dim == 0) {
+    combineRows<L>(s);
+    return;
+  }
+  const size_t rowFloatBytes = dim * sizeof(float);
+  const size_t cap = kWideBytes / rowFloatBytes > 0 ? kWideBytes / rowFloatBytes : 1;
+  const size_t maxCap = kWideMaxBytes / rowFloatBytes > 0 ? kWideMaxBytes / rowFloatBytes : 1;
+  const size_t lastEntry = static_cast<size_t>(s.rowSplits[s.rowEnd]);
+  size_t r = s.rowBegin;
+  while (r < s.rowEnd) {
+    const size_t e0 = static_cast<size_t>(s.rowSplits[r]);
+    size_t rb = r + 1;  // the group: rows [r, rb)
+    while (rb < s.rowEnd && static_cast<size_t>(s.rowSplits[rb + 1]) - e0 <= cap) ++rb;
+    const size_t e1 = static_cast<size_t>(s.rowSplits[rb]);
+    BagSpan part = s;
+    part.rowBegin = r;
+    part.rowEnd = rb;
+    r = rb;
+    if (e1 - e0 > maxCap) {
+      combineRows<L>(part);
+      continue;
+    }
+    float* values;
+    part.rows = wideRows(e1 - e0, dim, &values);
+    loadRows(s.dtype, s.rows + (e0 - s.entryBase), e1 - e0, dim, values, lastEntry - e0);
+    part.entryBase = e0;
+    part.dtype = StorageDtype::kFloat32;
+    part.prefetch = false;
+    combineRows<LoadF32>(part);
+  }
+}
+
 }  // namespace
 
 ES_MULTIVERSION
 void combineBagRows(const BagSpan& s) {
   switch (s.dtype) {
     case StorageDtype::kBfloat16:
-      combineRows<LoadBf16>(s);
+      combineNarrow<LoadBf16>(s);
       break;
     case StorageDtype::kFloat16:
-      combineRows<LoadF16>(s);
+      combineNarrow<LoadF16>(s);
       break;
     default:
       combineRows<LoadF32>(s);

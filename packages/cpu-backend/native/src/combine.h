@@ -30,11 +30,15 @@ struct BagSpan {
   float* out;   // [rows * dim], row r at out + r * dim
   double* acc;  // scratch [dim]
   StorageDtype dtype = StorageDtype::kFloat32;
+  bool prefetch = true;  // false: the rows are cache resident (a narrow span's widened rows)
 };
 
 /**
  * Combines the span's rows into `out` (every element of those rows written),
  * prefetching about 6 KiB of rows ahead. Multiversioned (AVX-512 / AVX2 / baseline).
+ * Narrow rows (bfloat16, float16) are widened a few bags at a time into a float32
+ * buffer (loadRows: F16C / AVX-512 where the CPU has them) that the float32 kernel
+ * then reduces, in the same order, so with the same bits.
  */
 void combineBagRows(const BagSpan& s);
 

@@ -4,12 +4,16 @@
 // nearest, ties to even (NaN stays NaN, float16 overflow -> ±Inf), exactly as
 // core's roundToStorage. Optimizer slots stay float32. The scalar conversions are
 // branch-light integer code so that loops over a row vectorize; the row loops are
-// in storage.cc (multiversioned).
+// in storage.cc: narrowing is multiversioned, widening (every read) runs one of
+// three kernels picked once per process (WidenIsa): F16C / AVX-512 conversions and
+// a 16-bit shift for bfloat16 where the build and the CPU have them, the scalar
+// functions below otherwise. All give the same bits.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace embedstack {
 
@@ -72,6 +76,31 @@ inline size_t storedValueBytes(StorageDtype d, size_t dim) { return (dim * stora
 
 /** dst[0..n) = the n values stored at src, widened. */
 void loadValues(StorageDtype d, const void* src, float* dst, size_t n);
+/**
+ * dst[k * dim .. (k + 1) * dim) = rows[k] widened (dim values stored as `d`), k < count,
+ * asking for rows[k + ahead] (k + ahead < prefetchCount) into the caches on the way:
+ * the gather of a narrow bag (combine.cc). One widening kernel call for all rows. A
+ * float16 signalling NaN may come out quiet (payload kept): the same double as the
+ * scalar value's once converted, which is all the bag kernel does with it.
+ */
+void loadRows(StorageDtype d, const void* const* rows, size_t count, size_t dim, float* dst, size_t prefetchCount);
+
+/**
+ * The widening kernels: portable C++ (the scalar functions above); AVX2 + F16C
+ * (8 values per instruction); AVX-512F + F16C (16). Each gives the bits of
+ * bf16ToFloat / halfToFloat for every input: vcvtph2ps is exact for normals,
+ * subnormals and Inf, but quiets a signalling NaN, so loadValues widens a float16
+ * row holding an exponent of all ones again by the scalar function.
+ */
+enum class WidenIsa : int { kPortable = 0, kAvx2F16c = 1, kAvx512 = 2 };
+/**
+ * The kernels this build has and this CPU runs, lowest first; loadValues and loadRows
+ * use the last. A source build (GCC, x86-64 Linux) has all three and checks the CPU
+ * once; a prebuilt level has what its -march gives (baseline: portable only).
+ */
+const std::vector<WidenIsa>& widenIsas();
+/** loadValues with a given kernel (one of widenIsas(); tests compare them). */
+void loadValuesWith(WidenIsa isa, StorageDtype d, const void* src, float* dst, size_t n);
 /** Stores src[0..n) at dst, rounded. */
 void storeValues(StorageDtype d, const float* src, void* dst, size_t n);
 /** Rounds v[0..n) in place to what `d` stores (a no-op for float32). */

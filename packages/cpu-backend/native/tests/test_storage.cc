@@ -1,9 +1,12 @@
 // Narrow value storage: the float16 / bfloat16 conversions against a model written
 // with libm (frexp / ldexp / nearbyint in the default round-to-nearest-even mode),
-// and the multiversioned row loops against the scalar conversions.
+// and the multiversioned row loops against the scalar conversions; the widening kernels
+// (portable, F16C, AVX-512) against the scalar functions on every 16-bit value, and the
+// narrow bag against the float32 bag over the same rows widened.
 #include <cmath>
 #include <vector>
 
+#include "combine.h"
 #include "storage.h"
 #include "test.h"
 
@@ -81,4 +84,124 @@ TEST(row_loops_match_the_scalar_conversions) {
   }
   EXPECT_EQ(storedValueBytes(StorageDtype::kBfloat16, 3), size_t{8});
   EXPECT_EQ(storedValueBytes(StorageDtype::kFloat32, 3), size_t{12});
+}
+
+TEST(every_widening_kernel_gives_the_scalar_bits_for_every_value) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
+  EXPECT_TRUE(widenIsas().front() == WidenIsa::kPortable);
+  for (WidenIsa isa : widenIsas()) {
+    for (StorageDtype d : {StorageDtype::kFloat16, StorageDtype::kBfloat16}) {
+      std::vector<float> wide(all.size());
+      loadValuesWith(isa, d, all.data(), wide.data(), all.size());
+      size_t bad = 0;
+      for (uint32_t h = 0; h < 65536; ++h) {
+        const float want = d == StorageDtype::kFloat16 ? halfToFloat(static_cast<uint16_t>(h)) : bf16ToFloat(static_cast<uint16_t>(h));
+        if (estest::floatBits(wide[h]) != estest::floatBits(want)) ++bad;  // NaN payloads too (signalling ones stay signalling)
+      }
+      EXPECT_EQ(bad, size_t{0});
+      // loadRows (the bag's gather): the same double for every value (a signalling NaN may come out quiet)
+      if (isa == widenIsas().back()) {
+        const void* row = all.data();
+        std::vector<float> rows(all.size());
+        loadRows(d, &row, 1, all.size(), rows.data(), 1);
+        size_t badDouble = 0;
+        for (uint32_t h = 0; h < 65536; ++h) {
+          const double got = static_cast<double>(rows[h]);
+          const double want = static_cast<double>(wide[h]);
+          uint64_t a, b;
+          std::memcpy(&a, &got, 8);
+          std::memcpy(&b, &want, 8);
+          if (a != b) ++badDouble;
+        }
+        EXPECT_EQ(badDouble, size_t{0});
+      }
+      // every length up to 3 vectors and every 2-byte misalignment, the tail and Inf / NaN / subnormals inside
+      const uint16_t specials[] = {0x7c00, 0xfc00, 0x7c01, 0x7e00, 0xfd55, 0x0001, 0x83ff, 0x7f80, 0xff81};
+      for (size_t n = 0; n <= 50; ++n) {
+        for (size_t off = 0; off < 3; ++off) {
+          std::vector<uint16_t> src(n + off);
+          for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>((i * 7919u + n * 131u) & 0xffffu);
+          if (n > 0 && (n % 5) == 0) src[off + (n * 3) % n] = specials[n % 9];
+          std::vector<float> got(n + 1, -7.0f);
+          loadValuesWith(isa, d, src.data() + off, got.data(), n);
+          for (size_t i = 0; i < n; ++i) {
+            const uint16_t h = src[off + i];
+            const float want = d == StorageDtype::kFloat16 ? halfToFloat(h) : bf16ToFloat(h);
+            EXPECT_EQ(estest::floatBits(got[i]), estest::floatBits(want));
+          }
+          EXPECT_EQ(got[n], -7.0f);  // nothing written past n
+        }
+      }
+    }
+  }
+}
+
+TEST(narrow_bags_equal_the_float32_bag_over_the_widened_rows) {
+  // Rows stored narrow, and the same rows widened into a float32 table: every combiner, with
+  // and without weights and clipping, bags of 0..40 entries and one past the widening buffer
+  // (kWideMaxBytes at this dim), give the same bits from combineBagRows on either.
+  for (size_t dim : {size_t{1}, size_t{7}, size_t{64}, size_t{100}}) {
+    const size_t nrows = 50;
+    const std::vector<float> v = randomFloats(nrows * dim);
+    for (StorageDtype d : {StorageDtype::kFloat16, StorageDtype::kBfloat16}) {
+      const size_t stride = storedValueBytes(d, dim);
+      std::vector<uint8_t> stored(nrows * stride);
+      std::vector<float> wide(nrows * dim);
+      for (size_t r = 0; r < nrows; ++r) {
+        std::vector<float> row(v.begin() + static_cast<long>(r * dim), v.begin() + static_cast<long>((r + 1) * dim));
+        for (float& x : row) x = std::ldexp(std::fmod(x, 1.0f), static_cast<int>(r % 5));  // finite mostly; NaN stays NaN
+        if (r == 3) row[0] = INFINITY;
+        storeValues(d, row.data(), stored.data() + r * stride, dim);
+        uint16_t* bits = reinterpret_cast<uint16_t*>(stored.data() + r * stride);
+        if (r == 5) bits[dim - 1] = d == StorageDtype::kFloat16 ? 0x7c01 : 0x7f81;  // signalling NaNs (never stored by storeValues)
+        if (r == 6) bits[0] = d == StorageDtype::kFloat16 ? 0xfd01 : 0xff81;
+        loadValues(d, stored.data() + r * stride, wide.data() + r * dim, dim);
+      }
+      std::vector<int32_t> splits{0};
+      std::vector<size_t> ids;
+      uint32_t x = 99;
+      const size_t big = (size_t{1} << 20) / (dim * sizeof(float)) + 3;
+      for (size_t b = 0; b < 60; ++b) {
+        const size_t len = b == 17 ? big : b == 18 ? 300 : (b * 7) % 41;
+        for (size_t j = 0; j < len; ++j) {
+          x = x * 1664525u + 1013904223u;
+          ids.push_back((x >> 8) % nrows);
+        }
+        splits.push_back(static_cast<int32_t>(ids.size()));
+      }
+      std::vector<const void*> narrowRows(ids.size());
+      std::vector<const void*> wideRows(ids.size());
+      std::vector<float> weights(ids.size());
+      for (size_t j = 0; j < ids.size(); ++j) {
+        narrowRows[j] = stored.data() + ids[j] * stride;
+        wideRows[j] = wide.data() + ids[j] * dim;
+        weights[j] = j % 3 == 0 ? 1.0f : 0.25f * static_cast<float>(j % 7) - 0.5f;
+      }
+      const size_t bags = splits.size() - 1;
+      std::vector<double> acc(dim);
+      for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn, Combiner::kMax, Combiner::kMin}) {
+        for (bool weighted : {false, true}) {
+          for (double maxNorm : {0.0, 0.75}) {
+            std::vector<float> got(bags * dim, -1.0f);
+            std::vector<float> want(bags * dim, -2.0f);
+            // two spans, the second starting mid-bag list (entryBase != 0)
+            for (size_t half = 0; half < 2; ++half) {
+              const size_t r0 = half == 0 ? 0 : 25;
+              const size_t r1 = half == 0 ? 25 : bags;
+              const size_t eb = static_cast<size_t>(splits[r0]);
+              const float* w = weighted ? weights.data() : nullptr;
+              combineBagRows({splits.data(), r0, r1, narrowRows.data() + eb, eb, w, c, maxNorm, dim, got.data(), acc.data(), d});
+              combineBagRows({splits.data(), r0, r1, wideRows.data() + eb, eb, w, c, maxNorm, dim, want.data(), acc.data(), StorageDtype::kFloat32});
+            }
+            size_t bad = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+              if (!sameBits(got[i], want[i])) ++bad;
+            }
+            EXPECT_EQ(bad, size_t{0});
+          }
+        }
+      }
+    }
+  }
 }
