@@ -84,12 +84,14 @@ void widenOnePortable(StorageDtype d, const uint16_t* s, float* o, size_t n) {
   }
 }
 
+#if ES_WIDEN_AVX2 || ES_WIDEN_AVX512
 /** A float16 row whose exponents were flagged all ones (Inf / NaN): those values again, by the scalar function. */
 __attribute__((noinline)) void fixSpecialHalves(const uint16_t* s, float* o, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if ((s[i] & 0x7c00u) == 0x7c00u) o[i] = halfToFloat(s[i]);
   }
 }
+#endif
 
 #if ES_WIDEN_AVX2
 #define ES_TARGET_AVX2 __attribute__((target("avx2,f16c")))
