@@ -2,8 +2,8 @@
 // The README's test command: builds, typechecks and lints every package (turbo), runs every vitest test
 // across the workspace and the native C++ tests (plain and ASan+UBSan), then prints
 // one closing line "N passed, N failed, N skipped". Exits non-zero when anything fails.
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -28,25 +28,71 @@ function step(title, cmd, args, opts = {}) {
   return true;
 }
 
+/**
+ * step() in the background: its output goes to .tmp/step-<name>.log, printed (with the
+ * step's seconds) by the promise's done(), so steps that leave a core idle (single-threaded
+ * node work, configure and link phases) overlap without mixing their output.
+ */
+function stepAsync(title, name, cmd, args, opts = {}) {
+  mkdirSync(join(root, '.tmp'), { recursive: true });
+  const log = join(root, '.tmp', `step-${name}.log`);
+  const fd = openSync(log, 'w');
+  const started = Date.now();
+  const child = spawn(cmd, args, { cwd: root, env, ...opts, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  const exit = new Promise((resolve) => {
+    child.on('error', (e) => resolve(String(e)));
+    child.on('close', (code, signal) => resolve(code ?? signal));
+  });
+  const ended = exit.then(() => Date.now());
+  return {
+    /** Prints the step's output and time; true when it passed. */
+    async done() {
+      const status = await exit;
+      const end = await ended;
+      console.log(`\n=== ${title}: ${cmd} ${args.join(' ')} (ran alongside the steps above)`);
+      process.stdout.write(readFileSync(log, 'utf8'));
+      console.log(`=== ${title}: ${((end - started) / 1000).toFixed(0)} s`);
+      if (status !== 0) {
+        console.log(`=== ${title} FAILED (exit ${status})`);
+        failedSteps++;
+        return false;
+      }
+      return true;
+    },
+  };
+}
+
 const only = process.argv.slice(2);
 const want = (name) => only.length === 0 || only.includes(name);
 
 if (want('build')) step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
-if (want('typecheck')) step('typecheck', bin('turbo'), ['run', 'typecheck', '--output-logs=errors-only']);
-if (want('lint')) step('lint (layering rules included)', bin('turbo'), ['run', 'lint', '--output-logs=errors-only']);
-// The API reference (pnpm docs) checked without writing it: broken {@link}s and types that
-// public signatures use but no index.ts exports are errors (typedoc.json's validation).
-if (want('docs')) step('API docs (TypeDoc validation)', bin('typedoc'), ['--emit', 'none']);
+// typecheck and lint in one turbo run (its scheduler keeps both cores busy across the two),
+// with the API reference (pnpm docs, one single-threaded node process) checked alongside,
+// without writing it: broken {@link}s and types that public signatures use but no index.ts
+// exports are errors (typedoc.json's validation).
+const docsTitle = 'API docs (TypeDoc validation)';
+const docs = want('docs') && want('build') ? stepAsync(docsTitle, 'docs', bin('typedoc'), ['--emit', 'none']) : null;
+const checks = ['typecheck', 'lint'].filter(want);
+// --only when the build step above ran: its outputs are in place (no cache replays that rewrite
+// dist/ while TypeDoc reads it).
+if (checks.length > 0) {
+  step(`${checks.join(' + ')} (layering rules included)`, bin('turbo'), ['run', ...checks, '--output-logs=errors-only', ...(want('build') ? ['--only'] : [])]);
+}
+if (docs) await docs.done();
+else if (want('docs')) step(docsTitle, bin('typedoc'), ['--emit', 'none']);
 // The prebuilt binaries this machine can make: cpu-backend's (every CPU level: the level tests
-// load each) and cuda-backend's host mode; linux-arm64 too when g++-aarch64-linux-gnu is
-// installed (the arm64 tests run them under qemu-user). Incremental build directories: a
-// rebuild only recompiles what changed (the staleness tests fail on prebuilds older than the sources).
+// load each) and cuda-backend's host mode (alongside: the two overlap their configure and link
+// phases); linux-arm64 too when g++-aarch64-linux-gnu is installed (the arm64 tests run them
+// under qemu-user). Incremental build directories: a rebuild only recompiles what changed (the
+// staleness tests fail on prebuilds older than the sources).
 const prebuildScript = join(root, 'packages', 'cpu-backend', 'scripts', 'prebuild.mjs');
 if ((want('build') || want('prebuilds')) && existsSync(prebuildScript)) {
-  for (const name of ['cpu-backend', 'cuda-backend']) {
-    const dir = join(root, 'packages', name);
-    step(`prebuilt binaries (${name}: ${name === 'cpu-backend' ? 'every CPU level' : 'the host mode'}, linux-arm64 cross-compiled)`, process.execPath, [prebuildScript, '--package', dir, '--all'], { cwd: dir });
-  }
+  const cudaDir = join(root, 'packages', 'cuda-backend');
+  const cuda = stepAsync('prebuilt binaries (cuda-backend: the host mode, linux-arm64 cross-compiled)', 'prebuild-cuda', process.execPath, [prebuildScript, '--package', cudaDir, '--all'], { cwd: cudaDir });
+  const cpuDir = join(root, 'packages', 'cpu-backend');
+  step('prebuilt binaries (cpu-backend: every CPU level, linux-arm64 cross-compiled)', process.execPath, [prebuildScript, '--package', cpuDir, '--all'], { cwd: cpuDir });
+  await cuda.done();
 }
 
 let passed = 0;
@@ -80,17 +126,36 @@ if (want('vitest')) {
   vitest('vitest (tpu-embedding on cuda-host)', 'tpu-cuda-host', ['packages/tpu-embedding'], { TPU_TEST_BACKEND: 'cuda-host' });
 }
 
+// The native tests: cpu-backend's, and alongside them cuda-backend's (its native tests, then
+// its ASan addon, whose core library compile the ASan native build has just made: ccache).
 const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
-if (want('native') && existsSync(nativeScript)) {
-  if (step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
-  else failed++;
-}
 const cudaScripts = join(root, 'packages', 'cuda-backend', 'scripts');
-if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
-  if (step('cuda-backend native tests, host mode (plain, ASan+UBSan)', 'bash', [join(cudaScripts, 'test-native.sh')])) passed++;
-  else failed++;
-  if (step('cuda-backend ASan+UBSan addon: malformed calls and conformance', 'bash', [join(cudaScripts, 'test-asan-js.sh')])) passed++;
-  else failed++;
+if (want('native')) {
+  let cuda = null;
+  if (existsSync(join(cudaScripts, 'test-native.sh'))) {
+    const cudaNative = 'cuda-backend native tests, host mode (plain, ASan+UBSan)';
+    const cudaAsan = 'cuda-backend ASan+UBSan addon: malformed calls and conformance';
+    // both run whatever the first's outcome (as two steps did); the exit status says whether both passed
+    const script = [
+      `bash ${JSON.stringify(join(cudaScripts, 'test-native.sh'))} && echo "=== ${cudaNative}: passed"; a=$?`,
+      `bash ${JSON.stringify(join(cudaScripts, 'test-asan-js.sh'))} && echo "=== ${cudaAsan}: passed"; b=$?`,
+      '[ $a -eq 0 ] && [ $b -eq 0 ]',
+    ].join('\n');
+    cuda = { titles: [cudaNative, cudaAsan], task: stepAsync(`${cudaNative}; then the ${cudaAsan}`, 'cuda-native', 'bash', ['-c', script]) };
+  }
+  if (existsSync(nativeScript)) {
+    if (step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
+    else failed++;
+  }
+  if (cuda) {
+    // two checks: the native tests and the ASan addon's (counted like the steps they were)
+    await cuda.task.done();
+    const log = readFileSync(join(root, '.tmp', 'step-cuda-native.log'), 'utf8');
+    for (const title of cuda.titles) {
+      if (log.includes(`=== ${title}: passed`)) passed++;
+      else failed++;
+    }
+  }
 }
 
 // Install like sharp (#16): pack every package, publint + attw, npm install with no compiler
