@@ -66,9 +66,25 @@ function stepAsync(title, name, cmd, args, opts = {}) {
 const only = process.argv.slice(2);
 const want = (name) => only.length === 0 || only.includes(name);
 
+// The prebuilt binaries this machine can make: cpu-backend's (every CPU level: the level tests
+// load each) and cuda-backend's host mode; linux-arm64 too when g++-aarch64-linux-gnu is
+// installed (the arm64 tests run them under qemu-user). Incremental build directories: a
+// rebuild only recompiles what changed (the staleness tests fail on prebuilds older than the
+// sources). They need the native sources and node_modules only, so they compile while the
+// TypeScript build, typecheck, lint and TypeDoc run (node work that leaves cores idle: the
+// build follows the packages' dependency chain, TypeDoc is one process); vitest waits for them.
+const prebuildScript = join(root, 'packages', 'cpu-backend', 'scripts', 'prebuild.mjs');
+const prebuilds = [];
+if ((want('build') || want('prebuilds')) && existsSync(prebuildScript)) {
+  for (const name of ['cpu-backend', 'cuda-backend']) {
+    const dir = join(root, 'packages', name);
+    const title = `prebuilt binaries (${name}: ${name === 'cpu-backend' ? 'every CPU level' : 'the host mode'}, linux-arm64 cross-compiled)`;
+    prebuilds.push(stepAsync(title, `prebuild-${name}`, process.execPath, [prebuildScript, '--package', dir, '--all'], { cwd: dir }));
+  }
+}
+
 if (want('build')) step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
-// typecheck and lint in one turbo run (its scheduler keeps both cores busy across the two),
-// with the API reference (pnpm docs, one single-threaded node process) checked alongside,
+// typecheck and lint in one turbo run, with the API reference (pnpm docs) checked alongside,
 // without writing it: broken {@link}s and types that public signatures use but no index.ts
 // exports are errors (typedoc.json's validation).
 const docsTitle = 'API docs (TypeDoc validation)';
@@ -81,19 +97,7 @@ if (checks.length > 0) {
 }
 if (docs) await docs.done();
 else if (want('docs')) step(docsTitle, bin('typedoc'), ['--emit', 'none']);
-// The prebuilt binaries this machine can make: cpu-backend's (every CPU level: the level tests
-// load each) and cuda-backend's host mode (alongside: the two overlap their configure and link
-// phases); linux-arm64 too when g++-aarch64-linux-gnu is installed (the arm64 tests run them
-// under qemu-user). Incremental build directories: a rebuild only recompiles what changed (the
-// staleness tests fail on prebuilds older than the sources).
-const prebuildScript = join(root, 'packages', 'cpu-backend', 'scripts', 'prebuild.mjs');
-if ((want('build') || want('prebuilds')) && existsSync(prebuildScript)) {
-  const cudaDir = join(root, 'packages', 'cuda-backend');
-  const cuda = stepAsync('prebuilt binaries (cuda-backend: the host mode, linux-arm64 cross-compiled)', 'prebuild-cuda', process.execPath, [prebuildScript, '--package', cudaDir, '--all'], { cwd: cudaDir });
-  const cpuDir = join(root, 'packages', 'cpu-backend');
-  step('prebuilt binaries (cpu-backend: every CPU level, linux-arm64 cross-compiled)', process.execPath, [prebuildScript, '--package', cpuDir, '--all'], { cwd: cpuDir });
-  await cuda.done();
-}
+for (const p of prebuilds) await p.done();
 
 let passed = 0;
 let failed = 0;
@@ -126,48 +130,44 @@ if (want('vitest')) {
   vitest('vitest (tpu-embedding on cuda-host)', 'tpu-cuda-host', ['packages/tpu-embedding'], { TPU_TEST_BACKEND: 'cuda-host' });
 }
 
-// The native tests: cpu-backend's, and alongside them cuda-backend's (its native tests, then
-// its ASan addon, whose core library compile the ASan native build has just made: ccache).
+// The native tests (cpu-backend's; cuda-backend's, then its ASan addon, whose core library
+// compile the ASan native build has just made: ccache) and the tarball checks run at once:
+// compiles and npm's waits fill the two cores together. vitest above ran alone (its tests
+// have timeouts).
 const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
 const cudaScripts = join(root, 'packages', 'cuda-backend', 'scripts');
-if (want('native')) {
-  let cuda = null;
-  if (existsSync(join(cudaScripts, 'test-native.sh'))) {
-    const cudaNative = 'cuda-backend native tests, host mode (plain, ASan+UBSan)';
-    const cudaAsan = 'cuda-backend ASan+UBSan addon: malformed calls and conformance';
-    // both run whatever the first's outcome (as two steps did); the exit status says whether both passed
-    const script = [
-      `bash ${JSON.stringify(join(cudaScripts, 'test-native.sh'))} && echo "=== ${cudaNative}: passed"; a=$?`,
-      `bash ${JSON.stringify(join(cudaScripts, 'test-asan-js.sh'))} && echo "=== ${cudaAsan}: passed"; b=$?`,
-      '[ $a -eq 0 ] && [ $b -eq 0 ]',
-    ].join('\n');
-    cuda = { titles: [cudaNative, cudaAsan], task: stepAsync(`${cudaNative}; then the ${cudaAsan}`, 'cuda-native', 'bash', ['-c', script]) };
-  }
-  if (existsSync(nativeScript)) {
-    if (step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
-    else failed++;
-  }
-  if (cuda) {
-    // two checks: the native tests and the ASan addon's (counted like the steps they were)
-    await cuda.task.done();
-    const log = readFileSync(join(root, '.tmp', 'step-cuda-native.log'), 'utf8');
-    for (const title of cuda.titles) {
-      if (log.includes(`=== ${title}: passed`)) passed++;
-      else failed++;
-    }
-  }
+const nativeChecks = []; // { titles, task, log }: a background step and the checks it counts
+if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
+  const cudaNative = 'cuda-backend native tests, host mode (plain, ASan+UBSan)';
+  const cudaAsan = 'cuda-backend ASan+UBSan addon: malformed calls and conformance';
+  // both run whatever the first's outcome (as two steps did); the exit status says whether both passed
+  const script = [
+    `bash ${JSON.stringify(join(cudaScripts, 'test-native.sh'))} && echo "=== ${cudaNative}: passed"; a=$?`,
+    `bash ${JSON.stringify(join(cudaScripts, 'test-asan-js.sh'))} && echo "=== ${cudaAsan}: passed"; b=$?`,
+    '[ $a -eq 0 ] && [ $b -eq 0 ]',
+  ].join('\n');
+  nativeChecks.push({ titles: [cudaNative, cudaAsan], task: stepAsync(`${cudaNative}; then the ${cudaAsan}`, 'cuda-native', 'bash', ['-c', script]), log: 'cuda-native' });
 }
-
 // Install like sharp (#16): pack every package, publint + attw, npm install with no compiler
 // (the prebuilt binary runs the facades' lookups), then once without prebuilds (source build).
 const packCheck = join(root, 'scripts', 'pack-check.mjs');
-if (want('pack') && existsSync(packCheck)) {
-  console.log(`\n=== pack, lint and install the tarballs: node ${packCheck}`);
-  const started = Date.now();
-  const r = spawnSync(process.execPath, [packCheck], { cwd: root, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  process.stdout.write(r.stdout ?? '');
-  took('pack, lint and install the tarballs', started);
-  const m = /pack-check: (\{.*\})\s*$/.exec(r.stdout ?? '');
+const pack = want('pack') && existsSync(packCheck) ? stepAsync('pack, lint and install the tarballs', 'pack-check', process.execPath, [packCheck]) : null;
+if (want('native') && existsSync(nativeScript)) {
+  if (step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
+  else failed++;
+}
+for (const c of nativeChecks) {
+  // each of its checks counts one (as when they were steps of their own)
+  await c.task.done();
+  const log = readFileSync(join(root, '.tmp', `step-${c.log}.log`), 'utf8');
+  for (const title of c.titles) {
+    if (log.includes(`=== ${title}: passed`)) passed++;
+    else failed++;
+  }
+}
+if (pack) {
+  await pack.done();
+  const m = /pack-check: (\{.*\})\s*$/.exec(readFileSync(join(root, '.tmp', 'step-pack-check.log'), 'utf8'));
   if (m) {
     const c = JSON.parse(m[1]);
     passed += c.passed;
@@ -175,7 +175,6 @@ if (want('pack') && existsSync(packCheck)) {
   } else {
     failed++;
   }
-  if (r.status !== 0) failedSteps++;
 }
 
 if (failedSteps > 0 && failed === 0) failed = failedSteps;

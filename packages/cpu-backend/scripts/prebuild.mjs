@@ -25,7 +25,7 @@
 // the same relative source paths there and can reuse an identical compile. The macOS and Windows binaries come from CI
 // (.github/workflows/prebuilds.yml), not from this machine.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { arch as hostArch, platform as hostPlatform } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -168,7 +168,11 @@ for (const name of targets) {
     }
     const dir = join(root, 'prebuilds', name, level === 'baseline' ? '' : level);
     mkdirSync(dir, { recursive: true });
-    copyFileSync(join(out, 'Release', config.addon), join(dir, file));
+    // Copied beside, then renamed over: a process that has the old file loaded keeps its
+    // mapping (a copy into the same file would change the pages under it).
+    const tmp = join(dir, `.${file}.${process.pid}.tmp`);
+    copyFileSync(join(out, 'Release', config.addon), tmp);
+    renameSync(tmp, join(dir, file));
     // Written after the build that compiled these sources: the binary's provenance.
     writeFileSync(sidecarPath(join(dir, file)), `${JSON.stringify({ sourceHash: hash, target: name, level })}\n`);
     console.log(`prebuild: wrote ${join('prebuilds', name, level === 'baseline' ? '' : level, file)} (sources ${hash})`);
