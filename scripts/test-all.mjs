@@ -121,13 +121,14 @@ function vitest(title, name, args, extraEnv = {}) {
 
 if (want('vitest')) {
   vitest('vitest (every package; tfra on the reference backend)', 'all', []);
-  // The tfra suite again on the native CPU backend (the product path).
-  vitest('vitest (tfra on the cpu backend)', 'tfra-cpu', ['packages/tfra'], { TFRA_TEST_BACKEND: 'cpu' });
-  // The sok suite again on the native CPU backend (devices' native calls run concurrently there).
-  vitest('vitest (sok on the cpu backend)', 'sok-cpu', ['packages/sok'], { SOK_TEST_BACKEND: 'cpu' });
+  // The tfra suite again on the native CPU backend (the product path), and the sok suite
+  // (devices' native calls run concurrently there): one run, each package reading its own variable.
+  vitest('vitest (tfra and sok on the cpu backend)', 'cpu', ['packages/tfra', 'packages/sok'], { TFRA_TEST_BACKEND: 'cpu', SOK_TEST_BACKEND: 'cpu' });
   // The facades' suites on the CUDA backend's host mode (its kernels on CPU threads; CI has no GPU).
-  vitest('vitest (tfra on cuda-host)', 'tfra-cuda-host', ['packages/tfra'], { TFRA_TEST_BACKEND: 'cuda-host' });
-  vitest('vitest (tpu-embedding on cuda-host)', 'tpu-cuda-host', ['packages/tpu-embedding'], { TPU_TEST_BACKEND: 'cuda-host' });
+  vitest('vitest (tfra and tpu-embedding on cuda-host)', 'cuda-host', ['packages/tfra', 'packages/tpu-embedding'], {
+    TFRA_TEST_BACKEND: 'cuda-host',
+    TPU_TEST_BACKEND: 'cuda-host',
+  });
 }
 
 // The native tests (cpu-backend's; cuda-backend's, then its ASan addon, whose core library
