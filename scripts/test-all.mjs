@@ -2,7 +2,7 @@
 // The README's test command: builds, typechecks and lints every package (turbo), runs every vitest test
 // across the workspace and the native C++ tests (plain and ASan+UBSan), then prints
 // one closing line "N passed, N failed, N skipped". Exits non-zero when anything fails.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,13 +15,19 @@ let failedSteps = 0;
 /** Prints how long a step took ("=== <title>: N s"). */
 const took = (title, started) => console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
 
-function step(title, cmd, args, opts = {}) {
+/** Runs a step (its output inherited); true when it passed. Awaited, not spawnSync: the event
+ * loop stays free to note when a background step (stepAsync) ends. */
+async function step(title, cmd, args, opts = {}) {
   console.log(`\n=== ${title}: ${cmd} ${args.join(' ')}`);
   const started = Date.now();
-  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts });
+  const status = await new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts });
+    child.on('error', (e) => resolve(String(e)));
+    child.on('close', (code, signal) => resolve(code ?? signal));
+  });
   took(title, started);
-  if (r.status !== 0) {
-    console.log(`=== ${title} FAILED (exit ${r.status ?? r.signal})`);
+  if (status !== 0) {
+    console.log(`=== ${title} FAILED (exit ${status})`);
     failedSteps++;
     return false;
   }
@@ -83,7 +89,7 @@ if ((want('build') || want('prebuilds')) && existsSync(prebuildScript)) {
   }
 }
 
-if (want('build')) step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
+if (want('build')) await step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
 // typecheck and lint in one turbo run, with the API reference (pnpm docs) checked alongside,
 // without writing it: broken {@link}s and types that public signatures use but no index.ts
 // exports are errors (typedoc.json's validation).
@@ -93,19 +99,19 @@ const checks = ['typecheck', 'lint'].filter(want);
 // --only when the build step above ran: its outputs are in place (no cache replays that rewrite
 // dist/ while TypeDoc reads it).
 if (checks.length > 0) {
-  step(`${checks.join(' + ')} (layering rules included)`, bin('turbo'), ['run', ...checks, '--output-logs=errors-only', ...(want('build') ? ['--only'] : [])]);
+  await step(`${checks.join(' + ')} (layering rules included)`, bin('turbo'), ['run', ...checks, '--output-logs=errors-only', ...(want('build') ? ['--only'] : [])]);
 }
 if (docs) await docs.done();
-else if (want('docs')) step(docsTitle, bin('typedoc'), ['--emit', 'none']);
+else if (want('docs')) await step(docsTitle, bin('typedoc'), ['--emit', 'none']);
 for (const p of prebuilds) await p.done();
 
 let passed = 0;
 let failed = 0;
 let skipped = 0;
-function vitest(title, name, args, extraEnv = {}) {
+async function vitest(title, name, args, extraEnv = {}) {
   mkdirSync(join(root, '.tmp'), { recursive: true });
   const out = join(root, '.tmp', `vitest-${name}.json`);
-  step(title, bin('vitest'), ['run', ...args, '--reporter=default', '--reporter=json', `--outputFile.json=${out}`], {
+  await step(title, bin('vitest'), ['run', ...args, '--reporter=default', '--reporter=json', `--outputFile.json=${out}`], {
     env: { ...env, ...extraEnv },
   });
   if (existsSync(out)) {
@@ -120,12 +126,12 @@ function vitest(title, name, args, extraEnv = {}) {
 }
 
 if (want('vitest')) {
-  vitest('vitest (every package; tfra on the reference backend)', 'all', []);
+  await vitest('vitest (every package; tfra on the reference backend)', 'all', []);
   // The tfra suite again on the native CPU backend (the product path), and the sok suite
   // (devices' native calls run concurrently there): one run, each package reading its own variable.
-  vitest('vitest (tfra and sok on the cpu backend)', 'cpu', ['packages/tfra', 'packages/sok'], { TFRA_TEST_BACKEND: 'cpu', SOK_TEST_BACKEND: 'cpu' });
+  await vitest('vitest (tfra and sok on the cpu backend)', 'cpu', ['packages/tfra', 'packages/sok'], { TFRA_TEST_BACKEND: 'cpu', SOK_TEST_BACKEND: 'cpu' });
   // The facades' suites on the CUDA backend's host mode (its kernels on CPU threads; CI has no GPU).
-  vitest('vitest (tfra and tpu-embedding on cuda-host)', 'cuda-host', ['packages/tfra', 'packages/tpu-embedding'], {
+  await vitest('vitest (tfra and tpu-embedding on cuda-host)', 'cuda-host', ['packages/tfra', 'packages/tpu-embedding'], {
     TFRA_TEST_BACKEND: 'cuda-host',
     TPU_TEST_BACKEND: 'cuda-host',
   });
@@ -154,7 +160,7 @@ if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
 const packCheck = join(root, 'scripts', 'pack-check.mjs');
 const pack = want('pack') && existsSync(packCheck) ? stepAsync('pack, lint and install the tarballs', 'pack-check', process.execPath, [packCheck]) : null;
 if (want('native') && existsSync(nativeScript)) {
-  if (step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
+  if (await step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
   else failed++;
 }
 for (const c of nativeChecks) {
