@@ -26,6 +26,14 @@ export interface NativeInfo {
   parallelThreshold: number;
   /** N-API version the addon was built against. */
   napiVersion: number;
+  /**
+   * What the addon did to glibc malloc's thresholds at load (README, "Memory"): 'tuned'
+   * (mmap threshold 32 MiB, trim threshold 64 MiB, so multi-MB results freed by the
+   * garbage collector are reused without page faults), 'opted-out'
+   * (EMBEDSTACK_TUNE_MALLOC=0), 'user-set' (GLIBC_TUNABLES or MALLOC_*_THRESHOLD_ set
+   * them), 'unsupported' (not glibc).
+   */
+  mallocTuning: 'tuned' | 'opted-out' | 'user-set' | 'unsupported' | 'not-run';
 }
 
 /**
