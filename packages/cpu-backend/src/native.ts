@@ -26,6 +26,14 @@ export interface NativeInfo {
   parallelThreshold: number;
   /** N-API version the addon was built against. */
   napiVersion: number;
+  /**
+   * What the addon did to glibc malloc's thresholds at load (README, "Memory"): 'tuned'
+   * (mmap threshold 32 MiB, trim threshold 64 MiB, so multi-MB results freed by the
+   * garbage collector are reused without page faults), 'opted-out'
+   * (EMBEDSTACK_TUNE_MALLOC=0), 'user-set' (GLIBC_TUNABLES or MALLOC_*_THRESHOLD_ set
+   * them), 'unsupported' (not glibc).
+   */
+  mallocTuning: 'tuned' | 'opted-out' | 'user-set' | 'unsupported' | 'not-run';
 }
 
 /**
@@ -198,8 +206,10 @@ export interface NativeBinding {
   ): Promise<void>;
   /**
    * The whole bag over shard tables (one dim and key dtype) with their plans (Float64Array
-   * [tables.length * PLAN_FIELDS]): each shard's partial in float64, the shards in parallel,
-   * added in shard order and rounded once into out (Float32Array [nrows*dim]).
+   * [tables.length * PLAN_FIELDS]), rounded once into out (Float32Array [nrows*dim]): when
+   * the plans split keys by floorMod over one N and own every residue, each row's entries
+   * summed in float64 in bag order, each from its owner's table (one table's arithmetic);
+   * otherwise each shard's float64 partial added in shard order.
    */
   lookupCombinedShards(
     tables: NativeTableHandle[],

@@ -34,10 +34,12 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   o.Set("physicalMemory", static_cast<double>(physicalMemoryBytes()));
   o.Set("parallelThreshold", static_cast<double>(kParallelThreshold));
   o.Set("napiVersion", static_cast<double>(NAPI_VERSION));
+  o.Set("mallocTuning", allocatorTuningName(allocatorTuning()));
   return o;
 }
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
+  tuneAllocator();
   exports.Set("createTable", Napi::Function::New(env, createTableFn, "createTable"));
   exports.Set("info", Napi::Function::New(env, infoFn, "info"));
   Napi::Object fields = Napi::Object::New(env);

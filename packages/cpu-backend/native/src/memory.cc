@@ -1,6 +1,7 @@
 #include "memory.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -197,6 +198,61 @@ ScratchRelease::~ScratchRelease() {
 #else
 ScratchRelease::~ScratchRelease() = default;
 #endif
+
+namespace {
+std::atomic<int> tuning{static_cast<int>(AllocatorTuning::kNotRun)};
+
+bool envSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0';
+}
+
+AllocatorTuning tuneOnce() noexcept {
+#if defined(__GLIBC__)
+  const char* opt = std::getenv("EMBEDSTACK_TUNE_MALLOC");
+  if (opt != nullptr && std::strcmp(opt, "0") == 0) return AllocatorTuning::kOptedOut;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if ((tunables != nullptr && (std::strstr(tunables, "glibc.malloc.mmap_threshold") != nullptr ||
+                               std::strstr(tunables, "glibc.malloc.trim_threshold") != nullptr)) ||
+      envSet("MALLOC_MMAP_THRESHOLD_") || envSet("MALLOC_TRIM_THRESHOLD_")) {
+    return AllocatorTuning::kUserSet;
+  }
+  // Setting either threshold turns glibc's adaptive adjustment off, so set both.
+  if (mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMallocMmapThreshold)) != 1) return AllocatorTuning::kUnsupported;
+  if (mallopt(M_TRIM_THRESHOLD, static_cast<int>(kMallocTrimThreshold)) != 1) return AllocatorTuning::kUnsupported;
+  return AllocatorTuning::kTuned;
+#else
+  return AllocatorTuning::kUnsupported;
+#endif
+}
+}  // namespace
+
+AllocatorTuning tuneAllocator() noexcept {
+  static const AllocatorTuning done = [] {
+    const AllocatorTuning t = tuneOnce();
+    tuning.store(static_cast<int>(t), std::memory_order_relaxed);
+    return t;
+  }();
+  return done;
+}
+
+AllocatorTuning allocatorTuning() noexcept { return static_cast<AllocatorTuning>(tuning.load(std::memory_order_relaxed)); }
+
+const char* allocatorTuningName(AllocatorTuning t) noexcept {
+  switch (t) {
+    case AllocatorTuning::kTuned:
+      return "tuned";
+    case AllocatorTuning::kOptedOut:
+      return "opted-out";
+    case AllocatorTuning::kUserSet:
+      return "user-set";
+    case AllocatorTuning::kUnsupported:
+      return "unsupported";
+    case AllocatorTuning::kNotRun:
+      break;
+  }
+  return "not-run";
+}
 
 void adviseHugePages(void* p, size_t bytes) {
 #if defined(ES_HAVE_MMAP) && defined(MADV_HUGEPAGE)

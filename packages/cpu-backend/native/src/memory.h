@@ -25,6 +25,33 @@ size_t checkedAdd(size_t a, size_t b, const char* what);
 size_t physicalMemoryBytes();
 
 /**
+ * What tuneAllocator() did: kTuned (glibc's thresholds set), kOptedOut
+ * (EMBEDSTACK_TUNE_MALLOC=0), kUserSet (the user set them: GLIBC_TUNABLES or
+ * MALLOC_*_THRESHOLD_), kUnsupported (not glibc). Read with allocatorTuning().
+ */
+enum class AllocatorTuning : int { kNotRun = 0, kTuned, kOptedOut, kUserSet, kUnsupported };
+
+/**
+ * Once per process (the first addon load): raises glibc malloc's mmap threshold to its
+ * maximum, kMallocMmapThreshold, and its trim threshold to kMallocTrimThreshold, unless
+ * the user set either or opted out. Why: result arrays of multi-MB lookups are freed by
+ * V8's garbage collector some calls later, not when the next call starts, so several
+ * are alive at once; with glibc's adaptive thresholds the heap then trims its top on a
+ * free and the next result faults every page back in (a 26 MB bag output: 1,300-1,600
+ * page faults per call and up to 2x the call's time). With these thresholds the freed
+ * results stay in the heap and are reused (4-5 faults per call). Explicit trims
+ * (ScratchRelease) still return memory after large writes. The same effect as starting
+ * Node with GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864.
+ */
+constexpr size_t kMallocMmapThreshold = size_t{32} << 20;
+constexpr size_t kMallocTrimThreshold = size_t{64} << 20;
+AllocatorTuning tuneAllocator() noexcept;
+/** What tuneAllocator() did (kNotRun before it ran). */
+AllocatorTuning allocatorTuning() noexcept;
+/** "tuned", "opted-out", "user-set", "unsupported" or "not-run". */
+const char* allocatorTuningName(AllocatorTuning t) noexcept;
+
+/**
  * Asks the kernel to back the 2 MiB-aligned interior of [p, p + bytes) with
  * transparent huge pages when it is first touched (Linux; a no-op elsewhere, for
  * small ranges and for pages already present). Used on large result buffers that
