@@ -2,8 +2,8 @@
 // The README's test command: builds, typechecks and lints every package (turbo), runs every vitest test
 // across the workspace and the native C++ tests (plain and ASan+UBSan), then prints
 // one closing line "N passed, N failed, N skipped". Exits non-zero when anything fails.
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -15,47 +15,103 @@ let failedSteps = 0;
 /** Prints how long a step took ("=== <title>: N s"). */
 const took = (title, started) => console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
 
-function step(title, cmd, args, opts = {}) {
+/** Runs a step (its output inherited); true when it passed. Awaited, not spawnSync: the event
+ * loop stays free to note when a background step (stepAsync) ends. */
+async function step(title, cmd, args, opts = {}) {
   console.log(`\n=== ${title}: ${cmd} ${args.join(' ')}`);
   const started = Date.now();
-  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts });
+  const status = await new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts });
+    child.on('error', (e) => resolve(String(e)));
+    child.on('close', (code, signal) => resolve(code ?? signal));
+  });
   took(title, started);
-  if (r.status !== 0) {
-    console.log(`=== ${title} FAILED (exit ${r.status ?? r.signal})`);
+  if (status !== 0) {
+    console.log(`=== ${title} FAILED (exit ${status})`);
     failedSteps++;
     return false;
   }
   return true;
 }
 
+/**
+ * step() in the background: its output goes to .tmp/step-<name>.log, printed (with the
+ * step's seconds) by the promise's done(), so steps that leave a core idle (single-threaded
+ * node work, configure and link phases) overlap without mixing their output.
+ */
+function stepAsync(title, name, cmd, args, opts = {}) {
+  mkdirSync(join(root, '.tmp'), { recursive: true });
+  const log = join(root, '.tmp', `step-${name}.log`);
+  const fd = openSync(log, 'w');
+  const started = Date.now();
+  const child = spawn(cmd, args, { cwd: root, env, ...opts, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  const exit = new Promise((resolve) => {
+    child.on('error', (e) => resolve(String(e)));
+    child.on('close', (code, signal) => resolve(code ?? signal));
+  });
+  const ended = exit.then(() => Date.now());
+  return {
+    /** Prints the step's output and time; true when it passed. */
+    async done() {
+      const status = await exit;
+      const end = await ended;
+      console.log(`\n=== ${title}: ${cmd} ${args.join(' ')} (ran alongside the steps above)`);
+      process.stdout.write(readFileSync(log, 'utf8'));
+      console.log(`=== ${title}: ${((end - started) / 1000).toFixed(0)} s`);
+      if (status !== 0) {
+        console.log(`=== ${title} FAILED (exit ${status})`);
+        failedSteps++;
+        return false;
+      }
+      return true;
+    },
+  };
+}
+
 const only = process.argv.slice(2);
 const want = (name) => only.length === 0 || only.includes(name);
 
-if (want('build')) step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
-if (want('typecheck')) step('typecheck', bin('turbo'), ['run', 'typecheck', '--output-logs=errors-only']);
-if (want('lint')) step('lint (layering rules included)', bin('turbo'), ['run', 'lint', '--output-logs=errors-only']);
-// The API reference (pnpm docs) checked without writing it: broken {@link}s and types that
-// public signatures use but no index.ts exports are errors (typedoc.json's validation).
-if (want('docs')) step('API docs (TypeDoc validation)', bin('typedoc'), ['--emit', 'none']);
 // The prebuilt binaries this machine can make: cpu-backend's (every CPU level: the level tests
 // load each) and cuda-backend's host mode; linux-arm64 too when g++-aarch64-linux-gnu is
 // installed (the arm64 tests run them under qemu-user). Incremental build directories: a
-// rebuild only recompiles what changed (the staleness tests fail on prebuilds older than the sources).
+// rebuild only recompiles what changed (the staleness tests fail on prebuilds older than the
+// sources). They need the native sources and node_modules only, so they compile while the
+// TypeScript build, typecheck, lint and TypeDoc run (node work that leaves cores idle: the
+// build follows the packages' dependency chain, TypeDoc is one process); vitest waits for them.
 const prebuildScript = join(root, 'packages', 'cpu-backend', 'scripts', 'prebuild.mjs');
+const prebuilds = [];
 if ((want('build') || want('prebuilds')) && existsSync(prebuildScript)) {
   for (const name of ['cpu-backend', 'cuda-backend']) {
     const dir = join(root, 'packages', name);
-    step(`prebuilt binaries (${name}: ${name === 'cpu-backend' ? 'every CPU level' : 'the host mode'}, linux-arm64 cross-compiled)`, process.execPath, [prebuildScript, '--package', dir, '--all'], { cwd: dir });
+    const title = `prebuilt binaries (${name}: ${name === 'cpu-backend' ? 'every CPU level' : 'the host mode'}, linux-arm64 cross-compiled)`;
+    prebuilds.push(stepAsync(title, `prebuild-${name}`, process.execPath, [prebuildScript, '--package', dir, '--all'], { cwd: dir }));
   }
 }
+
+if (want('build')) await step('build', bin('turbo'), ['run', 'build', '--output-logs=errors-only']);
+// typecheck and lint in one turbo run, with the API reference (pnpm docs) checked alongside,
+// without writing it: broken {@link}s and types that public signatures use but no index.ts
+// exports are errors (typedoc.json's validation).
+const docsTitle = 'API docs (TypeDoc validation)';
+const docs = want('docs') && want('build') ? stepAsync(docsTitle, 'docs', bin('typedoc'), ['--emit', 'none']) : null;
+const checks = ['typecheck', 'lint'].filter(want);
+// --only when the build step above ran: its outputs are in place (no cache replays that rewrite
+// dist/ while TypeDoc reads it).
+if (checks.length > 0) {
+  await step(`${checks.join(' + ')} (layering rules included)`, bin('turbo'), ['run', ...checks, '--output-logs=errors-only', ...(want('build') ? ['--only'] : [])]);
+}
+if (docs) await docs.done();
+else if (want('docs')) await step(docsTitle, bin('typedoc'), ['--emit', 'none']);
+for (const p of prebuilds) await p.done();
 
 let passed = 0;
 let failed = 0;
 let skipped = 0;
-function vitest(title, name, args, extraEnv = {}) {
+async function vitest(title, name, args, extraEnv = {}) {
   mkdirSync(join(root, '.tmp'), { recursive: true });
   const out = join(root, '.tmp', `vitest-${name}.json`);
-  step(title, bin('vitest'), ['run', ...args, '--reporter=default', '--reporter=json', `--outputFile.json=${out}`], {
+  await step(title, bin('vitest'), ['run', ...args, '--reporter=default', '--reporter=json', `--outputFile.json=${out}`], {
     env: { ...env, ...extraEnv },
   });
   if (existsSync(out)) {
@@ -70,39 +126,55 @@ function vitest(title, name, args, extraEnv = {}) {
 }
 
 if (want('vitest')) {
-  vitest('vitest (every package; tfra on the reference backend)', 'all', []);
-  // The tfra suite again on the native CPU backend (the product path).
-  vitest('vitest (tfra on the cpu backend)', 'tfra-cpu', ['packages/tfra'], { TFRA_TEST_BACKEND: 'cpu' });
-  // The sok suite again on the native CPU backend (devices' native calls run concurrently there).
-  vitest('vitest (sok on the cpu backend)', 'sok-cpu', ['packages/sok'], { SOK_TEST_BACKEND: 'cpu' });
+  await vitest('vitest (every package; tfra on the reference backend)', 'all', []);
+  // The tfra suite again on the native CPU backend (the product path), and the sok suite
+  // (devices' native calls run concurrently there): one run, each package reading its own variable.
+  await vitest('vitest (tfra and sok on the cpu backend)', 'cpu', ['packages/tfra', 'packages/sok'], { TFRA_TEST_BACKEND: 'cpu', SOK_TEST_BACKEND: 'cpu' });
   // The facades' suites on the CUDA backend's host mode (its kernels on CPU threads; CI has no GPU).
-  vitest('vitest (tfra on cuda-host)', 'tfra-cuda-host', ['packages/tfra'], { TFRA_TEST_BACKEND: 'cuda-host' });
-  vitest('vitest (tpu-embedding on cuda-host)', 'tpu-cuda-host', ['packages/tpu-embedding'], { TPU_TEST_BACKEND: 'cuda-host' });
+  await vitest('vitest (tfra and tpu-embedding on cuda-host)', 'cuda-host', ['packages/tfra', 'packages/tpu-embedding'], {
+    TFRA_TEST_BACKEND: 'cuda-host',
+    TPU_TEST_BACKEND: 'cuda-host',
+  });
 }
 
+// The native tests (cpu-backend's; cuda-backend's, then its ASan addon, whose core library
+// compile the ASan native build has just made: ccache) and the tarball checks run at once:
+// compiles and npm's waits fill the two cores together. vitest above ran alone (its tests
+// have timeouts).
 const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
-if (want('native') && existsSync(nativeScript)) {
-  if (step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
-  else failed++;
-}
 const cudaScripts = join(root, 'packages', 'cuda-backend', 'scripts');
+const nativeChecks = []; // { titles, task, log }: a background step and the checks it counts
 if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
-  if (step('cuda-backend native tests, host mode (plain, ASan+UBSan)', 'bash', [join(cudaScripts, 'test-native.sh')])) passed++;
-  else failed++;
-  if (step('cuda-backend ASan+UBSan addon: malformed calls and conformance', 'bash', [join(cudaScripts, 'test-asan-js.sh')])) passed++;
-  else failed++;
+  const cudaNative = 'cuda-backend native tests, host mode (plain, ASan+UBSan)';
+  const cudaAsan = 'cuda-backend ASan+UBSan addon: malformed calls and conformance';
+  // both run whatever the first's outcome (as two steps did); the exit status says whether both passed
+  const script = [
+    `bash ${JSON.stringify(join(cudaScripts, 'test-native.sh'))} && echo "=== ${cudaNative}: passed"; a=$?`,
+    `bash ${JSON.stringify(join(cudaScripts, 'test-asan-js.sh'))} && echo "=== ${cudaAsan}: passed"; b=$?`,
+    '[ $a -eq 0 ] && [ $b -eq 0 ]',
+  ].join('\n');
+  nativeChecks.push({ titles: [cudaNative, cudaAsan], task: stepAsync(`${cudaNative}; then the ${cudaAsan}`, 'cuda-native', 'bash', ['-c', script]), log: 'cuda-native' });
 }
-
 // Install like sharp (#16): pack every package, publint + attw, npm install with no compiler
 // (the prebuilt binary runs the facades' lookups), then once without prebuilds (source build).
 const packCheck = join(root, 'scripts', 'pack-check.mjs');
-if (want('pack') && existsSync(packCheck)) {
-  console.log(`\n=== pack, lint and install the tarballs: node ${packCheck}`);
-  const started = Date.now();
-  const r = spawnSync(process.execPath, [packCheck], { cwd: root, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  process.stdout.write(r.stdout ?? '');
-  took('pack, lint and install the tarballs', started);
-  const m = /pack-check: (\{.*\})\s*$/.exec(r.stdout ?? '');
+const pack = want('pack') && existsSync(packCheck) ? stepAsync('pack, lint and install the tarballs', 'pack-check', process.execPath, [packCheck]) : null;
+if (want('native') && existsSync(nativeScript)) {
+  if (await step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
+  else failed++;
+}
+for (const c of nativeChecks) {
+  // each of its checks counts one (as when they were steps of their own)
+  await c.task.done();
+  const log = readFileSync(join(root, '.tmp', `step-${c.log}.log`), 'utf8');
+  for (const title of c.titles) {
+    if (log.includes(`=== ${title}: passed`)) passed++;
+    else failed++;
+  }
+}
+if (pack) {
+  await pack.done();
+  const m = /pack-check: (\{.*\})\s*$/.exec(readFileSync(join(root, '.tmp', 'step-pack-check.log'), 'utf8'));
   if (m) {
     const c = JSON.parse(m[1]);
     passed += c.passed;
@@ -110,7 +182,6 @@ if (want('pack') && existsSync(packCheck)) {
   } else {
     failed++;
   }
-  if (r.status !== 0) failedSteps++;
 }
 
 if (failedSteps > 0 && failed === 0) failed = failedSteps;

@@ -162,10 +162,14 @@ export interface RawTable {
    * out[r] = Σ_d partial_d[r], where partial_d is `lookupCombinedPartial` of
    * `parts[d]` (its raw table and plan) over the whole bag; the float64 partials are
    * added in part order (((p_0 + p_1) + p_2) + ...) and rounded once to float32, into
-   * `out` [nrows * dim] (written whole), which is returned. The parts' partial bags may
-   * run in parallel. Returns null, before any work, when it cannot serve `parts` (a
-   * part of another backend): core then runs `lookupCombinedPartial` per part and adds
-   * them itself (`sumShardPartials`), with the same result.
+   * `out` [nrows * dim] (written whole), which is returned. Where every key has exactly
+   * one owner (floorMod plans over one N owning every residue) a backend may instead sum
+   * each row's entries in bag order in float64, each from its owner's table, as one
+   * table holding every row does (the CPU backend), rounded once: the same float64 terms
+   * in another order, so each value equals the part-order result or is its float32
+   * neighbour. The parts' bags may run in parallel. Returns null, before any work, when
+   * it cannot serve `parts` (a part of another backend): core then runs
+   * `lookupCombinedPartial` per part and adds them itself in part order (`sumShardPartials`).
    */
   lookupCombinedShards?(
     parts: readonly ShardPart[],

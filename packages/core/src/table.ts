@@ -653,8 +653,13 @@ export class EmbeddingTable {
    * its plan; together the plans own every key once): out[r] = Σ_d of shard d's
    * `lookupCombinedPartial` (float64, added in shard order) rounded once to float32,
    * exactly what adding the partials yourself gives. A backend may run every shard's
-   * part in one call (the CPU backend does: one dispatch, the parts in parallel, the
-   * sum in native code); otherwise core runs the parts concurrently and adds them.
+   * part in one call (the CPU backend does: one dispatch, the parts in parallel, in
+   * native code); otherwise core runs the parts concurrently and adds them. A fused
+   * backend may, where every key has one owner (floorMod plans over one N), sum each
+   * row's entries in bag order instead, as one table holding every row does (the CPU
+   * backend does: bit for bit one table's bag, whatever the number of shards); the
+   * float64 sums differ in their last bits, so a value is the shard-order result or its
+   * float32 neighbour.
    * The bag is validated once; a rejected call changes nothing.
    *
    * @throws InvalidTypeError / ShapeMismatchError naming shards[d], ids, out; DisposedError

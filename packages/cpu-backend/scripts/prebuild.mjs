@@ -19,11 +19,13 @@
 //   node scripts/prebuild.mjs --check         builds nothing; exits 1 when a binary in prebuilds/ is stale
 //   ... --package <dir>                       another package (default: cpu-backend; e.g. ../cuda-backend)
 //
-// Build directories (build-prebuild/<target>-<level>) are kept, so a rebuild only
-// recompiles what changed. The macOS and Windows binaries come from CI
+// Build directories (build-prebuild-<target>-<level>) are kept, so a rebuild only
+// recompiles what changed. They sit beside build/ and build-native/ (one level under
+// the package), so a compiler cache (ccache with base_dir, as .ci/run sets it) sees
+// the same relative source paths there and can reuse an identical compile. The macOS and Windows binaries come from CI
 // (.github/workflows/prebuilds.yml), not from this machine.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { arch as hostArch, platform as hostPlatform } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -93,7 +95,8 @@ const config = PACKAGES[pkg.name];
 if (!config) usage(`${pkg.name} has no prebuilt binaries (packages: ${Object.keys(PACKAGES).join(', ')})`);
 if (clean) {
   rmSync(join(root, 'prebuilds'), { recursive: true, force: true });
-  rmSync(join(root, 'build-prebuild'), { recursive: true, force: true });
+  rmSync(join(root, 'build-prebuild'), { recursive: true, force: true }); // the old layout
+  for (const d of readdirSync(root)) if (d.startsWith('build-prebuild-')) rmSync(join(root, d), { recursive: true, force: true });
 }
 
 const FILE = `${pkg.name.replace(/\//g, '+')}.napi`;
@@ -142,7 +145,7 @@ for (const name of targets) {
   }
   const file = `${FILE}${libc ? `.${libc}` : ''}.node`;
   for (const level of t.levels) {
-    const out = join(root, 'build-prebuild', `${name}-${level}`);
+    const out = join(root, `build-prebuild-${name}-${level}`);
     const cmakeArgs = [
       cmakeJs,
       'compile',
@@ -165,7 +168,11 @@ for (const name of targets) {
     }
     const dir = join(root, 'prebuilds', name, level === 'baseline' ? '' : level);
     mkdirSync(dir, { recursive: true });
-    copyFileSync(join(out, 'Release', config.addon), join(dir, file));
+    // Copied beside, then renamed over: a process that has the old file loaded keeps its
+    // mapping (a copy into the same file would change the pages under it).
+    const tmp = join(dir, `.${file}.${process.pid}.tmp`);
+    copyFileSync(join(out, 'Release', config.addon), tmp);
+    renameSync(tmp, join(dir, file));
     // Written after the build that compiled these sources: the binary's provenance.
     writeFileSync(sidecarPath(join(dir, file)), `${JSON.stringify({ sourceHash: hash, target: name, level })}\n`);
     console.log(`prebuild: wrote ${join('prebuilds', name, level === 'baseline' ? '' : level, file)} (sources ${hash})`);

@@ -220,8 +220,12 @@ export class CpuRawTable implements RawTable {
   /**
    * The whole bag over shard tables of this backend in one native call (core's
    * lookupCombinedShards): chunks of the bag's rows run in parallel on the addon's
-   * pool, each pooling every shard's entries of its rows and adding the shards' float64
-   * partial sums in shard order, rounded once (bit for bit the partials added in order).
+   * pool. When the plans split keys by floorMod over one N and own every residue (sok's
+   * placement), each chunk gathers its entries' rows from their owners and sums each
+   * row's entries in bag order in float64, rounded once: bit for bit one table holding
+   * every row. Other plans: every shard's entries of the chunk's rows pooled and the
+   * shards' float64 partial sums added in shard order, rounded once (bit for bit the
+   * partials added in order).
    * Null (core adds the partials) when a part is not a table of this class on the same
    * addon (a CUDA table, another backend's, or one of another loaded CPU level).
    */

@@ -206,8 +206,10 @@ export interface NativeBinding {
   ): Promise<void>;
   /**
    * The whole bag over shard tables (one dim and key dtype) with their plans (Float64Array
-   * [tables.length * PLAN_FIELDS]): each shard's partial in float64, the shards in parallel,
-   * added in shard order and rounded once into out (Float32Array [nrows*dim]).
+   * [tables.length * PLAN_FIELDS]), rounded once into out (Float32Array [nrows*dim]): when
+   * the plans split keys by floorMod over one N and own every residue, each row's entries
+   * summed in float64 in bag order, each from its owner's table (one table's arithmetic);
+   * otherwise each shard's float64 partial added in shard order.
    */
   lookupCombinedShards(
     tables: NativeTableHandle[],

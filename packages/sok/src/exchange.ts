@@ -20,9 +20,12 @@ import type { DeviceShard, SokVariable } from './variable.js';
  *
  * One device holding the whole table (N = 1 or `localized:k`) calls the core op
  * directly, with no plan and no accumulator. With the default in-process communicator
- * (every device in this process) the forward is core `lookupCombinedShards`: the same
- * partials and the same device-order sum, in one backend call (no allgather views, no
- * send buffers, no per-device dispatch); another communicator gets the collectives.
+ * (every device in this process) the forward is core `lookupCombinedShards`, one backend
+ * call (no allgather views, no send buffers, no per-device dispatch): where core adds
+ * the partials, the same device-order sum; the CPU backend sums each row's entries in
+ * bag order from their owners' tables, as one device's table does (the same values as
+ * 1 device, bit for bit; within the float64 sums' last bits of the collectives). Another
+ * communicator gets the collectives.
  */
 
 /** Row ranges [start, end) of N contiguous chunks of `nrows` (sizes differ by at most 1). */
@@ -66,9 +69,10 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
   if (one) return one.table.lookupCombined(bag, { combiner, insertMissing: insert });
   const comm = v.ctx.communicator;
   if (Object.getPrototypeOf(comm) === InProcessCommunicator.prototype) {
-    // Every device is in this process: one core call pools every shard's part of the whole
-    // batch and adds the float64 partials in device order, rounding once: the values of the
-    // exchange below (the CPU backend: one native call, chunks of the batch's rows in parallel on its pool).
+    // Every device is in this process: one core call pools the whole batch over every
+    // shard, rounding once (the CPU backend: one native call, chunks of the batch's rows in
+    // parallel on its pool, each row's entries in bag order as on one device; core's
+    // fallback: the partials in device order, the values of the exchange below).
     return lookupCombinedShards(v.shards.map((s) => ({ table: s.table, plan: s.plan! })), bag, { combiner, insertMissing: insert });
   }
   const chunks = chunkRows(nrows, comm.numDevices);

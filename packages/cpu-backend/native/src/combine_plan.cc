@@ -236,9 +236,14 @@ void combineBackwardRows(const PlanSpan& s, const float* grads, float* out, bool
       const size_t j = entryOf(s, i);
       const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
       const double scale = d == 0 ? 0.0 : w / d;
-      for (size_t c = 0; c < dim; ++c) dy[c] = scale * static_cast<double>(g[c]);
       float* __restrict o = out + (compact ? i : j) * dim;
-      if (s.maxNorm > 0) {
+      if (!(s.maxNorm > 0)) {
+        // dy rounded to float32 straight into o: one vectorizable pass (o, g and dy apart).
+        for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(scale * static_cast<double>(g[c]));
+        continue;
+      }
+      for (size_t c = 0; c < dim; ++c) dy[c] = scale * static_cast<double>(g[c]);
+      {
         const float* __restrict e = s.rows + i * dim;
         double n2 = 0;
         for (size_t c = 0; c < dim; ++c) n2 += static_cast<double>(e[c]) * static_cast<double>(e[c]);

@@ -224,6 +224,8 @@ struct ModOwners {
   bool ok = false;
   int64_t n = 1;
   bool roundRobin = false;
+  /** Every residue has an owner: each key of any bag has exactly one owning part. */
+  bool complete = false;
   std::vector<uint32_t> part;
 };
 
@@ -244,6 +246,7 @@ ModOwners modOwners(const ShardPlan* plans, size_t parts) {
   m.ok = true;
   m.n = n;
   m.roundRobin = plans[0].roundRobin;
+  m.complete = std::find(m.part.begin(), m.part.end(), static_cast<uint32_t>(parts)) == m.part.end();
   return m;
 }
 
@@ -324,10 +327,16 @@ struct ChunkScratch {
   std::vector<float> initial;
   std::vector<double> sum;
   std::vector<double> acc;
+  std::vector<const float*> byEntry;          // the bag-order path: the chunk's entries' rows in bag order
+  std::vector<uint32_t> entries;              // ... and their positions (e0, e0 + 1, ...)
+  std::vector<std::vector<float>> initials;   // ... and each part's missing keys' initial values
 
   size_t bytes() const {
-    return own.positions.capacity() * sizeof(uint32_t) + own.local.capacity() * sizeof(int64_t) +
-           rows.capacity() * sizeof(const float*) + initial.capacity() * sizeof(float) + sum.capacity() * sizeof(double);
+    size_t b = own.positions.capacity() * sizeof(uint32_t) + own.local.capacity() * sizeof(int64_t) +
+               rows.capacity() * sizeof(const float*) + initial.capacity() * sizeof(float) + sum.capacity() * sizeof(double) +
+               byEntry.capacity() * sizeof(const float*) + entries.capacity() * sizeof(uint32_t);
+    for (const std::vector<float>& v : initials) b += v.capacity() * sizeof(float);
+    return b;
   }
   static ChunkScratch& mine() {
     thread_local ChunkScratch s;
@@ -348,8 +357,54 @@ struct ReadPart {
 };
 
 /**
- * The bag over parts whose tables are CPU tables, by chunks of bag rows: each chunk
- * sorts its entries by owner once, then for each part in order pools the part's
+ * Bag rows [r0, r1) (entries [e0, e1)) when every entry has exactly one owner: the
+ * entries' rows gathered in bag order (lent by each part's lease for the entries the
+ * chunk sorted to it, or the part's rows read before), then one pooling pass over them,
+ * the float64 sum of each row's entries in bag order rounded once (combineShardStep as
+ * the only shard): one table's arithmetic, whatever the number of parts.
+ */
+void bagOrderChunk(const ShardPlan* plans, size_t parts, const BagInput& bag, size_t r0, size_t r1, size_t e0, size_t e1,
+                   const double* denom, double maxNorm, size_t dim, const ModOwners& mod,
+                   const std::vector<std::unique_ptr<RowLease>>& leases, const ReadPart* read, ChunkScratch& sc, float* out) {
+  const size_t m = e1 - e0;
+  sc.byEntry.resize(m);
+  const float** byEntry = sc.byEntry.data();
+  if (!leases.empty()) {
+    ownChunk(bag.keys, e0, e1, plans, parts, mod, sc.own);
+    sc.rows.resize(m);
+    if (sc.initials.size() < parts) sc.initials.resize(parts);
+    for (size_t d = 0; d < parts; ++d) {
+      const size_t b = sc.own.begin[d];
+      const size_t n = sc.own.count[d];
+      // Each part its own initial-value buffer: the pointers into it must outlive the other parts' lends.
+      leases[d]->lend(sc.own.local.data() + b, n, sc.rows.data(), sc.initials[d]);
+      const uint32_t* pos = sc.own.positions.data() + b;
+      for (size_t i = 0; i < n; ++i) byEntry[pos[i] - e0] = sc.rows[i];
+    }
+  } else {
+    for (size_t d = 0; d < parts; ++d) {
+      const BagOwnership& o = read[d].owned;
+      const uint32_t* pos = o.positions;
+      const float* rows = read[d].rows.data();
+      const size_t lo = static_cast<size_t>(std::lower_bound(pos, pos + o.count, static_cast<uint32_t>(e0)) - pos);
+      for (size_t i = lo; i < o.count && pos[i] < e1; ++i) byEntry[pos[i] - e0] = rows + i * dim;
+    }
+  }
+  sc.entries.resize(m);
+  for (size_t i = 0; i < m; ++i) sc.entries[i] = static_cast<uint32_t>(e0 + i);
+  sc.sum.resize(checkedMul(r1 - r0, dim, "the shards' sums"));
+  sc.acc.resize(dim);
+  PlanSpan s{bag.rowSplits, r0, r1, bag.weights, sc.entries.data(), m, nullptr, denom, maxNorm, dim};
+  s.rowPtrs = byEntry;
+  s.lent = m;
+  combineShardStep(s, true, true, sc.sum.data(), sc.acc.data(), out);
+}
+
+/**
+ * The bag over parts whose tables are CPU tables, by chunks of bag rows. When every
+ * entry has exactly one owner (bagOrderChunk): each row's entries in bag order, as one
+ * table; the cost does not grow with the parts (one pooling pass per chunk). Otherwise
+ * each chunk sorts its entries by owner once, then for each part in order pools the part's
  * entries of each row and adds the result to the chunk's running float64 sum
  * (combineShardStep), the last part rounding to float32 into out. The values are the
  * partials' shard-order sum exactly, without a partial array per part. Rows come from
@@ -361,7 +416,11 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
                     float* out) {
   const size_t dim = tables[0]->config().dim;
   const std::vector<double> denom = denominators(bag, c);
-  const ModOwners mod = leases.empty() ? ModOwners{} : modOwners(plans, parts);
+  const ModOwners mod = modOwners(plans, parts);
+  // Every entry has exactly one owner (floorMod plans over one N owning every residue: sok's
+  // placement): each chunk pools its rows in one pass over its entries in bag order, each
+  // entry's row from its owner, as one table holding every row would (not in shard order).
+  const bool bagOrder = mod.ok && mod.complete;
   const bool parallel = bag.n >= kShardsParallelMin && bag.rows > 1;
   std::vector<std::pair<size_t, size_t>> chunks;
   const size_t threads = ThreadPool::shared().threads();
@@ -372,6 +431,10 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
     ChunkScratch& sc = ChunkScratch::mine();
     const size_t e0 = static_cast<size_t>(bag.rowSplits[r0]);
     const size_t e1 = static_cast<size_t>(bag.rowSplits[r1]);
+    if (bagOrder) {
+      bagOrderChunk(plans, parts, bag, r0, r1, e0, e1, denom.data(), maxNorm, dim, mod, leases, read, sc, out);
+      return;
+    }
     if (!leases.empty()) {
       ownChunk(bag.keys, e0, e1, plans, parts, mod, sc.own);
       sc.rows.resize(e1 - e0);

@@ -49,12 +49,17 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
 
 /**
  * lookupCombinedShards: the whole bag over `parts` shards (tables[d] with plans[d], one
- * dim): out[i] = the shards' lookupCombinedPartial (each into zeros) added in shard
- * order and rounded once to float32 (out [rows * dim], written whole), bit for bit.
- * CPU tables: no partial arrays; chunks of bag rows run in parallel on the pool, each
- * sorting its entries by owner in one pass and carrying one float64 running sum per
- * value through the shards in order (a shard owning nothing of a row costs nothing
- * there). Without inserts the rows are lent through one RowLease per table (one read
+ * dim), rounded once to float32 (out [rows * dim], written whole), bit for bit:
+ *  - CPU tables whose plans split keys by floorMod over one N, every residue owned
+ *    (each key has exactly one owner): each row's entries summed in float64 in bag
+ *    order, each entry's row from its owner, as lookupCombinedPartial of one table
+ *    holding every row into zeros computes it. Chunks of bag rows run in parallel on
+ *    the pool, each sorting its entries by owner in one pass, gathering their rows in
+ *    bag order and pooling them in one pass (the cost does not grow with the parts).
+ *  - otherwise: the shards' lookupCombinedPartial (each into zeros) added in shard
+ *    order. CPU tables: no partial arrays; the same chunks, each carrying one float64
+ *    running sum per value through the shards in order (a shard owning nothing of a
+ *    row costs nothing there). Without inserts the rows are lent through one RowLease per table (one read
  * call each, read locks held for the whole call); with inserts, or a table that does
  * not lend, each table's find / findOrInsert runs first (one call per table, the tables
  * in parallel). Tables that pool in their own kernels (PlannedOps), or one table given

@@ -1,6 +1,7 @@
 // Shard plans and the planned bag: ShardPlan::owns against plain floor division,
 // withRows against findInto, lookupCombinedPartial's lent-row path against its copy path,
-// lookupCombinedShards against the partials added in shard order.
+// lookupCombinedShards against one table's bag (a complete floorMod split) or the partials
+// added in shard order (other plans).
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -227,10 +228,27 @@ std::vector<ShardPlan> modPlans(int64_t n) {
   return plans;
 }
 
+/** Whether the plans split keys by floorMod over one N, each residue owned by exactly one plan (written out). */
+bool completeModSplit(const std::vector<ShardPlan>& plans) {
+  const int64_t n = plans[0].numShards;
+  std::vector<int> owners(static_cast<size_t>(n), 0);
+  for (const ShardPlan& p : plans) {
+    if (p.kind != ShardPlan::kMod || p.numShards != n) return false;
+    if (p.shard >= 0 && p.shard < n) owners[static_cast<size_t>(p.shard)] += 1;
+  }
+  for (int o : owners) {
+    if (o != 1) return false;
+  }
+  return true;
+}
+
 /**
- * lookupCombinedShards against its definition: each shard's lookupCombinedPartial into
- * zeros (on twin tables), added in shard order in the test and rounded once; the bits of
- * every value, and the tables (rows, scores) afterwards.
+ * lookupCombinedShards against its definition, the bits of every value: when every key
+ * has exactly one owner (a complete floorMod split), the bag of one table holding every
+ * row (its lookupCombinedPartial into zeros, rounded once: each row's entries in bag
+ * order); otherwise each shard's lookupCombinedPartial into zeros, added in shard order
+ * in the test and rounded once. The partials run on twin tables, and the shard tables'
+ * rows and scores afterwards must equal the twins'.
  */
 void expectShardsEqualPartials(const std::vector<ShardPlan>& plans, const std::vector<int64_t>& stored,
                                const BagInput& bag, Combiner c, double maxNorm, bool insert, StorageDtype storage) {
@@ -242,10 +260,17 @@ void expectShardsEqualPartials(const std::vector<ShardPlan>& plans, const std::v
   std::vector<double> partials(parts * n, 0.0);
   for (size_t d = 0; d < parts; ++d) lookupCombinedPartial(*twin[d], bag, c, maxNorm, insert, plans[d], partials.data() + d * n);
   std::vector<float> want(n);
-  for (size_t i = 0; i < n; ++i) {
-    double s = partials[i];
-    for (size_t d = 1; d < parts; ++d) s = s + partials[d * n + i];
-    want[i] = static_cast<float>(s);
+  if (completeModSplit(plans)) {
+    auto whole = shardTables({ShardPlan{}}, stored, dim, storage);
+    std::vector<double> p(n, 0.0);
+    lookupCombinedPartial(*whole[0], bag, c, maxNorm, insert, ShardPlan{}, p.data());
+    for (size_t i = 0; i < n; ++i) want[i] = static_cast<float>(p[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      double s = partials[i];
+      for (size_t d = 1; d < parts; ++d) s = s + partials[d * n + i];
+      want[i] = static_cast<float>(s);
+    }
   }
   std::vector<Table*> raw;
   for (auto& t : mine) raw.push_back(t.get());
@@ -264,7 +289,7 @@ void expectShardsEqualPartials(const std::vector<ShardPlan>& plans, const std::v
 
 }  // namespace
 
-TEST(shards_lookup_is_the_partials_added_in_shard_order_bit_for_bit) {
+TEST(shards_lookup_is_one_tables_bag_or_the_partials_in_shard_order_bit_for_bit) {
   Draw r{42};
   std::vector<int64_t> stored(3000);
   for (auto& k : stored) k = static_cast<int64_t>(r.next() % 20000) - 10000;
