@@ -165,9 +165,10 @@ export interface RawTable {
    * `out` [nrows * dim] (written whole), which is returned. Where every key has exactly
    * one owner (floorMod plans over one N owning every residue) a backend may instead sum
    * each row's entries in bag order in float64, each from its owner's table, as one
-   * table holding every row does (the CPU backend), rounded once: the same float64 terms
-   * in another order, so each value equals the part-order result or is its float32
-   * neighbour. The parts' bags may run in parallel. Returns null, before any work, when
+   * table holding every row does (the CPU backend), rounded once: bit for bit that
+   * table's bag. The same float64 terms in another order: usually the part-order result
+   * or its float32 neighbour, but where a row's terms cancel the two can differ by more
+   * (terms 1, 2^-60, -1 split over two parts: 0 in bag order, 2^-60 in part order). The parts' bags may run in parallel. Returns null, before any work, when
    * it cannot serve `parts` (a part of another backend): core then runs
    * `lookupCombinedPartial` per part and adds them itself in part order (`sumShardPartials`).
    */

@@ -657,9 +657,9 @@ export class EmbeddingTable {
    * native code); otherwise core runs the parts concurrently and adds them. A fused
    * backend may, where every key has one owner (floorMod plans over one N), sum each
    * row's entries in bag order instead, as one table holding every row does (the CPU
-   * backend does: bit for bit one table's bag, whatever the number of shards); the
-   * float64 sums differ in their last bits, so a value is the shard-order result or its
-   * float32 neighbour.
+   * backend does: bit for bit one table's bag, whatever the number of shards). The two
+   * orders add the same float64 terms: the results usually agree or are float32
+   * neighbours, but where a row's terms cancel they can differ by more.
    * The bag is validated once; a rejected call changes nothing.
    *
    * @throws InvalidTypeError / ShapeMismatchError naming shards[d], ids, out; DisposedError

@@ -24,7 +24,8 @@ import type { DeviceShard, SokVariable } from './variable.js';
  * call (no allgather views, no send buffers, no per-device dispatch): where core adds
  * the partials, the same device-order sum; the CPU backend sums each row's entries in
  * bag order from their owners' tables, as one device's table does (the same values as
- * 1 device, bit for bit; within the float64 sums' last bits of the collectives). Another
+ * 1 device, bit for bit; the collectives' device-order sum of the same float64 terms
+ * agrees within 1e-6 unless a row's terms cancel). Another
  * communicator gets the collectives.
  */
 
