@@ -15,16 +15,19 @@ let failedSteps = 0;
 /** Prints how long a step took ("=== <title>: N s"). */
 const took = (title, started) => console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
 
+/** The child's exit code (or signal, or spawn error) once it has ended. */
+const exitOf = (child) =>
+  new Promise((resolve) => {
+    child.on('error', (e) => resolve(String(e)));
+    child.on('close', (code, signal) => resolve(code ?? signal));
+  });
+
 /** Runs a step (its output inherited); true when it passed. Awaited, not spawnSync: the event
  * loop stays free to note when a background step (stepAsync) ends. */
 async function step(title, cmd, args, opts = {}) {
   console.log(`\n=== ${title}: ${cmd} ${args.join(' ')}`);
   const started = Date.now();
-  const status = await new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts });
-    child.on('error', (e) => resolve(String(e)));
-    child.on('close', (code, signal) => resolve(code ?? signal));
-  });
+  const status = await exitOf(spawn(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts }));
   took(title, started);
   if (status !== 0) {
     console.log(`=== ${title} FAILED (exit ${status})`);
@@ -46,10 +49,7 @@ function stepAsync(title, name, cmd, args, opts = {}) {
   const started = Date.now();
   const child = spawn(cmd, args, { cwd: root, env, ...opts, stdio: ['ignore', fd, fd] });
   closeSync(fd);
-  const exit = new Promise((resolve) => {
-    child.on('error', (e) => resolve(String(e)));
-    child.on('close', (code, signal) => resolve(code ?? signal));
-  });
+  const exit = exitOf(child);
   const ended = exit.then(() => Date.now());
   return {
     /** Prints the step's output and time; true when it passed. */

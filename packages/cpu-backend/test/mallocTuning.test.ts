@@ -10,13 +10,13 @@ import { describe, expect, it } from 'vitest';
  * Each case runs in a child process: the thresholds are process-wide and set once.
  */
 const require = createRequire(import.meta.url);
-const paths = { core: require.resolve('@embedstack/core'), cpu: require.resolve('@embedstack/cpu-backend') };
+const cpuPackage = require.resolve('@embedstack/cpu-backend');
 const glibc = process.platform === 'linux' && Boolean((process.report?.getReport() as { header?: { glibcVersionRuntime?: string } })?.header?.glibcVersionRuntime);
 
 /** Loads the addon in a child process with `env` and returns the tuning it reports. */
 function tuningWith(env: NodeJS.ProcessEnv): string {
   const script = `
-    const { loadAddon } = require(${JSON.stringify(paths.cpu)});
+    const { loadAddon } = require(${JSON.stringify(cpuPackage)});
     console.log(loadAddon().binding.info().mallocTuning);
   `;
   const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, EMBEDSTACK_TUNE_MALLOC: undefined, GLIBC_TUNABLES: undefined, MALLOC_MMAP_THRESHOLD_: undefined, MALLOC_TRIM_THRESHOLD_: undefined, ...env } });
