@@ -224,41 +224,94 @@ void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, dou
   }
 }
 
+namespace {
+
+enum class GradOut { kStore, kFirst, kAdd };
+
+/**
+ * One entry's gradient, each value rounded to float32 v: scale * g, or with maxNorm and
+ * ||e|| > maxNorm the gradient of clip_by_norm at e, (maxNorm/||e||) (dy - e (e·dy) / ||e||²)
+ * with dy = scale * g. Written to o as v (kStore), 0 + v (kFirst: a sum's first term) or
+ * o + v (kAdd). `e` is read only when maxNorm > 0; dy holds dim doubles.
+ */
+template <GradOut M>
+__attribute__((always_inline)) inline void entryGradient(double scale, const float* __restrict g, const float* __restrict e,
+                                                         double maxNorm, size_t dim, double* __restrict dy,
+                                                         float* __restrict o) {
+  const auto put = [&](size_t c, float v) __attribute__((always_inline)) {
+    if (M == GradOut::kStore) o[c] = v;
+    if (M == GradOut::kFirst) o[c] = 0.0f + v;
+    if (M == GradOut::kAdd) o[c] = o[c] + v;
+  };
+  if (!(maxNorm > 0)) {
+    // dy rounded to float32 straight into o: one vectorizable pass (o, g and dy apart).
+    for (size_t c = 0; c < dim; ++c) put(c, static_cast<float>(scale * static_cast<double>(g[c])));
+    return;
+  }
+  for (size_t c = 0; c < dim; ++c) dy[c] = scale * static_cast<double>(g[c]);
+  double n2 = 0;
+  for (size_t c = 0; c < dim; ++c) n2 += static_cast<double>(e[c]) * static_cast<double>(e[c]);
+  const double norm = std::sqrt(n2);
+  if (norm > maxNorm) {
+    double dot = 0;
+    for (size_t c = 0; c < dim; ++c) dot += static_cast<double>(e[c]) * dy[c];
+    const double k2 = maxNorm / norm;
+    for (size_t c = 0; c < dim; ++c) put(c, static_cast<float>(k2 * (dy[c] - (static_cast<double>(e[c]) * dot) / n2)));
+    return;
+  }
+  for (size_t c = 0; c < dim; ++c) put(c, static_cast<float>(dy[c]));
+}
+
+}  // namespace
+
 ES_MULTIVERSION
 void combineBackwardRows(const PlanSpan& s, const float* grads, float* out, bool compact, double* dy) {
   const size_t dim = s.dim;
   size_t k = firstOwned(s);
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     const double d = s.denom[r];
-    const float* __restrict g = grads + r * dim;
+    const float* g = grads + r * dim;
     const size_t kEnd = ownedEnd(s, r, k);
     for (size_t i = k; i < kEnd; ++i) {
       const size_t j = entryOf(s, i);
       const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
       const double scale = d == 0 ? 0.0 : w / d;
-      float* __restrict o = out + (compact ? i : j) * dim;
-      if (!(s.maxNorm > 0)) {
-        // dy rounded to float32 straight into o: one vectorizable pass (o, g and dy apart).
-        for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(scale * static_cast<double>(g[c]));
-        continue;
-      }
-      for (size_t c = 0; c < dim; ++c) dy[c] = scale * static_cast<double>(g[c]);
-      {
-        const float* __restrict e = s.rows + i * dim;
-        double n2 = 0;
-        for (size_t c = 0; c < dim; ++c) n2 += static_cast<double>(e[c]) * static_cast<double>(e[c]);
-        const double norm = std::sqrt(n2);
-        if (norm > s.maxNorm) {
-          double dot = 0;
-          for (size_t c = 0; c < dim; ++c) dot += static_cast<double>(e[c]) * dy[c];
-          const double k2 = s.maxNorm / norm;
-          for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(k2 * (dy[c] - (static_cast<double>(e[c]) * dot) / n2));
-          continue;
-        }
-      }
-      for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(dy[c]);
+      const float* e = s.maxNorm > 0 ? s.rows + i * dim : nullptr;
+      entryGradient<GradOut::kStore>(scale, g, e, s.maxNorm, dim, dy, out + (compact ? i : j) * dim);
     }
     k = kEnd;
+  }
+}
+
+void backwardRowsOfOwned(const int32_t* rowSplits, size_t rows, const uint32_t* positions, size_t owned, uint32_t* rowOf) {
+  size_t k = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t end = static_cast<size_t>(rowSplits[r + 1]);
+    if (!positions) {
+      for (; k < end; ++k) rowOf[k] = static_cast<uint32_t>(r);
+      continue;
+    }
+    for (; k < owned && positions[k] < end; ++k) rowOf[k] = static_cast<uint32_t>(r);
+  }
+}
+
+ES_MULTIVERSION
+void combineBackwardSum(const BackwardBag& b, const uint32_t* occurrences, size_t count, float* sum, double* dy) {
+  const size_t dim = b.dim;
+  for (size_t k = 0; k < count; ++k) {
+    const size_t i = occurrences[k];
+    const size_t j = b.positions ? static_cast<size_t>(b.positions[i]) : i;
+    const size_t r = b.rowOf[i];
+    const double d = b.denom[r];
+    const double w = b.weights ? static_cast<double>(b.weights[j]) : 1.0;
+    const double scale = d == 0 ? 0.0 : w / d;
+    const float* g = b.grads + r * dim;
+    const float* e = b.maxNorm > 0 ? b.rows + i * dim : nullptr;
+    if (k == 0) {
+      entryGradient<GradOut::kFirst>(scale, g, e, b.maxNorm, dim, dy, sum);
+    } else {
+      entryGradient<GradOut::kAdd>(scale, g, e, b.maxNorm, dim, dy, sum);
+    }
   }
 }
 

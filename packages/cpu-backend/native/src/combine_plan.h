@@ -52,4 +52,30 @@ void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, dou
  */
 void combineBackwardRows(const PlanSpan& s, const float* grads, float* out, bool compact, double* dy);
 
+/**
+ * The backward of a whole bag, an owned entry at a time (applyCombinedGradients' per-key
+ * sums): owned entry i (bag entry positions[i], or i when positions is null) of bag row
+ * rowOf[i] has the gradient combineBackwardRows writes for it.
+ */
+struct BackwardBag {
+  const float* grads;         // [rows * dim] the pooled rows' gradients
+  const float* weights;       // [nnz] or null = ones
+  const uint32_t* positions;  // [owned] or null
+  const uint32_t* rowOf;      // [owned] each owned entry's bag row (backwardRowsOfOwned)
+  const double* denom;        // [rows]
+  const float* rows;          // [owned * dim] the owned entries' rows, read only when maxNorm > 0
+  double maxNorm;             // 0 = none
+  size_t dim;
+};
+
+/** rowOf [owned] = each owned entry's bag row; positions ascending, or null (every entry: owned = rowSplits[rows]). */
+void backwardRowsOfOwned(const int32_t* rowSplits, size_t rows, const uint32_t* positions, size_t owned, uint32_t* rowOf);
+
+/**
+ * sum [dim] = owned entries occurrences[0..count)'s gradients (each the float32 value
+ * combineBackwardRows writes) added in float, in that order, from 0: bit for bit the sum
+ * applyGradients makes of them from a per-entry array. dy holds dim doubles.
+ */
+void combineBackwardSum(const BackwardBag& b, const uint32_t* occurrences, size_t count, float* sum, double* dy);
+
 }  // namespace embedstack

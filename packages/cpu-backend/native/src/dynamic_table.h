@@ -60,6 +60,7 @@ class DynamicTable final : public Table {
   void lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
                           float* out) override;
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
+  void applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt) override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;
   /** Lends float32 rows (null for float16 / bfloat16 storage). */

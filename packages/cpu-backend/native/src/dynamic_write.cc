@@ -14,13 +14,6 @@
 
 namespace embedstack {
 
-namespace {
-inline void prefetchFloats(const float* p, size_t n) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (size_t off = 0; off < n * sizeof(float); off += 64) __builtin_prefetch(c + off);
-}
-}  // namespace
-
 void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores) {
   wb.dedupe.build(keys, n);
   const size_t u = wb.dedupe.uniqueCount();
@@ -172,6 +165,10 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
 }
 
 void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
+  applyGradientSums(keys, n, ArrayGradientSums(grads, dim_), opt);
+}
+
+void DynamicTable::applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt) {
   checkOptimizer(opt);
   ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
@@ -196,20 +193,16 @@ void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* gr
               prefetchRow(ahead, rowBytes());
               __builtin_prefetch(scoreOf(ahead), 1);
             }
-            // the first two gradient rows of that key (most keys have one or two)
-            const uint32_t o = d.occurrencesBegin(u + 4);
-            prefetchFloats(grads + static_cast<size_t>(occ[o]) * dim_, dim_);
-            if (d.count(u + 4) > 1) prefetchFloats(grads + static_cast<size_t>(occ[o + 1]) * dim_, dim_);
+            sums.prefetch(occ + d.occurrencesBegin(u + 4), d.count(u + 4));
           }
           const uint32_t row = wb.rows[u];
           if (row == KeyIndex::kNoRow) continue;
+          sums.sum(occ + d.occurrencesBegin(u), d.count(u), sum.data(), scratch.data());
           if (wide()) {
-            applyGradientRow(opt, static_cast<float*>(valuesOf(row)), slotsOf(row), grads, occ + d.occurrencesBegin(u),
-                             d.count(u), dim_, sum.data(), scratch.data());
+            applyOptimizerRow(opt, static_cast<float*>(valuesOf(row)), slotsOf(row), sum.data(), dim_, scratch.data());
           } else {
             loadValues(storage_, valuesOf(row), widened.data(), dim_);
-            applyGradientRow(opt, widened.data(), slotsOf(row), grads, occ + d.occurrencesBegin(u), d.count(u), dim_,
-                             sum.data(), scratch.data());
+            applyOptimizerRow(opt, widened.data(), slotsOf(row), sum.data(), dim_, scratch.data());
             writeValues(row, widened.data());
           }
           touchUnique(wb, u, false);

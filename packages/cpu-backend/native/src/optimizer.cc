@@ -65,17 +65,17 @@ void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const f
 }
 
 ES_MULTIVERSION
-void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
-                      size_t count, size_t dim, float* sum, double* scratch) {
+void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim, const uint32_t* rowIndex,
+                     float* sum) {
   // Duplicate keys' gradients summed in float, in order of appearance, from 0 (so a
   // single -0 gradient becomes +0 exactly as the reference's Float32Array sums).
-  const float* g0 = grads + static_cast<size_t>(occurrences[0]) * dim;
+  const auto at = [&](size_t k) { return static_cast<size_t>(rowIndex ? rowIndex[occurrences[k]] : occurrences[k]); };
+  const float* g0 = grads + at(0) * dim;
   for (size_t c = 0; c < dim; ++c) sum[c] = 0.0f + g0[c];
   for (size_t k = 1; k < count; ++k) {
-    const float* g = grads + static_cast<size_t>(occurrences[k]) * dim;
+    const float* g = grads + at(k) * dim;
     for (size_t c = 0; c < dim; ++c) sum[c] = sum[c] + g[c];
   }
-  updateRow(p, w, slots, sum, dim, scratch);
 }
 
 }  // namespace embedstack

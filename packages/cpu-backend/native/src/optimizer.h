@@ -62,11 +62,12 @@ const char* optimizerName(OptimizerKind kind);
 void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const float* g, size_t dim, double* scratch);
 
 /**
- * Sums a key's gradients (rows `occurrences[0..count)` of grads [n * dim], in float,
- * in order) into `sum` [dim], then applies the update as applyOptimizerRow.
- * `count` >= 1. Multiversioned (AVX-512 / AVX2 / baseline).
+ * A key's summed gradient: sum [dim] = rows occurrences[0..count) of grads (row
+ * rowIndex[o] for occurrence o when rowIndex is not null), added in float, in order,
+ * from 0 (count >= 1); the tables then update the row with applyOptimizerRow(sum).
+ * Multiversioned (AVX-512 / AVX2 / baseline).
  */
-void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
-                      size_t count, size_t dim, float* sum, double* scratch);
+void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim, const uint32_t* rowIndex,
+                     float* sum);
 
 }  // namespace embedstack

@@ -22,7 +22,7 @@ namespace {
  */
 class Scratch {
  public:
-  enum Slot { kRows = 0, kGrads = 1, kFound = 2, kSlots = 3 };
+  enum Slot { kRows = 0, kFound = 1, kSlots = 2 };
   static float* floats(Slot slot, size_t n) { return static_cast<float*>(bytes(slot, checkedMul(n, sizeof(float), "scratch"))); }
   /** Frees the slots grown past kKeepBytes (called when a call ends). */
   struct Trim {
@@ -556,6 +556,26 @@ void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, C
   });
 }
 
+namespace {
+
+/** applyCombinedGradients' gradients: each key's sum made from the pooled gradients where its update needs it. */
+class CombinedGradientSums final : public GradientSums {
+ public:
+  explicit CombinedGradientSums(const BackwardBag& b) : b_(b) {}
+  void sum(const uint32_t* occurrences, size_t count, float* sum, double* scratch) const override {
+    combineBackwardSum(b_, occurrences, count, sum, scratch);
+  }
+  void prefetch(const uint32_t* occurrences, size_t) const override {
+    __builtin_prefetch(b_.rowOf + occurrences[0]);
+    if (b_.weights) __builtin_prefetch(b_.weights + (b_.positions ? b_.positions[occurrences[0]] : occurrences[0]));
+  }
+
+ private:
+  BackwardBag b_;
+};
+
+}  // namespace
+
 void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, const OptimizerParams& opt) {
   if (auto* own = dynamic_cast<PlannedOps*>(&t)) return own->applyCombinedGradients(bag, grads, c, maxNorm, plan, opt);
@@ -566,12 +586,12 @@ void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, C
   const std::vector<double> denom = denominators(bag, c);
   BagOwnership b = bagOwnership(bag, plan);
   const float* rows = maxNorm > 0 ? readRows(t, b.local, b.count, false) : nullptr;
-  float* g = Scratch::floats(Scratch::kGrads, checkedMul(b.count, dim, "the per-entry gradients"));
-  forEachBagRange(bag, [&](size_t r0, size_t r1) {
-    std::vector<double> dy(dim);
-    combineBackwardRows(spanOf(bag, b, rows, denom.data(), maxNorm, dim, r0, r1), grads, g, true, dy.data());
-  });
-  t.applyGradients(b.local, b.count, g, opt);
+  // No per-entry gradient array: the table sums each key's entries' gradients (in order of
+  // appearance, in float) straight from the pooled gradients, one key per thread at a time.
+  ScratchVector<uint32_t> rowOf(b.count);
+  backwardRowsOfOwned(bag.rowSplits, bag.rows, b.positions, b.count, rowOf.data());
+  const CombinedGradientSums sums({grads, bag.weights, b.positions, rowOf.data(), denom.data(), rows, maxNorm, dim});
+  t.applyGradientSums(b.local, b.count, sums, opt);
 }
 
 void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,
@@ -581,15 +601,10 @@ void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float*
     t.applyGradients(keys, n, grads, opt);
     return;
   }
-  const size_t dim = t.config().dim;
   ScratchRelease release(n);
-  Scratch::Trim trim;
   Owned o = ownedEntries(keys, n, plan);
-  float* g = Scratch::floats(Scratch::kGrads, checkedMul(o.count(), dim, "the owned gradients"));
-  for (size_t i = 0; i < o.count(); ++i) {
-    std::memcpy(g + i * dim, grads + static_cast<size_t>(o.positions[i]) * dim, dim * sizeof(float));
-  }
-  t.applyGradients(o.local.data(), o.count(), g, opt);
+  // The owned entries' gradients read in place (row positions[i] of grads): no copy.
+  t.applyGradientSums(o.local.data(), o.count(), ArrayGradientSums(grads, t.config().dim, o.positions.data()), opt);
 }
 
 }  // namespace embedstack

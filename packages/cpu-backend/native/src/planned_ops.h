@@ -72,7 +72,11 @@ void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t p
 void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, float* out);
 
-/** applyCombinedGradients: applyGradients(owned local keys, their per-entry gradients). */
+/**
+ * applyCombinedGradients: applyGradients(owned local keys, their per-entry gradients),
+ * bit for bit, without the per-entry array: the table sums each key's entries'
+ * gradients (combineBackwardSum, in order of appearance) where it updates the key.
+ */
 void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, const OptimizerParams& opt);
 

@@ -225,6 +225,10 @@ void StaticTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, dou
 }
 
 void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
+  applyGradientSums(keys, n, ArrayGradientSums(grads, dim_), opt);
+}
+
+void StaticTable::applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt) {
   checkOptimizer(opt);
   ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
@@ -244,15 +248,15 @@ void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* gra
           if (u + 4 < e) {
             const char* p = record(static_cast<size_t>(d.key(u + 4)));
             for (size_t off = 0; off < rowBytes_; off += 64) __builtin_prefetch(p + off);
+            sums.prefetch(occ + d.occurrencesBegin(u + 4), d.count(u + 4));
           }
           const size_t r = static_cast<size_t>(d.key(u));
+          sums.sum(occ + d.occurrencesBegin(u), d.count(u), sum.data(), scratch.data());
           if (wide.empty()) {
-            applyGradientRow(opt, static_cast<float*>(row(r)), slotsOf(r), grads, occ + d.occurrencesBegin(u),
-                             d.count(u), dim_, sum.data(), scratch.data());
+            applyOptimizerRow(opt, static_cast<float*>(row(r)), slotsOf(r), sum.data(), dim_, scratch.data());
           } else {
             loadValues(storage_, row(r), wide.data(), dim_);
-            applyGradientRow(opt, wide.data(), slotsOf(r), grads, occ + d.occurrencesBegin(u), d.count(u), dim_,
-                             sum.data(), scratch.data());
+            applyOptimizerRow(opt, wide.data(), slotsOf(r), sum.data(), dim_, scratch.data());
             storeValues(storage_, wide.data(), row(r), dim_);
           }
         }

@@ -32,6 +32,7 @@ class StaticTable final : public Table {
   void lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
                           float* out) override;
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
+  void applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt) override;
   /** Lends float32 rows (every key is a row: nothing is missing); null for narrower storage. */
   std::unique_ptr<RowLease> leaseRows() override;
   size_t restrict(size_t numReserved) override;

@@ -22,6 +22,33 @@ std::string describeLayout(const std::vector<uint32_t>& widths, size_t dim) {
 }
 }  // namespace
 
+void ArrayGradientSums::sum(const uint32_t* occurrences, size_t count, float* sum, double*) const {
+  sumGradientRows(grads_, occurrences, count, dim_, rowIndex_, sum);
+}
+
+void ArrayGradientSums::prefetch(const uint32_t* occurrences, size_t count) const {
+  // the first two gradient rows of the key (most keys have one or two)
+  for (size_t k = 0; k < count && k < 2; ++k) {
+    const size_t i = rowIndex_ ? rowIndex_[occurrences[k]] : occurrences[k];
+    const char* p = reinterpret_cast<const char*>(grads_ + i * dim_);
+    for (size_t off = 0; off < dim_ * sizeof(float); off += 64) __builtin_prefetch(p + off);
+  }
+}
+
+void Table::applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt) {
+  // Each entry's gradient on its own (0 + g: g, or +0 for -0, which leaves applyGradients'
+  // float sums unchanged: they start at 0 + g_0 and are never -0).
+  const size_t dim = config_.dim;
+  ES_CHECK(n < UINT32_MAX, kInvalidArgument, "Expected a batch of fewer than 2^32 keys but received " << n);
+  HostArray<float> g(checkedMul(n, dim, "the per-entry gradients"));
+  std::vector<double> scratch(dim);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t one = static_cast<uint32_t>(i);
+    sums.sum(&one, 1, g.data() + i * dim, scratch.data());
+  }
+  applyGradients(keys, n, g.data(), opt);
+}
+
 void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_t)>& fn) {
   if (bag.rows == 0) return;
   if (bag.n >= kParallelThreshold && bag.rows > 1) {

@@ -108,6 +108,42 @@ class RowLease {
   virtual void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial) = 0;
 };
 
+/**
+ * The gradients of an applyGradients call given by a function rather than an array
+ * (applyGradientSums): a fused op computes each key's gradient where the update needs
+ * it, so no per-entry gradient array is built.
+ */
+class GradientSums {
+ public:
+  virtual ~GradientSums() = default;
+  /**
+   * sum [dim] = the summed gradient of one key whose occurrences (indices into the
+   * call's keys, ascending) are occurrences[0..count), count >= 1: the float32 sum, in
+   * that order from 0, of each occurrence's float32 gradient (as sumGradientRows adds an array).
+   * `scratch` holds dim doubles. Called from several threads at once (other keys).
+   */
+  virtual void sum(const uint32_t* occurrences, size_t count, float* sum, double* scratch) const = 0;
+  /** A hint that sum(occurrences, count) comes soon (prefetch its inputs). */
+  virtual void prefetch(const uint32_t* /*occurrences*/, size_t /*count*/) const {}
+};
+
+/**
+ * GradientSums of a gradient array: entry i's gradient is row i of grads (applyGradients'
+ * own), or row rowIndex[i] when rowIndex is given (a shard's entries of a larger batch).
+ */
+class ArrayGradientSums final : public GradientSums {
+ public:
+  ArrayGradientSums(const float* grads, size_t dim, const uint32_t* rowIndex = nullptr)
+      : grads_(grads), dim_(dim), rowIndex_(rowIndex) {}
+  void sum(const uint32_t* occurrences, size_t count, float* sum, double* scratch) const override;
+  void prefetch(const uint32_t* occurrences, size_t count) const override;
+
+ private:
+  const float* grads_;
+  size_t dim_;
+  const uint32_t* rowIndex_;
+};
+
 class Table {
  public:
   explicit Table(TableConfig config);
@@ -142,6 +178,12 @@ class Table {
                                   float* out) = 0;
   HostArray<float> lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing);
   virtual void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) = 0;
+  /**
+   * applyGradients with each key's summed gradient from `sums` (called once per key
+   * updated, under the write lock). The base version builds the per-entry array and
+   * calls applyGradients; the CPU tables sum straight into their update.
+   */
+  virtual void applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt);
   virtual size_t restrict(size_t numReserved) = 0;
   virtual void setEpoch(uint32_t epoch) = 0;
   /**

@@ -20,6 +20,27 @@ inline embedstack::TableConfig dynamicConfig(size_t dim, size_t initCap = 1024, 
   return c;
 }
 
+inline embedstack::TableConfig staticConfig(size_t rows, size_t dim) {
+  embedstack::TableConfig c;
+  c.isStatic = true;
+  c.vocabularySize = rows;
+  c.dim = dim;
+  return c;
+}
+
+/** Splitmix64: a test's own deterministic draws. */
+struct Draw {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double unit() { return static_cast<double>(next() >> 11) / 9007199254740992.0; }
+  size_t below(size_t n) { return static_cast<size_t>(next() % n); }
+};
+
 /** Rows as a key -> (values, score) map, from a full export (order-independent). */
 struct Snapshot {
   std::map<int64_t, std::vector<float>> values;

@@ -182,17 +182,7 @@ TEST(planned_partial_bag_on_static_round_robin_shards_with_and_without_insert) {
 
 namespace {
 
-/** Splitmix64: the test's own deterministic draws. */
-struct Draw {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double unit() { return static_cast<double>(next() >> 11) / 9007199254740992.0; }
-};
+using estest::Draw;
 
 /** Tables of one logical table split by `plans` (twice built the same way: same rows, same scores). */
 std::vector<std::shared_ptr<Table>> shardTables(const std::vector<ShardPlan>& plans, const std::vector<int64_t>& keys,

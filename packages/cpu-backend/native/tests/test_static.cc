@@ -6,16 +6,7 @@
 
 using namespace embedstack;
 using estest::snapshot;
-
-namespace {
-TableConfig staticConfig(size_t rows, size_t dim) {
-  TableConfig c;
-  c.isStatic = true;
-  c.vocabularySize = rows;
-  c.dim = dim;
-  return c;
-}
-}  // namespace
+using estest::staticConfig;
 
 TEST(static_rows_all_exist_and_reset_on_remove) {
   TableConfig c = staticConfig(5, 2);
