@@ -197,12 +197,12 @@ void DynamicTable::applyGradientSums(const int64_t* keys, size_t n, const Gradie
           }
           const uint32_t row = wb.rows[u];
           if (row == KeyIndex::kNoRow) continue;
-          sums.sum(occ + d.occurrencesBegin(u), d.count(u), sum.data(), scratch.data());
+          const uint32_t* o = occ + d.occurrencesBegin(u);
           if (wide()) {
-            applyOptimizerRow(opt, static_cast<float*>(valuesOf(row)), slotsOf(row), sum.data(), dim_, scratch.data());
+            sums.update(opt, static_cast<float*>(valuesOf(row)), slotsOf(row), o, d.count(u), dim_, sum.data(), scratch.data());
           } else {
             loadValues(storage_, valuesOf(row), widened.data(), dim_);
-            applyOptimizerRow(opt, widened.data(), slotsOf(row), sum.data(), dim_, scratch.data());
+            sums.update(opt, widened.data(), slotsOf(row), o, d.count(u), dim_, sum.data(), scratch.data());
             writeValues(row, widened.data());
           }
           touchUnique(wb, u, false);

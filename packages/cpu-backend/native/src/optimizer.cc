@@ -64,18 +64,46 @@ void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const f
   updateRow(p, w, slots, g, dim, scratch);
 }
 
+namespace {
+
+// A key's gradients (rows occurrences[k] of grads, or rowIndex[occurrences[k]]) summed in
+// float, in order of appearance, from 0 (so a single -0 gradient becomes +0 exactly as
+// the reference's Float32Array sums).
+template <bool kIndexed>
+__attribute__((always_inline)) inline void sumRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim,
+                                                   const uint32_t* rowIndex, float* sum) {
+  const auto at = [&](size_t k) {
+    return static_cast<size_t>(kIndexed ? rowIndex[occurrences[k]] : occurrences[k]) * dim;
+  };
+  const float* g0 = grads + at(0);
+  for (size_t c = 0; c < dim; ++c) sum[c] = 0.0f + g0[c];
+  for (size_t k = 1; k < count; ++k) {
+    const float* g = grads + at(k);
+    for (size_t c = 0; c < dim; ++c) sum[c] = sum[c] + g[c];
+  }
+}
+
+}  // namespace
+
 ES_MULTIVERSION
 void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim, const uint32_t* rowIndex,
                      float* sum) {
-  // Duplicate keys' gradients summed in float, in order of appearance, from 0 (so a
-  // single -0 gradient becomes +0 exactly as the reference's Float32Array sums).
-  const auto at = [&](size_t k) { return static_cast<size_t>(rowIndex ? rowIndex[occurrences[k]] : occurrences[k]); };
-  const float* g0 = grads + at(0) * dim;
-  for (size_t c = 0; c < dim; ++c) sum[c] = 0.0f + g0[c];
-  for (size_t k = 1; k < count; ++k) {
-    const float* g = grads + at(k) * dim;
-    for (size_t c = 0; c < dim; ++c) sum[c] = sum[c] + g[c];
+  if (rowIndex) {
+    sumRows<true>(grads, occurrences, count, dim, rowIndex, sum);
+  } else {
+    sumRows<false>(grads, occurrences, count, dim, rowIndex, sum);
   }
+}
+
+ES_MULTIVERSION
+void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
+                      size_t count, size_t dim, const uint32_t* rowIndex, float* sum, double* scratch) {
+  if (rowIndex) {
+    sumRows<true>(grads, occurrences, count, dim, rowIndex, sum);
+  } else {
+    sumRows<false>(grads, occurrences, count, dim, rowIndex, sum);
+  }
+  updateRow(p, w, slots, sum, dim, scratch);
 }
 
 }  // namespace embedstack

@@ -64,10 +64,13 @@ void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const f
 /**
  * A key's summed gradient: sum [dim] = rows occurrences[0..count) of grads (row
  * rowIndex[o] for occurrence o when rowIndex is not null), added in float, in order,
- * from 0 (count >= 1); the tables then update the row with applyOptimizerRow(sum).
- * Multiversioned (AVX-512 / AVX2 / baseline).
+ * from 0 (count >= 1). Multiversioned (AVX-512 / AVX2 / baseline).
  */
 void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim, const uint32_t* rowIndex,
                      float* sum);
+
+/** sumGradientRows then applyOptimizerRow(sum), in one call (the tables' update of a key from a gradient array). */
+void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
+                      size_t count, size_t dim, const uint32_t* rowIndex, float* sum, double* scratch);
 
 }  // namespace embedstack

@@ -248,15 +248,14 @@ void StaticTable::applyGradientSums(const int64_t* keys, size_t n, const Gradien
           if (u + 4 < e) {
             const char* p = record(static_cast<size_t>(d.key(u + 4)));
             for (size_t off = 0; off < rowBytes_; off += 64) __builtin_prefetch(p + off);
-            sums.prefetch(occ + d.occurrencesBegin(u + 4), d.count(u + 4));
           }
           const size_t r = static_cast<size_t>(d.key(u));
-          sums.sum(occ + d.occurrencesBegin(u), d.count(u), sum.data(), scratch.data());
+          const uint32_t* o = occ + d.occurrencesBegin(u);
           if (wide.empty()) {
-            applyOptimizerRow(opt, static_cast<float*>(row(r)), slotsOf(r), sum.data(), dim_, scratch.data());
+            sums.update(opt, static_cast<float*>(row(r)), slotsOf(r), o, d.count(u), dim_, sum.data(), scratch.data());
           } else {
             loadValues(storage_, row(r), wide.data(), dim_);
-            applyOptimizerRow(opt, wide.data(), slotsOf(r), sum.data(), dim_, scratch.data());
+            sums.update(opt, wide.data(), slotsOf(r), o, d.count(u), dim_, sum.data(), scratch.data());
             storeValues(storage_, wide.data(), row(r), dim_);
           }
         }

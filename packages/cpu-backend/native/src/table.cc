@@ -26,6 +26,17 @@ void ArrayGradientSums::sum(const uint32_t* occurrences, size_t count, float* su
   sumGradientRows(grads_, occurrences, count, dim_, rowIndex_, sum);
 }
 
+void GradientSums::update(const OptimizerParams& opt, float* w, float* slots, const uint32_t* occurrences, size_t count,
+                          size_t dim, float* sum, double* scratch) const {
+  this->sum(occurrences, count, sum, scratch);
+  applyOptimizerRow(opt, w, slots, sum, dim, scratch);
+}
+
+void ArrayGradientSums::update(const OptimizerParams& opt, float* w, float* slots, const uint32_t* occurrences,
+                               size_t count, size_t dim, float* sum, double* scratch) const {
+  applyGradientRow(opt, w, slots, grads_, occurrences, count, dim, rowIndex_, sum, scratch);
+}
+
 void ArrayGradientSums::prefetch(const uint32_t* occurrences, size_t count) const {
   // the first two gradient rows of the key (most keys have one or two)
   for (size_t k = 0; k < count && k < 2; ++k) {

@@ -123,6 +123,12 @@ class GradientSums {
    * `scratch` holds dim doubles. Called from several threads at once (other keys).
    */
   virtual void sum(const uint32_t* occurrences, size_t count, float* sum, double* scratch) const = 0;
+  /**
+   * Updates row w [dim] and its slots with that key's summed gradient (`sum` [dim] and
+   * `scratch` [dim] are the caller's buffers): sum(), then applyOptimizerRow.
+   */
+  virtual void update(const OptimizerParams& opt, float* w, float* slots, const uint32_t* occurrences, size_t count,
+                      size_t dim, float* sum, double* scratch) const;
   /** A hint that sum(occurrences, count) comes soon (prefetch its inputs). */
   virtual void prefetch(const uint32_t* /*occurrences*/, size_t /*count*/) const {}
 };
@@ -136,6 +142,9 @@ class ArrayGradientSums final : public GradientSums {
   ArrayGradientSums(const float* grads, size_t dim, const uint32_t* rowIndex = nullptr)
       : grads_(grads), dim_(dim), rowIndex_(rowIndex) {}
   void sum(const uint32_t* occurrences, size_t count, float* sum, double* scratch) const override;
+  /** The sum and the update in one multiversioned call (applyGradientRow). */
+  void update(const OptimizerParams& opt, float* w, float* slots, const uint32_t* occurrences, size_t count, size_t dim,
+              float* sum, double* scratch) const override;
   void prefetch(const uint32_t* occurrences, size_t count) const override;
 
  private:
