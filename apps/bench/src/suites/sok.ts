@@ -126,10 +126,11 @@ async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: P
 
 const deviceLabel = (what: string, n: number): string => `${what} (${n} device${n === 1 ? '' : 's'})`;
 
-/** The passes' samples of one job as one measurement. */
+/** The passes' samples of one job as one measurement (its cores: the median of the passes' medians). */
 function pooled(ms: readonly Measured[], items: number): Measured {
   const msPerCall = ms.flatMap((m) => m.samples.map((rate) => (items * 1000) / rate));
-  return { ...summarize(msPerCall, items), calls: ms.reduce((a, m) => a + m.calls, 0) };
+  const cores = ms.flatMap((m) => (m.spread.cores === undefined ? [] : [m.spread.cores]));
+  return { ...summarize(msPerCall, items, cores), calls: ms.reduce((a, m) => a + m.calls, 0) };
 }
 
 /** The forward and training-step groups of device count n from its passes. */
