@@ -40,6 +40,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // One private temporary folder per run, removed at its end (scripts/vitest-tmpdir.ts).
+    globalSetup: ['./scripts/vitest-tmpdir.ts'],
     // vitest runs N - 1 files at a time on N cores: one at a time on a 2-core CI machine,
     // where many files spend their time waiting on child processes (redis-server, node
     // children, native builds). Two at a time halves the run there (407 s -> 215 s).

@@ -3,7 +3,7 @@
 // backend, and checks which native binary the process loaded.
 //   node use-facades.mjs prebuilt|source
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTable, getBackend, RaggedTensor } from '@embedstack/core';
@@ -69,6 +69,7 @@ if (want === 'prebuilt') {
     assert.deepEqual(Array.from(out.data), [2, 2, 2, 2, 0, 0, 0, 0]);
     await server.close();
     table.dispose();
+    rmSync(dir, { recursive: true, force: true });
   });
 }
 

@@ -14,6 +14,22 @@ describe('measure', () => {
     expect(m.spread).toMatchObject({ mad: 100, min: 100, max: 400, outliers: 0, samples: 3 });
   });
 
+  it('reports the cores the process kept busy: about one for a busy JS loop, near none while it waits, none for self-timed calls', async () => {
+    const spin = (ms: number): void => {
+      const end = performance.now() + ms;
+      while (performance.now() < end);
+    };
+    const busy = await measure('busy', () => spin(2), 1, { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0, sampleMs: 30 });
+    // The main thread spins through the whole sample: at most its own core plus a little of
+    // the collector's; less than a core only when the machine takes the CPU away.
+    expect(busy.spread.cores).toBeGreaterThan(0.2);
+    expect(busy.spread.cores).toBeLessThan(1.6);
+    const idle = await measure('idle', () => new Promise<void>((r) => setTimeout(r, 5)), 1, { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0, sampleMs: 30, async: true });
+    expect(idle.spread.cores).toBeLessThan(0.5);
+    const self = await measure('self-timed', () => 0.01, 1, { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0 });
+    expect(self.spread.cores).toBeUndefined();
+  });
+
   it('without a warm-up calls once per sample', async () => {
     const seen: number[] = [];
     const m = await measure('cold', (i) => void seen.push(i), 10, { warmup: 0, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 50 });
@@ -89,6 +105,12 @@ describe('statistics (tinybench)', () => {
     expect(s.spread.outliers).toBe(1);
     expect(s.spread.samples).toBe(9);
     expect(s.samples.map((x) => Math.round(x))).toEqual(rates);
+  });
+
+  it('gives the median of the samples\' cores (the middle two averaged), and none without them', () => {
+    expect(summarize([10, 10, 10], 1, [1.9, 0.9, 1.2]).spread.cores).toBeCloseTo(1.2, 12);
+    expect(summarize([10, 10, 10, 10], 1, [2, 1, 1.5, 0.5]).spread.cores).toBeCloseTo(1.25, 12);
+    expect(summarize([10, 10], 1).spread.cores).toBeUndefined();
   });
 
   it('counts no outliers below 8 samples', () => {

@@ -52,6 +52,14 @@ export interface Spread {
   outliers: number;
   /** Samples taken. */
   samples: number;
+  /**
+   * Cores this process kept busy while the samples ran: the median over samples of the
+   * process's CPU time (every thread: the caller, the backend's pool, the collector)
+   * divided by the sample's wall time. It tells a 2-thread op that got two cores from
+   * one that ran on about one (a busy or descheduled second vCPU). Absent for calls
+   * that time themselves (a peer in a child process: its CPU is not this process's).
+   */
+  cores?: number;
 }
 
 export interface Measured {
@@ -118,13 +126,21 @@ export function statisticsOf(msPerCall: readonly number[]): Statistics {
 }
 
 /** The spread and median of rates computed from ms-per-call samples of `items` items per call. */
-export function summarize(msPerCall: readonly number[], items: number): Omit<Measured, 'calls'> {
+export function summarize(msPerCall: readonly number[], items: number, cores?: readonly number[]): Omit<Measured, 'calls'> {
   const s = statisticsOf(msPerCall);
   const samples = msPerCall.map((ms) => (items * 1000) / ms);
   const rate = s.p50 * items;
   const mad = s.mad * items;
   const outliers = mad > 0 && samples.length >= 8 ? samples.filter((x) => Math.abs(x - rate) > 3 * 1.4826 * mad).length : 0;
-  return { rate, samples, spread: { mad, min: s.min * items, max: s.max * items, rme: s.rme, outliers, samples: samples.length } };
+  const spread: Spread = { mad, min: s.min * items, max: s.max * items, rme: s.rme, outliers, samples: samples.length };
+  if (cores && cores.length > 0) spread.cores = median(cores);
+  return { rate, samples, spread };
+}
+
+function median(xs: readonly number[]): number {
+  const v = [...xs].sort((a, b) => a - b);
+  const m = v.length >> 1;
+  return v.length % 2 === 1 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
 }
 
 /** A job's state while it is being sampled. */
@@ -133,6 +149,8 @@ class Runner {
   calls = 0;
   selfTimed = false;
   readonly msPerCall: number[] = [];
+  /** Process CPU time / wall time of each sample. */
+  readonly cores: number[] = [];
   readonly #o: Resolved;
   readonly #async: boolean;
 
@@ -174,18 +192,23 @@ class Runner {
   sample(): Promise<void> | void {
     const single = this.selfTimed || this.#warmups === 0;
     const t = benchTask(this.job.label, this.#call, this.#async, { iterations: 1, time: single ? 0 : this.#o.sampleMs });
-    if (this.#async) return t.run().then(() => this.#record(t));
+    const cpu0 = process.cpuUsage();
+    const wall0 = performance.now();
+    if (this.#async) return t.run().then(() => this.#record(t, cpu0, wall0));
     t.runSync();
-    this.#record(t);
+    this.#record(t, cpu0, wall0);
   }
 
-  #record(t: Task): void {
+  #record(t: Task, cpu0: NodeJS.CpuUsage, wall0: number): void {
+    const wallMs = performance.now() - wall0;
+    const cpu = process.cpuUsage(cpu0);
     this.msPerCall.push(completed(t).period);
     this.calls += t.runs;
+    if (wallMs > 0) this.cores.push((cpu.user + cpu.system) / 1000 / wallMs);
   }
 
   result(): Measured {
-    return { ...summarize(this.msPerCall, this.job.items), calls: this.calls };
+    return { ...summarize(this.msPerCall, this.job.items, this.selfTimed ? undefined : this.cores), calls: this.calls };
   }
 }
 

@@ -73,6 +73,8 @@ describe('output', () => {
     expect(formatSpread(group.figures[0]!)).toBe('±2.0% n=3'); // 0.6 / 30
     expect(formatSpread(group.figures[1]!)).toBe('±13% n=12, 2 outliers'); // 0.25 / 2
     expect(formatSpread(group.figures[2]!)).toBe(''); // not measured by the harness
+    const withCores = { ...group.figures[0]!, spread: { ...group.figures[0]!.spread!, cores: 1.94 } };
+    expect(formatSpread(withCores)).toBe('±2.0% n=3, 1.9 cores');
   });
 
   it('the table shows figures, medians, spreads, ratios, notes and unavailable peers', () => {

@@ -96,13 +96,14 @@ export function formatValue(v: number, unit: string): string {
   return `${formatSI(v)} ${unit}`;
 }
 
-/** The spread column: relative MAD, sample count and outliers ("±1.2% n=12, 1 outlier"). */
+/** The spread column: relative MAD, sample count, outliers and cores used ("±1.2% n=12, 1 outlier, 1.9 cores"). */
 export function formatSpread(f: Figure): string {
   const s = f.spread;
   if (!s || !Number.isFinite(f.value) || f.value <= 0) return '';
   const rel = (100 * s.mad) / f.value;
   const outliers = s.outliers > 0 ? `, ${s.outliers} outlier${s.outliers === 1 ? '' : 's'}` : '';
-  return `±${rel < 10 ? rel.toFixed(1) : rel.toFixed(0)}% n=${s.samples}${outliers}`;
+  const cores = s.cores !== undefined ? `, ${s.cores.toFixed(1)} cores` : '';
+  return `±${rel < 10 ? rel.toFixed(1) : rel.toFixed(0)}% n=${s.samples}${outliers}${cores}`;
 }
 
 /** A target's line, as the bench has always printed it: PASS or MISS, what, measured (bound). */
