@@ -159,3 +159,25 @@ describe('the in-process fast path (core lookupCombinedShards) and the collectiv
     );
   });
 });
+
+describe('a pooled -0', () => {
+  // Zero rows (missing keys of a 'zeros' variable, read without inserting) pooled by 'mean'
+  // over weights summing below zero: +0 / negative = -0 in one device's table. The CPU
+  // backend's fast path gives one table's bits on any device count, signed zeros included.
+  it('is -0 on 1 device, and on 2 and 4 devices on the CPU backend', async () => {
+    const ids = RaggedTensor.fromNestedArray([[5], [6, 7], [8]]);
+    const weights = RaggedTensor.fromNestedArray([[-2], [-1, -0.5], [3]], { dtype: 'float32' });
+    for (const n of [1, 2, 4]) {
+      await initDevices(n);
+      const v = new sok.DynamicVariable({ dimension: 3, initializer: 'zeros', name: 'negative_zero' });
+      try {
+        const [out] = await sok.lookupSparse([v], [ids], { spWeights: [weights], combiners: ['mean'] });
+        const signs = Array.from(out!.data, (x) => (Object.is(x, -0) ? '-0' : Object.is(x, 0) ? '+0' : String(x)));
+        if (n === 1 || backend === 'cpu') expect(signs, `${n} devices`).toEqual(['-0', '-0', '-0', '-0', '-0', '-0', '+0', '+0', '+0']);
+        else expect(out!.data.every((x) => x === 0), `${n} devices`).toBe(true);
+      } finally {
+        v.dispose();
+      }
+    }
+  });
+});

@@ -5,9 +5,12 @@
  * `lookupCombined`; backward: `applyCombinedGradients`, the op SOK's one device calls).
  *
  * sok.init is process-wide (one device count at a time), so each device count is
- * measured interleaved with the same core peer, and the device counts are compared
+ * measured interleaved with the core peer, and the device counts are compared
  * through their ratios to it (nd2 / nd1 = (nd2 / core) / (nd1 / core)), which cancels
- * load drift between the runs.
+ * load drift between the runs. The peer is one table for the whole suite (the same
+ * memory under every device count), and the device counts run in two passes, 1, 2, 4
+ * then 4, 2, 1, each figure pooling the samples of both: drift over the suite lands on
+ * every device count alike, and no count is always measured first or last.
  *
  * The batch (512 bags x 26 ids = 13,312 ids per call) stays under the CPU backend's
  * 16K-key threshold for splitting one call over its thread pool, so one call uses one
@@ -17,14 +20,14 @@
  * one call over the pool, and N devices cannot add cores).
  */
 import * as sok from '@embedstack/sok';
-import { type Bag, optimizers, RaggedTensor, setDefaultBackend, Tensor } from '@embedstack/core';
-import type { Job } from '../harness.js';
+import { type Bag, type EmbeddingTable, optimizers, RaggedTensor, setDefaultBackend, Tensor } from '@embedstack/core';
+import { type Job, type Measured, measureInterleaved, summarize } from '../harness.js';
 import { formatCount } from '../format.js';
 import { positiveInt } from '../options.js';
 import { type Group, ratioTarget, type SuiteResult, type Target, valueTarget } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { dynamicTable, FILL_BATCH, valuePattern } from '../tables.js';
-import { type Entry, POOL_BATCHES, runEntries, settle } from './common.js';
+import { measuredFigure, POOL_BATCHES, settle } from './common.js';
 import type { Suite, SuiteContext } from './types.js';
 
 const DIM = 64;
@@ -32,6 +35,8 @@ const IDS = 26;
 const DEVICES = [1, 2, 4] as const;
 const LR = 0.001;
 const MEASURE = { minSamples: 9 } as const;
+/** The device counts' order in each pass: forwards, then backwards. */
+const PASSES = [DEVICES, [...DEVICES].reverse()] as const;
 
 /** Seconds spent in `fn`. */
 async function timed(fn: () => Promise<unknown>): Promise<number> {
@@ -39,8 +44,6 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   await fn();
   return (performance.now() - t0) / 1000;
 }
-
-const entry = (job: Job, kind: 'ours' | 'peer', unit: string, note?: string): Entry => ({ job, name: job.label, kind, unit, ...(note ? { note } : {}) });
 
 interface Workload {
   keys: BigInt64Array;
@@ -77,46 +80,84 @@ async function filledVariable(keys: BigInt64Array): Promise<sok.DynamicVariable>
   return v;
 }
 
-/** Forward and backward of one device count, each interleaved with its core peer. */
-async function measureDevices(ctx: SuiteContext, n: number, w: Workload, rows: number): Promise<{ fwd: Group; bwd: Group }> {
+/** One pass of one device count: [sok, core] of the forward and of the training step. */
+interface Pass {
+  fwd: Measured[];
+  bwd: Measured[];
+}
+
+/** The suite's core peer: one table of the keys, and the step count of its training calls. */
+interface Peer {
+  table: EmbeddingTable;
+  step: number;
+}
+
+/** Forward and backward of one device count, each interleaved with the core peer. */
+async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: Peer): Promise<Pass> {
   sok.shutdown();
   await sok.init({ numDevices: n, backend: ctx.backend });
   const v = await filledVariable(w.keys);
-  // A table of its own (the training step writes it), filled as the shared fixture tables.
-  const core = dynamicTable(ctx.backend, DIM, w.keys, { name: 'bench_sok_core' });
+  const core = peer.table;
   const opt = new sok.OptimizerWrapper(new sok.optimizers.SGD({ learningRate: LR }));
   const spec = optimizers.sgd({ learningRate: LR });
-  let step = 1;
   const grads = [new Tensor(w.grads, [w.bags[0]!.rowSplits.length - 1, DIM])];
   const pick = <T>(a: T[], i: number): T => a[i % a.length]!;
   try {
-    const label = `sok lookupSparse (${n} device${n === 1 ? '' : 's'})`;
-    const fwd = await runEntries([
-      entry({ label, fn: async (i) => void (await sok.lookupSparse([v], [pick(w.inputs, i)], { combiners: ['sum'] })), items: w.ids, async: true }, 'ours', 'ids/s'),
-      entry({ label: 'core lookupCombined', fn: async (i) => void (await core.lookupCombined(pick(w.bags, i), { combiner: 'sum' })), items: w.ids, async: true }, 'peer', 'ids/s', 'one table of the same keys and rows'),
-    ], MEASURE);
+    const fwd = await measureInterleaved([
+      { label: deviceLabel('sok lookupSparse', n), fn: async (i) => void (await sok.lookupSparse([v], [pick(w.inputs, i)], { combiners: ['sum'] })), items: w.ids, async: true },
+      { label: 'core lookupCombined', fn: async (i) => void (await core.lookupCombined(pick(w.bags, i), { combiner: 'sum' })), items: w.ids, async: true },
+    ] satisfies Job[], MEASURE);
     const trainStep = async (i: number): Promise<number> => {
       const tape = new sok.GradientTape();
       await sok.lookupSparse([v], [pick(w.inputs, i)], { combiners: ['sum'], tape });
       return timed(() => opt.applyGradients(tape.gradient(grads)));
     };
-    const bwdLabel = `sok gradient + applyGradients (${n} device${n === 1 ? '' : 's'})`;
-    const bwd = await runEntries([
-      entry({ label: bwdLabel, fn: trainStep, items: w.ids, async: true }, 'ours', 'ids/s', 'SGD; the training lookup before each step untimed'),
-      entry({ label: 'core applyCombinedGradients', fn: async (i) => void (await core.applyCombinedGradients(pick(w.bags, i), w.grads, spec, step++, { combiner: 'sum' })), items: w.ids, async: true }, 'peer', 'ids/s', 'SGD, the same pooled gradients'),
-    ], MEASURE);
-    const what = `${formatCount(rows)} keys, dim ${DIM}, ${w.bags[0]!.rowSplits.length - 1} x ${IDS} ids, sum`;
-    const params = { rows, dim: DIM, bags: w.bags[0]!.rowSplits.length - 1, idsPerBag: IDS, numDevices: n };
-    return {
-      fwd: { title: `sok forward, ${n} device${n === 1 ? '' : 's'}: ${what}`, params, figures: fwd },
-      bwd: { title: `sok backward (SGD step), ${n} device${n === 1 ? '' : 's'}: ${what}`, params, figures: bwd },
-    };
+    const bwd = await measureInterleaved([
+      { label: deviceLabel('sok gradient + applyGradients', n), fn: trainStep, items: w.ids, async: true },
+      { label: 'core applyCombinedGradients', fn: async (i) => void (await core.applyCombinedGradients(pick(w.bags, i), w.grads, spec, peer.step++, { combiner: 'sum' })), items: w.ids, async: true },
+    ] satisfies Job[], MEASURE);
+    return { fwd, bwd };
   } finally {
     v.dispose();
-    core.dispose();
     sok.shutdown();
     await settle();
   }
+}
+
+const deviceLabel = (what: string, n: number): string => `${what} (${n} device${n === 1 ? '' : 's'})`;
+
+/** The passes' samples of one job as one measurement (its cores: the median of the passes' medians). */
+function pooled(ms: readonly Measured[], items: number): Measured {
+  const msPerCall = ms.flatMap((m) => m.samples.map((rate) => (items * 1000) / rate));
+  const cores = ms.flatMap((m) => (m.spread.cores === undefined ? [] : [m.spread.cores]));
+  return { ...summarize(msPerCall, items, cores), calls: ms.reduce((a, m) => a + m.calls, 0) };
+}
+
+/** The forward and training-step groups of device count n from its passes. */
+function groupsOf(n: number, passes: readonly Pass[], w: Workload, rows: number): { fwd: Group; bwd: Group } {
+  const bags = w.bags[0]!.rowSplits.length - 1;
+  const what = `${formatCount(rows)} keys, dim ${DIM}, ${bags} x ${IDS} ids, sum`;
+  const params = { rows, dim: DIM, bags, idsPerBag: IDS, numDevices: n };
+  const job = (k: 'fwd' | 'bwd', j: number): Measured => pooled(passes.map((p) => p[k][j]!), w.ids);
+  const devices = `${n} device${n === 1 ? '' : 's'}`;
+  return {
+    fwd: {
+      title: `sok forward, ${devices}: ${what}`,
+      params,
+      figures: [
+        measuredFigure(deviceLabel('sok lookupSparse', n), 'ours', job('fwd', 0), 'ids/s'),
+        measuredFigure('core lookupCombined', 'peer', job('fwd', 1), 'ids/s', 'one table of the same keys and rows'),
+      ],
+    },
+    bwd: {
+      title: `sok backward (SGD step), ${devices}: ${what}`,
+      params,
+      figures: [
+        measuredFigure(deviceLabel('sok gradient + applyGradients', n), 'ours', job('bwd', 0), 'ids/s', 'SGD; the training lookup before each step untimed'),
+        measuredFigure('core applyCombinedGradients', 'peer', job('bwd', 1), 'ids/s', 'SGD, the same pooled gradients'),
+      ],
+    },
+  };
 }
 
 /** ours / core of a group (its first two figures). */
@@ -129,7 +170,7 @@ export const sokSuite: Suite = {
     { flags: '--sok-bags <n>', description: `bags per call (${IDS} ids each)`, default: 512, parse: positiveInt },
     { flags: '--sok-rows <n>', description: 'keys in the table', default: 1 << 20, parse: positiveInt },
   ],
-  steps: () => DEVICES.length * 4,
+  steps: () => PASSES.length * DEVICES.length * 4,
   async run(ctx) {
     const bags = Number(ctx.args.suiteOptions.sokBags ?? 512);
     const rows = Number(ctx.args.suiteOptions.sokRows ?? 1 << 20);
@@ -138,16 +179,23 @@ export const sokSuite: Suite = {
     const targets: Target[] = [];
     const fwd: Group[] = [];
     const bwd: Group[] = [];
+    const passes = new Map<number, Pass[]>(DEVICES.map((n) => [n, []]));
     setDefaultBackend(ctx.backend.name);
+    // A table of its own (the training step writes it), filled as the shared fixture tables.
+    const peer: Peer = { table: dynamicTable(ctx.backend, DIM, w.keys, { name: 'bench_sok_core' }), step: 1 };
     try {
-      for (const n of DEVICES) {
-        const g = await measureDevices(ctx, n, w, rows);
-        fwd.push(g.fwd);
-        bwd.push(g.bwd);
-        groups.push(g.fwd, g.bwd);
+      for (const order of PASSES) {
+        for (const n of order) passes.get(n)!.push(await measureDevices(ctx, n, w, peer));
       }
     } finally {
+      peer.table.dispose();
       setDefaultBackend(undefined);
+    }
+    for (const n of DEVICES) {
+      const g = groupsOf(n, passes.get(n)!, w, rows);
+      fwd.push(g.fwd);
+      bwd.push(g.bwd);
+      groups.push(g.fwd, g.bwd);
     }
     const [f1, f2, f4] = fwd as [Group, Group, Group];
     const [b1, b2, b4] = bwd as [Group, Group, Group];
@@ -163,7 +211,8 @@ export const sokSuite: Suite = {
       groups,
       targets,
       notes: [
-        'each device count is measured interleaved with the same core peer; device counts compare through their ratios to it',
+        'each device count is measured interleaved with the same core peer table; device counts compare through their ratios to it',
+        `two passes over the device counts (${PASSES.map((p) => p.join(', ')).join(' then ')}); each figure pools both passes' samples`,
         `${bags * IDS} ids per call: ${bags * IDS < 16384 ? 'under' : 'over'} the CPU backend's 16K-id threshold for splitting one call over its pool`,
         'load average: see the run header; ratios within a group are what counts on a busy machine',
       ],

@@ -327,14 +327,13 @@ struct ChunkScratch {
   std::vector<float> initial;
   std::vector<double> sum;
   std::vector<double> acc;
-  std::vector<const float*> byEntry;          // the bag-order path: the chunk's entries' rows in bag order
-  std::vector<uint32_t> entries;              // ... and their positions (e0, e0 + 1, ...)
+  std::vector<const void*> byEntry;           // the bag-order path: the chunk's entries' rows in bag order
   std::vector<std::vector<float>> initials;   // ... and each part's missing keys' initial values
 
   size_t bytes() const {
     size_t b = own.positions.capacity() * sizeof(uint32_t) + own.local.capacity() * sizeof(int64_t) +
                rows.capacity() * sizeof(const float*) + initial.capacity() * sizeof(float) + sum.capacity() * sizeof(double) +
-               byEntry.capacity() * sizeof(const float*) + entries.capacity() * sizeof(uint32_t);
+               byEntry.capacity() * sizeof(const void*);
     for (const std::vector<float>& v : initials) b += v.capacity() * sizeof(float);
     return b;
   }
@@ -359,16 +358,17 @@ struct ReadPart {
 /**
  * Bag rows [r0, r1) (entries [e0, e1)) when every entry has exactly one owner: the
  * entries' rows gathered in bag order (lent by each part's lease for the entries the
- * chunk sorted to it, or the part's rows read before), then one pooling pass over them,
- * the float64 sum of each row's entries in bag order rounded once (combineShardStep as
- * the only shard): one table's arithmetic, whatever the number of parts.
+ * chunk sorted to it, or the part's rows read before), then pooled by one table's own
+ * kernel (combineBagRows): each row's entries summed in float64 in bag order, divided
+ * and rounded once, one table's arithmetic bit for bit (signed zeros included), whatever
+ * the number of parts.
  */
 void bagOrderChunk(const ShardPlan* plans, size_t parts, const BagInput& bag, size_t r0, size_t r1, size_t e0, size_t e1,
-                   const double* denom, double maxNorm, size_t dim, const ModOwners& mod,
+                   Combiner c, double maxNorm, size_t dim, const ModOwners& mod,
                    const std::vector<std::unique_ptr<RowLease>>& leases, const ReadPart* read, ChunkScratch& sc, float* out) {
   const size_t m = e1 - e0;
   sc.byEntry.resize(m);
-  const float** byEntry = sc.byEntry.data();
+  const void** byEntry = sc.byEntry.data();
   if (!leases.empty()) {
     ownChunk(bag.keys, e0, e1, plans, parts, mod, sc.own);
     sc.rows.resize(m);
@@ -390,20 +390,14 @@ void bagOrderChunk(const ShardPlan* plans, size_t parts, const BagInput& bag, si
       for (size_t i = lo; i < o.count && pos[i] < e1; ++i) byEntry[pos[i] - e0] = rows + i * dim;
     }
   }
-  sc.entries.resize(m);
-  for (size_t i = 0; i < m; ++i) sc.entries[i] = static_cast<uint32_t>(e0 + i);
-  sc.sum.resize(checkedMul(r1 - r0, dim, "the shards' sums"));
   sc.acc.resize(dim);
-  PlanSpan s{bag.rowSplits, r0, r1, bag.weights, sc.entries.data(), m, nullptr, denom, maxNorm, dim};
-  s.rowPtrs = byEntry;
-  s.lent = m;
-  combineShardStep(s, true, true, sc.sum.data(), sc.acc.data(), out);
+  combineBagRows({bag.rowSplits, r0, r1, byEntry, e0, bag.weights, c, maxNorm, dim, out, sc.acc.data(), StorageDtype::kFloat32});
 }
 
 /**
  * The bag over parts whose tables are CPU tables, by chunks of bag rows. When every
- * entry has exactly one owner (bagOrderChunk): each row's entries in bag order, as one
- * table; the cost does not grow with the parts (one pooling pass per chunk). Otherwise
+ * entry has exactly one owner (bagOrderChunk): each row's entries in bag order, by one
+ * table's kernel; the cost does not grow with the parts (one pooling pass per chunk). Otherwise
  * each chunk sorts its entries by owner once, then for each part in order pools the part's
  * entries of each row and adds the result to the chunk's running float64 sum
  * (combineShardStep), the last part rounding to float32 into out. The values are the
@@ -415,12 +409,12 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
                     double maxNorm, const std::vector<std::unique_ptr<RowLease>>& leases, const ReadPart* read,
                     float* out) {
   const size_t dim = tables[0]->config().dim;
-  const std::vector<double> denom = denominators(bag, c);
   const ModOwners mod = modOwners(plans, parts);
   // Every entry has exactly one owner (floorMod plans over one N owning every residue: sok's
   // placement): each chunk pools its rows in one pass over its entries in bag order, each
   // entry's row from its owner, as one table holding every row would (not in shard order).
   const bool bagOrder = mod.ok && mod.complete;
+  const std::vector<double> denom = bagOrder ? std::vector<double>{} : denominators(bag, c);
   const bool parallel = bag.n >= kShardsParallelMin && bag.rows > 1;
   std::vector<std::pair<size_t, size_t>> chunks;
   const size_t threads = ThreadPool::shared().threads();
@@ -432,7 +426,7 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
     const size_t e0 = static_cast<size_t>(bag.rowSplits[r0]);
     const size_t e1 = static_cast<size_t>(bag.rowSplits[r1]);
     if (bagOrder) {
-      bagOrderChunk(plans, parts, bag, r0, r1, e0, e1, denom.data(), maxNorm, dim, mod, leases, read, sc, out);
+      bagOrderChunk(plans, parts, bag, r0, r1, e0, e1, c, maxNorm, dim, mod, leases, read, sc, out);
       return;
     }
     if (!leases.empty()) {

@@ -52,10 +52,11 @@ void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double max
  * dim), rounded once to float32 (out [rows * dim], written whole), bit for bit:
  *  - CPU tables whose plans split keys by floorMod over one N, every residue owned
  *    (each key has exactly one owner): each row's entries summed in float64 in bag
- *    order, each entry's row from its owner, as lookupCombinedPartial of one table
- *    holding every row into zeros computes it. Chunks of bag rows run in parallel on
- *    the pool, each sorting its entries by owner in one pass, gathering their rows in
- *    bag order and pooling them in one pass (the cost does not grow with the parts).
+ *    order, each entry's row from its owner, divided and rounded once by one table's
+ *    own bag kernel (combineBagRows): one table holding every row's lookupCombinedInto,
+ *    signed zeros included. Chunks of bag rows run in parallel on the pool, each sorting
+ *    its entries by owner in one pass, gathering their rows in bag order and pooling
+ *    them in one pass (the cost does not grow with the parts).
  *  - otherwise: the shards' lookupCombinedPartial (each into zeros) added in shard
  *    order. CPU tables: no partial arrays; the same chunks, each carrying one float64
  *    running sum per value through the shards in order (a shard owning nothing of a

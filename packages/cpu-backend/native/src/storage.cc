@@ -137,6 +137,15 @@ ES_TARGET_AVX2 void widenOneAvx2(StorageDtype d, const uint16_t* s, float* o, si
 #define ES_TARGET_AVX512 __attribute__((target("avx512f,avx2,f16c")))
 constexpr __mmask16 kAll16 = 0xffff;
 
+/** x in the low half, zeros above (a cast would leave the upper half undefined). */
+ES_TARGET_AVX512 __attribute__((always_inline)) inline __m256i zeroExtend(__m128i x) {
+#if defined(__clang__) || __GNUC__ >= 10
+  return _mm256_zextsi128_si256(x);
+#else
+  return _mm256_inserti128_si256(_mm256_setzero_si256(), x, 0);  // GCC < 10 has no zext intrinsic
+#endif
+}
+
 ES_TARGET_AVX512 __attribute__((always_inline)) inline void bf16RowAvx512(const uint16_t* s, float* o, size_t n) {
   size_t i = 0;
   _Pragma("GCC unroll 4")
@@ -161,7 +170,7 @@ ES_TARGET_AVX512 __attribute__((always_inline)) inline void halfRowAvx512(const 
   }
   if (i + 8 <= n) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    if (kExactNaN) special = _mm256_or_si256(special, _mm256_castsi128_si256(_mm_cmpeq_epi16(_mm_and_si128(h, _mm256_castsi256_si128(exp)), _mm256_castsi256_si128(exp))));
+    if (kExactNaN) special = _mm256_or_si256(special, zeroExtend(_mm_cmpeq_epi16(_mm_and_si128(h, _mm256_castsi256_si128(exp)), _mm256_castsi256_si128(exp))));
     _mm256_storeu_ps(o + i, _mm256_cvtph_ps(h));
     i += 8;
   }

@@ -235,8 +235,8 @@ bool completeModSplit(const std::vector<ShardPlan>& plans) {
 /**
  * lookupCombinedShards against its definition, the bits of every value: when every key
  * has exactly one owner (a complete floorMod split), the bag of one table holding every
- * row (its lookupCombinedPartial into zeros, rounded once: each row's entries in bag
- * order); otherwise each shard's lookupCombinedPartial into zeros, added in shard order
+ * row (its own lookupCombinedInto: each row's entries in bag order, signed zeros
+ * included); otherwise each shard's lookupCombinedPartial into zeros, added in shard order
  * in the test and rounded once. The partials run on twin tables, and the shard tables'
  * rows and scores afterwards must equal the twins'.
  */
@@ -252,9 +252,7 @@ void expectShardsEqualPartials(const std::vector<ShardPlan>& plans, const std::v
   std::vector<float> want(n);
   if (completeModSplit(plans)) {
     auto whole = shardTables({ShardPlan{}}, stored, dim, storage);
-    std::vector<double> p(n, 0.0);
-    lookupCombinedPartial(*whole[0], bag, c, maxNorm, insert, ShardPlan{}, p.data());
-    for (size_t i = 0; i < n; ++i) want[i] = static_cast<float>(p[i]);
+    whole[0]->lookupCombinedInto(bag, c, maxNorm, insert, want.data());
   } else {
     for (size_t i = 0; i < n; ++i) {
       double s = partials[i];
@@ -322,6 +320,41 @@ TEST(shards_lookup_is_one_tables_bag_or_the_partials_in_shard_order_bit_for_bit)
         expectShardsEqualPartials(mixed, stored, bag, c, 0.0, false, StorageDtype::kFloat32);
       }
     }
+  }
+}
+
+TEST(shards_lookup_keeps_one_tables_negative_zero) {
+  // A mean row whose weights sum below zero over values summing to +0 pools to
+  // +0 / negative = -0 in one table's bag; split over 2 or 4 floorMod shards it must too.
+  const size_t dim = 3;
+  const std::vector<int64_t> stored{10, 11, 12, 13};
+  const float rows[] = {0.0f, 1.5f, -2.0f, 0.0f, -0.5f, 4.0f, 0.0f, 2.0f, 1.0f, 0.0f, 0.25f, -1.0f};
+  const int64_t keys[] = {10, 11, 12, 13, 11};
+  const float weights[] = {-2.0f, -1.0f, 0.5f, -0.5f, -3.0f};
+  const int32_t splits[] = {0, 1, 3, 5};
+  BagInput bag{splits, 3, keys, 5, weights};
+  TableConfig wc = dynamicConfig(dim);
+  auto whole = createTable(wc);
+  whole->upsert(stored.data(), stored.size(), rows, nullptr);
+  std::vector<float> want(3 * dim);
+  whole->lookupCombinedInto(bag, Combiner::kMean, 0.0, false, want.data());
+  EXPECT_TRUE(std::signbit(want[0]) && want[0] == 0.0f);  // row 0: (-2 * 0) / -2
+  for (int64_t n : {2, 4}) {
+    std::vector<std::shared_ptr<Table>> tables;
+    std::vector<Table*> raw;
+    const std::vector<ShardPlan> plans = modPlans(n);
+    for (const ShardPlan& p : plans) {
+      auto t = createTable(dynamicConfig(dim));
+      for (size_t i = 0; i < stored.size(); ++i) {
+        int64_t local = 0;
+        if (p.owns(stored[i], &local)) t->upsert(&local, 1, rows + i * dim, nullptr);
+      }
+      raw.push_back(t.get());
+      tables.push_back(t);
+    }
+    std::vector<float> got(3 * dim, 7.0f);
+    lookupCombinedShards(raw.data(), plans.data(), plans.size(), bag, Combiner::kMean, 0.0, false, got.data());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(estest::floatBits(got[i]), estest::floatBits(want[i]));
   }
 }
 

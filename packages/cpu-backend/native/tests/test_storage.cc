@@ -116,21 +116,28 @@ TEST(every_widening_kernel_gives_the_scalar_bits_for_every_value) {
         }
         EXPECT_EQ(badDouble, size_t{0});
       }
-      // every length up to 3 vectors and every 2-byte misalignment, the tail and Inf / NaN / subnormals inside
+      // every length up to 3 vectors and every 2-byte misalignment; rows of finite values with
+      // one Inf / NaN / subnormal at each position in turn (in the first or a later vector
+      // block, the AVX-512 half block or the scalar tail), and none (at == n)
       const uint16_t specials[] = {0x7c00, 0xfc00, 0x7c01, 0x7e00, 0xfd55, 0x0001, 0x83ff, 0x7f80, 0xff81};
       for (size_t n = 0; n <= 50; ++n) {
         for (size_t off = 0; off < 3; ++off) {
-          std::vector<uint16_t> src(n + off);
-          for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>((i * 7919u + n * 131u) & 0xffffu);
-          if (n > 0 && (n % 5) == 0) src[off + (n * 3) % n] = specials[n % 9];
-          std::vector<float> got(n + 1, -7.0f);
-          loadValuesWith(isa, d, src.data() + off, got.data(), n);
-          for (size_t i = 0; i < n; ++i) {
-            const uint16_t h = src[off + i];
-            const float want = d == StorageDtype::kFloat16 ? halfToFloat(h) : bf16ToFloat(h);
-            EXPECT_EQ(estest::floatBits(got[i]), estest::floatBits(want));
+          for (size_t at = 0; at <= n; ++at) {
+            std::vector<uint16_t> src(n + off);
+            for (size_t i = 0; i < src.size(); ++i) {
+              const uint16_t h = static_cast<uint16_t>((i * 7919u + n * 131u) & 0xffffu);
+              src[i] = (h & 0x7c00u) == 0x7c00u ? static_cast<uint16_t>(h ^ 0x4000u) : h;  // exponent not all ones
+            }
+            if (at < n) src[off + at] = specials[(n + at) % 9];
+            std::vector<float> got(n + 1, -7.0f);
+            loadValuesWith(isa, d, src.data() + off, got.data(), n);
+            for (size_t i = 0; i < n; ++i) {
+              const uint16_t h = src[off + i];
+              const float want = d == StorageDtype::kFloat16 ? halfToFloat(h) : bf16ToFloat(h);
+              EXPECT_EQ(estest::floatBits(got[i]), estest::floatBits(want));
+            }
+            EXPECT_EQ(got[n], -7.0f);  // nothing written past n
           }
-          EXPECT_EQ(got[n], -7.0f);  // nothing written past n
         }
       }
     }

@@ -51,8 +51,13 @@ export function clip(e: number[], maxNorm: number): number[] {
 }
 
 /**
- * Expected pooled rows over `bag` (ids and weights per row), counting only entries
- * for which `owned(row, entry)` holds (all by default) but every weight in the denominator.
+ * Expected pooled rows over `bag` (ids and weights per row), counting only entries for
+ * which `owned(row, entry)` holds (all by default) but every weight in the denominator.
+ * In the bag's documented float64 arithmetic (rawTable.ts, reference/combineOps.ts), so
+ * that results can be compared exactly: per row, in bag order from 0, acc[c] += s_j * e_j[c]
+ * with s_j = w_j, or (w_j * maxNorm) / ||e_j|| when maxNorm > 0 and ||e_j|| (the squares
+ * added in column order, then sqrt) exceeds it (TF clip_by_norm); then acc / the
+ * denominator (0: zeros). Not rounded: [rows * DIM].
  */
 export function pooled(
   bag: bigint[][],
@@ -61,17 +66,26 @@ export function pooled(
   maxNorm: number,
   row: (k: bigint) => number[],
   owned: (r: number, j: number) => boolean = () => true,
-): number[] {
-  return bag.flatMap((ids, r) => {
+): Float64Array {
+  const out = new Float64Array(bag.length * DIM);
+  bag.forEach((ids, r) => {
     const w = ids.map((_, j) => (weights ? weights[r]![j]! : 1));
+    const d = denominator(w, combiner);
+    if (d === 0) return;
     const acc = [0, 0, 0];
     ids.forEach((k, j) => {
       if (!owned(r, j)) return;
-      clip(row(k), maxNorm).forEach((x, c) => (acc[c] = acc[c]! + w[j]! * x));
+      const e = row(k);
+      let s = w[j]!;
+      if (maxNorm > 0) {
+        const norm = Math.sqrt(e.reduce((a, x) => a + x * x, 0));
+        if (norm > maxNorm) s = (w[j]! * maxNorm) / norm;
+      }
+      e.forEach((x, c) => (acc[c] = acc[c]! + s * x));
     });
-    const d = denominator(w, combiner);
-    return d === 0 ? [0, 0, 0] : acc.map((x) => x / d);
+    acc.forEach((x, c) => (out[r * DIM + c] = x / d));
   });
+  return out;
 }
 
 /**
