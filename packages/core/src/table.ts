@@ -675,6 +675,9 @@ export class EmbeddingTable {
 
   /**
    * Sync form of {@link EmbeddingTable.lookupCombinedShards} (the shards' parts one after another).
+   * It always adds the partials in shard order, so where a fused backend's Promise form pools
+   * in bag order (the CPU backend over floorMod plans) the two forms can differ where a row's
+   * terms cancel; use one form throughout when runs must agree bit for bit.
    * @throws UnsupportedError on async-only backends
    */
   static lookupCombinedShardsSync(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Float32Array {
