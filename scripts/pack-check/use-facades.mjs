@@ -63,13 +63,16 @@ if (want === 'prebuilt') {
     const table = createTable({ kind: 'dynamic', dim: 4, name: 'emb' }, { backend: 'cpu' });
     await table.upsert(new BigInt64Array([1n, 2n]), new Float32Array([1, 1, 1, 1, 2, 2, 2, 2]));
     const dir = mkdtempSync(join(tmpdir(), 'pack-check-hps-'));
-    const psConfig = await hps.exportModel({ model: 'm', dir, tables: [{ table, name: 'emb' }] });
-    const server = await hps.HPS.create({ psConfig });
-    const out = await server.lookup(new BigInt64Array([2n, 9n]), 'm', 0);
-    assert.deepEqual(Array.from(out.data), [2, 2, 2, 2, 0, 0, 0, 0]);
-    await server.close();
-    table.dispose();
-    rmSync(dir, { recursive: true, force: true });
+    try {
+      const psConfig = await hps.exportModel({ model: 'm', dir, tables: [{ table, name: 'emb' }] });
+      const server = await hps.HPS.create({ psConfig });
+      const out = await server.lookup(new BigInt64Array([2n, 9n]), 'm', 0);
+      assert.deepEqual(Array.from(out.data), [2, 2, 2, 2, 0, 0, 0, 0]);
+      await server.close();
+      table.dispose();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 }
 

@@ -132,8 +132,9 @@ function shardCandidates(s: Sharded, ids: bigint[][], weights: number[][] | null
   const partials = s.tables.map((_, d) => pooled(ids, weights, combiner, maxNorm, s.value, (r, j) => s.place(ids[r]![j]!).shard === d));
   const shardOrder = new Float32Array(ids.length * DIM);
   for (let i = 0; i < shardOrder.length; i++) {
-    let acc = partials[0]![i]!;
-    for (let d = 1; d < partials.length; d++) acc += partials[d]![i]!;
+    // A partial is ADDED into a zeroed float64 array (rawTable.ts): 0 + x, so a -0 share is +0.
+    let acc = 0 + partials[0]![i]!;
+    for (let d = 1; d < partials.length; d++) acc += 0 + partials[d]![i]!;
     shardOrder[i] = acc;
   }
   const out: Candidate[] = [{ name: 'the partials added in shard order', values: shardOrder }];
