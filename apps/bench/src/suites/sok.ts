@@ -124,7 +124,8 @@ async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: P
   }
 }
 
-const deviceLabel = (what: string, n: number): string => `${what} (${n} device${n === 1 ? '' : 's'})`;
+const devicesText = (n: number): string => `${n} device${n === 1 ? '' : 's'}`;
+const deviceLabel = (what: string, n: number): string => `${what} (${devicesText(n)})`;
 
 /** The passes' samples of one job as one measurement (its cores: the median of the passes' medians). */
 function pooled(ms: readonly Measured[], items: number): Measured {
@@ -139,7 +140,7 @@ function groupsOf(n: number, passes: readonly Pass[], w: Workload, rows: number)
   const what = `${formatCount(rows)} keys, dim ${DIM}, ${bags} x ${IDS} ids, sum`;
   const params = { rows, dim: DIM, bags, idsPerBag: IDS, numDevices: n };
   const job = (k: 'fwd' | 'bwd', j: number): Measured => pooled(passes.map((p) => p[k][j]!), w.ids);
-  const devices = `${n} device${n === 1 ? '' : 's'}`;
+  const devices = devicesText(n);
   return {
     fwd: {
       title: `sok forward, ${devices}: ${what}`,
