@@ -36,6 +36,26 @@
 
 namespace embedstack {
 
+/** A probe's row prefetch that fetches nothing (probes reading only index and meta lines). */
+struct NoRowPrefetch {
+  void operator()(const char*) const {}
+};
+
+/**
+ * A probe's row prefetch of a record's first lines: kLines of them, unrolled at compile
+ * time, or (kLines = 0) `lines` counted at run time. find picks kLines from the row size:
+ * the run-time loop (its exit branch taken once per key) measured 5-10% slower for a
+ * dim-64 find than the four unrolled prefetches (README "Measured", Nov 28 2026).
+ */
+template <size_t kLines>
+struct RowLines {
+  size_t lines = kLines;
+  void operator()(const char* record) const {
+    const size_t count = kLines > 0 ? kLines : lines;
+    for (size_t l = 0; l < count; ++l) __builtin_prefetch(record + 64 * l);
+  }
+};
+
 class DynamicTable final : public Table {
  public:
   /** Largest number of rows (row indices are uint32, one value is the "no row" marker). */
@@ -128,12 +148,17 @@ class DynamicTable final : public Table {
    * Looks up keys[begin..end) in order, calling fn(i, row) (row = kNoRow when absent).
    * Software-pipelined: hashes and index groups are prefetched 16 keys ahead; 8 keys
    * ahead the home group's first fragment match (the candidate) is noted and its key
-   * and score (for writing when `forWrite`) and first `prefetchBytes` of values/slots
-   * are prefetched, or, when a full home group has no match, the next group; at the
-   * key itself the candidate's key is compared, falling back to a full probe.
+   * and score (for writing when `forWrite`) are prefetched, with `prefetchRow(record)`
+   * (NoRowPrefetch, or RowLines for find), or, when a full home group has no match, the
+   * next group; at the key itself the candidate's key is compared, falling back to a
+   * full probe.
    */
-  template <class Fn>
-  void probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, bool forWrite, Fn&& fn) const;
+  template <class Prefetch, class Fn>
+  void probe(const int64_t* keys, size_t begin, size_t end, bool forWrite, Prefetch prefetchRow, Fn&& fn) const;
+  /** findInto's body once the row prefetch is chosen (see dynamic_read.cc). */
+  template <class Prefetch>
+  void findRows(const int64_t* keys, size_t n, float* out, uint8_t* exists, const ScoreClock& clock,
+                Prefetch prefetch) const;
   /** Prefetches the first `bytes` of a row's values and slots. */
   void prefetchRow(uint32_t row, size_t bytes) const;
 
@@ -178,8 +203,8 @@ class DynamicTable final : public Table {
   std::atomic<uint64_t> epoch_{0};
 };
 
-template <class Fn>
-void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t prefetchBytes, bool forWrite,
+template <class Prefetch, class Fn>
+void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, bool forWrite, Prefetch prefetchRow,
                          Fn&& fn) const {
 #ifndef ES_INDEX_AHEAD
 #define ES_INDEX_AHEAD 16
@@ -227,8 +252,7 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, size_t p
           } else {
             __builtin_prefetch(rowMeta + cand);
           }
-          const char* r = arena + static_cast<size_t>(cand) * stride;
-          for (size_t off = 0; off < prefetchBytes; off += 64) __builtin_prefetch(r + off);
+          prefetchRow(arena + static_cast<size_t>(cand) * stride);
         } else if (!group.matchEmpty()) {
           // No candidate in a full home group: the key overflowed (most often into the next group) or is absent.
           __builtin_prefetch(idx.group(p.group + 1 == idx.groups ? 0 : p.group + 1));

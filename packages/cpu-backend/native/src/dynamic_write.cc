@@ -22,7 +22,7 @@ void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, con
   wb.present.assign(u, 0);
   wb.refused.assign(u, 0);
   forEachRange(u, [&](size_t b, size_t e) {
-    probe(wb.dedupe.keys(), b, e, 0, false, [&](size_t j, uint32_t row) {
+    probe(wb.dedupe.keys(), b, e, false, NoRowPrefetch{}, [&](size_t j, uint32_t row) {
       wb.rows[j] = row;
       wb.present[j] = row != KeyIndex::kNoRow;
     });
