@@ -36,23 +36,36 @@
 
 namespace embedstack {
 
-/** A probe's row prefetch that fetches nothing (probes reading only index and meta lines). */
+/**
+ * A probe's prefetch of a candidate's key/score line into L1 (for writing when `forWrite`),
+ * and of no row (probes reading only index and meta lines: the bag's, the writes').
+ */
 struct NoRowPrefetch {
+  void meta(const void* line, bool forWrite) const {
+    if (forWrite) {
+      __builtin_prefetch(line, 1);
+    } else {
+      __builtin_prefetch(line);
+    }
+  }
   void operator()(const char*) const {}
 };
 
 /**
- * A probe's row prefetch of a record's first lines: kLines of them, unrolled at compile
- * time, or (kLines = 0) `lines` counted at run time. find picks kLines from the row size:
- * the run-time loop (its exit branch taken once per key) measured 5-10% slower for a
- * dim-64 find than the four unrolled prefetches (README "Measured", Nov 28 2026).
+ * find's prefetch: the candidate's key/score line and its record's first lines, into L2
+ * (`prefetcht1`): kLines of them unrolled at compile time, or (kLines = 0) `lines` counted
+ * at run time. Into L2 rather than L1: a dim-64 find keeps ~6 random lines per key in
+ * flight, more than L1's miss buffers hold, and prefetching them into L1 measured 1.3-1.4x
+ * slower (README "Measured", Nov 28 2026); the row copy and the key compare then read L2.
+ * The run-time loop measured 5-10% slower than the unrolled lines.
  */
 template <size_t kLines>
 struct RowLines {
   size_t lines = kLines;
+  void meta(const void* line, bool) const { __builtin_prefetch(line, 0, 2); }
   void operator()(const char* record) const {
     const size_t count = kLines > 0 ? kLines : lines;
-    for (size_t l = 0; l < count; ++l) __builtin_prefetch(record + 64 * l);
+    for (size_t l = 0; l < count; ++l) __builtin_prefetch(record + 64 * l, 0, 2);
   }
 };
 
@@ -148,8 +161,9 @@ class DynamicTable final : public Table {
    * Looks up keys[begin..end) in order, calling fn(i, row) (row = kNoRow when absent).
    * Software-pipelined: hashes and index groups are prefetched 16 keys ahead; 8 keys
    * ahead the home group's first fragment match (the candidate) is noted and its key
-   * and score (for writing when `forWrite`) are prefetched, with `prefetchRow(record)`
-   * (NoRowPrefetch, or RowLines for find), or, when a full home group has no match, the
+   * and score (`prefetchRow.meta`, for writing when `forWrite`) and its record
+   * (`prefetchRow(record)`) are prefetched (NoRowPrefetch, or RowLines for find), or,
+   * when a full home group has no match, the
    * next group; at the key itself the candidate's key is compared, falling back to a
    * full probe.
    */
@@ -247,11 +261,7 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, bool for
         const uint32_t cand = match ? KeyIndex::rowsOf(ctrl)[match.lowest()] : KeyIndex::kNoRow;
         p.candidate = cand;
         if (cand < rows) {
-          if (forWrite) {
-            __builtin_prefetch(rowMeta + cand, 1);
-          } else {
-            __builtin_prefetch(rowMeta + cand);
-          }
+          prefetchRow.meta(rowMeta + cand, forWrite);
           prefetchRow(arena + static_cast<size_t>(cand) * stride);
         } else if (!group.matchEmpty()) {
           // No candidate in a full home group: the key overflowed (most often into the next group) or is absent.
