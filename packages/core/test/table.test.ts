@@ -55,6 +55,18 @@ describe('static-table key range check', () => {
       t.dispose();
     });
   }
+  it('refuses an int32 key outside [0, vocabularySize) at its index, in a block of 8 or in the tail', () => {
+    const t = createTable({ kind: 'static', keyDtype: 'int32', vocabularySize: 10, dim: 1, initializer: initializers.zeros() }, { backend: referenceBackend });
+    for (const bad of [10, -1, -(2 ** 31), 2 ** 31 - 1]) {
+      for (const at of [0, 5, 7, 8, 19, 20]) {
+        const keys = Int32Array.from({ length: 21 }, (_, i) => (i * 7) % 10);
+        keys[at] = bad;
+        if (at < 20) keys[20] = -1; // a later bad key: the first one is reported
+        throwsCode(() => t.findSync(keys), ErrorCodes.OUT_OF_RANGE, `keys[${at}]`);
+      }
+    }
+    t.dispose();
+  });
   it('accepts every index in [0, vocabularySize) for int64 and int32 keys', () => {
     for (const keyDtype of ['int64', 'int32'] as const) {
       const t = createTable({ kind: 'static', keyDtype, vocabularySize: 10, dim: 1, initializer: initializers.fromArray([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]) }, { backend: referenceBackend });

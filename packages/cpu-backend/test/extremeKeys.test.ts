@@ -46,6 +46,29 @@ describe('cpu backend: every key value is a key', () => {
     }
   });
 
+  it('a raw static bag of int32 ids reports the first id outside [0, vocabularySize) and leaves out untouched', () => {
+    const t = createTable({ kind: 'static', keyDtype: 'int32', vocabularySize: 1000, dim: 2 }, { backend: cpuBackend });
+    const n = 200_000; // past the size the check splits over the pool
+    const splits = Int32Array.from({ length: n / 20 + 1 }, (_, r) => r * 20);
+    for (const [bad, at, later] of [[1000, 0, 5], [-1, 70_001, 150_000], [-(2 ** 31), n - 1, -1], [2 ** 31 - 1, 131_072, 131_073]] as const) {
+      const ids = Int32Array.from({ length: n }, (_, i) => (i * 7919) % 1000);
+      ids[at] = bad;
+      if (later >= 0) ids[later] = 1000;
+      const out = new Float32Array((n / 20) * 2).fill(7);
+      let error: unknown;
+      try {
+        t.raw.sync!.lookupCombined({ rowSplits: splits, keys: ids, weights: null }, 'sum', 0, false, out);
+      } catch (e) {
+        error = e;
+      }
+      expect((error as EmbeddingError).code, `id ${bad} at ${at}`).toBe(ErrorCodes.OUT_OF_RANGE);
+      expect((error as EmbeddingError).message).toContain(`ids[${at}]`);
+      expect((error as EmbeddingError).message).toContain(`received ${bad}`);
+      expect(out.every((v) => v === 7)).toBe(true);
+    }
+    t.dispose();
+  });
+
   it('static tables refuse keys outside [0, vocabularySize) and change nothing', () => {
     const t = createTable({ kind: 'static', vocabularySize: 3, dim: 1 }, { backend: cpuBackend });
     // core rejects first; the native table checks again for direct raw calls

@@ -174,14 +174,21 @@ TypedArg<uint64_t> scoresArg(const Napi::CallbackInfo& info, size_t i, size_t n)
   return a;
 }
 
-KeysArg keysArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& holder, const char* name) {
+void KeysArg::widen() {
+  if (narrow == nullptr) return;
+  widened.assign(narrow, narrow + n);
+  data = widened.data();
+  narrow = nullptr;
+}
+
+KeysArg keysArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& holder, const char* name, bool keepInt32) {
   KeysArg k;
   if (holder.int32Keys) {
     TypedArg<int32_t> a = typedArg<int32_t>(info, i, name, napi_int32_array, false);
-    k.widened.assign(a.data, a.data + a.length);
-    k.data = k.widened.data();
+    k.narrow = a.data;
     k.n = a.length;
     k.value = a.value;
+    if (!keepInt32) k.widen();
   } else {
     TypedArg<int64_t> a = typedArg<int64_t>(info, i, name, napi_bigint64_array, false);
     k.data = a.data;

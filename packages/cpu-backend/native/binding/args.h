@@ -61,8 +61,14 @@ struct KeysArg {
   size_t n = 0;
   std::vector<int64_t> widened;  // int32 keys sign-extended (data points here)
   Napi::Value value;
+  /** int32 keys not widened yet (keysArg's keepInt32): data is null until widen(). */
+  const int32_t* narrow = nullptr;
+  /** Widens `narrow` into `widened` (data points there); nothing when already int64. */
+  void widen();
 };
-KeysArg keysArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& holder, const char* name);
+/** keepInt32: an int32 table's keys stay in `narrow` (the caller widens them where it must). */
+KeysArg keysArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& holder, const char* name,
+                bool keepInt32 = false);
 
 /** Checks that `arr` holds exactly `expected` elements (SHAPE_MISMATCH). */
 void checkLength(size_t actual, size_t expected, const char* name, const char* what);

@@ -10,10 +10,11 @@ namespace {
 constexpr double kMaxSafe = 9007199254740991.0;  // 2^53 - 1
 }
 
-BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, std::vector<Napi::Value>& keep) {
+BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, std::vector<Napi::Value>& keep,
+              bool keepInt32) {
   TypedArg<int32_t> splits = int32Arg(info, i, "rowSplits");
   BagArg b;
-  b.keys = std::make_shared<KeysArg>(keysArg(info, i + 1, h, "keys"));
+  b.keys = std::make_shared<KeysArg>(keysArg(info, i + 1, h, "keys", keepInt32));
   TypedArg<float> weights = floatArg(info, i + 2, "weights", true);
   const size_t n = b.keys->n;
   ES_CHECK(splits.length >= 1, kShapeMismatch, "Expected rowSplits to hold nrows + 1 >= 1 offsets but received 0");
@@ -30,6 +31,7 @@ BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, st
   b.input.rowSplits = splits.data;
   b.input.rows = splits.length - 1;
   b.input.keys = b.keys->data;
+  b.input.keys32 = b.keys->narrow;
   b.input.n = n;
   b.input.weights = weights.present ? weights.data : nullptr;
   keep.push_back(splits.value);

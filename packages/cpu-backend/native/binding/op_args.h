@@ -23,7 +23,8 @@ struct BagArg {
 };
 
 /** Arguments i, i+1, i+2: rowSplits (Int32Array [rows + 1], from 0, non-decreasing, ending at n), keys, weights (Float32Array [n] or null). */
-BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, std::vector<Napi::Value>& keep);
+BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, std::vector<Napi::Value>& keep,
+              bool keepInt32 = false);
 
 /** A linear combiner id (0 sum, 1 mean, 2 sqrtn): the partial lookup and the backward ops. */
 Combiner combinerArg(const Napi::CallbackInfo& info, size_t i);

@@ -243,21 +243,27 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
   Op<BagOutcome> op;
-  BagArg b = bagArg(info, 1, *h, op.keepAlive);
+  BagArg b = bagArg(info, 1, *h, op.keepAlive, true);  // int32 ids stay narrow for a table that reads them
   auto keys = b.keys;
-  const BagInput bag = b.input;
+  const BagInput given = b.input;
   const Combiner c = lookupCombinerArg(info, 4);
   const double maxNorm = maxNormArg(info, 5);
   const bool insertMissing = boolArg(info, 6, "insertMissing");
   float* outData = nullptr;
   if (info.Length() > 7 && !info[7].IsUndefined() && !info[7].IsNull()) {
     TypedArg<float> o = floatArg(info, 7, "out", false);
-    checkLength(o.length, checkedMul(bag.rows, h->dim, "out"), "out", "floats (rows * dim)");
+    checkLength(o.length, checkedMul(given.rows, h->dim, "out"), "out", "floats (rows * dim)");
     op.keepAlive.push_back(o.value);
     outData = const_cast<float*>(o.data);
     adviseHugePages(outData, o.length * sizeof(float));
   }
-  op.job = [t, keys, bag, c, maxNorm, insertMissing, outData] {
+  op.job = [t, keys, given, c, maxNorm, insertMissing, outData] {
+    BagInput bag = given;
+    if (bag.keys32 && !t->readsInt32Bags()) {
+      keys->widen();
+      bag.keys = keys->data;
+      bag.keys32 = nullptr;
+    }
     BagOutcome r;
     if (outData) {
       t->lookupCombinedInto(bag, c, maxNorm, insertMissing, outData);

@@ -53,26 +53,54 @@ struct ColumnBlock {
 };
 
 /**
- * The sum (or weighted sum) of columns [c0, c0 + B) over the row's entries in bag order,
- * in a local double[B] kept in registers, then divided and rounded to float32 once: the
- * reference's operations in its order, so the same bits. The first block of a row asks
- * for the row `ahead` entries on.
+ * Adds columns [c0, c0 + B) of entries [j0, j1) into acc in bag order, weighted or not,
+ * asking (kPrefetch) for the row `ahead` entries on: the checks that depend only on the
+ * span (weights or not, prefetch or not, how far the span goes) are made once per block
+ * by the caller, not once per entry.
  */
-template <class L, size_t B>
-__attribute__((always_inline)) inline void sumBlock(const BagSpan& s, const ColumnBlock& b, size_t c0, bool prefetch) {
+template <class L, size_t B, bool kPrefetch>
+__attribute__((always_inline)) inline void addEntries(const BagSpan& s, double* __restrict acc, size_t j0, size_t j1, size_t c0,
+                                                      size_t ahead, size_t rowBytes) {
   using Elem = typename L::Elem;
-  double acc[B];
-  for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
-  for (size_t j = b.j0; j < b.j1; ++j) {
-    if (prefetch && j + b.ahead < b.lastEntry) prefetchRow(s.rows[j + b.ahead - s.entryBase], b.rowBytes);
-    const Elem* __restrict e = static_cast<const Elem*>(s.rows[j - s.entryBase]) + c0;
-    const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
+  const void* const* rows = s.rows;
+  const size_t base = s.entryBase;
+  if (s.weights == nullptr) {
+    for (size_t j = j0; j < j1; ++j) {
+      if constexpr (kPrefetch) prefetchRow(rows[j + ahead - base], rowBytes);
+      const Elem* __restrict e = static_cast<const Elem*>(rows[j - base]) + c0;
+      for (size_t c = 0; c < B; ++c) acc[c] += L::get(e, c);
+    }
+    return;
+  }
+  for (size_t j = j0; j < j1; ++j) {
+    if constexpr (kPrefetch) prefetchRow(rows[j + ahead - base], rowBytes);
+    const Elem* __restrict e = static_cast<const Elem*>(rows[j - base]) + c0;
+    const double w = static_cast<double>(s.weights[j]);
     if (w == 1.0) {
       for (size_t c = 0; c < B; ++c) acc[c] += L::get(e, c);  // 1.0 * e is exact
     } else {
       for (size_t c = 0; c < B; ++c) acc[c] = acc[c] + w * L::get(e, c);
     }
   }
+}
+
+/**
+ * The sum (or weighted sum) of columns [c0, c0 + B) over the row's entries in bag order,
+ * in a local double[B] kept in registers, then divided and rounded to float32 once: the
+ * reference's operations in its order, so the same bits. The first block of a row asks
+ * for the row `ahead` entries on (entries whose row `ahead` on is past the span: none).
+ */
+template <class L, size_t B>
+__attribute__((always_inline)) inline void sumBlock(const BagSpan& s, const ColumnBlock& b, size_t c0, bool prefetch) {
+  double acc[B];
+  for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
+  size_t jp = b.j0;  // entries [j0, jp) prefetch, [jp, j1) do not
+  if (prefetch) {
+    const size_t stop = b.lastEntry > b.ahead ? b.lastEntry - b.ahead : 0;
+    jp = stop < b.j0 ? b.j0 : (stop > b.j1 ? b.j1 : stop);
+  }
+  addEntries<L, B, true>(s, acc, b.j0, jp, c0, b.ahead, b.rowBytes);
+  addEntries<L, B, false>(s, acc, jp, b.j1, c0, b.ahead, b.rowBytes);
   float* __restrict o = b.out + c0;
   if (b.div == 0) {
     for (size_t c = 0; c < B; ++c) o[c] = 0.0f;
@@ -110,7 +138,7 @@ __attribute__((always_inline)) inline void sumRows(const BagSpan& s) {
     if (s.combiner == Combiner::kMean) div = wsum;
     if (s.combiner == Combiner::kSqrtn) div = std::sqrt(wsq);
     const ColumnBlock b{j0, j1, div, ahead, lastEntry, rowBytes, s.out + r * dim};
-    forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) { sumBlock<L, decltype(width)::value>(s, b, c0, firstBlock && s.prefetch); });
+    forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) __attribute__((always_inline)) { sumBlock<L, decltype(width)::value>(s, b, c0, firstBlock && s.prefetch); });
   }
 }
 

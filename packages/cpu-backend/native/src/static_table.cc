@@ -1,9 +1,11 @@
 #include "static_table.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "dedupe.h"
 #include "stream_copy.h"
@@ -39,13 +41,50 @@ void StaticTable::resetAll() {
   });
 }
 
-void StaticTable::checkKeys(const int64_t* keys, size_t n, const char* argument) const {
-  const uint64_t limit = rows_;
-  for (size_t i = 0; i < n; ++i) {
-    ES_CHECK(static_cast<uint64_t>(keys[i]) < limit, kOutOfRange,
-             "Expected " << argument << "[" << i << "] to be a row index in [0, " << rows_
-                         << ") of the static table but received " << keys[i]);
-  }
+namespace {
+
+/**
+ * Index of the first key outside [0, limit), or n: over the thread pool for large
+ * batches, each block's largest key as unsigned (a negative key reads as huge) found by a
+ * loop the compiler vectorizes, and a block searched only when that key is out of range.
+ */
+template <class K>
+size_t firstKeyOutside(const K* keys, size_t n, uint64_t limit) {
+  using U = std::make_unsigned_t<K>;
+  const U lim = limit > static_cast<U>(-1) ? static_cast<U>(-1) : static_cast<U>(limit);
+  std::atomic<size_t> first{n};
+  forEachRange(
+      n,
+      [&](size_t b, size_t e) {
+        constexpr size_t kBlock = 1024;
+        for (size_t i0 = b; i0 < e; i0 += kBlock) {
+          const size_t i1 = std::min(e, i0 + kBlock);
+          U hi = 0;
+          for (size_t i = i0; i < i1; ++i) {
+            const U k = static_cast<U>(keys[i]);
+            hi = k > hi ? k : hi;
+          }
+          if (hi < lim) continue;
+          size_t i = i0;
+          while (static_cast<U>(keys[i]) < lim) ++i;
+          size_t seen = first.load();
+          while (i < seen && !first.compare_exchange_weak(seen, i)) {
+          }
+          return;
+        }
+      },
+      1 << 16);
+  return first.load();
+}
+
+}  // namespace
+
+template <class K>
+void StaticTable::checkKeys(const K* keys, size_t n, const char* argument) const {
+  const size_t i = firstKeyOutside(keys, n, rows_);
+  ES_CHECK(i == n, kOutOfRange,
+           "Expected " << argument << "[" << i << "] to be a row index in [0, " << rows_
+                       << ") of the static table but received " << (i < n ? static_cast<int64_t>(keys[i]) : 0));
 }
 
 void StaticTable::forEachInRowOrder(const int64_t* keys, size_t n, const std::function<void(size_t)>& fn) {
@@ -209,7 +248,8 @@ void StaticTable::importRows(const int64_t* keys, size_t n, const float* values,
 void StaticTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool, float* out) {
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
-  checkKeys(bag.keys, bag.n, "ids");
+  if (bag.keys32) checkKeys(bag.keys32, bag.n, "ids");
+  else checkKeys(bag.keys, bag.n, "ids");
   forEachBagRange(bag, [&](size_t rb, size_t re) {
     std::vector<double> acc(dim_);
     std::vector<const void*> rows;
@@ -217,7 +257,11 @@ void StaticTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, dou
       const size_t eb = static_cast<size_t>(bag.rowSplits[r0]);
       const size_t ee = static_cast<size_t>(bag.rowSplits[r1]);
       rows.resize(ee - eb);
-      for (size_t j = eb; j < ee; ++j) rows[j - eb] = row(static_cast<size_t>(bag.keys[j]));
+      if (bag.keys32) {
+        for (size_t j = eb; j < ee; ++j) rows[j - eb] = row(static_cast<uint32_t>(bag.keys32[j]));
+      } else {
+        for (size_t j = eb; j < ee; ++j) rows[j - eb] = row(static_cast<size_t>(bag.keys[j]));
+      }
       combineBagRows(
           {bag.rowSplits, r0, r1, rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out, acc.data(), storage_});
     });

@@ -31,6 +31,7 @@ class StaticTable final : public Table {
                   const uint64_t* scores) override;
   void lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
                           float* out) override;
+  bool readsInt32Bags() const override { return true; }
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   void applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt) override;
   /** Lends float32 rows (every key is a row: nothing is missing); null for narrower storage. */
@@ -48,7 +49,8 @@ class StaticTable final : public Table {
   void resetRow(size_t r, float* wide);
   void resetAll();
   /** Throws OUT_OF_RANGE naming `argument`[i] when a key is not a row index. */
-  void checkKeys(const int64_t* keys, size_t n, const char* argument) const;
+  template <class K>
+  void checkKeys(const K* keys, size_t n, const char* argument) const;
   /**
    * Calls fn(i) for every i in [0, n) such that each row's occurrences run in order
    * (large batches: thread t owns the rows r with r % threads == t).

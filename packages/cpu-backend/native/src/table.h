@@ -70,9 +70,11 @@ struct ExportResult {
 struct BagInput {
   const int32_t* rowSplits = nullptr;  // [rows + 1], validated: 0, non-decreasing, ends at n
   size_t rows = 0;
-  const int64_t* keys = nullptr;  // [n]
+  const int64_t* keys = nullptr;  // [n]; null when keys32 holds them
   size_t n = 0;
   const float* weights = nullptr;  // [n] or null (all ones)
+  /** int32 keys as the caller gave them (no widened copy): only for a table whose readsInt32Bags(). */
+  const int32_t* keys32 = nullptr;
 };
 
 /** Runs fn over ranges of bag rows: split over the thread pool when the bag has many keys. */
@@ -186,6 +188,8 @@ class Table {
   virtual void lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
                                   float* out) = 0;
   HostArray<float> lookupCombined(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing);
+  /** True when lookupCombinedInto takes a bag whose keys are in keys32 (else the caller widens them to keys). */
+  virtual bool readsInt32Bags() const { return false; }
   virtual void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) = 0;
   /**
    * applyGradients with each key's summed gradient from `sums` (called once per key
