@@ -39,6 +39,7 @@ struct Op {
   std::function<R()> job;                          // runs on any thread, no JS
   std::function<Napi::Value(Napi::Env, R&)> toJs;  // runs on the JS thread
   std::vector<Napi::Value> keepAlive;              // JS inputs the job reads
+  size_t helpers = 0;                              // async: pool workers woken with the job (it splits at once)
 };
 
 class AsyncCompletion;
@@ -178,10 +179,11 @@ Napi::Value runAsync(Napi::Env env, Op<R>&& op) {
   // A resizable buffer cannot be pinned for the job's lifetime: run on this thread instead.
   if (anyResizable(env, op.keepAlive)) return runNow<R>(env, op);
   AsyncCompletion& done = AsyncCompletion::of(env);
+  const size_t helpers = op.helpers;
   auto* pending = new PoolOp<R>(env, std::move(op), done);
   Napi::Promise p = pending->promise();
   done.started();
-  ThreadPool::shared().post(pending);  // settle() deletes it
+  ThreadPool::shared().post(pending, helpers);  // settle() deletes it
   return p;
 }
 

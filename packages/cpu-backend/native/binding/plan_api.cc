@@ -109,6 +109,7 @@ Op<Unit> prepareShards(const Napi::CallbackInfo& info) {
   float* out = floatOut(info, 8, "out", checkedMul(b.input.rows, first->dim, "out"), op.keepAlive);
   auto keys = b.keys;
   const BagInput bag = b.input;
+  if (lookupCombinedShardsSplits(bag)) op.helpers = ThreadPool::shared().threads() - 1;
   op.job = [tables, plans, keys, bag, c, maxNorm, insert, out] {
     std::vector<Table*> t;
     t.reserve(tables.size());

@@ -415,7 +415,7 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
   // entry's row from its owner, as one table holding every row would (not in shard order).
   const bool bagOrder = mod.ok && mod.complete;
   const std::vector<double> denom = bagOrder ? std::vector<double>{} : denominators(bag, c);
-  const bool parallel = bag.n >= kShardsParallelMin && bag.rows > 1;
+  const bool parallel = lookupCombinedShardsSplits(bag);
   std::vector<std::pair<size_t, size_t>> chunks;
   const size_t threads = ThreadPool::shared().threads();
   const size_t target = parallel ? std::min(kShardsChunkMax, std::max<size_t>(1024, bag.n / (2 * threads))) : bag.n;
@@ -476,6 +476,10 @@ bool distinctCpuTables(Table* const* tables, size_t parts) {
 }
 
 }  // namespace
+
+bool lookupCombinedShardsSplits(const BagInput& bag) {
+  return bag.n >= kShardsParallelMin && bag.rows > 1;
+}
 
 void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag, Combiner c,
                           double maxNorm, bool insert, float* out) {

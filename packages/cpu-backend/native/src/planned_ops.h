@@ -47,6 +47,9 @@ void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan,
 void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double maxNorm, bool insert,
                            const ShardPlan& plan, double* out);
 
+/** Whether lookupCombinedShards splits `bag` over the thread pool (an async call brings its helpers along). */
+bool lookupCombinedShardsSplits(const BagInput& bag);
+
 /**
  * lookupCombinedShards: the whole bag over `parts` shards (tables[d] with plans[d], one
  * dim), rounded once to float32 (out [rows * dim], written whole), bit for bit:

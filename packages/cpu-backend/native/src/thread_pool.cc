@@ -1,5 +1,6 @@
 #include "thread_pool.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 
@@ -86,6 +87,8 @@ void ThreadPool::workerLoop() {
   for (;;) {
     std::shared_ptr<Job> job;
     PoolTask* task = nullptr;
+    bool help = false;
+    size_t seen = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       for (;;) {
@@ -98,19 +101,37 @@ void ThreadPool::workerLoop() {
           if (tasksHead_ == nullptr) tasksTail_ = nullptr;
           break;
         }
+        if (helpersWanted_ > 0) {
+          --helpersWanted_;
+          help = true;
+          seen = jobsQueued_.load(std::memory_order_relaxed);
+          helperWaits_.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
         wake_.wait(lock);
       }
     }
     if (job) {
       runChunks(*job);
-    } else {
+    } else if (task) {
       task->run();
+    } else if (help) {
+      awaitJob(seen);
     }
   }
 }
 
-void ThreadPool::post(PoolTask* task) noexcept {
+void ThreadPool::awaitJob(size_t seen) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kHelperWaitNs);
+  while (jobsQueued_.load(std::memory_order_acquire) == seen) {
+    if (std::chrono::steady_clock::now() >= until) return;
+    std::this_thread::yield();  // the task's driver may need this core
+  }
+}
+
+void ThreadPool::post(PoolTask* task, size_t helpers) noexcept {
   task->next_ = nullptr;
+  if (helpers > threads_ - 1) helpers = threads_ - 1;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (tasksTail_ != nullptr) {
@@ -119,8 +140,10 @@ void ThreadPool::post(PoolTask* task) noexcept {
       tasksHead_ = task;
     }
     tasksTail_ = task;
+    helpersWanted_ = helpersWanted_ + helpers < threads_ ? helpersWanted_ + helpers : threads_ - 1;
   }
   wake_.notify_one();
+  for (size_t i = 0; i < helpers; ++i) wake_.notify_one();
 }
 
 void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
@@ -139,9 +162,17 @@ void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(si
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(job);
+    helpersWanted_ = 0;  // helpers still on their way join through the queue
+    jobsQueued_.fetch_add(1, std::memory_order_release);
   }
   for (size_t i = 0; i < job->maxHelpers; ++i) wake_.notify_one();
   runChunks(*job);
+  // The last chunks are running on helpers: wait for them awake for a while (a sleeping
+  // caller is woken tens of microseconds after the last one ends on a VM), then sleep.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kHelperWaitNs);
+  while (job->done.load(std::memory_order_acquire) != job->chunks && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
   {
     std::unique_lock<std::mutex> lock(job->m);
     job->finished.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == job->chunks; });

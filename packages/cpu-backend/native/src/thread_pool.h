@@ -4,7 +4,9 @@
 //    so nested or concurrent parallelFor calls cannot deadlock.
 //  - post: runs a task (an async op) on a worker; the task's own parallelFor calls
 //    are then helped by the other workers, so an async op splits over the same
-//    number of threads as a sync one, without a libuv thread in between.
+//    number of threads as a sync one, without a libuv thread in between. A task that
+//    will split can bring its helpers along: they are woken with it (not after it has
+//    started and split) and wait briefly for its parallelFor, so their wake-ups overlap.
 // Workers: threads() (one more than a sync call's helpers, so a posted task has a
 // driver and threads() - 1 helpers). Size: EMBEDSTACK_CPU_THREADS, else
 // std::thread::hardware_concurrency().
@@ -53,6 +55,9 @@ class ThreadPool {
 
   size_t threads() const { return threads_; }
 
+  /** Times a worker woken by post(task, helpers) started waiting for the task's parallelFor (a count, for tests). */
+  size_t helperWaits() const { return helperWaits_.load(std::memory_order_relaxed); }
+
   /**
    * Runs fn(begin, end) over [0, n) in chunks of `grain` (>= 1) on the caller and up to
    * threads() - 1 workers; returns when every chunk is done. Rethrows the first exception
@@ -60,8 +65,19 @@ class ThreadPool {
    */
   void parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
 
-  /** Queues `task` to run once on a worker (FIFO; workers help running parallelFor jobs first). */
-  void post(PoolTask* task) noexcept;
+  /**
+   * Queues `task` to run once on a worker (FIFO; workers help running parallelFor jobs
+   * first). `helpers` (capped at threads() - 1) more workers are woken with it for a task
+   * that will call parallelFor soon after it starts: each waits up to kHelperWaitNs for a
+   * job to join (yielding its core), then sleeps again.
+   */
+  void post(PoolTask* task, size_t helpers = 0) noexcept;
+
+  /**
+   * How long a helper woken by post waits awake for the task's parallelFor, and a
+   * parallelFor caller for the chunks still running on helpers, before sleeping.
+   */
+  static constexpr long long kHelperWaitNs = 50000;
 
  private:
   struct Job;
@@ -69,6 +85,8 @@ class ThreadPool {
   /** Under mutex_: a job a worker may help (and joins it), after dropping exhausted ones. */
   std::shared_ptr<Job> joinableJob();
   static void runChunks(Job& job);
+  /** A worker woken by post(task, helpers): yields until a job is queued after `seen`, at most kHelperWaitNs. */
+  void awaitJob(size_t seen);
 
   size_t threads_;
   std::vector<std::thread> workers_;
@@ -77,6 +95,11 @@ class ThreadPool {
   std::deque<std::shared_ptr<Job>> queue_;
   PoolTask* tasksHead_ = nullptr;
   PoolTask* tasksTail_ = nullptr;
+  /** Workers post() woke to help its task's coming parallelFor, not yet claimed (guarded by mutex_). */
+  size_t helpersWanted_ = 0;
+  /** parallelFor jobs queued so far (written under mutex_; waiting helpers poll it). */
+  std::atomic<size_t> jobsQueued_{0};
+  std::atomic<size_t> helperWaits_{0};
   bool stop_ = false;
 };
 

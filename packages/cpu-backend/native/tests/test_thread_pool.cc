@@ -79,6 +79,25 @@ struct CountingTask final : PoolTask {
   }
 };
 
+// Counts posted tasks down to zero; wait() returns when every attached task has run.
+struct Completion {
+  std::atomic<int> runs{0};
+  std::atomic<int> left;
+  std::mutex m;
+  std::condition_variable cv;
+  explicit Completion(int tasks) : left(tasks) {}
+  void attach(CountingTask& t) {
+    t.runs = &runs;
+    t.left = &left;
+    t.m = &m;
+    t.cv = &cv;
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return left.load() == 0; });
+  }
+};
+
 }  // namespace
 
 TEST(posted_tasks_each_run_once) {
@@ -186,4 +205,58 @@ TEST(a_one_thread_pool_still_runs_posted_tasks) {
   std::unique_lock<std::mutex> lock(m);
   cv.wait(lock, [&] { return left.load() == 0; });
   EXPECT_EQ(sum, size_t{10});
+}
+
+TEST(a_task_posted_with_a_helper_wakes_it_before_its_parallel_for) {
+  // The helper comes with the task: it is awake (waiting for a job) while the task has
+  // not split yet, then joins the task's parallelFor, whose sum is exact.
+  ThreadPool pool(2);
+  Completion done(1);
+  CountingTask t;
+  done.attach(t);
+  bool helperFirst = false;
+  std::atomic<long> total{0};
+  t.body = [&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (pool.helperWaits() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    helperFirst = pool.helperWaits() == 1;
+    pool.parallelFor(1000, 7, [&](size_t b, size_t e) { total.fetch_add(static_cast<long>(e - b)); });
+  };
+  pool.post(&t, 1);
+  done.wait();
+  EXPECT_TRUE(helperFirst);
+  EXPECT_EQ(total.load(), 1000L);
+}
+
+TEST(helpers_of_tasks_that_never_split_go_back_to_sleep) {
+  // Tasks posted with more helpers than the pool has (capped) that never call
+  // parallelFor: every task still runs once, and later work is still helped.
+  ThreadPool pool(3);
+  constexpr int kTasks = 40;
+  Completion done(kTasks);
+  std::vector<CountingTask> tasks(kTasks);
+  for (auto& t : tasks) {
+    done.attach(t);
+    pool.post(&t, 5);
+  }
+  done.wait();
+  EXPECT_EQ(done.runs.load(), kTasks);
+  EXPECT_TRUE(pool.helperWaits() <= static_cast<size_t>(kTasks) * 2);
+  std::vector<std::atomic<int>> hits(5000);
+  pool.parallelFor(hits.size(), 10, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
+  });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
+
+TEST(a_pool_destroyed_while_a_helper_waits_joins) {
+  Completion done(1);
+  CountingTask t;
+  done.attach(t);
+  {
+    ThreadPool pool(2);
+    pool.post(&t, 1);
+    done.wait();
+  }
+  EXPECT_EQ(done.runs.load(), 1);
 }
