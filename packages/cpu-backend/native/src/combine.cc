@@ -46,34 +46,42 @@ struct ColumnBlock {
   size_t j0;
   size_t j1;
   double div;
-  size_t ahead;  // prefetch distance (entries)
+  size_t ahead;  // prefetch distance into L2 (entries)
+  size_t nearAhead;  // prefetch distance into L1 (entries)
   size_t lastEntry;
   size_t rowBytes;
   float* out;  // the output row
 };
 
+/** Entry i + ahead's row into L2, entry i + nearAhead's (asked into L2 before) into L1. */
+__attribute__((always_inline)) inline void prefetchAheadAndNear(const void* const* rows, size_t i, size_t ahead, size_t nearAhead, size_t rowBytes) {
+  prefetchRow<PrefetchTo::kL2>(rows[i + ahead], rowBytes);
+  prefetchRow<PrefetchTo::kL1>(rows[i + nearAhead], rowBytes);
+}
+
 /**
  * Adds columns [c0, c0 + B) of entries [j0, j1) into acc in bag order, weighted or not,
- * asking (kPrefetch) for the row `ahead` entries on: the checks that depend only on the
- * span (weights or not, prefetch or not, how far the span goes) are made once per block
- * by the caller, not once per entry.
+ * asking (kPrefetch) for the row `ahead` entries on into L2 and the row `nearAhead`
+ * entries on into L1 (column_blocks.h): the checks that depend only on the span (weights
+ * or not, prefetch or not, how far the span goes) are made once per block by the caller,
+ * not once per entry.
  */
 template <class L, size_t B, bool kPrefetch>
 __attribute__((always_inline)) inline void addEntries(const BagSpan& s, double* __restrict acc, size_t j0, size_t j1, size_t c0,
-                                                      size_t ahead, size_t rowBytes) {
+                                                      size_t ahead, size_t nearAhead, size_t rowBytes) {
   using Elem = typename L::Elem;
   const void* const* rows = s.rows;
   const size_t base = s.entryBase;
   if (s.weights == nullptr) {
     for (size_t j = j0; j < j1; ++j) {
-      if constexpr (kPrefetch) prefetchRow(rows[j + ahead - base], rowBytes);
+      if constexpr (kPrefetch) prefetchAheadAndNear(rows, j - base, ahead, nearAhead, rowBytes);
       const Elem* __restrict e = static_cast<const Elem*>(rows[j - base]) + c0;
       for (size_t c = 0; c < B; ++c) acc[c] += L::get(e, c);
     }
     return;
   }
   for (size_t j = j0; j < j1; ++j) {
-    if constexpr (kPrefetch) prefetchRow(rows[j + ahead - base], rowBytes);
+    if constexpr (kPrefetch) prefetchAheadAndNear(rows, j - base, ahead, nearAhead, rowBytes);
     const Elem* __restrict e = static_cast<const Elem*>(rows[j - base]) + c0;
     const double w = static_cast<double>(s.weights[j]);
     if (w == 1.0) {
@@ -99,8 +107,8 @@ __attribute__((always_inline)) inline void sumBlock(const BagSpan& s, const Colu
     const size_t stop = b.lastEntry > b.ahead ? b.lastEntry - b.ahead : 0;
     jp = stop < b.j0 ? b.j0 : (stop > b.j1 ? b.j1 : stop);
   }
-  addEntries<L, B, true>(s, acc, b.j0, jp, c0, b.ahead, b.rowBytes);
-  addEntries<L, B, false>(s, acc, jp, b.j1, c0, b.ahead, b.rowBytes);
+  addEntries<L, B, true>(s, acc, b.j0, jp, c0, b.ahead, b.nearAhead, b.rowBytes);
+  addEntries<L, B, false>(s, acc, jp, b.j1, c0, b.ahead, b.nearAhead, b.rowBytes);
   float* __restrict o = b.out + c0;
   if (b.div == 0) {
     for (size_t c = 0; c < B; ++c) o[c] = 0.0f;
@@ -117,10 +125,11 @@ __attribute__((always_inline)) inline void sumRows(const BagSpan& s) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(typename L::Elem);
   const size_t ahead = prefetchDistance(rowBytes);
+  const size_t nearAhead = nearPrefetchDistance(ahead);
   const size_t lastEntry = static_cast<size_t>(s.rowSplits[s.rowEnd]);
   const size_t first = static_cast<size_t>(s.rowSplits[s.rowBegin]);
   if (s.prefetch) {
-    for (size_t j = first; j < first + ahead && j < lastEntry; ++j) prefetchRow(s.rows[j - s.entryBase], rowBytes);
+    for (size_t j = first; j < first + ahead && j < lastEntry; ++j) prefetchRow<PrefetchTo::kL2>(s.rows[j - s.entryBase], rowBytes);
   }
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     const size_t j0 = static_cast<size_t>(s.rowSplits[r]);
@@ -137,7 +146,7 @@ __attribute__((always_inline)) inline void sumRows(const BagSpan& s) {
     double div = 1;
     if (s.combiner == Combiner::kMean) div = wsum;
     if (s.combiner == Combiner::kSqrtn) div = std::sqrt(wsq);
-    const ColumnBlock b{j0, j1, div, ahead, lastEntry, rowBytes, s.out + r * dim};
+    const ColumnBlock b{j0, j1, div, ahead, nearAhead, lastEntry, rowBytes, s.out + r * dim};
     forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) __attribute__((always_inline)) { sumBlock<L, decltype(width)::value>(s, b, c0, firstBlock && s.prefetch); });
   }
 }
