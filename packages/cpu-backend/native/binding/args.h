@@ -55,7 +55,7 @@ TypedArg<double> float64Arg(const Napi::CallbackInfo& info, size_t i, const char
 TypedArg<double> float64ArrayArg(const Napi::CallbackInfo& info, size_t i, const char* name);
 TypedArg<uint64_t> scoresArg(const Napi::CallbackInfo& info, size_t i, size_t n);
 
-/** Keys in the table's dtype (BigInt64Array or Int32Array), as int64. */
+/** Keys in the table's dtype (BigInt64Array or Int32Array), as int64 (int32 kept as given with keepInt32). */
 struct KeysArg {
   const int64_t* data = nullptr;
   size_t n = 0;

@@ -14,8 +14,9 @@
 //    runs on the calling thread instead; detaching or transferring an input while
 //    the job runs is not guarded against (Node-API cannot pin a backing store);
 //  - a JS Error captured at call time gives native errors the caller's stack.
-// Per async call: no copy of inputs (int32 keys excepted: widened to int64, as in the
-// sync form) or results; a few small allocations: the PoolOp, the argument records
+// Per async call: no copy of inputs or results (int32 keys of key ops are widened to
+// int64 at call time; a bag's int32 ids are read in the job: in place by a static table,
+// widened by others), so inputs are read while the job runs; a few small allocations: the PoolOp, the argument records
 // (KeysArg, the job's captures), and one Node-API reference per JS array held.
 #pragma once
 

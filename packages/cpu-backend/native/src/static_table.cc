@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <type_traits>
 
@@ -51,7 +52,10 @@ namespace {
 template <class K>
 size_t firstKeyOutside(const K* keys, size_t n, uint64_t limit) {
   using U = std::make_unsigned_t<K>;
-  const U lim = limit > static_cast<U>(-1) ? static_cast<U>(-1) : static_cast<U>(limit);
+  // A negative key reads as at least 2^(bits-1) unsigned: the limit never goes past that, so
+  // a negative int32 id fails even on a table of more than 2^31 rows.
+  const uint64_t keyEnd = static_cast<uint64_t>(std::numeric_limits<K>::max()) + 1;
+  const U lim = static_cast<U>(limit < keyEnd ? limit : keyEnd);
   std::atomic<size_t> first{n};
   forEachRange(
       n,
@@ -65,8 +69,10 @@ size_t firstKeyOutside(const K* keys, size_t n, uint64_t limit) {
             hi = k > hi ? k : hi;
           }
           if (hi < lim) continue;
+          // Bounded: an async caller that writes into its keys meanwhile must not send this past the block.
           size_t i = i0;
-          while (static_cast<U>(keys[i]) < lim) ++i;
+          while (i < i1 && static_cast<U>(keys[i]) < lim) ++i;
+          if (i == i1) continue;
           size_t seen = first.load();
           while (i < seen && !first.compare_exchange_weak(seen, i)) {
           }

@@ -1,5 +1,6 @@
 // The native table contract (core's RawTableSync, in C++). Keys arrive as int64
-// (int32 keys sign-extended by the binding). Lengths are validated by the caller
+// (int32 keys sign-extended by the binding), except an embedding bag's int32 ids for a
+// table that readsInt32Bags() (BagInput::keys32, read in place). Lengths are validated by the caller
 // (the N-API layer): values [n * dim], exists [n], scores [n] or null. Range checks
 // that depend on table state (static row indices, optimizer slot layout) are made
 // here, before any change: a call that throws changed nothing.

@@ -51,6 +51,28 @@ TEST(static_keys_out_of_range_change_nothing) {
   EXPECT_EQ(snapshot(*t).values[0][0], 0.0f);
 }
 
+// A negative int32 id read as unsigned is at least 2^31: on a table of more rows than that
+// it must still be refused (not pooled as row 2^31 + ...). The table is address space only:
+// zero-initialized rows are never touched.
+TEST(static_negative_int32_ids_refused_past_2_pow_31_rows) {
+  const size_t rows = (size_t{1} << 31) + 2;
+  auto t = createTable(staticConfig(rows, 1));
+  int32_t splits[] = {0, 2};
+  int32_t ids[] = {1, INT32_MIN};
+  BagInput bag;
+  bag.rowSplits = splits;
+  bag.rows = 1;
+  bag.n = 2;
+  bag.keys32 = ids;
+  EXPECT_THROW_CODE(t->lookupCombined(bag, Combiner::kSum, 0, false), kOutOfRange);
+  int32_t last[] = {1, INT32_MAX};  // the largest int32 id is a row here
+  bag.keys32 = last;
+  auto out = t->lookupCombined(bag, Combiner::kSum, 0, false);
+  EXPECT_EQ(out[0], 0.0f);
+  int64_t neg[] = {int64_t{1} << 31, -1};  // int64 keys: row 2^31 exists, -1 does not
+  EXPECT_THROW_CODE(t->find(neg, 2), kOutOfRange);
+}
+
 TEST(static_apply_gradients_and_bags) {
   TableConfig c = staticConfig(3, 2);
   c.initializer.kind = InitKind::kOnes;

@@ -228,9 +228,10 @@ TEST(a_task_posted_with_a_helper_wakes_it_before_its_parallel_for) {
   EXPECT_EQ(total.load(), 1000L);
 }
 
-TEST(helpers_of_tasks_that_never_split_go_back_to_sleep) {
+TEST(helpers_of_tasks_that_never_split_leave_the_pool_usable) {
   // Tasks posted with more helpers than the pool has (capped) that never call
-  // parallelFor: every task still runs once, and later work is still helped.
+  // parallelFor: every task still runs once, each wakes at most its capped helpers, and a
+  // later parallelFor still covers every index once.
   ThreadPool pool(3);
   constexpr int kTasks = 40;
   Completion done(kTasks);
@@ -249,7 +250,9 @@ TEST(helpers_of_tasks_that_never_split_go_back_to_sleep) {
   for (auto& h : hits) EXPECT_EQ(h.load(), 1);
 }
 
-TEST(a_pool_destroyed_while_a_helper_waits_joins) {
+// The helper is most likely still in its awake wait for a split when the pool is destroyed
+// (the task never splits): the destructor must join it, not hang.
+TEST(a_pool_destroyed_right_after_a_helped_task_joins) {
   Completion done(1);
   CountingTask t;
   done.attach(t);
