@@ -46,14 +46,17 @@ struct WidenKernels {
 };
 
 // The kernels' row loop: each row widened by ROW(src, dst, dim) (ROW_BF16 or ROW_HALF by
-// the dtype), asking for the row `ahead` on first (a macro, so that the loop is compiled
+// the dtype), asking for the row `ahead` on into L2 and the row `nearAhead` on into L1 first,
+// as the float32 pooling loop does (column_blocks.h) (a macro, so that the loop is compiled
 // for the kernel's own target; an inlined helper would need that target too).
 #define ES_WIDEN_ROWS(ROW_BF16, ROW_HALF)                                                   \
   const size_t bytes = dim * 2;                                                             \
   const size_t ahead = prefetchDistance(bytes);                                             \
+  const size_t nearAhead = nearPrefetchDistance(ahead);                                     \
   const bool bf16 = d == StorageDtype::kBfloat16;                                           \
   for (size_t k = 0; k < count; ++k) {                                                      \
-    if (k + ahead < prefetchCount) prefetchRow(rows[k + ahead], bytes);                     \
+    if (k + ahead < prefetchCount) prefetchRow<PrefetchTo::kL2>(rows[k + ahead], bytes);    \
+    if (k + nearAhead < prefetchCount) prefetchRow(rows[k + nearAhead], bytes);             \
     const uint16_t* s = static_cast<const uint16_t*>(rows[k]);                              \
     if (bf16) {                                                                             \
       ROW_BF16(s, dst + k * dim, dim);                                                      \
