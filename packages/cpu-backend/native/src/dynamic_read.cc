@@ -49,19 +49,13 @@ void DynamicTable::findRows(const int64_t* keys, size_t n, float* out, uint8_t* 
     const Prefetch prefetchRow = prefetch;
     const size_t dim = dim_;
     const StorageDtype storage = storage_;
-    const bool wide = storage == StorageDtype::kFloat32;
     const char* const records = arena();
     const size_t stride = rowBytes();
     RowMeta* const rowMeta = meta();
     probe(keys, b, e, touch, prefetchRow, [&](size_t i, uint32_t row) {
       float* dst = out + i * dim;
       if (row != KeyIndex::kNoRow) {
-        const char* record = records + static_cast<size_t>(row) * stride;
-        if (wide) {
-          copyFloats(dst, reinterpret_cast<const float*>(record), dim, stream);
-        } else {
-          loadValues(storage, record, dst, dim);
-        }
+        readRecordValues(storage, records + static_cast<size_t>(row) * stride, dst, dim, stream);
         exists[i] = 1;
         if (clockScore) {
           storeReadScore(&rowMeta[row].score, readScore);

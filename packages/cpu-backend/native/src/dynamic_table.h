@@ -69,6 +69,15 @@ struct RowLines {
   }
 };
 
+/** dst [dim] = the values a record starts with, widened (streaming stores when `stream` and float32). */
+inline void readRecordValues(StorageDtype storage, const void* record, float* dst, size_t dim, bool stream) {
+  if (storage == StorageDtype::kFloat32) {
+    copyFloats(dst, static_cast<const float*>(record), dim, stream);
+  } else {
+    loadValues(storage, record, dst, dim);
+  }
+}
+
 class DynamicTable final : public Table {
  public:
   /** Largest number of rows (row indices are uint32, one value is the "no row" marker). */
@@ -133,11 +142,7 @@ class DynamicTable final : public Table {
   bool wide() const { return storage_ == StorageDtype::kFloat32; }
   /** dst [dim] = a row's values widened (streaming stores when `stream` and float32). */
   void readValues(uint32_t row, float* dst, bool stream) const {
-    if (wide()) {
-      copyFloats(dst, static_cast<const float*>(valuesOf(row)), dim_, stream);
-    } else {
-      loadValues(storage_, valuesOf(row), dst, dim_);
-    }
+    readRecordValues(storage_, valuesOf(row), dst, dim_, stream);
   }
   void writeValues(uint32_t row, const float* src) { storeValues(storage_, src, valuesOf(row), dim_); }
   /** dst [dim] = key's initial value as the table would store it (rounded). */

@@ -30,7 +30,7 @@ StaticTable::StaticTable(TableConfig config) : Table(std::move(config)) {
 }
 
 void StaticTable::resetRow(size_t r, float* wide) {
-  r = r < rows_ ? r : 0;  // as record(): a key a racing async caller rewrote after its check
+  r = clampRow(r);  // the initializer reads row r too
   config_.initializer.fill(static_cast<int64_t>(r), r, dim_, wide);
   storeValues(storage_, wide, row(r), dim_);
   if (slotFloats_ > 0) std::memcpy(slotsOf(r), slotTemplate_.data(), slotFloats_ * sizeof(float));

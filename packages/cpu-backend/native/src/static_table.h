@@ -42,11 +42,12 @@ class StaticTable final : public Table {
  private:
   class Lease;
   /**
-   * Row r's record. Keys are checked before any op, but an async caller may write into its
-   * key array while the job reads it: an index past the end then reads row 0 (a wrong
-   * result for a racing caller, never an access outside the arena; rows_ >= 1).
+   * r, or 0 past the end. Keys are checked before any op, but an async caller may write into
+   * its key array while the job reads it: such an index then reads row 0 (a wrong result for
+   * a racing caller, never an access outside the arena; rows_ >= 1).
    */
-  char* record(size_t r) const { return static_cast<char*>(arena_.data()) + (r < rows_ ? r : 0) * rowBytes_; }
+  size_t clampRow(size_t r) const { return r < rows_ ? r : 0; }
+  char* record(size_t r) const { return static_cast<char*>(arena_.data()) + clampRow(r) * rowBytes_; }
   /** Row r's stored values (float32 only when storage is float32). */
   void* row(size_t r) const { return record(r); }
   float* slotsOf(size_t r) const { return reinterpret_cast<float*>(record(r) + valueBytes_); }

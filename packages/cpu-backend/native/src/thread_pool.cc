@@ -121,12 +121,19 @@ void ThreadPool::workerLoop() {
   }
 }
 
+namespace {
+
+/** Yields (another thread may need this core) until done() or kHelperWaitNs have passed. */
+template <class Done>
+void yieldUntil(Done&& done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ThreadPool::kHelperWaitNs);
+  while (!done() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+
+}  // namespace
+
 void ThreadPool::awaitJob(size_t seen) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kHelperWaitNs);
-  while (jobsQueued_.load(std::memory_order_acquire) == seen) {
-    if (std::chrono::steady_clock::now() >= until) return;
-    std::this_thread::yield();  // the task's driver may need this core
-  }
+  yieldUntil([&] { return jobsQueued_.load(std::memory_order_acquire) != seen; });
 }
 
 void ThreadPool::post(PoolTask* task, size_t helpers) noexcept {
@@ -169,10 +176,7 @@ void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(si
   runChunks(*job);
   // The last chunks are running on helpers: wait for them awake for a while (a sleeping
   // caller is woken tens of microseconds after the last one ends on a VM), then sleep.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kHelperWaitNs);
-  while (job->done.load(std::memory_order_acquire) != job->chunks && std::chrono::steady_clock::now() < until) {
-    std::this_thread::yield();
-  }
+  yieldUntil([&] { return job->done.load(std::memory_order_acquire) == job->chunks; });
   {
     std::unique_lock<std::mutex> lock(job->m);
     job->finished.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == job->chunks; });

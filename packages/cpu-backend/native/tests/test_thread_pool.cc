@@ -14,13 +14,22 @@
 
 using namespace embedstack;
 
-TEST(parallel_for_covers_every_index_once) {
-  ThreadPool pool(4);
-  std::vector<std::atomic<int>> hits(100003);
-  pool.parallelFor(hits.size(), 97, [&](size_t b, size_t e) {
+namespace {
+
+/** pool.parallelFor over [0, n) in chunks of `grain` hits every index exactly once. */
+void expectEachIndexOnce(ThreadPool& pool, size_t n, size_t grain) {
+  std::vector<std::atomic<int>> hits(n);
+  pool.parallelFor(hits.size(), grain, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
   });
   for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
+
+}  // namespace
+
+TEST(parallel_for_covers_every_index_once) {
+  ThreadPool pool(4);
+  expectEachIndexOnce(pool, 100003, 97);
 }
 
 TEST(parallel_for_rethrows_the_first_exception) {
@@ -243,11 +252,7 @@ TEST(helpers_of_tasks_that_never_split_leave_the_pool_usable) {
   done.wait();
   EXPECT_EQ(done.runs.load(), kTasks);
   EXPECT_TRUE(pool.helperWaits() <= static_cast<size_t>(kTasks) * 2);
-  std::vector<std::atomic<int>> hits(5000);
-  pool.parallelFor(hits.size(), 10, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
-  });
-  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  expectEachIndexOnce(pool, 5000, 10);
 }
 
 // The helper is most likely still in its awake wait for a split when the pool is destroyed
