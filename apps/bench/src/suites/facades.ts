@@ -37,7 +37,7 @@ import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
 import { FILL_BATCH, valuePattern } from '../tables.js';
 import { type Entry, figure, POOL_BATCHES, rotating, runEntries, settle } from './common.js';
-import { hpsFixture } from './hps.js';
+import { hotKeys, hpsFixture } from './hps.js';
 import { type MemoryChildResult, runMemoryChild } from './memory.js';
 import type { Suite, SuiteContext } from './types.js';
 
@@ -376,7 +376,7 @@ async function hpsGroup(ctx: SuiteContext, s: Sizes, groups: Group[], targets: T
   const dir = mkdtempSync(join(tmpdir(), 'bench-facades-hps-'));
   const { server, table, keys } = await hpsFixture(ctx, s.hpsRows, dir, { type: 'hash_map' });
   try {
-    const hot = pickKeys(keys, drawIndices(4096, Math.max(1, Math.floor(s.hpsRows / 100)), 'uniform', 95));
+    const hot = hotKeys(keys, s.hpsRows);
     for (let i = 0; i < 3; i++) await server.lookup(hot, 'bench', 0); // every hot key in L1
     checkSame(checks, 'hps lookup vs core findSync', (await server.lookup(hot, 'bench', 0)).data as Float32Array, table.findSync(hot).values);
     const figures = await runEntries([

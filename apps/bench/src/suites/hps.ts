@@ -36,6 +36,16 @@ async function alternate(a: () => Promise<number>, b: () => Promise<number>, rou
   return [med(xs), med(ys)];
 }
 
+/**
+ * 4096 keys of the L1-hit comparisons: uniform draws among the hottest 1% of `rows` ranks,
+ * each rank r spread to row r * 2654435761 mod rows. A real hot set is scattered over the
+ * key space; the first 1% of rows inserted would sit side by side in a core table's arena
+ * (in the CPU cache whole), a locality no hash-placed cache, HPS's L1 included, can have.
+ */
+export function hotKeys(keys: BigInt64Array, rows: number): BigInt64Array {
+  return pickKeys(keys, drawIndices(4096, Math.max(1, Math.floor(rows / 100)), 'uniform', 95).map((r) => (r * 2654435761) % rows));
+}
+
 /** A table of `rows` keys exported in HugeCTR's layout and served by HPS (L1 20%, L2 hash map, L3 RocksDB). */
 export async function hpsFixture(ctx: SuiteContext, rows: number, dir: string, volatileDb: Record<string, unknown>, gpucache = true): Promise<{ server: HPS; table: EmbeddingTable; keys: BigInt64Array }> {
   const keys = makeKeys(rows, 91);
@@ -77,7 +87,7 @@ export const hpsSuite: Suite = {
         async () => (await measure('in-memory find', async (i) => void (await table.find(next(i))), BATCH, { async: true })).rate,
       );
       // the L1 hit path: keys all cached (the hottest ranks), against findSync of the same keys
-      const hot = pickKeys(keys, drawIndices(4096, Math.max(1, Math.floor(rows / 100)), 'uniform', 95).map((r) => (r * 2654435761) % rows));
+      const hot = hotKeys(keys, rows);
       await server.lookup(hot, 'bench', 0);
       await server.lookup(hot, 'bench', 0);
       const [l1Path, findSync] = await alternate(

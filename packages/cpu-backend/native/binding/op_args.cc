@@ -10,33 +10,44 @@ namespace {
 constexpr double kMaxSafe = 9007199254740991.0;  // 2^53 - 1
 }
 
+namespace {
+/** A bag's keys and a copy of its row splits, owned together by the call (and its job). */
+struct BagKeys : KeysArg {
+  BagKeys(KeysArg&& k) : KeysArg(std::move(k)) {}
+  std::vector<int32_t> rowSplits;
+};
+}  // namespace
+
 BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, std::vector<Napi::Value>& keep,
               bool keepInt32) {
-  TypedArg<int32_t> splits = int32Arg(info, i, "rowSplits");
-  BagArg b;
-  b.keys = std::make_shared<KeysArg>(keysArg(info, i + 1, h, "keys", keepInt32));
+  TypedArg<int32_t> given = int32Arg(info, i, "rowSplits");
+  auto owned = std::make_shared<BagKeys>(keysArg(info, i + 1, h, "keys", keepInt32));
   TypedArg<float> weights = floatArg(info, i + 2, "weights", true);
-  const size_t n = b.keys->n;
-  ES_CHECK(splits.length >= 1, kShapeMismatch, "Expected rowSplits to hold nrows + 1 >= 1 offsets but received 0");
-  ES_CHECK(splits.data[0] == 0, kInvalidArgument, "Expected rowSplits[0] to be 0 but received " << splits.data[0]);
-  for (size_t r = 1; r < splits.length; ++r) {
-    ES_CHECK(splits.data[r] >= splits.data[r - 1], kInvalidArgument,
+  const size_t n = owned->n;
+  ES_CHECK(given.length >= 1, kShapeMismatch, "Expected rowSplits to hold nrows + 1 >= 1 offsets but received 0");
+  // The kernels index keys by the splits, so a Promise job must not read the caller's array,
+  // which JS may rewrite (or shrink) while the job runs: the copy is checked and used.
+  std::vector<int32_t>& splits = owned->rowSplits;
+  splits.assign(given.data, given.data + given.length);
+  ES_CHECK(splits[0] == 0, kInvalidArgument, "Expected rowSplits[0] to be 0 but received " << splits[0]);
+  for (size_t r = 1; r < splits.size(); ++r) {
+    ES_CHECK(splits[r] >= splits[r - 1], kInvalidArgument,
              "Expected rowSplits to be non-decreasing but rowSplits["
-                 << r << "] = " << splits.data[r] << " < rowSplits[" << r - 1 << "] = " << splits.data[r - 1]);
+                 << r << "] = " << splits[r] << " < rowSplits[" << r - 1 << "] = " << splits[r - 1]);
   }
-  ES_CHECK(static_cast<size_t>(splits.data[splits.length - 1]) == n, kShapeMismatch,
-           "Expected rowSplits to end at the number of keys (" << n << ") but it ends at "
-                                                               << splits.data[splits.length - 1]);
+  ES_CHECK(static_cast<size_t>(splits.back()) == n, kShapeMismatch,
+           "Expected rowSplits to end at the number of keys (" << n << ") but it ends at " << splits.back());
   if (weights.present) checkLength(weights.length, n, "weights", "weights (one per key)");
-  b.input.rowSplits = splits.data;
-  b.input.rows = splits.length - 1;
-  b.input.keys = b.keys->data;
-  b.input.keys32 = b.keys->narrow;
+  BagArg b;
+  b.input.rowSplits = splits.data();
+  b.input.rows = splits.size() - 1;
+  b.input.keys = owned->data;
+  b.input.keys32 = owned->narrow;
   b.input.n = n;
   b.input.weights = weights.present ? weights.data : nullptr;
-  keep.push_back(splits.value);
-  keep.push_back(b.keys->value);
+  keep.push_back(owned->value);
   if (weights.present) keep.push_back(weights.value);
+  b.keys = std::move(owned);
   return b;
 }
 

@@ -16,7 +16,7 @@
 
 namespace embedstack {
 
-/** A validated bag: `input` points into `keys` and the JS arrays in keepAlive. */
+/** A validated bag: `input` points into `keys` (which also owns a copy of the row splits) and the JS arrays in keepAlive. */
 struct BagArg {
   std::shared_ptr<KeysArg> keys;
   BagInput input;
