@@ -124,7 +124,7 @@ export {
   OPTIONAL_BACKEND_PACKAGES,
 } from './backend.js';
 export type { EmbeddingBackend, BackendCapabilities, DeviceInfo, LoadDefaultBackendOptions } from './backend.js';
-export { EmbeddingTable, createTable, lookupCombinedShards, lookupCombinedShardsSync } from './table.js';
+export { EmbeddingTable, createTable, lookupCombinedShards, lookupCombinedShardsSync, applyCombinedGradientsShards, applyCombinedGradientsShardsSync } from './table.js';
 export { EmbeddingCache, createCache, resolveCacheOptions, CACHE_DEFAULT_WAYS } from './cache.js';
 export type { CacheOptions, ResolvedCacheOptions, RawCache, CacheQueryResult, CacheQueryOptions } from './cache.js';
 export { validateValues, validateExists } from './values.js';

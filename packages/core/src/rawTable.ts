@@ -180,9 +180,27 @@ export interface RawTable {
     insertMissing: boolean,
     out: Float32Array,
   ): Promise<Float32Array> | null;
+  /**
+   * Optional: every part's `applyCombinedGradients` (its raw table and plan) from one bag
+   * and its pooled gradients, in ONE call, called on `parts[0].raw` (core's
+   * `applyCombinedGradientsShards`). Each table ends exactly as after its own
+   * `applyCombinedGradients(bag, grads, combiner, maxNorm, plan, optimizer)`; the parts may
+   * run in parallel (a table given twice: its parts in part order). Every table's
+   * optimizer is checked before any row changes. Returns null, before any work, when it
+   * cannot serve `parts` (a part of another backend): core then calls each part's
+   * `applyCombinedGradients` itself.
+   */
+  applyCombinedGradientsShards?(
+    parts: readonly ShardPart[],
+    bag: Bag<Keys>,
+    grads: Float32Array,
+    combiner: Combiner,
+    maxNorm: number,
+    optimizer: ResolvedOptimizer,
+  ): Promise<void> | null;
 }
 
-/** One shard of a logical table: its backend table and its resolved plan (`lookupCombinedShards`). */
+/** One shard of a logical table: its backend table and its resolved plan (`lookupCombinedShards`, `applyCombinedGradientsShards`). */
 export interface ShardPart {
   /** The shard's table on its backend. */
   raw: RawTable;

@@ -620,8 +620,8 @@ export class EmbeddingTable {
     return this.#syncOps.restrict(this.#restrictArg(numReserved));
   }
 
-  /** Validated arguments of lookupCombinedShards: the parts, the bag (validated once), combiner, maxNorm, insert, out. */
-  static #shardsArgs(shards: readonly TableShard[], ids: BagInput, o: ShardsLookupOptions): [ShardPart[], Bag<Keys>, Combiner, number, boolean, Float32Array, EmbeddingTable[]] {
+  /** The shards' tables (one dim and key dtype) and parts, and the bag validated once (static ids checked by every plan). */
+  static #shardParts(shards: readonly TableShard[], ids: BagInput, o: CombinerOptions) {
     if (!Array.isArray(shards) || shards.length === 0) throw invalidParameter('shards', 'a non-empty array of { table, plan }', shards, InvalidTypeError);
     const tables = shards.map((s: unknown, d) => {
       const t = typeof s === 'object' && s !== null ? (s as TableShard).table : undefined;
@@ -642,10 +642,25 @@ export class EmbeddingTable {
     tables.forEach((t, d) => {
       if (d > 0 && t.kind === 'static') t.#keys(a.bag.keys, 'ids', plans[d]!);
     });
+    const parts: ShardPart[] = tables.map((t, d) => ({ raw: t.raw, plan: plans[d]! }));
+    return { tables, parts, first, a };
+  }
+
+  /** Validated arguments of lookupCombinedShards: the parts, the bag (validated once), combiner, maxNorm, insert, out. */
+  static #shardsArgs(shards: readonly TableShard[], ids: BagInput, o: ShardsLookupOptions): [ShardPart[], Bag<Keys>, Combiner, number, boolean, Float32Array, EmbeddingTable[]] {
+    const { tables, parts, first, a } = EmbeddingTable.#shardParts(shards, ids, o);
     const n = (a.bag.rowSplits.length - 1) * first.dim;
     const out = floatOut(o.out, n, 'out') ?? new Float32Array(n);
-    const parts = tables.map((t, d) => ({ raw: t.raw, plan: plans[d]! }));
     return [parts, a.bag, a.combiner, a.maxNorm, first.#insertArg(o.insertMissing), out, tables];
+  }
+
+  /** Validated arguments of applyCombinedGradientsShards: the parts, bag, grads, combiner, maxNorm, the optimizer (every table's slots checked), the tables. */
+  static #shardGradientArgs(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinerOptions) {
+    if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    const { tables, parts, first, a } = EmbeddingTable.#shardParts(shards, ids, o);
+    const g = validateValues(grads, [a.bag.rowSplits.length - 1], first.dim, 'grads');
+    const opt = tables.map((t) => t.#optimizer(optimizer, step))[0]!;
+    return { parts, bag: a.bag, g, combiner: a.combiner, maxNorm: a.maxNorm, opt, tables };
   }
 
   /**
@@ -687,6 +702,34 @@ export class EmbeddingTable {
     return sumShardPartials(partials, out);
   }
 
+  /**
+   * One fused training step of a logical table split over `shards` (each table with its
+   * plan) from the pooled gradients `grads` [nrows * dim] of the bag `ids`: each shard's
+   * table ends exactly as after its own `applyCombinedGradients(ids, grads, optimizer,
+   * step, { ...opts, plan })`. A backend may run every shard in one call (the CPU backend
+   * does: one dispatch, the shards in parallel on its pool); otherwise core calls each
+   * shard. The bag is validated once, and every table's optimizer slots are checked
+   * before any shard trains: a rejected call changes nothing.
+   *
+   * @throws InvalidTypeError / ShapeMismatchError naming shards[d], ids, grads, optimizer, step; DisposedError
+   */
+  static async applyCombinedGradientsShards(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinerOptions = {}): Promise<void> {
+    const { parts, bag, g, combiner, maxNorm, opt } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts);
+    const fused = parts[0]!.raw.applyCombinedGradientsShards?.(parts, bag, g, combiner, maxNorm, opt) ?? null;
+    if (fused) return fused;
+    await Promise.all(parts.map((p) => p.raw.async.applyCombinedGradients(bag, g, combiner, maxNorm, p.plan, opt)));
+  }
+
+  /**
+   * Sync form of {@link EmbeddingTable.applyCombinedGradientsShards} (the shards one after another).
+   * @throws UnsupportedError on async-only backends
+   */
+  static applyCombinedGradientsShardsSync(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinerOptions = {}): void {
+    const { parts, bag, g, combiner, maxNorm, opt, tables } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts);
+    const sync = tables.map((t) => t.#syncOps);
+    parts.forEach((p, d) => sync[d]!.applyCombinedGradients(bag, g, combiner, maxNorm, p.plan, opt));
+  }
+
   /** True once dispose() has run. */
   get disposed(): boolean {
     return this.#raw === null;
@@ -710,6 +753,16 @@ export class EmbeddingTable {
 /** {@link EmbeddingTable.lookupCombinedShards}: one embedding bag over the shards of a logical table. */
 export function lookupCombinedShards(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Promise<Float32Array> {
   return EmbeddingTable.lookupCombinedShards(shards, ids, opts);
+}
+
+/** {@link EmbeddingTable.applyCombinedGradientsShards}: one training step of a logical table over its shards. */
+export function applyCombinedGradientsShards(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinerOptions = {}): Promise<void> {
+  return EmbeddingTable.applyCombinedGradientsShards(shards, ids, grads, optimizer, step, opts);
+}
+
+/** {@link EmbeddingTable.applyCombinedGradientsShardsSync}. */
+export function applyCombinedGradientsShardsSync(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinerOptions = {}): void {
+  EmbeddingTable.applyCombinedGradientsShardsSync(shards, ids, grads, optimizer, step, opts);
 }
 
 /** {@link EmbeddingTable.lookupCombinedShardsSync}. */

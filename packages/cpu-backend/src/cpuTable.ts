@@ -1,5 +1,6 @@
 import type {
   Bag,
+  Combiner,
   LookupCombiner,
   ExportBatch,
   FindResult,
@@ -231,16 +232,44 @@ export class CpuRawTable implements RawTable {
    */
   lookupCombinedShards(parts: readonly ShardPart[], bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, insertMissing: boolean, out: Float32Array): Promise<Float32Array> | null {
     const b = this.#b;
+    const handles = this.#fusedHandles(parts);
+    if (handles === null) return null;
+    const plans = encodePlans(parts.map((p) => p.plan));
+    const args = [handles, plans, bag.rowSplits, bag.keys, bag.weights, COMBINER_IDS[combiner], maxNorm, insertMissing, out] as const;
+    if (!this.#big(bag)) return inline(() => (call(() => b.lookupCombinedShards(...args)), out));
+    return callAsync(() => b.lookupCombinedShardsAsync(...args)).then(() => out);
+  }
+
+  /**
+   * Every shard's applyCombinedGradients in one native call (core's
+   * applyCombinedGradientsShards): every table's optimizer is checked before any row
+   * changes, and the shard tables train in parallel on the addon's pool, each exactly as
+   * its own applyCombinedGradients. Null (core calls each shard) when a part is not a
+   * table of this class on the same addon.
+   */
+  applyCombinedGradientsShards(parts: readonly ShardPart[], bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, maxNorm: number, optimizer: ResolvedOptimizer): Promise<void> | null {
+    const b = this.#b;
+    const handles = this.#fusedHandles(parts);
+    if (handles === null) return null;
+    const args = [handles, encodePlans(parts.map((p) => p.plan)), bag.rowSplits, bag.keys, bag.weights, grads, COMBINER_IDS[combiner], maxNorm, encodeOptimizer(optimizer)] as const;
+    if (!this.#big(bag)) return inline(() => call(() => b.applyCombinedGradientsShards(...args)));
+    return callAsync(() => b.applyCombinedGradientsShardsAsync(...args));
+  }
+
+  /** The native handles of `parts` when every one is a table of this class on this addon, else null. */
+  #fusedHandles(parts: readonly ShardPart[]): NativeTableHandle[] | null {
     const handles: NativeTableHandle[] = [];
     for (const p of parts) {
       const t = fusable.get(p.raw);
-      if (t === undefined || t.b !== b) return null;
+      if (t === undefined || t.b !== this.#b) return null;
       handles.push(t.h);
     }
-    const plans = encodePlans(parts.map((p) => p.plan));
-    const args = [handles, plans, bag.rowSplits, bag.keys, bag.weights, COMBINER_IDS[combiner], maxNorm, insertMissing, out] as const;
-    if (bag.keys.length * Math.max(this.#dim, 8) < ASYNC_MIN_WORK) return inline(() => (call(() => b.lookupCombinedShards(...args)), out));
-    return callAsync(() => b.lookupCombinedShardsAsync(...args)).then(() => out);
+    return handles;
+  }
+
+  /** Whether a bag is worth the native pool (ASYNC_MIN_WORK). */
+  #big(bag: Bag<Keys>): boolean {
+    return bag.keys.length * Math.max(this.#dim, 8) >= ASYNC_MIN_WORK;
   }
 
   size(): number {

@@ -234,6 +234,35 @@ export interface NativeBinding {
     insertMissing: boolean,
     out: Float32Array,
   ): Promise<void>;
+  /**
+   * applyCombinedGradients of every shard table (one dim and key dtype) with its plan
+   * (Float64Array [tables.length * PLAN_FIELDS]) from one bag and its pooled grads
+   * [nrows*dim], in one call: every table's optimizer checked first, distinct tables
+   * trained in parallel on the pool.
+   */
+  applyCombinedGradientsShards(
+    tables: NativeTableHandle[],
+    plans: Float64Array,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    grads: Float32Array,
+    combiner: number,
+    maxNorm: number,
+    optimizer: Float64Array,
+  ): void;
+  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  applyCombinedGradientsShardsAsync(
+    tables: NativeTableHandle[],
+    plans: Float64Array,
+    rowSplits: Int32Array,
+    keys: Keys,
+    weights: Float32Array | null,
+    grads: Float32Array,
+    combiner: number,
+    maxNorm: number,
+    optimizer: Float64Array,
+  ): Promise<void>;
   /** Per-entry gradients of the owned entries into out [nnz*dim] from pooled grads [nrows*dim]. */
   lookupCombinedBackward(
     t: NativeTableHandle,

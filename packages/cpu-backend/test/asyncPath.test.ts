@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { createTable, lookupCombinedShards, RaggedTensor } from '@embedstack/core';
+import { applyCombinedGradientsShards, createTable, lookupCombinedShards, optimizers, RaggedTensor, resolveOptimizer, resolveShardPlan } from '@embedstack/core';
 import { expectSameState, snapshot } from '@embedstack/core/testing';
 import { ASYNC_MIN_WORK, cpuBackend } from '@embedstack/cpu-backend';
 import { describe, expect, it } from 'vitest';
@@ -60,7 +60,7 @@ describe('cpu backend: the Promise path', () => {
     t.dispose();
   });
 
-  it('lookupCombinedShards on the pool: a floorMod split pools each row in bag order, as the whole table\'s bag (bit for bit); the partials in shard order agree', async () => {
+  it('lookupCombinedShards on the pool: a floorMod split pools each row in bag order, as the whole table\'s bag (bit for bit); the partials in shard order agree; applyCombinedGradientsShards trains each key as the whole table does', async () => {
     const rows = 1200;
     const perRow = 26; // 31,200 ids: async, the shards in parallel, the sum split over the pool
     const keys = new BigInt64Array(rows * perRow).map((_, i) => BigInt(((i * 7919) % 5000) - 2500));
@@ -72,6 +72,13 @@ describe('cpu backend: the Promise path', () => {
     const fill = keysFrom(-2500, 4000);
     const fillRows = rowsFor(-2500, 4000, 0.25);
     whole.upsertSync(fill, fillRows);
+    // One SGD step of the whole table: the rows each shard's keys must reach (same entries, same order per key).
+    const sgd = optimizers.sgd({ learningRate: 0.5 });
+    const grads = new Float32Array(rows * DIM).map((_, i) => ((i * 31) % 17) / 8 - 1);
+    const trained = createTable({ dim: DIM }, { backend: cpuBackend });
+    trained.upsertSync(fill, fillRows);
+    await trained.applyCombinedGradients(bag, grads, sgd, 1, { combiner: 'mean', weights: w });
+    const want = trained.findSync(fill).values;
     for (const n of [2, 4]) {
       const shards = Array.from({ length: n }, (_, d) => {
         const table = createTable({ dim: DIM }, { backend: cpuBackend });
@@ -103,9 +110,22 @@ describe('cpu backend: the Promise path', () => {
       const sizes = shards.map((s) => s.table.size());
       await lookupCombinedShards(shards, fresh, { combiner: 'sum', insertMissing: true });
       expect(shards.map((s, d) => s.table.size() - sizes[d]!)).toEqual(shards.map(() => 100 / n));
+      // The fused step: an optimizer no table's slots fit is refused by the addon before any shard changes.
+      const parts = shards.map((s) => ({ raw: s.table.raw, plan: resolveShardPlan(s.plan, s.table.options) }));
+      const before = await Promise.all(shards.map((s) => snapshot(s.table)));
+      const adagrad = resolveOptimizer(optimizers.adagrad(), 1);
+      const raw = { rowSplits: splits, keys, weights };
+      await expect(shards[0]!.table.raw.applyCombinedGradientsShards!(parts, raw, grads, 'mean', 0, adagrad)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      const after = await Promise.all(shards.map((s) => snapshot(s.table)));
+      after.forEach((a, d) => expectSameState(a, before[d]!, `shard ${d} after a refused fused step`, true));
+      await applyCombinedGradientsShards(shards, bag, grads, sgd, 1, { combiner: 'mean', weights: w });
+      const got = new Float32Array(fill.length * DIM);
+      fill.forEach((k, i) => got.set(shards[((Number(k) % n) + n) % n]!.table.findSync([k]).values, i * DIM));
+      expect(Array.from(got), `${n} shards trained by one call vs the whole table`).toEqual(Array.from(want));
       for (const s of shards) s.table.dispose();
     }
     whole.dispose();
+    trained.dispose();
   });
 
   it('a Promise bag pools by its row splits as they were at call time, whatever the caller writes into them meanwhile', async () => {

@@ -1,4 +1,4 @@
-import { type Bag, type Combiner, type Keys, lookupCombinedShards, type OptimizerSpec } from '@embedstack/core';
+import { applyCombinedGradientsShards, type Bag, type Combiner, type Keys, lookupCombinedShards, type OptimizerSpec } from '@embedstack/core';
 import { InProcessCommunicator } from './communicator.js';
 import type { DeviceShard, SokVariable } from './variable.js';
 
@@ -16,7 +16,9 @@ import type { DeviceShard, SokVariable } from './variable.js';
  *   chunk's rows of the output.
  * - backward and training: the pooled gradients are allgathered, then each owner runs
  *   core `applyCombinedGradients` / `lookupCombinedBackward` / `applyGradients` with its
- *   shard plan (it touches only the entries it owns, under their local keys).
+ *   shard plan (it touches only the entries it owns, under their local keys). With the
+ *   default in-process communicator the fused step is core `applyCombinedGradientsShards`,
+ *   one backend call for every device (the same per-device steps).
  *
  * One device holding the whole table (N = 1 or `localized:k`) calls the core op
  * directly, with no plan and no accumulator. With the default in-process communicator
@@ -59,6 +61,11 @@ function whole(v: SokVariable): DeviceShard | null {
   return v.shards.length === 1 && v.shards[0]!.plan === null ? v.shards[0]! : null;
 }
 
+/** Whether every device of `v` is in this process (the default communicator, not a subclass). */
+function inProcess(v: SokVariable): boolean {
+  return Object.getPrototypeOf(v.ctx.communicator) === InProcessCommunicator.prototype;
+}
+
 /**
  * Pooled lookup of `bag` [nrows rows] on `v`: float32 [nrows * dim] (`combiner` over
  * each row; missing dynamic keys inserted when `insert`).
@@ -68,14 +75,14 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
   const nrows = bag.rowSplits.length - 1;
   const one = whole(v);
   if (one) return one.table.lookupCombined(bag, { combiner, insertMissing: insert });
-  const comm = v.ctx.communicator;
-  if (Object.getPrototypeOf(comm) === InProcessCommunicator.prototype) {
+  if (inProcess(v)) {
     // Every device is in this process: one core call pools the whole batch over every
     // shard, rounding once (the CPU backend: one native call, chunks of the batch's rows in
     // parallel on its pool, each row's entries in bag order as on one device; core's
     // fallback: the partials in device order, the values of the exchange below).
     return lookupCombinedShards(v.shards.map((s) => ({ table: s.table, plan: s.plan! })), bag, { combiner, insertMissing: insert });
   }
+  const comm = v.ctx.communicator;
   const chunks = chunkRows(nrows, comm.numDevices);
   // allgather: every device sees every device's keys and weights (in-process: a view of the batch).
   const keys = await comm.allgather(chunks.map(([r0, r1]) => entries(bag.keys, bag.rowSplits, r0, r1)));
@@ -106,6 +113,10 @@ async function gatherGrads(v: SokVariable, grads: Float32Array, nrows: number): 
 export async function applyPooled(v: SokVariable, bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, spec: OptimizerSpec, step: number): Promise<void> {
   const one = whole(v);
   if (one) return one.table.applyCombinedGradients(bag, grads, spec, step, { combiner });
+  // Every device in this process: the gradients are already where every device sees them,
+  // and one core call trains every shard (the CPU backend: one native call, the shards in
+  // parallel on its pool, each exactly its own applyCombinedGradients).
+  if (inProcess(v)) return applyCombinedGradientsShards(v.shards.map((s) => ({ table: s.table, plan: s.plan! })), bag, grads, spec, step, { combiner });
   const all = await gatherGrads(v, grads, bag.rowSplits.length - 1);
   await Promise.all(v.shards.map((s) => s.table.applyCombinedGradients(bag, all, spec, step, { combiner, plan: s.plan })));
 }

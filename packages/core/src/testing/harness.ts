@@ -18,6 +18,9 @@ import {
   type PartialLookupOptions,
   lookupCombinedShards,
   lookupCombinedShardsSync,
+  applyCombinedGradientsShards,
+  applyCombinedGradientsShardsSync,
+  type CombinerOptions,
   type ShardsLookupOptions,
   type TableShard,
   type ValuesInput,
@@ -52,6 +55,7 @@ export interface Ops {
     step: number,
     o?: CombinedGradientsOptions,
   ): Promise<void>;
+  applyCombinedGradientsShards(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, opt: OptimizerSpec, step: number, o?: CombinerOptions): Promise<void>;
   applyGradients(t: EmbeddingTable, keys: KeyInput, grads: ValuesInput, opt: OptimizerSpec, step: number, o?: ApplyGradientsOptions): Promise<void>;
   restrict(t: EmbeddingTable, n: number): Promise<number>;
 }
@@ -72,6 +76,7 @@ const promiseOps: Ops = {
   lookupCombinedShards: (shards, ids, o) => lookupCombinedShards(shards, ids, o),
   lookupCombinedBackward: (t, ids, g, o) => t.lookupCombinedBackward(ids, g, o),
   applyCombinedGradients: (t, ids, g, opt, step, o) => t.applyCombinedGradients(ids, g, opt, step, o),
+  applyCombinedGradientsShards: (shards, ids, g, opt, step, o) => applyCombinedGradientsShards(shards, ids, g, opt, step, o),
   applyGradients: (t, k, g, opt, step, o) => t.applyGradients(k, g, opt, step, o),
   restrict: (t, n) => t.restrict(n),
 };
@@ -92,6 +97,7 @@ const syncOps: Ops = {
   lookupCombinedShards: async (shards, ids, o) => lookupCombinedShardsSync(shards, ids, o),
   lookupCombinedBackward: async (t, ids, g, o) => t.lookupCombinedBackwardSync(ids, g, o),
   applyCombinedGradients: async (t, ids, g, opt, step, o) => t.applyCombinedGradientsSync(ids, g, opt, step, o),
+  applyCombinedGradientsShards: async (shards, ids, g, opt, step, o) => applyCombinedGradientsShardsSync(shards, ids, g, opt, step, o),
   applyGradients: async (t, k, g, opt, step, o) => t.applyGradientsSync(k, g, opt, step, o),
   restrict: async (t, n) => t.restrictSync(n),
 };

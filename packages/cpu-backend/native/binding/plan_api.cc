@@ -1,6 +1,6 @@
 // The addon's shard-plan and combiner-backward functions (core's rawTable.ts):
 // findPlanned, findOrInsertPlanned, lookupCombinedPartial, lookupCombinedBackward,
-// applyCombinedGradients, applyGradientsPlanned, each with an `...Async` form.
+// applyCombinedGradients, lookupCombinedShards, applyCombinedGradientsShards, applyGradientsPlanned, each with an `...Async` form.
 // Arguments are validated here (no input crashes the process); the work is
 // src/planned_ops.cc. Argument 0 is the table handle.
 #include "plan_api.h"
@@ -79,42 +79,83 @@ Op<Unit> preparePartial(const Napi::CallbackInfo& info) {
   return op;
 }
 
-// lookupCombinedShards(tables: handle[], plans: Float64Array [parts * kPlanFields], rowSplits, keys, weights,
-//                      combiner, maxNorm, insertMissing, out: Float32Array [rows * dim])
-Op<Unit> prepareShards(const Napi::CallbackInfo& info) {
+/** Arguments 0-1 of the shard ops: the tables (handles, one dim and key dtype) and their plans laid end to end. */
+struct ShardsArgs {
+  std::vector<std::shared_ptr<Table>> tables;
+  std::vector<ShardPlan> plans;
+  TableHolder* first = nullptr;
+
+  /** The tables as the job takes them. */
+  std::vector<Table*> raw() const {
+    std::vector<Table*> t;
+    t.reserve(tables.size());
+    for (const auto& x : tables) t.push_back(x.get());
+    return t;
+  }
+};
+
+ShardsArgs shardsArgs(const Napi::CallbackInfo& info) {
   Napi::Value tv = info.Length() > 0 ? info[0] : info.Env().Undefined();
   ES_CHECK(tv.IsArray() && tv.As<Napi::Array>().Length() >= 1, kInvalidType,
            "Expected tables to be a non-empty array of table handles but received " << describe(tv));
   Napi::Array ta = tv.As<Napi::Array>();
   const size_t parts = ta.Length();
   TypedArg<double> pa = float64Arg(info, 1, "plans", checkedMul(parts, abi::kPlanFields, "plans"));
-  std::vector<std::shared_ptr<Table>> tables;
-  std::vector<ShardPlan> plans;
-  TableHolder* first = nullptr;
+  ShardsArgs a;
   for (size_t d = 0; d < parts; ++d) {
     TableHolder* h;
     const std::string name = "tables[" + std::to_string(d) + "]";
-    tables.push_back(tableOf(ta.Get(static_cast<uint32_t>(d)), name.c_str(), &h));
-    if (!first) first = h;
-    ES_CHECK(h->dim == first->dim && h->int32Keys == first->int32Keys, kShapeMismatch,
-             "Expected tables[" << d << "] to have the dim and key dtype of tables[0] (dim " << first->dim
+    a.tables.push_back(tableOf(ta.Get(static_cast<uint32_t>(d)), name.c_str(), &h));
+    if (!a.first) a.first = h;
+    ES_CHECK(h->dim == a.first->dim && h->int32Keys == a.first->int32Keys, kShapeMismatch,
+             "Expected tables[" << d << "] to have the dim and key dtype of tables[0] (dim " << a.first->dim
                                 << ") but it has dim " << h->dim);
-    plans.push_back(planOf(pa.data + d * abi::kPlanFields, *tables.back()));
+    a.plans.push_back(planOf(pa.data + d * abi::kPlanFields, *a.tables.back()));
   }
+  return a;
+}
+
+// lookupCombinedShards(tables: handle[], plans: Float64Array [parts * kPlanFields], rowSplits, keys, weights,
+//                      combiner, maxNorm, insertMissing, out: Float32Array [rows * dim])
+Op<Unit> prepareShards(const Napi::CallbackInfo& info) {
+  const ShardsArgs s = shardsArgs(info);
   Op<Unit> op;
-  BagArg b = bagArg(info, 2, *first, op.keepAlive);
+  BagArg b = bagArg(info, 2, *s.first, op.keepAlive);
   const Combiner c = combinerArg(info, 5);
   const double maxNorm = maxNormArg(info, 6);
   const bool insert = boolArg(info, 7, "insertMissing");
-  float* out = floatOut(info, 8, "out", checkedMul(b.input.rows, first->dim, "out"), op.keepAlive);
+  float* out = floatOut(info, 8, "out", checkedMul(b.input.rows, s.first->dim, "out"), op.keepAlive);
   auto keys = b.keys;
   const BagInput bag = b.input;
   if (lookupCombinedShardsSplits(bag)) op.helpers = ThreadPool::shared().threads() - 1;
-  op.job = [tables, plans, keys, bag, c, maxNorm, insert, out] {
-    std::vector<Table*> t;
-    t.reserve(tables.size());
-    for (const auto& x : tables) t.push_back(x.get());
-    lookupCombinedShards(t.data(), plans.data(), t.size(), bag, c, maxNorm, insert, out);
+  op.job = [s, keys, bag, c, maxNorm, insert, out] {
+    std::vector<Table*> t = s.raw();
+    lookupCombinedShards(t.data(), s.plans.data(), t.size(), bag, c, maxNorm, insert, out);
+    return Unit{};
+  };
+  op.toJs = undefinedToJs;
+  return op;
+}
+
+// applyCombinedGradientsShards(tables: handle[], plans: Float64Array [parts * kPlanFields], rowSplits, keys,
+//                              weights, grads [rows * dim], combiner, maxNorm, optimizer)
+Op<Unit> prepareApplyShards(const Napi::CallbackInfo& info) {
+  const ShardsArgs s = shardsArgs(info);
+  Op<Unit> op;
+  BagArg b = bagArg(info, 2, *s.first, op.keepAlive);
+  TypedArg<float> g = floatArg(info, 5, "grads", false);
+  checkLength(g.length, checkedMul(b.input.rows, s.first->dim, "grads"), "grads", "floats (rows * dim)");
+  op.keepAlive.push_back(g.value);
+  const float* grads = g.data;
+  const Combiner c = combinerArg(info, 6);
+  const double maxNorm = maxNormArg(info, 7);
+  const OptimizerParams opt = optimizerArg(info, 8);
+  auto keys = b.keys;
+  const BagInput bag = b.input;
+  if (applyCombinedGradientsShardsSplits(bag, s.tables.size())) op.helpers = ThreadPool::shared().threads() - 1;
+  op.job = [s, keys, bag, grads, c, maxNorm, opt] {
+    std::vector<Table*> t = s.raw();
+    applyCombinedGradientsShards(t.data(), s.plans.data(), t.size(), bag, grads, c, maxNorm, opt);
     return Unit{};
   };
   op.toJs = undefinedToJs;
@@ -210,6 +251,8 @@ void registerPlanFunctions(Napi::Env env, Napi::Object exports) {
   def("lookupCombinedBackwardAsync", asyncFn<Unit, prepareBackward>);
   def("applyCombinedGradients", syncFn<Unit, prepareApplyCombined>);
   def("applyCombinedGradientsAsync", asyncFn<Unit, prepareApplyCombined>);
+  def("applyCombinedGradientsShards", syncFn<Unit, prepareApplyShards>);
+  def("applyCombinedGradientsShardsAsync", asyncFn<Unit, prepareApplyShards>);
   def("applyGradientsPlanned", syncFn<Unit, preparePlannedGradients>);
   def("applyGradientsPlannedAsync", asyncFn<Unit, preparePlannedGradients>);
 }

@@ -574,22 +574,58 @@ class CombinedGradientSums final : public GradientSums {
 
 }  // namespace
 
-void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
-                            const ShardPlan& plan, const OptimizerParams& opt) {
-  if (auto* own = dynamic_cast<PlannedOps*>(&t)) return own->applyCombinedGradients(bag, grads, c, maxNorm, plan, opt);
-  t.validateOptimizer(opt);  // before the row read below changes any read score
+namespace {
+
+/** applyCombinedGradients of a CPU table whose optimizer was validated, with the bag's denominators given. */
+void applyCombinedWith(Table& t, const BagInput& bag, const float* grads, const double* denom, double maxNorm,
+                       const ShardPlan& plan, const OptimizerParams& opt) {
   const size_t dim = t.config().dim;
   ScratchRelease release(bag.n);
   Scratch::Trim trim;
-  const std::vector<double> denom = denominators(bag, c);
   BagOwnership b = bagOwnership(bag, plan);
   const float* rows = maxNorm > 0 ? readRows(t, b.local, b.count, false) : nullptr;
   // No per-entry gradient array: the table sums each key's entries' gradients (in order of
   // appearance, in float) straight from the pooled gradients, one key per thread at a time.
   ScratchVector<uint32_t> rowOf(b.count);
   backwardRowsOfOwned(bag.rowSplits, bag.rows, b.positions, b.count, rowOf.data());
-  const CombinedGradientSums sums({grads, bag.weights, b.positions, rowOf.data(), denom.data(), rows, maxNorm, dim});
+  const CombinedGradientSums sums({grads, bag.weights, b.positions, rowOf.data(), denom, rows, maxNorm, dim});
   t.applyGradientSums(b.local, b.count, sums, opt);
+}
+
+}  // namespace
+
+void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
+                            const ShardPlan& plan, const OptimizerParams& opt) {
+  if (auto* own = dynamic_cast<PlannedOps*>(&t)) return own->applyCombinedGradients(bag, grads, c, maxNorm, plan, opt);
+  t.validateOptimizer(opt);  // before the row read below changes any read score
+  const std::vector<double> denom = denominators(bag, c);
+  applyCombinedWith(t, bag, grads, denom.data(), maxNorm, plan, opt);
+}
+
+void applyCombinedGradientsShards(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag,
+                                  const float* grads, Combiner c, double maxNorm, const OptimizerParams& opt) {
+  if (parts == 0) return;
+  if (!distinctCpuTables(tables, parts)) {
+    // Tables that train in their own kernels, or one table twice: each part in turn (part order).
+    for (size_t d = 0; d < parts; ++d) tables[d]->validateOptimizer(opt);
+    for (size_t d = 0; d < parts; ++d) applyCombinedGradients(*tables[d], bag, grads, c, maxNorm, plans[d], opt);
+    return;
+  }
+  // Every table's optimizer first: a refused call changes no table.
+  for (size_t d = 0; d < parts; ++d) tables[d]->validateOptimizer(opt);
+  const std::vector<double> denom = denominators(bag, c);  // once, for every part
+  const auto run = [&](size_t b, size_t e) {
+    for (size_t d = b; d < e; ++d) applyCombinedWith(*tables[d], bag, grads, denom.data(), maxNorm, plans[d], opt);
+  };
+  if (applyCombinedGradientsShardsSplits(bag, parts)) {
+    ThreadPool::shared().parallelFor(parts, 1, run);
+  } else {
+    run(0, parts);
+  }
+}
+
+bool applyCombinedGradientsShardsSplits(const BagInput& bag, size_t parts) {
+  return parts > 1 && bag.n >= kShardsParallelMin;
 }
 
 void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,

@@ -84,6 +84,20 @@ void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, C
 void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, const OptimizerParams& opt);
 
+/**
+ * applyCombinedGradientsShards: applyCombinedGradients of every part (tables[d] with
+ * plans[d], one dim) from the same bag and pooled gradients, in one call: every table's
+ * optimizer is checked before any row changes, the bag's denominators are computed once,
+ * and distinct CPU tables train in parallel on the pool (each exactly its own
+ * applyCombinedGradients, bit for bit). Tables that train in their own kernels
+ * (PlannedOps), or one table given twice: each part in turn, in part order.
+ */
+void applyCombinedGradientsShards(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag,
+                                  const float* grads, Combiner c, double maxNorm, const OptimizerParams& opt);
+
+/** Whether applyCombinedGradientsShards splits its parts over the thread pool (an async call brings its helpers along). */
+bool applyCombinedGradientsShardsSplits(const BagInput& bag, size_t parts);
+
 /** applyGradients of the owned entries of (keys, grads [n * dim]) under their local keys. */
 void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,
                            const OptimizerParams& opt);

@@ -336,38 +336,44 @@ export function shardPlansSection(ctx: SuiteContext): void {
           }
         });
 
-        it('applyCombinedGradients with a plan trains each shard\'s owned rows by their summed per-entry gradients', async () => {
-          const s = await build(ctx, ops, c);
-          const { ids, weights } = bagOf(c);
-          const grads = ids.flatMap((_, r) => [1, r - 2, 0.25 * r]);
-          for (let d = 0; d < c.n; d++) {
-            await ops.applyCombinedGradients(s.tables[d]!, ragged(c, ids, 'ids'), grads, optimizers.sgd({ learningRate: 1 }), 1, {
-              plan: s.plans[d]!,
-              combiner: 'mean',
-              weights: ragged(c, ids, 'weights', weights),
+        for (const how of ['each shard', 'applyCombinedGradientsShards'] as const) {
+          it(`applyCombinedGradients with a plan (${how}) trains each shard\'s owned rows by their summed per-entry gradients`, async () => {
+            const s = await build(ctx, ops, c);
+            const { ids, weights } = bagOf(c);
+            const grads = ids.flatMap((_, r) => [1, r - 2, 0.25 * r]);
+            const o = { combiner: 'mean' as const, weights: ragged(c, ids, 'weights', weights) };
+            if (how === 'each shard') {
+              for (let d = 0; d < c.n; d++) await ops.applyCombinedGradients(s.tables[d]!, ragged(c, ids, 'ids'), grads, optimizers.sgd({ learningRate: 1 }), 1, { ...o, plan: s.plans[d]! });
+            } else {
+              const shards = s.tables.map((table, d) => ({ table, plan: s.plans[d]! }));
+              // an optimizer whose slots no table has: refused before any shard trains
+              const before = await Promise.all(s.tables.map((t) => ops.export(t)));
+              await expectRejected(s.tables[0]!, () => ops.applyCombinedGradientsShards(shards, ragged(c, ids, 'ids'), grads, optimizers.adagrad(), 1, o), 'INVALID_ARGUMENT', 'optimizer');
+              expect(await Promise.all(s.tables.map((t) => ops.export(t))), 'a refused call changes nothing').toEqual(before);
+              await ops.applyCombinedGradientsShards(shards, ragged(c, ids, 'ids'), grads, optimizers.sgd({ learningRate: 1 }), 1, o);
+            }
+            const flat: bigint[] = [];
+            const per: number[][] = [];
+            ids.forEach((row, r) => {
+              const den = denominator(weights[r]!, 'mean');
+              row.forEach((k, e) => {
+                flat.push(k);
+                per.push(entryGradient(s.value(k), grads.slice(r * DIM, (r + 1) * DIM), weights[r]![e]!, den, 0));
+              });
             });
-          }
-          const flat: bigint[] = [];
-          const per: number[][] = [];
-          ids.forEach((row, r) => {
-            const den = denominator(weights[r]!, 'mean');
-            row.forEach((k, e) => {
-              flat.push(k);
-              per.push(entryGradient(s.value(k), grads.slice(r * DIM, (r + 1) * DIM), weights[r]![e]!, den, 0));
-            });
+            const sums = summedGradients(flat, per);
+            for (const [key, g] of sums) {
+              const k = BigInt(key);
+              const p = s.place(k);
+              const got = (await ops.find(s.tables[p.shard]!, s.keys([p.local]))).values;
+              expectClose(got, s.value(k).map((x, i) => x - g[i]!), `row of key ${key}`, 1e-6, 1e-6);
+            }
+            if (c.kind === 'dynamic') {
+              const owner = s.place(c.missing[0]!).shard;
+              expect((await ops.find(s.tables[owner]!, s.keys([c.missing[0]!]))).exists[0], 'missing key inserted by training').toBe(1);
+            }
           });
-          const sums = summedGradients(flat, per);
-          for (const [key, g] of sums) {
-            const k = BigInt(key);
-            const p = s.place(k);
-            const got = (await ops.find(s.tables[p.shard]!, s.keys([p.local]))).values;
-            expectClose(got, s.value(k).map((x, i) => x - g[i]!), `row of key ${key}`, 1e-6, 1e-6);
-          }
-          if (c.kind === 'dynamic') {
-            const owner = s.place(c.missing[0]!).shard;
-            expect((await ops.find(s.tables[owner]!, s.keys([c.missing[0]!]))).exists[0], 'missing key inserted by training').toBe(1);
-          }
-        });
+        }
 
         it('applyGradients with a plan updates only owned keys, under their local keys', async () => {
           const s = await build(ctx, ops, c);
