@@ -38,7 +38,7 @@ namespace embedstack {
 
 /**
  * A probe's prefetch of a candidate's key/score line into L1 (for writing when `forWrite`),
- * and of no row (probes reading only index and meta lines: the bag's, the writes').
+ * and of no row (probes reading only index and meta lines: the writes', a lease's).
  */
 struct NoRowPrefetch {
   void meta(const void* line, bool forWrite) const {
@@ -68,6 +68,26 @@ struct RowLines {
     for (size_t l = 0; l < count; ++l) __builtin_prefetch(record + 64 * l, 0, 2);
   }
 };
+
+/**
+ * Calls f(RowLines<k>{...}) for records whose stored values span `lines` cache lines: 1, 2,
+ * 4 or 8 unrolled at compile time, any other count in a loop.
+ */
+template <class F>
+void withRowLines(size_t lines, F&& f) {
+  switch (lines) {
+    case 1:
+      return f(RowLines<1>{});
+    case 2:
+      return f(RowLines<2>{});
+    case 4:
+      return f(RowLines<4>{});
+    case 8:
+      return f(RowLines<8>{});
+    default:
+      return f(RowLines<0>{lines});
+  }
+}
 
 /** dst [dim] = the values a record starts with, widened (streaming stores when `stream` and float32). */
 inline void readRecordValues(StorageDtype storage, const void* record, float* dst, size_t dim, bool stream) {
@@ -140,6 +160,8 @@ class DynamicTable final : public Table {
   float* slotsOf(size_t row) const { return reinterpret_cast<float*>(arena() + row * rowBytes_ + valueBytes_); }
   size_t rowBytes() const { return rowBytes_; }
   bool wide() const { return storage_ == StorageDtype::kFloat32; }
+  /** Cache lines of a row's stored values (a float32 dim-64 row: 4). */
+  size_t valueLines() const { return (dim_ * storageBytes(storage_) + 63) / 64; }
   /** dst [dim] = a row's values widened (streaming stores when `stream` and float32). */
   void readValues(uint32_t row, float* dst, bool stream) const {
     readRecordValues(storage_, valuesOf(row), dst, dim_, stream);
@@ -178,6 +200,14 @@ class DynamicTable final : public Table {
   template <class Prefetch>
   void findRows(const int64_t* keys, size_t n, float* out, uint8_t* exists, const ScoreClock& clock,
                 Prefetch prefetch) const;
+  /**
+   * lookupCombinedInto without insertMissing, bag rows [rb, re): keys resolved to rows a
+   * few hundred entries ahead of the pooling kernel, which pools them in chunks (see
+   * dynamic_read.cc). `prefetch` asks for a candidate's key/score line and values.
+   */
+  template <class Prefetch>
+  void poolBagRows(const BagInput& bag, size_t rb, size_t re, Combiner combiner, double maxNorm, float* out,
+                   const ScoreClock& clock, Prefetch prefetch) const;
   /** Prefetches the first `bytes` of a row's values and slots. */
   void prefetchRow(uint32_t row, size_t bytes) const;
 

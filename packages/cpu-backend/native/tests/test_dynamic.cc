@@ -1,4 +1,5 @@
 // Dynamic table semantics (core's reference dynamic table is the specification).
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <cmath>
@@ -474,6 +475,28 @@ TEST(find_through_full_groups_and_shared_fragments) {
     for (size_t i = 0; i < n * 2; ++i) wrong += out[i] != r.values[i];
     EXPECT_EQ(wrong, size_t{0});
   }
+  // A ragged bag over all the queries: empty rows, short ones, and two rows longer than the
+  // chunks the read path pools at once (512 entries), absent keys among them. Each output row
+  // is the float64 sum of its entries' values in bag order (absent: zeros), rounded once.
+  std::vector<int32_t> splits{0};
+  const size_t lengths[] = {0, 1, 7, 20, 3000, 3, 0, 600, 19};
+  for (size_t r = 0; static_cast<size_t>(splits.back()) < q.size(); ++r) {
+    const size_t want = r >= 9 && lengths[r % 9] > 500 ? 20 : lengths[r % 9];  // the long rows once
+    splits.push_back(static_cast<int32_t>(splits.back() + std::min(want, q.size() - splits.back())));
+  }
+  const size_t bagRows = splits.size() - 1;
+  BagInput ragged{splits.data(), bagRows, q.data(), q.size(), nullptr};
+  auto pooled = t->lookupCombined(ragged, Combiner::kSum, 0, false);
+  size_t wrong = 0;
+  for (size_t r = 0; r < bagRows; ++r) {
+    double acc[2] = {0, 0};
+    for (int32_t j = splits[r]; j < splits[r + 1]; ++j) {
+      const size_t m = static_cast<size_t>(j) % (keys.size() + absent.size());
+      for (size_t c = 0; c < 2; ++c) acc[c] += m < keys.size() ? static_cast<double>(vals[m * 2 + c]) : 0.0;
+    }
+    for (size_t c = 0; c < 2; ++c) wrong += pooled[r * 2 + c] != static_cast<float>(acc[c]);
+  }
+  EXPECT_EQ(wrong, size_t{0});
   EXPECT_EQ(t->size(), keys.size());  // reads inserted nothing
 }
 
