@@ -186,7 +186,9 @@ export interface RawTable {
    * `applyCombinedGradientsShards`). Each table ends exactly as after its own
    * `applyCombinedGradients(bag, grads, combiner, maxNorm, plan, optimizer)`; the parts may
    * run in parallel (a table given twice: its parts in part order). Every table's
-   * optimizer is checked before any row changes. Returns null, before any work, when it
+   * optimizer is checked before any row changes; a part that fails inside the call (its
+   * table disposed meanwhile, or ids the caller rewrote meanwhile) may leave the other
+   * parts trained. Returns null, before any work, when it
    * cannot serve `parts` (a part of another backend): core then calls each part's
    * `applyCombinedGradients` itself.
    */
@@ -221,6 +223,24 @@ export function sumShardPartials(partials: readonly Float64Array[], out: Float32
     out[i] = acc;
   }
   return out;
+}
+
+/**
+ * Runs `fn` for every part: parts of distinct tables concurrently, the parts of a table
+ * given more than once one after another in part order (as a fused backend runs them).
+ */
+export async function inPartOrderPerTable(parts: readonly ShardPart[], fn: (p: ShardPart) => Promise<void>): Promise<void> {
+  const byTable = new Map<RawTable, ShardPart[]>();
+  for (const p of parts) {
+    const own = byTable.get(p.raw);
+    if (own) own.push(p);
+    else byTable.set(p.raw, [p]);
+  }
+  await Promise.all(
+    [...byTable.values()].map(async (own) => {
+      for (const p of own) await fn(p);
+    }),
+  );
 }
 
 /** Builds a RawTable whose async side runs the sync side inside a resolved promise. */

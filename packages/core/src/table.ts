@@ -12,7 +12,7 @@ import {
 } from './errors.js';
 import { type KeyInput, keyShape, normalizeKeys } from './keys.js';
 import { isOptimizerSpec, type OptimizerSpec, type ResolvedOptimizer, resolveOptimizer, sameSlotLayout } from './optimizers.js';
-import { type ExportBatch, type FindResult, type RawTable, type RawTableSync, type ShardPart, sumShardPartials } from './rawTable.js';
+import { type ExportBatch, type FindResult, inPartOrderPerTable, type RawTable, type RawTableSync, type ShardPart, sumShardPartials } from './rawTable.js';
 import { checkOwnedRows, type ResolvedShardPlan, resolveShardPlan, type ShardPlan } from './shardPlan.js';
 import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } from './tableOptions.js';
 import type { StorageDtype } from './storageDtype.js';
@@ -312,16 +312,21 @@ export class EmbeddingTable {
   }
 
   #optimizer(optimizer: OptimizerSpec, step: number): ResolvedOptimizer {
+    this.#checkOptimizer(optimizer, step);
+    return resolveOptimizer(optimizer, step);
+  }
+
+  /** Checks that `optimizer` fits this table's slot layout and `step` (`what` names the table in the message); resolves nothing, so a learning-rate function is not called. */
+  #checkOptimizer(optimizer: OptimizerSpec, step: number, what = "the table's"): void {
     if (!isOptimizerSpec(optimizer)) throw invalidParameter('optimizer', 'an optimizer spec', optimizer, InvalidTypeError);
     if (!sameSlotLayout(optimizer.slots, this.options.slots)) {
       throw invalidParameter(
         'optimizer',
-        `an optimizer whose slots are [${this.slotNames.join(', ')}] (the table's layout)`,
+        `an optimizer whose slots are [${this.slotNames.join(', ')}] (${what} layout)`,
         `${optimizer.kind} with slots [${optimizer.slots.names.join(', ')}]`,
       );
     }
     if (typeof step !== 'number' || !Number.isSafeInteger(step) || step < 1) throw invalidParameter('step', 'an integer >= 1', step);
-    return resolveOptimizer(optimizer, step);
   }
 
   #range(opts: { offset?: number; limit?: number } | undefined): [number, number] {
@@ -623,7 +628,8 @@ export class EmbeddingTable {
   /** The shards' tables (one dim and key dtype) and parts, and the bag validated once (static ids checked by every plan). */
   static #shardParts(shards: readonly TableShard[], ids: BagInput, o: CombinerOptions) {
     if (!Array.isArray(shards) || shards.length === 0) throw invalidParameter('shards', 'a non-empty array of { table, plan }', shards, InvalidTypeError);
-    const tables = shards.map((s: unknown, d) => {
+    // Array.from visits the holes of a sparse array (as undefined), which map would skip
+    const tables = Array.from(shards, (s: unknown, d) => {
       const t = typeof s === 'object' && s !== null ? (s as TableShard).table : undefined;
       if (!(t instanceof EmbeddingTable)) throw invalidParameter(`shards[${d}].table`, 'an EmbeddingTable', t, InvalidTypeError);
       return t;
@@ -659,7 +665,9 @@ export class EmbeddingTable {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     const { tables, parts, first, a } = EmbeddingTable.#shardParts(shards, ids, o);
     const g = validateValues(grads, [a.bag.rowSplits.length - 1], first.dim, 'grads');
-    const opt = tables.map((t) => t.#optimizer(optimizer, step))[0]!;
+    // every table's slots first, then the optimizer resolved once (a learning-rate function runs once per step)
+    tables.forEach((t, d) => t.#checkOptimizer(optimizer, step, `shards[${d}].table's`));
+    const opt = resolveOptimizer(optimizer, step);
     return { parts, bag: a.bag, g, combiner: a.combiner, maxNorm: a.maxNorm, opt, tables };
   }
 
@@ -709,15 +717,18 @@ export class EmbeddingTable {
    * step, { ...opts, plan })`. A backend may run every shard in one call (the CPU backend
    * does: one dispatch, the shards in parallel on its pool); otherwise core calls each
    * shard. The bag is validated once, and every table's optimizer slots are checked
-   * before any shard trains: a rejected call changes nothing.
+   * before any shard trains: a call rejected on its arguments changes nothing. (A shard
+   * disposed while the call is pending, or ids written into meanwhile, which a Promise
+   * call does not allow, can reject it after other shards have trained.)
    *
-   * @throws InvalidTypeError / ShapeMismatchError naming shards[d], ids, grads, optimizer, step; DisposedError
+   * @throws InvalidTypeError / ShapeMismatchError naming shards[d], ids, grads; InvalidArgumentError naming
+   *   optimizer (slots that do not fit a shard's table), step, shards[d].plan; OutOfRangeError (static ids); DisposedError
    */
   static async applyCombinedGradientsShards(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinerOptions = {}): Promise<void> {
     const { parts, bag, g, combiner, maxNorm, opt } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts);
     const fused = parts[0]!.raw.applyCombinedGradientsShards?.(parts, bag, g, combiner, maxNorm, opt) ?? null;
     if (fused) return fused;
-    await Promise.all(parts.map((p) => p.raw.async.applyCombinedGradients(bag, g, combiner, maxNorm, p.plan, opt)));
+    await inPartOrderPerTable(parts, (p) => p.raw.async.applyCombinedGradients(bag, g, combiner, maxNorm, p.plan, opt));
   }
 
   /**

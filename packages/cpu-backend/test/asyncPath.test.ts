@@ -110,15 +110,26 @@ describe('cpu backend: the Promise path', () => {
       const sizes = shards.map((s) => s.table.size());
       await lookupCombinedShards(shards, fresh, { combiner: 'sum', insertMissing: true });
       expect(shards.map((s, d) => s.table.size() - sizes[d]!)).toEqual(shards.map(() => 100 / n));
-      // The fused step: an optimizer no table's slots fit is refused by the addon before any shard changes.
-      const parts = shards.map((s) => ({ raw: s.table.raw, plan: resolveShardPlan(s.plan, s.table.options) }));
-      const before = await Promise.all(shards.map((s) => snapshot(s.table)));
-      const adagrad = resolveOptimizer(optimizers.adagrad(), 1);
+      // The fused step: an SGD step that fits every table but the last (Adagrad's slots) is
+      // refused by the addon before any shard changes, not as it reaches the last table.
+      const odd = createTable({ dim: DIM, optimizer: optimizers.adagrad() }, { backend: cpuBackend });
+      const oddParts = shards.map((s, d) => {
+        const table = d === n - 1 ? odd : s.table;
+        return { table, raw: table.raw, plan: resolveShardPlan(s.plan, table.options) };
+      });
+      const before = await Promise.all(oddParts.map((p) => snapshot(p.table)));
       const raw = { rowSplits: splits, keys, weights };
-      await expect(shards[0]!.table.raw.applyCombinedGradientsShards!(parts, raw, grads, 'mean', 0, adagrad)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
-      const after = await Promise.all(shards.map((s) => snapshot(s.table)));
+      const rawSgd = resolveOptimizer(sgd, 1);
+      await expect(shards[0]!.table.raw.applyCombinedGradientsShards!(oddParts, raw, grads, 'mean', 0, rawSgd)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      const after = await Promise.all(oddParts.map((p) => snapshot(p.table)));
       after.forEach((a, d) => expectSameState(a, before[d]!, `shard ${d} after a refused fused step`, true));
+      odd.dispose();
+      // Each shard inserts only the missing keys it owns (1500..2499 are on no shard yet).
+      const owned = shards.map(() => new Set<bigint>());
+      for (const k of keys) if (k >= 1500n) owned[((Number(k) % n) + n) % n]!.add(k);
+      const sizesBefore = shards.map((s) => s.table.size());
       await applyCombinedGradientsShards(shards, bag, grads, sgd, 1, { combiner: 'mean', weights: w });
+      expect(shards.map((s, d) => s.table.size() - sizesBefore[d]!), 'rows each shard gained').toEqual(owned.map((o) => o.size));
       const got = new Float32Array(fill.length * DIM);
       fill.forEach((k, i) => got.set(shards[((Number(k) % n) + n) % n]!.table.findSync([k]).values, i * DIM));
       expect(Array.from(got), `${n} shards trained by one call vs the whole table`).toEqual(Array.from(want));
@@ -142,7 +153,7 @@ describe('cpu backend: the Promise path', () => {
       const pending = t.lookupCombined({ rowSplits: splits, keys, weights: null }, { combiner });
       splits.fill(0); // every bag empty, had the job read the caller's array
       const got = await pending;
-      // every partial sum is a multiple of 0.5 below 2^11: exact in float32, whatever the order
+      // every partial sum is a multiple of 0.5 below 2^12: exact in float32, whatever the order
       const expected = new Float32Array(rows * DIM);
       for (let r = 0; r < rows; r++) {
         for (let j = 0; j < DIM; j++) {

@@ -108,8 +108,9 @@ ShardsArgs shardsArgs(const Napi::CallbackInfo& info) {
     a.tables.push_back(tableOf(ta.Get(static_cast<uint32_t>(d)), name.c_str(), &h));
     if (!a.first) a.first = h;
     ES_CHECK(h->dim == a.first->dim && h->int32Keys == a.first->int32Keys, kShapeMismatch,
-             "Expected tables[" << d << "] to have the dim and key dtype of tables[0] (dim " << a.first->dim
-                                << ") but it has dim " << h->dim);
+             "Expected tables[" << d << "] to have the dim and key dtype of tables[0] (dim " << a.first->dim << ", "
+                                << (a.first->int32Keys ? "int32" : "int64") << " keys) but it has dim " << h->dim << ", "
+                                << (h->int32Keys ? "int32" : "int64") << " keys");
     a.plans.push_back(planOf(pa.data + d * abi::kPlanFields, *a.tables.back()));
   }
   return a;
@@ -152,7 +153,7 @@ Op<Unit> prepareApplyShards(const Napi::CallbackInfo& info) {
   const OptimizerParams opt = optimizerArg(info, 8);
   auto keys = b.keys;
   const BagInput bag = b.input;
-  if (applyCombinedGradientsShardsSplits(bag, s.tables.size())) op.helpers = ThreadPool::shared().threads() - 1;
+  if (applyCombinedGradientsShardsSplits(s.raw().data(), s.tables.size(), bag)) op.helpers = ThreadPool::shared().threads() - 1;
   op.job = [s, keys, bag, grads, c, maxNorm, opt] {
     std::vector<Table*> t = s.raw();
     applyCombinedGradientsShards(t.data(), s.plans.data(), t.size(), bag, grads, c, maxNorm, opt);

@@ -617,15 +617,15 @@ void applyCombinedGradientsShards(Table* const* tables, const ShardPlan* plans, 
   const auto run = [&](size_t b, size_t e) {
     for (size_t d = b; d < e; ++d) applyCombinedWith(*tables[d], bag, grads, denom.data(), maxNorm, plans[d], opt);
   };
-  if (applyCombinedGradientsShardsSplits(bag, parts)) {
+  if (applyCombinedGradientsShardsSplits(tables, parts, bag)) {
     ThreadPool::shared().parallelFor(parts, 1, run);
   } else {
     run(0, parts);
   }
 }
 
-bool applyCombinedGradientsShardsSplits(const BagInput& bag, size_t parts) {
-  return parts > 1 && bag.n >= kShardsParallelMin;
+bool applyCombinedGradientsShardsSplits(Table* const* tables, size_t parts, const BagInput& bag) {
+  return parts > 1 && bag.n >= kShardsParallelMin && distinctCpuTables(tables, parts);
 }
 
 void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,

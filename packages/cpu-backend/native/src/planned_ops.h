@@ -91,12 +91,16 @@ void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, C
  * and distinct CPU tables train in parallel on the pool (each exactly its own
  * applyCombinedGradients, bit for bit). Tables that train in their own kernels
  * (PlannedOps), or one table given twice: each part in turn, in part order.
+ * Only the optimizer and the arguments checked before the call are all-or-nothing: a
+ * part that fails inside (a shard disposed meanwhile, a static shard's key out of range
+ * because the caller rewrote its ids meanwhile) throws after the other parts may have
+ * trained.
  */
 void applyCombinedGradientsShards(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag,
                                   const float* grads, Combiner c, double maxNorm, const OptimizerParams& opt);
 
-/** Whether applyCombinedGradientsShards splits its parts over the thread pool (an async call brings its helpers along). */
-bool applyCombinedGradientsShardsSplits(const BagInput& bag, size_t parts);
+/** Whether applyCombinedGradientsShards splits its parts over the thread pool (an async call brings its helpers along): distinct CPU tables and a bag large enough. */
+bool applyCombinedGradientsShardsSplits(Table* const* tables, size_t parts, const BagInput& bag);
 
 /** applyGradients of the owned entries of (keys, grads [n * dim]) under their local keys. */
 void plannedApplyGradients(Table& t, const int64_t* keys, size_t n, const float* grads, const ShardPlan& plan,

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Combiner } from '../../combiners.js';
 import type { KeyDtype } from '../../dtypes.js';
 import { initializers } from '../../initializers.js';
-import { optimizers } from '../../optimizers.js';
+import { type OptimizerSpec, optimizers } from '../../optimizers.js';
 import { RaggedTensor } from '../../sparse.js';
 import { referenceBackend } from '../../reference/backend.js';
 import type { EmbeddingTable } from '../../table.js';
@@ -65,14 +65,14 @@ interface Sharded {
 }
 
 /** Shard d's table of a case (on `backend`, default the suite's), holding its written keys. */
-async function shardTable(ctx: SuiteContext, ops: Ops, c: Case, d: number, backend = ctx.backend): Promise<EmbeddingTable> {
+async function shardTable(ctx: SuiteContext, ops: Ops, c: Case, d: number, backend = ctx.backend, optimizer: OptimizerSpec = optimizers.sgd({ learningRate: 1 })): Promise<EmbeddingTable> {
   const roundRobin = c.kind === 'static' && c.placement === 'mod';
   let vocab = 0;
   if (c.kind === 'static') vocab = c.placement === 'range' ? c.starts[d + 1]! - c.starts[d]! : Math.ceil((c.rows - d) / c.n);
   const t =
     c.kind === 'static'
-      ? ctx.make({ kind: 'static', dim: DIM, vocabularySize: vocab, keyDtype: c.keyDtype, initializer: initializers.row(INIT), optimizer: optimizers.sgd({ learningRate: 1 }) }, backend)
-      : ctx.make({ dim: DIM, keyDtype: c.keyDtype, initializer: initializers.row(INIT), optimizer: optimizers.sgd({ learningRate: 1 }) }, backend);
+      ? ctx.make({ kind: 'static', dim: DIM, vocabularySize: vocab, keyDtype: c.keyDtype, initializer: initializers.row(INIT), optimizer }, backend)
+      : ctx.make({ dim: DIM, keyDtype: c.keyDtype, initializer: initializers.row(INIT), optimizer }, backend);
   for (const k of c.written) {
     const p = placeKey(k, c.placement, c.n, c.starts, roundRobin);
     if (p.shard === d) await ops.upsert(t, c.keyDtype === 'int64' ? [p.local] : [Number(p.local)], rowOf(k));
@@ -346,11 +346,24 @@ export function shardPlansSection(ctx: SuiteContext): void {
               for (let d = 0; d < c.n; d++) await ops.applyCombinedGradients(s.tables[d]!, ragged(c, ids, 'ids'), grads, optimizers.sgd({ learningRate: 1 }), 1, { ...o, plan: s.plans[d]! });
             } else {
               const shards = s.tables.map((table, d) => ({ table, plan: s.plans[d]! }));
-              // an optimizer whose slots no table has: refused before any shard trains
-              const before = await Promise.all(s.tables.map((t) => ops.export(t)));
-              await expectRejected(s.tables[0]!, () => ops.applyCombinedGradientsShards(shards, ragged(c, ids, 'ids'), grads, optimizers.adagrad(), 1, o), 'INVALID_ARGUMENT', 'optimizer');
-              expect(await Promise.all(s.tables.map((t) => ops.export(t))), 'a refused call changes nothing').toEqual(before);
-              await ops.applyCombinedGradientsShards(shards, ragged(c, ids, 'ids'), grads, optimizers.sgd({ learningRate: 1 }), 1, o);
+              // the last shard's table with Adagrad's slots: an SGD step fits every table but that
+              // one, and is refused before any shard trains (not only tables[0] checked, nor each
+              // table just before it trains)
+              const odd = await shardTable(ctx, ops, c, c.n - 1, ctx.backend, optimizers.adagrad());
+              const mixed = shards.map((p, d) => (d === c.n - 1 ? { ...p, table: odd } : p));
+              const before = await Promise.all(mixed.map((p) => ops.export(p.table)));
+              await expectRejected(odd, () => ops.applyCombinedGradientsShards(mixed, ragged(c, ids, 'ids'), grads, optimizers.sgd({ learningRate: 1 }), 1, o), 'INVALID_ARGUMENT', `shards[${c.n - 1}].table's layout`);
+              expect(await Promise.all(mixed.map((p) => ops.export(p.table))), 'a refused call changes nothing').toEqual(before);
+              // a learning-rate function runs once per step, not once per shard
+              let lrCalls = 0;
+              const counted = optimizers.sgd({ learningRate: () => (lrCalls++, 1) });
+              const sizes = s.tables.map((t) => t.size());
+              await ops.applyCombinedGradientsShards(shards, ragged(c, ids, 'ids'), grads, counted, 1, o);
+              expect(lrCalls, 'learning-rate calls in one step').toBe(1);
+              // only the owner of the bag's missing key grows (a dynamic shard inserts only what it owns)
+              const grown = s.tables.map((t, d) => t.size() - sizes[d]!);
+              const owner = s.place(c.missing[0]!).shard;
+              expect(grown, 'rows each shard gained').toEqual(s.tables.map((_, d) => (c.kind === 'dynamic' && d === owner ? 1 : 0)));
             }
             const flat: bigint[] = [];
             const per: number[][] = [];
