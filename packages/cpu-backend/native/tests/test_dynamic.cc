@@ -420,7 +420,19 @@ TEST(stream_of_large_writes_reads_back_the_last_values) {
 // keys behind a same-fragment neighbour, and absent keys sharing a present key's home
 // group and fragment must all read right, inline and on the pool, in find and the bag.
 TEST(find_through_full_groups_and_shared_fragments) {
-  auto t = createTable(dynamicConfig(2, 1000));
+  // A per-key initializer: an absent key reads its own initial row, not zeros or a neighbour's.
+  TableConfig config = dynamicConfig(2, 1000);
+  config.initializer.kind = InitKind::kUniform;
+  config.initializer.a = -3;
+  config.initializer.b = 5;
+  config.initializer.seed = 17;
+  const Initializer init = config.initializer;
+  auto initial = [&init](int64_t k, size_t c) {
+    float row[2];
+    init.fill(k, 0, 2, row);
+    return row[c];
+  };
+  auto t = createTable(config);
   auto* d = dynamic_cast<DynamicTable*>(t.get());
   ASSERT_TRUE(d != nullptr);
   const size_t groups = d->indexGroups();
@@ -445,7 +457,11 @@ TEST(find_through_full_groups_and_shared_fragments) {
       }
     }
   }
-  auto vals = estest::valuesFor(keys, 2, [](int64_t k) { return static_cast<float>(k % 1000); });
+  // Values from 1e-6 to 1e18 in magnitude, not whole numbers.
+  auto vals = estest::valuesFor(keys, 2, [](int64_t k) {
+    const int64_t m = ((k % 1000) + 1000) % 1000;
+    return static_cast<float>(static_cast<double>(m % 7 - 3) * std::pow(10.0, static_cast<double>(m % 5) * 6 - 6) + 0.25 * static_cast<double>(m % 3));
+  });
   t->upsert(keys.data(), keys.size(), vals.data(), nullptr);
   ASSERT_TRUE(d->indexGroups() == groups);  // no rebuild: the crowded keys really share group 3
   // Queries: every key, every absent one, repeated past the pool threshold (70 * 1020 keys).
@@ -462,11 +478,12 @@ TEST(find_through_full_groups_and_shared_fragments) {
       if (m < keys.size()) {
         wrong += !r.exists[i] || r.values[i * 2] != vals[m * 2] || r.values[i * 2 + 1] != vals[m * 2 + 1];
       } else {
-        wrong += r.exists[i] != 0 || r.values[i * 2] != 0.0f || r.values[i * 2 + 1] != 0.0f;  // zeros initializer
+        const int64_t k = absent[m - keys.size()];
+        wrong += r.exists[i] != 0 || r.values[i * 2] != initial(k, 0) || r.values[i * 2 + 1] != initial(k, 1);
       }
     }
     EXPECT_EQ(wrong, size_t{0});
-    // The bag: one key per row, so each output row is that key's row (absent: initial zeros).
+    // The bag: one key per row, so each output row is that key's row (absent: its initial row).
     std::vector<int32_t> splits(n + 1);
     for (size_t i = 0; i <= n; ++i) splits[i] = static_cast<int32_t>(i);
     BagInput bag{splits.data(), n, q.data(), n, nullptr};
@@ -477,7 +494,8 @@ TEST(find_through_full_groups_and_shared_fragments) {
   }
   // A ragged bag over all the queries: empty rows, short ones, and two rows longer than the
   // chunks the read path pools at once (512 entries), absent keys among them. Each output row
-  // is the float64 sum of its entries' values in bag order (absent: zeros), rounded once.
+  // is the float64 sum of its entries' values in bag order (absent: the key's initial row),
+  // rounded once; the mean divides that sum by the row's length first (an empty row: zeros).
   std::vector<int32_t> splits{0};
   const size_t lengths[] = {0, 1, 7, 20, 3000, 3, 0, 600, 19};
   for (size_t r = 0; static_cast<size_t>(splits.back()) < q.size(); ++r) {
@@ -486,17 +504,25 @@ TEST(find_through_full_groups_and_shared_fragments) {
   }
   const size_t bagRows = splits.size() - 1;
   BagInput ragged{splits.data(), bagRows, q.data(), q.size(), nullptr};
-  auto pooled = t->lookupCombined(ragged, Combiner::kSum, 0, false);
-  size_t wrong = 0;
-  for (size_t r = 0; r < bagRows; ++r) {
-    double acc[2] = {0, 0};
-    for (int32_t j = splits[r]; j < splits[r + 1]; ++j) {
-      const size_t m = static_cast<size_t>(j) % (keys.size() + absent.size());
-      for (size_t c = 0; c < 2; ++c) acc[c] += m < keys.size() ? static_cast<double>(vals[m * 2 + c]) : 0.0;
+  for (Combiner combiner : {Combiner::kSum, Combiner::kMean}) {
+    auto pooled = t->lookupCombined(ragged, combiner, 0, false);
+    size_t wrong = 0;
+    for (size_t r = 0; r < bagRows; ++r) {
+      double acc[2] = {0, 0};
+      for (int32_t j = splits[r]; j < splits[r + 1]; ++j) {
+        const size_t m = static_cast<size_t>(j) % (keys.size() + absent.size());
+        for (size_t c = 0; c < 2; ++c) {
+          acc[c] += m < keys.size() ? static_cast<double>(vals[m * 2 + c]) : static_cast<double>(initial(absent[m - keys.size()], c));
+        }
+      }
+      const double count = static_cast<double>(splits[r + 1] - splits[r]);
+      for (size_t c = 0; c < 2; ++c) {
+        const float want = combiner == Combiner::kSum ? static_cast<float>(acc[c]) : (count == 0 ? 0.0f : static_cast<float>(acc[c] / count));
+        wrong += pooled[r * 2 + c] != want;
+      }
     }
-    for (size_t c = 0; c < 2; ++c) wrong += pooled[r * 2 + c] != static_cast<float>(acc[c]);
+    EXPECT_EQ(wrong, size_t{0});
   }
-  EXPECT_EQ(wrong, size_t{0});
   EXPECT_EQ(t->size(), keys.size());  // reads inserted nothing
 }
 
