@@ -71,17 +71,23 @@ class DynamicTable::Lease final : public RowLease {
     touch_ = scoresOnRead(policy_);
   }
 
-  void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial) override {
+  void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial, bool prefetchRows) override {
     std::vector<size_t> missing;
-    // Only the key/score lines are prefetched here: the reader prefetches the values it pools.
-    t_.probe(keys, 0, n, touch_, NoRowPrefetch{}, [&](size_t i, uint32_t row) {
+    const auto found = [&](size_t i, uint32_t row) {
       if (row != KeyIndex::kNoRow) {
         rows[i] = static_cast<const float*>(t_.valuesOf(row));
         if (touch_) touchOnReadAtomic(t_.scoreOf(row), policy_, clock_);
       } else {
         missing.push_back(i);
       }
-    });
+    };
+    if (prefetchRows) {
+      // As the bag's resolver (poolBagRows): index groups 48 keys ahead, the candidate's
+      // key/score line and its values 24 ahead, all into L2.
+      withRowLines(t_.valueLines(), [&](auto prefetch) { t_.probe<48, 24, 2>(keys, 0, n, touch_, prefetch, found); });
+    } else {
+      t_.probe(keys, 0, n, touch_, NoRowPrefetch{}, found);  // key/score lines only: the reader prefetches the rows
+    }
     const size_t dim = t_.dim_;
     initial.resize(missing.size() * dim);
     for (size_t k = 0; k < missing.size(); ++k) {

@@ -192,9 +192,11 @@ class DynamicTable final : public Table {
    * (`prefetchRow(record)`) are prefetched (NoRowPrefetch, or RowLines for find), or,
    * when a full home group has no match, the
    * next group; at the key itself the candidate's key is compared, falling back to a
-   * full probe.
+   * full probe. The distances and where the index groups go (`kIndexTo`: 3 every level,
+   * 2 L2 and beyond) may be given: a lease lending rows for a bag asks further ahead,
+   * into L2, as the bag's own resolver does (poolBagRows).
    */
-  template <class Prefetch, class Fn>
+  template <size_t kIndexAhead = 16, size_t kRecordAhead = 8, int kIndexTo = 3, class Prefetch, class Fn>
   void probe(const int64_t* keys, size_t begin, size_t end, bool forWrite, Prefetch prefetchRow, Fn&& fn) const;
   /** findInto's body once the row prefetch is chosen (see dynamic_read.cc). */
   template <class Prefetch>
@@ -252,18 +254,10 @@ class DynamicTable final : public Table {
   std::atomic<uint64_t> epoch_{0};
 };
 
-template <class Prefetch, class Fn>
+template <size_t kIndexAhead, size_t kRecordAhead, int kIndexTo, class Prefetch, class Fn>
 void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, bool forWrite, Prefetch prefetchRow,
                          Fn&& fn) const {
-#ifndef ES_INDEX_AHEAD
-#define ES_INDEX_AHEAD 16
-#endif
-#ifndef ES_RECORD_AHEAD
-#define ES_RECORD_AHEAD 8
-#endif
-  constexpr size_t kRing = 32;
-  constexpr size_t kIndexAhead = ES_INDEX_AHEAD;
-  constexpr size_t kRecordAhead = ES_RECORD_AHEAD;
+  constexpr size_t kRing = kIndexAhead < 32 ? 32 : 64;
   static_assert(kIndexAhead < kRing && kRecordAhead < kIndexAhead, "pipeline stages");
   struct Pending {
     size_t group;
@@ -284,7 +278,7 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, bool for
       const uint64_t h = hashKey(keys[begin + i]);
       const size_t g = idx.homeGroup(h);
       ring[i % kRing] = {g, KeyIndex::kNoRow, hashFragment(h)};
-      __builtin_prefetch(idx.group(g));
+      __builtin_prefetch(idx.group(g), 0, kIndexTo);
     }
     if (i >= kIndexAhead - kRecordAhead) {
       const size_t j = i - (kIndexAhead - kRecordAhead);
@@ -300,7 +294,7 @@ void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, bool for
           prefetchRow(arena + static_cast<size_t>(cand) * stride);
         } else if (!group.matchEmpty()) {
           // No candidate in a full home group: the key overflowed (most often into the next group) or is absent.
-          __builtin_prefetch(idx.group(p.group + 1 == idx.groups ? 0 : p.group + 1));
+          __builtin_prefetch(idx.group(p.group + 1 == idx.groups ? 0 : p.group + 1), 0, kIndexTo);
         }
       }
     }

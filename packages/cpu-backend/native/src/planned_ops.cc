@@ -211,6 +211,8 @@ namespace {
 constexpr size_t kShardsParallelMin = 4096;
 /** Entries per chunk of bag rows that one thread pools over every shard, at most. */
 constexpr size_t kShardsChunkMax = 8192;
+/** Entries a bag-order chunk lends and pools at a time (rows of dim 64 float32: 128 KiB, well inside L2). */
+constexpr size_t kLentSpanEntries = 512;
 /** Per-thread chunk buffers above this size are freed after the call. */
 constexpr size_t kShardsKeepBytes = size_t{8} << 20;
 
@@ -366,22 +368,34 @@ struct ReadPart {
 void bagOrderChunk(const ShardPlan* plans, size_t parts, const BagInput& bag, size_t r0, size_t r1, size_t e0, size_t e1,
                    Combiner c, double maxNorm, size_t dim, const ModOwners& mod,
                    const std::vector<std::unique_ptr<RowLease>>& leases, const ReadPart* read, ChunkScratch& sc, float* out) {
+  if (!leases.empty()) {
+    // Lent rows a span of about kLentSpanEntries at a time: each lease asks for its rows'
+    // lines into L2 as it resolves them, and the span is pooled while they are still there.
+    forEachBagSpan(bag, r0, r1, kLentSpanEntries, [&](size_t s0, size_t s1) {
+      const size_t f0 = static_cast<size_t>(bag.rowSplits[s0]);
+      const size_t f1 = static_cast<size_t>(bag.rowSplits[s1]);
+      sc.byEntry.resize(f1 - f0);
+      const void** byEntry = sc.byEntry.data();
+      ownChunk(bag.keys, f0, f1, plans, parts, mod, sc.own);
+      sc.rows.resize(f1 - f0);
+      if (sc.initials.size() < parts) sc.initials.resize(parts);
+      for (size_t d = 0; d < parts; ++d) {
+        const size_t b = sc.own.begin[d];
+        const size_t n = sc.own.count[d];
+        // Each part its own initial-value buffer: the pointers into it must outlive the other parts' lends.
+        leases[d]->lend(sc.own.local.data() + b, n, sc.rows.data(), sc.initials[d], true);
+        const uint32_t* pos = sc.own.positions.data() + b;
+        for (size_t i = 0; i < n; ++i) byEntry[pos[i] - f0] = sc.rows[i];
+      }
+      sc.acc.resize(dim);
+      combineBagRows({bag.rowSplits, s0, s1, byEntry, f0, bag.weights, c, maxNorm, dim, out, sc.acc.data(), StorageDtype::kFloat32});
+    });
+    return;
+  }
   const size_t m = e1 - e0;
   sc.byEntry.resize(m);
   const void** byEntry = sc.byEntry.data();
-  if (!leases.empty()) {
-    ownChunk(bag.keys, e0, e1, plans, parts, mod, sc.own);
-    sc.rows.resize(m);
-    if (sc.initials.size() < parts) sc.initials.resize(parts);
-    for (size_t d = 0; d < parts; ++d) {
-      const size_t b = sc.own.begin[d];
-      const size_t n = sc.own.count[d];
-      // Each part its own initial-value buffer: the pointers into it must outlive the other parts' lends.
-      leases[d]->lend(sc.own.local.data() + b, n, sc.rows.data(), sc.initials[d]);
-      const uint32_t* pos = sc.own.positions.data() + b;
-      for (size_t i = 0; i < n; ++i) byEntry[pos[i] - e0] = sc.rows[i];
-    }
-  } else {
+  {
     for (size_t d = 0; d < parts; ++d) {
       const BagOwnership& o = read[d].owned;
       const uint32_t* pos = o.positions;
@@ -440,7 +454,7 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
       if (!leases.empty()) {
         const size_t b = sc.own.begin[d];
         const size_t n = sc.own.count[d];
-        leases[d]->lend(sc.own.local.data() + b, n, sc.rows.data(), sc.initial);
+        leases[d]->lend(sc.own.local.data() + b, n, sc.rows.data(), sc.initial, false);
         s.positions = sc.own.positions.data() + b;
         s.owned = n;
         s.rowPtrs = sc.rows.data();

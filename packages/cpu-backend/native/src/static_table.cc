@@ -140,7 +140,7 @@ class StaticTable::Lease final : public RowLease {
  public:
   explicit Lease(const StaticTable& t) : t_(t), lock_(t.mutex_) { t.checkAlive(); }
 
-  void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial) override {
+  void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial, bool) override {
     t_.checkKeys(keys, n, "keys");
     initial.clear();
     for (size_t i = 0; i < n; ++i) rows[i] = static_cast<const float*>(t_.row(static_cast<size_t>(keys[i])));

@@ -74,7 +74,7 @@ bool Table::withRows(const int64_t* keys, size_t n, const std::function<void(con
   if (!lease) return false;
   std::vector<const float*> rows(n);
   std::vector<float> initial;
-  lease->lend(keys, n, rows.data(), initial);
+  lease->lend(keys, n, rows.data(), initial, false);
   fn(rows.data());
   return true;
 }

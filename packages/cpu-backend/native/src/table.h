@@ -107,8 +107,10 @@ class RowLease {
    * until it is next changed). Nothing is inserted; read-policy scores are touched with
    * the lease's clock. May run on several threads at once. Throws as findInto would
    * (a static table: OUT_OF_RANGE for a key that is not a row index, before any touch).
+   * `prefetchRows`: also ask for the rows' values (into L2, where a table must look up its
+   * keys), for a caller that reads them right after, a few hundred at a time.
    */
-  virtual void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial) = 0;
+  virtual void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial, bool prefetchRows) = 0;
 };
 
 /**
