@@ -8,6 +8,7 @@ set(EMBEDSTACK_NATIVE_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 set(EMBEDSTACK_COMMON_SOURCES
     ${EMBEDSTACK_NATIVE_DIR}/src/combine.cc
+    ${EMBEDSTACK_NATIVE_DIR}/src/combine_narrow.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/combine_plan.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/dedupe.cc
     ${EMBEDSTACK_NATIVE_DIR}/src/errors.cc

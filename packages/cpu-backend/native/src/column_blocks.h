@@ -1,8 +1,8 @@
-// Shared shape of the gather-reduce kernels (combine.cc, combine_plan.cc): rows are
-// random reads from a large table, so a kernel is bound by how many cache misses it
-// keeps in flight and by accumulator traffic, not by arithmetic. Two rules follow:
+// Shared shape of the gather-reduce kernels (bag_sum.h, combine.cc, combine_plan.cc):
+// rows are random reads from a large table, so a kernel is bound by how many cache
+// misses it keeps in flight and by accumulator traffic, not by arithmetic. Two rules follow:
 //  - prefetch rows far enough ahead (about 6 KiB of rows: 24 rows at dim 64 float32),
-//    into every cache level (the bag's pooling loop, combine.cc: that far only into L2,
+//    into every cache level (the bag's pooling loop, bag_sum.h: that far only into L2,
 //    and again into L1 a third of the way ahead, which was 1.2-1.6x less CPU on a 1M-row
 //    table than one prefetch into every level);
 //  - sum each output row in fixed-width column blocks held in a local array the

@@ -3,22 +3,23 @@
 #include <cmath>
 #include <vector>
 
-#include "column_blocks.h"
+#include "bag_sum.h"
+#include "combine_narrow.h"
 #include "multiversion.h"
 
 namespace embedstack {
 
 namespace {
 
-struct LoadF32 {
+struct LoadF32 : bagsum::ScalarBlocks<LoadF32> {
   using Elem = float;
   static double get(const float* e, size_t c) { return static_cast<double>(e[c]); }
 };
-struct LoadBf16 {
+struct LoadBf16 : bagsum::ScalarBlocks<LoadBf16> {
   using Elem = uint16_t;
   static double get(const uint16_t* e, size_t c) { return static_cast<double>(bf16ToFloat(e[c])); }
 };
-struct LoadF16 {
+struct LoadF16 : bagsum::ScalarBlocks<LoadF16> {
   using Elem = uint16_t;
   static double get(const uint16_t* e, size_t c) { return static_cast<double>(halfToFloat(e[c])); }
 };
@@ -41,116 +42,6 @@ __attribute__((always_inline)) inline void combineExtreme(double* __restrict acc
   }
 }
 
-/** Columns [c0, c0 + B) of one output row: its entries [j0, j1) and its divisor. */
-struct ColumnBlock {
-  size_t j0;
-  size_t j1;
-  double div;
-  size_t ahead;  // prefetch distance into L2 (entries)
-  size_t nearAhead;  // prefetch distance into L1 (entries)
-  size_t lastEntry;
-  size_t rowBytes;
-  float* out;  // the output row
-};
-
-/** Entry i + ahead's row into L2, entry i + nearAhead's (asked into L2 before) into L1. */
-__attribute__((always_inline)) inline void prefetchAheadAndNear(const void* const* rows, size_t i, size_t ahead, size_t nearAhead, size_t rowBytes) {
-  prefetchRow<PrefetchTo::kL2>(rows[i + ahead], rowBytes);
-  prefetchRow<PrefetchTo::kL1>(rows[i + nearAhead], rowBytes);
-}
-
-/**
- * Adds columns [c0, c0 + B) of entries [j0, j1) into acc in bag order, weighted or not,
- * asking (kPrefetch) for the row `ahead` entries on into L2 and the row `nearAhead`
- * entries on into L1 (column_blocks.h): the checks that depend only on the span (weights
- * or not, prefetch or not, how far the span goes) are made once per block by the caller,
- * not once per entry.
- */
-template <class L, size_t B, bool kPrefetch>
-__attribute__((always_inline)) inline void addEntries(const BagSpan& s, double* __restrict acc, size_t j0, size_t j1, size_t c0,
-                                                      size_t ahead, size_t nearAhead, size_t rowBytes) {
-  using Elem = typename L::Elem;
-  const void* const* rows = s.rows;
-  const size_t base = s.entryBase;
-  if (s.weights == nullptr) {
-    for (size_t j = j0; j < j1; ++j) {
-      if constexpr (kPrefetch) prefetchAheadAndNear(rows, j - base, ahead, nearAhead, rowBytes);
-      const Elem* __restrict e = static_cast<const Elem*>(rows[j - base]) + c0;
-      for (size_t c = 0; c < B; ++c) acc[c] += L::get(e, c);
-    }
-    return;
-  }
-  for (size_t j = j0; j < j1; ++j) {
-    if constexpr (kPrefetch) prefetchAheadAndNear(rows, j - base, ahead, nearAhead, rowBytes);
-    const Elem* __restrict e = static_cast<const Elem*>(rows[j - base]) + c0;
-    const double w = static_cast<double>(s.weights[j]);
-    if (w == 1.0) {
-      for (size_t c = 0; c < B; ++c) acc[c] += L::get(e, c);  // 1.0 * e is exact
-    } else {
-      for (size_t c = 0; c < B; ++c) acc[c] = acc[c] + w * L::get(e, c);
-    }
-  }
-}
-
-/**
- * The sum (or weighted sum) of columns [c0, c0 + B) over the row's entries in bag order,
- * in a local double[B] kept in registers, then divided and rounded to float32 once: the
- * reference's operations in its order, so the same bits. The first block of a row asks
- * for the row `ahead` entries on (entries whose row `ahead` on is past the span: none).
- */
-template <class L, size_t B>
-__attribute__((always_inline)) inline void sumBlock(const BagSpan& s, const ColumnBlock& b, size_t c0, bool prefetch) {
-  double acc[B];
-  for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
-  size_t jp = b.j0;  // entries [j0, jp) prefetch, [jp, j1) do not
-  if (prefetch) {
-    const size_t stop = b.lastEntry > b.ahead ? b.lastEntry - b.ahead : 0;
-    jp = stop < b.j0 ? b.j0 : (stop > b.j1 ? b.j1 : stop);
-  }
-  addEntries<L, B, true>(s, acc, b.j0, jp, c0, b.ahead, b.nearAhead, b.rowBytes);
-  addEntries<L, B, false>(s, acc, jp, b.j1, c0, b.ahead, b.nearAhead, b.rowBytes);
-  float* __restrict o = b.out + c0;
-  if (b.div == 0) {
-    for (size_t c = 0; c < B; ++c) o[c] = 0.0f;
-  } else if (b.div == 1.0) {
-    for (size_t c = 0; c < B; ++c) o[c] = static_cast<float>(acc[c]);
-  } else {
-    for (size_t c = 0; c < B; ++c) o[c] = static_cast<float>(acc[c] / b.div);
-  }
-}
-
-/** sum / mean / sqrtn without clipping, each output row in column blocks (column_blocks.h). */
-template <class L>
-__attribute__((always_inline)) inline void sumRows(const BagSpan& s) {
-  const size_t dim = s.dim;
-  const size_t rowBytes = dim * sizeof(typename L::Elem);
-  const size_t ahead = prefetchDistance(rowBytes);
-  const size_t nearAhead = nearPrefetchDistance(ahead);
-  const size_t lastEntry = static_cast<size_t>(s.rowSplits[s.rowEnd]);
-  const size_t first = static_cast<size_t>(s.rowSplits[s.rowBegin]);
-  if (s.prefetch) {
-    for (size_t j = first; j < first + ahead && j < lastEntry; ++j) prefetchRow<PrefetchTo::kL2>(s.rows[j - s.entryBase], rowBytes);
-  }
-  for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
-    const size_t j0 = static_cast<size_t>(s.rowSplits[r]);
-    const size_t j1 = static_cast<size_t>(s.rowSplits[r + 1]);
-    double wsum = 0;
-    double wsq = 0;
-    if (s.combiner != Combiner::kSum) {
-      for (size_t j = j0; j < j1; ++j) {
-        const double w = s.weights ? static_cast<double>(s.weights[j]) : 1.0;
-        wsum += w;
-        wsq += w * w;
-      }
-    }
-    double div = 1;
-    if (s.combiner == Combiner::kMean) div = wsum;
-    if (s.combiner == Combiner::kSqrtn) div = std::sqrt(wsq);
-    const ColumnBlock b{j0, j1, div, ahead, nearAhead, lastEntry, rowBytes, s.out + r * dim};
-    forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) __attribute__((always_inline)) { sumBlock<L, decltype(width)::value>(s, b, c0, firstBlock && s.prefetch); });
-  }
-}
-
 // The kernel body for one storage type, inlined into each multiversioned clone.
 template <class L>
 __attribute__((always_inline)) inline void combineRows(const BagSpan& s) {
@@ -158,7 +49,7 @@ __attribute__((always_inline)) inline void combineRows(const BagSpan& s) {
   const size_t dim = s.dim;
   const bool extreme = s.combiner == Combiner::kMax || s.combiner == Combiner::kMin;
   if (!extreme && !(s.maxNorm > 0)) {
-    sumRows<L>(s);
+    bagsum::sumRows<L>(s);
     return;
   }
   // max / min, or clipping (each entry's norm first): one entry at a time into s.acc.
@@ -279,10 +170,10 @@ ES_MULTIVERSION
 void combineBagRows(const BagSpan& s) {
   switch (s.dtype) {
     case StorageDtype::kBfloat16:
-      combineNarrow<LoadBf16>(s);
+      if (!sumNarrowRows(s)) combineNarrow<LoadBf16>(s);
       break;
     case StorageDtype::kFloat16:
-      combineNarrow<LoadF16>(s);
+      if (!sumNarrowRows(s)) combineNarrow<LoadF16>(s);
       break;
     default:
       combineRows<LoadF32>(s);

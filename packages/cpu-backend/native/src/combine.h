@@ -36,9 +36,11 @@ struct BagSpan {
 /**
  * Combines the span's rows into `out` (every element of those rows written),
  * prefetching about 6 KiB of rows ahead. Multiversioned (AVX-512 / AVX2 / baseline).
- * Narrow rows (bfloat16, float16) are widened a few bags at a time into a float32
- * buffer (loadRows: F16C / AVX-512 where the CPU has them) that the float32 kernel
- * then reduces, in the same order, so with the same bits.
+ * Narrow rows (bfloat16, float16): sum / mean / sqrtn without clipping widen each row
+ * where the pooling loop reads it (combine_narrow.h: F16C / AVX-512 where the CPU has
+ * them); max / min, clipping, and CPUs without F16C widen a few bags at a time into a
+ * float32 buffer (loadRows) that the float32 kernel then reduces. Either way the order
+ * and the float64 operations are the float32 kernel's, so the same bits.
  */
 void combineBagRows(const BagSpan& s);
 

@@ -4,32 +4,9 @@
 
 #include "column_blocks.h"
 #include "multiversion.h"
+#include "widen_isa.h"
 
-// Widening kernels (WidenIsa). A source build compiles all three and picks one by
-// the CPU at first use (GCC on x86-64 Linux, as multiversion.h); elsewhere, and in
-// prebuilt levels (EMBEDSTACK_NO_CLONES with -march), the kernels the compiler's
-// target has.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
-    !defined(EMBEDSTACK_NO_CLONES)
-#define ES_WIDEN_RUNTIME 1
-#define ES_WIDEN_AVX2 1
-#define ES_WIDEN_AVX512 1
-#else
-#define ES_WIDEN_RUNTIME 0
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX2__) && defined(__F16C__)
-#define ES_WIDEN_AVX2 1
-#else
-#define ES_WIDEN_AVX2 0
-#endif
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX512F__) && defined(__F16C__)
-#define ES_WIDEN_AVX512 1
-#else
-#define ES_WIDEN_AVX512 0
-#endif
-#endif
-#if ES_WIDEN_AVX2 || ES_WIDEN_AVX512
-#include <immintrin.h>
-#endif
+// Widening kernels (WidenIsa): which ones a build has is widen_isa.h's choice.
 
 namespace embedstack {
 
@@ -97,8 +74,6 @@ __attribute__((noinline)) void fixSpecialHalves(const uint16_t* s, float* o, siz
 #endif
 
 #if ES_WIDEN_AVX2
-#define ES_TARGET_AVX2 __attribute__((target("avx2,f16c")))
-
 ES_TARGET_AVX2 __attribute__((always_inline)) inline void bf16RowAvx2(const uint16_t* s, float* o, size_t n) {
   size_t i = 0;
   _Pragma("GCC unroll 4")
@@ -137,7 +112,6 @@ ES_TARGET_AVX2 void widenOneAvx2(StorageDtype d, const uint16_t* s, float* o, si
 #endif
 
 #if ES_WIDEN_AVX512
-#define ES_TARGET_AVX512 __attribute__((target("avx512f,avx2,f16c")))
 constexpr __mmask16 kAll16 = 0xffff;
 
 /** x in the low half, zeros above (a cast would leave the upper half undefined). */

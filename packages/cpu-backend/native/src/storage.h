@@ -4,10 +4,11 @@
 // nearest, ties to even (NaN stays NaN, float16 overflow -> ±Inf), exactly as
 // core's roundToStorage. Optimizer slots stay float32. The scalar conversions are
 // branch-light integer code so that loops over a row vectorize; the row loops are
-// in storage.cc: narrowing is multiversioned, widening (every read) runs one of
-// three kernels picked once per process (WidenIsa): F16C / AVX-512 conversions and
-// a 16-bit shift for bfloat16 where the build and the CPU have them, the scalar
-// functions below otherwise. All give the same bits.
+// in storage.cc: narrowing is multiversioned, widening (every read; the bag's sums
+// widen inside their own loop, combine_narrow.cc) runs one of three kernels picked
+// once per process (WidenIsa): F16C / AVX-512 conversions and a 16-bit shift for
+// bfloat16 where the build and the CPU have them, the scalar functions below
+// otherwise. All give the same bits.
 #pragma once
 
 #include <cstddef>
@@ -79,7 +80,8 @@ void loadValues(StorageDtype d, const void* src, float* dst, size_t n);
 /**
  * dst[k * dim .. (k + 1) * dim) = rows[k] widened (dim values stored as `d`), k < count,
  * asking for rows[k + ahead] (k + ahead < prefetchCount) into the caches on the way:
- * the gather of a narrow bag (combine.cc). One widening kernel call for all rows. A
+ * the gather of a narrow bag that the fused kernels (combine_narrow.h) do not take
+ * (combine.cc: max / min, clipping, no F16C). One widening kernel call for all rows. A
  * float16 signalling NaN may come out quiet (payload kept): the same double as the
  * scalar value's once converted, which is all the bag kernel does with it.
  */

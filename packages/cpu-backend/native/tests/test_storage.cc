@@ -2,11 +2,12 @@
 // with libm (frexp / ldexp / nearbyint in the default round-to-nearest-even mode),
 // and the multiversioned row loops against the scalar conversions; the widening kernels
 // (portable, F16C, AVX-512) against the scalar functions on every 16-bit value, and the
-// narrow bag against the float32 bag over the same rows widened.
+// narrow bag (each fused kernel too) against the float32 bag over the same rows widened.
 #include <cmath>
 #include <vector>
 
 #include "combine.h"
+#include "combine_narrow.h"
 #include "storage.h"
 #include "test.h"
 
@@ -147,8 +148,9 @@ TEST(every_widening_kernel_gives_the_scalar_bits_for_every_value) {
 TEST(narrow_bags_equal_the_float32_bag_over_the_widened_rows) {
   // Rows stored narrow, and the same rows widened into a float32 table: every combiner, with
   // and without weights and clipping, bags of 0..40 entries and one past the widening buffer
-  // (kWideMaxBytes at this dim), give the same bits from combineBagRows on either.
-  for (size_t dim : {size_t{1}, size_t{7}, size_t{64}, size_t{100}}) {
+  // (kWideMaxBytes at this dim), give the same bits from combineBagRows on either, and from
+  // each fused narrow kernel (combine_narrow.h) for sums; dim 127 has every column block.
+  for (size_t dim : {size_t{1}, size_t{7}, size_t{64}, size_t{127}}) {
     const size_t nrows = 50;
     const std::vector<float> v = randomFloats(nrows * dim);
     for (StorageDtype d : {StorageDtype::kFloat16, StorageDtype::kBfloat16}) {
@@ -193,19 +195,37 @@ TEST(narrow_bags_equal_the_float32_bag_over_the_widened_rows) {
             std::vector<float> got(bags * dim, -1.0f);
             std::vector<float> want(bags * dim, -2.0f);
             // two spans, the second starting mid-bag list (entryBase != 0)
-            for (size_t half = 0; half < 2; ++half) {
+            const auto span = [&](size_t half, bool narrow, float* out) {
               const size_t r0 = half == 0 ? 0 : 25;
               const size_t r1 = half == 0 ? 25 : bags;
               const size_t eb = static_cast<size_t>(splits[r0]);
               const float* w = weighted ? weights.data() : nullptr;
-              combineBagRows({splits.data(), r0, r1, narrowRows.data() + eb, eb, w, c, maxNorm, dim, got.data(), acc.data(), d});
-              combineBagRows({splits.data(), r0, r1, wideRows.data() + eb, eb, w, c, maxNorm, dim, want.data(), acc.data(), StorageDtype::kFloat32});
+              const void* const* rows = (narrow ? narrowRows.data() : wideRows.data()) + eb;
+              return BagSpan{splits.data(), r0, r1, rows, eb, w, c, maxNorm, dim, out, acc.data(), narrow ? d : StorageDtype::kFloat32};
+            };
+            for (size_t half = 0; half < 2; ++half) {
+              combineBagRows(span(half, true, got.data()));
+              combineBagRows(span(half, false, want.data()));
             }
             size_t bad = 0;
             for (size_t i = 0; i < got.size(); ++i) {
               if (!sameBits(got[i], want[i])) ++bad;
             }
             EXPECT_EQ(bad, size_t{0});
+            // every fused kernel the build and CPU have (sum, mean, sqrtn without clipping;
+            // the others, and kPortable, decline and write nothing)
+            const bool fusable = c != Combiner::kMax && c != Combiner::kMin && maxNorm == 0;
+            for (WidenIsa isa : widenIsas()) {
+              std::vector<float> fused(bags * dim, -3.0f);
+              for (size_t half = 0; half < 2; ++half) {
+                EXPECT_EQ(sumNarrowRowsWith(isa, span(half, true, fused.data())), fusable && isa != WidenIsa::kPortable);
+              }
+              size_t badFused = 0;
+              for (size_t i = 0; i < fused.size(); ++i) {
+                if (fusable && isa != WidenIsa::kPortable ? !sameBits(fused[i], want[i]) : fused[i] != -3.0f) ++badFused;
+              }
+              EXPECT_EQ(badFused, size_t{0});
+            }
           }
         }
       }
