@@ -204,28 +204,19 @@ void DynamicTable::poolBagRows(const BagInput& bag, size_t rb, size_t re, Combin
   constexpr size_t kChunk = 512;
   constexpr size_t kLead = 32;
   static_assert(kRecordAhead < kIndexAhead && kIndexAhead < kRing, "pipeline stages");
-  struct Pending {
-    const uint8_t* group;  // home group
-    uint32_t candidate;    // row of its first fragment match, or kNoRow
-    uint8_t fragment;
-  };
-  Pending ring[kRing];
+  ProbeSlot ring[kRing];
   // Locals, so that the loops keep them in registers whatever they store.
   const int64_t* const keys = bag.keys;
   const int32_t* const splits = bag.rowSplits;
-  const KeyIndex::View idx = index_.view();
   RowMeta* const rowMeta = meta();
   const char* const arena = this->arena();
   const size_t stride = rowBytes();
-  const size_t rows = size_;
   const ScorePolicy policy = config_.scorePolicy;
   const bool touch = scoresOnRead(policy);
   const ScoreClock t = clock;
   const bool clockScore = readScoreIsClock(policy);  // lru / epochLru (the default): one score per call
   const uint64_t readScore = clockScore ? nextScore(policy, 0, 1, false, 0, t) : 0;
-  const Prefetch prefetchRow = prefetch;
-  auto keyAt = [rowMeta](uint32_t row) { return rowMeta[row].key; };
-  auto groupIndex = [&idx](const uint8_t* g) { return static_cast<size_t>(g - idx.base) / kGroupBytes; };
+  const ProbeStages<2, Prefetch> stage(*this, prefetch, touch);
 
   const size_t begin = static_cast<size_t>(splits[rb]);
   const size_t end = static_cast<size_t>(splits[re]);
@@ -234,34 +225,10 @@ void DynamicTable::poolBagRows(const BagInput& bag, size_t rb, size_t re, Combin
   size_t base = begin;
   const void** window = span.rows.data();
 
-  auto hashStage = [&](size_t j) __attribute__((always_inline)) {
-    const uint64_t h = hashKey(keys[j]);
-    Pending& p = ring[j % kRing];
-    p.group = idx.group(idx.homeGroup(h));
-    p.fragment = hashFragment(h);
-    __builtin_prefetch(p.group, 0, 2);
-  };
-  auto candidateStage = [&](size_t j) __attribute__((always_inline)) {
-    Pending& p = ring[j % kRing];
-    const Group group(p.group);
-    const BitMask match = group.match(p.fragment);
-    const uint32_t cand = match ? KeyIndex::rowsOf(p.group)[match.lowest()] : KeyIndex::kNoRow;
-    p.candidate = cand;
-    if (cand < rows) {
-      prefetchRow.meta(rowMeta + cand, touch);
-      prefetchRow(arena + static_cast<size_t>(cand) * stride);
-    } else if (!group.matchEmpty()) {
-      // No candidate in a full home group: the key overflowed (most often into the next group) or is absent.
-      const size_t next = groupIndex(p.group) + 1;
-      __builtin_prefetch(idx.group(next == idx.groups ? 0 : next), 0, 2);
-    }
-  };
+  auto hashStage = [&](size_t j) __attribute__((always_inline)) { stage.hash(ring[j % kRing], keys[j]); };
+  auto candidateStage = [&](size_t j) __attribute__((always_inline)) { stage.candidate(ring[j % kRing]); };
   auto resolveStage = [&](size_t j) __attribute__((always_inline)) {
-    const Pending& p = ring[j % kRing];
-    const int64_t key = keys[j];
-    const uint32_t c = p.candidate;
-    const uint32_t row =
-        c < rows && keyAt(c) == key ? c : idx.findRow(key, p.fragment, groupIndex(p.group), keyAt);
+    const uint32_t row = stage.resolve(ring[j % kRing], keys[j]);
     if (row != KeyIndex::kNoRow) {
       window[j - base] = arena + static_cast<size_t>(row) * stride;
       if (clockScore) {

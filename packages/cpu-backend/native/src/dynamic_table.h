@@ -198,6 +198,9 @@ class DynamicTable final : public Table {
    */
   template <size_t kIndexAhead = 16, size_t kRecordAhead = 8, int kIndexTo = 3, class Prefetch, class Fn>
   void probe(const int64_t* keys, size_t begin, size_t end, bool forWrite, Prefetch prefetchRow, Fn&& fn) const;
+  /** The per-key stages of the probe pipelines (probe, poolBagRows); defined below the class. */
+  template <int kIndexTo, class Prefetch>
+  struct ProbeStages;
   /** findInto's body once the row prefetch is chosen (see dynamic_read.cc). */
   template <class Prefetch>
   void findRows(const int64_t* keys, size_t n, float* out, uint8_t* exists, const ScoreClock& clock,
@@ -254,58 +257,79 @@ class DynamicTable final : public Table {
   std::atomic<uint64_t> epoch_{0};
 };
 
+/** A key in flight in a probe pipeline: its home group, the group's first fragment match (or kNoRow), its fragment. */
+struct ProbeSlot {
+  size_t group;
+  uint32_t candidate;
+  uint8_t fragment;
+};
+
+/**
+ * The three stages every probe pipeline runs per key, over the table's layout copied into
+ * members (kept in registers once the stages are inlined, whatever the caller stores):
+ * hash (the home group asked for into kIndexTo: 3 every level, 2 L2 and beyond); candidate
+ * (the home group's first fragment match, whose key/score line and values are asked for, or
+ * the next group when a full home group has none); resolve (the candidate's key compared,
+ * else a full probe from the home group: ~1 key in 10).
+ */
+template <int kIndexTo, class Prefetch>
+struct DynamicTable::ProbeStages {
+  KeyIndex::View idx;
+  const RowMeta* rowMeta;
+  const char* arena;
+  size_t stride;
+  size_t rows;
+  Prefetch prefetchRow;
+  bool forWrite;
+
+  ProbeStages(const DynamicTable& t, Prefetch prefetch, bool write)
+      : idx(t.index_.view()), rowMeta(t.meta()), arena(t.arena()), stride(t.rowBytes()), rows(t.size_),
+        prefetchRow(prefetch), forWrite(write) {}
+
+  __attribute__((always_inline)) void hash(ProbeSlot& s, int64_t key) const {
+    const uint64_t h = hashKey(key);
+    s.group = idx.homeGroup(h);
+    s.fragment = hashFragment(h);
+    __builtin_prefetch(idx.group(s.group), 0, kIndexTo);
+  }
+  __attribute__((always_inline)) void candidate(ProbeSlot& s) const {
+    const uint8_t* ctrl = idx.group(s.group);
+    const Group group(ctrl);
+    const BitMask match = group.match(s.fragment);
+    const uint32_t cand = match ? KeyIndex::rowsOf(ctrl)[match.lowest()] : KeyIndex::kNoRow;
+    s.candidate = cand;
+    if (cand < rows) {
+      prefetchRow.meta(rowMeta + cand, forWrite);
+      prefetchRow(arena + static_cast<size_t>(cand) * stride);
+    } else if (!group.matchEmpty()) {
+      // No candidate in a full home group: the key overflowed (most often into the next group) or is absent.
+      __builtin_prefetch(idx.group(s.group + 1 == idx.groups ? 0 : s.group + 1), 0, kIndexTo);
+    }
+  }
+  __attribute__((always_inline)) uint32_t resolve(const ProbeSlot& s, int64_t key) const {
+    const RowMeta* const m = rowMeta;
+    const uint32_t c = s.candidate;
+    return c < rows && m[c].key == key ? c : idx.findRow(key, s.fragment, s.group, [m](uint32_t row) { return m[row].key; });
+  }
+};
+
 template <size_t kIndexAhead, size_t kRecordAhead, int kIndexTo, class Prefetch, class Fn>
 void DynamicTable::probe(const int64_t* keys, size_t begin, size_t end, bool forWrite, Prefetch prefetchRow,
                          Fn&& fn) const {
   constexpr size_t kRing = kIndexAhead < 32 ? 32 : 64;
   static_assert(kIndexAhead < kRing && kRecordAhead < kIndexAhead, "pipeline stages");
-  struct Pending {
-    size_t group;
-    uint32_t candidate;  // row of the home group's first fragment match (stage 2), or kNoRow
-    uint8_t fragment;
-  };
-  Pending ring[kRing];
-  // Locals, so that the loop keeps them in registers whatever fn stores.
-  const KeyIndex::View idx = index_.view();
-  const RowMeta* const rowMeta = this->meta();
-  const char* const arena = this->arena();
-  const size_t stride = rowBytes();
-  const size_t rows = size_;
-  auto keyAt = [rowMeta](uint32_t row) { return rowMeta[row].key; };
+  ProbeSlot ring[kRing];
+  const ProbeStages<kIndexTo, Prefetch> stage(*this, prefetchRow, forWrite);
   const size_t n = end - begin;
   for (size_t i = 0; i < n + kIndexAhead; ++i) {
-    if (i < n) {
-      const uint64_t h = hashKey(keys[begin + i]);
-      const size_t g = idx.homeGroup(h);
-      ring[i % kRing] = {g, KeyIndex::kNoRow, hashFragment(h)};
-      __builtin_prefetch(idx.group(g), 0, kIndexTo);
-    }
+    if (i < n) stage.hash(ring[i % kRing], keys[begin + i]);
     if (i >= kIndexAhead - kRecordAhead) {
       const size_t j = i - (kIndexAhead - kRecordAhead);
-      if (j < n) {
-        Pending& p = ring[j % kRing];
-        const uint8_t* ctrl = idx.group(p.group);
-        const Group group(ctrl);
-        const BitMask match = group.match(p.fragment);
-        const uint32_t cand = match ? KeyIndex::rowsOf(ctrl)[match.lowest()] : KeyIndex::kNoRow;
-        p.candidate = cand;
-        if (cand < rows) {
-          prefetchRow.meta(rowMeta + cand, forWrite);
-          prefetchRow(arena + static_cast<size_t>(cand) * stride);
-        } else if (!group.matchEmpty()) {
-          // No candidate in a full home group: the key overflowed (most often into the next group) or is absent.
-          __builtin_prefetch(idx.group(p.group + 1 == idx.groups ? 0 : p.group + 1), 0, kIndexTo);
-        }
-      }
+      if (j < n) stage.candidate(ring[j % kRing]);
     }
     if (i >= kIndexAhead) {
       const size_t j = i - kIndexAhead;
-      const Pending& p = ring[j % kRing];
-      const int64_t key = keys[begin + j];
-      // The first fragment match is the key's slot for all but ~1 in 10 keys: its key is
-      // checked without re-reading the group; otherwise the full probe from the home group.
-      const uint32_t c = p.candidate;
-      fn(begin + j, c < rows && keyAt(c) == key ? c : idx.findRow(key, p.fragment, p.group, keyAt));
+      fn(begin + j, stage.resolve(ring[j % kRing], keys[begin + j]));
     }
   }
 }
