@@ -358,24 +358,25 @@ struct ReadPart {
 };
 
 /**
- * Bag rows [r0, r1) (entries [e0, e1)) when every entry has exactly one owner: the
- * entries' rows gathered in bag order (lent by each part's lease for the entries the
- * chunk sorted to it, or the part's rows read before), then pooled by one table's own
- * kernel (combineBagRows): each row's entries summed in float64 in bag order, divided
- * and rounded once, one table's arithmetic bit for bit (signed zeros included), whatever
- * the number of parts.
+ * Bag rows [r0, r1) when every entry has exactly one owner: the entries' rows gathered in
+ * bag order (lent by each part's lease for the entries the span sorted to it, or the part's
+ * rows read before), then pooled by one table's own kernel (combineBagRows): each row's
+ * entries summed in float64 in bag order, divided and rounded once, one table's arithmetic
+ * bit for bit (signed zeros included), whatever the number of parts. Lent rows go a span
+ * of about kLentSpanEntries at a time: each lease asks for its rows' lines into L2 as it
+ * resolves them, and the span is pooled while they are still there; rows read before, the
+ * whole chunk at once.
  */
-void bagOrderChunk(const ShardPlan* plans, size_t parts, const BagInput& bag, size_t r0, size_t r1, size_t e0, size_t e1,
-                   Combiner c, double maxNorm, size_t dim, const ModOwners& mod,
+void bagOrderChunk(const ShardPlan* plans, size_t parts, const BagInput& bag, size_t r0, size_t r1, Combiner c,
+                   double maxNorm, size_t dim, const ModOwners& mod,
                    const std::vector<std::unique_ptr<RowLease>>& leases, const ReadPart* read, ChunkScratch& sc, float* out) {
-  if (!leases.empty()) {
-    // Lent rows a span of about kLentSpanEntries at a time: each lease asks for its rows'
-    // lines into L2 as it resolves them, and the span is pooled while they are still there.
-    forEachBagSpan(bag, r0, r1, kLentSpanEntries, [&](size_t s0, size_t s1) {
-      const size_t f0 = static_cast<size_t>(bag.rowSplits[s0]);
-      const size_t f1 = static_cast<size_t>(bag.rowSplits[s1]);
-      sc.byEntry.resize(f1 - f0);
-      const void** byEntry = sc.byEntry.data();
+  const bool lent = !leases.empty();
+  forEachBagSpan(bag, r0, r1, lent ? kLentSpanEntries : SIZE_MAX, [&](size_t s0, size_t s1) {
+    const size_t f0 = static_cast<size_t>(bag.rowSplits[s0]);
+    const size_t f1 = static_cast<size_t>(bag.rowSplits[s1]);
+    sc.byEntry.resize(f1 - f0);
+    const void** byEntry = sc.byEntry.data();
+    if (lent) {
       ownChunk(bag.keys, f0, f1, plans, parts, mod, sc.own);
       sc.rows.resize(f1 - f0);
       if (sc.initials.size() < parts) sc.initials.resize(parts);
@@ -387,25 +388,18 @@ void bagOrderChunk(const ShardPlan* plans, size_t parts, const BagInput& bag, si
         const uint32_t* pos = sc.own.positions.data() + b;
         for (size_t i = 0; i < n; ++i) byEntry[pos[i] - f0] = sc.rows[i];
       }
-      sc.acc.resize(dim);
-      combineBagRows({bag.rowSplits, s0, s1, byEntry, f0, bag.weights, c, maxNorm, dim, out, sc.acc.data(), StorageDtype::kFloat32});
-    });
-    return;
-  }
-  const size_t m = e1 - e0;
-  sc.byEntry.resize(m);
-  const void** byEntry = sc.byEntry.data();
-  {
-    for (size_t d = 0; d < parts; ++d) {
-      const BagOwnership& o = read[d].owned;
-      const uint32_t* pos = o.positions;
-      const float* rows = read[d].rows.data();
-      const size_t lo = static_cast<size_t>(std::lower_bound(pos, pos + o.count, static_cast<uint32_t>(e0)) - pos);
-      for (size_t i = lo; i < o.count && pos[i] < e1; ++i) byEntry[pos[i] - e0] = rows + i * dim;
+    } else {
+      for (size_t d = 0; d < parts; ++d) {
+        const BagOwnership& o = read[d].owned;
+        const uint32_t* pos = o.positions;
+        const float* rows = read[d].rows.data();
+        const size_t lo = static_cast<size_t>(std::lower_bound(pos, pos + o.count, static_cast<uint32_t>(f0)) - pos);
+        for (size_t i = lo; i < o.count && pos[i] < f1; ++i) byEntry[pos[i] - f0] = rows + i * dim;
+      }
     }
-  }
-  sc.acc.resize(dim);
-  combineBagRows({bag.rowSplits, r0, r1, byEntry, e0, bag.weights, c, maxNorm, dim, out, sc.acc.data(), StorageDtype::kFloat32});
+    sc.acc.resize(dim);
+    combineBagRows({bag.rowSplits, s0, s1, byEntry, f0, bag.weights, c, maxNorm, dim, out, sc.acc.data(), StorageDtype::kFloat32});
+  });
 }
 
 /**
@@ -440,7 +434,7 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
     const size_t e0 = static_cast<size_t>(bag.rowSplits[r0]);
     const size_t e1 = static_cast<size_t>(bag.rowSplits[r1]);
     if (bagOrder) {
-      bagOrderChunk(plans, parts, bag, r0, r1, e0, e1, c, maxNorm, dim, mod, leases, read, sc, out);
+      bagOrderChunk(plans, parts, bag, r0, r1, c, maxNorm, dim, mod, leases, read, sc, out);
       return;
     }
     if (!leases.empty()) {
