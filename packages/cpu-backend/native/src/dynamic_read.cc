@@ -49,11 +49,12 @@ bool DynamicTable::findInPasses() const {
 // The probe pipeline (findRows) keeps all three kinds of lines in flight at once, 8-16 keys
 // ahead, and stalls on every key whose first candidate is wrong. On this project's VM (AMD
 // EPYC, 2 vCPU, guest memory in host 4 KiB pages: README "find at 16M keys") the passes
-// measured 1.3-1.5x less CPU per key from 32K keys (dim 64) up to 16M keys; below ~8 MiB of
-// table (everything in cache) the extra loops cost more than they save (0.8-0.9x at 16K keys),
-// hence findPassesFrom. Same results and scores as findRows: each key's row is the one the
-// full probe finds, and each occurrence of a resident key touches its score once (the
-// touches of one key keep their order; different keys' scores are independent).
+// measured 1.2-1.7x less CPU per key from 32K keys (dim 64) up to 16M keys (README "find in
+// passes on large tables"); below ~8 MiB of table (everything in cache) the extra loops cost
+// more than they save (0.8-0.9x at 16K keys), hence findPassesFrom. Same results and scores as
+// findRows: each key's row is the one the full probe finds, and each occurrence of a resident
+// key touches its score once (every occurrence of a key takes the same path, so its touches
+// keep their order; different keys' scores are independent).
 template <class Prefetch>
 void DynamicTable::findPasses(const int64_t* keys, size_t n, float* out, uint8_t* exists, const ScoreClock& clock,
                               Prefetch prefetch) const {
