@@ -244,7 +244,7 @@ class DynamicTable::Lease final : public RowLease {
       }
     };
     if (prefetchRows) {
-      // As the bag's resolver (poolBagRows): index groups 48 keys ahead, the candidate's
+      // As the bag's resolver (poolBag): index groups 48 keys ahead, the candidate's
       // key/score line and its values 24 ahead, all into L2.
       withRowLines(t_.valueLines(), [&](auto prefetch) { t_.probe<48, 24, 2>(keys, 0, n, touch_, prefetch, found); });
     } else {
@@ -280,8 +280,12 @@ struct SpanRows {
   std::vector<size_t> missing;  // entries whose key is absent (or refused), in order
   std::vector<float> initial;   // [missing * dim] (float32: 4 bytes per value is room for any storage type)
 
-  /** Gives the missing entries before `limit` their initial values; later ones stay listed. */
-  void fillMissing(const BagInput& bag, size_t eb, size_t dim, const Initializer& init, StorageDtype storage,
+  /**
+   * Gives the missing entries before `limit` their initial values (fill(key, wide [dim]):
+   * the value of the entry's key, stored rounded to `storage`); later ones stay listed.
+   */
+  template <class Fill>
+  void fillMissing(const BagInput& bag, size_t eb, size_t dim, StorageDtype storage, const Fill& fill,
                    size_t limit = SIZE_MAX) {
     size_t count = 0;
     while (count < missing.size() && missing[count] < limit) ++count;
@@ -291,7 +295,7 @@ struct SpanRows {
     const size_t stride = dim * storageBytes(storage);
     char* base = reinterpret_cast<char*>(initial.data());
     for (size_t k = 0; k < count; ++k) {
-      init.fill(bag.keys[missing[k]], 0, dim, wide.data());
+      fill(bag.keys[missing[k]], wide.data());
       storeValues(storage, wide.data(), base + k * stride, dim);
       rows[missing[k] - eb] = base + k * stride;
     }
@@ -312,6 +316,7 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
     checkAlive();
     WriteBatch wb;
     findOrInsertLocked(wb, bag.keys, bag.n, nullptr);
+    const auto fill = [&](int64_t key, float* wide) { config_.initializer.fill(key, 0, dim_, wide); };
     forEachBagRange(bag, [&](size_t rb, size_t re) {
       std::vector<double> acc(dim_);
       SpanRows span;
@@ -327,7 +332,7 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
             span.missing.push_back(j);  // refused by a full table: its initial value
           }
         }
-        span.fillMissing(bag, eb, dim_, config_.initializer, storage_);
+        span.fillMissing(bag, eb, dim_, storage_, fill);
         combineBagRows({bag.rowSplits, r0, r1, span.rows.data(), eb, bag.weights, combiner, maxNorm, dim_, out,
                         acc.data(), storage_});
       });
@@ -339,46 +344,125 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
   checkAlive();
   const ScoreClock t = beginCall();
   withRowLines(valueLines(), [&](auto prefetch) {
-    forEachBagRange(bag, [&](size_t rb, size_t re) { poolBagRows(bag, rb, re, combiner, maxNorm, out, t, prefetch); });
+    const OnePart<decltype(prefetch)> part{{*this, t, prefetch}};
+    forEachBagRange(bag, [&](size_t rb, size_t re) { poolBag(part, bag, rb, re, combiner, maxNorm, out); });
   });
 }
 
-// The read path of a dynamic bag. Each entry's key goes through three stages, like find's
-// probe (dynamic_table.h): its hash and home index group (prefetched), kIndexAhead entries
-// before it is resolved; the group's first fragment match, the candidate, whose key/score
-// line and values are prefetched, kRecordAhead entries before; then the candidate's key
-// compared (a full probe when it differs) and the score touched. The pooling kernel
-// (combineBagRows) runs on chunks of about kChunk entries, each once its entries and the
-// next kLead are resolved, so the rows it reads were asked for a few hundred entries earlier
-// and are in L2, and its own prefetches (rows into L2 6 KiB ahead, into L1 a third of that)
-// find them there. Every prefetch of the resolution goes into L2 only: a bag keeps index,
-// key/score and row lines in flight at once, more than L1's miss buffers hold.
+/**
+ * One table's state in a bag's read, fixed for the call (the table's read lock held): its
+ * probe stages over its layout, its read-score policy and the call's score, its dim,
+ * storage and initializer.
+ */
+template <class Prefetch>
+struct DynamicTable::BagPart {
+  ProbeStages<2, Prefetch> stage;
+  RowMeta* rowMeta;
+  const Initializer* init;
+  size_t dim;
+  StorageDtype storage;
+  ScoreClock clock;
+  ScorePolicy policy;
+  bool touch;
+  bool clockScore;     // lru / epochLru (the default): one score per call
+  uint64_t readScore;  // ... that score
+
+  BagPart(const DynamicTable& t, const ScoreClock& c, Prefetch prefetch)
+      : stage(t, prefetch, scoresOnRead(t.config_.scorePolicy)), rowMeta(t.meta()), init(&t.config_.initializer),
+        dim(t.dim_), storage(t.storage_), clock(c), policy(t.config_.scorePolicy), touch(scoresOnRead(policy)),
+        clockScore(readScoreIsClock(policy)), readScore(clockScore ? nextScore(policy, 0, 1, false, 0, c) : 0) {}
+
+  /** A found row's record, its score touched as a read touches it. */
+  __attribute__((always_inline)) const void* take(uint32_t row) const {
+    if (clockScore) {
+      storeReadScore(&rowMeta[row].score, readScore);
+    } else if (touch) {
+      touchOnReadAtomic(&rowMeta[row].score, policy, clock);
+    }
+    return stage.arena + static_cast<size_t>(row) * stage.stride;
+  }
+  /** A missing key's initial value (float32, before storage rounding). */
+  void fill(int64_t key, float* wide) const { init->fill(key, 0, dim, wide); }
+};
+
+/** The parts of one table's bag: every key its own, under itself. */
+template <class Prefetch>
+struct DynamicTable::OnePart {
+  using Slot = ProbeSlot;
+  BagPart<Prefetch> only;
+
+  const BagPart<Prefetch>& first() const { return only; }
+  __attribute__((always_inline)) int64_t own(Slot&, int64_t key) const { return key; }
+  __attribute__((always_inline)) const BagPart<Prefetch>& at(const Slot&) const { return only; }
+  __attribute__((always_inline)) int64_t local(const Slot&, int64_t key) const { return key; }
+  const BagPart<Prefetch>& ownerOf(int64_t key, int64_t* local) const {
+    *local = key;
+    return only;
+  }
+};
+
+/** A key in flight in a bag over parts: its probe slot and owning part (a pointer: no multiply at each stage). */
+template <class Part>
+struct OwnedSlot : ProbeSlot {
+  const Part* part;
+};
+
+/**
+ * The parts of a bag split over tables by residue (ResidueOwners, not round-robin): each
+ * key its owner's, under itself.
+ */
+template <class Prefetch>
+struct DynamicTable::ResidueParts {
+  using Slot = OwnedSlot<BagPart<Prefetch>>;
+  const BagPart<Prefetch>* parts;
+  ResidueOwners owners;
+
+  const BagPart<Prefetch>& first() const { return parts[0]; }
+  __attribute__((always_inline)) int64_t own(Slot& s, int64_t key) const {
+    int64_t local;
+    s.part = parts + owners.owner(key, &local);
+    return key;
+  }
+  __attribute__((always_inline)) const BagPart<Prefetch>& at(const Slot& s) const { return *s.part; }
+  __attribute__((always_inline)) int64_t local(const Slot&, int64_t key) const { return key; }
+  const BagPart<Prefetch>& ownerOf(int64_t key, int64_t* local) const { return parts[owners.owner(key, local)]; }
+};
+
+// The read path of a bag. Each entry's key goes through three stages, like find's probe
+// (dynamic_table.h), in the table of its owning part (one table: itself): its owner, hash
+// and home index group (prefetched), kIndexAhead entries before it is resolved; the group's
+// first fragment match, the candidate, whose key/score line and values are prefetched,
+// kRecordAhead entries before; then the candidate's key compared (a full probe when it
+// differs) and the owner's score touched. The pooling kernel (combineBagRows) runs on
+// chunks of about kChunk entries, each once its entries and the next kLead are resolved,
+// so the rows it reads were asked for a few hundred entries earlier and are in L2, and its
+// own prefetches (rows into L2 6 KiB ahead, into L1 a third of that) find them there. Every
+// prefetch of the resolution goes into L2 only: a bag keeps index, key/score and row lines
+// in flight at once, more than L1's miss buffers hold. Each row's entries are pooled in bag
+// order whatever their owners: one table's bag, bit for bit, over any number of parts.
 //
 // Before Nov 28 2026 a span of 2048 keys was probed (index and key/score lines into L1),
 // then pooled: the probe's misses and the kernel's did not overlap. Measured on a 1M x 64
-// float32 table, 2.13M ids in bags of 20: 1.3x less CPU (README "Measured").
-template <class Prefetch>
-void DynamicTable::poolBagRows(const BagInput& bag, size_t rb, size_t re, Combiner combiner, double maxNorm,
-                               float* out, const ScoreClock& clock, Prefetch prefetch) const {
+// float32 table, 2.13M ids in bags of 20: 1.3x less CPU (README "Measured"). Before Nov 29
+// 2026 a bag over several tables (lookupCombinedShards) sorted each span's keys by owner,
+// probed each part's keys in its own pipeline (restarted per span of 512 entries), then
+// gathered the rows in bag order: 0.77x one table's bag on the same keys (one part).
+template <class Parts>
+void DynamicTable::poolBag(const Parts& partsArg, const BagInput& bag, size_t rb, size_t re, Combiner combiner,
+                           double maxNorm, float* out) {
   constexpr size_t kIndexAhead = 48;
   constexpr size_t kRecordAhead = 24;
   constexpr size_t kRing = 64;
   constexpr size_t kChunk = 512;
   constexpr size_t kLead = 32;
   static_assert(kRecordAhead < kIndexAhead && kIndexAhead < kRing, "pipeline stages");
-  ProbeSlot ring[kRing];
+  typename Parts::Slot ring[kRing];
   // Locals, so that the loops keep them in registers whatever they store.
+  const Parts parts = partsArg;
   const int64_t* const keys = bag.keys;
   const int32_t* const splits = bag.rowSplits;
-  RowMeta* const rowMeta = meta();
-  const char* const arena = this->arena();
-  const size_t stride = rowBytes();
-  const ScorePolicy policy = config_.scorePolicy;
-  const bool touch = scoresOnRead(policy);
-  const ScoreClock t = clock;
-  const bool clockScore = readScoreIsClock(policy);  // lru / epochLru (the default): one score per call
-  const uint64_t readScore = clockScore ? nextScore(policy, 0, 1, false, 0, t) : 0;
-  const ProbeStages<2, Prefetch> stage(*this, prefetch, touch);
+  const size_t dim = parts.first().dim;
+  const StorageDtype storage = parts.first().storage;
 
   const size_t begin = static_cast<size_t>(splits[rb]);
   const size_t end = static_cast<size_t>(splits[re]);
@@ -387,27 +471,35 @@ void DynamicTable::poolBagRows(const BagInput& bag, size_t rb, size_t re, Combin
   size_t base = begin;
   const void** window = span.rows.data();
 
-  auto hashStage = [&](size_t j) __attribute__((always_inline)) { stage.hash(ring[j % kRing], keys[j]); };
-  auto candidateStage = [&](size_t j) __attribute__((always_inline)) { stage.candidate(ring[j % kRing]); };
+  auto hashStage = [&](size_t j) __attribute__((always_inline)) {
+    auto& s = ring[j % kRing];
+    const int64_t local = parts.own(s, keys[j]);
+    parts.at(s).stage.hash(s, local);
+  };
+  auto candidateStage = [&](size_t j) __attribute__((always_inline)) {
+    auto& s = ring[j % kRing];
+    parts.at(s).stage.candidate(s);
+  };
   auto resolveStage = [&](size_t j) __attribute__((always_inline)) {
-    const uint32_t row = stage.resolve(ring[j % kRing], keys[j]);
+    const auto& s = ring[j % kRing];
+    const auto& part = parts.at(s);
+    const uint32_t row = part.stage.resolve(s, parts.local(s, keys[j]));
     if (row != KeyIndex::kNoRow) {
-      window[j - base] = arena + static_cast<size_t>(row) * stride;
-      if (clockScore) {
-        storeReadScore(&rowMeta[row].score, readScore);
-      } else if (touch) {
-        touchOnReadAtomic(&rowMeta[row].score, policy, t);
-      }
+      window[j - base] = part.take(row);
     } else {
       window[j - base] = nullptr;
       span.missing.push_back(j);
     }
   };
+  const auto fill = [&](int64_t key, float* wide) {
+    int64_t local = 0;
+    parts.ownerOf(key, &local).fill(local, wide);
+  };
 
   for (size_t j = begin; j < begin + kIndexAhead && j < end; ++j) hashStage(j);
   for (size_t j = begin; j < begin + kRecordAhead && j < end; ++j) candidateStage(j);
   size_t resolved = begin;
-  std::vector<double> acc(dim_);
+  std::vector<double> acc(dim);
   size_t r0 = rb;
   while (r0 < re) {
     // The chunk: bag rows [r0, r1), entries [e0, e1), never a bag row split.
@@ -435,11 +527,56 @@ void DynamicTable::poolBagRows(const BagInput& bag, size_t rb, size_t re, Combin
       if (resolved + kRecordAhead < end) candidateStage(resolved + kRecordAhead);
       resolveStage(resolved);
     }
-    span.fillMissing(bag, base, dim_, config_.initializer, storage_, e1);
-    combineBagRows({splits, r0, r1, span.rows.data(), base, bag.weights, combiner, maxNorm, dim_, out, acc.data(),
-                    storage_});
+    span.fillMissing(bag, base, dim, storage, fill, e1);
+    combineBagRows({splits, r0, r1, span.rows.data(), base, bag.weights, combiner, maxNorm, dim, out, acc.data(),
+                    storage});
     r0 = r1;
   }
+}
+
+/** leaseBag's lease: each table's read lock, taken in part order, and its part of the read. */
+template <class Prefetch>
+class DynamicTable::PartsLease final : public BagLease {
+ public:
+  PartsLease(DynamicTable* const* tables, size_t parts, const ResidueOwners& owners, Prefetch prefetch) {
+    locks_.reserve(parts);
+    parts_.reserve(parts);
+    for (size_t d = 0; d < parts; ++d) {
+      DynamicTable& t = *tables[d];
+      locks_.emplace_back(t.mutex_);
+      t.checkAlive();
+      parts_.emplace_back(t, t.beginCall(), prefetch);
+    }
+    owners_ = owners;
+  }
+
+  void pool(const BagInput& bag, size_t r0, size_t r1, Combiner combiner, double maxNorm, float* out) const override {
+    if (parts_.size() == 1 && owners_.n == 1) {
+      poolBag(OnePart<Prefetch>{parts_[0]}, bag, r0, r1, combiner, maxNorm, out);
+    } else {
+      poolBag(ResidueParts<Prefetch>{parts_.data(), owners_}, bag, r0, r1, combiner, maxNorm, out);
+    }
+  }
+
+ private:
+  std::vector<std::shared_lock<std::shared_mutex>> locks_;
+  std::vector<BagPart<Prefetch>> parts_;
+  ResidueOwners owners_;
+};
+
+std::unique_ptr<BagLease> DynamicTable::leaseBag(Table* const* tables, size_t parts, const ResidueOwners& owners) {
+  if (owners.roundRobin) return nullptr;  // a dynamic table's keys are its own (round-robin rows are static tables')
+  std::vector<DynamicTable*> dynamic(parts);
+  for (size_t d = 0; d < parts; ++d) {
+    auto* t = dynamic_cast<DynamicTable*>(tables[d]);
+    if (t == nullptr || t->dim_ != dim_ || t->storage_ != storage_) return nullptr;
+    dynamic[d] = t;
+  }
+  std::unique_ptr<BagLease> lease;
+  withRowLines(valueLines(), [&](auto prefetch) {
+    lease = std::make_unique<PartsLease<decltype(prefetch)>>(dynamic.data(), parts, owners, prefetch);
+  });
+  return lease;
 }
 
 }  // namespace embedstack

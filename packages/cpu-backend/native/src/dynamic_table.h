@@ -41,14 +41,14 @@ namespace embedstack {
  * and of no row (probes reading only index and meta lines: the writes', a lease's).
  */
 struct NoRowPrefetch {
-  void meta(const void* line, bool forWrite) const {
+  __attribute__((always_inline)) void meta(const void* line, bool forWrite) const {
     if (forWrite) {
       __builtin_prefetch(line, 1);
     } else {
       __builtin_prefetch(line);
     }
   }
-  void operator()(const char*) const {}
+  __attribute__((always_inline)) void operator()(const char*) const {}
 };
 
 /**
@@ -63,7 +63,10 @@ template <size_t kLines>
 struct RowLines {
   size_t lines = kLines;
   // Always inlined: with find's two loops (findRows, findPasses) instantiating them, GCC called
-  // them out of line from the probe, which made the pipeline 1.7x slower.
+  // them out of line from the probe, which made the pipeline 1.7x slower; and where they were
+  // inlined late, GCC 12 deleted their prefetches as dead stores (the bag over several tables,
+  // poolBag<ResidueParts>, Nov 29 2026: 9 prefetch instructions instead of 24; -fno-tree-dse
+  // kept them).
   __attribute__((always_inline)) void meta(const void* line, bool) const { __builtin_prefetch(line, 0, 2); }
   __attribute__((always_inline)) void operator()(const char* record) const {
     const size_t count = kLines > 0 ? kLines : lines;
@@ -129,6 +132,8 @@ class DynamicTable final : public Table {
   void setEpoch(uint32_t epoch) override;
   /** Lends float32 rows (null for float16 / bfloat16 storage). */
   std::unique_ptr<RowLease> leaseRows() override;
+  /** Pools bags over dynamic tables of one dim and storage (any storage); null for any other table. */
+  std::unique_ptr<BagLease> leaseBag(Table* const* tables, size_t parts, const ResidueOwners& owners) override;
 
   /**
    * find runs in passes (findPasses) on tables whose index, key/score lines and stored values
@@ -204,11 +209,11 @@ class DynamicTable final : public Table {
    * next group; at the key itself the candidate's key is compared, falling back to a
    * full probe. The distances and where the index groups go (`kIndexTo`: 3 every level,
    * 2 L2 and beyond) may be given: a lease lending rows for a bag asks further ahead,
-   * into L2, as the bag's own resolver does (poolBagRows).
+   * into L2, as the bag's own resolver does (poolBag).
    */
   template <size_t kIndexAhead = 16, size_t kRecordAhead = 8, int kIndexTo = 3, class Prefetch, class Fn>
   void probe(const int64_t* keys, size_t begin, size_t end, bool forWrite, Prefetch prefetchRow, Fn&& fn) const;
-  /** The per-key stages of the probe pipelines (probe, poolBagRows); defined below the class. */
+  /** The per-key stages of the probe pipelines (probe, poolBag); defined below the class. */
   template <int kIndexTo, class Prefetch>
   struct ProbeStages;
   /** Whether find runs in passes on this table (footprint >= findPassesFrom). */
@@ -221,14 +226,25 @@ class DynamicTable final : public Table {
   template <class Prefetch>
   void findRows(const int64_t* keys, size_t n, float* out, uint8_t* exists, const ScoreClock& clock,
                 Prefetch prefetch) const;
-  /**
-   * lookupCombinedInto without insertMissing, bag rows [rb, re): keys resolved to rows a
-   * few hundred entries ahead of the pooling kernel, which pools them in chunks (see
-   * dynamic_read.cc). `prefetch` asks for a candidate's key/score line and values.
-   */
+  /** One table's part in a bag's read: its probe stages, read scores and initializer (dynamic_read.cc). */
   template <class Prefetch>
-  void poolBagRows(const BagInput& bag, size_t rb, size_t re, Combiner combiner, double maxNorm, float* out,
-                   const ScoreClock& clock, Prefetch prefetch) const;
+  struct BagPart;
+  /** The parts of a bag read: one table (OnePart), or tables owning keys by residue (ResidueParts). */
+  template <class Prefetch>
+  struct OnePart;
+  template <class Prefetch>
+  struct ResidueParts;
+  /** leaseBag's lease: the tables' read locks and their parts. */
+  template <class Prefetch>
+  class PartsLease;
+  /**
+   * lookupCombinedInto without insertMissing, bag rows [rb, re), over `parts`: each key
+   * resolved to its owner's row a few hundred entries ahead of the pooling kernel, which
+   * pools them in chunks (see dynamic_read.cc).
+   */
+  template <class Parts>
+  static void poolBag(const Parts& parts, const BagInput& bag, size_t rb, size_t re, Combiner combiner, double maxNorm,
+                      float* out);
   /** Prefetches the first `bytes` of a row's values and slots. */
   void prefetchRow(uint32_t row, size_t bytes) const;
 

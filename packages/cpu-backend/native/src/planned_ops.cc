@@ -229,6 +229,9 @@ struct ModOwners {
   /** Every residue has an owner: each key of any bag has exactly one owning part. */
   bool complete = false;
   std::vector<uint32_t> part;
+
+  /** The owners as a view of `part` (valid while this lives; `ok` only). */
+  ResidueOwners view() const { return ResidueOwners(part.data(), n, roundRobin); }
 };
 
 ModOwners modOwners(const ShardPlan* plans, size_t parts) {
@@ -274,32 +277,13 @@ void ownChunk(const int64_t* keys, size_t e0, size_t e1, const ShardPlan* plans,
     size_t* count = o.count.data();
     uint32_t* pos = o.positions.data();
     int64_t* local = o.local.data();
-    const uint32_t* part = mod.part.data();
-    const int64_t n = mod.n;
-    if ((n & (n - 1)) == 0) {
-      const int64_t mask = n - 1;
-      const int shift = __builtin_ctzll(static_cast<unsigned long long>(n));
-      for (size_t i = e0; i < e1; ++i) {
-        const int64_t k = keys[i];
-        const size_t d = part[static_cast<size_t>(k & mask)];
-        const size_t at = d * m + count[d]++;
-        pos[at] = static_cast<uint32_t>(i);
-        local[at] = mod.roundRobin ? (k >> shift) : k;
-      }
-    } else {
-      for (size_t i = e0; i < e1; ++i) {
-        const int64_t k = keys[i];
-        int64_t q = k / n;
-        int64_t r = k % n;
-        if (r < 0) {
-          r += n;
-          q -= 1;
-        }
-        const size_t d = part[static_cast<size_t>(r)];
-        const size_t at = d * m + count[d]++;
-        pos[at] = static_cast<uint32_t>(i);
-        local[at] = mod.roundRobin ? q : k;
-      }
+    const ResidueOwners owners = mod.view();
+    for (size_t i = e0; i < e1; ++i) {
+      int64_t l = 0;
+      const size_t d = owners.owner(keys[i], &l);
+      const size_t at = d * m + count[d]++;
+      pos[at] = static_cast<uint32_t>(i);
+      local[at] = l;
     }
     return;
   }
@@ -403,6 +387,27 @@ void bagOrderChunk(const ShardPlan* plans, size_t parts, const BagInput& bag, si
 }
 
 /**
+ * Calls fn(r0, r1) for chunks of the bag's rows: one chunk for a small bag, else chunks of
+ * 1024 to kShardsChunkMax entries (about two per thread) run in parallel on the pool.
+ */
+template <class Fn>
+void forEachShardChunk(const BagInput& bag, const Fn& fn) {
+  const bool parallel = lookupCombinedShardsSplits(bag);
+  std::vector<std::pair<size_t, size_t>> chunks;
+  const size_t threads = ThreadPool::shared().threads();
+  const size_t target = parallel ? std::min(kShardsChunkMax, std::max<size_t>(1024, bag.n / (2 * threads))) : bag.n;
+  forEachBagSpan(bag, 0, bag.rows, target, [&](size_t r0, size_t r1) { chunks.emplace_back(r0, r1); });
+  const auto run = [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) fn(chunks[i].first, chunks[i].second);
+  };
+  if (parallel && chunks.size() > 1) {
+    ThreadPool::shared().parallelFor(chunks.size(), 1, run);
+  } else {
+    run(0, chunks.size());
+  }
+}
+
+/**
  * The bag over parts whose tables are CPU tables, by chunks of bag rows. When every
  * entry has exactly one owner (bagOrderChunk): each row's entries in bag order, by one
  * table's kernel; the cost does not grow with the parts (one pooling pass per chunk). Otherwise
@@ -423,12 +428,7 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
   // entry's row from its owner, as one table holding every row would (not in shard order).
   const bool bagOrder = mod.ok && mod.complete;
   const std::vector<double> denom = bagOrder ? std::vector<double>{} : denominators(bag, c);
-  const bool parallel = lookupCombinedShardsSplits(bag);
-  std::vector<std::pair<size_t, size_t>> chunks;
-  const size_t threads = ThreadPool::shared().threads();
-  const size_t target = parallel ? std::min(kShardsChunkMax, std::max<size_t>(1024, bag.n / (2 * threads))) : bag.n;
-  forEachBagSpan(bag, 0, bag.rows, target, [&](size_t r0, size_t r1) { chunks.emplace_back(r0, r1); });
-  const auto chunk = [&](size_t r0, size_t r1) {
+  forEachShardChunk(bag, [&](size_t r0, size_t r1) {
     ChunkScratch::Trim trim;
     ChunkScratch& sc = ChunkScratch::mine();
     const size_t e0 = static_cast<size_t>(bag.rowSplits[r0]);
@@ -461,15 +461,7 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
       }
       combineShardStep(s, d == 0, d + 1 == parts, sc.sum.data(), sc.acc.data(), out);
     }
-  };
-  const auto run = [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) chunk(chunks[i].first, chunks[i].second);
-  };
-  if (parallel && chunks.size() > 1) {
-    ThreadPool::shared().parallelFor(chunks.size(), 1, run);
-  } else {
-    run(0, chunks.size());
-  }
+  });
 }
 
 /** Whether every table is a CPU table (no PlannedOps) and none appears twice. */
@@ -508,6 +500,16 @@ void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t p
   }
   ScratchRelease release(bag.n);
   if (!insert) {
+    // Every key owned by exactly one part and tables that pool such a bag themselves (the
+    // dynamic tables: one probe pipeline over every part's table, sok's placement): their
+    // lease takes the read locks in part order, then each chunk pools in one pass.
+    const ModOwners mod = modOwners(plans, parts);
+    if (mod.ok && mod.complete) {
+      if (const std::unique_ptr<BagLease> lease = tables[0]->leaseBag(tables, parts, mod.view())) {
+        forEachShardChunk(bag, [&](size_t r0, size_t r1) { lease->pool(bag, r0, r1, c, maxNorm, out); });
+        return;
+      }
+    }
     // The read path: one lease per part, taken in part order (each holds its table's read lock).
     std::vector<std::unique_ptr<RowLease>> leases;
     leases.reserve(parts);

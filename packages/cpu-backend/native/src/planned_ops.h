@@ -57,9 +57,12 @@ bool lookupCombinedShardsSplits(const BagInput& bag);
  *    (each key has exactly one owner): each row's entries summed in float64 in bag
  *    order, each entry's row from its owner, divided and rounded once by one table's
  *    own bag kernel (combineBagRows): one table holding every row's lookupCombinedInto,
- *    signed zeros included. Chunks of bag rows run in parallel on the pool, each sorting
- *    its entries by owner in one pass, gathering their rows in bag order and pooling
- *    them in one pass (the cost does not grow with the parts).
+ *    signed zeros included. Chunks of bag rows run in parallel on the pool. Dynamic
+ *    tables of one storage type (Table::leaseBag): each chunk is one table's bag
+ *    pipeline over every part's table (each key resolved in its owner's table a few
+ *    hundred entries ahead of the pooling, as one table's bag resolves its own). Other
+ *    tables: each chunk sorts its entries by owner in one pass, gathers their rows in
+ *    bag order and pools them in one pass. Either way the cost does not grow with the parts.
  *  - otherwise: the shards' lookupCombinedPartial (each into zeros) added in shard
  *    order. CPU tables: no partial arrays; the same chunks, each carrying one float64
  *    running sum per value through the shards in order (a shard owning nothing of a

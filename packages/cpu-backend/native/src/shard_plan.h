@@ -57,4 +57,46 @@ struct ShardPlan {
   }
 };
 
+/**
+ * The owning part of every key when kMod plans over one n split the keys: the residue
+ * floorMod(k, n) is owned by part[r] (or by no part: a value the caller chose), the local
+ * key is k, or floor(k / n) for round-robin rows. Exact on every int64 (INT64_MIN
+ * included); a power of two takes the low bits and an arithmetic shift, no division.
+ * Host only. `part` is the caller's [n] array, which must outlive this view.
+ */
+struct ResidueOwners {
+  const uint32_t* part = nullptr;
+  int64_t n = 1;
+  bool roundRobin = false;
+  int64_t mask = -1;  // n - 1 when n is a power of two, else -1
+  int shift = 0;
+
+  ResidueOwners() = default;
+  ResidueOwners(const uint32_t* parts, int64_t residues, bool rr) : part(parts), n(residues), roundRobin(rr) {
+    if ((n & (n - 1)) == 0) {
+      mask = n - 1;
+      shift = __builtin_ctzll(static_cast<unsigned long long>(n));
+    }
+  }
+
+  /** The part owning k; *local = its local key there. */
+  uint32_t owner(int64_t k, int64_t* local) const {
+    int64_t q;
+    int64_t r;
+    if (mask >= 0) {
+      r = k & mask;
+      q = k >> shift;
+    } else {
+      q = k / n;
+      r = k % n;
+      if (r < 0) {
+        r += n;
+        q -= 1;
+      }
+    }
+    *local = roundRobin ? q : k;
+    return part[r];
+  }
+};
+
 }  // namespace embedstack

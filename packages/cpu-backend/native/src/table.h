@@ -26,6 +26,7 @@
 #include "memory.h"
 #include "optimizer.h"
 #include "scores.h"
+#include "shard_plan.h"
 #include "storage.h"
 
 namespace embedstack {
@@ -111,6 +112,24 @@ class RowLease {
    * keys), for a caller that reads them right after, a few hundred at a time.
    */
   virtual void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial, bool prefetchRows) = 0;
+};
+
+/**
+ * One read call of bags whose keys are split over several tables (Table::leaseBag): every
+ * table's read lock and read clock, held until the lease is destroyed.
+ */
+class BagLease {
+ public:
+  virtual ~BagLease() = default;
+  /**
+   * out rows [r0, r1) of the bag (every element written), each entry's row from its owning
+   * table under its local key: exactly one table's lookupCombinedInto without inserts on
+   * a table holding every row (each row's entries in bag order, one float64 sum, rounded
+   * once), a missing key's value its owner's initial value, and each table's read-policy
+   * scores touched as its own read of its keys would. May run on several threads at once
+   * (other rows).
+   */
+  virtual void pool(const BagInput& bag, size_t r0, size_t r1, Combiner combiner, double maxNorm, float* out) const = 0;
 };
 
 /**
@@ -221,6 +240,17 @@ class Table {
    * DISPOSED on a disposed table.
    */
   virtual std::unique_ptr<RowLease> leaseRows() { return nullptr; }
+
+  /**
+   * A read of bags whose keys `owners` split over `parts` distinct tables (this one is
+   * tables[0]; every residue owned, part[r] < parts): the tables' read locks taken in part
+   * order and held, with each table's call clock, until the lease is destroyed. Null when
+   * these tables have no such read (the default; then lease or find each table's rows).
+   * Throws DISPOSED when a table is disposed (the locks taken so far released).
+   */
+  virtual std::unique_ptr<BagLease> leaseBag(Table* const* /*tables*/, size_t /*parts*/, const ResidueOwners& /*owners*/) {
+    return nullptr;
+  }
 
   /** Throws INVALID_ARGUMENT unless the optimizer's slots are exactly this table's slots. */
   void validateOptimizer(const OptimizerParams& opt) const { checkOptimizer(opt); }

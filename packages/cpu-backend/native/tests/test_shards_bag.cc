@@ -1,0 +1,272 @@
+// The bag over dynamic tables split by floorMod (lookupCombinedShards' one pipeline over
+// every part's table, DynamicTable::leaseBag): against a plain loop written here over the
+// values the test stored (present and absent keys, negative and extreme int64 keys,
+// weights, sum / mean / sqrtn, clipping, 1, 2, 3, 4 and 8 parts), against one table's own
+// bag on the same keys, and each part's scores against what its own reads would give.
+#include <climits>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "planned_ops.h"
+#include "shard_plan.h"
+#include "table_helpers.h"
+#include "test.h"
+
+using namespace embedstack;
+using estest::Draw;
+using estest::dynamicConfig;
+
+namespace {
+
+/** floorMod(k, n), written out in 128-bit arithmetic. */
+int64_t residue(int64_t k, int64_t n) {
+  __int128 r = static_cast<__int128>(k) % n;
+  if (r < 0) r += n;
+  return static_cast<int64_t>(r);
+}
+
+/** The stored value of key k, column c: a multiple of 1/16 below 8 in magnitude (exact in every storage type). */
+float storedValue(int64_t k, size_t c) {
+  const uint64_t h = (static_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ull) ^ (c * 0xBF58476D1CE4E5B9ull);
+  return static_cast<float>(static_cast<int64_t>((h >> 40) % 255) - 127) / 16.0f;
+}
+
+/** Part d's initial value (constant; exact in every storage type): tells the owners apart. */
+float partInitial(int64_t d) { return -0.75f + 0.5f * static_cast<float>(d); }
+
+struct Setup {
+  size_t dim;
+  StorageDtype storage;
+  ScorePolicy policy;
+};
+
+/** The parts of one logical table split over n by floorMod, each holding its stored keys (and a twin set built the same way). */
+std::vector<std::shared_ptr<Table>> partTables(int64_t n, const std::vector<int64_t>& stored, const Setup& s,
+                                               bool sharedInit) {
+  std::vector<std::shared_ptr<Table>> out;
+  for (int64_t d = 0; d < n; ++d) {
+    TableConfig c = dynamicConfig(s.dim, 64, SIZE_MAX, s.policy);
+    c.storage = s.storage;
+    if (sharedInit) {
+      c.initializer.kind = InitKind::kUniform;
+      c.initializer.a = -1;
+      c.initializer.b = 1;
+      c.initializer.seed = 7;
+    } else {
+      c.initializer.kind = InitKind::kConstant;
+      c.initializer.a = partInitial(d);
+    }
+    auto t = createTable(c);
+    std::vector<int64_t> keys;
+    std::vector<float> values;
+    for (int64_t k : stored) {
+      if (residue(k, n) != d) continue;
+      keys.push_back(k);
+      for (size_t col = 0; col < s.dim; ++col) values.push_back(storedValue(k, col));
+    }
+    t->upsert(keys.data(), keys.size(), values.data(), nullptr);
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<ShardPlan> modPlans(int64_t n) {
+  std::vector<ShardPlan> plans(static_cast<size_t>(n));
+  for (int64_t d = 0; d < n; ++d) {
+    plans[static_cast<size_t>(d)].kind = ShardPlan::kMod;
+    plans[static_cast<size_t>(d)].numShards = n;
+    plans[static_cast<size_t>(d)].shard = d;
+  }
+  return plans;
+}
+
+std::vector<Table*> rawOf(const std::vector<std::shared_ptr<Table>>& tables) {
+  std::vector<Table*> raw;
+  for (const auto& t : tables) raw.push_back(t.get());
+  return raw;
+}
+
+/**
+ * The bag written out: each row's entries in order, w e (w (maxNorm / ||e||) e when
+ * clipped) added in float64, divided by 1, Σw or sqrt(Σw²), rounded once (zeros for a zero
+ * divisor); an entry's e is its stored value, or the initial value of part floorMod(k, n).
+ */
+std::vector<float> plainBag(const BagInput& bag, Combiner c, double maxNorm, size_t dim, int64_t n,
+                            const std::map<int64_t, bool>& isStored) {
+  std::vector<float> out(bag.rows * dim);
+  std::vector<double> e(dim);
+  for (size_t r = 0; r < bag.rows; ++r) {
+    std::vector<double> acc(dim, 0.0);
+    double wsum = 0;
+    double wsq = 0;
+    for (int32_t j = bag.rowSplits[r]; j < bag.rowSplits[r + 1]; ++j) {
+      const int64_t k = bag.keys[j];
+      for (size_t col = 0; col < dim; ++col) e[col] = isStored.count(k) ? storedValue(k, col) : partInitial(residue(k, n));
+      const double w = bag.weights ? static_cast<double>(bag.weights[j]) : 1.0;
+      wsum += w;
+      wsq += w * w;
+      double scale = w;
+      if (maxNorm > 0) {
+        double n2 = 0;
+        for (size_t col = 0; col < dim; ++col) n2 += e[col] * e[col];
+        if (std::sqrt(n2) > maxNorm) scale = (w * maxNorm) / std::sqrt(n2);
+      }
+      for (size_t col = 0; col < dim; ++col) acc[col] = acc[col] + scale * e[col];
+    }
+    const double div = c == Combiner::kMean ? wsum : c == Combiner::kSqrtn ? std::sqrt(wsq) : 1.0;
+    for (size_t col = 0; col < dim; ++col) out[r * dim + col] = div == 0 ? 0.0f : static_cast<float>(acc[col] / div);
+  }
+  return out;
+}
+
+size_t differingBits(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += estest::floatBits(a[i]) != estest::floatBits(b[i]) ? 1 : 0;
+  return differ;
+}
+
+/** Keys every residue class of every part count sees: extremes, small negatives, random. */
+std::vector<int64_t> storedKeys(Draw& r) {
+  std::vector<int64_t> stored{INT64_MIN, INT64_MAX, -1, 0, 1, -2, -3, -7, -8, INT64_MIN + 3, INT64_MAX - 5};
+  for (int i = 0; i < 2000; ++i) stored.push_back(static_cast<int64_t>(r.next() % 40000) - 20000);
+  for (int i = 0; i < 50; ++i) stored.push_back(static_cast<int64_t>(r.next()));  // anywhere in int64
+  return stored;
+}
+
+/** A bag of `rows` rows (some empty) over stored keys, absent ones and absent extremes; weights of both signs, zeros. */
+struct Bag {
+  std::vector<int32_t> splits{0};
+  std::vector<int64_t> keys;
+  std::vector<float> weights;
+};
+
+Bag drawBag(Draw& r, size_t rows, const std::vector<int64_t>& stored) {
+  const int64_t absentEdges[] = {INT64_MIN + 1, INT64_MAX - 1, INT64_MIN + 2, -9223372036854775000LL};
+  Bag b;
+  for (size_t row = 0; row < rows; ++row) {
+    const size_t len = row % 11 == 4 ? 0 : static_cast<size_t>(r.next() % 45);
+    for (size_t j = 0; j < len; ++j) {
+      const uint64_t pick = r.next() % 20;
+      int64_t k;
+      if (pick < 14) {
+        k = stored[r.next() % stored.size()];
+      } else if (pick < 18) {
+        k = static_cast<int64_t>(r.next() % 200000) - 100000;  // mostly absent
+      } else {
+        k = absentEdges[r.next() % 4];
+      }
+      b.keys.push_back(k);
+      b.weights.push_back(r.next() % 13 == 0 ? 0.0f : static_cast<float>(static_cast<int>(r.next() % 17) - 6) / 4.0f);
+    }
+    if (row == 3 && len >= 2) b.weights[b.weights.size() - 1] = -b.weights[b.weights.size() - 2];  // a mean row summing to 0
+    b.splits.push_back(static_cast<int32_t>(b.keys.size()));
+  }
+  return b;
+}
+
+/** Each part's occurrences of its keys in the bag, in bag order. */
+std::vector<std::vector<int64_t>> ownedInOrder(const BagInput& bag, int64_t n) {
+  std::vector<std::vector<int64_t>> owned(static_cast<size_t>(n));
+  for (size_t j = 0; j < bag.n; ++j) owned[static_cast<size_t>(residue(bag.keys[j], n))].push_back(bag.keys[j]);
+  return owned;
+}
+
+}  // namespace
+
+TEST(shards_bag_over_dynamic_parts_is_the_plain_bag_bit_for_bit) {
+  Draw r{2029};
+  const std::vector<int64_t> stored = storedKeys(r);
+  std::map<int64_t, bool> isStored;
+  for (int64_t k : stored) isStored[k] = true;
+  const Setup setups[] = {{5, StorageDtype::kFloat32, ScorePolicy::kLru},
+                          {64, StorageDtype::kFloat32, ScorePolicy::kLfu},
+                          {16, StorageDtype::kBfloat16, ScorePolicy::kLru},
+                          {24, StorageDtype::kFloat16, ScorePolicy::kEpochLfu}};
+  // A bag on one thread and one over the parallel chunks (about 13k entries).
+  for (size_t rows : {9, 600}) {
+    const Bag b = drawBag(r, rows, stored);
+    for (bool weighted : {false, true}) {
+      const BagInput bag{b.splits.data(), rows, b.keys.data(), b.keys.size(), weighted ? b.weights.data() : nullptr};
+      for (const Setup& s : setups) {
+        for (int64_t n : {1, 2, 3, 4, 8}) {
+          const std::vector<ShardPlan> plans = modPlans(n);
+          for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+            for (double maxNorm : {0.0, 2.5}) {
+              auto tables = partTables(n, stored, s, false);
+              auto twins = partTables(n, stored, s, false);
+              std::vector<Table*> raw = rawOf(tables);
+              std::vector<float> got(rows * s.dim, -7.0f);
+              lookupCombinedShards(raw.data(), plans.data(), plans.size(), bag, c, maxNorm, false, got.data());
+              EXPECT_EQ(differingBits(got, plainBag(bag, c, maxNorm, s.dim, n, isStored)), size_t{0});
+              // Each part's rows and scores: as its own read of its keys in bag order (twins), nothing inserted.
+              const auto owned = ownedInOrder(bag, n);
+              for (size_t d = 0; d < tables.size(); ++d) {
+                const estest::Snapshot before = estest::snapshot(*twins[d]);
+                std::vector<float> v(owned[d].size() * s.dim);
+                std::vector<uint8_t> e(owned[d].size());
+                twins[d]->findInto(owned[d].data(), owned[d].size(), v.data(), e.data());
+                const estest::Snapshot a = estest::snapshot(*tables[d]);
+                const estest::Snapshot t = estest::snapshot(*twins[d]);
+                EXPECT_TRUE(a.values == t.values);
+                EXPECT_TRUE(a.scores == t.scores);
+                if (s.policy == ScorePolicy::kLfu) {
+                  // Written out: every stored key's score grew by its occurrences.
+                  std::map<int64_t, uint64_t> count;
+                  for (int64_t k : owned[d]) count[k] += 1;
+                  for (const auto& [k, score] : a.scores) {
+                    const auto it = count.find(k);
+                    EXPECT_EQ(score, before.scores.at(k) + (it == count.end() ? 0 : it->second));
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(shards_bag_over_dynamic_parts_is_one_tables_bag_with_a_shared_initializer) {
+  // Parts that share a per-key initializer: every value, missing ones too, is the whole table's.
+  Draw r{77};
+  const std::vector<int64_t> stored = storedKeys(r);
+  const Bag b = drawBag(r, 500, stored);
+  const BagInput bag{b.splits.data(), 500, b.keys.data(), b.keys.size(), b.weights.data()};
+  for (const Setup& s : {Setup{7, StorageDtype::kFloat32, ScorePolicy::kLru}, Setup{64, StorageDtype::kBfloat16, ScorePolicy::kLfu}}) {
+    auto whole = partTables(1, stored, s, true);
+    for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+      std::vector<float> want(500 * s.dim);
+      whole[0]->lookupCombinedInto(bag, c, 0.0, false, want.data());
+      for (int64_t n : {1, 2, 3, 4, 8}) {
+        auto tables = partTables(n, stored, s, true);
+        std::vector<Table*> raw = rawOf(tables);
+        const std::vector<ShardPlan> plans = modPlans(n);
+        std::vector<float> got(want.size(), 3.0f);
+        lookupCombinedShards(raw.data(), plans.data(), plans.size(), bag, c, 0.0, false, got.data());
+        EXPECT_EQ(differingBits(got, want), size_t{0});
+      }
+    }
+  }
+}
+
+TEST(shards_bag_over_a_disposed_part_throws_and_releases_every_lock) {
+  Draw r{5};
+  const std::vector<int64_t> stored = storedKeys(r);
+  const Bag b = drawBag(r, 300, stored);
+  const BagInput bag{b.splits.data(), 300, b.keys.data(), b.keys.size(), nullptr};
+  auto tables = partTables(3, stored, {4, StorageDtype::kFloat32, ScorePolicy::kLru}, false);
+  std::vector<Table*> raw = rawOf(tables);
+  const std::vector<ShardPlan> plans = modPlans(3);
+  tables[2]->markDisposed();
+  std::vector<float> out(300 * 4);
+  EXPECT_THROW_CODE(lookupCombinedShards(raw.data(), plans.data(), 3, bag, Combiner::kSum, 0.0, false, out.data()), kDisposed);
+  // The locks taken before the disposed part are released: writers go through.
+  const int64_t k = 9;
+  const float v[4] = {1, 2, 3, 4};
+  tables[0]->upsert(&k, 1, v, nullptr);
+  tables[1]->upsert(&k, 1, v, nullptr);
+  EXPECT_EQ(tables[0]->size() + tables[1]->size() > 0, true);
+}
