@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { enough, joinLabels, measure, measureInterleaved, statisticsOf, summarize } from './harness.js';
+import { ratioTarget } from './report.js';
+import { measuredFigure } from './suites/common.js';
 
 describe('measure', () => {
   it('uses the seconds a self-timed call reports, one call per sample, median of the samples', async () => {
@@ -80,6 +82,32 @@ describe('measureInterleaved', () => {
     const ms = await measureInterleaved([job('a'), job('b')], { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0, sampleMs: 0 });
     expect(order).toEqual(['a0', 'b0', 'a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
     expect(ms.map((m) => m.samples.length)).toEqual([3, 3]);
+  });
+
+  it('marks the jobs of one call as sampled in the same rounds, which ratio targets then pair', async () => {
+    // Self-timed calls (one per sample): the load doubles every call's time from round 3 on,
+    // and b is 0.8x a in every round. Warm-up call first.
+    const secondsA = [1, 1, 1, 2, 2, 2];
+    const secondsB = [1, 1.25, 1.25, 2.5, 2.5, 2.5];
+    let a = 0;
+    let b = 0;
+    const opts = { warmup: 1, minSamples: 5, maxSamples: 5, minMs: 0 };
+    const ms = await measureInterleaved(
+      [
+        { label: 'a', items: 1, fn: () => secondsA[a++]! },
+        { label: 'b', items: 1, fn: () => secondsB[b++]! },
+      ],
+      opts,
+    );
+    expect(ms[0]!.interleaved).toBeDefined();
+    expect(ms[1]!.interleaved).toBe(ms[0]!.interleaved);
+    const other = await measureInterleaved([{ label: 'c', items: 1, fn: () => 1 }], opts);
+    expect(other[0]!.interleaved).not.toBe(ms[0]!.interleaved);
+    const g = { title: 'g', params: {}, figures: [measuredFigure('b', 'ours', ms[1]!, 'x/s'), measuredFigure('a', 'peer', ms[0]!, 'x/s')] };
+    // rates a: 1, 1, 0.5, 0.5, 0.5 (median 0.5); b: 0.8, 0.8, 0.4, 0.4, 0.4 (median 0.4)
+    const t = ratioTarget(g, 'b', 'a', '>=', 0.8, 'b >= 0.8x a');
+    expect(t.measured).toBeCloseTo(0.8, 12);
+    expect(t.paired?.rounds).toBe(5);
   });
 
   it('interleaves a child-process-like async peer with a sync job', async () => {

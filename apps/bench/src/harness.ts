@@ -67,6 +67,13 @@ export interface Measured {
   rate: number;
   /** Rate of each sample, items/s, in the order taken. */
   samples: number[];
+  /**
+   * Which {@link measureInterleaved} call took the samples (one id per call): jobs with
+   * the same id were sampled in the same rounds, sample i of each in round i, so their
+   * ratio can be taken round by round (report.ts, pairedRatio). Absent for samples
+   * pooled from several calls.
+   */
+  interleaved?: number;
   /** Timed calls in all. */
   calls: number;
   spread: Spread;
@@ -137,7 +144,8 @@ export function summarize(msPerCall: readonly number[], items: number, cores?: r
   return { rate, samples, spread };
 }
 
-function median(xs: readonly number[]): number {
+/** The median (the middle two averaged for an even count). */
+export function median(xs: readonly number[]): number {
   const v = [...xs].sort((a, b) => a - b);
   const m = v.length >> 1;
   return v.length % 2 === 1 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
@@ -216,9 +224,13 @@ class Runner {
  * Times several jobs in alternation: after each job's warm-up, every round takes one
  * sample of each, so a change in machine load hits every job alike and their ratios
  * stay meaningful. Rounds stop by {@link enough}, with minMs and maxMs counted per job.
+ * Every result carries the same `interleaved` id, new for each call.
  */
+let interleavedCalls = 0;
+
 export async function measureInterleaved(jobs: readonly Job[], opts: MeasureOptions = {}): Promise<Measured[]> {
   const o = resolve(opts);
+  const id = ++interleavedCalls;
   const perRound = { ...o, minMs: o.minMs * jobs.length, maxMs: o.maxMs * jobs.length };
   const runners = jobs.map((j) => new Runner(j, o));
   for (const r of runners) {
@@ -233,7 +245,7 @@ export async function measureInterleaved(jobs: readonly Job[], opts: MeasureOpti
     rounds++;
   } while (!enough(rounds, performance.now() - start, perRound));
   for (let i = 0; i < jobs.length; i++) progress.step();
-  return runners.map((r) => r.result());
+  return runners.map((r) => ({ ...r.result(), interleaved: id }));
 }
 
 /** "case: a | case: b" -> "case: a | b" (labels of one case share their prefix up to ': '). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatSpread, formatSuite, type Group, groupRatios, ratioTarget, type SuiteResult, suiteJson, valueTarget } from './report.js';
+import { type Figure, formatSpread, formatSuite, type Group, groupRatios, pairedRatio, ratioTarget, type SuiteResult, suiteJson, valueTarget } from './report.js';
 
 const group: Group = {
   title: 'dim 64, 4M keys, uniform',
@@ -44,6 +44,34 @@ describe('targets', () => {
     expect(ratioTarget(group, 'find (findSync)', 'native gather (2 threads)', '>=', 0.8, 't2').pass).toBe(false);
     expect(ratioTarget(group, 'find (findSync)', 'broken peer', '>=', 0.1, 't3').pass).toBe(false);
     expect(() => ratioTarget(group, 'find (findSync)', 'nobody', '>=', 1, 't4')).toThrow(/No figure "nobody"/);
+  });
+  // Five rounds, one sample of each job per round; the load rises during round 3, between
+  // the sync sample (still quiet, 40) and the Promise one (already busy, 19). Every round
+  // but that one reads 0.95; the medians (40 and 19) come from different rounds.
+  const sync: Figure = { name: 'sync', kind: 'ours', value: 40, unit: 'keys/s', samples: [40, 40, 40, 20, 20], interleaved: 7 };
+  const promise: Figure = { name: 'promise', kind: 'ours', value: 19, unit: 'keys/s', samples: [38, 38, 19, 19, 19], interleaved: 7 };
+  it('ratio targets on figures sampled in the same rounds take the median of the per-round ratios', () => {
+    const g: Group = { title: 'g', params: {}, figures: [sync, promise] };
+    const t = ratioTarget(g, 'promise', 'sync', '>=', 0.9, 'promise >= 0.9x sync');
+    // per round: 38/40, 38/40, 19/40, 19/20, 19/20 -> 0.95, 0.95, 0.475, 0.95, 0.95
+    expect(t.measured).toBeCloseTo(0.95, 12);
+    expect(t.paired).toEqual({ rounds: 5, ofMedians: 19 / 40 });
+    expect(t.pass).toBe(true);
+  });
+  it('falls back to the ratio of the medians for figures of different rounds or counts', () => {
+    expect(pairedRatio(promise, { ...sync, interleaved: 8 })).toEqual({ value: 19 / 40, rounds: 0 });
+    expect(pairedRatio(promise, { ...sync, interleaved: undefined })).toEqual({ value: 19 / 40, rounds: 0 });
+    expect(pairedRatio(promise, { ...sync, samples: [40, 40, 40, 20] })).toEqual({ value: 19 / 40, rounds: 0 });
+    const t = ratioTarget({ title: 'g', params: {}, figures: [promise, { ...sync, interleaved: 8 }] }, 'promise', 'sync', '>=', 0.9, 'x');
+    expect(t.paired).toBeUndefined();
+    expect(t.pass).toBe(false);
+  });
+  it('pairs costs round by round too (inverted) and skips rounds without a finite ratio', () => {
+    const ours: Figure = { name: 'table', kind: 'ours', value: 100, unit: 'ms', lowerIsBetter: true, samples: [100, 0, 200, 100], interleaved: 3 };
+    const peer: Figure = { name: 'peer', kind: 'peer', value: 300, unit: 'ms', lowerIsBetter: true, samples: [300, 300, 400, NaN], interleaved: 3 };
+    // rounds 1 and 3: 300/100, 400/200; round 2 (ours 0) and 4 (peer NaN) have no ratio
+    expect(pairedRatio(ours, peer)).toEqual({ value: 2.5, rounds: 2 });
+    expect(groupRatios({ title: 'g', params: {}, figures: [ours, peer] })).toEqual({ table: { peer: 2.5 } });
   });
   it('value targets compare with <= and >=', () => {
     expect(valueTarget(20, '<=', 24, 'B/key', 'x').pass).toBe(true);

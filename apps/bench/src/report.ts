@@ -5,7 +5,7 @@
 import Table from 'cli-table3';
 import type { Chart } from './charts.js';
 import { formatRatio, formatSI, ratio } from './format.js';
-import type { Spread } from './harness.js';
+import { median, type Spread } from './harness.js';
 
 export interface Figure {
   /** e.g. "cpu findSync", "JS Map<bigint, Float32Array>" */
@@ -22,6 +22,12 @@ export interface Figure {
   note?: string;
   /** Raw per-sample figures. */
   samples?: number[];
+  /**
+   * The measureInterleaved call that took the samples (harness.ts, Measured.interleaved):
+   * two figures with the same id were sampled in the same rounds, and their ratio is
+   * the median of their per-round ratios ({@link pairedRatio}).
+   */
+  interleaved?: number;
   /** How far the samples spread (measured figures; in the figure's unit). */
   spread?: Spread;
 }
@@ -34,7 +40,10 @@ export interface Group {
 
 export interface Target {
   text: string;
+  /** The ratio or figure compared with the bound (a ratio of interleaved figures: the median of the per-round ratios). */
   measured: number;
+  /** A ratio taken round by round: how many rounds, and the ratio of the two medians for comparison. */
+  paired?: { rounds: number; ofMedians: number };
   op: '>=' | '<=';
   bound: number;
   pass: boolean;
@@ -54,13 +63,33 @@ export interface SuiteResult {
   seconds?: number;
 }
 
-/** ratios[ours.name][peer.name] for every ours/peer pair of one unit with a finite ratio. */
+/**
+ * ours / peer (inverted for costs). Two figures sampled in the same rounds of one
+ * measureInterleaved call (same `interleaved` id and sample count) are compared round by
+ * round: the median over rounds of ours_i / peer_i. Each round's two samples ran a few
+ * hundred milliseconds apart, under about the same machine load, while the load of a
+ * shared machine moves between rounds; the ratio of the two medians would then compare
+ * samples from different rounds (each median falls where its own job's samples happen to
+ * split). Other pairs: the ratio of the medians. `rounds` is 0 when not paired.
+ */
+export function pairedRatio(ours: Figure, peer: Figure): { value: number; rounds: number } {
+  const lower = ours.lowerIsBetter ?? false;
+  const a = ours.samples;
+  const b = peer.samples;
+  if (ours.interleaved !== undefined && ours.interleaved === peer.interleaved && a && b && a.length === b.length && a.length > 0) {
+    const perRound = a.map((x, i) => ratio(x, b[i]!, lower)).filter(Number.isFinite);
+    if (perRound.length > 0) return { value: median(perRound), rounds: perRound.length };
+  }
+  return { value: ratio(ours.value, peer.value, lower), rounds: 0 };
+}
+
+/** ratios[ours.name][peer.name] for every ours/peer pair of one unit with a finite ratio ({@link pairedRatio}). */
 export function groupRatios(g: Group): Record<string, Record<string, number>> {
   const out: Record<string, Record<string, number>> = {};
   for (const o of g.figures.filter((f) => f.kind === 'ours')) {
     const row: Record<string, number> = {};
     for (const p of g.figures.filter((f) => f.kind === 'peer' && f.unit === o.unit)) {
-      const r = ratio(o.value, p.value, o.lowerIsBetter ?? false);
+      const r = pairedRatio(o, p).value;
       if (Number.isFinite(r)) row[p.name] = r;
     }
     out[o.name] = row;
@@ -74,11 +103,13 @@ function find(g: Group, name: string): Figure {
   return f;
 }
 
-/** A target on the ratio of two figures of a group: ours / peer op bound. */
+/** A target on the ratio of two figures of a group: ours / peer op bound ({@link pairedRatio}). */
 export function ratioTarget(g: Group, ours: string, peer: string, op: '>=' | '<=', bound: number, text: string): Target {
   const o = find(g, ours);
-  const measured = ratio(o.value, find(g, peer).value, o.lowerIsBetter ?? false);
-  return { text, measured, op, bound, unit: 'ratio', pass: check(measured, op, bound) };
+  const p = find(g, peer);
+  const { value: measured, rounds } = pairedRatio(o, p);
+  const paired = rounds > 0 ? { paired: { rounds, ofMedians: ratio(o.value, p.value, o.lowerIsBetter ?? false) } } : {};
+  return { text, measured, ...paired, op, bound, unit: 'ratio', pass: check(measured, op, bound) };
 }
 
 /** A target on an absolute figure. */

@@ -44,7 +44,7 @@ export interface Entry {
 
 /** The figure of a measurement: its median rate, samples and spread. */
 export function measuredFigure(name: string, kind: 'ours' | 'peer', m: Measured, unit: string, note?: string): Figure {
-  return figure(name, kind, m.rate, unit, { samples: m.samples, spread: m.spread, ...(note ? { note } : {}) });
+  return figure(name, kind, m.rate, unit, { samples: m.samples, spread: m.spread, ...(m.interleaved !== undefined ? { interleaved: m.interleaved } : {}), ...(note ? { note } : {}) });
 }
 
 /**
