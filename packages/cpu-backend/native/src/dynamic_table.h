@@ -33,6 +33,7 @@
 #include "key_index.h"
 #include "stream_copy.h"
 #include "table.h"
+#include "thread_pool.h"
 
 namespace embedstack {
 
@@ -111,6 +112,7 @@ class DynamicTable final : public Table {
   explicit DynamicTable(TableConfig config);
 
   void findInto(const int64_t* keys, size_t n, float* values, uint8_t* exists) override;
+  bool findSplits(size_t n) const override { return n >= kParallelThreshold; }
   void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values, uint8_t* exists) override;
   void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;

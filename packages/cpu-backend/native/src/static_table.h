@@ -8,6 +8,7 @@
 #pragma once
 
 #include "table.h"
+#include "thread_pool.h"
 
 namespace embedstack {
 
@@ -16,6 +17,7 @@ class StaticTable final : public Table {
   explicit StaticTable(TableConfig config);
 
   void findInto(const int64_t* keys, size_t n, float* values, uint8_t* exists) override;
+  bool findSplits(size_t n) const override { return n >= kParallelThreshold; }
   void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values, uint8_t* exists) override;
   void upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;
   void assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) override;

@@ -188,6 +188,11 @@ class Table {
 
   /** Reads rows into values [n * dim] and exists [n] (caller memory, every element written). */
   virtual void findInto(const int64_t* keys, size_t n, float* values, uint8_t* exists) = 0;
+  /**
+   * Whether findInto of n keys splits over the shared thread pool as soon as it starts (an
+   * async find then wakes the pool's helpers together with its driver, ThreadPool::post).
+   */
+  virtual bool findSplits(size_t /*n*/) const { return false; }
   virtual void findOrInsertInto(const int64_t* keys, size_t n, const uint64_t* scores, float* values,
                                 uint8_t* exists) = 0;
   /** The same into fresh buffers. */

@@ -102,3 +102,15 @@ TEST(static_apply_gradients_and_bags) {
   t->clear();
   EXPECT_EQ(snapshot(*t).values[1][0], 1.0f);
 }
+
+TEST(find_splits_at_the_pool_threshold_on_both_table_kinds) {
+  // An async find brings the pool's helpers along exactly when findInto splits at once
+  // (forEachRange: kParallelThreshold keys and more).
+  auto s = createTable(staticConfig(4, 2));
+  auto d = createTable(estest::dynamicConfig(2));
+  for (Table* t : {s.get(), d.get()}) {
+    EXPECT_TRUE(!t->findSplits(0));
+    EXPECT_TRUE(!t->findSplits(kParallelThreshold - 1));
+    EXPECT_TRUE(t->findSplits(kParallelThreshold));
+  }
+}
