@@ -128,7 +128,7 @@ Op<Unit> prepareShards(const Napi::CallbackInfo& info) {
   float* out = floatOut(info, 8, "out", checkedMul(b.input.rows, s.first->dim, "out"), op.keepAlive);
   auto keys = b.keys;
   const BagInput bag = b.input;
-  if (lookupCombinedShardsSplits(bag)) op.helpers = ThreadPool::shared().threads() - 1;
+  if (lookupCombinedShardsSplits(s.raw().data(), s.tables.size(), bag)) op.helpers = ThreadPool::shared().threads() - 1;
   op.job = [s, keys, bag, c, maxNorm, insert, out] {
     std::vector<Table*> t = s.raw();
     lookupCombinedShards(t.data(), s.plans.data(), t.size(), bag, c, maxNorm, insert, out);

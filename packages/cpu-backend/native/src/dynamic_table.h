@@ -146,6 +146,8 @@ class DynamicTable final : public Table {
   static std::atomic<size_t> findPassesFrom;
 
   // Introspection for tests and benchmarks.
+  /** Whether find runs in passes on this table (footprint >= findPassesFrom). */
+  bool findInPasses() const;
   size_t indexGroups() const { return index_.groups(); }
   size_t indexTombstones() const { return index_.tombstones(); }
 
@@ -218,8 +220,6 @@ class DynamicTable final : public Table {
   /** The per-key stages of the probe pipelines (probe, poolBag); defined below the class. */
   template <int kIndexTo, class Prefetch>
   struct ProbeStages;
-  /** Whether find runs in passes on this table (footprint >= findPassesFrom). */
-  bool findInPasses() const;
   /** findInto's body on a large table: chunks of keys, each in passes (see dynamic_read.cc). */
   template <class Prefetch>
   void findPasses(const int64_t* keys, size_t n, float* out, uint8_t* exists, const ScoreClock& clock,

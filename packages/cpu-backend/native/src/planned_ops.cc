@@ -386,13 +386,16 @@ void bagOrderChunk(const ShardPlan* plans, size_t parts, const BagInput& bag, si
   });
 }
 
+/** Whether a bag over distinct CPU tables is split over the pool (lookupCombinedShardsSplits). */
+bool shardBagSplits(const BagInput& bag) { return bag.n >= kShardsParallelMin && bag.rows > 1; }
+
 /**
  * Calls fn(r0, r1) for chunks of the bag's rows: one chunk for a small bag, else chunks of
  * 1024 to kShardsChunkMax entries (about two per thread) run in parallel on the pool.
  */
 template <class Fn>
 void forEachShardChunk(const BagInput& bag, const Fn& fn) {
-  const bool parallel = lookupCombinedShardsSplits(bag);
+  const bool parallel = shardBagSplits(bag);
   std::vector<std::pair<size_t, size_t>> chunks;
   const size_t threads = ThreadPool::shared().threads();
   const size_t target = parallel ? std::min(kShardsChunkMax, std::max<size_t>(1024, bag.n / (2 * threads))) : bag.n;
@@ -477,8 +480,8 @@ bool distinctCpuTables(Table* const* tables, size_t parts) {
 
 }  // namespace
 
-bool lookupCombinedShardsSplits(const BagInput& bag) {
-  return bag.n >= kShardsParallelMin && bag.rows > 1;
+bool lookupCombinedShardsSplits(Table* const* tables, size_t parts, const BagInput& bag) {
+  return shardBagSplits(bag) && distinctCpuTables(tables, parts);
 }
 
 void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t parts, const BagInput& bag, Combiner c,

@@ -47,8 +47,12 @@ void plannedFind(Table& t, const int64_t* keys, size_t n, const ShardPlan& plan,
 void lookupCombinedPartial(Table& t, const BagInput& bag, Combiner c, double maxNorm, bool insert,
                            const ShardPlan& plan, double* out);
 
-/** Whether lookupCombinedShards splits `bag` over the thread pool (an async call brings its helpers along). */
-bool lookupCombinedShardsSplits(const BagInput& bag);
+/**
+ * Whether lookupCombinedShards splits `bag` over the thread pool (an async call brings its
+ * helpers along): distinct CPU tables and a bag large enough. Other tables add their
+ * partials one after another, so no helper is woken for them.
+ */
+bool lookupCombinedShardsSplits(Table* const* tables, size_t parts, const BagInput& bag);
 
 /**
  * lookupCombinedShards: the whole bag over `parts` shards (tables[d] with plans[d], one
