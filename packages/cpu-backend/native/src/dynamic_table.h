@@ -64,10 +64,10 @@ template <size_t kLines>
 struct RowLines {
   size_t lines = kLines;
   // Always inlined: with find's two loops (findRows, findPasses) instantiating them, GCC called
-  // them out of line from the probe, which made the pipeline 1.7x slower; and where they were
-  // inlined late, GCC 12 deleted their prefetches as dead stores (the bag over several tables,
-  // poolBag<ResidueParts>, Nov 29 2026: 9 prefetch instructions instead of 24; -fno-tree-dse
-  // kept them).
+  // them out of line from the probe, which made the pipeline 1.7x slower. The same attribute
+  // keeps the bag's prefetches: without it GCC 12 inlines them late into the bag over several
+  // tables (poolBag<ResidueParts>) and deletes them as dead stores (9 prefetch instructions
+  // left of 24, Nov 29 2026; -fno-tree-dse kept them; one table's poolBag keeps 6-7 of 21).
   __attribute__((always_inline)) void meta(const void* line, bool) const { __builtin_prefetch(line, 0, 2); }
   __attribute__((always_inline)) void operator()(const char* record) const {
     const size_t count = kLines > 0 ? kLines : lines;

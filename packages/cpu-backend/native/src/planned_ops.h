@@ -64,7 +64,10 @@ bool lookupCombinedShardsSplits(Table* const* tables, size_t parts, const BagInp
  *    signed zeros included. Chunks of bag rows run in parallel on the pool. Dynamic
  *    tables of one storage type (Table::leaseBag): each chunk is one table's bag
  *    pipeline over every part's table (each key resolved in its owner's table a few
- *    hundred entries ahead of the pooling, as one table's bag resolves its own). Other
+ *    hundred entries ahead of the pooling, as one table's bag resolves its own; every
+ *    part's read lock is held, taken in part order, for the whole call, so a writer to any
+ *    shard waits for the whole bag: float16 / bfloat16 parts, which read their rows with
+ *    find first before Nov 29 2026, now hold their locks as float32 ones did). Other
  *    tables: each chunk sorts its entries by owner in one pass, gathers their rows in
  *    bag order and pools them in one pass. Either way the cost does not grow with the parts.
  *  - otherwise: the shards' lookupCombinedPartial (each into zeros) added in shard

@@ -303,7 +303,8 @@ TEST(shards_lookup_is_one_tables_bag_or_the_partials_in_shard_order_bit_for_bit)
           expectShardsEqualPartials(modPlans(n), stored, bag, c, 0.0, false, StorageDtype::kFloat32);
           expectShardsEqualPartials(modPlans(n), stored, bag, c, 2.5, false, StorageDtype::kFloat32);
         }
-        // Inserting, and tables that do not lend rows (bfloat16): the find-first path.
+        // Inserting: the find-first path. (bfloat16 parts now take the one pipeline over every part,
+        // DynamicTable::leaseBag; test_shards_bag.cc tests the find-first path over mixed storage.)
         expectShardsEqualPartials(modPlans(4), stored, bag, c, 0.0, true, StorageDtype::kFloat32);
         expectShardsEqualPartials(modPlans(3), stored, bag, c, 0.0, false, StorageDtype::kBfloat16);
         // Plans that are not one floorMod split: ranges, and a mod shard overlapping a range.

@@ -270,3 +270,92 @@ TEST(shards_bag_over_a_disposed_part_throws_and_releases_every_lock) {
   tables[1]->upsert(&k, 1, v, nullptr);
   EXPECT_EQ(tables[0]->size() + tables[1]->size() > 0, true);
 }
+
+TEST(shards_bag_reads_each_part_under_its_own_clock_in_any_part_order) {
+  // Parts with different call histories (part d read d + 1 times before), given in a
+  // permuted order, plus a part that owns nothing; a bag with an empty row, a row longer
+  // than a pooling chunk (2500 entries) and ordinary rows; then a bag without entries.
+  Draw r{31};
+  const std::vector<int64_t> stored = storedKeys(r);
+  std::map<int64_t, bool> isStored;
+  for (int64_t k : stored) isStored[k] = true;
+  const Setup s{8, StorageDtype::kFloat32, ScorePolicy::kLru};
+  Bag b = drawBag(r, 40, stored);
+  Bag longRow;
+  for (size_t j = 0; j < 2500; ++j) longRow.keys.push_back(j % 3 == 0 ? static_cast<int64_t>(j) - 90000 : stored[r.next() % stored.size()]);
+  longRow.splits = {0, 0, 2500};
+  for (size_t i = 1; i < b.splits.size(); ++i) longRow.splits.push_back(2500 + b.splits[i]);
+  longRow.keys.insert(longRow.keys.end(), b.keys.begin(), b.keys.end());
+  const size_t rows = longRow.splits.size() - 1;
+  const BagInput bag{longRow.splits.data(), rows, longRow.keys.data(), longRow.keys.size(), nullptr};
+  auto tables = partTables(3, stored, s, false);
+  auto twins = partTables(3, stored, s, false);
+  const int64_t absent = 123456789;
+  for (size_t d = 0; d < 3; ++d) {
+    for (size_t i = 0; i <= d; ++i) {
+      tables[d]->find(&absent, 1);
+      twins[d]->find(&absent, 1);
+    }
+  }
+  TableConfig idle = dynamicConfig(s.dim, 64, SIZE_MAX, s.policy);
+  auto empty = createTable(idle);
+  // Part order 2, 0, idle, 1: each plan names its residue; the idle part owns none (shard 3 of 3).
+  std::vector<ShardPlan> plans = modPlans(3);
+  ShardPlan none = plans[0];
+  none.shard = 3;
+  const std::vector<ShardPlan> order{plans[2], plans[0], none, plans[1]};
+  std::vector<Table*> raw{tables[2].get(), tables[0].get(), empty.get(), tables[1].get()};
+  std::vector<float> got(rows * s.dim, -7.0f);
+  lookupCombinedShards(raw.data(), order.data(), order.size(), bag, Combiner::kMean, 0.0, false, got.data());
+  EXPECT_EQ(differingBits(got, plainBag(bag, Combiner::kMean, 0.0, s.dim, 3, isStored)), size_t{0});
+  const auto owned = ownedInOrder(bag, 3);
+  for (size_t d = 0; d < 3; ++d) {
+    std::vector<float> v(owned[d].size() * s.dim);
+    std::vector<uint8_t> e(owned[d].size());
+    twins[d]->findInto(owned[d].data(), owned[d].size(), v.data(), e.data());
+    EXPECT_TRUE(estest::snapshot(*tables[d]).scores == estest::snapshot(*twins[d]).scores);
+  }
+  EXPECT_EQ(empty->size(), size_t{0});
+  // No entries at all: every row is zeros, nothing touched.
+  const std::vector<int32_t> emptySplits{0, 0, 0};
+  const BagInput noEntries{emptySplits.data(), 2, longRow.keys.data(), 0, nullptr};
+  const estest::Snapshot before = estest::snapshot(*tables[1]);
+  std::vector<float> zeros(2 * s.dim, 5.0f);
+  lookupCombinedShards(raw.data(), order.data(), order.size(), noEntries, Combiner::kSum, 0.0, false, zeros.data());
+  for (float x : zeros) EXPECT_FLOAT_BITS(x, 0.0f);
+  EXPECT_TRUE(estest::snapshot(*tables[1]).scores == before.scores);
+}
+
+TEST(shards_bag_falls_back_for_parts_one_pipeline_cannot_read) {
+  // leaseBag refuses parts of another storage type or dim, a static part and round-robin
+  // owners; lookupCombinedShards then takes its other paths (each part's rows read first for
+  // a table that does not lend), with the same values.
+  Draw r{43};
+  const std::vector<int64_t> stored = storedKeys(r);
+  std::map<int64_t, bool> isStored;
+  for (int64_t k : stored) isStored[k] = true;
+  auto f32 = partTables(3, stored, {16, StorageDtype::kFloat32, ScorePolicy::kLru}, false);
+  auto bf16 = partTables(3, stored, {16, StorageDtype::kBfloat16, ScorePolicy::kLru}, false);
+  auto dim8 = partTables(3, stored, {8, StorageDtype::kFloat32, ScorePolicy::kLru}, false);
+  auto fixed = createTable(estest::staticConfig(100, 16));
+  const uint32_t residues[3] = {0, 1, 2};
+  const ResidueOwners mod(residues, 3, false);
+  std::vector<Table*> mixedStorage{f32[0].get(), bf16[1].get(), bf16[2].get()};
+  std::vector<Table*> mixedDim{f32[0].get(), dim8[1].get(), f32[2].get()};
+  std::vector<Table*> withStatic{f32[0].get(), fixed.get(), f32[2].get()};
+  std::vector<Table*> same{f32[0].get(), f32[1].get(), f32[2].get()};
+  EXPECT_TRUE(f32[0]->leaseBag(mixedStorage.data(), 3, mod) == nullptr);
+  EXPECT_TRUE(f32[0]->leaseBag(mixedDim.data(), 3, mod) == nullptr);
+  EXPECT_TRUE(f32[0]->leaseBag(withStatic.data(), 3, mod) == nullptr);
+  EXPECT_TRUE(f32[0]->leaseBag(same.data(), 3, ResidueOwners(residues, 3, true)) == nullptr);
+  EXPECT_TRUE(f32[0]->leaseBag(same.data(), 3, mod) != nullptr);
+  // Mixed storage through lookupCombinedShards: the stored values are exact in bfloat16, so the plain bag holds.
+  const Bag b = drawBag(r, 200, stored);
+  const BagInput bag{b.splits.data(), 200, b.keys.data(), b.keys.size(), b.weights.data()};
+  const std::vector<ShardPlan> plans = modPlans(3);
+  for (Combiner c : {Combiner::kSum, Combiner::kSqrtn}) {
+    std::vector<float> got(200 * 16, -7.0f);
+    lookupCombinedShards(mixedStorage.data(), plans.data(), 3, bag, c, 0.0, false, got.data());
+    EXPECT_EQ(differingBits(got, plainBag(bag, c, 0.0, 16, 3, isStored)), size_t{0});
+  }
+}
