@@ -39,7 +39,8 @@ describe('ChildPeer', () => {
       const traced = { ...job, fn: async (i: number) => (order.push(`c${i}`), job.fn(i)) };
       const local = { label: 'local', items: 1, fn: (i: number) => void order.push(`l${i}`) };
       const [l, c] = await measureInterleaved([local, traced], { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0, sampleMs: 0 });
-      expect(order).toEqual(['l0', 'c0', 'l1', 'c1', 'l2', 'c2', 'l3', 'c3']);
+      // warm-up l0 c0; rounds l c, c l, l c
+      expect(order).toEqual(['l0', 'c0', 'l1', 'c1', 'c2', 'l2', 'l3', 'c3']);
       expect(l!.samples).toHaveLength(3);
       // calls 1, 2, 3 took 2, 3, 4 ms by the child's clock: 10 items each
       expect(c!.samples.map((x) => Math.round(x))).toEqual([5000, 3333, 2500]);

@@ -80,15 +80,17 @@ describe('measureInterleaved', () => {
     const order: string[] = [];
     const job = (name: string) => ({ label: name, items: 1, fn: (i: number) => void order.push(`${name}${i}`) });
     const ms = await measureInterleaved([job('a'), job('b')], { warmup: 1, minSamples: 3, maxSamples: 3, minMs: 0, sampleMs: 0 });
-    expect(order).toEqual(['a0', 'b0', 'a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
+    // warm-up a0 b0; rounds a b, b a, a b
+    expect(order).toEqual(['a0', 'b0', 'a1', 'b1', 'b2', 'a2', 'a3', 'b3']);
     expect(ms.map((m) => m.samples.length)).toEqual([3, 3]);
   });
 
   it('marks the jobs of one call as sampled in the same rounds, which ratio targets then pair', async () => {
-    // Self-timed calls (one per sample): the load doubles every call's time from round 3 on,
-    // and b is 0.8x a in every round. Warm-up call first.
-    const secondsA = [1, 1, 1, 2, 2, 2];
-    const secondsB = [1, 1.25, 1.25, 2.5, 2.5, 2.5];
+    // Self-timed calls (one per sample): the load alternates every round (times x1, x4, x1,
+    // x4, x1), and b is 0.8x a in every round: only samples paired by round read 0.8 in every
+    // round (a shift by one round reads 0.2 or 3.2). Warm-up call first.
+    const secondsA = [1, 1, 4, 1, 4, 1];
+    const secondsB = [1, 1.25, 5, 1.25, 5, 1.25];
     let a = 0;
     let b = 0;
     const opts = { warmup: 1, minSamples: 5, maxSamples: 5, minMs: 0 };
@@ -104,10 +106,21 @@ describe('measureInterleaved', () => {
     const other = await measureInterleaved([{ label: 'c', items: 1, fn: () => 1 }], opts);
     expect(other[0]!.interleaved).not.toBe(ms[0]!.interleaved);
     const g = { title: 'g', params: {}, figures: [measuredFigure('b', 'ours', ms[1]!, 'x/s'), measuredFigure('a', 'peer', ms[0]!, 'x/s')] };
-    // rates a: 1, 1, 0.5, 0.5, 0.5 (median 0.5); b: 0.8, 0.8, 0.4, 0.4, 0.4 (median 0.4)
+    // rates a: 1, 0.25, 1, 0.25, 1; b: 0.8, 0.2, 0.8, 0.2, 0.8: every round 0.8
+    expect(ms[0]!.samples).toEqual([1, 0.25, 1, 0.25, 1]);
+    expect(ms[1]!.samples).toEqual([0.8, 0.2, 0.8, 0.2, 0.8]);
     const t = ratioTarget(g, 'b', 'a', '>=', 0.8, 'b >= 0.8x a');
     expect(t.measured).toBeCloseTo(0.8, 12);
     expect(t.paired?.rounds).toBe(5);
+    expect(t.paired?.roundsMeeting).toBe(5);
+  });
+
+  it('takes the jobs in the given order on even rounds and reversed on odd ones', async () => {
+    const order: string[] = [];
+    const job = (label: string) => ({ label, items: 1, fn: () => void order.push(label) });
+    await measureInterleaved([job('a'), job('b'), job('c')], { warmup: 1, minSamples: 4, maxSamples: 4, minMs: 0, sampleMs: 0 });
+    // the warm-up calls (one each, in order), then rounds a b c, c b a, a b c, c b a
+    expect(order.join('')).toBe('abc' + 'abc' + 'cba' + 'abc' + 'cba');
   });
 
   it('interleaves a child-process-like async peer with a sync job', async () => {
@@ -115,7 +128,7 @@ describe('measureInterleaved', () => {
     const sync = { label: 's', items: 1, fn: (i: number) => void order.push(`s${i}`) };
     const child = { label: 'c', items: 1, async: true, fn: async (i: number) => (order.push(`c${i}`), 0.01) };
     await measureInterleaved([sync, child], { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 0 });
-    expect(order).toEqual(['s0', 'c0', 's1', 'c1', 's2', 'c2']);
+    expect(order).toEqual(['s0', 'c0', 's1', 'c1', 'c2', 's2']);
   });
 });
 

@@ -222,8 +222,8 @@ class Runner {
 
 /**
  * Times several jobs in alternation: after each job's warm-up, every round takes one
- * sample of each, so a change in machine load hits every job alike and their ratios
- * stay meaningful. Rounds stop by {@link enough}, with minMs and maxMs counted per job.
+ * sample of each (in the given order, reversed on odd rounds), so a change in machine load
+ * hits every job alike and their ratios stay meaningful. Rounds stop by {@link enough}, with minMs and maxMs counted per job.
  * Every result carries the same `interleaved` id, new for each call.
  */
 let interleavedCalls = 0;
@@ -240,8 +240,12 @@ export async function measureInterleaved(jobs: readonly Job[], opts: MeasureOpti
   progress.label(joinLabels(jobs.map((j) => j.label)));
   const start = performance.now();
   let rounds = 0;
+  // Odd rounds take the jobs in reverse order (A B, B A, A B, ...): what one job leaves behind
+  // for the next (a collection, a pool thread still awake, a cache) falls on each side alike.
+  // Sample i of every job is still from round i.
+  const reversed = [...runners].reverse();
   do {
-    for (const r of runners) await r.sample();
+    for (const r of rounds % 2 === 0 ? runners : reversed) await r.sample();
     rounds++;
   } while (!enough(rounds, performance.now() - start, perRound));
   for (let i = 0; i < jobs.length; i++) progress.step();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type Figure, formatSpread, formatSuite, type Group, groupRatios, pairedRatio, ratioTarget, type SuiteResult, suiteJson, valueTarget } from './report.js';
+import { type Figure, formatSpread, formatSuite, formatTarget, type Group, groupRatios, pairedRatio, ratioMedian, ratioTarget, type SuiteResult, suiteJson, valueTarget } from './report.js';
 
 const group: Group = {
   title: 'dim 64, 4M keys, uniform',
@@ -55,13 +55,27 @@ describe('targets', () => {
     const t = ratioTarget(g, 'promise', 'sync', '>=', 0.9, 'promise >= 0.9x sync');
     // per round: 38/40, 38/40, 19/40, 19/20, 19/20 -> 0.95, 0.95, 0.475, 0.95, 0.95
     expect(t.measured).toBeCloseTo(0.95, 12);
-    expect(t.paired).toEqual({ rounds: 5, ofMedians: 19 / 40 });
+    expect(t.paired).toEqual({ rounds: 5, roundsMeeting: 4, ofMedians: 19 / 40 });
     expect(t.pass).toBe(true);
+    // The printed line names the estimator, the rounds meeting the bound and the other estimate.
+    expect(formatTarget(t)).toBe('PASS  promise >= 0.9x sync: 0.95x (>= 0.90x) [median of 5 per-round ratios, 4 of 5 rounds meet the bound; ratio of the medians 0.47x]');
+    // The ours-vs-peer column marks the paired ratio and says what the mark means.
+    const text = formatSuite({ suite: 's', path: 'p', groups: [{ ...g, figures: [promise, { ...sync, kind: 'peer' }] }], targets: [], notes: [], charts: [] });
+    expect(text).toContain('0.95x* sync');
+    expect(text).toContain('* the median of per-round ratios');
+  });
+  it('joins the middle two of an even count of ratios by their geometric mean, so a / b is the inverse of b / a', () => {
+    expect(ratioMedian([2, 3])).toBeCloseTo(Math.sqrt(6), 12);
+    expect(ratioMedian([1 / 3, 1 / 2])).toBeCloseTo(1 / Math.sqrt(6), 12);
+    expect(ratioMedian([4, 1, 9])).toBe(4);
+    const a: Figure = { name: 'a', kind: 'ours', value: 0, unit: 'x/s', samples: [2, 3], interleaved: 1 };
+    const b: Figure = { name: 'b', kind: 'ours', value: 0, unit: 'x/s', samples: [1, 1], interleaved: 1 };
+    expect(pairedRatio(a, b).value * pairedRatio(b, a).value).toBeCloseTo(1, 12);
   });
   it('falls back to the ratio of the medians for figures of different rounds or counts', () => {
-    expect(pairedRatio(promise, { ...sync, interleaved: 8 })).toEqual({ value: 19 / 40, rounds: 0 });
-    expect(pairedRatio(promise, { ...sync, interleaved: undefined })).toEqual({ value: 19 / 40, rounds: 0 });
-    expect(pairedRatio(promise, { ...sync, samples: [40, 40, 40, 20] })).toEqual({ value: 19 / 40, rounds: 0 });
+    expect(pairedRatio(promise, { ...sync, interleaved: 8 })).toEqual({ value: 19 / 40, rounds: 0, perRound: [] });
+    expect(pairedRatio(promise, { ...sync, interleaved: undefined })).toEqual({ value: 19 / 40, rounds: 0, perRound: [] });
+    expect(pairedRatio(promise, { ...sync, samples: [40, 40, 40, 20] })).toEqual({ value: 19 / 40, rounds: 0, perRound: [] });
     const t = ratioTarget({ title: 'g', params: {}, figures: [promise, { ...sync, interleaved: 8 }] }, 'promise', 'sync', '>=', 0.9, 'x');
     expect(t.paired).toBeUndefined();
     expect(t.pass).toBe(false);
@@ -69,9 +83,9 @@ describe('targets', () => {
   it('pairs costs round by round too (inverted) and skips rounds without a finite ratio', () => {
     const ours: Figure = { name: 'table', kind: 'ours', value: 100, unit: 'ms', lowerIsBetter: true, samples: [100, 0, 200, 100], interleaved: 3 };
     const peer: Figure = { name: 'peer', kind: 'peer', value: 300, unit: 'ms', lowerIsBetter: true, samples: [300, 300, 400, NaN], interleaved: 3 };
-    // rounds 1 and 3: 300/100, 400/200; round 2 (ours 0) and 4 (peer NaN) have no ratio
-    expect(pairedRatio(ours, peer)).toEqual({ value: 2.5, rounds: 2 });
-    expect(groupRatios({ title: 'g', params: {}, figures: [ours, peer] })).toEqual({ table: { peer: 2.5 } });
+    // rounds 1 and 3: 300/100, 400/200; round 2 (ours 0) and 4 (peer NaN) have no ratio; sqrt(3 x 2)
+    expect(pairedRatio(ours, peer)).toEqual({ value: Math.sqrt(6), rounds: 2, perRound: [3, 2] });
+    expect(groupRatios({ title: 'g', params: {}, figures: [ours, peer] })).toEqual({ table: { peer: Math.sqrt(6) } });
   });
   it('value targets compare with <= and >=', () => {
     expect(valueTarget(20, '<=', 24, 'B/key', 'x').pass).toBe(true);

@@ -5,7 +5,7 @@
 import Table from 'cli-table3';
 import type { Chart } from './charts.js';
 import { formatRatio, formatSI, ratio } from './format.js';
-import { median, type Spread } from './harness.js';
+import type { Spread } from './harness.js';
 
 export interface Figure {
   /** e.g. "cpu findSync", "JS Map<bigint, Float32Array>" */
@@ -42,8 +42,11 @@ export interface Target {
   text: string;
   /** The ratio or figure compared with the bound (a ratio of interleaved figures: the median of the per-round ratios). */
   measured: number;
-  /** A ratio taken round by round: how many rounds, and the ratio of the two medians for comparison. */
-  paired?: { rounds: number; ofMedians: number };
+  /**
+   * A ratio taken round by round: how many rounds, how many of them met the bound on their
+   * own, and the ratio of the two medians for comparison (printed with the target).
+   */
+  paired?: { rounds: number; roundsMeeting: number; ofMedians: number };
   op: '>=' | '<=';
   bound: number;
   pass: boolean;
@@ -72,25 +75,45 @@ export interface SuiteResult {
  * samples from different rounds (each median falls where its own job's samples happen to
  * split). Other pairs: the ratio of the medians. `rounds` is 0 when not paired.
  */
-export function pairedRatio(ours: Figure, peer: Figure): { value: number; rounds: number } {
+export function pairedRatio(ours: Figure, peer: Figure): { value: number; rounds: number; perRound: number[] } {
   const lower = ours.lowerIsBetter ?? false;
   const a = ours.samples;
   const b = peer.samples;
   if (ours.interleaved !== undefined && ours.interleaved === peer.interleaved && a && b && a.length === b.length && a.length > 0) {
-    const perRound = a.map((x, i) => ratio(x, b[i]!, lower)).filter(Number.isFinite);
-    if (perRound.length > 0) return { value: median(perRound), rounds: perRound.length };
+    const perRound = a.map((x, i) => ratio(x, b[i]!, lower)).filter((r) => Number.isFinite(r) && r > 0);
+    if (perRound.length > 0) return { value: ratioMedian(perRound), rounds: perRound.length, perRound };
   }
-  return { value: ratio(ours.value, peer.value, lower), rounds: 0 };
+  return { value: ratio(ours.value, peer.value, lower), rounds: 0, perRound: [] };
+}
+
+/**
+ * The median of positive ratios, the two middle ones of an even count joined by their
+ * geometric mean: so the ratio of a to b is exactly the inverse of the ratio of b to a (an
+ * arithmetic mean of the middle two would lean toward the numerator's side).
+ */
+export function ratioMedian(ratios: readonly number[]): number {
+  const v = [...ratios].sort((x, y) => x - y);
+  const m = v.length >> 1;
+  return v.length % 2 === 1 ? v[m]! : Math.sqrt(v[m - 1]! * v[m]!);
 }
 
 /** ratios[ours.name][peer.name] for every ours/peer pair of one unit with a finite ratio ({@link pairedRatio}). */
 export function groupRatios(g: Group): Record<string, Record<string, number>> {
+  return pairsOf(g, (r) => r.value);
+}
+
+/** pairedRounds[ours.name][peer.name]: the rounds a ratio of {@link groupRatios} was taken over (0: the ratio of the medians). */
+export function groupPairedRounds(g: Group): Record<string, Record<string, number>> {
+  return pairsOf(g, (r) => r.rounds);
+}
+
+function pairsOf(g: Group, pick: (r: ReturnType<typeof pairedRatio>) => number): Record<string, Record<string, number>> {
   const out: Record<string, Record<string, number>> = {};
   for (const o of g.figures.filter((f) => f.kind === 'ours')) {
     const row: Record<string, number> = {};
     for (const p of g.figures.filter((f) => f.kind === 'peer' && f.unit === o.unit)) {
-      const r = pairedRatio(o, p).value;
-      if (Number.isFinite(r)) row[p.name] = r;
+      const r = pairedRatio(o, p);
+      if (Number.isFinite(r.value)) row[p.name] = pick(r);
     }
     out[o.name] = row;
   }
@@ -107,8 +130,9 @@ function find(g: Group, name: string): Figure {
 export function ratioTarget(g: Group, ours: string, peer: string, op: '>=' | '<=', bound: number, text: string): Target {
   const o = find(g, ours);
   const p = find(g, peer);
-  const { value: measured, rounds } = pairedRatio(o, p);
-  const paired = rounds > 0 ? { paired: { rounds, ofMedians: ratio(o.value, p.value, o.lowerIsBetter ?? false) } } : {};
+  const { value: measured, rounds, perRound } = pairedRatio(o, p);
+  const roundsMeeting = perRound.filter((r) => check(r, op, bound)).length;
+  const paired = rounds > 0 ? { paired: { rounds, roundsMeeting, ofMedians: ratio(o.value, p.value, o.lowerIsBetter ?? false) } } : {};
   return { text, measured, ...paired, op, bound, unit: 'ratio', pass: check(measured, op, bound) };
 }
 
@@ -139,7 +163,10 @@ export function formatSpread(f: Figure): string {
 
 /** A target's line, as the bench has always printed it: PASS or MISS, what, measured (bound). */
 export function formatTarget(t: Target): string {
-  return `${t.pass ? 'PASS' : 'MISS'}  ${t.text}: ${formatValue(t.measured, t.unit)} (${t.op} ${formatValue(t.bound, t.unit)})`;
+  const line = `${t.pass ? 'PASS' : 'MISS'}  ${t.text}: ${formatValue(t.measured, t.unit)} (${t.op} ${formatValue(t.bound, t.unit)})`;
+  if (!t.paired) return line;
+  const p = t.paired;
+  return `${line} [median of ${p.rounds} per-round ratios, ${p.roundsMeeting} of ${p.rounds} rounds meet the bound; ratio of the medians ${formatRatio(p.ofMedians)}]`;
 }
 
 const TABLE_STYLE = { head: [], border: [], compact: true };
@@ -162,13 +189,17 @@ export function formatSuite(r: SuiteResult, columns?: number): string {
   const out: string[] = [`== ${r.suite} (${r.path})${r.seconds !== undefined ? ` — ${r.seconds.toFixed(1)} s` : ''}`];
   for (const g of r.groups) {
     const ratios = groupRatios(g);
+    const rounds = groupPairedRounds(g);
     const table = new Table({ head: ['', 'figure', 'median', 'spread', 'ours vs peer'], style: TABLE_STYLE, wordWrap: true, colWidths: [null, figureWidth, null, null, ratioWidth] });
     for (const f of g.figures) {
       const value = Number.isFinite(f.value) ? formatValue(f.value, f.unit) : '—';
-      const vs = f.kind === 'ours' ? Object.entries(ratios[f.name] ?? {}).map(([p, x]) => `${formatRatio(x)} ${p}`) : [];
+      const vs = f.kind === 'ours' ? Object.entries(ratios[f.name] ?? {}).map(([p, x]) => `${formatRatio(x)}${(rounds[f.name]?.[p] ?? 0) > 0 ? '*' : ''} ${p}`) : [];
       table.push([f.kind, f.note ? `${f.name}\n(${f.note})` : f.name, value, formatSpread(f), vs.join('\n')]);
     }
     out.push('', `  ${g.title}`, table.toString());
+    if (Object.values(rounds).some((row) => Object.values(row).some((n) => n > 0))) {
+      out.push('  * the median of per-round ratios (figures sampled in the same rounds); unmarked: the ratio of the medians');
+    }
   }
   if (r.targets.length > 0) out.push('', '  targets', ...r.targets.map((t) => `    ${formatTarget(t)}`));
   if (r.notes.length > 0) out.push('', ...r.notes.map((n) => `  note: ${n}`));
@@ -185,7 +216,7 @@ export function suiteJson(
     path: r.path,
     ...context,
     seconds: r.seconds,
-    groups: r.groups.map((g) => ({ ...g, ratios: groupRatios(g) })),
+    groups: r.groups.map((g) => ({ ...g, ratios: groupRatios(g), pairedRounds: groupPairedRounds(g) })),
     targets: r.targets,
     notes: r.notes,
   };
