@@ -220,6 +220,12 @@ class DynamicTable final : public Table {
   /** The per-key stages of the probe pipelines (probe, poolBag); defined below the class. */
   template <int kIndexTo, class Prefetch>
   struct ProbeStages;
+  /**
+   * Passes A, A2, B and B2 of findPasses over one chunk of keys: each key's row (kNoRow when
+   * absent), the resident keys' scores touched (see dynamic_read.cc). Used by find and the bag.
+   */
+  template <class Prefetch>
+  struct PassResolver;
   /** findInto's body on a large table: chunks of keys, each in passes (see dynamic_read.cc). */
   template <class Prefetch>
   void findPasses(const int64_t* keys, size_t n, float* out, uint8_t* exists, const ScoreClock& clock,
@@ -247,6 +253,13 @@ class DynamicTable final : public Table {
   template <class Parts>
   static void poolBag(const Parts& parts, const BagInput& bag, size_t rb, size_t re, Combiner combiner, double maxNorm,
                       float* out);
+  /**
+   * lookupCombinedInto without insertMissing on a large table (findInPasses): chunks of bag
+   * rows resolved by PassResolver, then pooled (see dynamic_read.cc).
+   */
+  template <class Prefetch>
+  void poolBagPasses(const BagInput& bag, size_t rb, size_t re, Combiner combiner, double maxNorm, float* out,
+                     const ScoreClock& clock, Prefetch prefetch) const;
   /** Prefetches the first `bytes` of a row's values and slots. */
   void prefetchRow(uint32_t row, size_t bytes) const;
 

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "pass_table.h"
 #include "table_helpers.h"
 #include "test.h"
 
@@ -18,18 +19,8 @@ using estest::snapshot;
 
 namespace {
 
-/** Sets DynamicTable::findPassesFrom for a scope. */
-struct PassesFrom {
-  size_t saved;
-  explicit PassesFrom(size_t bytes) : saved(DynamicTable::findPassesFrom.load()) { DynamicTable::findPassesFrom = bytes; }
-  ~PassesFrom() { DynamicTable::findPassesFrom = saved; }
-};
-
-float stored(StorageDtype d, float v) {
-  if (d == StorageDtype::kFloat16) return halfToFloat(floatToHalf(v));
-  if (d == StorageDtype::kBfloat16) return bf16ToFloat(floatToBf16(v));
-  return v;
-}
+using estest::PassesFrom;
+using estest::storedAs;
 
 /**
  * A table whose index has crowded groups (60 keys sharing home group 5: overflow into the
@@ -38,53 +29,13 @@ float stored(StorageDtype d, float v) {
  * duplicates, in batches of 1, 5, 1000, 1031 and 70K keys (several chunks and pool ranges).
  */
 void checkPasses(StorageDtype storage, size_t dim, ScorePolicy policy) {
-  TableConfig config = dynamicConfig(dim, 4096, SIZE_MAX, policy);
-  config.storage = storage;
-  config.initializer.kind = InitKind::kUniform;
-  config.initializer.a = -2;
-  config.initializer.b = 3;
-  config.initializer.seed = 5;
-  const Initializer init = config.initializer;
-  auto t = createTable(config);
-  auto* d = dynamic_cast<DynamicTable*>(t.get());
-  ASSERT_TRUE(d != nullptr);
-  const size_t groups = d->indexGroups();
-  auto home = [&](int64_t k) { return hashGroup(hashKey(k), groups); };
   std::mt19937_64 rng(2029);
-  std::vector<int64_t> keys = {INT64_MIN, INT64_MAX, 0, -1, 1};
-  std::vector<int64_t> crowded;
-  while (crowded.size() < 60) {
-    const int64_t k = static_cast<int64_t>(rng());
-    if (home(k) == 5) crowded.push_back(k);
-  }
-  keys.insert(keys.end(), crowded.begin(), crowded.end());
-  while (keys.size() < 3000) keys.push_back(static_cast<int64_t>(rng()));
-  std::vector<int64_t> absent = {INT64_MIN + 1, INT64_MAX - 1, 2, -2};
-  while (absent.size() < 40) {
-    const int64_t k = static_cast<int64_t>(rng());
-    if (home(k) != 5) continue;
-    for (int64_t c : crowded) {
-      if (hashFragment(hashKey(c)) == hashFragment(hashKey(k)) && c != k) {
-        absent.push_back(k);
-        break;
-      }
-    }
-  }
-  while (absent.size() < 80) absent.push_back(static_cast<int64_t>(rng()));
-  // The expectation: each key's values as stored (not whole numbers, some far from 1).
-  std::map<int64_t, std::vector<float>> want;
-  std::vector<float> vals;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    std::vector<float> row(dim);
-    for (size_t c = 0; c < dim; ++c) {
-      row[c] = static_cast<float>((static_cast<double>(i % 97) - 48.3) * std::pow(10.0, static_cast<double>((i + c) % 9) - 4));
-    }
-    vals.insert(vals.end(), row.begin(), row.end());
-    for (float& v : row) v = stored(storage, v);
-    want[keys[i]] = row;
-  }
-  t->upsert(keys.data(), keys.size(), vals.data(), nullptr);
-  ASSERT_TRUE(d->indexGroups() == groups);  // no rebuild: the crowded keys share group 5
+  estest::PassTable p = estest::passTable(storage, dim, policy, rng, 36, 80);
+  Table* const t = p.table.get();
+  const Initializer& init = p.init;
+  const std::vector<int64_t>& keys = p.keys;
+  const std::vector<int64_t>& absent = p.absent;
+  const std::map<int64_t, std::vector<float>>& want = p.want;
   // Queries: every key in a shuffled order, twice, with the absent keys among them.
   std::vector<int64_t> q;
   for (int rep = 0; rep < 2; ++rep) q.insert(q.end(), keys.begin(), keys.end());
@@ -116,23 +67,14 @@ void checkPasses(StorageDtype storage, size_t dim, ScorePolicy policy) {
         init.fill(k, 0, dim, initial.data());
         wrong += r.exists[i] != 0;
         for (size_t c = 0; c < dim; ++c) {
-          wrong += estest::floatBits(r.values[i * dim + c]) != estest::floatBits(stored(storage, initial[c]));
+          wrong += estest::floatBits(r.values[i * dim + c]) != estest::floatBits(storedAs(storage, initial[c]));
         }
       }
     }
     EXPECT_EQ(wrong, size_t{0});
     // Scores: lru sets every key read to this call's clock; lfu adds its reads in the batch.
     EXPECT_EQ(after.scores.size(), keys.size());  // reads insert nothing
-    size_t badScores = 0;
-    for (const auto& [k, s] : after.scores) {
-      const auto n = reads.find(k);
-      const uint64_t old = before.scores.at(k);
-      if (policy == ScorePolicy::kLru) {
-        badScores += s != (n != reads.end() ? clock : old);
-      } else {
-        badScores += s != old + (n != reads.end() ? n->second : 0);
-      }
-    }
+    const size_t badScores = estest::wrongScores(before, after, reads, policy, clock);
     EXPECT_EQ(badScores, size_t{0});
   }
 }
