@@ -29,9 +29,9 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
 
 std::atomic<size_t> DynamicTable::findPassesFrom{DynamicTable::kFindPassesFrom};
 
-bool DynamicTable::findInPasses() const {
+bool DynamicTable::readsInPasses(size_t scale) const {
   const size_t footprint = index_.bytes() + size_ * (sizeof(RowMeta) + valueLines() * 64);
-  return footprint >= findPassesFrom.load(std::memory_order_relaxed);
+  return footprint / scale >= findPassesFrom.load(std::memory_order_relaxed);
 }
 
 // find on a large table, chunk by chunk (kChunk keys), in passes that each wait on one kind
@@ -384,7 +384,7 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   const ScoreClock t = beginCall();
-  const bool passes = findInPasses();
+  const bool passes = bagInPasses();
   withRowLines(valueLines(), [&](auto prefetch) {
     if (passes) {
       forEachBagRange(bag, [&](size_t rb, size_t re) {
@@ -627,7 +627,7 @@ std::unique_ptr<BagLease> DynamicTable::leaseBag(Table* const* tables, size_t pa
   return lease;
 }
 
-// The read path of a dynamic bag on a large table (findInPasses): bag rows in chunks of about
+// The read path of a dynamic bag on a large table (bagInPasses): bag rows in chunks of about
 // kBagChunk entries (a bag row is never split; one longer than PassResolver::kChunk is resolved
 // in pieces), each chunk's keys resolved to rows by find's passes A to B2 (PassResolver: index
 // groups, then key/score lines with the rows asked into L2, the resident keys' scores touched),

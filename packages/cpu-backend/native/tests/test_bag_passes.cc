@@ -64,6 +64,7 @@ void checkBagPasses(StorageDtype storage, size_t dim, ScorePolicy policy) {
   std::mt19937_64 rng(4077);
   estest::PassTable p = estest::passTable(storage, dim, policy, rng, 26, 60);
   Table* const t = p.table.get();
+  ASSERT_TRUE(dynamic_cast<DynamicTable&>(*t).bagInPasses());
   const Initializer& init = p.init;
   const std::vector<int64_t>& keys = p.keys;
   const std::vector<int64_t>& crowded = p.crowded;
@@ -153,12 +154,15 @@ TEST(bag_pipeline_and_passes_agree_with_clipping_and_extremes) {
   BagInput bag{splits.data(), splits.size() - 1, ids.data(), ids.size(), w.data()};
   for (const Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kMax, Combiner::kMin}) {
     HostArray<float> a, b;
+    auto& d = dynamic_cast<DynamicTable&>(*t);
     {
       PassesFrom none(SIZE_MAX);
+      ASSERT_TRUE(!d.bagInPasses());
       a = t->lookupCombined(bag, c, 40.0, false);
     }
     {
       PassesFrom all(0);
+      ASSERT_TRUE(d.bagInPasses());
       b = t->lookupCombined(bag, c, 40.0, false);
     }
     EXPECT_EQ(a.size(), b.size());
