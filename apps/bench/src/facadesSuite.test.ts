@@ -27,14 +27,14 @@ interface JsonFigure {
   interleaved?: number;
 }
 
-/** ours / peer as the report takes it: round by round (median) for figures of the same rounds, else of the medians. */
+/** ours / peer as the report takes it: round by round (median; an even count's middle two by their geometric mean) for figures of the same rounds, else of the medians. */
 function expectedRatio(ours: JsonFigure, peer: JsonFigure): number {
   const a = ours.samples ?? [];
   const b = peer.samples ?? [];
   if (ours.interleaved === undefined || ours.interleaved !== peer.interleaved || a.length !== b.length || a.length === 0) return ours.value / peer.value;
   const r = a.map((x, i) => x / b[i]!).sort((x, y) => x - y);
   const m = r.length >> 1;
-  return r.length % 2 === 1 ? r[m]! : (r[m - 1]! + r[m]!) / 2;
+  return r.length % 2 === 1 ? r[m]! : Math.sqrt(r[m - 1]! * r[m]!); // an even count: the geometric mean of the middle two
 }
 interface JsonSuite {
   suite: string;
