@@ -633,8 +633,9 @@ std::unique_ptr<BagLease> DynamicTable::leaseBag(Table* const* tables, size_t pa
 // groups, then key/score lines with the rows asked into L2, the resident keys' scores touched),
 // then pooled by combineBagRows while its rows are in L2 (1024 float32 dim-64 rows: 256 KiB).
 // Missing keys read their initial values, as in poolBag. Same rows, sums and scores as
-// poolBag; measured 1.17-1.41x less CPU at 256K keys, 1.35-1.37x at 1M, 1.41-1.56x at 4M
-// (README "Dynamic bag in passes on large tables"). Asking only for the key/score lines in
+// poolBag; measured against poolBag 1.13-1.16x less CPU at 256K keys, 1.34-1.40x at 1M,
+// 1.46-1.53x at 4M (README "Dynamic bag in passes on large tables"). One table's bag only:
+// the bag over several shard tables (leaseBag, PartsLease::pool) keeps the pipeline. Asking only for the key/score lines in
 // pass B and leaving the rows to the kernel's own prefetch measured 1.05-1.2x slower; chunks
 // of 512 or 2048 entries slightly slower than 1024.
 template <class Prefetch>

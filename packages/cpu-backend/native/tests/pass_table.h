@@ -5,6 +5,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -98,6 +99,7 @@ inline PassTable passTable(embedstack::StorageDtype storage, size_t dim, embedst
  */
 inline size_t wrongScores(const Snapshot& before, const Snapshot& after, const std::map<int64_t, uint64_t>& reads,
                           embedstack::ScorePolicy policy, uint64_t clock) {
+  ASSERT_TRUE(policy == embedstack::ScorePolicy::kLru || policy == embedstack::ScorePolicy::kLfu);  // the two it models
   size_t bad = 0;
   for (const auto& [k, s] : after.scores) {
     const auto n = reads.find(k);
@@ -109,6 +111,104 @@ inline size_t wrongScores(const Snapshot& before, const Snapshot& after, const s
     }
   }
   return bad;
+}
+
+/**
+ * A table for the differential test: the extreme keys, 30 keys whose home group is the last
+ * one (their probes wrap around to group 0) and 15 in group 0, random keys, then a third
+ * removed, a quarter of those put back and a third of those removed again (tombstones, rows
+ * moved into holes). Returns the keys it was given plus absent ones, for queries.
+ */
+inline std::vector<int64_t> fillCrowded(embedstack::Table& t, uint64_t seed, size_t nKeys) {
+  const size_t dim = t.config().dim;
+  const size_t groups = dynamic_cast<embedstack::DynamicTable&>(t).indexGroups();
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> keys = {INT64_MIN, INT64_MAX, 0, -1, 1};
+  size_t inLast = 0;
+  size_t inFirst = 0;
+  while (inLast < 30 || inFirst < 15) {
+    const int64_t k = static_cast<int64_t>(rng());
+    const size_t g = embedstack::hashGroup(embedstack::hashKey(k), groups);
+    if (g == groups - 1 && inLast < 30) {
+      keys.push_back(k);
+      ++inLast;
+    } else if (g == 0 && inFirst < 15) {
+      keys.push_back(k);
+      ++inFirst;
+    }
+  }
+  while (keys.size() < nKeys) keys.push_back(static_cast<int64_t>(rng() % 4 == 0 ? rng() % 5000 : rng()));
+  std::vector<float> vals(keys.size() * dim);
+  for (float& v : vals) v = static_cast<float>(static_cast<int64_t>(rng() % 20001) - 10000) * 0.0137f;
+  std::vector<uint64_t> scores(keys.size());
+  for (uint64_t& s : scores) s = rng() % 1000;
+  t.upsert(keys.data(), keys.size(), vals.data(), t.config().scorePolicy == embedstack::ScorePolicy::kCustomized ? scores.data() : nullptr);
+  std::vector<int64_t> removed;
+  for (int64_t k : keys) {
+    if (rng() % 3 == 0) removed.push_back(k);
+  }
+  t.remove(removed.data(), removed.size());
+  std::vector<int64_t> back;
+  for (size_t i = 0; i < removed.size(); i += 4) back.push_back(removed[i]);
+  std::vector<float> backValues(back.size() * dim, 1.5f);
+  t.upsert(back.data(), back.size(), backValues.data(), nullptr);
+  std::vector<int64_t> again;
+  for (size_t i = 0; i < back.size(); i += 3) again.push_back(back[i]);
+  t.remove(again.data(), again.size());
+  ASSERT_TRUE(dynamic_cast<embedstack::DynamicTable&>(t).indexGroups() == groups);  // no rebuild: the crowding stays
+  std::vector<int64_t> pool = keys;
+  for (int i = 0; i < 200; ++i) pool.push_back(static_cast<int64_t>(rng()));
+  pool.insert(pool.end(), {INT64_MIN + 1, INT64_MAX - 1, -2});
+  return pool;
+}
+
+/** Both tables' rows, keys, scores, values and optimizer slots, in arena order, are the same bits. */
+inline bool sameTables(embedstack::Table& a, embedstack::Table& b) {
+  const embedstack::ExportResult ea = a.exportBatch(0, SIZE_MAX);
+  const embedstack::ExportResult eb = b.exportBatch(0, SIZE_MAX);
+  const size_t n = ea.keys.size();
+  bool same = n == eb.keys.size() && std::memcmp(ea.keys.data(), eb.keys.data(), n * sizeof(int64_t)) == 0 &&
+         std::memcmp(ea.scores.data(), eb.scores.data(), n * sizeof(uint64_t)) == 0 &&
+         std::memcmp(ea.values.data(), eb.values.data(), n * a.config().dim * sizeof(float)) == 0;
+  for (size_t s = 0; same && s < ea.slots.size(); ++s) {
+    same = ea.slots[s].size() == eb.slots[s].size() && std::memcmp(ea.slots[s].data(), eb.slots[s].data(), ea.slots[s].size() * sizeof(float)) == 0;
+  }
+  return same;
+}
+
+
+/** Two identical tables filled by fillCrowded (one to read through each path), and the keys to query. */
+struct TwinTables {
+  std::shared_ptr<embedstack::Table> pipeline;
+  std::shared_ptr<embedstack::Table> passes;
+  std::vector<int64_t> pool;
+};
+
+/**
+ * Twin tables of one storage type, dim and policy (epoch 3 for the epoch policies), rows with
+ * two optimizer slots when `slots`, a uniform initializer in [-1, initMax) seeded by `seed`.
+ */
+inline TwinTables twinTables(embedstack::StorageDtype storage, size_t dim, embedstack::ScorePolicy policy, bool slots,
+                             uint64_t seed, size_t nKeys, float initMax) {
+  using embedstack::ScorePolicy;
+  embedstack::TableConfig c = dynamicConfig(dim, 2048, SIZE_MAX, policy);
+  c.storage = storage;
+  c.initializer.kind = embedstack::InitKind::kUniform;
+  c.initializer.a = -1;
+  c.initializer.b = initMax;
+  c.initializer.seed = static_cast<uint32_t>(seed);
+  if (slots) {
+    c.slotWidths = {static_cast<uint32_t>(dim), 1};
+    c.slotInitial = {0.1f, 0.2f};
+  }
+  TwinTables t{embedstack::createTable(c), embedstack::createTable(c), {}};
+  t.pool = fillCrowded(*t.pipeline, seed, nKeys);
+  fillCrowded(*t.passes, seed, nKeys);
+  if (policy == ScorePolicy::kEpochLru || policy == ScorePolicy::kEpochLfu) {
+    t.pipeline->setEpoch(3);
+    t.passes->setEpoch(3);
+  }
+  return t;
 }
 
 }  // namespace estest

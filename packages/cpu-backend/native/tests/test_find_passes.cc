@@ -120,68 +120,6 @@ TEST(find_pipeline_and_passes_agree) {
   EXPECT_EQ(b.values[(q.size() - 2) * 16 + 3], vals[3]);
 }
 
-namespace {
-
-/**
- * A table for the differential test: the extreme keys, 30 keys whose home group is the last
- * one (their probes wrap around to group 0) and 15 in group 0, random keys, then a third
- * removed, a quarter of those put back and a third of those removed again (tombstones, rows
- * moved into holes). Returns the keys it was given plus absent ones, for queries.
- */
-std::vector<int64_t> fillCrowded(Table& t, uint64_t seed, size_t nKeys) {
-  const size_t dim = t.config().dim;
-  const size_t groups = dynamic_cast<DynamicTable&>(t).indexGroups();
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> keys = {INT64_MIN, INT64_MAX, 0, -1, 1};
-  size_t inLast = 0;
-  size_t inFirst = 0;
-  while (inLast < 30 || inFirst < 15) {
-    const int64_t k = static_cast<int64_t>(rng());
-    const size_t g = hashGroup(hashKey(k), groups);
-    if (g == groups - 1 && inLast < 30) {
-      keys.push_back(k);
-      ++inLast;
-    } else if (g == 0 && inFirst < 15) {
-      keys.push_back(k);
-      ++inFirst;
-    }
-  }
-  while (keys.size() < nKeys) keys.push_back(static_cast<int64_t>(rng() % 4 == 0 ? rng() % 5000 : rng()));
-  std::vector<float> vals(keys.size() * dim);
-  for (float& v : vals) v = static_cast<float>(static_cast<int64_t>(rng() % 20001) - 10000) * 0.0137f;
-  std::vector<uint64_t> scores(keys.size());
-  for (uint64_t& s : scores) s = rng() % 1000;
-  t.upsert(keys.data(), keys.size(), vals.data(), t.config().scorePolicy == ScorePolicy::kCustomized ? scores.data() : nullptr);
-  std::vector<int64_t> removed;
-  for (int64_t k : keys) {
-    if (rng() % 3 == 0) removed.push_back(k);
-  }
-  t.remove(removed.data(), removed.size());
-  std::vector<int64_t> back;
-  for (size_t i = 0; i < removed.size(); i += 4) back.push_back(removed[i]);
-  std::vector<float> backValues(back.size() * dim, 1.5f);
-  t.upsert(back.data(), back.size(), backValues.data(), nullptr);
-  std::vector<int64_t> again;
-  for (size_t i = 0; i < back.size(); i += 3) again.push_back(back[i]);
-  t.remove(again.data(), again.size());
-  ASSERT_TRUE(dynamic_cast<DynamicTable&>(t).indexGroups() == groups);  // no rebuild: the crowding stays
-  std::vector<int64_t> pool = keys;
-  for (int i = 0; i < 200; ++i) pool.push_back(static_cast<int64_t>(rng()));
-  pool.insert(pool.end(), {INT64_MIN + 1, INT64_MAX - 1, -2});
-  return pool;
-}
-
-/** Both tables' rows, keys, scores and values, in arena order, are the same bits. */
-bool sameTables(Table& a, Table& b) {
-  const ExportResult ea = a.exportBatch(0, SIZE_MAX);
-  const ExportResult eb = b.exportBatch(0, SIZE_MAX);
-  const size_t n = ea.keys.size();
-  return n == eb.keys.size() && std::memcmp(ea.keys.data(), eb.keys.data(), n * sizeof(int64_t)) == 0 &&
-         std::memcmp(ea.scores.data(), eb.scores.data(), n * sizeof(uint64_t)) == 0 &&
-         std::memcmp(ea.values.data(), eb.values.data(), n * a.config().dim * sizeof(float)) == 0;
-}
-
-}  // namespace
 
 // Two identical tables, one read through the pipeline and one through the passes, for every
 // storage type, dims 1 to 130, every score policy, with and without optimizer slots: the
@@ -202,25 +140,10 @@ TEST(find_passes_and_pipeline_agree_everywhere) {
       for (ScorePolicy policy : policies) {
         ++seed;
         for (int slots = 0; slots < 2; ++slots) {
-          TableConfig c = dynamicConfig(dim, 2048, SIZE_MAX, policy);
-          c.storage = storage;
-          c.initializer.kind = InitKind::kUniform;
-          c.initializer.a = -1;
-          c.initializer.b = 1;
-          c.initializer.seed = static_cast<uint32_t>(seed);
-          if (slots) {
-            c.slotWidths = {static_cast<uint32_t>(dim), 1};
-            c.slotInitial = {0.1f, 0.2f};
-          }
-          auto pipeline = createTable(c);
-          auto passes = createTable(c);
-          const size_t nKeys = 150 + seed % 900;
-          const std::vector<int64_t> pool = fillCrowded(*pipeline, seed, nKeys);
-          fillCrowded(*passes, seed, nKeys);
-          if (policy == ScorePolicy::kEpochLru || policy == ScorePolicy::kEpochLfu) {
-            pipeline->setEpoch(3);
-            passes->setEpoch(3);
-          }
+          const estest::TwinTables twins = estest::twinTables(storage, dim, policy, slots == 1, seed, 150 + seed % 900, 1.0f);
+          const auto& pipeline = twins.pipeline;
+          const auto& passes = twins.passes;
+          const std::vector<int64_t>& pool = twins.pool;
           std::mt19937_64 rng(seed * 77);
           // A batch over the pool's split (several ranges) once per storage type and dim.
           const size_t large = slots == 0 && policy == ScorePolicy::kLru ? 40000 : 4100;
@@ -241,7 +164,7 @@ TEST(find_passes_and_pipeline_agree_everywhere) {
               b = passes->find(q.data(), n);
             }
             const bool same = std::memcmp(a.values.data(), b.values.data(), n * dim * sizeof(float)) == 0 &&
-                              std::memcmp(a.exists.data(), b.exists.data(), n) == 0 && sameTables(*pipeline, *passes);
+                              std::memcmp(a.exists.data(), b.exists.data(), n) == 0 && estest::sameTables(*pipeline, *passes);
             if (!same) {
               std::fprintf(stderr, "  differ: storage %d dim %zu policy %d slots %d batch %zu\n", static_cast<int>(storage), dim,
                            static_cast<int>(policy), slots, n);
