@@ -41,6 +41,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
+    work_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -83,6 +84,17 @@ std::shared_ptr<ThreadPool::Job> ThreadPool::joinableJob() {
   return nullptr;
 }
 
+namespace {
+
+/** Yields (another thread may need this core) until done() or `ns` nanoseconds have passed. */
+template <class Done>
+void yieldUntil(long long ns, Done&& done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  while (!done() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+
+}  // namespace
+
 void ThreadPool::workerLoop() {
   for (;;) {
     std::shared_ptr<Job> job;
@@ -108,6 +120,14 @@ void ThreadPool::workerLoop() {
           helperWaits_.fetch_add(1, std::memory_order_relaxed);
           break;
         }
+        // Nothing to do: stay awake a while for the next post (kIdleSpinNs), then sleep. A
+        // post during the spin changes work_; one after the check below takes the mutex, so
+        // its notify comes after this wait has released it.
+        const size_t seen = work_.load(std::memory_order_relaxed);
+        lock.unlock();
+        yieldUntil(kIdleSpinNs, [&] { return work_.load(std::memory_order_acquire) != seen; });
+        lock.lock();
+        if (work_.load(std::memory_order_relaxed) != seen) continue;
         wake_.wait(lock);
       }
     }
@@ -121,19 +141,9 @@ void ThreadPool::workerLoop() {
   }
 }
 
-namespace {
-
-/** Yields (another thread may need this core) until done() or kHelperWaitNs have passed. */
-template <class Done>
-void yieldUntil(Done&& done) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ThreadPool::kHelperWaitNs);
-  while (!done() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-}
-
-}  // namespace
 
 void ThreadPool::awaitJob(size_t seen) {
-  yieldUntil([&] { return jobsQueued_.load(std::memory_order_acquire) != seen; });
+  yieldUntil(kHelperWaitNs, [&] { return jobsQueued_.load(std::memory_order_acquire) != seen; });
 }
 
 void ThreadPool::post(PoolTask* task, size_t helpers) noexcept {
@@ -148,6 +158,7 @@ void ThreadPool::post(PoolTask* task, size_t helpers) noexcept {
     }
     tasksTail_ = task;
     helpersWanted_ = helpersWanted_ + helpers < threads_ ? helpersWanted_ + helpers : threads_ - 1;
+    work_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_one();
   for (size_t i = 0; i < helpers; ++i) wake_.notify_one();
@@ -171,12 +182,13 @@ void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(si
     queue_.push_back(job);
     helpersWanted_ = 0;  // helpers still on their way join through the queue
     jobsQueued_.fetch_add(1, std::memory_order_release);
+    work_.fetch_add(1, std::memory_order_release);
   }
   for (size_t i = 0; i < job->maxHelpers; ++i) wake_.notify_one();
   runChunks(*job);
   // The last chunks are running on helpers: wait for them awake for a while (a sleeping
   // caller is woken tens of microseconds after the last one ends on a VM), then sleep.
-  yieldUntil([&] { return job->done.load(std::memory_order_acquire) == job->chunks; });
+  yieldUntil(kHelperWaitNs, [&] { return job->done.load(std::memory_order_acquire) == job->chunks; });
   {
     std::unique_lock<std::mutex> lock(job->m);
     job->finished.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == job->chunks; });

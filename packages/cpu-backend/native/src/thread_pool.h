@@ -79,6 +79,15 @@ class ThreadPool {
    */
   static constexpr long long kHelperWaitNs = 50000;
 
+  /**
+   * How long a worker with nothing to do stays awake (yielding its core) before it sleeps, so
+   * that the next call of a caller issuing calls back to back finds it awake. On a VM whose
+   * idle vCPUs halt, a sleeping worker is woken tens to hundreds of microseconds late, and a
+   * call split over two workers pays it twice. (OpenMP runtimes spin similarly before
+   * sleeping: GNU's GOMP_SPINCOUNT, Intel's KMP_BLOCKTIME.)
+   */
+  static constexpr long long kIdleSpinNs = 200000;
+
  private:
   struct Job;
   void workerLoop();
@@ -99,6 +108,8 @@ class ThreadPool {
   size_t helpersWanted_ = 0;
   /** parallelFor jobs queued so far (written under mutex_; waiting helpers poll it). */
   std::atomic<size_t> jobsQueued_{0};
+  /** Tasks, jobs and stops posted so far (written under mutex_; idle workers poll it before sleeping). */
+  std::atomic<size_t> work_{0};
   std::atomic<size_t> helperWaits_{0};
   bool stop_ = false;
 };
