@@ -28,12 +28,19 @@ ThreadPool& ThreadPool::shared() {
       long v = std::strtol(env, nullptr, 10);
       if (v >= 1 && v <= 1024) n = static_cast<size_t>(v);
     }
-    return new ThreadPool(n == 0 ? 1 : n);
+    long long spin = kIdleSpinNs;
+    if (const char* env = std::getenv("EMBEDSTACK_CPU_SPIN_US")) {
+      char* end = nullptr;
+      const long v = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && v >= 0 && v <= 100000) spin = static_cast<long long>(v) * 1000;
+    }
+    return new ThreadPool(n == 0 ? 1 : n, spin);
   }();
   return *pool;
 }
 
-ThreadPool::ThreadPool(size_t threads) : threads_(threads < 1 ? 1 : threads) {
+ThreadPool::ThreadPool(size_t threads, long long idleSpinNs)
+    : threads_(threads < 1 ? 1 : threads), idleSpinNs_(idleSpinNs < 0 ? 0 : idleSpinNs) {
   for (size_t i = 0; i < threads_; ++i) workers_.emplace_back([this] { workerLoop(); });
 }
 
@@ -124,10 +131,12 @@ void ThreadPool::workerLoop() {
         // post during the spin changes work_; one after the check below takes the mutex, so
         // its notify comes after this wait has released it.
         const size_t seen = work_.load(std::memory_order_relaxed);
-        lock.unlock();
-        yieldUntil(kIdleSpinNs, [&] { return work_.load(std::memory_order_acquire) != seen; });
-        lock.lock();
-        if (work_.load(std::memory_order_relaxed) != seen) continue;
+        if (idleSpinNs_ > 0) {
+          lock.unlock();
+          yieldUntil(idleSpinNs_, [&] { return work_.load(std::memory_order_acquire) != seen; });
+          lock.lock();
+          if (work_.load(std::memory_order_relaxed) != seen) continue;
+        }
         wake_.wait(lock);
       }
     }

@@ -46,8 +46,11 @@ class ThreadPool {
   /** The process-wide pool (created on first use, never destroyed: threads end with the process). */
   static ThreadPool& shared();
 
-  /** `threads` (>= 1) threads share a parallelFor: the caller and threads - 1 workers. */
-  explicit ThreadPool(size_t threads);
+  /**
+   * `threads` (>= 1) threads share a parallelFor: the caller and threads - 1 workers. An idle
+   * worker stays awake `idleSpinNs` (>= 0) before it sleeps (kIdleSpinNs).
+   */
+  explicit ThreadPool(size_t threads, long long idleSpinNs = kIdleSpinNs);
   /** Joins the workers; tasks still queued are not run. */
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -84,7 +87,8 @@ class ThreadPool {
    * that the next call of a caller issuing calls back to back finds it awake. On a VM whose
    * idle vCPUs halt, a sleeping worker is woken tens to hundreds of microseconds late, and a
    * call split over two workers pays it twice. (OpenMP runtimes spin similarly before
-   * sleeping: GNU's GOMP_SPINCOUNT, Intel's KMP_BLOCKTIME.)
+   * sleeping: GNU's GOMP_SPINCOUNT, Intel's KMP_BLOCKTIME.) The shared pool takes
+   * EMBEDSTACK_CPU_SPIN_US (microseconds, 0 to 100000; 0: sleep at once) when it is set.
    */
   static constexpr long long kIdleSpinNs = 200000;
 
@@ -98,6 +102,7 @@ class ThreadPool {
   void awaitJob(size_t seen);
 
   size_t threads_;
+  long long idleSpinNs_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,6 +31,35 @@ void expectEachIndexOnce(ThreadPool& pool, size_t n, size_t grain) {
 TEST(parallel_for_covers_every_index_once) {
   ThreadPool pool(4);
   expectEachIndexOnce(pool, 100003, 97);
+}
+
+TEST(pools_that_sleep_at_once_or_spin_long_run_every_chunk_and_task) {
+  // idleSpinNs 0: a worker sleeps as soon as it has nothing to do (EMBEDSTACK_CPU_SPIN_US=0);
+  // 2 ms: posts and jobs mostly find it awake. Both run every chunk once, and posted tasks.
+  for (long long spin : {0LL, 2000000LL}) {
+    ThreadPool pool(3, spin);
+    for (int rep = 0; rep < 20; ++rep) expectEachIndexOnce(pool, 5003, 13);
+    std::atomic<int> ran{0};
+    struct Count final : PoolTask {
+      std::atomic<int>* ran;
+      std::atomic<bool> done{false};
+      void run() noexcept override {
+        ran->fetch_add(1);
+        done = true;
+      }
+    };
+    std::vector<std::unique_ptr<Count>> tasks;
+    for (int i = 0; i < 50; ++i) {
+      tasks.push_back(std::make_unique<Count>());
+      tasks.back()->ran = &ran;
+      pool.post(tasks.back().get(), i % 2);
+      if (i % 7 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));  // let workers go idle
+    }
+    for (auto& t : tasks) {
+      while (!t->done) std::this_thread::yield();
+    }
+    EXPECT_EQ(ran.load(), 50);
+  }
 }
 
 TEST(parallel_for_rethrows_the_first_exception) {
