@@ -11,6 +11,8 @@ export { CpuRawTable, ASYNC_MIN_WORK } from './cpuTable.js';
 export { CpuRawCache, hasCacheFunctions } from './cpuCache.js';
 export type { NativeCacheFunctions, NativeCacheHandle } from './cpuCache.js';
 export { fromNative } from './errors.js';
+export { NATIVE_ENV, nativeEnvProblem } from './nativeEnv.js';
+export type { NativeEnvVariable } from './nativeEnv.js';
 export { loadAddon, candidatePaths, prebuiltCandidates, addonCommands, explain, describePlatform, ADDON_FILE, CPU_PACKAGE } from './loader.js';
 export type { AddonLoad, AddonAttempt, AddonCommands, NativePackage } from './loader.js';
 export { encodeTable, encodeOptimizer, encodePlan, TableField, OptimizerField, PlanField, TABLE_FIELDS, OPTIMIZER_FIELDS, PLAN_FIELDS } from './abi.js';

@@ -8,6 +8,7 @@ import { OPTIMIZER_FIELDS, PLAN_FIELDS, TABLE_FIELDS } from './abi.js';
 import type { NativeBinding } from './native.js';
 
 import { type CpuLevel, requestedCpuLevel, sourceBuildLevel, supportedCpuLevels } from './cpuLevel.js';
+import { nativeEnvProblem } from './nativeEnv.js';
 import { levelOfPath, levelPath, libc, matchPrebuild, platformTuple, prebuildRoot } from './prebuilds.js';
 
 /**
@@ -126,9 +127,14 @@ export function prebuiltCandidates(root: string, levels: readonly CpuLevel[] = [
   return match ? [...levels].reverse().map((l) => levelPath(match, l)) : [join(root, 'prebuilds', platformTuple())];
 }
 
-/** Where the addon is looked for, in order, plus a problem that rules every candidate out (a bad EMBEDSTACK_CPU). */
+/**
+ * Where the addon is looked for, in order, plus a problem that rules every candidate out (a bad
+ * EMBEDSTACK_CPU, or a bad value of a variable the addon reads itself: nativeEnv.ts).
+ */
 function plan(env: NodeJS.ProcessEnv): { candidates: string[]; problem: string | null } {
   if (typeof env !== 'object' || env === null) throw invalidParameter('env', 'an environment object (process.env)', env, InvalidTypeError);
+  const envProblem = nativeEnvProblem(env);
+  if (envProblem !== null) return { candidates: [], problem: envProblem };
   const override = env.EMBEDSTACK_CPU_ADDON;
   if (override !== undefined && typeof override !== 'string') throw invalidParameter('env.EMBEDSTACK_CPU_ADDON', 'a string', override, InvalidTypeError);
   if (override !== undefined && override !== '') {
@@ -280,7 +286,10 @@ function prebuildStaleness(path: string): string | null {
 /**
  * Tries each candidate; returns the first binding that loads and matches this build's ABI.
  * Without `candidates`: the candidates of `env` (see the top of this file), or, when
- * EMBEDSTACK_CPU asks for what cannot run, an unusable load saying why. In a workspace
+ * EMBEDSTACK_CPU asks for what cannot run, an unusable load saying why. With or without
+ * them, a variable the addon reads itself set to a value it would not accept
+ * (nativeEnv.ts: EMBEDSTACK_CPU_THREADS, EMBEDSTACK_CPU_SPIN_US, EMBEDSTACK_TUNE_MALLOC)
+ * is an unusable load saying why, not a default taken silently. In a workspace
  * checkout a prebuilt binary not built from the sources there is skipped (a stale
  * prebuilt binary, with the command that rebuilds it).
  *
@@ -289,6 +298,8 @@ function prebuildStaleness(path: string): string | null {
  */
 export function loadAddon(candidates?: string[], env: NodeJS.ProcessEnv = process.env, pkg: NativePackage = CPU_PACKAGE): AddonLoad {
   checkPackage(pkg);
+  const envProblem = nativeEnvProblem(env);
+  if (envProblem !== null) return { binding: null, path: null, attempts: [], reason: `${pkg.title} (${pkg.name}) is not loaded: ${envProblem}.`, level: null, build: null };
   let list = candidates;
   if (list === undefined) {
     if (pkg !== CPU_PACKAGE) throw invalidParameter('candidates', `the addon paths of ${pkg.name}`, candidates, InvalidTypeError);

@@ -18,6 +18,8 @@ export interface NativeInfo {
   groupProbing: 'sse2' | 'swar';
   /** Threads of the native pool (caller included): EMBEDSTACK_CPU_THREADS or the hardware's. */
   threads: number;
+  /** Microseconds an idle pool worker stays awake before it sleeps: EMBEDSTACK_CPU_SPIN_US or 200. */
+  idleSpinUs: number;
   /** Hardware threads the machine reports (std::thread::hardware_concurrency). */
   hardwareConcurrency: number;
   /** Physical memory in bytes (0 when unknown). */

@@ -30,6 +30,7 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("groupProbing", groupImplementation());
   o.Set("threads", static_cast<double>(ThreadPool::shared().threads()));
+  o.Set("idleSpinUs", static_cast<double>(ThreadPool::shared().idleSpinNs() / 1000));
   o.Set("hardwareConcurrency", static_cast<double>(std::thread::hardware_concurrency()));
   o.Set("physicalMemory", static_cast<double>(physicalMemoryBytes()));
   o.Set("parallelThreshold", static_cast<double>(kParallelThreshold));

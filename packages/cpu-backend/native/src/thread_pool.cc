@@ -21,20 +21,29 @@ struct ThreadPool::Job {
   std::condition_variable finished;
 };
 
+namespace {
+
+/**
+ * The whole number `name` holds when it is in [lo, hi], else `fallback` (unset, empty or anything
+ * else). The JS loader refuses such values before the addon loads (src/nativeEnv.ts), so only
+ * a caller loading the addon directly gets the fallback.
+ */
+long envWhole(const char* name, long lo, long hi, long fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env < '0' || *env > '9') return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  return (*end == '\0' && v >= lo && v <= hi) ? v : fallback;
+}
+
+}  // namespace
+
 ThreadPool& ThreadPool::shared() {
   static ThreadPool* pool = [] {
-    size_t n = std::thread::hardware_concurrency();
-    if (const char* env = std::getenv("EMBEDSTACK_CPU_THREADS")) {
-      long v = std::strtol(env, nullptr, 10);
-      if (v >= 1 && v <= 1024) n = static_cast<size_t>(v);
-    }
-    long long spin = kIdleSpinNs;
-    if (const char* env = std::getenv("EMBEDSTACK_CPU_SPIN_US")) {
-      char* end = nullptr;
-      const long v = std::strtol(env, &end, 10);
-      if (end != env && *end == '\0' && v >= 0 && v <= 100000) spin = static_cast<long long>(v) * 1000;
-    }
-    return new ThreadPool(n == 0 ? 1 : n, spin);
+    const long hardware = static_cast<long>(std::thread::hardware_concurrency());
+    const long n = envWhole("EMBEDSTACK_CPU_THREADS", 1, 1024, hardware < 1 ? 1 : hardware);
+    const long long spin = static_cast<long long>(envWhole("EMBEDSTACK_CPU_SPIN_US", 0, 100000, kIdleSpinNs / 1000)) * 1000;
+    return new ThreadPool(static_cast<size_t>(n), spin);
   }();
   return *pool;
 }

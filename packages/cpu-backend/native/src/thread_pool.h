@@ -57,6 +57,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   size_t threads() const { return threads_; }
+  /** How long an idle worker stays awake before it sleeps, in nanoseconds. */
+  long long idleSpinNs() const { return idleSpinNs_; }
 
   /** Times a worker woken by post(task, helpers) started waiting for the task's parallelFor (a count, for tests). */
   size_t helperWaits() const { return helperWaits_.load(std::memory_order_relaxed); }
