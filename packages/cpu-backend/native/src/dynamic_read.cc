@@ -29,9 +29,16 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
 
 std::atomic<size_t> DynamicTable::findPassesFrom{DynamicTable::kFindPassesFrom};
 
+size_t DynamicTable::readFootprint() const { return index_.bytes() + size_ * (sizeof(RowMeta) + valueLines() * 64); }
+
 bool DynamicTable::readsInPasses(size_t scale) const {
-  const size_t footprint = index_.bytes() + size_ * (sizeof(RowMeta) + valueLines() * 64);
-  return footprint / scale >= findPassesFrom.load(std::memory_order_relaxed);
+  return readFootprint() / scale >= findPassesFrom.load(std::memory_order_relaxed);
+}
+
+bool DynamicTable::bagInPasses(DynamicTable* const* tables, size_t parts) {
+  size_t footprint = 0;
+  for (size_t d = 0; d < parts; ++d) footprint += tables[d]->readFootprint();
+  return footprint / kBagPassesScale >= findPassesFrom.load(std::memory_order_relaxed);
 }
 
 // find on a large table, chunk by chunk (kChunk keys), in passes that each wait on one kind
@@ -177,6 +184,18 @@ struct DynamicTable::PassResolver {
       if (row != KeyIndex::kNoRow) touchScore(row);
     }
   }
+};
+
+/** One table's part in a bag's read in passes: its resolver (over its layout, with the call's clock), dim, storage and initializer. */
+template <class Prefetch>
+struct DynamicTable::PassPart {
+  PassResolver<Prefetch> resolver;
+  const Initializer* init;
+  size_t dim;
+  StorageDtype storage;
+
+  PassPart(const DynamicTable& t, const ScoreClock& clock, Prefetch prefetch)
+      : resolver(t, clock, prefetch), init(&t.config_.initializer), dim(t.dim_), storage(t.storage_) {}
 };
 
 template <class Prefetch>
@@ -387,9 +406,8 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
   const bool passes = bagInPasses();
   withRowLines(valueLines(), [&](auto prefetch) {
     if (passes) {
-      forEachBagRange(bag, [&](size_t rb, size_t re) {
-        poolBagPasses(bag, rb, re, combiner, maxNorm, out, t, prefetch);
-      });
+      const PassPart<decltype(prefetch)> part(*this, t, prefetch);
+      forEachBagRange(bag, [&](size_t rb, size_t re) { poolBagPasses(&part, nullptr, bag, rb, re, combiner, maxNorm, out); });
     } else {
       const OnePart<decltype(prefetch)> part{{*this, t, prefetch}};
       forEachBagRange(bag, [&](size_t rb, size_t re) { poolBag(part, bag, rb, re, combiner, maxNorm, out); });
@@ -586,20 +604,33 @@ void DynamicTable::poolBag(const Parts& partsArg, const BagInput& bag, size_t rb
 template <class Prefetch>
 class DynamicTable::PartsLease final : public BagLease {
  public:
-  PartsLease(DynamicTable* const* tables, size_t parts, const ResidueOwners& owners, Prefetch prefetch) {
+  PartsLease(DynamicTable* const* tables, size_t parts, const ResidueOwners& owners, Prefetch prefetch)
+      : owners_(owners) {
     locks_.reserve(parts);
-    parts_.reserve(parts);
+    std::vector<ScoreClock> clocks;
+    clocks.reserve(parts);
     for (size_t d = 0; d < parts; ++d) {
       DynamicTable& t = *tables[d];
       locks_.emplace_back(t.mutex_);
       t.checkAlive();
-      parts_.emplace_back(t, t.beginCall(), prefetch);
+      clocks.push_back(t.beginCall());
     }
-    owners_ = owners;
+    // In passes when the tables together are as large as one table's bag in passes (the
+    // bag's lines are random over all of them alike).
+    if (bagInPasses(tables, parts)) {
+      passParts_.reserve(parts);
+      for (size_t d = 0; d < parts; ++d) passParts_.emplace_back(*tables[d], clocks[d], prefetch);
+    } else {
+      parts_.reserve(parts);
+      for (size_t d = 0; d < parts; ++d) parts_.emplace_back(*tables[d], clocks[d], prefetch);
+    }
   }
 
   void pool(const BagInput& bag, size_t r0, size_t r1, Combiner combiner, double maxNorm, float* out) const override {
-    if (parts_.size() == 1 && owners_.n == 1) {
+    const bool one = locks_.size() == 1 && owners_.n == 1;
+    if (!passParts_.empty()) {
+      poolBagPasses(passParts_.data(), one ? nullptr : &owners_, bag, r0, r1, combiner, maxNorm, out);
+    } else if (one) {
       poolBag(OnePart<Prefetch>{parts_[0]}, bag, r0, r1, combiner, maxNorm, out);
     } else {
       poolBag(ResidueParts<Prefetch>{parts_.data(), owners_}, bag, r0, r1, combiner, maxNorm, out);
@@ -608,8 +639,9 @@ class DynamicTable::PartsLease final : public BagLease {
 
  private:
   std::vector<std::shared_lock<std::shared_mutex>> locks_;
-  std::vector<BagPart<Prefetch>> parts_;
   ResidueOwners owners_;
+  std::vector<BagPart<Prefetch>> parts_;      // the pipeline (poolBag)
+  std::vector<PassPart<Prefetch>> passParts_;  // or the passes (poolBagPasses)
 };
 
 std::unique_ptr<BagLease> DynamicTable::leaseBag(Table* const* tables, size_t parts, const ResidueOwners& owners) {
@@ -639,39 +671,110 @@ std::unique_ptr<BagLease> DynamicTable::leaseBag(Table* const* tables, size_t pa
 // pass B and leaving the rows to the kernel's own prefetch measured 1.05-1.2x slower; chunks
 // of 512 or 2048 entries slightly slower than 1024.
 template <class Prefetch>
-void DynamicTable::poolBagPasses(const BagInput& bag, size_t rb, size_t re, Combiner combiner, double maxNorm,
-                                 float* out, const ScoreClock& clock, Prefetch prefetch) const {
+void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueOwners* owners, const BagInput& bag,
+                                 size_t rb, size_t re, Combiner combiner, double maxNorm, float* out) {
   using Resolver = PassResolver<Prefetch>;
   constexpr size_t kChunk = Resolver::kChunk;
   constexpr size_t kBagChunk = 1024;
-  const Resolver resolver(*this, clock, prefetch);
+  constexpr int kPieceShift = 10;
+  constexpr size_t kPiece = size_t{1} << kPieceShift;
+  const PassPart<Prefetch>& first = parts[0];
+  const size_t dim = first.dim;
+  const StorageDtype storage = first.storage;
   typename Resolver::Scratch scratch;
   std::vector<uint32_t> rowOf(kBagChunk);
   SpanRows span;
-  std::vector<double> acc(dim_);
-  const char* const records = arena();
-  const size_t stride = rowBytes();
-  const auto fill = [&](int64_t key, float* wide) { config_.initializer.fill(key, 0, dim_, wide); };
+  std::vector<double> acc(dim);
+  // Over several tables: the span's keys grouped by owner in bag order, part d's in bucket d
+  // (grouped[d << shift ...), each bucket 2^shift >= the span's entries long), each group
+  // resolved by its part's passes back to back as one table's keys; slotOf[j]: entry j's
+  // place in `grouped` (and rowOf). Parts 0..n-1 owning residues 0..n-1 (sok's placement)
+  // with n a power of two find the owner in the key's low bits.
+  std::vector<int64_t> grouped;
+  std::vector<uint32_t> slotOf;
+  std::vector<uint32_t> filled;
+  std::vector<const char*> records;
+  bool lowBits = false;
+  if (owners != nullptr) {
+    size_t count = 0;
+    lowBits = owners->mask >= 0;
+    for (int64_t r = 0; r < owners->n; ++r) {
+      count = std::max<size_t>(count, owners->part[r] + 1);
+      lowBits = lowBits && owners->part[r] == static_cast<uint32_t>(r);
+    }
+    filled.resize(count);
+    for (size_t d = 0; d < count; ++d) records.push_back(parts[d].resolver.records);
+  }
+  const size_t count = filled.size();
+  const uint64_t mask = lowBits ? static_cast<uint64_t>(owners->mask) : 0;
+  if (owners != nullptr) {
+    grouped.resize(count << kPieceShift);
+    rowOf.resize(count << kPieceShift);
+    slotOf.resize(kPiece);
+  }
+  uint32_t* const fillAt = filled.data();
+  int64_t* const g = grouped.data();
+  uint32_t* const slots = slotOf.data();
+  const char* const* const base = records.data();
+  const size_t stride = first.resolver.stride;
+  const auto fill = [&](int64_t key, float* wide) {
+    int64_t local = key;
+    const PassPart<Prefetch>& p = owners == nullptr ? first : parts[owners->owner(key, &local)];
+    p.init->fill(local, 0, dim, wide);
+  };
   forEachBagSpan(bag, rb, re, kBagChunk, [&](size_t r0, size_t r1) {
     const size_t e0 = static_cast<size_t>(bag.rowSplits[r0]);
     const size_t m = static_cast<size_t>(bag.rowSplits[r1]) - e0;
-    if (rowOf.size() < m) rowOf.resize(m);
+    const int64_t* const keys = bag.keys + e0;
     span.rows.resize(m);
-    for (size_t c = 0; c < m; c += kChunk) {
-      resolver.resolve(bag.keys + e0 + c, std::min(kChunk, m - c), rowOf.data() + c, scratch);
-    }
-    for (size_t j = 0; j < m; ++j) {
-      const uint32_t row = rowOf[j];
+    const void** const rows = span.rows.data();
+    const auto place = [&](size_t j, const char* base, uint32_t row) __attribute__((always_inline)) {
       if (row != KeyIndex::kNoRow) {
-        span.rows[j] = records + static_cast<size_t>(row) * stride;
+        rows[j] = base + static_cast<size_t>(row) * stride;
       } else {
-        span.rows[j] = nullptr;
+        rows[j] = nullptr;
         span.missing.push_back(e0 + j);
       }
+    };
+    if (owners == nullptr) {
+      if (rowOf.size() < m) rowOf.resize(m);
+      for (size_t c = 0; c < m; c += kChunk) first.resolver.resolve(keys + c, std::min(kChunk, m - c), rowOf.data() + c, scratch);
+      const char* const base = first.resolver.records;
+      for (size_t j = 0; j < m; ++j) place(j, base, rowOf[j]);
+    } else {
+      // In pieces of at most kPiece entries (a bag row longer than a span is split here).
+      for (size_t p0 = 0; p0 < m; p0 += kPiece) {
+        const size_t pm = std::min(kPiece, m - p0);
+        const int64_t* const pk = keys + p0;
+        std::fill(filled.begin(), filled.end(), 0);
+        if (lowBits) {
+          for (size_t j = 0; j < pm; ++j) {
+            const size_t d = static_cast<uint64_t>(pk[j]) & mask;
+            const uint32_t slot = static_cast<uint32_t>((d << kPieceShift) + fillAt[d]++);
+            g[slot] = pk[j];
+            slots[j] = slot;
+          }
+        } else {
+          for (size_t j = 0; j < pm; ++j) {
+            int64_t local;
+            const size_t d = owners->owner(pk[j], &local);
+            const uint32_t slot = static_cast<uint32_t>((d << kPieceShift) + fillAt[d]++);
+            g[slot] = pk[j];
+            slots[j] = slot;
+          }
+        }
+        for (size_t d = 0; d < count; ++d) {
+          const size_t b = d << kPieceShift;
+          for (size_t c = 0; c < fillAt[d]; c += kChunk) {
+            parts[d].resolver.resolve(g + b + c, std::min<size_t>(kChunk, fillAt[d] - c), rowOf.data() + b + c, scratch);
+          }
+        }
+        for (size_t j = 0; j < pm; ++j) place(p0 + j, base[slots[j] >> kPieceShift], rowOf[slots[j]]);
+      }
     }
-    span.fillMissing(bag, e0, dim_, storage_, fill);
-    combineBagRows({bag.rowSplits, r0, r1, span.rows.data(), e0, bag.weights, combiner, maxNorm, dim_, out,
-                    acc.data(), storage_});
+    span.fillMissing(bag, e0, dim, storage, fill);
+    combineBagRows({bag.rowSplits, r0, r1, span.rows.data(), e0, bag.weights, combiner, maxNorm, dim, out,
+                    acc.data(), storage});
   });
 }
 

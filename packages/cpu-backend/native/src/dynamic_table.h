@@ -227,6 +227,8 @@ class DynamicTable final : public Table {
    * take at least `scale` x findPassesFrom bytes (find: 1; the bag: kBagPassesScale).
    */
   bool readsInPasses(size_t scale) const;
+  /** The bytes a read walks at random: index, key/score lines and stored values' lines (readsInPasses). */
+  size_t readFootprint() const;
   /**
    * The bag reads in passes from 4x find's threshold (32 MiB): below it the pipeline (poolBag)
    * measured as fast (dim 64: 0.94x at 32K keys, 8.7 MiB; 0.98x at 64K; 1.09x at 128K, 34 MiB).
@@ -265,13 +267,23 @@ class DynamicTable final : public Table {
   template <class Parts>
   static void poolBag(const Parts& parts, const BagInput& bag, size_t rb, size_t re, Combiner combiner, double maxNorm,
                       float* out);
+  /** One table's part in a bag's read in passes: its PassResolver and initializer (dynamic_read.cc). */
+  template <class Prefetch>
+  struct PassPart;
   /**
-   * lookupCombinedInto without insertMissing on a large table (bagInPasses): chunks of bag
-   * rows resolved by PassResolver, then pooled (see dynamic_read.cc).
+   * lookupCombinedInto without insertMissing on large tables (bagInPasses), bag rows [rb, re):
+   * chunks of bag rows resolved by PassResolver, then pooled (see dynamic_read.cc). One table
+   * (`owners` null: parts[0]), or tables owning the keys by residue (`owners`: each chunk's keys
+   * grouped by owner, each group resolved in its owner's table).
    */
   template <class Prefetch>
-  void poolBagPasses(const BagInput& bag, size_t rb, size_t re, Combiner combiner, double maxNorm, float* out,
-                     const ScoreClock& clock, Prefetch prefetch) const;
+  static void poolBagPasses(const PassPart<Prefetch>* parts, const ResidueOwners* owners, const BagInput& bag,
+                            size_t rb, size_t re, Combiner combiner, double maxNorm, float* out);
+  /**
+   * Whether a bag over these tables (their read locks held) reads in passes: their footprints
+   * summed, as one table holding all their rows (bagInPasses).
+   */
+  static bool bagInPasses(DynamicTable* const* tables, size_t parts);
   /** Prefetches the first `bytes` of a row's values and slots. */
   void prefetchRow(uint32_t row, size_t bytes) const;
 

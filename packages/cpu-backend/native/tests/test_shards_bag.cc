@@ -1,14 +1,17 @@
-// The bag over dynamic tables split by floorMod (lookupCombinedShards' one pipeline over
-// every part's table, DynamicTable::leaseBag): against a plain loop written here over the
-// values the test stored (present and absent keys, negative and extreme int64 keys,
-// weights, sum / mean / sqrtn, clipping, 1, 2, 3, 4 and 8 parts), against one table's own
-// bag on the same keys, and each part's scores against what its own reads would give.
+// The bag over dynamic tables split by floorMod (lookupCombinedShards over every part's table,
+// DynamicTable::leaseBag: one pipeline, or on large tables the passes with each span's keys
+// grouped by owner): against a plain loop written here over the values the test stored
+// (present and absent keys, negative and extreme int64 keys, weights, sum / mean / sqrtn,
+// clipping, 1, 2, 3, 4 and 8 parts), against one table's own bag on the same keys, and each
+// part's scores against what its own reads would give. Each test runs both ways (the passes
+// by lowering DynamicTable::findPassesFrom, as test_bag_passes.cc).
 #include <climits>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "pass_table.h"
 #include "planned_ops.h"
 #include "shard_plan.h"
 #include "table_helpers.h"
@@ -17,6 +20,7 @@
 using namespace embedstack;
 using estest::Draw;
 using estest::dynamicConfig;
+using estest::PassesFrom;
 
 namespace {
 
@@ -127,6 +131,9 @@ size_t differingBits(const std::vector<float>& a, const std::vector<float>& b) {
   return differ;
 }
 
+/** findPassesFrom for the pipeline (never passes) and for the passes (always). */
+constexpr size_t kReadModes[] = {SIZE_MAX, 0};
+
 /** Keys every residue class of every part count sees: extremes, small negatives, random. */
 std::vector<int64_t> storedKeys(Draw& r) {
   std::vector<int64_t> stored{INT64_MIN, INT64_MAX, -1, 0, 1, -2, -3, -7, -8, INT64_MIN + 3, INT64_MAX - 5};
@@ -184,40 +191,44 @@ TEST(shards_bag_over_dynamic_parts_is_the_plain_bag_bit_for_bit) {
                           {64, StorageDtype::kFloat32, ScorePolicy::kLfu},
                           {16, StorageDtype::kBfloat16, ScorePolicy::kLru},
                           {24, StorageDtype::kFloat16, ScorePolicy::kEpochLfu}};
-  // A bag on one thread and one over the parallel chunks (about 13k entries).
-  for (size_t rows : {9, 600}) {
-    const Bag b = drawBag(r, rows, stored);
-    for (bool weighted : {false, true}) {
-      const BagInput bag{b.splits.data(), rows, b.keys.data(), b.keys.size(), weighted ? b.weights.data() : nullptr};
-      for (const Setup& s : setups) {
-        for (int64_t n : {1, 2, 3, 4, 8}) {
-          const std::vector<ShardPlan> plans = modPlans(n);
-          for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
-            for (double maxNorm : {0.0, 2.5}) {
-              auto tables = partTables(n, stored, s, false);
-              auto twins = partTables(n, stored, s, false);
-              std::vector<Table*> raw = rawOf(tables);
-              std::vector<float> got(rows * s.dim, -7.0f);
-              lookupCombinedShards(raw.data(), plans.data(), plans.size(), bag, c, maxNorm, false, got.data());
-              EXPECT_EQ(differingBits(got, plainBag(bag, c, maxNorm, s.dim, n, isStored)), size_t{0});
-              // Each part's rows and scores: as its own read of its keys in bag order (twins), nothing inserted.
-              const auto owned = ownedInOrder(bag, n);
-              for (size_t d = 0; d < tables.size(); ++d) {
-                const estest::Snapshot before = estest::snapshot(*twins[d]);
-                std::vector<float> v(owned[d].size() * s.dim);
-                std::vector<uint8_t> e(owned[d].size());
-                twins[d]->findInto(owned[d].data(), owned[d].size(), v.data(), e.data());
-                const estest::Snapshot a = estest::snapshot(*tables[d]);
-                const estest::Snapshot t = estest::snapshot(*twins[d]);
-                EXPECT_TRUE(a.values == t.values);
-                EXPECT_TRUE(a.scores == t.scores);
-                if (s.policy == ScorePolicy::kLfu) {
-                  // Written out: every stored key's score grew by its occurrences.
-                  std::map<int64_t, uint64_t> count;
-                  for (int64_t k : owned[d]) count[k] += 1;
-                  for (const auto& [k, score] : a.scores) {
-                    const auto it = count.find(k);
-                    EXPECT_EQ(score, before.scores.at(k) + (it == count.end() ? 0 : it->second));
+  // A bag on one thread and one over the parallel chunks (about 13k entries), read by the
+  // pipeline and in passes.
+  for (const size_t from : kReadModes) {
+    const PassesFrom mode(from);
+    for (size_t rows : {9, 600}) {
+      const Bag b = drawBag(r, rows, stored);
+      for (bool weighted : {false, true}) {
+        const BagInput bag{b.splits.data(), rows, b.keys.data(), b.keys.size(), weighted ? b.weights.data() : nullptr};
+        for (const Setup& s : setups) {
+          for (int64_t n : {1, 2, 3, 4, 8}) {
+            const std::vector<ShardPlan> plans = modPlans(n);
+            for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+              for (double maxNorm : {0.0, 2.5}) {
+                auto tables = partTables(n, stored, s, false);
+                auto twins = partTables(n, stored, s, false);
+                std::vector<Table*> raw = rawOf(tables);
+                std::vector<float> got(rows * s.dim, -7.0f);
+                lookupCombinedShards(raw.data(), plans.data(), plans.size(), bag, c, maxNorm, false, got.data());
+                EXPECT_EQ(differingBits(got, plainBag(bag, c, maxNorm, s.dim, n, isStored)), size_t{0});
+                // Each part's rows and scores: as its own read of its keys in bag order (twins), nothing inserted.
+                const auto owned = ownedInOrder(bag, n);
+                for (size_t d = 0; d < tables.size(); ++d) {
+                  const estest::Snapshot before = estest::snapshot(*twins[d]);
+                  std::vector<float> v(owned[d].size() * s.dim);
+                  std::vector<uint8_t> e(owned[d].size());
+                  twins[d]->findInto(owned[d].data(), owned[d].size(), v.data(), e.data());
+                  const estest::Snapshot a = estest::snapshot(*tables[d]);
+                  const estest::Snapshot t = estest::snapshot(*twins[d]);
+                  EXPECT_TRUE(a.values == t.values);
+                  EXPECT_TRUE(a.scores == t.scores);
+                  if (s.policy == ScorePolicy::kLfu) {
+                    // Written out: every stored key's score grew by its occurrences.
+                    std::map<int64_t, uint64_t> count;
+                    for (int64_t k : owned[d]) count[k] += 1;
+                    for (const auto& [k, score] : a.scores) {
+                      const auto it = count.find(k);
+                      EXPECT_EQ(score, before.scores.at(k) + (it == count.end() ? 0 : it->second));
+                    }
                   }
                 }
               }
@@ -244,9 +255,12 @@ TEST(shards_bag_over_dynamic_parts_is_one_tables_bag_with_a_shared_initializer) 
         auto tables = partTables(n, stored, s, true);
         std::vector<Table*> raw = rawOf(tables);
         const std::vector<ShardPlan> plans = modPlans(n);
-        std::vector<float> got(want.size(), 3.0f);
-        lookupCombinedShards(raw.data(), plans.data(), plans.size(), bag, c, 0.0, false, got.data());
-        EXPECT_EQ(differingBits(got, want), size_t{0});
+        for (const size_t from : kReadModes) {
+          const PassesFrom mode(from);
+          std::vector<float> got(want.size(), 3.0f);
+          lookupCombinedShards(raw.data(), plans.data(), plans.size(), bag, c, 0.0, false, got.data());
+          EXPECT_EQ(differingBits(got, want), size_t{0});
+        }
       }
     }
   }
@@ -274,56 +288,60 @@ TEST(shards_bag_over_a_disposed_part_throws_and_releases_every_lock) {
 TEST(shards_bag_reads_each_part_under_its_own_clock_in_any_part_order) {
   // Parts with different call histories (part d read d + 1 times before), given in a
   // permuted order, plus a part that owns nothing; a bag with an empty row, a row longer
-  // than a pooling chunk (2500 entries) and ordinary rows; then a bag without entries.
-  Draw r{31};
-  const std::vector<int64_t> stored = storedKeys(r);
-  std::map<int64_t, bool> isStored;
-  for (int64_t k : stored) isStored[k] = true;
-  const Setup s{8, StorageDtype::kFloat32, ScorePolicy::kLru};
-  Bag b = drawBag(r, 40, stored);
-  Bag longRow;
-  for (size_t j = 0; j < 2500; ++j) longRow.keys.push_back(j % 3 == 0 ? static_cast<int64_t>(j) - 90000 : stored[r.next() % stored.size()]);
-  longRow.splits = {0, 0, 2500};
-  for (size_t i = 1; i < b.splits.size(); ++i) longRow.splits.push_back(2500 + b.splits[i]);
-  longRow.keys.insert(longRow.keys.end(), b.keys.begin(), b.keys.end());
-  const size_t rows = longRow.splits.size() - 1;
-  const BagInput bag{longRow.splits.data(), rows, longRow.keys.data(), longRow.keys.size(), nullptr};
-  auto tables = partTables(3, stored, s, false);
-  auto twins = partTables(3, stored, s, false);
-  const int64_t absent = 123456789;
-  for (size_t d = 0; d < 3; ++d) {
-    for (size_t i = 0; i <= d; ++i) {
-      tables[d]->find(&absent, 1);
-      twins[d]->find(&absent, 1);
+  // than a pooling chunk (2500 entries: the passes group it in pieces) and ordinary rows;
+  // then a bag without entries. By the pipeline and in passes.
+  for (const size_t from : kReadModes) {
+    const PassesFrom mode(from);
+    Draw r{31};
+    const std::vector<int64_t> stored = storedKeys(r);
+    std::map<int64_t, bool> isStored;
+    for (int64_t k : stored) isStored[k] = true;
+    const Setup s{8, StorageDtype::kFloat32, ScorePolicy::kLru};
+    Bag b = drawBag(r, 40, stored);
+    Bag longRow;
+    for (size_t j = 0; j < 2500; ++j) longRow.keys.push_back(j % 3 == 0 ? static_cast<int64_t>(j) - 90000 : stored[r.next() % stored.size()]);
+    longRow.splits = {0, 0, 2500};
+    for (size_t i = 1; i < b.splits.size(); ++i) longRow.splits.push_back(2500 + b.splits[i]);
+    longRow.keys.insert(longRow.keys.end(), b.keys.begin(), b.keys.end());
+    const size_t rows = longRow.splits.size() - 1;
+    const BagInput bag{longRow.splits.data(), rows, longRow.keys.data(), longRow.keys.size(), nullptr};
+    auto tables = partTables(3, stored, s, false);
+    auto twins = partTables(3, stored, s, false);
+    const int64_t absent = 123456789;
+    for (size_t d = 0; d < 3; ++d) {
+      for (size_t i = 0; i <= d; ++i) {
+        tables[d]->find(&absent, 1);
+        twins[d]->find(&absent, 1);
+      }
     }
+    TableConfig idle = dynamicConfig(s.dim, 64, SIZE_MAX, s.policy);
+    auto empty = createTable(idle);
+    // Part order 2, 0, idle, 1: each plan names its residue; the idle part owns none (shard 3 of 3).
+    std::vector<ShardPlan> plans = modPlans(3);
+    ShardPlan none = plans[0];
+    none.shard = 3;
+    const std::vector<ShardPlan> order{plans[2], plans[0], none, plans[1]};
+    std::vector<Table*> raw{tables[2].get(), tables[0].get(), empty.get(), tables[1].get()};
+    std::vector<float> got(rows * s.dim, -7.0f);
+    lookupCombinedShards(raw.data(), order.data(), order.size(), bag, Combiner::kMean, 0.0, false, got.data());
+    EXPECT_EQ(differingBits(got, plainBag(bag, Combiner::kMean, 0.0, s.dim, 3, isStored)), size_t{0});
+    const auto owned = ownedInOrder(bag, 3);
+    for (size_t d = 0; d < 3; ++d) {
+      std::vector<float> v(owned[d].size() * s.dim);
+      std::vector<uint8_t> e(owned[d].size());
+      twins[d]->findInto(owned[d].data(), owned[d].size(), v.data(), e.data());
+      EXPECT_TRUE(estest::snapshot(*tables[d]).scores == estest::snapshot(*twins[d]).scores);
+    }
+    EXPECT_EQ(empty->size(), size_t{0});
+    // No entries at all: every row is zeros, nothing touched.
+    const std::vector<int32_t> emptySplits{0, 0, 0};
+    const BagInput noEntries{emptySplits.data(), 2, longRow.keys.data(), 0, nullptr};
+    const estest::Snapshot before = estest::snapshot(*tables[1]);
+    std::vector<float> zeros(2 * s.dim, 5.0f);
+    lookupCombinedShards(raw.data(), order.data(), order.size(), noEntries, Combiner::kSum, 0.0, false, zeros.data());
+    for (float x : zeros) EXPECT_FLOAT_BITS(x, 0.0f);
+    EXPECT_TRUE(estest::snapshot(*tables[1]).scores == before.scores);
   }
-  TableConfig idle = dynamicConfig(s.dim, 64, SIZE_MAX, s.policy);
-  auto empty = createTable(idle);
-  // Part order 2, 0, idle, 1: each plan names its residue; the idle part owns none (shard 3 of 3).
-  std::vector<ShardPlan> plans = modPlans(3);
-  ShardPlan none = plans[0];
-  none.shard = 3;
-  const std::vector<ShardPlan> order{plans[2], plans[0], none, plans[1]};
-  std::vector<Table*> raw{tables[2].get(), tables[0].get(), empty.get(), tables[1].get()};
-  std::vector<float> got(rows * s.dim, -7.0f);
-  lookupCombinedShards(raw.data(), order.data(), order.size(), bag, Combiner::kMean, 0.0, false, got.data());
-  EXPECT_EQ(differingBits(got, plainBag(bag, Combiner::kMean, 0.0, s.dim, 3, isStored)), size_t{0});
-  const auto owned = ownedInOrder(bag, 3);
-  for (size_t d = 0; d < 3; ++d) {
-    std::vector<float> v(owned[d].size() * s.dim);
-    std::vector<uint8_t> e(owned[d].size());
-    twins[d]->findInto(owned[d].data(), owned[d].size(), v.data(), e.data());
-    EXPECT_TRUE(estest::snapshot(*tables[d]).scores == estest::snapshot(*twins[d]).scores);
-  }
-  EXPECT_EQ(empty->size(), size_t{0});
-  // No entries at all: every row is zeros, nothing touched.
-  const std::vector<int32_t> emptySplits{0, 0, 0};
-  const BagInput noEntries{emptySplits.data(), 2, longRow.keys.data(), 0, nullptr};
-  const estest::Snapshot before = estest::snapshot(*tables[1]);
-  std::vector<float> zeros(2 * s.dim, 5.0f);
-  lookupCombinedShards(raw.data(), order.data(), order.size(), noEntries, Combiner::kSum, 0.0, false, zeros.data());
-  for (float x : zeros) EXPECT_FLOAT_BITS(x, 0.0f);
-  EXPECT_TRUE(estest::snapshot(*tables[1]).scores == before.scores);
 }
 
 TEST(shards_bag_falls_back_for_parts_one_pipeline_cannot_read) {
