@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { enough, joinLabels, measure, measureInterleaved, statisticsOf, summarize } from './harness.js';
-import { ratioTarget } from './report.js';
+import { enough, joinLabels, type Measured, measure, measureInterleaved, poolInterleaved, statisticsOf, summarize } from './harness.js';
+import { pairedRatio, ratioTarget } from './report.js';
 import { measuredFigure } from './suites/common.js';
 
 describe('measure', () => {
@@ -166,6 +166,58 @@ describe('statistics (tinybench)', () => {
     expect(s.p50).toBeCloseTo((500 + 1000 / 3) / 2, 9);
     expect(s.min).toBe(250);
     expect(s.max).toBe(1000);
+  });
+});
+
+describe('poolInterleaved', () => {
+  // A job's result of one interleaved call: rates (items/s) of its samples, in round order.
+  const result = (rates: number[], id: number | undefined, cores = 1.5): Measured => ({
+    rate: rates[0]!,
+    samples: rates,
+    ...(id !== undefined ? { interleaved: id } : {}),
+    calls: rates.length * 10,
+    spread: { mad: 0, min: 0, max: 0, rme: 0, outliers: 0, samples: rates.length, cores },
+  });
+
+  it('joins each job\'s samples call by call and keeps them paired round by round', () => {
+    // Call 1: rounds 1-3, call 2: rounds 4-5 (ours, peer), 100 items per call.
+    const calls = [
+      [result([200, 100, 400], 7, 1.9), result([100, 100, 100], 7, 1)],
+      [result([300, 50], 8, 1.7), result([100, 25], 8, 1)],
+    ];
+    const [ours, peer] = poolInterleaved(calls, [100, 100]);
+    expect(ours!.samples).toEqual([200, 100, 400, 300, 50]);
+    expect(peer!.samples).toEqual([100, 100, 100, 100, 25]);
+    expect(ours!.calls).toBe(50);
+    expect(ours!.spread.cores).toBeCloseTo(1.8, 12); // the median of 1.9 and 1.7 (an even count: the middle two's mean)
+    expect(ours!.interleaved).toBeDefined();
+    expect(ours!.interleaved).toBe(peer!.interleaved);
+    expect(ours!.interleaved).not.toBe(7);
+    // Per-round ratios 2, 1, 4, 3, 2: their median is 2; the ratio of the medians would be 200 / 100 = 2 too, so check another pooling below.
+    const fig = (m: Measured, kind: 'ours' | 'peer') => measuredFigure(kind, kind, m, 'ids/s');
+    expect(pairedRatio(fig(ours!, 'ours'), fig(peer!, 'peer'))).toEqual({ value: 2, rounds: 5, perRound: [2, 1, 4, 3, 2] });
+  });
+
+  it('pairs by round, not by the medians', () => {
+    // Rounds (ours, peer): (100, 100), (300, 100) | (20, 10), (20, 20), (60, 20): per round 1, 3, 2, 1, 3.
+    const calls = [
+      [result([100, 300], 1), result([100, 100], 1)],
+      [result([20, 20, 60], 2), result([10, 20, 20], 2)],
+    ];
+    const [ours, peer] = poolInterleaved(calls, [10, 10]);
+    const fig = (m: Measured, kind: 'ours' | 'peer') => measuredFigure(kind, kind, m, 'ids/s');
+    expect(pairedRatio(fig(ours!, 'ours'), fig(peer!, 'peer')).value).toBe(2);
+    // The ratio of the medians (60 / 20) mixes rounds of different loads.
+    expect(ours!.rate / peer!.rate).toBeCloseTo(3, 12);
+  });
+
+  it('leaves results unpaired when a call\'s jobs were not sampled together', () => {
+    const mixed = poolInterleaved([[result([1, 2], 3), result([1, 2], 4)]], [1, 1]);
+    expect(mixed[0]!.interleaved).toBeUndefined();
+    const uneven = poolInterleaved([[result([1, 2], 5), result([1], 5)]], [1, 1]);
+    expect(uneven[1]!.interleaved).toBeUndefined();
+    const none = poolInterleaved([[result([1], undefined), result([1], undefined)]], [1, 1]);
+    expect(none[0]!.interleaved).toBeUndefined();
   });
 });
 

@@ -252,6 +252,24 @@ export async function measureInterleaved(jobs: readonly Job[], opts: MeasureOpti
   return runners.map((r) => ({ ...r.result(), interleaved: id }));
 }
 
+/**
+ * Jobs measured together in several {@link measureInterleaved} calls, pooled: `calls[c][j]` is
+ * job j's result of call c (`items[j]` items per call). Job j's samples are every call's in
+ * call order, and its cores the median of the calls' medians. When each call's results share
+ * one interleaved id and sample count, the pooled results get one new id: sample i of each
+ * is still from one round, so their ratio is taken round by round (report.ts, pairedRatio).
+ */
+export function poolInterleaved(calls: readonly (readonly Measured[])[], items: readonly number[]): Measured[] {
+  const paired = calls.every((ms) => ms.length > 0 && ms.every((m) => m.interleaved !== undefined && m.interleaved === ms[0]!.interleaved && m.samples.length === ms[0]!.samples.length));
+  const id = paired ? ++interleavedCalls : undefined;
+  return items.map((n, j) => {
+    const ms = calls.map((c) => c[j]!);
+    const msPerCall = ms.flatMap((m) => m.samples.map((rate) => (n * 1000) / rate));
+    const cores = ms.flatMap((m) => (m.spread.cores === undefined ? [] : [m.spread.cores]));
+    return { ...summarize(msPerCall, n, cores), calls: ms.reduce((a, m) => a + m.calls, 0), ...(id !== undefined ? { interleaved: id } : {}) };
+  });
+}
+
 /** "case: a | case: b" -> "case: a | b" (labels of one case share their prefix up to ': '). */
 export function joinLabels(labels: readonly string[]): string {
   const cut = labels[0]?.lastIndexOf(': ') ?? -1;

@@ -7,7 +7,8 @@
  * sok.init is process-wide (one device count at a time), so each device count is
  * measured interleaved with the core peer, and the device counts are compared
  * through their ratios to it (nd2 / nd1 = (nd2 / core) / (nd1 / core)), which cancels
- * load drift between the runs. The peer is one table for the whole suite (the same
+ * load drift between the runs. Each ratio to core is the median of its per-round ratios
+ * (a round's sok and core samples see the same load), as every paired target of the bench. The peer is one table for the whole suite (the same
  * memory under every device count), and the device counts run in two passes, 1, 2, 4
  * then 4, 2, 1, each figure pooling the samples of both: drift over the suite lands on
  * every device count alike, and no count is always measured first or last.
@@ -21,10 +22,10 @@
  */
 import * as sok from '@embedstack/sok';
 import { type Bag, type EmbeddingTable, optimizers, RaggedTensor, setDefaultBackend, Tensor } from '@embedstack/core';
-import { type Job, type Measured, measureInterleaved, summarize } from '../harness.js';
+import { type Job, type Measured, measureInterleaved, poolInterleaved } from '../harness.js';
 import { formatCount } from '../format.js';
 import { positiveInt } from '../options.js';
-import { type Group, ratioTarget, type SuiteResult, type Target, valueTarget } from '../report.js';
+import { type Group, pairedRatio, ratioTarget, type SuiteResult, type Target, valueTarget } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { dynamicTable, FILL_BATCH, valuePattern } from '../tables.js';
 import { measuredFigure, POOL_BATCHES, settle } from './common.js';
@@ -127,19 +128,15 @@ async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: P
 const devicesText = (n: number): string => `${n} device${n === 1 ? '' : 's'}`;
 const deviceLabel = (what: string, n: number): string => `${what} (${devicesText(n)})`;
 
-/** The passes' samples of one job as one measurement (its cores: the median of the passes' medians). */
-function pooled(ms: readonly Measured[], items: number): Measured {
-  const msPerCall = ms.flatMap((m) => m.samples.map((rate) => (items * 1000) / rate));
-  const cores = ms.flatMap((m) => (m.spread.cores === undefined ? [] : [m.spread.cores]));
-  return { ...summarize(msPerCall, items, cores), calls: ms.reduce((a, m) => a + m.calls, 0) };
-}
-
 /** The forward and training-step groups of device count n from its passes. */
 function groupsOf(n: number, passes: readonly Pass[], w: Workload, rows: number): { fwd: Group; bwd: Group } {
   const bags = w.bags[0]!.rowSplits.length - 1;
   const what = `${formatCount(rows)} keys, dim ${DIM}, ${bags} x ${IDS} ids, sum`;
   const params = { rows, dim: DIM, bags, idsPerBag: IDS, numDevices: n };
-  const job = (k: 'fwd' | 'bwd', j: number): Measured => pooled(passes.map((p) => p[k][j]!), w.ids);
+  // Each job's samples of both passes; sok's and core's stay paired round by round.
+  const fwd = poolInterleaved(passes.map((p) => p.fwd), [w.ids, w.ids]);
+  const bwd = poolInterleaved(passes.map((p) => p.bwd), [w.ids, w.ids]);
+  const job = (k: 'fwd' | 'bwd', j: number): Measured => (k === 'fwd' ? fwd : bwd)[j]!;
   const devices = devicesText(n);
   return {
     fwd: {
@@ -161,8 +158,12 @@ function groupsOf(n: number, passes: readonly Pass[], w: Workload, rows: number)
   };
 }
 
-/** ours / core of a group (its first two figures). */
-const toCore = (g: Group): number => g.figures[0]!.value / g.figures[1]!.value;
+/**
+ * ours / core of a group (its first two figures): the median of the per-round ratios, as
+ * every paired target of the bench (not the ratio of the medians: the load moves between
+ * rounds, and a round's two samples see the same load).
+ */
+const toCore = (g: Group): number => pairedRatio(g.figures[0]!, g.figures[1]!).value;
 
 export const sokSuite: Suite = {
   name: 'sok',
@@ -212,7 +213,7 @@ export const sokSuite: Suite = {
       groups,
       targets,
       notes: [
-        'each device count is measured interleaved with the same core peer table; device counts compare through their ratios to it',
+        'each device count is measured interleaved with the same core peer table; device counts compare through their ratios to it (each the median of its per-round ratios)',
         `two passes over the device counts (${PASSES.map((p) => p.join(', ')).join(' then ')}); each figure pools both passes' samples`,
         `${bags * IDS} ids per call: ${bags * IDS < 16384 ? 'under' : 'over'} the CPU backend's 16K-id threshold for splitting one call over its pool`,
         'load average: see the run header; ratios within a group are what counts on a busy machine',
