@@ -616,8 +616,9 @@ class DynamicTable::PartsLease final : public BagLease {
       clocks.push_back(t.beginCall());
     }
     // In passes when the tables together are as large as one table's bag in passes (the
-    // bag's lines are random over all of them alike).
-    if (bagInPasses(tables, parts)) {
+    // bag's lines are random over all of them alike), for up to kMaxPassParts parts (each
+    // has a bucket of 1024 keys and rows per chunk).
+    if (parts <= kMaxPassParts && bagInPasses(tables, parts)) {
       passParts_.reserve(parts);
       for (size_t d = 0; d < parts; ++d) passParts_.emplace_back(*tables[d], clocks[d], prefetch);
     } else {
@@ -625,6 +626,8 @@ class DynamicTable::PartsLease final : public BagLease {
       for (size_t d = 0; d < parts; ++d) parts_.emplace_back(*tables[d], clocks[d], prefetch);
     }
   }
+
+  static constexpr size_t kMaxPassParts = 64;
 
   void pool(const BagInput& bag, size_t r0, size_t r1, Combiner combiner, double maxNorm, float* out) const override {
     const bool one = locks_.size() == 1 && owners_.n == 1;
@@ -666,10 +669,15 @@ std::unique_ptr<BagLease> DynamicTable::leaseBag(Table* const* tables, size_t pa
 // then pooled by combineBagRows while its rows are in L2 (1024 float32 dim-64 rows: 256 KiB).
 // Missing keys read their initial values, as in poolBag. Same rows, sums and scores as
 // poolBag; measured against poolBag 1.13-1.16x less CPU at 256K keys, 1.34-1.40x at 1M,
-// 1.46-1.53x at 4M (README "Dynamic bag in passes on large tables"). One table's bag only:
-// the bag over several shard tables (leaseBag, PartsLease::pool) keeps the pipeline. Asking only for the key/score lines in
-// pass B and leaving the rows to the kernel's own prefetch measured 1.05-1.2x slower; chunks
-// of 512 or 2048 entries slightly slower than 1024.
+// 1.46-1.53x at 4M (README "Dynamic bag in passes on large tables"). Asking only for the
+// key/score lines in pass B and leaving the rows to the kernel's own prefetch measured
+// 1.05-1.2x slower; chunks of 512 or 2048 entries slightly slower than 1024.
+// The bag over several shard tables (leaseBag, PartsLease::pool: sok's forward) takes the same
+// path when the tables together are that large: each chunk's keys go to their owner's bucket
+// in bag order, each bucket through its owner's resolver (its index, lines and scores), and
+// the rows back in bag order, so the pooled values are one table's bag. Measured at 1M keys
+// split over 2 / 4 tables: 1.33x less CPU than their pipeline (poolBag<ResidueParts>), 1.1-1.2x
+// of one table's passes (README "The shards bag in passes on large tables").
 template <class Prefetch>
 void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueOwners* owners, const BagInput& bag,
                                  size_t rb, size_t re, Combiner combiner, double maxNorm, float* out) {
@@ -685,15 +693,15 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
   std::vector<uint32_t> rowOf(kBagChunk);
   SpanRows span;
   std::vector<double> acc(dim);
-  // Over several tables: the span's keys grouped by owner in bag order, part d's in bucket d
-  // (grouped[d << shift ...), each bucket 2^shift >= the span's entries long), each group
-  // resolved by its part's passes back to back as one table's keys; slotOf[j]: entry j's
-  // place in `grouped` (and rowOf). Parts 0..n-1 owning residues 0..n-1 (sok's placement)
-  // with n a power of two find the owner in the key's low bits.
+  // Over several tables, a span in pieces of at most kPiece entries (more only for a long bag
+  // row): the piece's keys grouped by owner in bag order, part d's in bucket d (grouped[d <<
+  // kPieceShift ...), each bucket resolved by its part's passes back to back as one table's
+  // keys (rowOf, bucket by bucket); slotOf[j]: entry j's place in both. Parts 0..n-1 owning
+  // residues 0..n-1 (sok's placement) with n a power of two find the owner in the key's low bits.
   std::vector<int64_t> grouped;
   std::vector<uint32_t> slotOf;
   std::vector<uint32_t> filled;
-  std::vector<const char*> records;
+  std::vector<const char*> partRecords;
   bool lowBits = false;
   if (owners != nullptr) {
     size_t count = 0;
@@ -703,7 +711,7 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
       lowBits = lowBits && owners->part[r] == static_cast<uint32_t>(r);
     }
     filled.resize(count);
-    for (size_t d = 0; d < count; ++d) records.push_back(parts[d].resolver.records);
+    for (size_t d = 0; d < count; ++d) partRecords.push_back(parts[d].resolver.records);
   }
   const size_t count = filled.size();
   const uint64_t mask = lowBits ? static_cast<uint64_t>(owners->mask) : 0;
@@ -715,7 +723,7 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
   uint32_t* const fillAt = filled.data();
   int64_t* const g = grouped.data();
   uint32_t* const slots = slotOf.data();
-  const char* const* const base = records.data();
+  const char* const* const records = partRecords.data();
   const size_t stride = first.resolver.stride;
   const auto fill = [&](int64_t key, float* wide) {
     int64_t local = key;
@@ -742,7 +750,6 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
       const char* const base = first.resolver.records;
       for (size_t j = 0; j < m; ++j) place(j, base, rowOf[j]);
     } else {
-      // In pieces of at most kPiece entries (a bag row longer than a span is split here).
       for (size_t p0 = 0; p0 < m; p0 += kPiece) {
         const size_t pm = std::min(kPiece, m - p0);
         const int64_t* const pk = keys + p0;
@@ -769,7 +776,7 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
             parts[d].resolver.resolve(g + b + c, std::min<size_t>(kChunk, fillAt[d] - c), rowOf.data() + b + c, scratch);
           }
         }
-        for (size_t j = 0; j < pm; ++j) place(p0 + j, base[slots[j] >> kPieceShift], rowOf[slots[j]]);
+        for (size_t j = 0; j < pm; ++j) place(p0 + j, records[slots[j] >> kPieceShift], rowOf[slots[j]]);
       }
     }
     span.fillMissing(bag, e0, dim, storage, fill);
