@@ -676,7 +676,7 @@ std::unique_ptr<BagLease> DynamicTable::leaseBag(Table* const* tables, size_t pa
 // path when the tables together are that large: each chunk's keys go to their owner's bucket
 // in bag order, each bucket through its owner's resolver (its index, lines and scores), and
 // the rows back in bag order, so the pooled values are one table's bag. Measured at 1M keys
-// split over 2 / 4 tables: 1.33x less CPU than their pipeline (poolBag<ResidueParts>), 1.1-1.2x
+// split over 2 / 4 tables: 1.33-1.42x less CPU than their pipeline (poolBag<ResidueParts>), 1.1-1.3x
 // of one table's passes (README "The shards bag in passes on large tables").
 template <class Prefetch>
 void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueOwners* owners, const BagInput& bag,
