@@ -702,6 +702,7 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
   std::vector<uint32_t> slotOf;
   std::vector<uint32_t> filled;
   std::vector<const char*> partRecords;
+  std::vector<size_t> partStrides;
   bool lowBits = false;
   if (owners != nullptr) {
     size_t count = 0;
@@ -711,7 +712,10 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
       lowBits = lowBits && owners->part[r] == static_cast<uint32_t>(r);
     }
     filled.resize(count);
-    for (size_t d = 0; d < count; ++d) partRecords.push_back(parts[d].resolver.records);
+    for (size_t d = 0; d < count; ++d) {
+      partRecords.push_back(parts[d].resolver.records);
+      partStrides.push_back(parts[d].resolver.stride);
+    }
   }
   const size_t count = filled.size();
   const uint64_t mask = lowBits ? static_cast<uint64_t>(owners->mask) : 0;
@@ -736,9 +740,9 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
     const int64_t* const keys = bag.keys + e0;
     span.rows.resize(m);
     const void** const rows = span.rows.data();
-    const auto place = [&](size_t j, const char* base, uint32_t row) __attribute__((always_inline)) {
+    const auto place = [&](size_t j, const char* base, size_t rowStride, uint32_t row) __attribute__((always_inline)) {
       if (row != KeyIndex::kNoRow) {
-        rows[j] = base + static_cast<size_t>(row) * stride;
+        rows[j] = base + static_cast<size_t>(row) * rowStride;
       } else {
         rows[j] = nullptr;
         span.missing.push_back(e0 + j);
@@ -748,7 +752,7 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
       if (rowOf.size() < m) rowOf.resize(m);
       for (size_t c = 0; c < m; c += kChunk) first.resolver.resolve(keys + c, std::min(kChunk, m - c), rowOf.data() + c, scratch);
       const char* const base = first.resolver.records;
-      for (size_t j = 0; j < m; ++j) place(j, base, rowOf[j]);
+      for (size_t j = 0; j < m; ++j) place(j, base, stride, rowOf[j]);
     } else {
       for (size_t p0 = 0; p0 < m; p0 += kPiece) {
         const size_t pm = std::min(kPiece, m - p0);
@@ -776,7 +780,10 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
             parts[d].resolver.resolve(g + b + c, std::min<size_t>(kChunk, fillAt[d] - c), rowOf.data() + b + c, scratch);
           }
         }
-        for (size_t j = 0; j < pm; ++j) place(p0 + j, records[slots[j] >> kPieceShift], rowOf[slots[j]]);
+        for (size_t j = 0; j < pm; ++j) {
+          const size_t d = slots[j] >> kPieceShift;
+          place(p0 + j, records[d], partStrides[d], rowOf[slots[j]]);
+        }
       }
     }
     span.fillMissing(bag, e0, dim, storage, fill);

@@ -134,7 +134,7 @@ class DynamicTable final : public Table {
   void setEpoch(uint32_t epoch) override;
   /** Lends float32 rows (null for float16 / bfloat16 storage). */
   std::unique_ptr<RowLease> leaseRows() override;
-  /** Pools bags over dynamic tables of one dim and storage (any storage); null for any other table. */
+  /** Pools bags over dynamic tables of one dim and storage (any storage; each part's own row layout, slots or none); null for any other table. */
   std::unique_ptr<BagLease> leaseBag(Table* const* tables, size_t parts, const ResidueOwners& owners) override;
 
   /**
