@@ -20,6 +20,13 @@ inline embedstack::TableConfig dynamicConfig(size_t dim, size_t initCap = 1024, 
   return c;
 }
 
+/** floorMod(k, n) (n > 0), written out in 128-bit arithmetic: the residue sok's placement gives key k. */
+inline int64_t residue(int64_t k, int64_t n) {
+  __int128 r = static_cast<__int128>(k) % n;
+  if (r < 0) r += n;
+  return static_cast<int64_t>(r);
+}
+
 inline embedstack::TableConfig staticConfig(size_t rows, size_t dim) {
   embedstack::TableConfig c;
   c.isStatic = true;

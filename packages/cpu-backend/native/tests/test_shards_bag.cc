@@ -21,15 +21,9 @@ using namespace embedstack;
 using estest::Draw;
 using estest::dynamicConfig;
 using estest::PassesFrom;
+using estest::residue;
 
 namespace {
-
-/** floorMod(k, n), written out in 128-bit arithmetic. */
-int64_t residue(int64_t k, int64_t n) {
-  __int128 r = static_cast<__int128>(k) % n;
-  if (r < 0) r += n;
-  return static_cast<int64_t>(r);
-}
 
 /** The stored value of key k, column c: a multiple of 1/16 below 8 in magnitude (exact in every storage type). */
 float storedValue(int64_t k, size_t c) {

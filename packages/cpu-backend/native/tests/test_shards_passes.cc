@@ -29,14 +29,9 @@ using namespace embedstack;
 using estest::Draw;
 using estest::dynamicConfig;
 using estest::PassesFrom;
+using estest::residue;
 
 namespace {
-
-int64_t floorModR(int64_t k, int64_t n) {
-  __int128 r = static_cast<__int128>(k) % n;
-  if (r < 0) r += n;
-  return static_cast<int64_t>(r);
-}
 
 /** Stored value of key k, column c: a multiple of 1/16 (exact in every storage type). */
 float valueOf(int64_t k, size_t c) {
@@ -69,7 +64,7 @@ std::shared_ptr<Table> makePart(int64_t n, int64_t d, const std::vector<int64_t>
   std::vector<int64_t> keys;
   std::vector<float> values;
   for (int64_t k : stored) {
-    if (floorModR(k, n) != d) continue;
+    if (residue(k, n) != d) continue;
     keys.push_back(k);
     for (size_t col = 0; col < s.dim; ++col) values.push_back(valueOf(k, col));
   }
@@ -108,7 +103,7 @@ std::vector<float> plainSum(const BagInput& bag, Combiner c, size_t dim, int64_t
       const double w = bag.weights ? static_cast<double>(bag.weights[j]) : 1.0;
       wsum += w;
       for (size_t col = 0; col < dim; ++col) {
-        const double e = resident.count(k) ? valueOf(k, col) : initialOf(floorModR(k, n));
+        const double e = resident.count(k) ? valueOf(k, col) : initialOf(residue(k, n));
         acc[col] = acc[col] + w * e;
       }
     }
@@ -253,14 +248,14 @@ TEST(shards_passes_one_part_fills_a_whole_piece) {
   DrawnBag b;
   for (size_t j = 0; j < 3000; ++j) {
     const int64_t base = j % 5 == 0 ? static_cast<int64_t>(r.next() % 200000) - 100000 : stored[r.below(stored.size())];
-    b.keys.push_back(base - floorModR(base, 4) + 3);  // residue 3 (no overflow: base - r is a multiple of 4)
+    b.keys.push_back(base - residue(base, 4) + 3);  // residue 3 (no overflow: base - r is a multiple of 4)
     b.weights.push_back(1.0f);
   }
   b.splits.push_back(3000);
   for (size_t row = 0; row < 5; ++row) {
     for (size_t j = 0; j < 1100; ++j) {
       const int64_t base = stored[r.below(stored.size())];
-      b.keys.push_back(base - floorModR(base, 4));  // residue 0 (may be absent)
+      b.keys.push_back(base - residue(base, 4));  // residue 0 (may be absent)
       b.weights.push_back(0.5f);
     }
     b.splits.push_back(static_cast<int32_t>(b.keys.size()));
@@ -271,7 +266,7 @@ TEST(shards_passes_one_part_fills_a_whole_piece) {
   }
   b.keys.insert(b.keys.end(), tail.keys.begin(), tail.keys.end());
   b.weights.insert(b.weights.end(), tail.weights.begin(), tail.weights.end());
-  for (size_t j = 0; j < 3000; ++j) ASSERT_TRUE(floorModR(b.keys[j], 4) == 3);
+  for (size_t j = 0; j < 3000; ++j) ASSERT_TRUE(residue(b.keys[j], 4) == 3);
   const size_t rows = b.splits.size() - 1;
   ASSERT_TRUE(static_cast<size_t>(b.splits.back()) == b.keys.size());
   const BagInput bag{b.splits.data(), rows, b.keys.data(), b.keys.size(), b.weights.data()};
