@@ -1,6 +1,24 @@
 #include "async_op.h"
 
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
 namespace embedstack {
+
+namespace {
+
+// The thread-safe function carries two kinds of items: an op whose job has ended (settle it),
+// and an op's early wake-up (PendingOp::nearEnd), tagged in the pointer's low bit.
+void* wakeItem(PendingOp* op) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(op) | 1); }
+bool isWake(void* item) { return (reinterpret_cast<uintptr_t>(item) & 1) != 0; }
+PendingOp* opOf(void* item) { return reinterpret_cast<PendingOp*>(reinterpret_cast<uintptr_t>(item) & ~uintptr_t{1}); }
+
+}  // namespace
+
+long long PendingOp::nearEndLeadNs() const noexcept { return early_ ? AsyncCompletion::kNearEndLeadNs : 0; }
+
+void PendingOp::nearEnd() noexcept { done_.nearEnd(this); }
 
 bool anyResizable(Napi::Env env, const std::vector<Napi::Value>& values) {
   for (const Napi::Value& v : values) {
@@ -49,19 +67,43 @@ void AsyncCompletion::started() {
   ++running_;
 }
 
+void AsyncCompletion::nearEnd(PendingOp* op) noexcept {
+  int s = PendingOp::kRunning;
+  if (!op->state_.compare_exchange_strong(s, PendingOp::kSignaled, std::memory_order_relaxed)) return;
+  // Failing (closing): finished() then finds no waiter and goes its usual way.
+  napi_call_threadsafe_function(tsfn_, wakeItem(op), napi_tsfn_nonblocking);
+}
+
 void AsyncCompletion::finished(PendingOp* op) noexcept {
-  // Closing (the environment is being torn down): nothing on the JS side waits any more.
-  if (napi_call_threadsafe_function(tsfn_, op, napi_tsfn_nonblocking) != napi_ok) op->abandon();
+  int s = op->state_.load(std::memory_order_acquire);
+  for (;;) {
+    if (s == PendingOp::kWaiting) {
+      // The JS thread waits for this job in awaitEnd: it settles the op (do not touch it after this).
+      if (op->state_.compare_exchange_weak(s, PendingOp::kHanded, std::memory_order_acq_rel)) break;
+    } else if (op->state_.compare_exchange_weak(s, PendingOp::kEnded, std::memory_order_acq_rel)) {
+      // Closing (the environment is being torn down): nothing on the JS side waits any more.
+      if (napi_call_threadsafe_function(tsfn_, op, napi_tsfn_nonblocking) != napi_ok) op->abandon();
+      break;
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   if (--running_ == 0) idle_.notify_all();
 }
 
-void AsyncCompletion::callJs(napi_env env, napi_value, void* self, void* data) {
-  auto* op = static_cast<PendingOp*>(data);
-  if (env == nullptr) {  // the thread-safe function is being torn down with this op queued
-    op->abandon();
-    return;
+void AsyncCompletion::awaitEnd(napi_env env, PendingOp* op) {
+  // The op is alive here: its settlement is queued after this wake-up, or made below.
+  int s = PendingOp::kSignaled;
+  if (!op->state_.compare_exchange_strong(s, PendingOp::kWaiting, std::memory_order_acq_rel)) return;  // ended: queued
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kEarlyWaitNs);
+  while (op->state_.load(std::memory_order_acquire) != PendingOp::kHanded && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
   }
+  s = PendingOp::kWaiting;
+  if (op->state_.compare_exchange_strong(s, PendingOp::kSignaled, std::memory_order_acq_rel)) return;  // finished() queues it
+  settle(env, op);  // kHanded
+}
+
+void AsyncCompletion::settle(napi_env env, PendingOp* op) {
   try {
     // Its own scope: the handles settle() makes (the stack Error, whose frames' closures
     // hold the call's arrays) must die before the microtasks Node runs after this
@@ -71,8 +113,22 @@ void AsyncCompletion::callJs(napi_env env, napi_value, void* self, void* data) {
   } catch (...) {
     // settle() rejects on its own failures; only a failing Node-API call lands here.
   }
+  if (--pending_ == 0) napi_unref_threadsafe_function(env, tsfn_);
+}
+
+void AsyncCompletion::callJs(napi_env env, napi_value, void* self, void* data) {
   auto* c = static_cast<AsyncCompletion*>(self);
-  if (--c->pending_ == 0) napi_unref_threadsafe_function(env, c->tsfn_);
+  if (isWake(data)) {
+    // Torn down: the op's own item (queued after this one) or finished() frees it.
+    if (env != nullptr) c->awaitEnd(env, opOf(data));
+    return;
+  }
+  auto* op = static_cast<PendingOp*>(data);
+  if (env == nullptr) {  // the thread-safe function is being torn down with this op queued
+    op->abandon();
+    return;
+  }
+  c->settle(env, op);
 }
 
 void AsyncCompletion::teardown(void* self) {

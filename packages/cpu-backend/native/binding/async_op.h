@@ -22,6 +22,7 @@
 
 #include <napi.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -41,6 +42,7 @@ struct Op {
   std::function<Napi::Value(Napi::Env, R&)> toJs;  // runs on the JS thread
   std::vector<Napi::Value> keepAlive;              // JS inputs the job reads
   size_t helpers = 0;                              // async: pool workers woken with the job (it splits at once)
+  bool nearEnd = false;  // async: the job ends with its first parallelFor; wake the JS thread just before (AsyncCompletion)
 };
 
 class AsyncCompletion;
@@ -53,15 +55,32 @@ class PendingOp : public PoolTask {
   /** The environment is gone: frees what it can without touching JS. */
   virtual void abandon() = 0;
 
+  long long nearEndLeadNs() const noexcept override;
+  void nearEnd() noexcept override;
+
  protected:
-  explicit PendingOp(AsyncCompletion& done) : done_(done) {}
+  PendingOp(AsyncCompletion& done, bool early) : done_(done), early_(early) {}
   AsyncCompletion& done_;
+
+ private:
+  friend class AsyncCompletion;
+  // Who settles the op once the job ends (AsyncCompletion::finished, awaitEnd).
+  enum State : int { kRunning, kSignaled, kWaiting, kHanded, kEnded };
+  std::atomic<int> state_{kRunning};
+  const bool early_;
 };
 
 /**
  * Per environment (instance data): hands finished ops back to the JS thread through
  * one thread-safe function, and at environment teardown waits for jobs still running
  * (they read JS-owned memory).
+ *
+ * An op with Op::nearEnd wakes the JS thread ahead of its end: its job's parallelFor calls
+ * nearEnd() about kNearEndLeadNs before it estimates to end, which queues a wake-up; the
+ * JS thread, woken while the last chunks run, waits for the job's end (yielding, at most
+ * kEarlyWaitNs) and settles the op itself, so the job's end needs no second wake. If the
+ * job has not ended by then, the JS thread returns to the event loop and the job's end
+ * queues the settlement as usual.
  */
 class AsyncCompletion {
  public:
@@ -73,13 +92,24 @@ class AsyncCompletion {
 
   /** JS thread, before posting: counts the op (the event loop stays open while any is pending). */
   void started();
-  /** Pool thread, when the job has ended: queues op->settle on the JS thread. */
+  /** Pool thread, when the job has ended: hands op to the JS thread waiting for it, or queues op->settle there. */
   void finished(PendingOp* op) noexcept;
+  /** Pool thread, the job still running: queues a wake-up of the JS thread (see the class comment). */
+  void nearEnd(PendingOp* op) noexcept;
+
+  /** How long before the job's estimated end nearEnd() is called. */
+  static constexpr long long kNearEndLeadNs = 30000;
+  /** How long the JS thread, woken by nearEnd(), waits for the job's end at most (it holds the event loop). */
+  static constexpr long long kEarlyWaitNs = 100000;
 
  private:
   explicit AsyncCompletion(napi_env env);
   static void callJs(napi_env env, napi_value, void* self, void* op);
   static void teardown(void* self);
+  /** JS thread, woken by nearEnd(): waits for the job's end and settles op, or leaves it to finished(). */
+  void awaitEnd(napi_env env, PendingOp* op);
+  /** JS thread: settles op (which deletes it). */
+  void settle(napi_env env, PendingOp* op);
 
   napi_env env_;
   napi_threadsafe_function tsfn_ = nullptr;
@@ -94,10 +124,7 @@ template <class R>
 class PoolOp final : public PendingOp {
  public:
   PoolOp(Napi::Env env, Op<R>&& op, AsyncCompletion& done)
-      : PendingOp(done),
-        op_(std::move(op)),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        stack_(Napi::Persistent(Napi::Error::New(env, "").Value())) {
+      : PendingOp(done, op.nearEnd), op_(std::move(op)), deferred_(Napi::Promise::Deferred::New(env)) {
     refs_.reserve(op_.keepAlive.size());
     for (const Napi::Value& v : op_.keepAlive) {
       if (v.IsObject()) refs_.push_back(Napi::Persistent(v.As<Napi::Object>()));
@@ -106,6 +133,25 @@ class PoolOp final : public PendingOp {
   }
 
   Napi::Promise promise() const { return deferred_.Promise(); }
+
+  /**
+   * JS thread, after posting (the job may be running, but the op cannot settle before the
+   * binding returns): the call site's stack for native errors. Taken here, not before the
+   * post, because V8 captures it in 5-10 us and the job need not wait for it. Without it
+   * (its capture failed), an error gets the stack of its settlement.
+   */
+  void captureStack(Napi::Env env) noexcept {
+    napi_value msg;
+    napi_value err;
+    napi_ref ref;
+    if (napi_create_string_utf8(env, "", 0, &msg) == napi_ok && napi_create_error(env, nullptr, msg, &err) == napi_ok &&
+        napi_create_reference(env, err, 1, &ref) == napi_ok) {
+      stack_ = Napi::ObjectReference(env, ref);
+    } else {
+      napi_value ignored;
+      napi_get_and_clear_last_exception(env, &ignored);
+    }
+  }
 
   void run() noexcept override {
     try {
@@ -118,14 +164,16 @@ class PoolOp final : public PendingOp {
   }
 
   void settle(Napi::Env env) override {
-    Napi::Object stack = stack_.Value();
+    Napi::Object stack;
+    if (!stack_.IsEmpty()) stack = stack_.Value();
+    const Napi::Object* at = stack_.IsEmpty() ? nullptr : &stack;
     if (failed_) {
-      deferred_.Reject(makeJsError(env, failure_, &stack).Value());
+      deferred_.Reject(makeJsError(env, failure_, at).Value());
     } else {
       try {
         deferred_.Resolve(op_.toJs(env, result_));
       } catch (...) {
-        deferred_.Reject(makeJsError(env, currentFailure(), &stack).Value());
+        deferred_.Reject(makeJsError(env, currentFailure(), at).Value());
       }
     }
     delete this;
@@ -184,7 +232,8 @@ Napi::Value runAsync(Napi::Env env, Op<R>&& op) {
   auto* pending = new PoolOp<R>(env, std::move(op), done);
   Napi::Promise p = pending->promise();
   done.started();
-  ThreadPool::shared().post(pending, helpers);  // settle() deletes it
+  ThreadPool::shared().post(pending, helpers);  // settle() deletes it, on this thread, after this returns
+  pending->captureStack(env);
   return p;
 }
 

@@ -78,7 +78,11 @@ Op<FindOutcome> prepareFind(const Napi::CallbackInfo& info) {
   const FindOutputs out = findOutputs(info, 2, keys->n, h->dim, op.keepAlive);
   // A find that splits over the pool as soon as it starts: an async call wakes its helpers
   // with its driver, so the two wake-ups overlap instead of following each other.
-  if (t->findSplits(keys->n)) op.helpers = ThreadPool::shared().threads() - 1;
+  // Its parallelFor is its last step: the JS thread is woken while the last chunks run.
+  if (t->findSplits(keys->n)) {
+    op.helpers = ThreadPool::shared().threads() - 1;
+    op.nearEnd = true;
+  }
   op.job = [t, keys, out] {
     FindOutcome r;
     if (out.values) {

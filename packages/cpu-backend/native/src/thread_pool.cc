@@ -10,11 +10,18 @@ struct ThreadPool::Job {
   const std::function<void(size_t, size_t)>* fn = nullptr;
   size_t n = 0;
   size_t grain = 1;
-  size_t chunks = 0;
   size_t maxHelpers = 0;  // workers that may join (guarded by the pool's mutex_)
   size_t helpers = 0;
-  std::atomic<size_t> next{0};
-  std::atomic<size_t> done{0};
+  // A posted task's first parallelFor (nearEnd != nullptr): chunks shrink to `tail` items
+  // (a 2 * threads-th of what is left: `spread`), and nearEnd is told once, leadNs ahead.
+  size_t tail = 0;
+  size_t spread = 1;
+  PoolTask* nearEnd = nullptr;
+  long long leadNs = 0;
+  std::chrono::steady_clock::time_point start;
+  std::atomic<bool> told{false};
+  std::atomic<size_t> next{0};  // items claimed
+  std::atomic<size_t> done{0};  // items done
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::mutex m;
@@ -63,13 +70,55 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+namespace {
+
+/** The task a pool thread is running (for its first parallelFor to tell nearEnd), or null. */
+thread_local PoolTask* tlsNearEndTask = nullptr;
+
+}  // namespace
+
+bool ThreadPool::claim(Job& job, size_t& begin, size_t& end) {
+  if (job.tail == 0) {
+    begin = job.next.fetch_add(job.grain, std::memory_order_relaxed);
+    if (begin >= job.n) return false;
+    end = job.n - begin > job.grain ? begin + job.grain : job.n;
+    return true;
+  }
+  size_t p = job.next.load(std::memory_order_relaxed);
+  for (;;) {
+    if (p >= job.n) return false;
+    size_t size = (job.n - p) / job.spread;
+    if (size > job.grain) size = job.grain;
+    if (size < job.tail) size = job.tail;
+    const size_t e = job.n - p > size ? p + size : job.n;
+    if (job.next.compare_exchange_weak(p, e, std::memory_order_relaxed)) {
+      begin = p;
+      end = e;
+      return true;
+    }
+  }
+}
+
+void ThreadPool::maybeNearEnd(Job& job, size_t end) {
+  if (job.told.load(std::memory_order_relaxed)) return;
+  bool now = end == job.n;  // the last chunk is claimed
+  if (!now) {
+    const size_t done = job.done.load(std::memory_order_relaxed);
+    if (done == 0) return;
+    const double elapsed = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - job.start).count();
+    now = static_cast<double>(job.n - done) * elapsed <= static_cast<double>(job.leadNs) * static_cast<double>(done);
+  }
+  if (now && !job.told.exchange(true, std::memory_order_relaxed)) job.nearEnd->nearEnd();
+}
+
 void ThreadPool::runChunks(Job& job) {
   for (;;) {
-    size_t c = job.next.fetch_add(1, std::memory_order_relaxed);
-    if (c >= job.chunks) return;
+    size_t begin = 0;
+    size_t end = 0;
+    if (!claim(job, begin, end)) return;
+    // This thread holds [begin, end) until it counts it done: the job cannot end meanwhile.
+    if (job.nearEnd != nullptr) maybeNearEnd(job, end);
     if (!job.failed.load(std::memory_order_relaxed)) {
-      size_t begin = c * job.grain;
-      size_t end = begin + job.grain < job.n ? begin + job.grain : job.n;
       try {
         (*job.fn)(begin, end);
       } catch (...) {
@@ -78,7 +127,7 @@ void ThreadPool::runChunks(Job& job) {
         job.failed.store(true, std::memory_order_relaxed);
       }
     }
-    if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 == job.chunks) {
+    if (job.done.fetch_add(end - begin, std::memory_order_acq_rel) + (end - begin) == job.n) {
       std::lock_guard<std::mutex> lock(job.m);
       job.finished.notify_all();
     }
@@ -88,7 +137,7 @@ void ThreadPool::runChunks(Job& job) {
 std::shared_ptr<ThreadPool::Job> ThreadPool::joinableJob() {
   for (auto it = queue_.begin(); it != queue_.end();) {
     Job& job = **it;
-    if (job.next.load(std::memory_order_relaxed) >= job.chunks) {
+    if (job.next.load(std::memory_order_relaxed) >= job.n) {
       it = queue_.erase(it);  // every chunk taken: the threads running them finish it
     } else if (job.helpers < job.maxHelpers) {
       ++job.helpers;
@@ -152,7 +201,9 @@ void ThreadPool::workerLoop() {
     if (job) {
       runChunks(*job);
     } else if (task) {
-      task->run();
+      if (task->nearEndLeadNs() > 0) tlsNearEndTask = task;
+      task->run();  // may delete the task
+      tlsNearEndTask = nullptr;
     } else if (help) {
       awaitJob(seen);
     }
@@ -193,8 +244,16 @@ void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(si
   job->fn = &fn;
   job->n = n;
   job->grain = grain;
-  job->chunks = (n + grain - 1) / grain;
-  job->maxHelpers = threads_ - 1 < job->chunks - 1 ? threads_ - 1 : job->chunks - 1;
+  const size_t chunks = (n + grain - 1) / grain;
+  job->maxHelpers = threads_ - 1 < chunks - 1 ? threads_ - 1 : chunks - 1;
+  if (PoolTask* task = tlsNearEndTask) {
+    tlsNearEndTask = nullptr;  // the task's first parallelFor only
+    job->nearEnd = task;
+    job->leadNs = task->nearEndLeadNs();
+    job->tail = grain / 16 > 0 ? grain / 16 : 1;
+    job->spread = 2 * threads_;
+    job->start = std::chrono::steady_clock::now();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(job);
@@ -206,10 +265,10 @@ void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(si
   runChunks(*job);
   // The last chunks are running on helpers: wait for them awake for a while (a sleeping
   // caller is woken tens of microseconds after the last one ends on a VM), then sleep.
-  yieldUntil(kHelperWaitNs, [&] { return job->done.load(std::memory_order_acquire) == job->chunks; });
+  yieldUntil(kHelperWaitNs, [&] { return job->done.load(std::memory_order_acquire) == job->n; });
   {
     std::unique_lock<std::mutex> lock(job->m);
-    job->finished.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == job->chunks; });
+    job->finished.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == job->n; });
   }
   if (job->error) std::rethrow_exception(job->error);
 }

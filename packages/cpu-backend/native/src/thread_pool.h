@@ -36,6 +36,17 @@ class PoolTask {
   virtual ~PoolTask() = default;
   virtual void run() noexcept = 0;
 
+  /**
+   * > 0: the first parallelFor that run() calls on its own thread tells nearEnd() once, about
+   * this many nanoseconds before its estimated end (see ThreadPool::parallelFor). 0: never.
+   */
+  virtual long long nearEndLeadNs() const noexcept { return 0; }
+  /**
+   * Called at most once per run, on a pool thread that holds one of that parallelFor's
+   * unfinished chunks (so the job, and run(), have not ended yet). Must not throw or block.
+   */
+  virtual void nearEnd() noexcept {}
+
  private:
   friend class ThreadPool;
   PoolTask* next_ = nullptr;
@@ -67,6 +78,13 @@ class ThreadPool {
    * Runs fn(begin, end) over [0, n) in chunks of `grain` (>= 1) on the caller and up to
    * threads() - 1 workers; returns when every chunk is done. Rethrows the first exception
    * a chunk threw.
+   *
+   * Called by a posted task whose nearEndLeadNs() is > 0 (its first parallelFor only), the
+   * chunks shrink towards the end (each at most `grain`, about a 2 * threads()-th of what is
+   * left, at least grain / 16), and at each claim of a chunk the job estimates its remaining
+   * time from the rate so far: when it is below the lead (or the last chunk is claimed) the
+   * task's nearEnd() is called once. An async op uses it to wake the JS thread while the last
+   * chunks still run, so that wake overlaps them.
    */
   void parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
 
@@ -100,6 +118,10 @@ class ThreadPool {
   /** Under mutex_: a job a worker may help (and joins it), after dropping exhausted ones. */
   std::shared_ptr<Job> joinableJob();
   static void runChunks(Job& job);
+  /** Claims the next chunk [begin, end) of job; false when none is left. */
+  static bool claim(Job& job, size_t& begin, size_t& end);
+  /** At a claim: calls the job's nearEnd once when its estimated remaining time is below its lead. */
+  static void maybeNearEnd(Job& job, size_t end);
   /** A worker woken by post(task, helpers): yields until a job is queued after `seen`, at most kHelperWaitNs. */
   void awaitJob(size_t seen);
 

@@ -298,3 +298,133 @@ TEST(a_pool_destroyed_right_after_a_helped_task_joins) {
   }
   EXPECT_EQ(done.runs.load(), 1);
 }
+
+namespace {
+
+// A posted task whose first parallelFor tells nearEnd() (PoolTask::nearEndLeadNs): records
+// when it was told and the chunks it ran.
+struct NearEndTask final : PoolTask {
+  long long lead = 0;
+  size_t n = 0;
+  size_t grain = 1;
+  bool secondFor = false;  // run a second parallelFor after the first (not told)
+  bool throwLast = false;  // the chunk holding index n - 1 throws
+  std::vector<std::atomic<int>> hits;
+  std::atomic<size_t> itemsDone{0};
+  std::atomic<int> told{0};
+  std::atomic<size_t> doneWhenTold{0};
+  std::atomic<size_t> smallest{~size_t{0}};
+  std::atomic<size_t> largest{0};
+  bool threw = false;
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+
+  long long nearEndLeadNs() const noexcept override { return lead; }
+  void nearEnd() noexcept override {
+    doneWhenTold = itemsDone.load();
+    told.fetch_add(1);
+  }
+  void run() noexcept override {
+    const std::function<void(size_t, size_t)> body = [&](size_t b, size_t e) {
+      size_t s = e - b;
+      for (size_t v = smallest.load(); s < v && !smallest.compare_exchange_weak(v, s);) {
+      }
+      for (size_t v = largest.load(); s > v && !largest.compare_exchange_weak(v, s);) {
+      }
+      for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      // Some work per chunk, so that the rate estimate sees time pass.
+      volatile size_t sink = 0;
+      for (size_t i = 0; i < 50 * s; ++i) sink = sink + i;
+      itemsDone.fetch_add(s);
+      if (throwLast && e == n) throw std::runtime_error("last chunk");
+    };
+    try {
+      pool->parallelFor(n, grain, body);
+      if (secondFor) pool->parallelFor(n, grain, [](size_t, size_t) {});
+    } catch (const std::runtime_error&) {
+      threw = true;
+    }
+    std::lock_guard<std::mutex> lock(m);
+    finished = true;
+    cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return finished; });
+  }
+  ThreadPool* pool = nullptr;
+  explicit NearEndTask(size_t items) : n(items), hits(items) {}
+};
+
+}  // namespace
+
+TEST(a_task_is_told_once_before_its_parallel_for_ends_and_every_index_runs_once) {
+  // Leads from "only at the last claim" (1 ns) to "at the first claim with a rate" (10 s);
+  // grains that give one chunk (inline: never told) and many; 1 to 4 threads.
+  for (size_t threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    for (long long lead : {1LL, 30000LL, 10000000000LL}) {
+      for (size_t grain : {size_t{1}, size_t{97}, size_t{4096}, size_t{100000}}) {
+        for (bool helpers : {false, true}) {
+          NearEndTask t(20011);
+          t.pool = &pool;
+          t.lead = lead;
+          t.grain = grain;
+          t.secondFor = true;
+          pool.post(&t, helpers ? threads - 1 : 0);
+          t.wait();
+          for (auto& h : t.hits) EXPECT_EQ(h.load(), 1);
+          const bool splits = threads > 1 && t.n > grain;
+          EXPECT_EQ(t.told.load(), splits ? 1 : 0);  // once, for the first parallelFor only
+          if (splits) {
+            EXPECT_TRUE(t.doneWhenTold.load() < t.n);  // the job had not ended
+            EXPECT_TRUE(t.largest.load() <= grain);
+            if (grain >= 32) EXPECT_TRUE(t.smallest.load() < grain);  // the tail is finer
+          }
+          EXPECT_TRUE(!t.threw);
+        }
+      }
+    }
+  }
+}
+
+TEST(a_told_task_whose_last_chunk_throws_still_gets_the_error) {
+  ThreadPool pool(2);
+  NearEndTask t(5000);
+  t.pool = &pool;
+  t.lead = 1;  // told at the last claim, the chunk that throws
+  t.grain = 64;
+  t.throwLast = true;
+  pool.post(&t, 1);
+  t.wait();
+  EXPECT_TRUE(t.threw);
+  EXPECT_EQ(t.told.load(), 1);
+  for (auto& h : t.hits) EXPECT_EQ(h.load(), 1);
+}
+
+TEST(parallel_for_outside_a_told_task_keeps_its_chunks) {
+  // No task, or a task with no lead: chunks of exactly `grain` (the last one shorter).
+  ThreadPool pool(3);
+  std::mutex m;
+  std::vector<std::pair<size_t, size_t>> chunks;
+  pool.parallelFor(1000, 64, [&](size_t b, size_t e) {
+    std::lock_guard<std::mutex> lock(m);
+    chunks.emplace_back(b, e);
+  });
+  std::sort(chunks.begin(), chunks.end());
+  EXPECT_EQ(chunks.size(), size_t{16});
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    EXPECT_EQ(chunks[i].first, i * 64);
+    EXPECT_EQ(chunks[i].second, std::min<size_t>(1000, i * 64 + 64));
+  }
+  NearEndTask t(3000);
+  t.pool = &pool;
+  t.lead = 0;
+  t.grain = 100;
+  pool.post(&t, 2);
+  t.wait();
+  EXPECT_EQ(t.told.load(), 0);
+  EXPECT_EQ(t.smallest.load(), size_t{100});
+  EXPECT_EQ(t.largest.load(), size_t{100});
+}
