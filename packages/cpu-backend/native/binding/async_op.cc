@@ -16,8 +16,6 @@ PendingOp* opOf(void* item) { return reinterpret_cast<PendingOp*>(reinterpret_ca
 
 }  // namespace
 
-long long PendingOp::nearEndLeadNs() const noexcept { return early_ ? AsyncCompletion::kNearEndLeadNs : 0; }
-
 void PendingOp::nearEnd() noexcept { done_.nearEnd(this); }
 
 bool anyResizable(Napi::Env env, const std::vector<Napi::Value>& values) {
@@ -79,7 +77,11 @@ void AsyncCompletion::finished(PendingOp* op) noexcept {
   for (;;) {
     if (s == PendingOp::kWaiting) {
       // The JS thread waits for this job in awaitEnd: it settles the op (do not touch it after this).
-      if (op->state_.compare_exchange_weak(s, PendingOp::kHanded, std::memory_order_acq_rel)) break;
+      if (op->state_.compare_exchange_weak(s, PendingOp::kHanded, std::memory_order_acq_rel)) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        handed_.notify_all();
+        break;
+      }
     } else if (op->state_.compare_exchange_weak(s, PendingOp::kEnded, std::memory_order_acq_rel)) {
       // Closing (the environment is being torn down): nothing on the JS side waits any more.
       if (napi_call_threadsafe_function(tsfn_, op, napi_tsfn_nonblocking) != napi_ok) op->abandon();
@@ -94,9 +96,17 @@ void AsyncCompletion::awaitEnd(napi_env env, PendingOp* op) {
   // The op is alive here: its settlement is queued after this wake-up, or made below.
   int s = PendingOp::kSignaled;
   if (!op->state_.compare_exchange_strong(s, PendingOp::kWaiting, std::memory_order_acq_rel)) return;  // ended: queued
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kEarlyWaitNs);
-  while (op->state_.load(std::memory_order_acquire) != PendingOp::kHanded && std::chrono::steady_clock::now() < until) {
+  // Awake first: this thread was woken onto the core of a thread with no chunk left, and the
+  // last chunks are short. Then asleep (a yielding thread still takes its share of a core
+  // the job may need): finished() wakes it.
+  const auto start = std::chrono::steady_clock::now();
+  const auto handed = [op] { return op->state_.load(std::memory_order_acquire) == PendingOp::kHanded; };
+  while (!handed() && std::chrono::steady_clock::now() < start + std::chrono::nanoseconds(kEarlySpinNs)) {
     std::this_thread::yield();
+  }
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    handed_.wait_until(lock, start + std::chrono::nanoseconds(kEarlyWaitNs), handed);
   }
   s = PendingOp::kWaiting;
   if (op->state_.compare_exchange_strong(s, PendingOp::kSignaled, std::memory_order_acq_rel)) return;  // finished() queues it

@@ -55,7 +55,7 @@ class PendingOp : public PoolTask {
   /** The environment is gone: frees what it can without touching JS. */
   virtual void abandon() = 0;
 
-  long long nearEndLeadNs() const noexcept override;
+  bool wantsNearEnd() const noexcept override { return early_; }
   void nearEnd() noexcept override;
 
  protected:
@@ -75,12 +75,14 @@ class PendingOp : public PoolTask {
  * one thread-safe function, and at environment teardown waits for jobs still running
  * (they read JS-owned memory).
  *
- * An op with Op::nearEnd wakes the JS thread ahead of its end: its job's parallelFor calls
- * nearEnd() about kNearEndLeadNs before it estimates to end, which queues a wake-up; the
- * JS thread, woken while the last chunks run, waits for the job's end (yielding, at most
- * kEarlyWaitNs) and settles the op itself, so the job's end needs no second wake. If the
- * job has not ended by then, the JS thread returns to the event loop and the job's end
- * queues the settlement as usual.
+ * An op with Op::nearEnd wakes the JS thread ahead of its end. Its job's parallelFor calls
+ * nearEnd() from the first thread that finds no chunk left while the others still run theirs
+ * (ThreadPool::parallelFor): that queues a wake-up, so the JS thread's wake and the event
+ * loop's work before the callback run on that idle core while the last chunks finish. Then
+ * the JS thread waits for the job's end (awake for kEarlySpinNs, then asleep, at most
+ * kEarlyWaitNs in all) and settles the op itself: the job's end needs no second wake of the
+ * event loop. If the job has not ended by then, the JS thread returns to the event loop and
+ * the job's end queues the settlement as usual.
  */
 class AsyncCompletion {
  public:
@@ -97,10 +99,10 @@ class AsyncCompletion {
   /** Pool thread, the job still running: queues a wake-up of the JS thread (see the class comment). */
   void nearEnd(PendingOp* op) noexcept;
 
-  /** How long before the job's estimated end nearEnd() is called. */
-  static constexpr long long kNearEndLeadNs = 30000;
   /** How long the JS thread, woken by nearEnd(), waits for the job's end at most (it holds the event loop). */
   static constexpr long long kEarlyWaitNs = 100000;
+  /** The first part of that wait, awake (yielding its core); then asleep until finished() wakes it. */
+  static constexpr long long kEarlySpinNs = 30000;
 
  private:
   explicit AsyncCompletion(napi_env env);
@@ -116,6 +118,7 @@ class AsyncCompletion {
   size_t pending_ = 0;  // JS thread only: started, not yet settled
   std::mutex mutex_;
   std::condition_variable idle_;
+  std::condition_variable handed_;  // awaitEnd's op was handed to the JS thread
   size_t running_ = 0;  // started, job not yet ended (guarded by mutex_)
   bool closing_ = false;
 };

@@ -13,13 +13,12 @@ struct ThreadPool::Job {
   size_t maxHelpers = 0;  // workers that may join (guarded by the pool's mutex_)
   size_t helpers = 0;
   // A posted task's first parallelFor (nearEnd != nullptr): chunks shrink to `tail` items
-  // (a 2 * threads-th of what is left: `spread`), and nearEnd is told once, leadNs ahead.
+  // (a `spread`-th of what is left), and nearEnd is told once, by the first idle thread.
   size_t tail = 0;
   size_t spread = 1;
   PoolTask* nearEnd = nullptr;
-  long long leadNs = 0;
-  std::chrono::steady_clock::time_point start;
   std::atomic<bool> told{false};
+  std::atomic<int> telling{0};  // threads in tellIdle (parallelFor returns only once it is 0)
   std::atomic<size_t> next{0};  // items claimed
   std::atomic<size_t> done{0};  // items done
   std::atomic<bool> failed{false};
@@ -77,6 +76,15 @@ thread_local PoolTask* tlsNearEndTask = nullptr;
 
 }  // namespace
 
+void ThreadPool::tellIdle(Job& job) {
+  if (job.told.load(std::memory_order_relaxed)) return;
+  job.telling.fetch_add(1, std::memory_order_seq_cst);
+  if (job.done.load(std::memory_order_seq_cst) < job.n && !job.told.exchange(true, std::memory_order_relaxed)) {
+    job.nearEnd->nearEnd();
+  }
+  job.telling.fetch_sub(1, std::memory_order_seq_cst);
+}
+
 bool ThreadPool::claim(Job& job, size_t& begin, size_t& end) {
   if (job.tail == 0) {
     begin = job.next.fetch_add(job.grain, std::memory_order_relaxed);
@@ -99,25 +107,14 @@ bool ThreadPool::claim(Job& job, size_t& begin, size_t& end) {
   }
 }
 
-void ThreadPool::maybeNearEnd(Job& job, size_t end) {
-  if (job.told.load(std::memory_order_relaxed)) return;
-  bool now = end == job.n;  // the last chunk is claimed
-  if (!now) {
-    const size_t done = job.done.load(std::memory_order_relaxed);
-    if (done == 0) return;
-    const double elapsed = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - job.start).count();
-    now = static_cast<double>(job.n - done) * elapsed <= static_cast<double>(job.leadNs) * static_cast<double>(done);
-  }
-  if (now && !job.told.exchange(true, std::memory_order_relaxed)) job.nearEnd->nearEnd();
-}
-
 void ThreadPool::runChunks(Job& job) {
   for (;;) {
     size_t begin = 0;
     size_t end = 0;
-    if (!claim(job, begin, end)) return;
-    // This thread holds [begin, end) until it counts it done: the job cannot end meanwhile.
-    if (job.nearEnd != nullptr) maybeNearEnd(job, end);
+    if (!claim(job, begin, end)) {
+      if (job.nearEnd != nullptr) tellIdle(job);
+      return;
+    }
     if (!job.failed.load(std::memory_order_relaxed)) {
       try {
         (*job.fn)(begin, end);
@@ -127,7 +124,7 @@ void ThreadPool::runChunks(Job& job) {
         job.failed.store(true, std::memory_order_relaxed);
       }
     }
-    if (job.done.fetch_add(end - begin, std::memory_order_acq_rel) + (end - begin) == job.n) {
+    if (job.done.fetch_add(end - begin, std::memory_order_seq_cst) + (end - begin) == job.n) {
       std::lock_guard<std::mutex> lock(job.m);
       job.finished.notify_all();
     }
@@ -201,7 +198,7 @@ void ThreadPool::workerLoop() {
     if (job) {
       runChunks(*job);
     } else if (task) {
-      if (task->nearEndLeadNs() > 0) tlsNearEndTask = task;
+      if (task->wantsNearEnd()) tlsNearEndTask = task;
       task->run();  // may delete the task
       tlsNearEndTask = nullptr;
     } else if (help) {
@@ -249,10 +246,8 @@ void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(si
   if (PoolTask* task = tlsNearEndTask) {
     tlsNearEndTask = nullptr;  // the task's first parallelFor only
     job->nearEnd = task;
-    job->leadNs = task->nearEndLeadNs();
-    job->tail = grain / 16 > 0 ? grain / 16 : 1;
+    job->tail = grain / 8 > 0 ? grain / 8 : 1;
     job->spread = 2 * threads_;
-    job->start = std::chrono::steady_clock::now();
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -270,6 +265,9 @@ void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(si
     std::unique_lock<std::mutex> lock(job->m);
     job->finished.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == job->n; });
   }
+  // A thread out of chunks may still be telling the task (it read done < n): the task, and
+  // what nearEnd touches, must outlive that.
+  while (job->telling.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   if (job->error) std::rethrow_exception(job->error);
 }
 

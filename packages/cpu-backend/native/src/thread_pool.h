@@ -37,13 +37,13 @@ class PoolTask {
   virtual void run() noexcept = 0;
 
   /**
-   * > 0: the first parallelFor that run() calls on its own thread tells nearEnd() once, about
-   * this many nanoseconds before its estimated end (see ThreadPool::parallelFor). 0: never.
+   * True: the first parallelFor that run() calls on its own thread tells nearEnd() once, when
+   * a thread of it finds no chunk left while others still run theirs (ThreadPool::parallelFor).
    */
-  virtual long long nearEndLeadNs() const noexcept { return 0; }
+  virtual bool wantsNearEnd() const noexcept { return false; }
   /**
-   * Called at most once per run, on a pool thread that holds one of that parallelFor's
-   * unfinished chunks (so the job, and run(), have not ended yet). Must not throw or block.
+   * Called at most once per run, on a pool thread, while that parallelFor still runs (it
+   * returns only after this call does, so run() has not ended either). Must not throw or block.
    */
   virtual void nearEnd() noexcept {}
 
@@ -79,12 +79,12 @@ class ThreadPool {
    * threads() - 1 workers; returns when every chunk is done. Rethrows the first exception
    * a chunk threw.
    *
-   * Called by a posted task whose nearEndLeadNs() is > 0 (its first parallelFor only), the
+   * Called by a posted task whose wantsNearEnd() is true (its first parallelFor only), the
    * chunks shrink towards the end (each at most `grain`, about a 2 * threads()-th of what is
-   * left, at least grain / 16), and at each claim of a chunk the job estimates its remaining
-   * time from the rate so far: when it is below the lead (or the last chunk is claimed) the
-   * task's nearEnd() is called once. An async op uses it to wake the JS thread while the last
-   * chunks still run, so that wake overlaps them.
+   * left, at least grain / 8), and the first thread that finds no chunk left while other
+   * threads still run theirs calls the task's nearEnd() (once; that thread is idle from then
+   * on, so what nearEnd() wakes can take its core). An async op uses it to wake the JS thread
+   * while the last chunks still run, so that wake overlaps them.
    */
   void parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
 
@@ -120,8 +120,8 @@ class ThreadPool {
   static void runChunks(Job& job);
   /** Claims the next chunk [begin, end) of job; false when none is left. */
   static bool claim(Job& job, size_t& begin, size_t& end);
-  /** At a claim: calls the job's nearEnd once when its estimated remaining time is below its lead. */
-  static void maybeNearEnd(Job& job, size_t end);
+  /** A thread that found no chunk left: calls the job's nearEnd once if the job is still running. */
+  static void tellIdle(Job& job);
   /** A worker woken by post(task, helpers): yields until a job is queued after `seen`, at most kHelperWaitNs. */
   void awaitJob(size_t seen);
 
