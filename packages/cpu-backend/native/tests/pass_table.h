@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "scores.h"
 #include "table_helpers.h"
 #include "test.h"
 
@@ -160,6 +161,21 @@ inline std::vector<int64_t> fillCrowded(embedstack::Table& t, uint64_t seed, siz
   for (int i = 0; i < 200; ++i) pool.push_back(static_cast<int64_t>(rng()));
   pool.insert(pool.end(), {INT64_MIN + 1, INT64_MAX - 1, -2});
   return pool;
+}
+
+/**
+ * Runs `reads` (one read of each twin table) again until it starts and ends within one wall-clock
+ * second, when `policy` scores reads by the second (kTimestamp): reads that straddle a second
+ * boundary touch different scores, and sameTables would differ for no fault of the code (seen once
+ * under ASan). A retry touches both twins alike, so their scores agree again.
+ */
+template <class Reads>
+void withinOneSecond(embedstack::ScorePolicy policy, Reads&& reads) {
+  for (;;) {
+    const uint64_t second = embedstack::nowSeconds();
+    reads();
+    if (policy != embedstack::ScorePolicy::kTimestamp || embedstack::nowSeconds() == second) return;
+  }
 }
 
 /** Both tables' rows, keys, scores, values and optimizer slots, in arena order, are the same bits. */
