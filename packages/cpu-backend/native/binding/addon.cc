@@ -36,6 +36,14 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   o.Set("parallelThreshold", static_cast<double>(kParallelThreshold));
   o.Set("napiVersion", static_cast<double>(NAPI_VERSION));
   o.Set("mallocTuning", allocatorTuningName(allocatorTuning()));
+  const ResultCacheStats rc = resultCacheStats();
+  Napi::Object cache = Napi::Object::New(env);
+  cache.Set("capBytes", static_cast<double>(rc.capBytes));
+  cache.Set("heldBytes", static_cast<double>(rc.heldBytes));
+  cache.Set("heldBlocks", static_cast<double>(rc.heldBlocks));
+  cache.Set("hits", static_cast<double>(rc.hits));
+  cache.Set("misses", static_cast<double>(rc.misses));
+  o.Set("resultCache", cache);
   return o;
 }
 

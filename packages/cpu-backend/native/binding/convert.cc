@@ -1,6 +1,6 @@
 #include "convert.h"
 
-#include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -8,18 +8,21 @@ namespace embedstack {
 
 namespace {
 
-void freeBlock(napi_env, void* data, void*) {
-  std::free(data);
+// The finalizer of a result's ArrayBuffer: the block goes back to the result cache
+// (memory.h), its size carried as the hint.
+void freeBlock(napi_env, void* data, void* hint) {
+  resultFree(data, reinterpret_cast<uintptr_t>(hint));
 }
 
-// Takes ownership of a malloc'd block and returns an ArrayBuffer over it.
-Napi::ArrayBuffer adopt(Napi::Env env, void* data, size_t bytes) {
-  if (data == nullptr || bytes == 0) {
-    std::free(data);
+// Takes ownership of a result block and returns an ArrayBuffer of its first `bytes`.
+Napi::ArrayBuffer adopt(Napi::Env env, ResultBlock block, size_t bytes) {
+  if (block.p == nullptr || bytes == 0) {
+    resultFree(block.p, block.bytes);
     return Napi::ArrayBuffer::New(env, 0);
   }
   napi_value ab;
-  napi_status s = napi_create_external_arraybuffer(env, data, bytes, freeBlock, nullptr, &ab);
+  napi_status s = napi_create_external_arraybuffer(env, block.p, bytes, freeBlock,
+                                                   reinterpret_cast<void*>(static_cast<uintptr_t>(block.bytes)), &ab);
   if (s == napi_ok) return Napi::ArrayBuffer(env, ab);
   // The runtime forbids external buffers (or failed): copy into a V8-owned one.
   bool pending = false;
@@ -32,11 +35,11 @@ Napi::ArrayBuffer adopt(Napi::Env env, void* data, size_t bytes) {
   try {
     copy = Napi::ArrayBuffer::New(env, bytes);
   } catch (...) {
-    std::free(data);
+    resultFree(block.p, block.bytes);
     throw;
   }
-  std::memcpy(copy.Data(), data, bytes);
-  std::free(data);
+  std::memcpy(copy.Data(), block.p, bytes);
+  resultFree(block.p, block.bytes);
   return copy;
 }
 

@@ -157,6 +157,170 @@ void scratchFree(void* p, size_t bytes) noexcept {
 
 size_t scratchCachedBytes() { return scratchCache().held(); }
 
+namespace {
+constexpr size_t kResultGrain = size_t{64} << 10;  // mapped blocks are whole 64 KiB
+// The result cache's most entries: enough for a cap of 256 MiB of 1 MiB blocks.
+constexpr size_t kResultMaxEntries = 256;
+constexpr size_t kResultCacheMaxMb = 65536;
+
+size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+// A block of `bytes` (whole kResultGrain) from the system, or nullptr. Plain 4 KiB pages:
+// huge pages made a miss dearer here (a VM whose host backs memory in 4 KiB pages
+// faults in a fresh 2 MiB page 512 times over; a loop of fresh 26.6 MB results took
+// 64-95 ms of CPU per call with MADV_HUGEPAGE blocks, 42 ms without).
+void* mapResult(size_t bytes) {
+#ifdef ES_HAVE_MMAP
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+#else
+  return std::malloc(bytes);
+#endif
+}
+
+void unmapResult(void* p, size_t bytes) noexcept {
+#ifdef ES_HAVE_MMAP
+  munmap(p, bytes);
+#else
+  (void)bytes;
+  std::free(p);
+#endif
+}
+
+// Freed result blocks, oldest first; at most cap_ bytes in all. Never destroyed (the
+// finalizers of results still alive at exit, and pool threads, may free into it).
+class ResultCache {
+ public:
+  ResultCache() {
+    cap_ = kResultCacheBytes;
+    if (const char* env = std::getenv("EMBEDSTACK_CPU_RESULT_CACHE_MB")) {
+      char* end = nullptr;
+      const long v = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && v >= 0 && static_cast<unsigned long>(v) <= kResultCacheMaxMb) {
+        cap_ = static_cast<size_t>(v) << 20;
+      }
+    }
+  }
+
+  // The smallest cached block of `bytes` to bytes + bytes / 4 (the newest of equals), or {}.
+  ResultBlock take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t best = count_;
+    for (size_t i = count_; i-- > 0;) {
+      const size_t b = entries_[i].bytes;
+      if (b < bytes || b - bytes > bytes / 4) continue;
+      if (best == count_ || b < entries_[best].bytes) best = i;
+    }
+    if (best == count_) {
+      ++misses_;
+      return {};
+    }
+    const ResultBlock got = entries_[best];
+    for (size_t j = best + 1; j < count_; ++j) entries_[j - 1] = entries_[j];
+    --count_;
+    held_ -= got.bytes;
+    ++hits_;
+    return got;
+  }
+
+  void give(void* p, size_t bytes) noexcept {
+    ResultBlock evicted[kResultMaxEntries + 1];
+    size_t nEvicted = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (bytes > cap_) {
+        evicted[nEvicted++] = {p, bytes};
+      } else {
+        nEvicted = evictFor(bytes, cap_, evicted);
+        entries_[count_++] = {p, bytes};
+        held_ += bytes;
+      }
+    }
+    for (size_t i = 0; i < nEvicted; ++i) unmapResult(evicted[i].p, evicted[i].bytes);
+  }
+
+  ResultCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ResultCacheStats s;
+    s.heldBytes = held_;
+    s.heldBlocks = count_;
+    s.capBytes = cap_;
+    s.hits = hits_;
+    s.misses = misses_;
+    return s;
+  }
+
+  // Sets the cap (keep: true) or empties the cache (keep: false, cap unchanged).
+  void shrink(size_t cap, bool keep) noexcept {
+    ResultBlock evicted[kResultMaxEntries + 1];
+    size_t nEvicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (keep) cap_ = cap;
+      nEvicted = evictFor(0, keep ? cap : 0, evicted);
+    }
+    for (size_t i = 0; i < nEvicted; ++i) unmapResult(evicted[i].p, evicted[i].bytes);
+  }
+
+ private:
+  // Under the lock: drops the oldest entries until `incoming` more bytes fit in `cap` and
+  // an entry is free; returns how many were moved to `out` (to unmap outside the lock).
+  size_t evictFor(size_t incoming, size_t cap, ResultBlock* out) {
+    size_t drop = 0;
+    while (drop < count_ && (held_ + incoming > cap || count_ - drop >= kResultMaxEntries)) {
+      held_ -= entries_[drop].bytes;
+      out[drop] = entries_[drop];
+      ++drop;
+    }
+    for (size_t j = drop; j < count_; ++j) entries_[j - drop] = entries_[j];
+    count_ -= drop;
+    return drop;
+  }
+
+  std::mutex mutex_;
+  ResultBlock entries_[kResultMaxEntries];
+  size_t count_ = 0;
+  size_t held_ = 0;
+  size_t cap_ = 0;
+  uint64_t hits_ = 0;
+  uint64_t misses_ = 0;
+};
+
+ResultCache& resultCache() {
+  static ResultCache* cache = new ResultCache();
+  return *cache;
+}
+}  // namespace
+
+ResultBlock resultAllocate(size_t bytes) {
+  if (bytes < kResultMinBlock) {
+    void* p = std::malloc(bytes == 0 ? 1 : bytes);
+    if (!p) throw std::bad_alloc();
+    return {p, bytes};
+  }
+  const size_t want = roundUp(bytes, kResultGrain);
+  const ResultBlock cached = resultCache().take(want);
+  if (cached.p != nullptr) return cached;
+  void* p = mapResult(want);
+  if (!p) throw std::bad_alloc();
+  return {p, want};
+}
+
+void resultFree(void* p, size_t blockBytes) noexcept {
+  if (!p) return;
+  if (blockBytes < kResultMinBlock) {
+    std::free(p);
+  } else {
+    resultCache().give(p, blockBytes);
+  }
+}
+
+ResultCacheStats resultCacheStats() { return resultCache().stats(); }
+
+void setResultCacheCap(size_t bytes) { resultCache().shrink(bytes, true); }
+
+void clearResultCache() { resultCache().shrink(0, false); }
+
 #if defined(__GLIBC__) && defined(ES_HAVE_MMAP)
 namespace {
 // The process's resident bytes (/proc/self/statm), or 0 when unknown.

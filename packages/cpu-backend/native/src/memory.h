@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -171,57 +172,120 @@ class Block {
   bool mapped_ = false;
 };
 
-/** A malloc'd array handed to JS as an external ArrayBuffer (or freed here). */
+/**
+ * Result blocks: the storage of HostArray, i.e. of the result arrays the addon allocates
+ * (exportBatch's arrays, the binding's find / lookupCombined when called without an
+ * output) and of per-call buffers (per-entry gradients, a sharded call's owned entries
+ * and rows).
+ *
+ * Blocks of at least kResultMinBlock bytes are mappings of whole 64 KiB; when freed (by
+ * their owner, or by the finalizer of the external ArrayBuffer a result became) they
+ * wait in a process-wide cache, and the next request of a similar size (a block at most
+ * 1/4 larger) takes one back with its pages present. Without it every such request
+ * was fresh memory, a page fault per 4 KiB written (a 26.6 MB result: 6,650 faults, on
+ * the order of the call's own work), whenever the C heap had given the freed blocks back
+ * to the system. The cache holds at most resultCacheStats().capBytes (kResultCacheBytes,
+ * or EMBEDSTACK_CPU_RESULT_CACHE_MB; 0 turns it off): past the cap the oldest blocks are
+ * unmapped, and a block larger than the cap is unmapped when freed. A block is cached
+ * only once its owner freed it (a JS result: once V8 collected its ArrayBuffer and Node
+ * ran the finalizer), and every kernel writes every element of its result, so no bytes
+ * of an earlier result reach a new one (tests/test_result_cache.cc recycles a block of
+ * garbage). Smaller blocks use malloc. Thread-safe.
+ *
+ * Node runs an external ArrayBuffer's finalizer as its event loop turns, not during the
+ * collection: a synchronous loop gets no block back until it yields. That is why the
+ * public API's find and bag fill arrays that JS allocates (cpuTable.ts), which V8 frees
+ * in the collection itself.
+ */
+constexpr size_t kResultMinBlock = size_t{1} << 20;
+constexpr size_t kResultCacheBytes = size_t{128} << 20;
+
+/** A result block: its address and its size (at least what was asked). */
+struct ResultBlock {
+  void* p = nullptr;
+  size_t bytes = 0;
+};
+/** A block of at least `bytes` (> 0): cached, mapped or malloc'd. Throws std::bad_alloc on failure. */
+ResultBlock resultAllocate(size_t bytes);
+/** Returns a block from resultAllocate (its ResultBlock::bytes) to the cache, or to the system. */
+void resultFree(void* p, size_t blockBytes) noexcept;
+
+/** What the result cache holds and has done since the process started. */
+struct ResultCacheStats {
+  size_t heldBytes = 0;
+  size_t heldBlocks = 0;
+  size_t capBytes = 0;
+  uint64_t hits = 0;    // requests served by a cached block
+  uint64_t misses = 0;  // requests of >= kResultMinBlock bytes that mapped a new block
+};
+ResultCacheStats resultCacheStats();
+/** Sets the cap (bytes; 0 turns caching off), unmapping what no longer fits. Tests and tools. */
+void setResultCacheCap(size_t bytes);
+/** Unmaps every cached block. */
+void clearResultCache();
+
+/** An array in a result block (see resultAllocate), handed to JS as an external ArrayBuffer (or freed here). */
 template <class T>
 class HostArray {
  public:
   HostArray() = default;
   explicit HostArray(size_t n) { allocate(n); }
-  ~HostArray() { std::free(data_); }
+  ~HostArray() { resultFree(data_, block_); }
   HostArray(const HostArray&) = delete;
   HostArray& operator=(const HostArray&) = delete;
-  HostArray(HostArray&& o) noexcept : data_(o.data_), n_(o.n_) {
+  HostArray(HostArray&& o) noexcept : data_(o.data_), n_(o.n_), block_(o.block_) {
     o.data_ = nullptr;
     o.n_ = 0;
+    o.block_ = 0;
   }
   HostArray& operator=(HostArray&& o) noexcept {
     if (this != &o) {
-      std::free(data_);
+      resultFree(data_, block_);
       data_ = o.data_;
       n_ = o.n_;
+      block_ = o.block_;
       o.data_ = nullptr;
       o.n_ = 0;
+      o.block_ = 0;
     }
     return *this;
   }
 
   /** Uninitialised storage for n elements (the caller writes every one). */
   void allocate(size_t n) {
-    std::free(data_);
+    resultFree(data_, block_);
     data_ = nullptr;
     n_ = 0;
+    block_ = 0;
     if (n == 0) return;
     size_t bytes = checkedMul(n, sizeof(T), "a result buffer");
-    void* p = std::malloc(bytes);
-    if (!p) throwOutOfMemory(bytes, "a result buffer", __FILE__, __LINE__);
-    data_ = static_cast<T*>(p);
+    ResultBlock b;
+    try {
+      b = resultAllocate(bytes);
+    } catch (const std::bad_alloc&) {
+      throwOutOfMemory(bytes, "a result buffer", __FILE__, __LINE__);
+    }
+    data_ = static_cast<T*>(b.p);
     n_ = n;
+    block_ = b.bytes;
   }
   T* data() const { return data_; }
   size_t size() const { return n_; }
   size_t bytes() const { return n_ * sizeof(T); }
   T& operator[](size_t i) const { return data_[i]; }
-  /** Gives up ownership (the caller frees with std::free). */
-  T* release() {
-    T* p = data_;
+  /** Gives up ownership: the caller frees the block with resultFree(p, bytes). */
+  ResultBlock release() {
+    ResultBlock b{data_, block_};
     data_ = nullptr;
     n_ = 0;
-    return p;
+    block_ = 0;
+    return b;
   }
 
  private:
   T* data_ = nullptr;
   size_t n_ = 0;
+  size_t block_ = 0;  // bytes of the block (>= n_ * sizeof(T))
 };
 
 }  // namespace embedstack

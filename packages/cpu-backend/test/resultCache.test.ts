@@ -1,0 +1,86 @@
+import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The addon's result cache (native/src/memory.h, resultAllocate): a result of 1 MiB or more
+ * that the addon allocated goes back to a process-wide cache when V8 collects its
+ * ArrayBuffer, and the next result of a similar size reuses it. Here JS scribbles NaNs over
+ * such a result, drops it, and the next call must return every element right (empty bags
+ * as zeros), computed by a plain loop below. Runs in a child process with --expose-gc, so
+ * the collection (and Node's finalizer, which runs as the event loop turns) can be forced.
+ */
+const require = createRequire(import.meta.url);
+const cpuPackage = require.resolve('@embedstack/cpu-backend');
+const corePackage = require.resolve('@embedstack/core');
+
+const script = `
+const cpu = require(${JSON.stringify(cpuPackage)});
+const core = require(${JSON.stringify(corePackage)});
+const b = cpu.loadAddon().binding;
+const ROWS = 300, DIM = 64, BAGS = 4096; // 4096 x 64 floats: a 1 MiB result
+const e = cpu.encodeTable(core.resolveTableOptions({ kind: 'static', dim: DIM, vocabularySize: ROWS, keyDtype: 'int32', name: 't' }));
+const h = b.createTable(e.config, e.slotWidths, e.slotInitial, e.initValues);
+const value = (r, c) => (r % 97) * 0.5 + c * 0.125;
+const vals = new Float32Array(ROWS * DIM);
+for (let r = 0; r < ROWS; r++) for (let c = 0; c < DIM; c++) vals[r * DIM + c] = value(r, c);
+const idx = new Int32Array(ROWS).map((_, i) => i);
+b.upsert(h, idx, vals, null);
+// bag r holds r % 4 ids (every fourth bag empty)
+const splits = new Int32Array(BAGS + 1), list = [];
+for (let r = 0; r < BAGS; r++) { for (let k = 0; k < r % 4; k++) list.push((r * 7 + k * 13) % ROWS); splits[r + 1] = list.length; }
+const ids = Int32Array.from(list);
+const turn = () => new Promise((r) => setImmediate(r));
+(async () => {
+  const report = { wrong: 0, hits: [], calls: 0 };
+  // one call, checked, then scribbled over; the result is unreachable once this returns
+  const call = (combiner) => {
+    const out = b.lookupCombined(h, splits, ids, null, combiner, 0, false);
+    report.calls++;
+    for (let r = 0; r < BAGS; r++) {
+      const n = r % 4;
+      for (let c = 0; c < DIM; c++) {
+        let s = 0;
+        for (let k = 0; k < n; k++) s += Math.fround(value((r * 7 + k * 13) % ROWS, c));
+        const want = n === 0 ? 0 : Math.fround(combiner === 1 ? s / n : s);
+        if (!Object.is(out[r * DIM + c], want)) report.wrong++;
+      }
+    }
+    out.fill(NaN); // garbage in the block the next call may get
+  };
+  for (let round = 0; round < 4; round++) {
+    call(round % 2); // 0 sum, 1 mean
+    report.hits.push(b.info().resultCache.hits);
+    global.gc(); await turn(); await turn();
+  }
+  report.cache = b.info().resultCache;
+  console.log(JSON.stringify(report));
+})();
+`;
+
+describe('result cache', () => {
+  it('a recycled result block full of NaNs never reaches the next result (empty bags are zeros)', () => {
+    const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, EMBEDSTACK_CPU_RESULT_CACHE_MB: undefined } });
+    expect(r.status, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout.trim()) as { wrong: number; hits: number[]; calls: number; cache: { capBytes: number; heldBytes: number } };
+    expect(report.calls).toBe(4);
+    expect(report.wrong).toBe(0);
+    // the blocks were recycled: calls 2 to 4 each took the block the previous result left
+    expect(report.hits[3]! - report.hits[0]!).toBe(3);
+    expect(report.cache.capBytes).toBe(128 * 1024 * 1024);
+    expect(report.cache.heldBytes).toBeLessThanOrEqual(report.cache.capBytes);
+  }, 60_000);
+
+  it('EMBEDSTACK_CPU_RESULT_CACHE_MB sets the cap (0 turns the cache off; other values are ignored)', () => {
+    const cap = (v: string): number => {
+      const s = `console.log(require(${JSON.stringify(cpuPackage)}).loadAddon().binding.info().resultCache.capBytes)`;
+      const r = spawnSync(process.execPath, ['-e', s], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, EMBEDSTACK_CPU_RESULT_CACHE_MB: v } });
+      expect(r.status, r.stderr).toBe(0);
+      return Number(r.stdout.trim());
+    };
+    expect(cap('16')).toBe(16 * 1024 * 1024);
+    expect(cap('0')).toBe(0);
+    expect(cap('-1')).toBe(128 * 1024 * 1024);
+    expect(cap('12x')).toBe(128 * 1024 * 1024);
+  }, 60_000);
+});
