@@ -50,6 +50,17 @@ describe('ChildPeer', () => {
     }
   });
 
+  it('quietMs: the answer waits that long after the child answered, and the figure stays the child\'s own time', async () => {
+    const peer = await ChildPeer.start(process.execPath, ['-e', CHILD], { readyTimeoutMs: 20_000, quietMs: 60 });
+    try {
+      const t0 = performance.now();
+      expect(await peer.call(0)).toBe(0.001);
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(55); // a timer, not a speed: setTimeout never fires early by more than ~1 ms
+    } finally {
+      peer.close();
+    }
+  });
+
   it('explains a child that dies before it is ready, with its stderr', async () => {
     await expect(start("console.error('no module named torch'); process.exit(3)")).rejects.toThrow(/exited \(code 3\).*\n.*no module named torch/s);
   });

@@ -35,6 +35,14 @@ export interface ChildPeerOptions {
   readyTimeoutMs?: number;
   /** Where lines printed before `ready`, and stderr lines, go. Default: dropped. */
   log?: (line: string) => void;
+  /**
+   * After each call's answer, wait this long (ms) before the next job runs. For a child
+   * whose threads stay busy after its answer (OpenMP's workers spin for a while before they
+   * sleep: PyTorch's kept one core busy for 5-12 ms after each bag call on the bench VM),
+   * so that work is not charged to the job sampled next. Not in the peer's figure (the
+   * child times its own calls). Default 0.
+   */
+  quietMs?: number;
 }
 
 export class ChildPeer {
@@ -43,6 +51,7 @@ export class ChildPeer {
   readonly #queued: string[] = [];
   #waiting: ((line: string) => void) | null = null;
   #exited: string | null = null;
+  #quietMs = 0;
   #stderr: string[] = [];
 
   private constructor(child: ChildProcessWithoutNullStreams, log: (line: string) => void) {
@@ -73,6 +82,7 @@ export class ChildPeer {
   static async start(command: string, args: readonly string[], o: ChildPeerOptions = {}): Promise<ChildPeer> {
     const child = spawn(command, args, { cwd: o.cwd, env: { ...process.env, ...o.env }, stdio: ['pipe', 'pipe', 'pipe'] });
     const peer = new ChildPeer(child, o.log ?? (() => {}));
+    peer.#quietMs = o.quietMs ?? 0;
     const timeout = o.readyTimeoutMs ?? 120_000;
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -104,6 +114,7 @@ export class ChildPeer {
     if (line.startsWith('error')) throw new Error(`child peer call ${i} failed: ${line.slice(5).trim()}`);
     const seconds = Number(line);
     if (!Number.isFinite(seconds) || seconds < 0) throw new Error(`child peer call ${i}: expected the call's seconds but received "${line}"`);
+    if (this.#quietMs > 0) await new Promise((r) => setTimeout(r, this.#quietMs));
     return seconds;
   }
 

@@ -111,6 +111,9 @@ export interface TorchPeer {
   close(): void;
 }
 
+/** How long the bench waits after each PyTorch call before the next job (ChildPeerOptions.quietMs). */
+export const TORCH_QUIET_MS = 25;
+
 /** Starts `script` on torchPython() with `ids` in a temporary file (its path replaces the arg 'IDS'). */
 async function startTorch(script: string, args: readonly string[], ids: Uint32Array, threads: number): Promise<TorchPeer | string> {
   const dir = mkdtempSync(join(tmpdir(), 'embedstack-torch-'));
@@ -121,6 +124,9 @@ async function startTorch(script: string, args: readonly string[], ids: Uint32Ar
     const peer = await ChildPeer.start(torchPython(), ['-c', script, ...args.map((a) => (a === 'IDS' ? file : a))], {
       log: (l) => lines.push(l),
       env: { OMP_NUM_THREADS: String(threads) },
+      // its OpenMP workers spin 5-12 ms after a call (measured on the bench VM): let them settle
+      // before our job's sample starts, which they would otherwise slow
+      quietMs: TORCH_QUIET_MS,
     });
     const version = lines.map((l) => /^version (\S+)/.exec(l)).find((m) => m)?.[1] ?? '?';
     return { peer, version, setup: lines, close: () => peer.close() };
