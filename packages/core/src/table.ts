@@ -6,6 +6,7 @@ import type { KeyDtype, Keys } from './dtypes.js';
 import {
   DisposedError,
   InvalidTypeError,
+  ErrorCodes,
   invalidParameter,
   ShapeMismatchError,
   UnsupportedError,
@@ -230,10 +231,11 @@ export class EmbeddingTable {
     o: CombinerOptions | LookupCombinedOptions,
     plan: ResolvedShardPlan | null,
     checkCombiner: (v: unknown) => C = validateCombiner as (v: unknown) => C,
+    rowsCheckedByBackend = false,
   ): { bag: Bag<Keys>; order: Int32Array | null; combiner: C; maxNorm: number } {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     const { bag, order } = toOrderedBag(ids, o.weights, this.keyDtype);
-    if (this.kind === 'static') this.#keys(bag.keys, 'ids', plan);
+    if (this.kind === 'static' && !rowsCheckedByBackend) this.#keys(bag.keys, 'ids', plan);
     return { bag, order, combiner: checkCombiner(o.combiner ?? 'mean'), maxNorm: validateMaxNorm(o.maxNorm) };
   }
 
@@ -244,9 +246,21 @@ export class EmbeddingTable {
   }
 
   #bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, LookupCombiner, number, boolean, Float32Array | null] {
-    const a = this.#combinerArgs(ids, o, null, validateLookupCombiner);
+    const a = this.#combinerArgs(ids, o, null, validateLookupCombiner, this.#rowsCheckedByBackend);
     const out = floatOut(o.out, (a.bag.rowSplits.length - 1) * this.dim, 'out');
     return [a.bag, a.combiner, a.maxNorm, this.#insertArg(o.insertMissing), out];
+  }
+
+  /** A static table whose backend checks the bag's row indices itself (RawTable.checksRowIndices): core checks them only when a call fails. */
+  get #rowsCheckedByBackend(): boolean {
+    return this.kind === 'static' && this.raw.checksRowIndices === true;
+  }
+
+  /** A bag lookup's error: when the backend refused a row index, core's own check throws its error for it (same message as when core checks first). */
+  #bagError(e: unknown, bag: Bag<Keys>): unknown {
+    // by code, not class: a backend bundled with its own copy of core throws that copy's classes
+    if ((e as { code?: unknown } | null)?.code === ErrorCodes.OUT_OF_RANGE && this.#rowsCheckedByBackend) this.#keys(bag.keys, 'ids');
+    return e;
   }
 
   #partialArgs(ids: BagInput, o: PartialLookupOptions): [Bag<Keys>, Combiner, number, boolean, ResolvedShardPlan, Float64Array] {
@@ -455,7 +469,10 @@ export class EmbeddingTable {
   }
   /** Embedding bag: [nrows * dim] (in `out` when given). */
   async lookupCombined(ids: BagInput, opts: LookupCombinedOptions = {}): Promise<Float32Array> {
-    return this.raw.async.lookupCombined(...this.#bag(ids, opts));
+    const args = this.#bag(ids, opts);
+    return this.raw.async.lookupCombined(...args).catch((e: unknown) => {
+      throw this.#bagError(e, args[0]);
+    });
   }
   /**
    * This shard's part of an embedding bag over the whole logical batch `ids`: adds,
@@ -585,7 +602,12 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   lookupCombinedSync(ids: BagInput, opts: LookupCombinedOptions = {}): Float32Array {
-    return this.#syncOps.lookupCombined(...this.#bag(ids, opts));
+    const args = this.#bag(ids, opts);
+    try {
+      return this.#syncOps.lookupCombined(...args);
+    } catch (e) {
+      throw this.#bagError(e, args[0]);
+    }
   }
   /**
    * Sync form of {@link lookupCombinedPartial}.

@@ -61,11 +61,19 @@ const fusable = new WeakMap<object, { b: NativeTableFunctions; h: NativeTableHan
 export class CpuRawTable implements RawTable {
   readonly sync: RawTableSync;
   readonly async: RawTableAsync;
+  /**
+   * The addon's static table refuses an out-of-range row index in lookupCombined before it
+   * writes anything (static_table.cc, checkKeys, over the pool), so core skips its serial
+   * check of the bag's ids (RawTable.checksRowIndices). This class's tables only: a
+   * subclass's addon (CUDA) says so itself.
+   */
+  readonly checksRowIndices: boolean;
   readonly #b: NativeTableFunctions;
   readonly #h: NativeTableHandle;
   readonly #dim: number;
 
   constructor(binding: NativeTableFunctions, options: ResolvedTableOptions) {
+    this.checksRowIndices = new.target === CpuRawTable;
     this.#b = binding;
     this.#dim = options.dim;
     const e = encodeTable(options);
