@@ -37,9 +37,10 @@ export interface NativeInfo {
    */
   mallocTuning: 'tuned' | 'opted-out' | 'user-set' | 'unsupported' | 'not-run';
   /**
-   * The cache of freed result blocks (README, "Memory"): results of 1 MiB or more are
-   * mapped blocks that the result's ArrayBuffer returns to this cache when V8 collects it,
-   * and the next result of a similar size reuses, its pages still present. `capBytes`
+   * The cache of freed result blocks (README, Design: "The result cache"): results of 1 MiB or more are
+   * mapped blocks that the result's ArrayBuffer returns to this cache once V8 collected it
+   * and Node ran its finalizer (as the event loop turns), and the next result of a similar
+   * size reuses, its pages still present. `capBytes`
    * (EMBEDSTACK_CPU_RESULT_CACHE_MB, default 128 MiB) bounds `heldBytes`; `hits` and
    * `misses` count the requests of 1 MiB or more since the process started.
    */
