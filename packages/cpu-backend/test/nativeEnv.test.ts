@@ -28,6 +28,8 @@ describe('nativeEnvProblem', () => {
     expect(nativeEnvProblem({ EMBEDSTACK_CPU_THREADS: '', EMBEDSTACK_CPU_SPIN_US: '', EMBEDSTACK_TUNE_MALLOC: '' })).toBeNull();
     expect(nativeEnvProblem({ EMBEDSTACK_CPU_THREADS: '1', EMBEDSTACK_CPU_SPIN_US: '0', EMBEDSTACK_TUNE_MALLOC: '0' })).toBeNull();
     expect(nativeEnvProblem({ EMBEDSTACK_CPU_THREADS: '1024', EMBEDSTACK_CPU_SPIN_US: '100000', EMBEDSTACK_TUNE_MALLOC: '1' })).toBeNull();
+    expect(nativeEnvProblem({ EMBEDSTACK_CPU_RESULT_CACHE_MB: '0' })).toBeNull();
+    expect(nativeEnvProblem({ EMBEDSTACK_CPU_RESULT_CACHE_MB: '65536' })).toBeNull();
     expect(nativeEnvProblem({ EMBEDSTACK_CPU_THREADS: '004' })).toBeNull();
   });
 
@@ -45,6 +47,9 @@ describe('nativeEnvProblem', () => {
     ['EMBEDSTACK_CPU_SPIN_US', '99999999999999999999'],
     ['EMBEDSTACK_TUNE_MALLOC', '2'],
     ['EMBEDSTACK_TUNE_MALLOC', 'no'],
+    ['EMBEDSTACK_CPU_RESULT_CACHE_MB', '-1'],
+    ['EMBEDSTACK_CPU_RESULT_CACHE_MB', '65537'],
+    ['EMBEDSTACK_CPU_RESULT_CACHE_MB', '12x'],
   ];
   it.each(bad)('refuses %s=%j, naming the variable, the value and the range', (name, value) => {
     const problem = nativeEnvProblem({ [name]: value });

@@ -193,12 +193,14 @@ class ResultCache {
  public:
   ResultCache() {
     cap_ = kResultCacheBytes;
-    if (const char* env = std::getenv("EMBEDSTACK_CPU_RESULT_CACHE_MB")) {
+    // Decimal digits only, as the pool's variables (thread_pool.cc); the JS loader refuses
+    // anything else before the addon loads (src/nativeEnv.ts), so only a caller loading the
+    // addon directly gets the default for a bad value.
+    const char* env = std::getenv("EMBEDSTACK_CPU_RESULT_CACHE_MB");
+    if (env != nullptr && *env >= '0' && *env <= '9') {
       char* end = nullptr;
       const long v = std::strtol(env, &end, 10);
-      if (end != env && *end == '\0' && v >= 0 && static_cast<unsigned long>(v) <= kResultCacheMaxMb) {
-        cap_ = static_cast<size_t>(v) << 20;
-      }
+      if (*end == '\0' && v >= 0 && static_cast<unsigned long>(v) <= kResultCacheMaxMb) cap_ = static_cast<size_t>(v) << 20;
     }
   }
 
