@@ -10,6 +10,7 @@ namespace {
 
 // The thread-safe function carries two kinds of items: an op whose job has ended (settle it),
 // and an op's early wake-up (PendingOp::nearEnd), tagged in the pointer's low bit.
+static_assert(alignof(PendingOp) >= 2, "a wake item tags the op's pointer in its low bit");
 void* wakeItem(PendingOp* op) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(op) | 1); }
 bool isWake(void* item) { return (reinterpret_cast<uintptr_t>(item) & 1) != 0; }
 PendingOp* opOf(void* item) { return reinterpret_cast<PendingOp*>(reinterpret_cast<uintptr_t>(item) & ~uintptr_t{1}); }

@@ -58,6 +58,7 @@ size_t firstKeyOutside(const K* keys, size_t n, uint64_t limit) {
   const uint64_t keyEnd = static_cast<uint64_t>(std::numeric_limits<K>::max()) + 1;
   const U lim = static_cast<U>(limit < keyEnd ? limit : keyEnd);
   std::atomic<size_t> first{n};
+  const ThreadPool::NotTheLastStep check;  // an async find's wake belongs to its row copy
   forEachRange(
       n,
       [&](size_t b, size_t e) {

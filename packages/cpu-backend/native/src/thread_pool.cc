@@ -76,6 +76,10 @@ thread_local PoolTask* tlsNearEndTask = nullptr;
 
 }  // namespace
 
+ThreadPool::NotTheLastStep::NotTheLastStep() noexcept : saved_(tlsNearEndTask) { tlsNearEndTask = nullptr; }
+
+ThreadPool::NotTheLastStep::~NotTheLastStep() { tlsNearEndTask = saved_; }
+
 void ThreadPool::tellIdle(Job& job) {
   if (job.told.load(std::memory_order_relaxed)) return;
   job.telling.fetch_add(1, std::memory_order_seq_cst);
@@ -260,10 +264,11 @@ void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(si
   runChunks(*job);
   // The last chunks are running on helpers: wait for them awake for a while (a sleeping
   // caller is woken tens of microseconds after the last one ends on a VM), then sleep.
-  yieldUntil(kHelperWaitNs, [&] { return job->done.load(std::memory_order_acquire) == job->n; });
+  // seq_cst, as tellIdle's `telling` and `done`: a teller that read done < n is then seen below.
+  yieldUntil(kHelperWaitNs, [&] { return job->done.load(std::memory_order_seq_cst) == job->n; });
   {
     std::unique_lock<std::mutex> lock(job->m);
-    job->finished.wait(lock, [&] { return job->done.load(std::memory_order_acquire) == job->n; });
+    job->finished.wait(lock, [&] { return job->done.load(std::memory_order_seq_cst) == job->n; });
   }
   // A thread out of chunks may still be telling the task (it read done < n): the task, and
   // what nearEnd touches, must outlive that.

@@ -89,6 +89,22 @@ class ThreadPool {
   void parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
 
   /**
+   * While one lives, the calling thread's parallelFor calls leave its task's nearEnd() to a
+   * later parallelFor: a step before a task's last one (a static find's key check before its
+   * row copy) must not wake the JS thread for the whole copy still to come.
+   */
+  class NotTheLastStep {
+   public:
+    NotTheLastStep() noexcept;
+    ~NotTheLastStep();
+    NotTheLastStep(const NotTheLastStep&) = delete;
+    NotTheLastStep& operator=(const NotTheLastStep&) = delete;
+
+   private:
+    PoolTask* saved_;
+  };
+
+  /**
    * Queues `task` to run once on a worker (FIFO; workers help running parallelFor jobs
    * first). `helpers` (capped at threads() - 1) more workers are woken with it for a task
    * that will call parallelFor soon after it starts: each waits up to kHelperWaitNs for a
