@@ -236,7 +236,21 @@ export class EmbeddingTable {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     const { bag, order } = toOrderedBag(ids, o.weights, this.keyDtype);
     if (this.kind === 'static' && !rowsCheckedByBackend) this.#keys(bag.keys, 'ids', plan);
-    return { bag, order, combiner: checkCombiner(o.combiner ?? 'mean'), maxNorm: validateMaxNorm(o.maxNorm) };
+    return this.#idsFirst(bag, rowsCheckedByBackend, () => ({ bag, order, combiner: checkCombiner(o.combiner ?? 'mean'), maxNorm: validateMaxNorm(o.maxNorm) }));
+  }
+
+  /**
+   * `check()`, the checks after a bag's ids; when the backend checks the ids itself and a later
+   * check fails, core checks the ids first, so a call with a bad id and another bad argument
+   * fails on the id, as where core checks ids before everything else.
+   */
+  #idsFirst<T>(bag: Bag<Keys>, rowsCheckedByBackend: boolean, check: () => T): T {
+    try {
+      return check();
+    } catch (e) {
+      if (rowsCheckedByBackend) this.#keys(bag.keys, 'ids');
+      throw e;
+    }
   }
 
   #insertArg(v: unknown): boolean {
@@ -246,9 +260,12 @@ export class EmbeddingTable {
   }
 
   #bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, LookupCombiner, number, boolean, Float32Array | null] {
-    const a = this.#combinerArgs(ids, o, null, validateLookupCombiner, this.#rowsCheckedByBackend);
-    const out = floatOut(o.out, (a.bag.rowSplits.length - 1) * this.dim, 'out');
-    return [a.bag, a.combiner, a.maxNorm, this.#insertArg(o.insertMissing), out];
+    const checked = this.#rowsCheckedByBackend;
+    const a = this.#combinerArgs(ids, o, null, validateLookupCombiner, checked);
+    return this.#idsFirst(a.bag, checked, () => {
+      const out = floatOut(o.out, (a.bag.rowSplits.length - 1) * this.dim, 'out');
+      return [a.bag, a.combiner, a.maxNorm, this.#insertArg(o.insertMissing), out];
+    });
   }
 
   /** A static table whose backend checks the bag's row indices itself (RawTable.checksRowIndices): core checks them only when a call fails. */

@@ -44,7 +44,18 @@ export interface NativeInfo {
    * (EMBEDSTACK_CPU_RESULT_CACHE_MB, default 128 MiB) bounds `heldBytes`; `hits` and
    * `misses` count the requests of 1 MiB or more since the process started.
    */
-  resultCache: { capBytes: number; heldBytes: number; heldBlocks: number; hits: number; misses: number };
+  resultCache: {
+    /** The most bytes the cache holds (EMBEDSTACK_CPU_RESULT_CACHE_MB; 0: no cache). */
+    capBytes: number;
+    /** Bytes of idle blocks held now (counted in no table's memoryUsage()). */
+    heldBytes: number;
+    /** Idle blocks held now. */
+    heldBlocks: number;
+    /** Requests of 1 MiB or more served by a cached block. */
+    hits: number;
+    /** Requests of 1 MiB or more that mapped a new block. */
+    misses: number;
+  };
 }
 
 /**

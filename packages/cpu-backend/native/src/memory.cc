@@ -304,6 +304,11 @@ ResultBlock resultAllocate(size_t bytes) {
   const ResultBlock cached = resultCache().take(want);
   if (cached.p != nullptr) return cached;
   void* p = mapResult(want);
+  if (!p) {
+    // Out of memory or of mappings (vm.max_map_count): give the idle blocks back and try once more.
+    resultCache().shrink(0, false);
+    p = mapResult(want);
+  }
   if (!p) throw std::bad_alloc();
   return {p, want};
 }
