@@ -13,33 +13,18 @@
 #include "table.h"
 #include "test.h"
 #include "thread_pool.h"
+#include "waitable_task.h"
 
 using namespace embedstack;
 
 namespace {
-
-/** Settles like an async op: run() ends by notifying wait(). */
-struct Waitable : PoolTask {
-  std::mutex m;
-  std::condition_variable cv;
-  bool finished = false;
-  void finish() {
-    std::lock_guard<std::mutex> lock(m);
-    finished = true;
-    cv.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(m);
-    cv.wait(lock, [&] { return finished; });
-  }
-};
 
 /**
  * Two parallelFor steps, the first under NotTheLastStep when `guarded`; in each, the chunk at 0
  * (the driver's first) takes 20 ms, so the helper runs out of chunks while it runs: whichever
  * step holds the task's tell tells it then.
  */
-struct TwoSteps final : Waitable {
+struct TwoSteps final : estest::WaitableTask {
   ThreadPool* pool = nullptr;
   bool guarded = true;
   std::atomic<int> step{0};
@@ -68,7 +53,7 @@ struct TwoSteps final : Waitable {
 };
 
 /** A static table's findInto as an async find runs it; when told, counts the rows copied so far. */
-struct StaticFind final : Waitable {
+struct StaticFind final : estest::WaitableTask {
   Table* table = nullptr;
   std::vector<int64_t> keys;
   std::vector<float> out;

@@ -12,6 +12,7 @@
 
 #include "test.h"
 #include "thread_pool.h"
+#include "waitable_task.h"
 
 using namespace embedstack;
 
@@ -303,7 +304,7 @@ namespace {
 
 // A posted task whose first parallelFor tells nearEnd() (PoolTask::wantsNearEnd): records
 // when it was told and the chunks it ran.
-struct NearEndTask final : PoolTask {
+struct NearEndTask final : estest::WaitableTask {
   bool wants = true;
   size_t n = 0;
   size_t grain = 1;
@@ -319,9 +320,6 @@ struct NearEndTask final : PoolTask {
   std::atomic<size_t> smallest{~size_t{0}};
   std::atomic<size_t> largest{0};
   bool threw = false;
-  std::mutex m;
-  std::condition_variable cv;
-  bool finished = false;
 
   bool wantsNearEnd() const noexcept override { return wants; }
   void nearEnd() noexcept override {
@@ -353,13 +351,7 @@ struct NearEndTask final : PoolTask {
     } catch (const std::runtime_error&) {
       threw = true;
     }
-    std::lock_guard<std::mutex> lock(m);
-    finished = true;
-    cv.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(m);
-    cv.wait(lock, [&] { return finished; });
+    finish();
   }
   ThreadPool* pool = nullptr;
   explicit NearEndTask(size_t items) : n(items), hits(items) {}
