@@ -6,6 +6,8 @@
 #include <mutex>
 #include <new>
 
+#include "env.h"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -192,16 +194,8 @@ void unmapResult(void* p, size_t bytes) noexcept {
 class ResultCache {
  public:
   ResultCache() {
-    cap_ = kResultCacheBytes;
-    // Decimal digits only, as the pool's variables (thread_pool.cc); the JS loader refuses
-    // anything else before the addon loads (src/nativeEnv.ts), so only a caller loading the
-    // addon directly gets the default for a bad value.
-    const char* env = std::getenv("EMBEDSTACK_CPU_RESULT_CACHE_MB");
-    if (env != nullptr && *env >= '0' && *env <= '9') {
-      char* end = nullptr;
-      const long v = std::strtol(env, &end, 10);
-      if (*end == '\0' && v >= 0 && static_cast<unsigned long>(v) <= kResultCacheMaxMb) cap_ = static_cast<size_t>(v) << 20;
-    }
+    const long mb = envWhole("EMBEDSTACK_CPU_RESULT_CACHE_MB", 0, static_cast<long>(kResultCacheMaxMb), -1);
+    cap_ = mb < 0 ? kResultCacheBytes : static_cast<size_t>(mb) << 20;
   }
 
   // The smallest cached block of `bytes` to bytes + bytes / 4 (the newest of equals), or {}.

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <exception>
 
+#include "env.h"
+
 namespace embedstack {
 
 struct ThreadPool::Job {
@@ -26,23 +28,6 @@ struct ThreadPool::Job {
   std::mutex m;
   std::condition_variable finished;
 };
-
-namespace {
-
-/**
- * The whole number `name` holds when it is in [lo, hi], else `fallback` (unset, empty or anything
- * else). The JS loader refuses such values before the addon loads (src/nativeEnv.ts), so only
- * a caller loading the addon directly gets the fallback.
- */
-long envWhole(const char* name, long lo, long hi, long fallback) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env < '0' || *env > '9') return fallback;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  return (*end == '\0' && v >= lo && v <= hi) ? v : fallback;
-}
-
-}  // namespace
 
 ThreadPool& ThreadPool::shared() {
   static ThreadPool* pool = [] {
