@@ -83,6 +83,18 @@ export class CpuBackend implements EmbeddingBackend {
     return { level: load.level ?? 'baseline', build: load.build ?? 'source', path: load.path, supported: supportedCpuLevels() };
   }
 
+  /**
+   * Gives the idle blocks of the addon's result cache back to the system and returns their
+   * bytes (0 when the addon cannot load). Results of 1 MiB or more that the addon allocates
+   * (`exportBatch`, raw calls without `out`) return their blocks to a process-wide cache of
+   * up to 128 MiB (EMBEDSTACK_CPU_RESULT_CACHE_MB) once collected, which stays mapped for
+   * the life of the process unless this is called; results still alive return theirs later.
+   */
+  clearResultCache(): number {
+    const b = this.#load().binding;
+    return b ? b.clearResultCache() : 0;
+  }
+
   /** @throws BackendUnavailableError (with the fix) when the addon cannot load */
   createTable(options: ResolvedTableOptions): RawTable {
     const load = this.#load();

@@ -78,6 +78,11 @@ export interface NativeInfo {
 export interface NativeBinding {
   /** Build and machine facts of the addon. */
   info(): NativeInfo;
+  /**
+   * Unmaps every idle block of the result cache (`info().resultCache`) and returns their
+   * bytes. The cache is process-wide: blocks that results still alive return later.
+   */
+  clearResultCache(): number;
   /** Lengths of the config and optimizer vectors this build expects. */
   readonly abiFields: {
     /** Length of the table config vector (TABLE_FIELDS). */
@@ -360,4 +365,4 @@ export interface NativeBinding {
  * The table functions a native table adapter (CpuRawTable) calls: every addon that
  * compiles this package's N-API layer offers them (the CUDA backend's too).
  */
-export type NativeTableFunctions = Omit<NativeBinding, 'info' | 'abiFields'>;
+export type NativeTableFunctions = Omit<NativeBinding, 'info' | 'clearResultCache' | 'abiFields'>;

@@ -78,6 +78,7 @@ describe('a refused value makes the backend unusable, saying why', () => {
   it('createTable throws BACKEND_UNAVAILABLE with the reason', () => {
     const backend = new CpuBackend({ load: () => loadAddon(undefined, { EMBEDSTACK_CPU_THREADS: '0' }) });
     expect(backend.isUsable()).toBe(false);
+    expect(backend.clearResultCache()).toBe(0); // nothing loaded, nothing held
     const create = () => createTable({ dim: 2 }, { backend });
     expect(create).toThrow(BackendUnavailableError);
     expect(create).toThrow(

@@ -59,6 +59,27 @@ const turn = () => new Promise((r) => setImmediate(r));
 })();
 `;
 
+// A 1 MiB result is collected into the cache, then CpuBackend.clearResultCache() gives it back.
+const clearScript = `
+const cpu = require(${JSON.stringify(cpuPackage)});
+const core = require(${JSON.stringify(corePackage)});
+const b = cpu.loadAddon().binding;
+const e = cpu.encodeTable(core.resolveTableOptions({ kind: 'static', dim: 64, vocabularySize: 10, keyDtype: 'int32', name: 't' }));
+const h = b.createTable(e.config, e.slotWidths, e.slotInitial, e.initValues);
+const splits = new Int32Array(4097).map((_, i) => i), ids = new Int32Array(4096).map((_, i) => i % 10);
+const turn = () => new Promise((r) => setImmediate(r));
+(async () => {
+  const report = { start: b.info().resultCache };
+  b.lookupCombined(h, splits, ids, null, 0, 0, false); // 4096 x 64 floats, dropped at once
+  for (let k = 0; k < 200 && b.info().resultCache.heldBlocks === 0; k++) { global.gc(); await turn(); }
+  report.filled = b.info().resultCache;
+  report.released = cpu.cpuBackend.clearResultCache();
+  report.cleared = b.info().resultCache;
+  report.again = cpu.cpuBackend.clearResultCache();
+  console.log(JSON.stringify(report));
+})();
+`;
+
 describe('result cache', () => {
   it('a recycled result block full of NaNs never reaches the next result (empty bags are zeros)', () => {
     const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, EMBEDSTACK_CPU_RESULT_CACHE_MB: undefined } });
@@ -70,6 +91,20 @@ describe('result cache', () => {
     expect(report.hits[3]! - report.hits[0]!).toBe(3);
     expect(report.cache.capBytes).toBe(128 * 1024 * 1024);
     expect(report.cache.heldBytes).toBeLessThanOrEqual(report.cache.capBytes);
+  }, 60_000);
+
+  it('CpuBackend.clearResultCache() unmaps the idle blocks and returns their bytes', () => {
+    const r = spawnSync(process.execPath, ['--expose-gc', '-e', clearScript], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, EMBEDSTACK_CPU_RESULT_CACHE_MB: undefined } });
+    expect(r.status, r.stderr).toBe(0);
+    type Stats = { capBytes: number; heldBytes: number; heldBlocks: number; hits: number; misses: number };
+    const report = JSON.parse(r.stdout.trim()) as { start: Stats; filled: Stats; released: number; cleared: Stats; again: number };
+    const MiB = 1024 * 1024;
+    expect(report.start).toMatchObject({ heldBytes: 0, heldBlocks: 0, hits: 0, misses: 0 });
+    // the one result of 4096 x 64 floats (exactly 1 MiB) mapped a block, and its collection cached it
+    expect(report.filled).toMatchObject({ capBytes: 128 * MiB, heldBytes: MiB, heldBlocks: 1, hits: 0, misses: 1 });
+    expect(report.released).toBe(MiB);
+    expect(report.cleared).toMatchObject({ capBytes: 128 * MiB, heldBytes: 0, heldBlocks: 0, hits: 0, misses: 1 });
+    expect(report.again).toBe(0);
   }, 60_000);
 
   it('EMBEDSTACK_CPU_RESULT_CACHE_MB sets the cap (0 turns the cache off); the loader refuses other values (nativeEnv.test.ts)', () => {

@@ -54,7 +54,7 @@ export interface NativeDeviceStatus {
  * errors; see @embedstack/cpu-backend's NativeBinding), so this interface adds only
  * what differs: createTable's placement, device detection and the memory split.
  */
-export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' | 'abiFields'> {
+export interface CudaBinding extends Omit<NativeBinding, 'info' | 'clearResultCache' | 'createTable' | 'abiFields'> {
   /** What the addon was built with. */
   info(): CudaNativeInfo;
   /** Lengths of the config, optimizer, plan and placement vectors this build expects. */

@@ -47,10 +47,16 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// clearResultCache() -> bytes of idle result blocks given back to the system
+Napi::Value clearResultCacheFn(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(clearResultCache()));
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   tuneAllocator();
   exports.Set("createTable", Napi::Function::New(env, createTableFn, "createTable"));
   exports.Set("info", Napi::Function::New(env, infoFn, "info"));
+  exports.Set("clearResultCache", Napi::Function::New(env, clearResultCacheFn, "clearResultCache"));
   Napi::Object fields = Napi::Object::New(env);
   fields.Set("table", static_cast<double>(abi::kTableFields));
   fields.Set("optimizer", static_cast<double>(abi::kOptimizerFields));

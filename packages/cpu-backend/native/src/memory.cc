@@ -246,8 +246,9 @@ class ResultCache {
     return s;
   }
 
-  // Sets the cap (keep: true) or empties the cache (keep: false, cap unchanged).
-  void shrink(size_t cap, bool keep) noexcept {
+  // Sets the cap (keep: true) or empties the cache (keep: false, cap unchanged); returns
+  // the bytes unmapped.
+  size_t shrink(size_t cap, bool keep) noexcept {
     ResultBlock evicted[kResultMaxEntries + 1];
     size_t nEvicted;
     {
@@ -255,7 +256,12 @@ class ResultCache {
       if (keep) cap_ = cap;
       nEvicted = evictFor(0, keep ? cap : 0, evicted);
     }
-    for (size_t i = 0; i < nEvicted; ++i) unmapResult(evicted[i].p, evicted[i].bytes);
+    size_t released = 0;
+    for (size_t i = 0; i < nEvicted; ++i) {
+      unmapResult(evicted[i].p, evicted[i].bytes);
+      released += evicted[i].bytes;
+    }
+    return released;
   }
 
  private:
@@ -320,7 +326,7 @@ ResultCacheStats resultCacheStats() { return resultCache().stats(); }
 
 void setResultCacheCap(size_t bytes) { resultCache().shrink(bytes, true); }
 
-void clearResultCache() { resultCache().shrink(0, false); }
+size_t clearResultCache() { return resultCache().shrink(0, false); }
 
 #if defined(__GLIBC__) && defined(ES_HAVE_MMAP)
 namespace {

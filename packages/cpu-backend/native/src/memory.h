@@ -221,8 +221,8 @@ struct ResultCacheStats {
 ResultCacheStats resultCacheStats();
 /** Sets the cap (bytes; 0 turns caching off), unmapping what no longer fits. Tests and tools. */
 void setResultCacheCap(size_t bytes);
-/** Unmaps every cached block. */
-void clearResultCache();
+/** Unmaps every cached block (JS: the binding's clearResultCache); returns the bytes unmapped. */
+size_t clearResultCache();
 
 /** An array in a result block (see resultAllocate), handed to JS as an external ArrayBuffer (or freed here). */
 template <class T>
