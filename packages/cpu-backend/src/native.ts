@@ -56,6 +56,22 @@ export interface NativeInfo {
     /** Requests of 1 MiB or more that mapped a new block. */
     misses: number;
   };
+  /**
+   * The early wake of large async calls (README, Design: "The JS thread is woken before the job
+   * ends"): the first pool thread with no
+   * chunk left wakes the JS thread, which waits up to `waitUs` for the job's end and settles
+   * the promise itself, else gives up and the job's end settles it. Counts since the process started.
+   */
+  earlyWake: {
+    /** The JS thread's wait after the wake-up, in microseconds: 100, or EMBEDSTACK_CPU_EARLY_WAIT_US (tests only). */
+    waitUs: number;
+    /** Wake-ups run on a JS thread (some find the job already ended). */
+    wakes: number;
+    /** Wake-ups that waited for the job's end and settled its promise. */
+    settled: number;
+    /** Wake-ups that returned with the job still running; the job's end settled the promise. */
+    gaveUp: number;
+  };
 }
 
 /**

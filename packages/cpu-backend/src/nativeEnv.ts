@@ -23,6 +23,7 @@ export const NATIVE_ENV: readonly NativeEnvVariable[] = [
   { name: 'EMBEDSTACK_CPU_SPIN_US', min: 0, max: 100000, meaning: 'the microseconds an idle pool worker stays awake' },
   { name: 'EMBEDSTACK_TUNE_MALLOC', min: 0, max: 1, meaning: "whether the addon raises glibc malloc's thresholds (0: it does not)" },
   { name: 'EMBEDSTACK_CPU_RESULT_CACHE_MB', min: 0, max: 65536, meaning: 'the MiB of freed result blocks the addon keeps for reuse' },
+  { name: 'EMBEDSTACK_CPU_EARLY_WAIT_US', min: 0, max: 1000000, meaning: "the microseconds the JS thread waits for an async call's end after its early wake-up (tests only)" },
 ];
 
 /**

@@ -30,6 +30,8 @@ describe('nativeEnvProblem', () => {
     expect(nativeEnvProblem({ EMBEDSTACK_CPU_THREADS: '1024', EMBEDSTACK_CPU_SPIN_US: '100000', EMBEDSTACK_TUNE_MALLOC: '1' })).toBeNull();
     expect(nativeEnvProblem({ EMBEDSTACK_CPU_RESULT_CACHE_MB: '0' })).toBeNull();
     expect(nativeEnvProblem({ EMBEDSTACK_CPU_RESULT_CACHE_MB: '65536' })).toBeNull();
+    expect(nativeEnvProblem({ EMBEDSTACK_CPU_EARLY_WAIT_US: '0' })).toBeNull();
+    expect(nativeEnvProblem({ EMBEDSTACK_CPU_EARLY_WAIT_US: '1000000' })).toBeNull();
     expect(nativeEnvProblem({ EMBEDSTACK_CPU_THREADS: '004' })).toBeNull();
   });
 
@@ -50,6 +52,8 @@ describe('nativeEnvProblem', () => {
     ['EMBEDSTACK_CPU_RESULT_CACHE_MB', '-1'],
     ['EMBEDSTACK_CPU_RESULT_CACHE_MB', '65537'],
     ['EMBEDSTACK_CPU_RESULT_CACHE_MB', '12x'],
+    ['EMBEDSTACK_CPU_EARLY_WAIT_US', '1000001'],
+    ['EMBEDSTACK_CPU_EARLY_WAIT_US', '-5'],
   ];
   it.each(bad)('refuses %s=%j, naming the variable, the value and the range', (name, value) => {
     const problem = nativeEnvProblem({ [name]: value });

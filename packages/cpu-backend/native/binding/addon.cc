@@ -44,6 +44,13 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   cache.Set("hits", static_cast<double>(rc.hits));
   cache.Set("misses", static_cast<double>(rc.misses));
   o.Set("resultCache", cache);
+  const AsyncCompletion::EarlyWakeStats ew = AsyncCompletion::earlyWakeStats();
+  Napi::Object wake = Napi::Object::New(env);
+  wake.Set("waitUs", static_cast<double>(AsyncCompletion::earlyWaitNs() / 1000));
+  wake.Set("wakes", static_cast<double>(ew.wakes));
+  wake.Set("settled", static_cast<double>(ew.settled));
+  wake.Set("gaveUp", static_cast<double>(ew.gaveUp));
+  o.Set("earlyWake", wake);
   return o;
 }
 
@@ -54,6 +61,7 @@ Napi::Value clearResultCacheFn(const Napi::CallbackInfo& info) {
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   tuneAllocator();
+  AsyncCompletion::earlyWaitNs();  // read EMBEDSTACK_CPU_EARLY_WAIT_US at load
   exports.Set("createTable", Napi::Function::New(env, createTableFn, "createTable"));
   exports.Set("info", Napi::Function::New(env, infoFn, "info"));
   exports.Set("clearResultCache", Napi::Function::New(env, clearResultCacheFn, "clearResultCache"));

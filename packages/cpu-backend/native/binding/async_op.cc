@@ -1,8 +1,12 @@
 #include "async_op.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
+
+#include "env.h"
 
 namespace embedstack {
 
@@ -15,7 +19,25 @@ void* wakeItem(PendingOp* op) { return reinterpret_cast<void*>(reinterpret_cast<
 bool isWake(void* item) { return (reinterpret_cast<uintptr_t>(item) & 1) != 0; }
 PendingOp* opOf(void* item) { return reinterpret_cast<PendingOp*>(reinterpret_cast<uintptr_t>(item) & ~uintptr_t{1}); }
 
+// AsyncCompletion::EarlyWakeStats, counted by the JS threads.
+std::atomic<uint64_t> earlyWakes{0};
+std::atomic<uint64_t> earlySettled{0};
+std::atomic<uint64_t> earlyGaveUp{0};
+
 }  // namespace
+
+long long AsyncCompletion::earlyWaitNs() {
+  static const long long ns = envWhole("EMBEDSTACK_CPU_EARLY_WAIT_US", 0, 1000000, kEarlyWaitNs / 1000) * 1000;
+  return ns;
+}
+
+AsyncCompletion::EarlyWakeStats AsyncCompletion::earlyWakeStats() {
+  EarlyWakeStats s;
+  s.wakes = earlyWakes.load(std::memory_order_relaxed);
+  s.settled = earlySettled.load(std::memory_order_relaxed);
+  s.gaveUp = earlyGaveUp.load(std::memory_order_relaxed);
+  return s;
+}
 
 void PendingOp::nearEnd() noexcept { done_.nearEnd(this); }
 
@@ -95,6 +117,12 @@ void AsyncCompletion::finished(PendingOp* op) noexcept {
 
 void AsyncCompletion::awaitEnd(napi_env env, PendingOp* op) {
   // The op is alive here: its settlement is queued after this wake-up, or made below.
+  earlyWakes.fetch_add(1, std::memory_order_relaxed);
+  const long long waitNs = earlyWaitNs();
+  if (waitNs == 0) {  // no wait (tests): finished() queues the settlement
+    if (op->state_.load(std::memory_order_acquire) == PendingOp::kSignaled) earlyGaveUp.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   int s = PendingOp::kSignaled;
   if (!op->state_.compare_exchange_strong(s, PendingOp::kWaiting, std::memory_order_acq_rel)) return;  // ended: queued
   // Awake first: this thread was woken onto the core of a thread with no chunk left, and the
@@ -102,15 +130,19 @@ void AsyncCompletion::awaitEnd(napi_env env, PendingOp* op) {
   // the job may need): finished() wakes it.
   const auto start = std::chrono::steady_clock::now();
   const auto handed = [op] { return op->state_.load(std::memory_order_acquire) == PendingOp::kHanded; };
-  while (!handed() && std::chrono::steady_clock::now() < start + std::chrono::nanoseconds(kEarlySpinNs)) {
+  while (!handed() && std::chrono::steady_clock::now() < start + std::chrono::nanoseconds(std::min(kEarlySpinNs, waitNs))) {
     std::this_thread::yield();
   }
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    handed_.wait_until(lock, start + std::chrono::nanoseconds(kEarlyWaitNs), handed);
+    handed_.wait_until(lock, start + std::chrono::nanoseconds(waitNs), handed);
   }
   s = PendingOp::kWaiting;
-  if (op->state_.compare_exchange_strong(s, PendingOp::kSignaled, std::memory_order_acq_rel)) return;  // finished() queues it
+  if (op->state_.compare_exchange_strong(s, PendingOp::kSignaled, std::memory_order_acq_rel)) {  // finished() queues it
+    earlyGaveUp.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  earlySettled.fetch_add(1, std::memory_order_relaxed);
   settle(env, op);  // kHanded
 }
 

@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <utility>
@@ -103,6 +104,20 @@ class AsyncCompletion {
   static constexpr long long kEarlyWaitNs = 100000;
   /** The first part of that wait, awake (yielding its core); then asleep until finished() wakes it. */
   static constexpr long long kEarlySpinNs = 30000;
+  /**
+   * The wait in use: kEarlyWaitNs, or EMBEDSTACK_CPU_EARLY_WAIT_US (0 to 1000000; tests only:
+   * 0 makes every woken JS thread give up at once, a long wait makes it settle the op),
+   * read once, at the addon's load.
+   */
+  static long long earlyWaitNs();
+
+  /** What the JS threads did when woken by nearEnd(), since the process started (info().earlyWake). */
+  struct EarlyWakeStats {
+    uint64_t wakes = 0;    // wake-ups run on a JS thread
+    uint64_t settled = 0;  // ... that waited for the job's end and settled the op there
+    uint64_t gaveUp = 0;   // ... that returned with the job still running (its end settles the op)
+  };
+  static EarlyWakeStats earlyWakeStats();
 
  private:
   explicit AsyncCompletion(napi_env env);
