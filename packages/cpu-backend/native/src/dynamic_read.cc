@@ -365,6 +365,24 @@ struct SpanRows {
 
 constexpr size_t kBagSpanEntries = 2048;
 
+// n values of T left uninitialised (its reader writes what it reads first), in a scratch block
+// (scratchAllocate: a block of 64 KiB or more comes back from the cache with its pages present).
+template <class T>
+class ScratchArray {
+ public:
+  explicit ScratchArray(size_t n) : n_(n), p_(n == 0 ? nullptr : static_cast<T*>(scratchAllocate(n * sizeof(T)))) {}
+  ~ScratchArray() {
+    if (p_ != nullptr) scratchFree(p_, n_ * sizeof(T));
+  }
+  ScratchArray(const ScratchArray&) = delete;
+  ScratchArray& operator=(const ScratchArray&) = delete;
+  T* data() const { return p_; }
+
+ private:
+  size_t n_;
+  T* p_;
+};
+
 }  // namespace
 
 void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
@@ -696,9 +714,10 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
   // Over several tables, a span in pieces of at most kPiece entries (more only for a long bag
   // row): the piece's keys grouped by owner in bag order, part d's in bucket d (grouped[d <<
   // kPieceShift ...), each bucket resolved by its part's passes back to back as one table's
-  // keys (rowOf, bucket by bucket); slotOf[j]: entry j's place in both. Parts 0..n-1 owning
+  // keys (bucketRows, bucket by bucket); slotOf[j]: entry j's place in both. Parts 0..n-1 owning
   // residues 0..n-1 (sok's placement) with n a power of two find the owner in the key's low bits.
-  std::vector<int64_t> grouped;
+  // The buckets are not cleared: a piece reads only the slots it wrote (until Nov 29 2026,
+  // stop 31, each call zero-filled all of them, 12 KiB a part: 768 KiB at 64 parts).
   std::vector<uint32_t> slotOf;
   std::vector<uint32_t> filled;
   std::vector<const char*> partRecords;
@@ -719,13 +738,12 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
   }
   const size_t count = filled.size();
   const uint64_t mask = lowBits ? static_cast<uint64_t>(owners->mask) : 0;
-  if (owners != nullptr) {
-    grouped.resize(count << kPieceShift);
-    rowOf.resize(count << kPieceShift);
-    slotOf.resize(kPiece);
-  }
+  ScratchArray<int64_t> grouped(count << kPieceShift);
+  ScratchArray<uint32_t> bucketRows(count << kPieceShift);
+  if (owners != nullptr) slotOf.resize(kPiece);
   uint32_t* const fillAt = filled.data();
   int64_t* const g = grouped.data();
+  uint32_t* const bucketRow = bucketRows.data();
   uint32_t* const slots = slotOf.data();
   const char* const* const records = partRecords.data();
   const size_t stride = first.resolver.stride;
@@ -777,12 +795,12 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
         for (size_t d = 0; d < count; ++d) {
           const size_t b = d << kPieceShift;
           for (size_t c = 0; c < fillAt[d]; c += kChunk) {
-            parts[d].resolver.resolve(g + b + c, std::min<size_t>(kChunk, fillAt[d] - c), rowOf.data() + b + c, scratch);
+            parts[d].resolver.resolve(g + b + c, std::min<size_t>(kChunk, fillAt[d] - c), bucketRow + b + c, scratch);
           }
         }
         for (size_t j = 0; j < pm; ++j) {
           const size_t d = slots[j] >> kPieceShift;
-          place(p0 + j, records[d], partStrides[d], rowOf[slots[j]]);
+          place(p0 + j, records[d], partStrides[d], bucketRow[slots[j]]);
         }
       }
     }
