@@ -1,5 +1,5 @@
 // Misuse: coded EmbeddingErrors naming the argument, and nothing changed.
-import { RaggedTensor, SparseTensor, Tensor } from '@embedstack/core';
+import { checkRowIndices, OutOfRangeError, RaggedTensor, SparseTensor, Tensor } from '@embedstack/core';
 import * as sok from '@embedstack/sok';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { expectError, initDevices, rowsByKey, useTestBackend } from '../test/setup.js';
@@ -83,6 +83,43 @@ describe('lookups and training', () => {
     await expectError(sok.embeddingLookup(w, [2n ** 40n]), 'OUT_OF_RANGE', 'ids[0]');
     expect(await d.size()).toBe(0);
     expect(tape.size).toBe(0);
+  });
+
+  it.each([1, 2])('Variables only, int32 ids (checked by the tables, by sok only when the call fails), %i device(s): the same OUT_OF_RANGE as checked up front', async (devices) => {
+    await initDevices(devices);
+    const v = new sok.Variable({ shape: [10, 2] });
+    const w = new sok.Variable({ shape: [7, 2] });
+    // what sok's own check throws for these ids (core's checkRowIndices, as before the tables checked them)
+    const upFront = (ids: Int32Array, rows: number, argument: string, name: string): Error => {
+      try {
+        checkRowIndices(ids, rows, argument, name);
+      } catch (e) {
+        return e as Error;
+      }
+      throw new Error('expected the check to throw');
+    };
+    const ragged = (rows: number[][]) => RaggedTensor.fromNestedArray(rows, { dtype: 'int32' });
+    const same = async (p: Promise<unknown>, want: Error): Promise<void> => {
+      const e = await expectError(p, 'OUT_OF_RANGE');
+      expect(e).toBeInstanceOf(OutOfRangeError);
+      expect(e.message).toBe(want.message);
+      expect((e as Error & { argument?: string }).argument).toBe((want as Error & { argument?: string }).argument);
+    };
+    const tape = new sok.GradientTape();
+    await same(sok.lookupSparse([v, w], [ragged([[1, 2]]), ragged([[3], [4, 7]])], { tape }), upFront(Int32Array.of(3, 4, 7), 7, 'spIds[1].values', w.name));
+    await same(sok.lookupSparse([v, w], [ragged([[-1, 2]]), ragged([[3]])]), upFront(Int32Array.of(-1, 2), 10, 'spIds[0].values', v.name));
+    // a bad id before a later bad argument: the id's error, as when checked up front
+    await same(sok.lookupSparse([v, w], [ragged([[1, 10]]), 'not ids' as never]), upFront(Int32Array.of(1, 10), 10, 'spIds[0].values', v.name));
+    await same(sok.embeddingLookup(w, Int32Array.of(0, 6, 2 ** 31 - 1), { tape }), upFront(Int32Array.of(0, 6, 2 ** 31 - 1), 7, 'ids', w.name));
+    expect(tape.size).toBe(0);
+    // ids in range: the rows (row r of v holds r + 0.5 and 2r - 1, of w 100 + r and r / 4)
+    const rowsOf = (n: number, f: (r: number) => number[]) => Float32Array.from(Array.from({ length: n }, (_, r) => f(r)).flat());
+    await sok.assign(v, Int32Array.from({ length: 10 }, (_, r) => r), rowsOf(10, (r) => [r + 0.5, 2 * r - 1]));
+    await sok.assign(w, Int32Array.from({ length: 7 }, (_, r) => r), rowsOf(7, (r) => [100 + r, r / 4]));
+    const [a, b] = await sok.lookupSparse([v, w], [ragged([[1, 9], [0]]), ragged([[6], [2, 3, 0]])], { combiners: 'sum' });
+    expect(Array.from(a!.data)).toEqual([11, 18, 0.5, -1]);
+    expect(Array.from(b!.data)).toEqual([106, 1.5, 305, 1.25]);
+    expect(Array.from((await sok.embeddingLookup(w, Int32Array.of(5, 0))).data)).toEqual([105, 1.25, 100, 0]);
   });
 
   it('int32 keys out of range are OUT_OF_RANGE', async () => {
