@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dynamic_table.h"
+#include "shard_plan.h"
 #include "table.h"
 
 namespace estest {
@@ -25,6 +26,34 @@ inline int64_t residue(int64_t k, int64_t n) {
   __int128 r = static_cast<__int128>(k) % n;
   if (r < 0) r += n;
   return static_cast<int64_t>(r);
+}
+
+/**
+ * Upserts into `t` the keys of `stored` that floorMod by n gives to part d (in order), row
+ * value(k, col) for col < dim: a part of one logical table split as sok places it.
+ */
+template <class Value>
+void upsertResidue(embedstack::Table& t, int64_t n, int64_t d, const std::vector<int64_t>& stored, size_t dim,
+                   const Value& value) {
+  std::vector<int64_t> keys;
+  std::vector<float> values;
+  for (int64_t k : stored) {
+    if (residue(k, n) != d) continue;
+    keys.push_back(k);
+    for (size_t col = 0; col < dim; ++col) values.push_back(value(k, col));
+  }
+  if (!keys.empty()) t.upsert(keys.data(), keys.size(), values.data(), nullptr);
+}
+
+/** The floorMod plans of n parts (ShardPlan::kMod), part d owning residue d. */
+inline std::vector<embedstack::ShardPlan> floorModPlans(int64_t n) {
+  std::vector<embedstack::ShardPlan> plans(static_cast<size_t>(n));
+  for (int64_t d = 0; d < n; ++d) {
+    plans[static_cast<size_t>(d)].kind = embedstack::ShardPlan::kMod;
+    plans[static_cast<size_t>(d)].numShards = n;
+    plans[static_cast<size_t>(d)].shard = d;
+  }
+  return plans;
 }
 
 inline embedstack::TableConfig staticConfig(size_t rows, size_t dim) {

@@ -32,6 +32,13 @@ inline uint32_t floatBits(float f) {
   return u;
 }
 
+/** Elements of a and b whose bits differ (a length mismatch counts one more). */
+inline size_t differingBits(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t n = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) n += floatBits(a[i]) != floatBits(b[i]) ? 1 : 0;
+  return n;
+}
+
 }  // namespace estest
 
 #define ES_TEST_CAT2(a, b) a##b

@@ -18,6 +18,7 @@
 #include "test.h"
 
 using namespace embedstack;
+using estest::differingBits;
 using estest::Draw;
 using estest::dynamicConfig;
 using estest::PassesFrom;
@@ -57,27 +58,10 @@ std::vector<std::shared_ptr<Table>> partTables(int64_t n, const std::vector<int6
       c.initializer.a = partInitial(d);
     }
     auto t = createTable(c);
-    std::vector<int64_t> keys;
-    std::vector<float> values;
-    for (int64_t k : stored) {
-      if (residue(k, n) != d) continue;
-      keys.push_back(k);
-      for (size_t col = 0; col < s.dim; ++col) values.push_back(storedValue(k, col));
-    }
-    t->upsert(keys.data(), keys.size(), values.data(), nullptr);
+    estest::upsertResidue(*t, n, d, stored, s.dim, storedValue);
     out.push_back(t);
   }
   return out;
-}
-
-std::vector<ShardPlan> modPlans(int64_t n) {
-  std::vector<ShardPlan> plans(static_cast<size_t>(n));
-  for (int64_t d = 0; d < n; ++d) {
-    plans[static_cast<size_t>(d)].kind = ShardPlan::kMod;
-    plans[static_cast<size_t>(d)].numShards = n;
-    plans[static_cast<size_t>(d)].shard = d;
-  }
-  return plans;
 }
 
 std::vector<Table*> rawOf(const std::vector<std::shared_ptr<Table>>& tables) {
@@ -117,12 +101,6 @@ std::vector<float> plainBag(const BagInput& bag, Combiner c, double maxNorm, siz
     for (size_t col = 0; col < dim; ++col) out[r * dim + col] = div == 0 ? 0.0f : static_cast<float>(acc[col] / div);
   }
   return out;
-}
-
-size_t differingBits(const std::vector<float>& a, const std::vector<float>& b) {
-  size_t differ = 0;
-  for (size_t i = 0; i < a.size(); ++i) differ += estest::floatBits(a[i]) != estest::floatBits(b[i]) ? 1 : 0;
-  return differ;
 }
 
 /** findPassesFrom for the pipeline (never passes) and for the passes (always). */
@@ -195,7 +173,7 @@ TEST(shards_bag_over_dynamic_parts_is_the_plain_bag_bit_for_bit) {
         const BagInput bag{b.splits.data(), rows, b.keys.data(), b.keys.size(), weighted ? b.weights.data() : nullptr};
         for (const Setup& s : setups) {
           for (int64_t n : {1, 2, 3, 4, 8}) {
-            const std::vector<ShardPlan> plans = modPlans(n);
+            const std::vector<ShardPlan> plans = estest::floorModPlans(n);
             for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
               for (double maxNorm : {0.0, 2.5}) {
                 auto tables = partTables(n, stored, s, false);
@@ -248,7 +226,7 @@ TEST(shards_bag_over_dynamic_parts_is_one_tables_bag_with_a_shared_initializer) 
       for (int64_t n : {1, 2, 3, 4, 8}) {
         auto tables = partTables(n, stored, s, true);
         std::vector<Table*> raw = rawOf(tables);
-        const std::vector<ShardPlan> plans = modPlans(n);
+        const std::vector<ShardPlan> plans = estest::floorModPlans(n);
         for (const size_t from : kReadModes) {
           const PassesFrom mode(from);
           std::vector<float> got(want.size(), 3.0f);
@@ -267,7 +245,7 @@ TEST(shards_bag_over_a_disposed_part_throws_and_releases_every_lock) {
   const BagInput bag{b.splits.data(), 300, b.keys.data(), b.keys.size(), nullptr};
   auto tables = partTables(3, stored, {4, StorageDtype::kFloat32, ScorePolicy::kLru}, false);
   std::vector<Table*> raw = rawOf(tables);
-  const std::vector<ShardPlan> plans = modPlans(3);
+  const std::vector<ShardPlan> plans = estest::floorModPlans(3);
   tables[2]->markDisposed();
   std::vector<float> out(300 * 4);
   EXPECT_THROW_CODE(lookupCombinedShards(raw.data(), plans.data(), 3, bag, Combiner::kSum, 0.0, false, out.data()), kDisposed);
@@ -311,7 +289,7 @@ TEST(shards_bag_reads_each_part_under_its_own_clock_in_any_part_order) {
     TableConfig idle = dynamicConfig(s.dim, 64, SIZE_MAX, s.policy);
     auto empty = createTable(idle);
     // Part order 2, 0, idle, 1: each plan names its residue; the idle part owns none (shard 3 of 3).
-    std::vector<ShardPlan> plans = modPlans(3);
+    std::vector<ShardPlan> plans = estest::floorModPlans(3);
     ShardPlan none = plans[0];
     none.shard = 3;
     const std::vector<ShardPlan> order{plans[2], plans[0], none, plans[1]};
@@ -364,7 +342,7 @@ TEST(shards_bag_falls_back_for_parts_one_pipeline_cannot_read) {
   // Mixed storage through lookupCombinedShards: the stored values are exact in bfloat16, so the plain bag holds.
   const Bag b = drawBag(r, 200, stored);
   const BagInput bag{b.splits.data(), 200, b.keys.data(), b.keys.size(), b.weights.data()};
-  const std::vector<ShardPlan> plans = modPlans(3);
+  const std::vector<ShardPlan> plans = estest::floorModPlans(3);
   for (Combiner c : {Combiner::kSum, Combiner::kSqrtn}) {
     std::vector<float> got(200 * 16, -7.0f);
     lookupCombinedShards(mixedStorage.data(), plans.data(), 3, bag, c, 0.0, false, got.data());

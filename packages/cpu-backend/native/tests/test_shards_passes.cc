@@ -26,6 +26,7 @@
 #include "test.h"
 
 using namespace embedstack;
+using estest::differingBits;
 using estest::Draw;
 using estest::dynamicConfig;
 using estest::PassesFrom;
@@ -61,25 +62,8 @@ std::shared_ptr<Table> makePart(int64_t n, int64_t d, const std::vector<int64_t>
     c.slotInitial = {0.5f, -0.25f};
   }
   auto t = createTable(c);
-  std::vector<int64_t> keys;
-  std::vector<float> values;
-  for (int64_t k : stored) {
-    if (residue(k, n) != d) continue;
-    keys.push_back(k);
-    for (size_t col = 0; col < s.dim; ++col) values.push_back(valueOf(k, col));
-  }
-  if (!keys.empty()) t->upsert(keys.data(), keys.size(), values.data(), nullptr);
+  estest::upsertResidue(*t, n, d, stored, s.dim, valueOf);
   return t;
-}
-
-std::vector<ShardPlan> plansOf(int64_t n) {
-  std::vector<ShardPlan> plans(static_cast<size_t>(n));
-  for (int64_t d = 0; d < n; ++d) {
-    plans[static_cast<size_t>(d)].kind = ShardPlan::kMod;
-    plans[static_cast<size_t>(d)].numShards = n;
-    plans[static_cast<size_t>(d)].shard = d;
-  }
-  return plans;
 }
 
 /** The keys each part holds (read from its export: a capped part may have refused some). */
@@ -111,12 +95,6 @@ std::vector<float> plainSum(const BagInput& bag, Combiner c, size_t dim, int64_t
     for (size_t col = 0; col < dim; ++col) out[r * dim + col] = div == 0 ? 0.0f : static_cast<float>(acc[col] / div);
   }
   return out;
-}
-
-size_t bitsDiffer(const std::vector<float>& a, const std::vector<float>& b) {
-  size_t n = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) n += estest::floatBits(a[i]) != estest::floatBits(b[i]) ? 1 : 0;
-  return n;
 }
 
 std::vector<int64_t> someKeys(Draw& r, size_t count) {
@@ -177,11 +155,11 @@ TEST(shards_passes_parts_with_different_row_layouts) {
       PartSpec plain;
       std::vector<std::shared_ptr<Table>> parts{makePart(2, 0, stored, slotsFirst ? withSlots : plain),
                                                 makePart(2, 1, stored, slotsFirst ? plain : withSlots)};
-      const std::vector<ShardPlan> plans = plansOf(2);
+      const std::vector<ShardPlan> plans = estest::floorModPlans(2);
       std::vector<Table*> raw = raws(parts);
       std::vector<float> got(300 * 8, 9.0f);
       lookupCombinedShards(raw.data(), plans.data(), 2, bag, Combiner::kSum, 0.0, false, got.data());
-      const size_t wrong = bitsDiffer(got, plainSum(bag, Combiner::kSum, 8, 2, residentKeys(parts)));
+      const size_t wrong = differingBits(got, plainSum(bag, Combiner::kSum, 8, 2, residentKeys(parts)));
       if (wrong != 0) {
         std::cerr << "  (slots on part " << (slotsFirst ? 0 : 1) << ", findPassesFrom " << from << "): " << wrong
                   << " of " << got.size() << " floats differ\n";
@@ -204,7 +182,7 @@ TEST(shards_passes_at_64_and_65_parts_and_permuted_powers_of_two) {
         const PassesFrom mode(from);
         std::vector<std::shared_ptr<Table>> byResidue;
         for (int64_t d = 0; d < n; ++d) byResidue.push_back(makePart(n, d, stored, s));
-        const std::vector<ShardPlan> plans = plansOf(n);
+        const std::vector<ShardPlan> plans = estest::floorModPlans(n);
         // Part order: identity, or reversed with the halves swapped (part[r] != r for every r but maybe one).
         std::vector<size_t> order(static_cast<size_t>(n));
         for (size_t i = 0; i < order.size(); ++i) order[i] = permuted ? (order.size() - 1 - i + order.size() / 2) % order.size() : i;
@@ -220,7 +198,7 @@ TEST(shards_passes_at_64_and_65_parts_and_permuted_powers_of_two) {
         }
         std::vector<float> got(700 * s.dim, 9.0f);
         lookupCombinedShards(raw.data(), ordered.data(), ordered.size(), bag, Combiner::kMean, 0.0, false, got.data());
-        EXPECT_EQ(bitsDiffer(got, plainSum(bag, Combiner::kMean, s.dim, n, residentKeys(byResidue))), size_t{0});
+        EXPECT_EQ(differingBits(got, plainSum(bag, Combiner::kMean, s.dim, n, residentKeys(byResidue))), size_t{0});
         // lfu: each resident key's score grew by its occurrences in the bag, nothing else moved.
         std::map<int64_t, uint64_t> count;
         for (size_t j = 0; j < bag.n; ++j) count[bag.keys[j]] += 1;
@@ -274,12 +252,12 @@ TEST(shards_passes_one_part_fills_a_whole_piece) {
     const PassesFrom mode(from);
     std::vector<std::shared_ptr<Table>> parts;
     for (int64_t d = 0; d < 4; ++d) parts.push_back(makePart(4, d, stored, s));
-    const std::vector<ShardPlan> plans = plansOf(4);
+    const std::vector<ShardPlan> plans = estest::floorModPlans(4);
     std::vector<Table*> raw = raws(parts);
     for (Combiner c : {Combiner::kSum, Combiner::kMean}) {
       std::vector<float> got(rows * s.dim, 9.0f);
       lookupCombinedShards(raw.data(), plans.data(), 4, bag, c, 0.0, false, got.data());
-      EXPECT_EQ(bitsDiffer(got, plainSum(bag, c, s.dim, 4, residentKeys(parts))), size_t{0});
+      EXPECT_EQ(differingBits(got, plainSum(bag, c, s.dim, 4, residentKeys(parts))), size_t{0});
     }
   }
 }
@@ -307,11 +285,11 @@ TEST(shards_passes_over_capped_parts) {
       for (const auto& t : parts) {
         for (const auto& [k, sc] : estest::snapshot(*t).scores) before[k] = sc;
       }
-      const std::vector<ShardPlan> plans = plansOf(n);
+      const std::vector<ShardPlan> plans = estest::floorModPlans(n);
       std::vector<Table*> raw = raws(parts);
       std::vector<float> got(400 * s.dim, 9.0f);
       lookupCombinedShards(raw.data(), plans.data(), plans.size(), bag, Combiner::kSum, 0.0, false, got.data());
-      EXPECT_EQ(bitsDiffer(got, plainSum(bag, Combiner::kSum, s.dim, n, resident)), size_t{0});
+      EXPECT_EQ(differingBits(got, plainSum(bag, Combiner::kSum, s.dim, n, resident)), size_t{0});
       std::map<int64_t, uint64_t> count;
       for (size_t j = 0; j < bag.n; ++j) count[bag.keys[j]] += 1;
       size_t bad = 0;
@@ -347,7 +325,7 @@ TEST(shards_passes_two_threads_on_the_same_parts) {
     for (const auto& t : parts) {
       for (const auto& [k, sc] : estest::snapshot(*t).scores) before[k] = sc;
     }
-    const std::vector<ShardPlan> plans = plansOf(4);
+    const std::vector<ShardPlan> plans = estest::floorModPlans(4);
     std::vector<Table*> raw = raws(parts);
     std::vector<float> a(1500 * s.dim, 9.0f);
     std::vector<float> c(1500 * s.dim, 9.0f);
@@ -355,8 +333,8 @@ TEST(shards_passes_two_threads_on_the_same_parts) {
     lookupCombinedShards(raw.data(), plans.data(), 4, bag, Combiner::kSum, 0.0, false, a.data());
     other.join();
     const std::vector<float> want = plainSum(bag, Combiner::kSum, s.dim, 4, residentKeys(parts));
-    EXPECT_EQ(bitsDiffer(a, want), size_t{0});
-    EXPECT_EQ(bitsDiffer(c, want), size_t{0});
+    EXPECT_EQ(differingBits(a, want), size_t{0});
+    EXPECT_EQ(differingBits(c, want), size_t{0});
     std::map<int64_t, uint64_t> count;
     for (size_t j = 0; j < bag.n; ++j) count[bag.keys[j]] += 2;
     size_t bad = 0;
