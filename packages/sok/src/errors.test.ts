@@ -85,11 +85,11 @@ describe('lookups and training', () => {
     expect(tape.size).toBe(0);
   });
 
-  it.each([1, 2])('Variables only, int32 ids (checked by the tables, by sok only when the call fails), %i device(s): the same OUT_OF_RANGE as checked up front', async (devices) => {
+  it.each([1, 2])('Variables only, int32 ids, %i device(s): the OUT_OF_RANGE of core\'s checkRowIndices, before later bad arguments', async (devices) => {
     await initDevices(devices);
     const v = new sok.Variable({ shape: [10, 2] });
     const w = new sok.Variable({ shape: [7, 2] });
-    // what sok's own check throws for these ids (core's checkRowIndices, as before the tables checked them)
+    // what core's checkRowIndices throws for these ids
     const upFront = (ids: Int32Array, rows: number, argument: string, name: string): Error => {
       try {
         checkRowIndices(ids, rows, argument, name);
@@ -120,6 +120,43 @@ describe('lookups and training', () => {
     expect(Array.from(a!.data)).toEqual([11, 18, 0.5, -1]);
     expect(Array.from(b!.data)).toEqual([106, 1.5, 305, 1.25]);
     expect(Array.from((await sok.embeddingLookup(w, Int32Array.of(5, 0))).data)).toEqual([105, 1.25, 100, 0]);
+  });
+
+  it.each([
+    [2, 1, 1],
+    [2, 1, -1],
+    [4, 3, 3],
+    [4, 3, 7],
+  ])('%i devices, a Variable of %i rows (devices without rows), id %i: OUT_OF_RANGE, nothing recorded', async (devices, rows, id) => {
+    // review31a: a device with no rows has no table, so only sok's own check sees these ids
+    await initDevices(devices);
+    const v = new sok.Variable({ shape: [rows, 2] });
+    const ids = Int32Array.of(0, id);
+    const e = await expectError(sok.embeddingLookup(v, ids), 'OUT_OF_RANGE', 'ids[1]');
+    expect(e).toBeInstanceOf(OutOfRangeError);
+    const tape = new sok.GradientTape();
+    await expectError(sok.lookupSparse([v], [RaggedTensor.fromNestedArray([[0, id]], { dtype: 'int32' })], { tape }), 'OUT_OF_RANGE', 'spIds[0].values[1]');
+    expect(tape.size).toBe(0);
+  });
+
+  it('a bad int32 id reaches no collective of a custom communicator', async () => {
+    class Counting extends sok.InProcessCommunicator {
+      calls = 0;
+      override allgather<T extends sok.DeviceBuffer>(send: readonly T[]): Promise<T> {
+        this.calls++;
+        return super.allgather(send);
+      }
+      override reduceScatter(recv: readonly Float32Array[], produce: (device: number, send: Float64Array) => Promise<void>): Promise<void> {
+        this.calls++;
+        return super.reduceScatter(recv, produce);
+      }
+    }
+    sok.shutdown();
+    const comm = new Counting(2);
+    await sok.init({ numDevices: 2, communicator: comm });
+    const v = new sok.Variable({ shape: [10, 2] });
+    await expectError(sok.embeddingLookup(v, Int32Array.of(1, 10)), 'OUT_OF_RANGE', 'ids[1]');
+    expect(comm.calls).toBe(0);
   });
 
   it('int32 keys out of range are OUT_OF_RANGE', async () => {

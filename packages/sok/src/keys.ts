@@ -17,28 +17,18 @@ function firstOutsideInt32(input: unknown): number {
 }
 
 /**
- * Range checks of int32 row ids left to the tables (see {@link idsFor}): each throws the
- * OutOfRangeError naming its argument that the check up front would have thrown.
- */
-export type DeferredRangeChecks = (() => void)[];
-
-/**
  * Ids for `v` in its key type: a DynamicVariable's keys (int64, or int32 with
  * values out of int32 an OUT_OF_RANGE error); a Variable's global row ids checked
- * against [0, rows) (OUT_OF_RANGE) and returned as int32. With `deferred`, a Variable's
- * int32 ids are not checked here: the check is added to `deferred`, for a call whose
- * tables check them anyway (core, or the CPU addon for core: RawTable.checksRowIndices)
- * and that runs the checks when it fails ({@link checkedFirst}, {@link rangeChecked}).
+ * against [0, rows) (OUT_OF_RANGE) and returned as int32.
  *
  * @throws InvalidTypeError (not ids), OutOfRangeError naming `argument[i]`
  */
-export function idsFor(v: SokVariable, input: unknown, argument: string, deferred?: DeferredRangeChecks): Keys {
+export function idsFor(v: SokVariable, input: unknown, argument: string): Keys {
   const rows = v.staticRows;
   if (rows !== null) {
     if (input instanceof Int32Array || (input as { data?: unknown })?.data instanceof Int32Array) {
       const k = normalizeKeys(input, 'int32', argument);
-      if (deferred) deferred.push(() => checkRowIndices(k, rows, argument, v.name));
-      else checkRowIndices(k, rows, argument, v.name);
+      checkRowIndices(k, rows, argument, v.name);
       return k;
     }
     const k = normalizeKeys(input, 'int64', argument);
@@ -60,39 +50,11 @@ export function idsFor(v: SokVariable, input: unknown, argument: string, deferre
  * take (keys in `v`'s key type, checked as {@link idsFor}).
  * @throws InvalidTypeError / ShapeMismatchError / OutOfRangeError naming `argument`
  */
-export function bagFor(v: SokVariable, ids: BagInput, weights: BagWeights, argument: string, deferred?: DeferredRangeChecks): Bag<Keys> {
+export function bagFor(v: SokVariable, ids: BagInput, weights: BagWeights, argument: string): Bag<Keys> {
   // int32 ids stay int32 through the bag (no BigInt round trip per id); idsFor converts to v's key type
   const values = ids instanceof RaggedTensor || ids instanceof SparseTensor ? ids.values : null;
   const { bag } = toOrderedBag(ids, weights, values instanceof Int32Array ? 'int32' : 'int64', argument);
-  return { rowSplits: bag.rowSplits, keys: idsFor(v, bag.keys, `${argument}.values`, deferred), weights: bag.weights };
-}
-
-/**
- * Deferred range checks for a call over `vars` when every one is a Variable (a failed call
- * of static tables has changed nothing, so the ids may be checked after it), else undefined.
- */
-export function deferrableRange(vars: readonly SokVariable[]): DeferredRangeChecks | undefined {
-  return vars.every((v) => v.staticRows !== null) ? [] : undefined;
-}
-
-/** fn(); when it throws, the deferred checks first (an id out of range is reported before a later argument's error, as when checked up front). */
-export function checkedFirst<T>(deferred: DeferredRangeChecks | undefined, fn: () => T): T {
-  try {
-    return fn();
-  } catch (e) {
-    deferred?.forEach((check) => check());
-    throw e;
-  }
-}
-
-/** The call's result; when it fails (a table refused an id, or anything else), the deferred checks first, so a bad id throws the error naming its argument. */
-export async function rangeChecked<T>(deferred: DeferredRangeChecks | undefined, call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (e) {
-    deferred?.forEach((check) => check());
-    throw e;
-  }
+  return { rowSplits: bag.rowSplits, keys: idsFor(v, bag.keys, `${argument}.values`), weights: bag.weights };
 }
 
 /** One id per row: the bag of a plain lookup (`embeddingLookup`, v1 All2All). */

@@ -17,7 +17,7 @@ import {
 import { context } from './context.js';
 import { DynamicVariable } from './dynamicVariable.js';
 import { poolRows, trimToRatio } from './exchange.js';
-import { bagFor, checkedFirst, deferrableRange, idsFor, rangeChecked, singletonBag } from './keys.js';
+import { bagFor, idsFor, singletonBag } from './keys.js';
 import { GradientTape } from './tape.js';
 import { SokVariable, stamp } from './variable.js';
 
@@ -114,11 +114,9 @@ export async function lookupSparse(params: readonly SokVariable[], spIds: readon
   });
   const tape = checkTape(o.tape);
   const insert = checkBoolean(o.training, 'options.training', tape !== null);
-  // Every param a Variable: the tables check the row ids (sok checks them only if the call fails).
-  const deferred = deferrableRange(vars);
-  const bags = checkedFirst(deferred, () => vars.map((v, i) => bagFor(v, spIds[i]!, w?.[i] ?? null, `spIds[${i}]`, deferred)));
+  const bags = vars.map((v, i) => bagFor(v, spIds[i]!, w?.[i] ?? null, `spIds[${i}]`));
   const shapes = vars.map((v, i) => [bags[i]!.rowSplits.length - 1, v.dimension]);
-  return rangeChecked(deferred, () => run(vars, bags, combiners, shapes, insert, tape));
+  return run(vars, bags, combiners, shapes, insert, tape);
 }
 
 /**
@@ -135,13 +133,9 @@ export async function embeddingLookup(param: SokVariable, ids: KeyInput, options
   const v = checkVariable(param, 'param');
   const tape = checkTape(o.tape);
   const insert = checkBoolean(o.training, 'options.training', tape !== null);
-  const deferred = deferrableRange([v]);
-  const keys = idsFor(v, ids, 'ids', deferred);
-  const shape = checkedFirst(deferred, () => {
-    const s = [...keyShape(ids), v.dimension];
-    if (s.slice(0, -1).reduce((a, b) => a * b, 1) !== keys.length) throw new ShapeMismatchError(`Expected ids of ${keys.length} entries`, { argument: 'ids' });
-    return s;
-  });
-  const [out] = await rangeChecked(deferred, () => run([v], [singletonBag(keys)], ['sum'], [shape], insert, tape));
+  const keys = idsFor(v, ids, 'ids');
+  const shape = [...keyShape(ids), v.dimension];
+  if (shape.slice(0, -1).reduce((a, b) => a * b, 1) !== keys.length) throw new ShapeMismatchError(`Expected ids of ${keys.length} entries`, { argument: 'ids' });
+  const [out] = await run([v], [singletonBag(keys)], ['sum'], [shape], insert, tape);
   return out!;
 }
