@@ -2,7 +2,7 @@ import { InvalidTypeError, invalidParameter } from '@embedstack/core';
 
 /**
  * The environment variables the native addon reads when its thread pool starts and when it
- * loads (native/src/thread_pool.cc, memory.cc). The addon cannot report a bad value (it
+ * loads (native/src/thread_pool.cc, memory.cc, binding/async_op.cc). The addon cannot report a bad value (it
  * reads them lazily, deep in native code), so the loader checks them first: a value that
  * is set and not accepted makes the backend unusable, saying why, instead of being ignored.
  */
