@@ -10,10 +10,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { referenceBackend, registerBackend } from '@embedstack/core';
 import * as de from '@embedstack/tfra';
-
-if (process.env.EMBEDSTACK_BACKEND === 'reference') registerBackend(referenceBackend);
 
 const DIM = 8;
 const BATCH = 128;

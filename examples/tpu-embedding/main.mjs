@@ -9,7 +9,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { RaggedTensor, referenceBackend, registerBackend, Tensor } from '@embedstack/core';
+import { RaggedTensor, Tensor } from '@embedstack/core';
 import {
   Adagrad,
   FeatureConfig,
@@ -18,8 +18,6 @@ import {
   TableConfig,
   TPUEmbedding,
 } from '@embedstack/tpu-embedding';
-
-if (process.env.EMBEDSTACK_BACKEND === 'reference') registerBackend(referenceBackend);
 
 const USERS = 50;
 const ITEMS = 40;
