@@ -16,7 +16,7 @@ import {
   InvalidTypeError,
   type KeyInput,
 } from '@embedstack/core';
-import { resolveRocksStoreOptions, type ResolvedRocksStoreOptions } from './options.js';
+import { resolveRocksStoreOptions, type ResolvedRocksStoreOptions, type RocksStoreOptions } from './options.js';
 
 /** Result of {@link RocksStore.multiGet}: host memory, `values` `[n, dim]` row-major (zeros where missing). */
 export interface RocksGetResult {
@@ -64,9 +64,10 @@ export class RocksStore {
   /**
    * Opens (creates unless `readOnly`) the database at `options.path` with a column
    * family per table in `options.tables`.
+   * The options are checked at run time too (a JS caller may pass anything).
    * @throws InvalidArgumentError / InvalidTypeError for bad options, IOError when the path cannot be opened
    */
-  static async open(options: unknown): Promise<RocksStore> {
+  static async open(options: RocksStoreOptions): Promise<RocksStore> {
     const o = resolveRocksStoreOptions(options);
     // RocksDB opens a database for writing only with every column family it holds: the tables
     // a previous process created are opened too (and listed by tables())
