@@ -33,20 +33,35 @@ export type Form = 'promise' | 'sync';
 
 /** The table operations, always awaited; the 'sync' form calls the `...Sync` methods. */
 export interface Ops {
+  /** Which form this is. */
   readonly form: Form;
+  /** `find` / `findSync`. */
   find(t: EmbeddingTable, keys: KeyInput, o?: FindOptions): Promise<FindResult>;
+  /** `findOrInsert` / `findOrInsertSync`. */
   findOrInsert(t: EmbeddingTable, keys: KeyInput, o?: WriteOptions & FindOptions): Promise<FindResult>;
+  /** `upsert` / `upsertSync`. */
   upsert(t: EmbeddingTable, keys: KeyInput, values: ValuesInput, o?: WriteOptions): Promise<void>;
+  /** `assign` / `assignSync`. */
   assign(t: EmbeddingTable, keys: KeyInput, values: ValuesInput, o?: WriteOptions): Promise<void>;
+  /** `accum` / `accumSync`. */
   accum(t: EmbeddingTable, keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, o?: WriteOptions): Promise<void>;
+  /** `remove` / `removeSync`: the number of keys removed. */
   remove(t: EmbeddingTable, keys: KeyInput): Promise<number>;
+  /** `clear` / `clearSync`. */
   clear(t: EmbeddingTable): Promise<void>;
+  /** One `export` page / `exportSync`. */
   export(t: EmbeddingTable, o?: { offset?: number; limit?: number }): Promise<ExportBatch>;
+  /** `importRows` / `importRowsSync`. */
   importRows(t: EmbeddingTable, keys: KeyInput, values: ValuesInput, slots?: Float32Array[] | null, scores?: BigUint64Array | null): Promise<void>;
+  /** `lookupCombined` / `lookupCombinedSync`. */
   lookupCombined(t: EmbeddingTable, ids: BagInput, o?: LookupCombinedOptions): Promise<Float32Array>;
+  /** `lookupCombinedPartial` / `lookupCombinedPartialSync`: float64 partial sums. */
   lookupCombinedPartial(t: EmbeddingTable, ids: BagInput, o: PartialLookupOptions): Promise<Float64Array>;
+  /** Core's `lookupCombinedShards` / `lookupCombinedShardsSync`. */
   lookupCombinedShards(shards: readonly TableShard[], ids: BagInput, o?: ShardsLookupOptions): Promise<Float32Array>;
+  /** `lookupCombinedBackward` / `lookupCombinedBackwardSync`. */
   lookupCombinedBackward(t: EmbeddingTable, ids: BagInput, grads: ValuesInput, o?: BackwardOptions): Promise<Float32Array>;
+  /** `applyCombinedGradients` / `applyCombinedGradientsSync`. */
   applyCombinedGradients(
     t: EmbeddingTable,
     ids: BagInput,
@@ -55,8 +70,11 @@ export interface Ops {
     step: number,
     o?: CombinedGradientsOptions,
   ): Promise<void>;
+  /** Core's `applyCombinedGradientsShards` / `applyCombinedGradientsShardsSync`. */
   applyCombinedGradientsShards(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, opt: OptimizerSpec, step: number, o?: CombinerOptions): Promise<void>;
+  /** `applyGradients` / `applyGradientsSync`. */
   applyGradients(t: EmbeddingTable, keys: KeyInput, grads: ValuesInput, opt: OptimizerSpec, step: number, o?: ApplyGradientsOptions): Promise<void>;
+  /** `restrict` / `restrictSync`: the number of keys removed. */
   restrict(t: EmbeddingTable, n: number): Promise<number>;
 }
 
@@ -102,6 +120,7 @@ const syncOps: Ops = {
   restrict: async (t, n) => t.restrictSync(n),
 };
 
+/** The operations of `form`. */
 export function opsFor(form: Form): Ops {
   return form === 'sync' ? syncOps : promiseOps;
 }
@@ -161,8 +180,11 @@ export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<numbe
 
 /** One exported row, keyed by the key's decimal string. */
 export interface RowState {
+  /** The row's values. */
   value: number[];
+  /** The row's optimizer slots. */
   slots: number[][];
+  /** The row's score. */
   score: bigint;
 }
 

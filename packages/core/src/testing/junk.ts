@@ -69,7 +69,9 @@ function describeError(e: unknown): string {
 
 /** A live object of a package and how to read its observable state (compared before and after a rejected call). */
 export interface JunkTarget<T extends object = object> {
+  /** The class or object, for test names. */
   name: string;
+  /** Makes a fresh object to throw junk at. */
   make: () => T | Promise<T>;
   /** A comparable view of the object's state (contents, sizes, ...). */
   state: (o: T) => unknown | Promise<unknown>;
@@ -77,6 +79,7 @@ export interface JunkTarget<T extends object = object> {
   skip?: readonly string[];
   /** Valid argument lists per method, mutated with junk as JunkSuiteOptions.examples. */
   examples?: Readonly<Record<string, readonly (readonly unknown[])[]>>;
+  /** Frees an object `make` returned. */
   dispose?: (o: T) => void;
 }
 
@@ -94,6 +97,7 @@ export function junkTarget<T extends object>(t: JunkTarget<T>): JunkTarget {
   };
 }
 
+/** Options of the junk-input property test of a package. */
 export interface JunkSuiteOptions {
   /** The package, for test names. */
   name: string;

@@ -5,29 +5,49 @@
  */
 
 export interface ModelOptimizer {
+  /** Which update rule (core's optimizer kinds). */
   kind: 'sgd' | 'adagrad' | 'adagradMomentum' | 'adam' | 'ftrl' | 'rowWiseAdagrad' | 'momentum' | 'adamax' | 'adadelta';
+  /** Learning rate, or a function of the 1-based step. */
   lr: number | ((step: number) => number);
+  /** Adam / Adamax first-moment decay. */
   beta1?: number;
+  /** Adam / Adamax second-moment decay. */
   beta2?: number;
+  /** Added to denominators for stability. */
   epsilon?: number;
+  /** Momentum coefficient (momentum, adagradMomentum). */
   momentum?: number;
+  /** Nesterov momentum. */
   nesterov?: boolean;
+  /** adagradMomentum's exponent of the accumulator. */
   exponent?: number;
+  /** Adam: epsilon inside the square root. */
   sumInsideSqrt?: boolean;
+  /** FTRL L1 regularization strength. */
   l1?: number;
+  /** FTRL L2 regularization strength. */
   l2?: number;
+  /** FTRL beta. */
   beta?: number;
+  /** FTRL learning-rate power. */
   lrPower?: number;
+  /** Adadelta decay. */
   rho?: number;
+  /** Gradient clip range [min, max]. */
   clipGrad?: [number, number];
+  /** Weight decay. */
   weightDecay?: number;
+  /** Whether the weight decay is multiplied by the learning rate. */
   decayTimesLr?: boolean;
+  /** Weight clip range [min, max]. */
   clipWeight?: [number, number];
 }
 
 /** One row's state: weights and slots (each a plain array). */
 export interface ModelRow {
+  /** The row's weights. */
   w: number[];
+  /** The row's optimizer slots, in the optimizer's slot order. */
   slots: number[][];
 }
 

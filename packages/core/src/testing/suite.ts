@@ -16,6 +16,7 @@ import { scoresSection } from './sections/scores.js';
 import { shardPlansSection } from './sections/shardPlans.js';
 import { storageSection } from './sections/storage.js';
 
+/** Options of {@link runConformanceSuite}. */
 export interface ConformanceSuiteOptions {
   /** Shown in the test names. */
   name: string;

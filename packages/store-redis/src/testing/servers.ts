@@ -161,8 +161,11 @@ async function killAll(nodes: Node[], dir: string): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
 }
 
+/** A running throwaway redis-server (or cluster) started by the helpers below. */
 export interface RedisServerHandle {
+  /** The address to connect to (127.0.0.1). */
   host: string;
+  /** The port to connect to (the first node's in a cluster). */
   port: number;
   /** Every node's port (one here). */
   ports: number[];
@@ -174,6 +177,7 @@ export interface RedisServerHandle {
   killNode(i?: number): void;
 }
 
+/** Options of {@link startRedisServer}. */
 export interface StartRedisServerOptions {
   /** Port; default a free one. */
   port?: number;
@@ -202,11 +206,18 @@ export async function startRedisServer(opts: StartRedisServerOptions = {}): Prom
   return { host: HOST, port, ports: [port], dir, stop, killNode: () => void node.proc.kill('SIGKILL') };
 }
 
+/** A running throwaway Redis Cluster. */
 export interface RedisClusterHandle extends RedisServerHandle {
   /** Seeds for a cluster client: every master. */
-  hosts: { host: string; port: number }[];
+  hosts: {
+    /** The master's address. */
+    host: string;
+    /** The master's port. */
+    port: number;
+  }[];
 }
 
+/** Options of {@link startRedisCluster}. */
 export interface StartRedisClusterOptions {
   /** Number of masters (no replicas). Default 3 (the minimum Redis accepts). */
   masters?: number;
