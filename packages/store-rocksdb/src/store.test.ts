@@ -124,6 +124,6 @@ describe('RocksStore', () => {
     await expect(RocksStore.open({ path: join(t.dir, 'none'), readOnly: true })).rejects.toMatchObject({ code: 'IO_ERROR' });
     await expect(RocksStore.open({ path: 7 } as never)).rejects.toMatchObject({ code: 'INVALID_TYPE' });
     await expect(RocksStore.open({ path: t.dir, numThreads: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
-    await expect(RocksStore.open({ path: t.dir, nope: 1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(RocksStore.open({ path: t.dir, nope: 1 } as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });
