@@ -101,6 +101,13 @@ inline Snapshot snapshot(embedstack::Table& t) {
   return s;
 }
 
+/** A drawn bag: row splits (from 0), keys, and per-entry weights (may be empty). */
+struct DrawnBag {
+  std::vector<int32_t> splits{0};
+  std::vector<int64_t> keys;
+  std::vector<float> weights;
+};
+
 inline std::vector<float> rowOf(size_t dim, float base) {
   std::vector<float> v(dim);
   for (size_t c = 0; c < dim; ++c) v[c] = base + static_cast<float>(c) * 0.25f;

@@ -20,6 +20,7 @@
 using namespace embedstack;
 using estest::differingBits;
 using estest::Draw;
+using estest::DrawnBag;
 using estest::dynamicConfig;
 using estest::PassesFrom;
 using estest::residue;
@@ -115,15 +116,9 @@ std::vector<int64_t> storedKeys(Draw& r) {
 }
 
 /** A bag of `rows` rows (some empty) over stored keys, absent ones and absent extremes; weights of both signs, zeros. */
-struct Bag {
-  std::vector<int32_t> splits{0};
-  std::vector<int64_t> keys;
-  std::vector<float> weights;
-};
-
-Bag drawBag(Draw& r, size_t rows, const std::vector<int64_t>& stored) {
+DrawnBag drawBag(Draw& r, size_t rows, const std::vector<int64_t>& stored) {
   const int64_t absentEdges[] = {INT64_MIN + 1, INT64_MAX - 1, INT64_MIN + 2, -9223372036854775000LL};
-  Bag b;
+  DrawnBag b;
   for (size_t row = 0; row < rows; ++row) {
     const size_t len = row % 11 == 4 ? 0 : static_cast<size_t>(r.next() % 45);
     for (size_t j = 0; j < len; ++j) {
@@ -168,7 +163,7 @@ TEST(shards_bag_over_dynamic_parts_is_the_plain_bag_bit_for_bit) {
   for (const size_t from : kReadModes) {
     const PassesFrom mode(from);
     for (size_t rows : {9, 600}) {
-      const Bag b = drawBag(r, rows, stored);
+      const DrawnBag b = drawBag(r, rows, stored);
       for (bool weighted : {false, true}) {
         const BagInput bag{b.splits.data(), rows, b.keys.data(), b.keys.size(), weighted ? b.weights.data() : nullptr};
         for (const Setup& s : setups) {
@@ -216,7 +211,7 @@ TEST(shards_bag_over_dynamic_parts_is_one_tables_bag_with_a_shared_initializer) 
   // Parts that share a per-key initializer: every value, missing ones too, is the whole table's.
   Draw r{77};
   const std::vector<int64_t> stored = storedKeys(r);
-  const Bag b = drawBag(r, 500, stored);
+  const DrawnBag b = drawBag(r, 500, stored);
   const BagInput bag{b.splits.data(), 500, b.keys.data(), b.keys.size(), b.weights.data()};
   for (const Setup& s : {Setup{7, StorageDtype::kFloat32, ScorePolicy::kLru}, Setup{64, StorageDtype::kBfloat16, ScorePolicy::kLfu}}) {
     auto whole = partTables(1, stored, s, true);
@@ -241,7 +236,7 @@ TEST(shards_bag_over_dynamic_parts_is_one_tables_bag_with_a_shared_initializer) 
 TEST(shards_bag_over_a_disposed_part_throws_and_releases_every_lock) {
   Draw r{5};
   const std::vector<int64_t> stored = storedKeys(r);
-  const Bag b = drawBag(r, 300, stored);
+  const DrawnBag b = drawBag(r, 300, stored);
   const BagInput bag{b.splits.data(), 300, b.keys.data(), b.keys.size(), nullptr};
   auto tables = partTables(3, stored, {4, StorageDtype::kFloat32, ScorePolicy::kLru}, false);
   std::vector<Table*> raw = rawOf(tables);
@@ -269,8 +264,8 @@ TEST(shards_bag_reads_each_part_under_its_own_clock_in_any_part_order) {
     std::map<int64_t, bool> isStored;
     for (int64_t k : stored) isStored[k] = true;
     const Setup s{8, StorageDtype::kFloat32, ScorePolicy::kLru};
-    Bag b = drawBag(r, 40, stored);
-    Bag longRow;
+    DrawnBag b = drawBag(r, 40, stored);
+    DrawnBag longRow;
     for (size_t j = 0; j < 2500; ++j) longRow.keys.push_back(j % 3 == 0 ? static_cast<int64_t>(j) - 90000 : stored[r.next() % stored.size()]);
     longRow.splits = {0, 0, 2500};
     for (size_t i = 1; i < b.splits.size(); ++i) longRow.splits.push_back(2500 + b.splits[i]);
@@ -340,7 +335,7 @@ TEST(shards_bag_falls_back_for_parts_one_pipeline_cannot_read) {
   EXPECT_TRUE(f32[0]->leaseBag(same.data(), 3, ResidueOwners(residues, 3, true)) == nullptr);
   EXPECT_TRUE(f32[0]->leaseBag(same.data(), 3, mod) != nullptr);
   // Mixed storage through lookupCombinedShards: the stored values are exact in bfloat16, so the plain bag holds.
-  const Bag b = drawBag(r, 200, stored);
+  const DrawnBag b = drawBag(r, 200, stored);
   const BagInput bag{b.splits.data(), 200, b.keys.data(), b.keys.size(), b.weights.data()};
   const std::vector<ShardPlan> plans = estest::floorModPlans(3);
   for (Combiner c : {Combiner::kSum, Combiner::kSqrtn}) {

@@ -31,6 +31,7 @@
 using namespace embedstack;
 using estest::differingBits;
 using estest::Draw;
+using estest::DrawnBag;
 using estest::dynamicConfig;
 using estest::PassesFrom;
 using estest::residue;
@@ -79,6 +80,48 @@ std::set<int64_t> residentKeys(const std::vector<std::shared_ptr<Table>>& parts)
   return out;
 }
 
+/** Every part's scores by key. */
+std::map<int64_t, uint64_t> scoresOf(const std::vector<std::shared_ptr<Table>>& parts) {
+  std::map<int64_t, uint64_t> out;
+  for (const auto& t : parts) {
+    for (const auto& [k, sc] : estest::snapshot(*t).scores) out[k] = sc;
+  }
+  return out;
+}
+
+/** Resident keys whose lfu score is not its score in `before` plus `per` for each occurrence in the bag. */
+size_t scoresOff(const std::vector<std::shared_ptr<Table>>& parts, const std::map<int64_t, uint64_t>& before, const BagInput& bag,
+                 uint64_t per) {
+  std::map<int64_t, uint64_t> count;
+  for (size_t j = 0; j < bag.n; ++j) count[bag.keys[j]] += per;
+  size_t bad = 0;
+  for (const auto& t : parts) {
+    for (const auto& [k, sc] : estest::snapshot(*t).scores) {
+      const auto it = count.find(k);
+      bad += sc != before.at(k) + (it == count.end() ? 0 : it->second) ? 1 : 0;
+    }
+  }
+  return bad;
+}
+
+/** The parts of residues 0..n-1 and their plans, in identity order or reversed with the halves swapped (part[r] != r for every r but maybe one). */
+struct OrderedParts {
+  std::vector<Table*> raw;
+  std::vector<ShardPlan> plans;
+};
+
+OrderedParts orderedParts(const std::vector<std::shared_ptr<Table>>& byResidue, bool permuted) {
+  const size_t n = byResidue.size();
+  const std::vector<ShardPlan> plans = estest::floorModPlans(static_cast<int64_t>(n));
+  OrderedParts o;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t at = permuted ? (n - 1 - i + n / 2) % n : i;
+    o.raw.push_back(byResidue[at].get());
+    o.plans.push_back(plans[at]);
+  }
+  return o;
+}
+
 /** The bag written out: stored value or the owning part's initial value, weighted, float64 in bag order, divided, rounded once. */
 std::vector<float> plainSum(const BagInput& bag, Combiner c, size_t dim, int64_t n, const std::set<int64_t>& resident) {
   std::vector<float> out(bag.rows * dim);
@@ -110,12 +153,6 @@ std::vector<int64_t> someKeys(Draw& r, size_t count) {
   }
   return out;
 }
-
-struct DrawnBag {
-  std::vector<int32_t> splits{0};
-  std::vector<int64_t> keys;
-  std::vector<float> weights;
-};
 
 DrawnBag drawIt(Draw& r, size_t rows, const std::vector<int64_t>& stored) {
   DrawnBag b;
@@ -185,34 +222,13 @@ TEST(shards_passes_at_64_and_65_parts_and_permuted_powers_of_two) {
         const PassesFrom mode(from);
         std::vector<std::shared_ptr<Table>> byResidue;
         for (int64_t d = 0; d < n; ++d) byResidue.push_back(makePart(n, d, stored, s));
-        const std::vector<ShardPlan> plans = estest::floorModPlans(n);
-        // Part order: identity, or reversed with the halves swapped (part[r] != r for every r but maybe one).
-        std::vector<size_t> order(static_cast<size_t>(n));
-        for (size_t i = 0; i < order.size(); ++i) order[i] = permuted ? (order.size() - 1 - i + order.size() / 2) % order.size() : i;
-        std::vector<Table*> raw;
-        std::vector<ShardPlan> ordered;
-        for (size_t i : order) {
-          raw.push_back(byResidue[i].get());
-          ordered.push_back(plans[i]);
-        }
-        std::map<int64_t, uint64_t> before;
-        for (const auto& t : byResidue) {
-          for (const auto& [k, sc] : estest::snapshot(*t).scores) before[k] = sc;
-        }
+        const OrderedParts o = orderedParts(byResidue, permuted);
+        const std::map<int64_t, uint64_t> before = scoresOf(byResidue);
         std::vector<float> got(700 * s.dim, 9.0f);
-        lookupCombinedShards(raw.data(), ordered.data(), ordered.size(), bag, Combiner::kMean, 0.0, false, got.data());
+        lookupCombinedShards(o.raw.data(), o.plans.data(), o.plans.size(), bag, Combiner::kMean, 0.0, false, got.data());
         EXPECT_EQ(differingBits(got, plainSum(bag, Combiner::kMean, s.dim, n, residentKeys(byResidue))), size_t{0});
         // lfu: each resident key's score grew by its occurrences in the bag, nothing else moved.
-        std::map<int64_t, uint64_t> count;
-        for (size_t j = 0; j < bag.n; ++j) count[bag.keys[j]] += 1;
-        size_t badScores = 0;
-        for (const auto& t : byResidue) {
-          for (const auto& [k, sc] : estest::snapshot(*t).scores) {
-            const auto it = count.find(k);
-            badScores += sc != before.at(k) + (it == count.end() ? 0 : it->second) ? 1 : 0;
-          }
-        }
-        EXPECT_EQ(badScores, size_t{0});
+        EXPECT_EQ(scoresOff(byResidue, before, bag, 1), size_t{0});
       }
     }
   }
@@ -284,29 +300,14 @@ TEST(shards_passes_over_capped_parts) {
       for (const auto& t : parts) ASSERT_TRUE(t->size() <= 300);
       const std::set<int64_t> resident = residentKeys(parts);
       ASSERT_TRUE(resident.size() < stored.size());
-      std::map<int64_t, uint64_t> before;
-      for (const auto& t : parts) {
-        for (const auto& [k, sc] : estest::snapshot(*t).scores) before[k] = sc;
-      }
+      const std::map<int64_t, uint64_t> before = scoresOf(parts);
       const std::vector<ShardPlan> plans = estest::floorModPlans(n);
       std::vector<Table*> raw = raws(parts);
       std::vector<float> got(400 * s.dim, 9.0f);
       lookupCombinedShards(raw.data(), plans.data(), plans.size(), bag, Combiner::kSum, 0.0, false, got.data());
       EXPECT_EQ(differingBits(got, plainSum(bag, Combiner::kSum, s.dim, n, resident)), size_t{0});
-      std::map<int64_t, uint64_t> count;
-      for (size_t j = 0; j < bag.n; ++j) count[bag.keys[j]] += 1;
-      size_t bad = 0;
-      size_t total = 0;
-      for (const auto& t : parts) {
-        const estest::Snapshot a = estest::snapshot(*t);
-        total += a.scores.size();
-        for (const auto& [k, sc] : a.scores) {
-          const auto it = count.find(k);
-          bad += sc != before.at(k) + (it == count.end() ? 0 : it->second) ? 1 : 0;
-        }
-      }
-      EXPECT_EQ(bad, size_t{0});
-      EXPECT_EQ(total, resident.size());  // nothing inserted
+      EXPECT_EQ(scoresOff(parts, before, bag, 1), size_t{0});
+      EXPECT_EQ(scoresOf(parts).size(), resident.size());  // nothing inserted
     }
   }
 }
@@ -324,10 +325,7 @@ TEST(shards_passes_two_threads_on_the_same_parts) {
     const PassesFrom mode(from);
     std::vector<std::shared_ptr<Table>> parts;
     for (int64_t d = 0; d < 4; ++d) parts.push_back(makePart(4, d, stored, s));
-    std::map<int64_t, uint64_t> before;
-    for (const auto& t : parts) {
-      for (const auto& [k, sc] : estest::snapshot(*t).scores) before[k] = sc;
-    }
+    const std::map<int64_t, uint64_t> before = scoresOf(parts);
     const std::vector<ShardPlan> plans = estest::floorModPlans(4);
     std::vector<Table*> raw = raws(parts);
     std::vector<float> a(1500 * s.dim, 9.0f);
@@ -338,16 +336,7 @@ TEST(shards_passes_two_threads_on_the_same_parts) {
     const std::vector<float> want = plainSum(bag, Combiner::kSum, s.dim, 4, residentKeys(parts));
     EXPECT_EQ(differingBits(a, want), size_t{0});
     EXPECT_EQ(differingBits(c, want), size_t{0});
-    std::map<int64_t, uint64_t> count;
-    for (size_t j = 0; j < bag.n; ++j) count[bag.keys[j]] += 2;
-    size_t bad = 0;
-    for (const auto& t : parts) {
-      for (const auto& [k, sc] : estest::snapshot(*t).scores) {
-        const auto it = count.find(k);
-        bad += sc != before.at(k) + (it == count.end() ? 0 : it->second) ? 1 : 0;
-      }
-    }
-    EXPECT_EQ(bad, size_t{0});
+    EXPECT_EQ(scoresOff(parts, before, bag, 2), size_t{0});
   }
 }
 
@@ -408,19 +397,12 @@ TEST(shards_passes_with_garbage_in_the_scratch_cache) {
       const PassesFrom mode(0);
       std::vector<std::shared_ptr<Table>> byResidue;
       for (int64_t d = 0; d < n; ++d) byResidue.push_back(makePart(n, d, stored, s));
-      const std::vector<ShardPlan> plans = estest::floorModPlans(n);
-      std::vector<Table*> raw;
-      std::vector<ShardPlan> ordered;
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t at = permuted ? (n - 1 - i + n / 2) % n : i;
-        raw.push_back(byResidue[at].get());
-        ordered.push_back(plans[at]);
-      }
+      const OrderedParts o = orderedParts(byResidue, permuted);
       const std::vector<float> want = plainSum(bag, Combiner::kSum, s.dim, n, residentKeys(byResidue));
       for (int rep = 0; rep < 3; ++rep) {
         poisonScratch();
         std::vector<float> got(rows * s.dim, 9.0f);
-        lookupCombinedShards(raw.data(), ordered.data(), ordered.size(), bag, Combiner::kSum, 0.0, false, got.data());
+        lookupCombinedShards(o.raw.data(), o.plans.data(), o.plans.size(), bag, Combiner::kSum, 0.0, false, got.data());
         const size_t wrong = differingBits(got, want);
         if (wrong != 0) std::cerr << "  n " << n << " permuted " << permuted << ": " << wrong << " floats differ\n";
         EXPECT_EQ(wrong, size_t{0});
