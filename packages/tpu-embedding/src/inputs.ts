@@ -25,7 +25,8 @@ import {
  * activation row, with global row ids (the table's key dtype) and weights. Pooling,
  * its combiner and its backward are core's (`lookupCombined`, `applyCombinedGradients`);
  * this module only validates and lays out. Ragged and row-sorted sparse inputs pass
- * their arrays through without a copy; sequence features make one bag row per
+ * their arrays through without a copy (`ownBatch` copies what a queued batch would
+ * otherwise share with the caller); sequence features make one bag row per
  * (example, position < maxSequenceLength): positions past the length are dropped,
  * missing ones stay empty (zero rows).
  */
@@ -294,6 +295,37 @@ export function normalizeFeature(input: unknown, weight: unknown, spec: FeatureS
   const T = d.shape.length === 2 ? d.shape[1]! : 1;
   const bag = layOut(keys, null, natural[0]! * L, (i) => (i % T < L ? Math.floor(i / T) * L + (i % T) : -1));
   return { kind: 'dense', shape: [natural[0]!, L, spec.dim], gather: false, bag };
+}
+
+/** The array buffers of a feature's input and weights (what a normalised batch may share with the caller). */
+function callerBuffers(values: readonly unknown[]): Set<ArrayBufferLike> {
+  const out = new Set<ArrayBufferLike>();
+  for (const v of values) {
+    if (v instanceof Tensor) out.add(v.data.buffer);
+    else if (ArrayBuffer.isView(v)) out.add(v.buffer);
+    else if (v instanceof SparseTensor) {
+      out.add(v.values.buffer);
+      out.add(v.indices.buffer);
+    } else if (v instanceof RaggedTensor) {
+      out.add(v.values.buffer);
+      out.add(v.rowSplits.buffer);
+    }
+  }
+  return out;
+}
+
+/**
+ * `batch` with copies of the arrays it shares with the caller's `input` and `weight`
+ * (its ids, weights and row splits), so a queued batch does not change when the
+ * caller refills its buffers after `enqueue` (TF copies at enqueue too). Arrays
+ * normalizeFeature made itself are kept.
+ */
+export function ownBatch(batch: FeatureBatch, input: unknown, weight: unknown): FeatureBatch {
+  const shared = callerBuffers([input, weight]);
+  if (shared.size === 0) return batch;
+  const own = <T extends Keys | Float32Array | Int32Array>(a: T): T => (shared.has(a.buffer) ? (a.slice() as T) : a);
+  const { bag } = batch;
+  return { ...batch, bag: { rowSplits: own(bag.rowSplits), keys: own(bag.keys), weights: bag.weights && own(bag.weights) } };
 }
 
 /** Checks that features do not mix SparseTensor and RaggedTensor inputs (TF's rule). */

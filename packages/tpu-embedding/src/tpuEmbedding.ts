@@ -17,7 +17,7 @@ import {
 import { resolveBackend } from './backend.js';
 import { restoreTables, saveTables } from './checkpoint.js';
 import { type FeatureConfig, isFeatureConfig, nameTable, type TableConfig } from './config.js';
-import { checkInputKinds, type FeatureBatch, normalizeFeature } from './inputs.js';
+import { checkInputKinds, type FeatureBatch, normalizeFeature, ownBatch } from './inputs.js';
 import { type FlatEntry, flattenStructure, flattenUpTo, type Nest, packSequenceAs, type StructureOf } from './nest.js';
 import { EmbeddingOptimizer } from './optimizers.js';
 import { ShardedTable, type TableSetup } from './shardedTable.js';
@@ -292,7 +292,8 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
 
   /**
    * Queues one step's global batch (every replica's examples; replica r owns the
-   * r-th contiguous slice). Builds the tables on first use.
+   * r-th contiguous slice). Builds the tables on first use. The queued batch keeps
+   * its own copy of the ids and weights: the caller may refill its arrays right away.
    * @throws InvalidArgumentError (structure differs from the feature config, weights
    *   for dense ids, mixed SparseTensor and RaggedTensor, batch not divisible by
    *   numReplicas or not the built batch size), InvalidTypeError (input or weight of
@@ -313,7 +314,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       const batches = this.#features.map((f, i) => {
         const s = this.#setups[f.table]!;
         const sub = f.path.slice('featureConfig'.length);
-        return normalizeFeature(
+        const batch = normalizeFeature(
           inputs[i],
           weights[i],
           {
@@ -330,6 +331,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
           },
           'train',
         );
+        return ownBatch(batch, inputs[i], weights[i]);
       });
       const paths = this.#features.map((f) => `features${f.path.slice('featureConfig'.length)}`);
       checkInputKinds(batches, paths);
@@ -367,7 +369,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
    * structure, one per feature of exactly its activation's size, that the activations
    * are written to (the Tensors are over them), so a training loop allocates none.
    * @throws FailedPreconditionError when nothing was enqueued; InvalidTypeError /
-   *   ShapeMismatchError for a bad `out` (the batch stays queued)
+   *   ShapeMismatchError for a bad `out`; the batch stays queued when any lookup fails
    */
   dequeue(options?: DequeueOptions<F> | null): Promise<PerFeature<F, Tensor<Float32Array>>> {
     return this.#serial(async () => {
@@ -384,7 +386,8 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
         if (g.length !== size) throw new ShapeMismatchError(`Expected ${path} to hold ${size} floats (activation shape ${formatShape(b.shape)}) but received ${g.length}`, { argument: path });
         return g;
       });
-      const batch = this.#queue.shift()!;
+      // The batch leaves the queue only once its lookups resolved: a failed dequeue keeps it queued.
+      const batch = next;
       const tables = this.#ensureTables();
       const acts = await Promise.all(
         batch.batches.map(async (b, i) => {
@@ -399,6 +402,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
         this.#pending = null;
         await this.#apply(u);
       }
+      this.#queue.shift();
       this.#current = { batch, applied: false };
       const packed: unknown = packSequenceAs(this.featureConfig, isFeatureConfig, acts);
       return packed as PerFeature<F, Tensor<Float32Array>>;
@@ -413,7 +417,10 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
    * optimizer update per table (step counter starting at 1).
    * @throws FailedPreconditionError (no dequeued training batch, already applied, a
    *   table without optimizer), InvalidArgumentError (structure), InvalidTypeError /
-   *   ShapeMismatchError (a gradient's type or shape); a rejected call changes nothing
+   *   ShapeMismatchError (a gradient's type or shape); a rejected call changes nothing.
+   *   Everything is checked before the first table is touched; only a failure inside the
+   *   backend itself (say, out of memory) can stop the update after some tables were
+   *   updated. The step counter and the batch then stay as they were, so a retry is allowed.
    */
   applyGradients(gradients: PerFeature<F, FeatureGradient>): Promise<void> {
     return this.#serial(async () => {
@@ -470,10 +477,12 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       for (const name of zero) {
         warn(`No gradient passed for feature ${name}, sending a zero gradient. This may not be correct behavior for optimizers like Adam.`);
       }
+      // The step counts, and the batch is spent, only once every table's update succeeded
+      // (pipelined: once it is pending; dequeue applies it).
+      if (!this.pipelineExecutionWithTensorCore) await this.#apply(update);
+      else this.#pending = update;
       this.#step = step;
       cur.applied = true;
-      if (this.pipelineExecutionWithTensorCore) this.#pending = update;
-      else await this.#apply(update);
     });
   }
 
