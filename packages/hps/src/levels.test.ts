@@ -51,6 +51,31 @@ describe('L2 / L3', () => {
     }
   });
 
+  it('L3 written at startup holds exactly the new model: rows an earlier run left behind are gone', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const rocks = join(t.dir, 'rocks');
+    const serve = async (folder: string) => {
+      const s = await HPS.create({
+        psConfig: psConfig([folder], [4], { gpucache: false }, {
+          volatile_db: { type: 'hash_map', num_partitions: 2, initial_cache_rate: 0 },
+          persistent_db: { type: 'rocks_db', path: rocks },
+        }),
+      });
+      cleanups.push(() => s.close());
+      return s;
+    };
+    const first = await serve(writeTable(join(t.dir, 'v1'), keys.slice(0, 300), 4));
+    const ask = [keys[10]!, keys[250]!, keys[299]!, 77777777n];
+    expect(Array.from((await first.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, new Set(keys.slice(0, 300)), -1));
+    await first.close();
+    // the retrained model drops keys 200..299 and changes every value (salt 1)
+    const kept = keys.slice(0, 200);
+    const second = await serve(writeTable(join(t.dir, 'v2'), kept, 4, { salt: 1 }));
+    const got = Array.from((await second.lookup(ask, 'm', 0)).data as Float32Array);
+    expect(got).toEqual([...rowOf(keys[10]!, 4, 1), -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1]);
+  });
+
   it('hash map evict_oldest: each partition over overflow_margin is cut to overflow_resolution_target of it, keeping the newest rows', async () => {
     const parts = 2;
     const margin = 50;

@@ -108,7 +108,8 @@ export class ModelState {
 
   /**
    * Streams every table from its files into L2 and L3 (bounded memory: one batch at a
-   * time), creates the L1 caches, and pre-fills them (static caches: the whole table;
+   * time; an L3 table written at startup is emptied first, so it holds exactly the model's
+   * rows), creates the L1 caches, and pre-fills them (static caches: the whole table;
    * `init_ec` with a refresh percentage > 0: that share of the rows).
    * @throws NotFoundError / CheckpointCorruptError for missing or malformed files (nothing is served then)
    */
@@ -126,6 +127,9 @@ export class ModelState {
     }
     const writeL3 = l3 !== null && !config.persistentDb.readOnly && config.persistentDb.initializeAfterStartup;
     if (l3 && !config.persistentDb.readOnly) await l3.addTables(this.tables.map((t) => t.l3Name));
+    // the model's files are the whole table: rows an earlier run left in L3 (keys this model
+    // dropped) would be served as if the model still held them, so L3 starts empty
+    if (writeL3) for (const t of this.tables) await l3.clear(t.l3Name);
     for (const t of this.tables) {
       if (l2) await l2.createTable(t.l2Name, t.dim);
       // static and uvm hold the whole table in L1 (uvm: HugeCTR's split of it between device and host memory is one memory here)

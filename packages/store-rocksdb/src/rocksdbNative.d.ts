@@ -20,6 +20,8 @@ declare module 'rocksdb-native' {
     put(key: Uint8Array, value: Uint8Array): Promise<void>;
     tryPut(key: Uint8Array, value: Uint8Array): void;
     tryDelete(key: Uint8Array): void;
+    /** Deletes every key k with start <= k < end (byte order). */
+    tryDeleteRange(start: Uint8Array, end: Uint8Array): void;
     flush(): Promise<void>;
     destroy(): void;
   }

@@ -56,6 +56,28 @@ describe('RocksStore', () => {
     await expect(ro.put('a', [3n], new Float32Array([1, 1]))).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
   });
 
+  it('clears one table: every key gone (the extreme keys too), the other table untouched, writable after', async () => {
+    const { store, dir } = await openTemp();
+    const keys = [-(2n ** 63n), -1n, 0n, 1n, 2n ** 63n - 1n];
+    await store.put('a', keys, new Float32Array([1, 1, 2, 2, 3, 3, 4, 4, 5, 5]));
+    await store.put('b', [0n, 2n ** 63n - 1n], new Float32Array([7, 7, 8, 8]));
+    await store.clear('a');
+    expect(Array.from((await store.multiGet('a', keys, 2)).found)).toEqual([0, 0, 0, 0, 0]);
+    const rows: bigint[] = [];
+    for await (const b of store.scan('a', 2)) rows.push(...b.keys);
+    expect(rows).toEqual([]);
+    expect(Array.from((await store.multiGet('b', [0n, 2n ** 63n - 1n], 2)).values)).toEqual([7, 7, 8, 8]);
+    await store.put('a', [1n], new Float32Array([9, 9]));
+    await store.close();
+    const ro = await RocksStore.open({ path: dir, tables: ['a', 'b'], readOnly: true });
+    cleanups.push(() => ro.close());
+    const got = await ro.multiGet('a', keys, 2);
+    expect(Array.from(got.found)).toEqual([0, 0, 0, 1, 0]);
+    expect(Array.from(got.values.subarray(6, 8))).toEqual([9, 9]);
+    await expect(ro.clear('a')).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
+    await expect(ro.clear('zz')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
   it('reopens a database for writing without naming its tables: every table it holds is opened with it', async () => {
     const { store, dir } = await openTemp();
     await store.put('a', [1n, 2n], new Float32Array([1, 1, 2, 2]));

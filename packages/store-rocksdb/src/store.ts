@@ -204,6 +204,21 @@ export class RocksStore {
   }
 
   /**
+   * Deletes every row of `table` (one range deletion: RocksDB drops the data at its next
+   * compaction). The table itself stays.
+   * @throws NotFoundError, FailedPreconditionError (read-only), DisposedError, IOError
+   */
+  async clear(table: string): Promise<void> {
+    const cf = this.#writable(table);
+    const batch = cf.write({ capacity: 1 });
+    // keys are 8 bytes: [] sorts before every key and 9 x 0xff after every key
+    batch.tryDeleteRange(new Uint8Array(0), new Uint8Array(KEY_BYTES + 1).fill(0xff));
+    await batch.flush().catch((e: unknown) => {
+      throw asStoreError(e, `clearing table '${table}'`);
+    }).finally(() => batch.destroy());
+  }
+
+  /**
    * Streams batches of rows into `table` (a model file read in chunks): memory stays
    * bounded by one batch.
    * @returns the number of rows written
