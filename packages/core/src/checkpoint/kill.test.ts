@@ -2,10 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { build } from 'tsup';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTable, saveTable } from './index.js';
+import { bundleChild } from '../../test/checkpoint/bundleChild.js';
 import { checkingTable, generatedTable } from '../../test/checkpoint/generatedTable.js';
 
 /**
@@ -13,7 +12,7 @@ import { checkingTable, generatedTable } from '../../test/checkpoint/generatedTa
  * directory; the parent SIGKILLs it at spread-out random moments and after each kill
  * loads the directory, which must hold exactly one complete generation: the last one
  * the child reported saved, or the one it was saving. The child is bundled from
- * source with tsup (a root devDependency) into a temp .mjs, so no prior build is needed.
+ * source into a temp .mjs (bundleChild), so no prior build is needed.
  */
 
 const ROWS = 400_000; // 16 floats + a 16-float slot per row: ~58 MB per save
@@ -24,21 +23,7 @@ let childScript: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'embedstack-kill-'));
-  await build({
-    entry: { crashChild: fileURLToPath(new URL('../../test/checkpoint/crashChild.ts', import.meta.url)) },
-    outDir: join(work, 'bin'),
-    format: ['esm'],
-    platform: 'node',
-    target: 'node20',
-    dts: false,
-    sourcemap: false,
-    splitting: false,
-    clean: false,
-    silent: true,
-    config: false,
-    outExtension: () => ({ js: '.mjs' }),
-  });
-  childScript = join(work, 'bin', 'crashChild.mjs');
+  childScript = await bundleChild('crashChild', join(work, 'bin'));
 });
 
 afterAll(async () => {

@@ -1,5 +1,6 @@
-import { mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
+import { link, mkdir, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { threadId } from 'node:worker_threads';
 import { basename, dirname, join, resolve } from 'node:path';
 import { CheckpointCorruptError, FailedPreconditionError, NotFoundError } from '../errors.js';
 import { ensureDir, errnoOf, fsyncDir, io, ioError, randomTag, removeTree, renamePath, statOrNull } from './fsio.js';
@@ -64,17 +65,56 @@ export function crashPoint(point: CrashPoint): void {
 
 // ---- locking ------------------------------------------------------------------
 
-const inProcess = new Map<string, Promise<void>>();
+/**
+ * The in-process side of the lock, shared by every copy of core loaded in this thread
+ * (ESM and CJS builds): `byPath` queues calls per resolved lock path in call order;
+ * `byId` queues them per lock *file identity* (the directory's device and inode plus
+ * the lock's name), so one directory reached through a symlink or a bind mount is one
+ * lock. A LOCK file naming this process and thread is stale unless `byId` has a holder.
+ */
+interface LockQueues {
+  byPath: Map<string, Promise<void>>;
+  byId: Map<string, Promise<void>>;
+}
+const QUEUES_KEY = Symbol.for('@embedstack/core.checkpointLocks.v1');
+const queues: LockQueues = ((globalThis as Record<symbol, LockQueues | undefined>)[QUEUES_KEY] ??= { byPath: new Map(), byId: new Map() });
+
+/** Joins the queue of `key` synchronously; `ready` resolves when every earlier call has released. */
+function enqueue(map: Map<string, Promise<void>>, key: string): { ready: Promise<void>; release: () => void } {
+  const before = map.get(key) ?? Promise.resolve();
+  let done!: () => void;
+  const mine = new Promise<void>((r) => (done = r));
+  const tail = before.then(() => mine);
+  map.set(key, tail);
+  return {
+    ready: before,
+    release: () => {
+      done();
+      if (map.get(key) === tail) map.delete(key);
+    },
+  };
+}
+
+/** A LOCK that cannot be parsed (being written by a writer without hard links) counts as held this long after its mtime. */
+export const LOCK_GRACE_MS = 10_000;
 
 interface LockHolder {
   pid: number;
   host: string;
   since: string;
+  /** Worker thread id of the holder (0: main thread); absent in locks of older versions. */
+  thread?: number;
+  /** Random tag of this acquisition (absent in locks of older versions). */
+  token?: string;
 }
 
 function holderAlive(h: LockHolder): boolean {
   if (h.host !== hostname()) return true; // cannot tell: assume it is running
-  if (h.pid === process.pid) return false; // this process holds no lock outside the in-process queue
+  if (h.pid === process.pid) {
+    // Another thread of this process may hold it (its queues are not ours): assume it does.
+    // This thread holds no lock that its in-process queue (which we now hold) does not know.
+    return (h.thread ?? 0) !== threadId;
+  }
   try {
     process.kill(h.pid, 0);
     return true;
@@ -83,68 +123,156 @@ function holderAlive(h: LockHolder): boolean {
   }
 }
 
-async function readHolder(path: string): Promise<LockHolder | null> {
+type LockState = { kind: 'gone' } | { kind: 'held'; holder: LockHolder } | { kind: 'young'; mtimeMs: number } | { kind: 'stale'; ino: bigint };
+
+/** Reads LOCK through one handle (content and inode of the same file). */
+async function readLock(path: string): Promise<LockState> {
+  let h;
   try {
-    const h = JSON.parse(await readFile(path, 'utf8')) as LockHolder;
-    return Number.isSafeInteger(h.pid) && typeof h.host === 'string' ? h : null;
-  } catch {
-    return null; // gone, or empty / half-written by a crashed writer: stale
+    h = await open(path, 'r');
+  } catch (e) {
+    if (errnoOf(e) === 'ENOENT') return { kind: 'gone' };
+    throw ioError('open lock file', path, e);
+  }
+  try {
+    const st = await h.stat({ bigint: true });
+    let holder: LockHolder | null = null;
+    try {
+      const parsed = JSON.parse(await h.readFile('utf8')) as LockHolder;
+      if (Number.isSafeInteger(parsed.pid) && typeof parsed.host === 'string') holder = parsed;
+    } catch {
+      holder = null;
+    }
+    if (holder) return holderAlive(holder) ? { kind: 'held', holder } : { kind: 'stale', ino: st.ino };
+    // Empty or half-written: a writer between create and write (no hard links on this file
+    // system), or one that crashed there. Held while young.
+    const mtimeMs = Number(st.mtimeMs);
+    return Date.now() - mtimeMs < LOCK_GRACE_MS ? { kind: 'young', mtimeMs } : { kind: 'stale', ino: st.ino };
+  } finally {
+    await h.close().catch(() => undefined);
   }
 }
 
-async function acquireFileLock(path: string, what: string): Promise<void> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const h = await open(path, 'wx');
-      try {
-        await h.writeFile(JSON.stringify({ pid: process.pid, host: hostname(), since: new Date().toISOString() }));
-      } finally {
-        await h.close();
-      }
-      return;
-    } catch (e) {
-      if (errnoOf(e) !== 'EEXIST' || attempt > 0) throw ioError('create lock file', path, e);
-    }
-    const holder = await readHolder(path);
-    if (holder && holderAlive(holder)) {
-      throw new FailedPreconditionError(
-        `Cannot ${what}: process ${holder.pid} on ${holder.host} holds the lock "${path}" since ${holder.since}; ` +
-          'wait for it, or delete that file if no such process is running',
-      );
-    }
-    await io('remove stale lock file', path, () => rm(path, { force: true })); // its writer crashed
+/** Creates `path` holding `content`, atomically when hard links work (temp file + link). False when `path` exists. */
+async function createLockFile(path: string, content: string, tmp: string): Promise<boolean> {
+  try {
+    await link(tmp, path);
+    return true;
+  } catch (e) {
+    const code = errnoOf(e);
+    if (code === 'EEXIST') return false;
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS' && code !== 'EMLINK') throw ioError('create lock file', path, e);
   }
+  // No hard links here: O_EXCL, then write (readers treat a young empty LOCK as held).
+  let h;
+  try {
+    h = await open(path, 'wx');
+  } catch (e) {
+    if (errnoOf(e) === 'EEXIST') return false;
+    throw ioError('create lock file', path, e);
+  }
+  try {
+    await h.writeFile(content);
+  } finally {
+    await h.close();
+  }
+  return true;
+}
+
+/**
+ * Moves a stale LOCK (inode `ino`) out of the way. If another writer replaced it since we
+ * read it (the inode differs), puts that one back: it is live.
+ */
+async function takeOverStale(path: string, ino: bigint, token: string): Promise<void> {
+  const moved = `${path}.stale-${token}`;
+  try {
+    await rename(path, moved);
+  } catch (e) {
+    if (errnoOf(e) === 'ENOENT') return; // someone else moved it: retry the create
+    throw ioError('remove stale lock file', path, e);
+  }
+  try {
+    const st = await io('stat', moved, () => stat(moved, { bigint: true }));
+    if (st.ino !== ino) await link(moved, path).catch(() => undefined); // a fresh lock: restore it
+  } finally {
+    await rm(moved, { force: true }).catch(() => undefined);
+  }
+}
+
+/** Takes the LOCK file; returns this acquisition's token. */
+async function acquireFileLock(path: string, what: string): Promise<string> {
+  const token = `${process.pid}-${randomTag()}${randomTag()}`;
+  const content = JSON.stringify({ pid: process.pid, host: hostname(), since: new Date().toISOString(), thread: threadId, token });
+  const tmp = `${path}.${token}`;
+  await io('create lock file', tmp, () => writeFile(tmp, content, { flag: 'wx' }));
+  try {
+    for (let attempt = 0; ; attempt++) {
+      if (await createLockFile(path, content, tmp)) return token;
+      const state = await readLock(path);
+      if (state.kind === 'held' || state.kind === 'young' || attempt >= 4) {
+        const by =
+          state.kind === 'held'
+            ? `process ${state.holder.pid} on ${state.holder.host} holds the lock "${path}" since ${state.holder.since}`
+            : `another process is taking the lock "${path}"`;
+        throw new FailedPreconditionError(`Cannot ${what}: ${by}; wait for it, or delete that file if no such process is running`);
+      }
+      if (state.kind === 'stale') await takeOverStale(path, state.ino, token); // its writer crashed
+    }
+  } finally {
+    await rm(tmp, { force: true }).catch(() => undefined);
+  }
+}
+
+/** Removes LOCK if it is still this acquisition's (a writer that judged it stale may have replaced it). */
+async function releaseFileLock(path: string, token: string): Promise<void> {
+  try {
+    const h = JSON.parse(await readFile(path, 'utf8')) as LockHolder;
+    if (h.token === token) await rm(path, { force: true });
+  } catch {
+    // gone or unreadable: not ours to remove
+  }
+}
+
+/** Identity of the directory holding `lockPath` plus the lock's name: one key per lock file, whatever path reaches it. */
+async function lockIdentity(lockPath: string): Promise<string> {
+  const dir = dirname(lockPath);
+  const st = await io('stat', dir, () => stat(dir, { bigint: true }));
+  return `${st.dev}:${st.ino}/${basename(lockPath)}`;
 }
 
 /**
  * Runs `fn` while holding the lock of `lockPath`: calls from this process run one at
- * a time in call order (the queue is joined synchronously, before any await);
- * another live process holding it -> FailedPreconditionError; a lock left by a
- * crashed process is taken over. `prepare` runs first, in the queue (e.g. creating
- * the directory the lock file lives in).
+ * a time (calls through one path in call order: the queue is joined synchronously,
+ * before any await; calls through another path to the same directory, e.g. a symlink,
+ * wait too); another live process holding it -> FailedPreconditionError; a lock left
+ * by a crashed process is taken over. `prepare` runs first, in the queue (e.g.
+ * creating the directory the lock file lives in).
  */
 export async function withLock<T>(lockPath: string, what: string, fn: () => Promise<T>, prepare?: () => Promise<void>): Promise<T> {
-  const key = resolve(lockPath);
-  const before = inProcess.get(key) ?? Promise.resolve();
-  let release!: () => void;
-  const mine = new Promise<void>((r) => (release = r));
-  const tail = before.then(() => mine);
-  inProcess.set(key, tail);
-  await before;
-  let held = false;
+  const path = resolve(lockPath);
+  const outer = enqueue(queues.byPath, path);
   try {
+    await outer.ready;
     await prepare?.();
-    await acquireFileLock(key, what);
-    held = true;
-    return await fn();
-  } catch (e) {
-    // A simulated crash leaves the lock file behind, as a killed process would.
-    if (e instanceof SimulatedCrash) held = false;
-    throw e;
+    const inner = enqueue(queues.byId, await lockIdentity(path));
+    try {
+      await inner.ready;
+      const token = await acquireFileLock(path, what);
+      let held = true;
+      try {
+        return await fn();
+      } catch (e) {
+        // A simulated crash leaves the lock file behind, as a killed process would.
+        if (e instanceof SimulatedCrash) held = false;
+        throw e;
+      } finally {
+        if (held) await releaseFileLock(path, token);
+      }
+    } finally {
+      inner.release();
+    }
   } finally {
-    if (held) await rm(key, { force: true }).catch(() => undefined);
-    release();
-    if (inProcess.get(key) === tail) inProcess.delete(key);
+    outer.release();
   }
 }
 
@@ -214,12 +342,14 @@ export async function nextVersion(dir: string, current: string | null): Promise<
 
 /**
  * Deletes what a crashed or finished save left in `dir`: temp dirs, CURRENT.tmp and
- * every version directory except `keep`. Call only while holding the lock.
+ * every version directory except `keep` and the one CURRENT names now. Call only while
+ * holding the lock.
  */
 export async function removeLeftovers(dir: string, keep: string | null): Promise<number> {
   let removed = 0;
+  const live = await readCurrent(dir).catch(() => null);
   for (const name of await io('list', dir, () => readdir(dir))) {
-    const stale = name.startsWith(TMP_PREFIX) || name === CURRENT_TMP_FILE || (versionSeq(name) !== null && name !== keep);
+    const stale = name.startsWith(TMP_PREFIX) || name === CURRENT_TMP_FILE || (versionSeq(name) !== null && name !== keep && name !== live);
     if (stale) {
       await removeTree(join(dir, name));
       removed++;

@@ -135,9 +135,14 @@ export async function saveTable(table: EmbeddingTable, dir: string, options?: Sa
     const createdAt = new Date().toISOString();
     const tmp = join(root, tempName());
     const version = await nextVersion(root, current);
+    // What this save created, so that a failure deletes nothing else (another writer's
+    // version, or the one CURRENT names, must survive whatever goes wrong here).
+    let tmpCreated = false;
+    let renamed = false;
     let published = false;
     try {
       await io('create directory', tmp, () => mkdir(tmp));
+      tmpCreated = true;
       const [files, rows] = await writeDataFiles(table, tmp, batchSize);
       const opts = table.options;
       const manifest: TableManifest = {
@@ -173,6 +178,7 @@ export async function saveTable(table: EmbeddingTable, dir: string, options?: Sa
       await fsyncDir(tmp);
       crashPoint('dataWritten');
       await renamePath(tmp, join(root, version));
+      renamed = true;
       await fsyncDir(root);
       crashPoint('versionRenamed');
       await writeSmallFile(join(root, CURRENT_TMP_FILE), `${version}\n`);
@@ -187,8 +193,8 @@ export async function saveTable(table: EmbeddingTable, dir: string, options?: Sa
       return JSON.parse(json) as TableManifest;
     } catch (e) {
       if (!(e instanceof SimulatedCrash) && !published) {
-        await removeTree(tmp).catch(() => undefined);
-        await removeTree(join(root, version)).catch(() => undefined);
+        if (tmpCreated && !renamed) await removeTree(tmp).catch(() => undefined);
+        if (renamed && (await readCurrent(root).catch(() => version)) !== version) await removeTree(join(root, version)).catch(() => undefined);
       }
       throw e;
     }
