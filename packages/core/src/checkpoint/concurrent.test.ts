@@ -128,4 +128,37 @@ describe('one writer per directory, across processes and paths', () => {
       expect((await readdir(dir)).filter((n) => n.startsWith('.tmp-'))).toEqual([]);
     });
   });
+
+  it('a reader loading while another process saves never gets a false corrupt error and follows CURRENT forward', async () => {
+    const dir = join(work, 'reader');
+    const saves = 400;
+    let writerDone = false;
+    const writer = saveLoop(dir, 1, saves).finally(() => (writerDone = true));
+    const failures: string[] = [];
+    const reader = async (): Promise<number[]> => {
+      const seen: number[] = [];
+      while (!writerDone) {
+        const t = emptyConcurrentTable();
+        try {
+          await loadTable(t, dir);
+          seen.push(await generationOf(t));
+        } catch (e) {
+          const code = (e as { code?: string }).code;
+          // before the first save there is no checkpoint yet
+          if (!(code === ErrorCodes.NOT_FOUND && seen.length === 0)) failures.push(`${code} ${(e as Error).message}`);
+        }
+      }
+      return seen;
+    };
+    const readers = await Promise.all([1, 2, 3, 4].map(reader)); // four loads in flight at a time
+    const lines = await writer;
+    expect(lines).toEqual(Array.from({ length: saves }, (_, s) => `ok ${1000 + s}`));
+    expect(failures).toEqual([]);
+    for (const seen of readers) {
+      expect(seen.length).toBeGreaterThan(0);
+      // one writer saving generations in order: a reader never goes back
+      expect(seen.every((g, i) => g >= 1000 && g < 1000 + saves && (i === 0 || g >= seen[i - 1]!))).toBe(true);
+    }
+    expect(await loadedGeneration(dir)).toBe(1000 + saves - 1);
+  }, 240_000);
 });

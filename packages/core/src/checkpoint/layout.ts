@@ -304,24 +304,31 @@ export interface LiveCheckpoint {
   version: string | null;
 }
 
+/** How many times a reader follows a CURRENT that changed under it before it gives up. */
+const LIVE_RETRIES = 8;
+
 /**
  * Finds the checkpoint a reader must use: the version named by CURRENT, or `dir`
  * itself when it holds a manifest.json but no CURRENT (a flat checkpoint, e.g.
- * copied out of a version directory).
+ * copied out of a version directory). When the named version has vanished because a
+ * save switched CURRENT and deleted it meanwhile, follows the new CURRENT (up to
+ * LIVE_RETRIES times).
  * @throws NotFoundError when there is no checkpoint; CheckpointCorruptError when
- *   CURRENT names a missing directory
+ *   CURRENT names a missing directory (and still names it when read again)
  */
 export async function resolveLive(dir: string): Promise<LiveCheckpoint> {
-  const version = await readCurrent(dir);
-  if (version !== null) {
+  let version = await readCurrent(dir);
+  for (let attempt = 0; version !== null; attempt++) {
     const path = join(dir, version);
     const st = await statOrNull(path);
-    if (!st?.isDirectory()) {
+    if (st?.isDirectory()) return { path, version };
+    const again = await readCurrent(dir);
+    if (again === version || attempt >= LIVE_RETRIES) {
       throw new CheckpointCorruptError(
         `Checkpoint "${dir}" is corrupt: ${CURRENT_FILE} names "${version}" but that directory does not exist`,
       );
     }
-    return { path, version };
+    version = again;
   }
   if (await statOrNull(join(dir, MANIFEST_FILE))) return { path: dir, version: null };
   const st = await statOrNull(dir);

@@ -35,14 +35,18 @@ async function closeAll(handles: Iterable<FileHandle>): Promise<void> {
   await Promise.all([...handles].map((h) => h.close().catch(() => undefined)));
 }
 
-async function openCheckpoint(dir: string): Promise<OpenCheckpoint> {
+/**
+ * Reads the live manifest and opens every data file (or none, with `openFiles` false).
+ * A version deleted by a concurrent save after CURRENT was read is followed to the new CURRENT.
+ */
+async function openCheckpoint(dir: string, openFiles = true): Promise<OpenCheckpoint> {
   for (let attempt = 0; ; attempt++) {
     const live = await resolveLive(dir);
     const handles = new Map<string, FileHandle>();
     let file = join(live.path, MANIFEST_FILE);
     try {
       const manifest = parseManifest(await readFile(file, 'utf8'), file);
-      for (const name of Object.keys(manifest.files)) {
+      for (const name of openFiles ? Object.keys(manifest.files) : []) {
         file = join(live.path, name);
         handles.set(name, await open(file, 'r'));
       }
@@ -51,7 +55,7 @@ async function openCheckpoint(dir: string): Promise<OpenCheckpoint> {
       await closeAll(handles.values());
       if (errnoOf(e) !== 'ENOENT') throw ioError('open', file, e);
       // A save in another process may have switched CURRENT and deleted this version meanwhile.
-      if (attempt < 3 && (await readCurrent(dir)) !== live.version) continue;
+      if (attempt < 8 && (await readCurrent(dir)) !== live.version) continue;
       const msg =
         handles.size === 0 && file.endsWith(MANIFEST_FILE)
           ? `Checkpoint manifest "${file}" is missing`
@@ -124,9 +128,7 @@ async function* batches(c: OpenCheckpoint, batchSize: number): AsyncGenerator<Ch
  */
 export async function readTableManifest(dir: string): Promise<TableManifest> {
   checkDir(dir);
-  const live = await resolveLive(resolve(dir));
-  const file = join(live.path, MANIFEST_FILE);
-  return parseManifest(await io('read', file, () => readFile(file, 'utf8')), file);
+  return (await openCheckpoint(resolve(dir), false)).manifest;
 }
 
 /**
