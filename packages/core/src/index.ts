@@ -35,6 +35,7 @@ export { SparseTensor, RaggedTensor, sparseFromDense } from './sparse.js';
 export type { Row } from './sparse.js';
 export { normalizeKeys } from './keys.js';
 export type { KeyInput } from './keys.js';
+export { fileNameOf } from './fileNames.js';
 export { toBag, toOrderedBag } from './bag.js';
 export type { BagInput, BagWeights, OrderedBag } from './bag.js';
 export { resolveShardPlan } from './shardPlan.js';

@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import {
   AlreadyExistsError,
   CheckpointCorruptError,
+  fileNameOf,
   InvalidArgumentError,
   InvalidTypeError,
   IOError,
@@ -48,10 +49,6 @@ interface Manifest {
   tables: TableEntry[];
 }
 
-export function tableDirName(name: string): string {
-  return encodeURIComponent(name).replace(/\./g, '%2E');
-}
-
 export function checkDir(dir: unknown): string {
   if (typeof dir !== 'string' || dir.length === 0) throw invalidParameter('dir', 'a non-empty path string', dir, InvalidTypeError);
   return resolve(dir);
@@ -60,7 +57,7 @@ export function checkDir(dir: unknown): string {
 function entryOf(t: ShardedTable): TableEntry {
   return {
     name: t.name,
-    dir: tableDirName(t.name),
+    dir: fileNameOf(t.name),
     vocabularySize: t.vocabularySize,
     dim: t.dim,
     combiner: t.config.combiner,
@@ -90,7 +87,7 @@ export async function saveTables(dir: string, tables: readonly ShardedTable[], s
     });
   }
   for (const t of tables) {
-    await saveTable(t.checkpointView(), join(root, tableDirName(t.name)), {
+    await saveTable(t.checkpointView(), join(root, fileNameOf(t.name)), {
       extra: { tpuEmbedding: { combiner: t.config.combiner, optimizer: t.optimizer?.kind ?? null } },
     });
   }
