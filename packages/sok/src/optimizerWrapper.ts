@@ -73,13 +73,24 @@ export class OptimizerWrapper {
       if (!Array.isArray(pair) || pair.length !== 2 || !(pair[0] instanceof IndexedSlices)) throw invalidParameter(arg, 'an [IndexedSlices, variable] pair', pair, InvalidTypeError);
       const v = checkVariable(pair[1], `${arg}[1]`);
       const g = pair[0];
+      if (g.dim !== v.dimension) {
+        // A tape gradient's values are computed lazily: its shape is [indices, dim] without computing them.
+        const shape = g.pooled ? [g.indices.length, g.dim] : g.values.shape;
+        throw new ShapeMismatchError(`Expected ${arg}[0].values to be [n, ${v.dimension}] (variable "${v.name}") but received ${formatShape(shape)}`, { argument: `${arg}[0]` });
+      }
       const entry = byVar.get(v) ?? { pooled: [], rows: [] };
       byVar.set(v, entry);
-      if (g.pooled) {
+      if (g.pooled && g.source === v) {
+        for (const p of g.pooled) {
+          const rows = p.bag.rowSplits.length - 1;
+          if (p.grads.length !== rows * v.dimension) {
+            throw new ShapeMismatchError(`Expected the pooled gradient of ${arg}[0] to be [${rows}, ${v.dimension}] but received ${p.grads.length} floats`, { argument: `${arg}[0]` });
+          }
+        }
         entry.pooled.push(g);
         return;
       }
-      if (g.dim !== v.dimension) throw new ShapeMismatchError(`Expected ${arg}[0].values to be [n, ${v.dimension}] (variable "${v.name}") but received ${formatShape(g.values.shape)}`, { argument: `${arg}[0]` });
+      // Slices built by hand, or a tape gradient of another variable (its ids checked against this one).
       entry.rows.push({ keys: idsFor(v, g.indices, `${arg}[0].indices`), grads: g.values.data });
     });
     const { spec, name } = this.optimizer;
@@ -90,6 +101,7 @@ export class OptimizerWrapper {
       const parts = [...e.pooled.map((g) => ({ keys: idsFor(v, g.indices, 'indices'), grads: g.values.data })), ...e.rows];
       return { v, keys: concatKeys(parts.map((p) => p.keys)), grads: concatFloats(parts.map((p) => p.grads)) };
     });
+    // Every pair passed its checks: only now bind slots, stamp and count the step.
     for (const w of work) await w.v.bindSlots(spec, name);
     stamp(work.map((w) => w.v));
     const step = ++this.#iterations;

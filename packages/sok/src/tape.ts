@@ -87,6 +87,11 @@ export class IndexedSlices {
     this.#variable = null;
   }
 
+  /** @internal the variable a tape gradient was recorded for (null for slices built by hand) */
+  get source(): SokVariable | null {
+    return this.#variable;
+  }
+
   /** Tensor [n, dim] of per-index gradients (computed on first read for tape gradients). */
   get values(): Tensor<Float32Array> {
     if (this.#values) return this.#values;
