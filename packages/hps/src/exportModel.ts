@@ -1,10 +1,54 @@
-import { writeFile, mkdir } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { checkOptions, createTable, EmbeddingTable, exportHugeCTR, invalidParameter, InvalidTypeError, loadDefaultBackend, Tensor } from '@embedstack/core';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import {
+  checkOptions,
+  createTable,
+  EmbeddingError,
+  EmbeddingTable,
+  exportHugeCTR,
+  InvalidArgumentError,
+  invalidParameter,
+  InvalidTypeError,
+  IOError,
+  loadDefaultBackend,
+  Tensor,
+} from '@embedstack/core';
+import { resolvePsConfig } from './config.js';
 import { checkHpsName } from './configKeys.js';
 
 /** What {@link exportModel} exports as one HPS table. */
 export type ExportableTable = EmbeddingTable | readonly EmbeddingTable[] | Tensor;
+
+/** The vector size of an exportable table. */
+function dimOf(t: ExportableTable): number {
+  if (t instanceof EmbeddingTable) return t.dim;
+  if (t instanceof Tensor) return t.shape[1]!;
+  return (t as readonly EmbeddingTable[])[0]!.dim;
+}
+
+/** Writes `text` to `path` crash-safely: a temporary sibling, fsynced, renamed over it, the folder fsynced. */
+async function writeFileAtomic(path: string, text: string): Promise<void> {
+  const tmp = join(dirname(path), `.${basename(path)}.tmp-${process.pid}`);
+  try {
+    const h = await open(tmp, 'w');
+    try {
+      await h.writeFile(text);
+      await h.sync();
+    } finally {
+      await h.close();
+    }
+    await rename(tmp, path);
+    const d = await open(dirname(path), 'r');
+    try {
+      await d.sync();
+    } finally {
+      await d.close();
+    }
+  } catch (e) {
+    await rm(tmp, { force: true }).catch(() => undefined);
+    throw new IOError(`Could not write the ps config "${path}": ${(e as Error).message}`, { cause: e });
+  }
+}
 
 function isExportable(t: unknown): t is ExportableTable {
   if (t instanceof EmbeddingTable) return true;
@@ -63,7 +107,12 @@ export interface ExportModelOptions {
  * Exports trained tables to HugeCTR's sparse model layout (one `key` / `emb_vector`
  * folder per table, written crash-safely by core's `exportHugeCTR`) and returns the
  * ps config (HugeCTR JSON) that serves them: `HPS.create({ psConfig })` loads it.
- * @throws InvalidArgumentError / InvalidTypeError for bad options, core's export errors
+ * Every option is checked before anything is written: distinct table names, and the
+ * returned config (with `modelOptions` / `globalOptions` merged in) passes the ps config
+ * checks `HPS.create` runs. `psConfigFile` is written last, crash-safely (temporary file,
+ * fsync, rename).
+ * @throws InvalidArgumentError / InvalidTypeError for bad options (an invalid merged config
+ *   names options.modelOptions or options.globalOptions), core's export errors, IOError
  */
 export async function exportModel(options: ExportModelOptions): Promise<Record<string, unknown>> {
   const o = checkOptions<ExportModelOptions>(options, ['model', 'tables', 'dir', 'psConfigFile', 'modelOptions', 'globalOptions', 'supportlonglong'], 'options', { required: true });
@@ -79,26 +128,26 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
     const name = bare || (t as { name?: unknown }).name == null ? `sparse_embedding${i}` : checkHpsName((t as { name?: unknown }).name, `options.tables[${i}].name`);
     return { table, name };
   });
+  const seen = new Map<string, number>();
+  for (const [i, t] of tables.entries()) {
+    const first = seen.get(t.name);
+    if (first !== undefined) {
+      throw new InvalidArgumentError(`Expected options.tables to have distinct names but tables ${first} and ${i} are both named ${JSON.stringify(t.name)}`, {
+        argument: `options.tables[${i}].name`,
+      });
+    }
+    seen.set(t.name, i);
+  }
   for (const [k, v] of [['modelOptions', o.modelOptions], ['globalOptions', o.globalOptions]] as const) {
     if (v != null && (typeof v !== 'object' || Array.isArray(v))) throw invalidParameter(`options.${k}`, 'an object', v, InvalidTypeError);
   }
   const longKeys = o.supportlonglong ?? true;
   if (typeof longKeys !== 'boolean') throw invalidParameter('options.supportlonglong', 'a boolean', longKeys, InvalidTypeError);
-  const root = resolve(o.dir, model);
-  await mkdir(root, { recursive: true });
-  const sparseFiles: string[] = [];
-  const dims: number[] = [];
-  for (const { table: t, name } of tables) {
-    const folder = join(root, name);
-    const { table, temporary } = await asTable(t);
-    try {
-      await exportHugeCTR(table, folder, { keyFormat: longKeys ? 'int64' : 'uint32' });
-      dims.push(table.dim);
-    } finally {
-      if (temporary) table.dispose();
-    }
-    sparseFiles.push(folder);
+  if (o.psConfigFile != null && (typeof o.psConfigFile !== 'string' || o.psConfigFile.length === 0)) {
+    throw invalidParameter('options.psConfigFile', 'a file path', o.psConfigFile, InvalidTypeError);
   }
+  const root = resolve(o.dir, model);
+  const sparseFiles = tables.map((t) => join(root, t.name));
   const config: Record<string, unknown> = {
     supportlonglong: longKeys,
     ...(o.globalOptions ?? {}),
@@ -107,7 +156,7 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
         model,
         sparse_files: sparseFiles,
         embedding_table_names: tables.map((t) => t.name),
-        embedding_vecsize_per_table: dims,
+        embedding_vecsize_per_table: tables.map((t) => dimOf(t.table)),
         maxnum_catfeature_query_per_table_per_sample: tables.map(() => 1),
         default_value_for_each_table: tables.map(() => 0),
         deployed_device_list: [0],
@@ -116,9 +165,24 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
       },
     ],
   };
-  if (o.psConfigFile != null) {
-    if (typeof o.psConfigFile !== 'string') throw invalidParameter('options.psConfigFile', 'a file path', o.psConfigFile, InvalidTypeError);
-    await writeFile(o.psConfigFile, JSON.stringify(config, null, 2) + '\n');
+  // The config HPS.create will read, checked before anything is written (a misspelled key of modelOptions / globalOptions included).
+  try {
+    resolvePsConfig(config, dirname(root));
+  } catch (e) {
+    if (!(e instanceof EmbeddingError)) throw e;
+    const arg = e.argument?.startsWith('models') || e.argument?.startsWith('psConfig.models') ? 'options.modelOptions' : 'options.globalOptions';
+    const Cls = e.constructor as new (message: string, options: { argument: string; cause: unknown }) => EmbeddingError;
+    throw new Cls(`Expected ${arg} to give a valid ps config: ${e.message}`, { argument: arg, cause: e });
   }
+  await mkdir(root, { recursive: true });
+  for (const [i, { table: t }] of tables.entries()) {
+    const { table, temporary } = await asTable(t);
+    try {
+      await exportHugeCTR(table, sparseFiles[i]!, { keyFormat: longKeys ? 'int64' : 'uint32' });
+    } finally {
+      if (temporary) table.dispose();
+    }
+  }
+  if (o.psConfigFile != null) await writeFileAtomic(o.psConfigFile, JSON.stringify(config, null, 2) + '\n');
   return config;
 }

@@ -1,0 +1,90 @@
+// review32c #7, review32b #13: exportModel checks every option before it writes anything.
+import { readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { createTable, Tensor } from '@embedstack/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import * as hps from './index.js';
+import { tempDir } from '../test/fixtures.js';
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** Every file under `dir` with its bytes (the state a refused export must keep). */
+function tree(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (e.isFile()) out[join(e.parentPath, e.name).slice(dir.length)] = readFileSync(join(e.parentPath, e.name)).toString('hex');
+  }
+  return out;
+}
+
+describe('exportModel refuses bad options before writing anything', () => {
+  async function setup() {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    // An earlier export of model m with one table emb = [[1, 1]] at key 0, and a ps.json.
+    await hps.exportModel({ model: 'm', tables: [{ table: new Tensor(Float32Array.of(1, 1), [1, 2]), name: 'emb' }], dir: t.dir, psConfigFile: join(t.dir, 'ps.json') });
+    const a = new Tensor(Float32Array.of(2, 2), [1, 2]);
+    const b = new Tensor(Float32Array.of(3, 3, 4, 4), [2, 2]);
+    return { dir: t.dir, a, b, before: tree(t.dir) };
+  }
+
+  it('duplicate table names', async () => {
+    const { dir, a, b, before } = await setup();
+    await expect(hps.exportModel({ model: 'm', tables: [{ table: a, name: 'emb' }, { table: b, name: 'emb' }], dir })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      argument: 'options.tables[1].name',
+      message: expect.stringContaining('tables 0 and 1 are both named "emb"'),
+    });
+    // a bare table's default name counts too
+    await expect(hps.exportModel({ model: 'm', tables: [a, { table: b, name: 'sparse_embedding0' }], dir })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(tree(dir)).toEqual(before);
+  });
+
+  it('a misspelled modelOptions or globalOptions key, or a bad value', async () => {
+    const { dir, a, before } = await setup();
+    const run = (extra: object) => hps.exportModel({ model: 'm', tables: [{ table: a, name: 'emb' }], dir, psConfigFile: join(dir, 'ps.json'), ...extra });
+    await expect(run({ modelOptions: { max_batch_sise: 4 } })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      argument: 'options.modelOptions',
+      message: expect.stringContaining('max_batch_size'),
+    });
+    await expect(run({ modelOptions: { gpucacheper: 2 } })).rejects.toMatchObject({ argument: 'options.modelOptions', message: expect.stringContaining('gpucacheper') });
+    await expect(run({ globalOptions: { persistant_db: {} } })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      argument: 'options.globalOptions',
+      message: expect.stringContaining('persistent_db'),
+    });
+    expect(tree(dir)).toEqual(before);
+  });
+
+  it('a psConfigFile that is not a path', async () => {
+    const { dir, a, before } = await setup();
+    for (const psConfigFile of [42, '', {}]) {
+      await expect(hps.exportModel({ model: 'm', tables: [{ table: a, name: 'emb' }], dir, psConfigFile: psConfigFile as never })).rejects.toMatchObject({
+        code: 'INVALID_TYPE',
+        argument: 'options.psConfigFile',
+      });
+    }
+    expect(tree(dir)).toEqual(before);
+  });
+
+  it('a valid export replaces the model and writes a ps.json that HPS serves', async () => {
+    const { dir, a, b } = await setup();
+    mkdirSync(join(dir, 'other'));
+    writeFileSync(join(dir, 'other', 'keep'), 'x');
+    const table = createTable({ kind: 'dynamic', dim: 2, initializer: { kind: 'zeros' } });
+    cleanups.push(() => table.dispose());
+    await table.upsert([7n], Float32Array.of(5, 6));
+    const config = await hps.exportModel({ model: 'm', tables: [{ table: a, name: 'emb' }, { table: b, name: 'emb2' }, table], dir, psConfigFile: join(dir, 'ps.json'), modelOptions: { max_batch_size: 8 } });
+    expect(JSON.parse(readFileSync(join(dir, 'ps.json'), 'utf8'))).toEqual(config);
+    expect(readdirSync(dir).sort()).toEqual(['m', 'other', 'ps.json']);
+    const server = await hps.HPS.create({ psConfigFile: join(dir, 'ps.json') });
+    cleanups.push(() => server.close());
+    expect(Array.from((await server.lookup([0n], 'm', 0)).data as Float32Array)).toEqual([2, 2]);
+    expect(Array.from((await server.lookup([1n, 0n], 'm', 1)).data as Float32Array)).toEqual([4, 4, 3, 3]);
+    expect(Array.from((await server.lookup([7n], 'm', 2)).data as Float32Array)).toEqual([5, 6]);
+  });
+});
