@@ -194,3 +194,6 @@ export type {
   ExportHugeCTROptions,
 } from './checkpoint/index.js';
 // END checkpoint exports
+// one committed version of a set of files (facades' multi-table checkpoints; tfra)
+export { saveVersionedDir, liveVersionDir, writeDurableFile } from './checkpoint/versionedDir.js';
+export type { VersionedDirFill } from './checkpoint/versionedDir.js';

@@ -410,10 +410,14 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
   }
 
   /**
-   * Saves every shard (and its slots) under `dir` via core checkpoints:
-   * `dir/<name>/proc_<rank>_of_<size>/shard_<i>_of_<N>`. Several processes of a
-   * job save into the same `dir` with their own `procRank`. A variable made with
-   * `checkpoint: false` (and its slot views) is left out: nothing is written.
+   * Saves every shard (and its slots) under `dir` as one unit (core's versioned
+   * directory protocol): `dir/<name>/proc_<rank>_of_<size>/ckpt-N/shard_<i>_of_<N>`,
+   * made live by an atomic switch of that folder's CURRENT, so a crash leaves the
+   * previous or the new save. Several processes of a job save into the same `dir`
+   * with their own `procRank`. A variable made with `checkpoint: false` (and its slot
+   * views) is left out: nothing is written.
+   * @throws AlreadyExistsError when the folder holds another variable's checkpoint
+   *   (names differing only in '/' and '_' share one folder)
    */
   async saveToFileSystem(dir: string, options: SaveOptions = {}): Promise<void> {
     this.#state.checkAlive();
@@ -421,9 +425,13 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
   }
 
   /**
-   * Loads what `saveToFileSystem` wrote (every process's files), upserting into
-   * this variable (does not clear); keys are re-partitioned onto this variable's
-   * shards when the saved shard count differs.
+   * Loads the newest save `saveToFileSystem` wrote (every process's part of it),
+   * upserting into this variable (does not clear); keys are re-partitioned onto this
+   * variable's shards when the saved shard count differs. Every file is verified
+   * (size, CRC32C) and `options.optimizer` bound before the first row is written: a
+   * refused load changes nothing.
+   * @throws NotFoundError; InvalidArgumentError (another variable's checkpoint, dim,
+   *   key dtype); CheckpointCorruptError; IOError
    */
   async loadFromFileSystem(dir: string, options: LoadOptions = {}): Promise<void> {
     this.#state.checkAlive();
