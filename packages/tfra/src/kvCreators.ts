@@ -1,7 +1,9 @@
 import {
   createTable,
+  EmbeddingError,
   type EmbeddingTable,
   type InitializerSpec,
+  InvalidArgumentError,
   InvalidTypeError,
   invalidParameter,
   type KeyDtype,
@@ -152,7 +154,13 @@ export interface HkvHashTableCreatorOptions {
   evictStrategy?: HkvEvictStrategy;
   /** Optimizer steps per epoch for 'epochLru' / 'epochLfu' (epoch = floor(step / stepPerEpoch)). Default 0 (epoch 0). */
   stepPerEpoch?: number;
-  /** 'customized' only (required there): scores of the keys written by a call, [n] uint64. */
+  /**
+   * 'customized' only (required there): scores of the keys written by a call, [n]
+   * uint64 (a BigUint64Array, or bigints in [0, 2^64)); called once per shard with
+   * that shard's keys, for every shard before any shard is written. A result of
+   * another type or length, a score out of range or an exception is an
+   * EmbeddingError naming `genScoresFn(keys)`, and nothing is written.
+   */
   genScoresFn?: ((keys: Keys) => BigUint64Array | readonly bigint[]) | null;
 }
 
@@ -223,12 +231,22 @@ export class HkvHashTableCreator extends KVCreator {
 
   override scoresFor(keys: Keys): BigUint64Array | null {
     if (this.evictStrategy !== 'customized' || this.genScoresFn === null) return null;
-    const s = this.genScoresFn(keys);
-    const out = s instanceof BigUint64Array ? s : Array.isArray(s) ? BigUint64Array.from(s as readonly bigint[]) : null;
-    if (out === null || out.length !== keys.length) {
-      throw invalidParameter('the result of genScoresFn(keys)', `${keys.length} uint64 scores`, s, InvalidTypeError);
+    const what = 'the result of genScoresFn(keys)';
+    let s: unknown;
+    try {
+      s = this.genScoresFn(keys);
+    } catch (e) {
+      if (e instanceof EmbeddingError) throw e;
+      throw new InvalidArgumentError(`genScoresFn(keys) threw: ${(e as Error)?.message ?? String(e)}`, { argument: 'genScoresFn(keys)', cause: e });
     }
-    return out;
+    if (!(s instanceof BigUint64Array) && !(Array.isArray(s) && s.every((x) => typeof x === 'bigint'))) {
+      throw invalidParameter(what, `a BigUint64Array or an array of bigint (${keys.length} uint64 scores)`, s, InvalidTypeError);
+    }
+    if (s.length !== keys.length) throw invalidParameter(what, `${keys.length} uint64 scores (one per key)`, `${s.length} scores`);
+    if (s instanceof BigUint64Array) return s;
+    const bad = (s as bigint[]).findIndex((x) => x < 0n || x > 0xffffffffffffffffn);
+    if (bad >= 0) throw invalidParameter(`${what}[${bad}]`, 'a uint64 score in [0, 2^64)', (s as bigint[])[bad]);
+    return BigUint64Array.from(s as bigint[]);
   }
 
   override epochFor(step: number): number | null {
@@ -246,4 +264,14 @@ export class ScoredTableCreator extends KVCreator {
   create(spec: ShardTableSpec): EmbeddingTable {
     return memoryTable(spec, { scorePolicy: this.scorePolicy });
   }
+}
+
+/**
+ * Scores of every shard's keys (`creator.scoresFor`), all computed and checked
+ * before a caller writes any shard: a bad genScoresFn result then changes nothing.
+ * Entries are undefined for empty shards and creators without caller scores.
+ */
+export function shardScores(creator: KVCreator, keys: readonly (Keys | null | undefined)[]): (BigUint64Array | undefined)[] {
+  if (!creator.givesScores) return keys.map(() => undefined);
+  return keys.map((k) => (k && k.length > 0 ? (creator.scoresFor(k) ?? undefined) : undefined));
 }

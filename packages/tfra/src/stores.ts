@@ -19,9 +19,10 @@ export interface ShardStore {
   readyNow(): EmbeddingTable | null;
   /** Reads rows (never inserts); `opts` (caller arrays, a shard plan) go to the table. */
   find(keys: Keys, opts?: FindOptions): Promise<FindResult>;
-  upsert(keys: Keys, values: Float32Array): Promise<void>;
-  /** TFRA bp_v2 rule with deltas (see core.md). */
-  accum(keys: Keys, deltas: Float32Array, exists: Uint8Array): Promise<void>;
+  /** `scores`: the creator's scores of `keys` ('customized'), computed by the caller for every shard before any write (kvCreators' `shardScores`). */
+  upsert(keys: Keys, values: Float32Array, scores?: BigUint64Array): Promise<void>;
+  /** TFRA bp_v2 rule with deltas (see core.md); `scores` as in upsert. */
+  accum(keys: Keys, deltas: Float32Array, exists: Uint8Array, scores?: BigUint64Array): Promise<void>;
   remove(keys: Keys): Promise<number>;
   clear(): Promise<void>;
   size(): Promise<number>;
@@ -48,16 +49,12 @@ export function tableStore(table: () => EmbeddingTable, creator: KVCreator): Sha
     const t = table();
     return done.has(t) ? t : null;
   };
-  const scores = (keys: Keys) => {
-    const s = creator.scoresFor(keys);
-    return s ? { scores: s } : undefined;
-  };
   return {
     ready,
     readyNow,
     find: async (keys, opts) => (await ready()).find(keys, opts),
-    upsert: async (keys, values) => (await ready()).upsert(keys, values, scores(keys)),
-    accum: async (keys, deltas, exists) => (await ready()).accum(keys, deltas, exists, scores(keys)),
+    upsert: async (keys, values, scores) => (await ready()).upsert(keys, values, scores && { scores }),
+    accum: async (keys, deltas, exists, scores) => (await ready()).accum(keys, deltas, exists, scores && { scores }),
     remove: async (keys) => (await ready()).remove(keys),
     clear: async () => (await ready()).clear(),
     size: async () => creator.sizeOf(await ready()),

@@ -6,7 +6,7 @@ import {
   type OptimizerSpec,
 } from '@embedstack/core';
 import { uniqueKeys } from './keys.js';
-import { CuckooHashTableCreator } from './kvCreators.js';
+import { CuckooHashTableCreator, shardScores } from './kvCreators.js';
 import { gatherFlags, gatherRows } from './partition.js';
 import type { LookupRecord, ShadowVariable } from './shadow.js';
 import type { Binding, VariableState } from './variableState.js';
@@ -150,9 +150,10 @@ export async function trainStep(state: VariableState, b: Binding, t: ShadowVaria
     const v0 = t.captured ? { values: t.values!, exists: t.exists! } : null;
     if (v0) {
       const p = state.partition(r.ids);
+      const scores = shardScores(creator, p.keys); // every shard's, checked before the first write
       await each(async (s) => {
         const keys = p.keys[s]!;
-        if (keys.length > 0) await state.stores[s]!.upsert(keys, gatherRows(v0.values, p.positions[s]!, state.dim));
+        if (keys.length > 0) await state.stores[s]!.upsert(keys, gatherRows(v0.values, p.positions[s]!, state.dim), scores[s]);
       });
     }
     const plans = state.plans();
@@ -179,10 +180,11 @@ export async function trainStep(state: VariableState, b: Binding, t: ShadowVaria
     const v0 = (await t.capture())!;
     const g = await perIdGradients(r, grads, v0.values, state);
     const p = state.partition(r.ids);
+    const unique = p.keys.map((keys) => uniqueKeys(keys));
+    const scores = shardScores(creator, unique.map((u) => u.unique)); // every shard's, checked before the first write
     await each(async (s) => {
-      const keys = p.keys[s]!;
-      if (keys.length === 0) return;
-      await companionStep(state, b, s, keys, p.positions[s]!, g, v0, step);
+      if (p.keys[s]!.length === 0) return;
+      await companionStep(state, b, s, p.keys[s]!, unique[s]!, p.positions[s]!, g, v0, step, scores[s]);
     });
   }
   state.pending.delete(t);
@@ -195,13 +197,14 @@ async function companionStep(
   b: Binding,
   s: number,
   keys: Keys,
+  { unique, index }: { unique: Keys; index: ArrayLike<number> },
   positions: Int32Array,
   grads: Float32Array,
   v0: { values: Float32Array; exists: Uint8Array },
   step: number,
+  scores: BigUint64Array | undefined,
 ): Promise<void> {
   const dim = state.dim;
-  const { unique, index } = uniqueKeys(keys);
   const first = new Int32Array(unique.length).fill(-1);
   for (let i = 0; i < index.length; i++) if (first[index[i]!] === -1) first[index[i]!] = positions[i]!;
   const before = gatherRows(v0.values, first, dim);
@@ -216,8 +219,8 @@ async function companionStep(
     for (let i = 0; i < unique.length; i++) {
       for (let c = 0; c < dim; c++) deltas[i * dim + c] = existed[i] ? after[i * dim + c]! - before[i * dim + c]! : after[i * dim + c]!;
     }
-    await store.accum(unique, deltas, existed);
+    await store.accum(unique, deltas, existed, scores);
   } else {
-    await store.upsert(unique, after);
+    await store.upsert(unique, after, scores);
   }
 }

@@ -17,7 +17,7 @@ import {
 import { loadVariable, type LoadOptions, type SaveOptions, saveVariable } from './checkpoint.js';
 import type { VariableInitializer } from './initializer.js';
 import { storageDtype, type TfraKeyDtype, toKeys, type VariableKeys } from './keys.js';
-import type { KVCreator } from './kvCreators.js';
+import { type KVCreator, shardScores } from './kvCreators.js';
 import type { Optimizer } from './optimizers.js';
 import { gatherFlags, gatherRows, type Partition, type Partitioner } from './partition.js';
 import type { RestrictOptions, RestrictPolicy } from './restrictPolicy.js';
@@ -141,35 +141,49 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
     return toKeys(input, this.keyDtype, argument, true);
   }
 
-  /** Writes rows per shard: the caller's arrays as they are on one shard, partitioned otherwise. */
-  async #write(keys: Keys, fn: (s: number, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array) => Promise<unknown>): Promise<void> {
+  /**
+   * Writes rows per shard: the caller's arrays as they are on one shard, partitioned
+   * otherwise. The creator's scores ('customized') of every shard are computed and
+   * checked first, so a bad genScoresFn result writes nothing.
+   */
+  async #write(
+    keys: Keys,
+    fn: (s: number, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array, scores: BigUint64Array | undefined) => Promise<unknown>,
+    scored = true,
+  ): Promise<void> {
     const st = this.#state;
     st.checkAlive();
+    const p = st.shardNum === 1 ? null : st.partition(keys);
+    const scores = this.#scores(p ? p.keys : [keys], scored);
     await st.beforeWrite();
-    if (st.shardNum === 1) {
-      await fn(0, keys, (a) => a, (e) => e);
+    if (p === null) {
+      await fn(0, keys, (a) => a, (e) => e, scores[0]);
       return;
     }
-    const p = st.partition(keys);
-    await st.eachShard(p, (_, s) => fn(s, p.keys[s]!, (a) => gatherRows(a, p.positions[s]!, this.dim), (e) => gatherFlags(e, p.positions[s]!)));
+    await st.eachShard(p, (_, s) => fn(s, p.keys[s]!, (a) => gatherRows(a, p.positions[s]!, this.dim), (e) => gatherFlags(e, p.positions[s]!), scores[s]));
   }
 
-  #writeSync(keys: Keys, fn: (t: EmbeddingTable, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array) => unknown): void {
+  #writeSync(
+    keys: Keys,
+    fn: (t: EmbeddingTable, keys: Keys, rows: (a: Float32Array) => Float32Array, flags: (e: Uint8Array) => Uint8Array, scores: { scores: BigUint64Array } | undefined) => unknown,
+    scored = true,
+  ): void {
     const st = this.#state;
     st.checkAlive();
     st.eachTableSync(null, () => undefined); // views and remote stores: UNSUPPORTED before any change
+    const p: Partition | null = st.shardNum === 1 ? null : st.partition(keys);
+    const scores = this.#scores(p ? p.keys : [keys], scored).map((sc) => sc && { scores: sc });
     st.beforeWriteSync();
-    if (st.shardNum === 1) {
-      fn(st.tables[0]!, keys, (a) => a, (e) => e);
+    if (p === null) {
+      fn(st.tables[0]!, keys, (a) => a, (e) => e, scores[0]);
       return;
     }
-    const p: Partition = st.partition(keys);
-    st.eachTableSync(p, (t, s) => fn(t, p.keys[s]!, (a) => gatherRows(a, p.positions[s]!, this.dim), (e) => gatherFlags(e, p.positions[s]!)));
+    st.eachTableSync(p, (t, s) => fn(t, p.keys[s]!, (a) => gatherRows(a, p.positions[s]!, this.dim), (e) => gatherFlags(e, p.positions[s]!), scores[s]));
   }
 
-  #scores(keys: Keys): { scores: BigUint64Array } | undefined {
-    const s = this.kvCreator.scoresFor(keys);
-    return s ? { scores: s } : undefined;
+  /** The creator's scores of each shard's keys (none for slot views, which keep the primary's scores). */
+  #scores(keys: readonly Keys[], scored: boolean): (BigUint64Array | undefined)[] {
+    return this.#state.view || !scored ? keys.map(() => undefined) : shardScores(this.kvCreator, keys);
   }
 
   /**
@@ -179,14 +193,14 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
   async upsert(keys: VariableKeys, values: VariableValues): Promise<void> {
     const k = this.#keys(keys);
     const v = validateValues(values, k.shape, this.dim);
-    await this.#write(k.keys, (s, ks, rows) => this.#state.stores[s]!.upsert(ks, rows(v)));
+    await this.#write(k.keys, (s, ks, rows, _flags, scores) => this.#state.stores[s]!.upsert(ks, rows(v), scores));
   }
 
   /** `upsert` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   upsertSync(keys: VariableKeys, values: VariableValues): void {
     const k = this.#keys(keys);
     const v = validateValues(values, k.shape, this.dim);
-    this.#writeSync(k.keys, (t, ks, rows) => t.upsertSync(ks, rows(v), this.#scores(ks)));
+    this.#writeSync(k.keys, (t, ks, rows, _flags, scores) => t.upsertSync(ks, rows(v), scores));
   }
 
   /**
@@ -196,13 +210,13 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
    */
   async accum(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array): Promise<void> {
     const { k, d, e } = this.#accumArgs(keys, oldValues, newValues, exists);
-    await this.#write(k, (s, ks, rows, flags) => this.#state.stores[s]!.accum(ks, rows(d), flags(e)));
+    await this.#write(k, (s, ks, rows, flags, scores) => this.#state.stores[s]!.accum(ks, rows(d), flags(e), scores));
   }
 
   /** `accum` for in-memory tables, synchronously. @throws UnsupportedError for remote stores and slot views */
   accumSync(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array): void {
     const { k, d, e } = this.#accumArgs(keys, oldValues, newValues, exists);
-    this.#writeSync(k, (t, ks, rows, flags) => t.accumSync(ks, rows(d), flags(e), this.#scores(ks)));
+    this.#writeSync(k, (t, ks, rows, flags, scores) => t.accumSync(ks, rows(d), flags(e), scores));
   }
 
   #accumArgs(keys: VariableKeys, oldValues: VariableValues, newValues: VariableValues, exists: readonly boolean[] | Uint8Array) {
@@ -266,7 +280,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
     const counts: number[] = [];
     await this.#write(k.keys, async (s, ks) => {
       counts[s] = await this.#state.removeFromShard(s, ks);
-    });
+    }, false);
     return counts.reduce((a, b) => a + (b ?? 0), 0);
   }
 
@@ -281,7 +295,7 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
       st.binding?.stateTables?.[s]?.removeSync(ks);
       const status = st.restrictPolicy?.status;
       if (status) stateOf(status)!.tables[s]!.removeSync(ks);
-    });
+    }, false);
     return n;
   }
 
