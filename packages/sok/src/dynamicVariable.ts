@@ -29,10 +29,10 @@ export interface DynamicVariableOptions {
   initCapacity?: number;
   /** 'hybrid' only, required there: the most rows over all devices (each device floor(maxCapacity / N), at least 1). */
   maxCapacity?: number;
-  /** 'hybrid': which rows a full table evicts. 'lru': the least recently used; 'customized': the lowest caller score (sok.assign's `scores`) ['lru']. */
+  /** 'hybrid' only (refused on 'hbm'): which rows a full table evicts. 'lru': the least recently used; 'customized': the lowest caller score (sok.assign's `scores`) ['lru']. */
   evictStrategy?: 'lru' | 'customized';
   /**
-   * 'hybrid': after a training lookup fills a device table to its cap, the lowest-score
+   * 'hybrid' only (refused on 'hbm'): after a training lookup fills a device table to its cap, the lowest-score
    * rows are evicted down to filterRatio * cap (core `restrict`), making room for the
    * next batch's new keys in one eviction. 1 = evict only as needed. In (0, 1] [1].
    */
@@ -86,7 +86,12 @@ export class DynamicVariable extends SokVariable {
     const initCapacity = checkInteger(o.initCapacity, 'initCapacity', { min: 1, fallback: 0 });
     let maxCapacity = Infinity;
     if (varType === 'hybrid') maxCapacity = checkInteger(o.maxCapacity, 'maxCapacity', { min: 1 });
-    else if (o.maxCapacity !== undefined && o.maxCapacity !== null) throw invalidParameter('maxCapacity', "unset for varType 'hbm' (uncapped); use varType 'hybrid'", o.maxCapacity);
+    else {
+      // The cap, its eviction policy and its trim ratio belong to 'hybrid' tables: refused on 'hbm' rather than ignored.
+      for (const key of ['maxCapacity', 'evictStrategy', 'filterRatio'] as const) {
+        if (o[key] !== undefined && o[key] !== null) throw invalidParameter(key, "unset for varType 'hbm' (uncapped: it applies to 'hybrid' tables); use varType 'hybrid'", o[key]);
+      }
+    }
     const filterRatio = checkNumber(o.filterRatio, 'filterRatio', { min: Number.MIN_VALUE, max: 1, fallback: 1 });
     super(name, dimension, keyType, mode);
     this.varType = varType;

@@ -1,7 +1,7 @@
 // 'hybrid' DynamicVariables: capped at maxCapacity over the devices, evicting by score.
 import * as sok from '@embedstack/sok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { initDevices, useTestBackend } from '../test/setup.js';
+import { expectError, initDevices, useTestBackend } from '../test/setup.js';
 
 beforeAll(async () => {
   await useTestBackend();
@@ -63,5 +63,21 @@ describe('hybrid variables', () => {
     const v = new sok.DynamicVariable({ dimension: 1, initCapacity: 4 });
     await sok.embeddingLookup(v, Array.from({ length: 1000 }, (_, i) => BigInt(i * 7919 - 5000)), { tape: new sok.GradientTape() });
     expect(await v.size()).toBe(1000);
+  });
+});
+
+describe("options of 'hybrid' tables on 'hbm' (review32c #8)", () => {
+  it('refuses evictStrategy and filterRatio unless varType is hybrid, as maxCapacity', async () => {
+    await initDevices(2);
+    for (const varType of [undefined, 'hbm'] as const) {
+      for (const [key, value] of [['evictStrategy', 'customized'], ['evictStrategy', 'lru'], ['filterRatio', 0.5], ['filterRatio', 1], ['maxCapacity', 8]] as const) {
+        await expectError(() => new sok.DynamicVariable({ dimension: 1, varType, [key]: value }), 'INVALID_ARGUMENT', key, "'hbm'", "'hybrid'");
+      }
+    }
+    // unset (undefined / null) is fine on 'hbm'; every option is taken on 'hybrid'
+    const hbm = new sok.DynamicVariable({ dimension: 1, evictStrategy: null as never, filterRatio: null as never, maxCapacity: null as never });
+    expect([hbm.evictStrategy, hbm.filterRatio, hbm.maxCapacity]).toEqual(['lru', 1, Infinity]);
+    const hybrid = new sok.DynamicVariable({ dimension: 1, varType: 'hybrid', maxCapacity: 8, evictStrategy: 'customized', filterRatio: 0.5 });
+    expect([hybrid.evictStrategy, hybrid.filterRatio, hybrid.maxCapacity]).toEqual(['customized', 0.5, 8]);
   });
 });
