@@ -75,7 +75,7 @@ export function checkFlag(value: unknown, where: string, fallback: boolean): boo
 export function checkNum(value: unknown, where: string, min: number, max: number, fallback?: number): number {
   if ((value === undefined || value === null) && fallback !== undefined) return fallback;
   if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
-    throw invalidParameter(where, `a number in [${min}, ${max}]`, value);
+    throw invalidParameter(where, `a number in [${min}, ${max}]`, value, typeof value === 'number' ? InvalidArgumentError : InvalidTypeError);
   }
   return value;
 }

@@ -41,8 +41,10 @@ const LAYER_KEYS = ['modelName', 'tableId', 'embVecSize', 'embVecDtype', 'psConf
 function resolveLayerOptions(options: unknown, cls: string): Required<Pick<LookupLayerOptions, 'modelName' | 'tableId' | 'embVecSize'>> & LookupLayerOptions {
   const o = checkOptions<LookupLayerOptions>(options, LAYER_KEYS, 'options', { required: true });
   if (typeof o.modelName !== 'string' || o.modelName.length === 0) throw invalidParameter('options.modelName', 'a model name', o.modelName, InvalidTypeError);
-  if (typeof o.tableId !== 'number' || !Number.isSafeInteger(o.tableId) || o.tableId < 0) throw invalidParameter('options.tableId', 'an integer >= 0', o.tableId);
-  if (typeof o.embVecSize !== 'number' || !Number.isSafeInteger(o.embVecSize) || o.embVecSize < 1) throw invalidParameter('options.embVecSize', 'an integer >= 1', o.embVecSize);
+  if (typeof o.tableId !== 'number' || !Number.isSafeInteger(o.tableId) || o.tableId < 0) throw invalidParameter('options.tableId', 'an integer >= 0', o.tableId, typeof o.tableId === 'number' ? InvalidArgumentError : InvalidTypeError);
+  if (typeof o.embVecSize !== 'number' || !Number.isSafeInteger(o.embVecSize) || o.embVecSize < 1) {
+    throw invalidParameter('options.embVecSize', 'an integer >= 1', o.embVecSize, typeof o.embVecSize === 'number' ? InvalidArgumentError : InvalidTypeError);
+  }
   if (o.embVecDtype !== undefined && o.embVecDtype !== null && o.embVecDtype !== 'float32') throw invalidParameter('options.embVecDtype', "'float32'", o.embVecDtype, InvalidTypeError);
   if (o.name !== undefined && o.name !== null && typeof o.name !== 'string') throw invalidParameter('options.name', 'a string', o.name, InvalidTypeError);
   return { ...o, modelName: o.modelName, tableId: o.tableId, embVecSize: o.embVecSize, name: o.name ?? cls };
@@ -149,7 +151,7 @@ export class SparseLookupLayer extends HpsLayer {
    * @param options `combiner` 'mean' (default) | 'sum' | 'sqrtn'; `maxNorm` clips rows first
    * @returns Tensor `[d0, embVecSize]`; a weighted mean divides by the weight sum, sqrtn by
    *   sqrt of the summed squared weights, a zero denominator gives zeros (div-no-nan)
-   * @throws InvalidTypeError (spIds not a SparseTensor, spWeights neither undefined nor a SparseTensor),
+   * @throws InvalidTypeError (spIds not a SparseTensor, spWeights neither undefined nor a SparseTensor of float32 weights),
    *   InvalidArgumentError (combiner, maxNorm), the server's lookup errors
    */
   async call(spIds: SparseTensor, spWeights?: SparseTensor | null, options?: { combiner?: Combiner; maxNorm?: number | null } | null): Promise<Tensor> {
@@ -159,6 +161,7 @@ export class SparseLookupLayer extends HpsLayer {
     const combiner = o.combiner === undefined || o.combiner === null ? 'mean' : validateCombiner(o.combiner, 'options.combiner');
     const maxNorm = o.maxNorm === undefined || o.maxNorm === null ? null : validateMaxNorm(o.maxNorm, 'options.maxNorm');
     if (spIds.dtype === 'float32') throw invalidParameter('spIds', 'a SparseTensor of int32 or int64 ids', 'float32 values', InvalidTypeError);
+    if (spWeights && spWeights.dtype !== 'float32') throw invalidParameter('spWeights', 'a SparseTensor of float32 weights', `${spWeights.dtype} values`, InvalidTypeError);
     if (spIds.denseShape.length !== 2) throw invalidParameter('spIds', 'a rank-2 SparseTensor', `rank ${spIds.denseShape.length}`);
     if (spWeights && !spWeights.sameLayout(spIds)) throw invalidParameter('spWeights', 'a SparseTensor with the indices and dense shape of spIds', spWeights);
     const server = await layerServer(this);

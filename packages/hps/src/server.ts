@@ -211,7 +211,7 @@ export class HPS {
    * an id Tensor; with `supportlonglong: false` keys must be in [0, 2^32)) in table
    * `tableId` of `modelName`.
    * @returns Tensor `[n, dim]` float32 (host memory); keys found at no level get the table's default
-   * @throws NotFoundError (model), OutOfRangeError (table id, key range, device), InvalidTypeError (key dtype),
+   * @throws NotFoundError (model), OutOfRangeError (table id, key range, device), InvalidTypeError (key dtype, a deviceId that is not a number),
    *   InvalidArgumentError (too many keys), DisposedError, STORE_UNAVAILABLE / IO_ERROR when L2 / L3 fail
    */
   async lookup(keys: KeyInput, modelName: string, tableId: number, options?: LookupOptions | null): Promise<Tensor> {
@@ -220,6 +220,7 @@ export class HPS {
     const o = checkOptions<LookupOptions>(options, ['deviceId'], 'options');
     const devices = m.config.deployedDeviceList;
     const deviceId = o.deviceId ?? devices[0]!;
+    if (typeof deviceId !== 'number') throw invalidParameter('options.deviceId', 'a device id (an integer of deployed_device_list)', deviceId, InvalidTypeError);
     if (!devices.includes(deviceId)) throw new OutOfRangeError(`Expected options.deviceId to be one of deployed_device_list (${devices.join(', ')}) but received ${String(deviceId)}`, { argument: 'options.deviceId' });
     const k = this.#keys(keys);
     if (k.length > t.maxKeys) {
