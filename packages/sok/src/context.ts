@@ -46,14 +46,25 @@ interface State {
 let current: State | null = null;
 
 /**
- * Sets up N local devices (SOK's `sok.init()`). Runs synchronously and returns a
- * resolved Promise, so it may be awaited or not. Calling it again with the same
- * device count (and no other backend/communicator) is a no-op.
+ * Sets up N local devices (SOK's `sok.init()`). Runs synchronously (the devices exist
+ * when it returns) and returns a Promise: resolved, or rejected with the error below
+ * (it never throws). Calling it again with the same device count (and no other
+ * backend/communicator) is a no-op.
  *
  * @throws FailedPreconditionError when already initialised with another device count, backend or communicator
  * @throws InvalidArgumentError / InvalidTypeError for bad options; BackendUnavailableError when no backend loads
  */
 export function init(options: InitOptions = {}): Promise<void> {
+  // Errors reject the returned Promise (as hps.init's do), so `sok.init(x).catch(...)` sees them.
+  try {
+    initSync(options);
+    return Promise.resolve();
+  } catch (e) {
+    return Promise.reject(e as Error);
+  }
+}
+
+function initSync(options: InitOptions): void {
   const o = checkOptions<InitOptions>(options, ['numDevices', 'backend', 'communicator'], 'options');
   const numDevices = checkInteger(o.numDevices, 'options.numDevices', { min: 1, max: MAX_DEVICES, fallback: 1 });
   const b = o.backend;
@@ -75,11 +86,10 @@ export function init(options: InitOptions = {}): Promise<void> {
         { argument: 'options.numDevices' },
       );
     }
-    return Promise.resolve();
+    return;
   }
   const backend = backendOf(b);
   current = { numDevices, backend, communicator: comm ?? new InProcessCommunicator(numDevices), live: true, clock: 0 };
-  return Promise.resolve();
 }
 
 function backendOf(b: string | EmbeddingBackend | null | undefined): EmbeddingBackend {

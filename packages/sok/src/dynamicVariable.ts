@@ -6,6 +6,7 @@ import {
   fnv1a32,
   type InitializerSpec,
   invalidParameter,
+  InvalidTypeError,
   type OptimizerSpec,
   type TableOptions,
 } from '@embedstack/core';
@@ -76,8 +77,8 @@ export class DynamicVariable extends SokVariable {
     const varType = o.varType ?? 'hbm';
     if (varType !== 'hbm' && varType !== 'hybrid') throw invalidParameter('varType', "'hbm' or 'hybrid'", varType);
     const keyType = o.keyType ?? 'int64';
-    if (keyType !== 'int64' && keyType !== 'int32') throw invalidParameter('keyType', "'int64' or 'int32'", keyType);
-    if ((o.dtype ?? 'float32') !== 'float32') throw invalidParameter('dtype', "'float32'", o.dtype);
+    if (keyType !== 'int64' && keyType !== 'int32') throw invalidParameter('keyType', "'int64' or 'int32'", keyType, InvalidTypeError);
+    if ((o.dtype ?? 'float32') !== 'float32') throw invalidParameter('dtype', "'float32'", o.dtype, InvalidTypeError);
     const evictStrategy = o.evictStrategy ?? 'lru';
     if (evictStrategy !== 'lru' && evictStrategy !== 'customized') throw invalidParameter('evictStrategy', "'lru' or 'customized'", evictStrategy);
     const initializer = resolveSokInitializer(o.initializer, dimension);

@@ -33,6 +33,29 @@ describe('init', () => {
     expect(sok.isInitialized()).toBe(false);
   });
 
+  it('rejects the Promise it returns instead of throwing (review32c #11)', async () => {
+    sok.shutdown();
+    let result: Promise<void> | undefined;
+    expect(() => {
+      result = sok.init({ numDevices: 0 });
+    }).not.toThrow();
+    await expect(result).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'options.numDevices' });
+    await expect(sok.init({ numDevices: 2, backend: 5 as never })).rejects.toMatchObject({ code: 'INVALID_TYPE', argument: 'options.backend' });
+    expect(sok.isInitialized()).toBe(false);
+    await sok.init({ numDevices: 2 });
+    await expect(sok.init({ numDevices: 3 })).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
+    expect(sok.numDevices()).toBe(2);
+  });
+
+  it('refuses an All2AllDenseEmbedding keyDtype it does not take with INVALID_TYPE', async () => {
+    await initDevices(2);
+    await expectError(
+      () => new sok.All2AllDenseEmbedding({ maxVocabularySizePerGpu: 8, embeddingVecSize: 2, slotNum: 1, nnzPerSlot: 1, keyDtype: 'uint64' as never }),
+      'INVALID_TYPE',
+      'keyDtype',
+    );
+  });
+
   it('variables of an earlier init refuse work', async () => {
     await initDevices(2);
     const v = new sok.DynamicVariable({ dimension: 2 });
@@ -51,7 +74,8 @@ describe('variables', () => {
     await expectError(() => new sok.DynamicVariable({ dimension: 2, varType: 'ssd' as never }), 'INVALID_ARGUMENT', 'varType');
     await expectError(() => new sok.DynamicVariable({ dimension: 2, varType: 'hybrid' }), 'INVALID_ARGUMENT', 'maxCapacity');
     await expectError(() => new sok.DynamicVariable({ dimension: 2, maxCapacity: 10 }), 'INVALID_ARGUMENT', 'maxCapacity', "'hbm'");
-    await expectError(() => new sok.DynamicVariable({ dimension: 2, keyType: 'int16' as never }), 'INVALID_ARGUMENT', 'keyType');
+    await expectError(() => new sok.DynamicVariable({ dimension: 2, keyType: 'int16' as never }), 'INVALID_TYPE', 'keyType');
+    await expectError(() => new sok.DynamicVariable({ dimension: 2, dtype: 'float16' as never }), 'INVALID_TYPE', 'dtype');
     await expectError(() => new sok.DynamicVariable({ dimension: 2, mode: 'localized:2' }), 'INVALID_ARGUMENT', 'mode');
     await expectError(() => new sok.Variable({ shape: [0, 2] }), 'INVALID_ARGUMENT', 'shape[0]');
     await expectError(() => new sok.Variable({ shape: [4] as never }), 'INVALID_TYPE', 'shape');

@@ -95,7 +95,7 @@ export class All2AllDenseEmbedding {
     this.dynamicInput = checkBoolean(o.dynamicInput, 'dynamicInput', false);
     this.useHashtable = checkBoolean(o.useHashtable, 'useHashtable', true);
     const keyDtype = o.keyDtype ?? 'int64';
-    if (keyDtype !== 'int64' && keyDtype !== 'int32') throw invalidParameter('keyDtype', "'int64' or 'int32'", keyDtype);
+    if (keyDtype !== 'int64' && keyDtype !== 'int32') throw invalidParameter('keyDtype', "'int64' or 'int32'", keyDtype, InvalidTypeError);
     this.keyDtype = keyDtype;
     if (!this.useHashtable && this.maxVocabularySizePerGpu * context().numDevices > 2 ** 31 - 1) throw invalidParameter('maxVocabularySizePerGpu', `at most ${Math.floor((2 ** 31 - 1) / context().numDevices)} rows per device`, this.maxVocabularySizePerGpu);
     this.variable = layerVariable({
