@@ -6,6 +6,7 @@ import {
   initializers,
   type InitializerSpec,
   invalidParameter,
+  InvalidTypeError,
   isCombiner,
   isInitializerSpec,
 } from '@embedstack/core';
@@ -140,7 +141,7 @@ export class FeatureConfig {
 
   constructor(options: FeatureConfigOptions) {
     const o = readOptions(options, 'FeatureConfig', ['table', 'maxSequenceLength', 'outputShape', 'name'], ['table']);
-    if (!(o.table instanceof TableConfig)) throw invalidParameter('table', 'a TableConfig', o.table);
+    if (!(o.table instanceof TableConfig)) throw invalidParameter('table', 'a TableConfig', o.table, InvalidTypeError);
     this.table = o.table;
     this.maxSequenceLength = intAtLeast(o.maxSequenceLength ?? 0, 'maxSequenceLength', 0);
     const shape = o.outputShape ?? undefined;

@@ -36,7 +36,7 @@ describe('TableConfig and FeatureConfig validation', () => {
   });
 
   it('rejects a FeatureConfig whose table is not a TableConfig', async () => {
-    await expectError(() => new FeatureConfig({ table: { vocabularySize: 8, dim: 4 } as never }), ErrorCodes.INVALID_ARGUMENT, 'table');
+    await expectError(() => new FeatureConfig({ table: { vocabularySize: 8, dim: 4 } as never }), ErrorCodes.INVALID_TYPE, 'table');
   });
 
   it.each([-1, 1.5, '2'])('rejects maxSequenceLength %s', async (v) => {
@@ -90,7 +90,11 @@ describe('optimizer validation', () => {
   it('rejects a bad learning rate, slot function and unknown options', async () => {
     await expectError(() => new SGD({ learningRate: '0.1' as never }), ErrorCodes.INVALID_TYPE, 'learningRate');
     await expectError(() => new SGD({ learningRate: -1 }), ErrorCodes.INVALID_ARGUMENT, 'learningRate');
-    await expectError(() => new Adagrad({ slotVariableCreationFn: 1 as never }), ErrorCodes.INVALID_ARGUMENT, 'slotVariableCreationFn');
+    await expectError(() => new Adagrad({ slotVariableCreationFn: 1 as never }), ErrorCodes.INVALID_TYPE, 'slotVariableCreationFn');
+    // a boolean of another JS type is a type error, like every other boolean option of the package
+    await expectError(() => new Adam({ lazyAdam: 'true' as never }), ErrorCodes.INVALID_TYPE, 'lazyAdam');
+    await expectError(() => new Adam({ useGradientAccumulation: 1 as never }), ErrorCodes.INVALID_TYPE, 'useGradientAccumulation');
+    await expectError(() => new AdagradMomentum({ useNesterov: 'false' as never }), ErrorCodes.INVALID_TYPE, 'useNesterov');
     await expectError(() => new SGD({ learning_rate: 0.1 } as never), ErrorCodes.INVALID_ARGUMENT, 'learning_rate');
     await expectError(() => new SGD({ clipWeightMin: 1, clipWeightMax: 0 }), ErrorCodes.INVALID_ARGUMENT, 'clipWeightMax');
     await expectError(() => new SGD({ weightDecayFactor: Number.NaN }), ErrorCodes.INVALID_ARGUMENT, 'weightDecayFactor');
@@ -115,11 +119,11 @@ describe('TPUEmbedding constructor', () => {
 
   it('rejects an optimizer that is not one of this package (global or per table)', async () => {
     const featureConfig = { x: new FeatureConfig({ table: video() }) };
-    await expectError(() => new TPUEmbedding({ featureConfig, optimizer: { learningRate: 0.1 } as never, backend }), ErrorCodes.INVALID_ARGUMENT, 'optimizer');
+    await expectError(() => new TPUEmbedding({ featureConfig, optimizer: { learningRate: 0.1 } as never, backend }), ErrorCodes.INVALID_TYPE, 'optimizer');
     const own = new TableConfig({ vocabularySize: 8, dim: 4, optimizer: 'sgd' as never });
     await expectError(
       () => new TPUEmbedding({ featureConfig: { x: new FeatureConfig({ table: own }) }, optimizer: new SGD(), backend }),
-      ErrorCodes.INVALID_ARGUMENT,
+      ErrorCodes.INVALID_TYPE,
       'featureConfig.x.table.optimizer',
     );
   });

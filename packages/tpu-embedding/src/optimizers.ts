@@ -137,7 +137,7 @@ export abstract class EmbeddingOptimizer {
     }
     const fn = o.slotVariableCreationFn;
     if (fn !== undefined && typeof fn !== 'function') {
-      throw invalidParameter('slotVariableCreationFn', 'a function, undefined or null', fn);
+      throw invalidParameter('slotVariableCreationFn', 'a function, undefined or null', fn, InvalidTypeError);
     }
     this.spec = createOptimizer(kind, {
       learningRate: typeof lr === 'function' ? (step: number) => this.learningRateAt(step) : (lr as number | undefined),
@@ -192,7 +192,7 @@ export abstract class EmbeddingOptimizer {
 
 function bool(o: RawOptimizerOptions, key: string, fallback: boolean): boolean {
   const v = o[key] ?? fallback;
-  if (typeof v !== 'boolean') throw invalidParameter(key, 'a boolean', v);
+  if (typeof v !== 'boolean') throw invalidParameter(key, 'a boolean', v, InvalidTypeError);
   return v;
 }
 

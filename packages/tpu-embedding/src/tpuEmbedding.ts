@@ -152,9 +152,9 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
 
   /**
    * @throws InvalidTypeError: options not an object, featureConfig leaves not
-   *   FeatureConfig, strategy not a ReplicaStrategy
-   * @throws InvalidArgumentError: an optimizer (global or a table's) that is not one of
-   *   this package's classes; "Multiple tables with name ..."
+   *   FeatureConfig, strategy not a ReplicaStrategy, an optimizer (global or a table's)
+   *   that is not one of this package's classes
+   * @throws InvalidArgumentError: "Multiple tables with name ..."
    */
   constructor(options: TPUEmbeddingOptions<F>) {
     if (typeof options !== 'object' || options === null || Array.isArray(options)) {
@@ -166,7 +166,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
     const flat: FlatEntry<FeatureConfig>[] = flattenStructure(options.featureConfig, isFeatureConfig, 'featureConfig', 'FeatureConfig');
     const global = options.optimizer ?? undefined;
     if (global !== undefined && !(global instanceof EmbeddingOptimizer)) {
-      throw invalidParameter('optimizer', OPTIMIZER_NAMES, global);
+      throw invalidParameter('optimizer', OPTIMIZER_NAMES, global, InvalidTypeError);
     }
     const strategy = options.strategy ?? new ReplicaStrategy();
     if (!(strategy instanceof ReplicaStrategy)) throw invalidParameter('strategy', 'a ReplicaStrategy', strategy, InvalidTypeError);
@@ -187,7 +187,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
         order.set(leaf.table, t);
         const own = leaf.table.optimizer;
         if (own !== undefined && !(own instanceof EmbeddingOptimizer)) {
-          throw invalidParameter(`${path}.table.optimizer`, OPTIMIZER_NAMES, own);
+          throw invalidParameter(`${path}.table.optimizer`, OPTIMIZER_NAMES, own, InvalidTypeError);
         }
         setups.push({ name: leaf.table.name ?? `table_${t}`, config: leaf.table, optimizer: (own as EmbeddingOptimizer | undefined) ?? global });
       }
