@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { EmbeddingTable } from '@embedstack/core';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -118,6 +119,43 @@ describe.skipIf(!available)('redis', () => {
     } finally {
       await probe.close();
     }
+  });
+
+  it('an import interrupted part-way (a crash) is run again in full by the next process, not skipped as non-empty', async () => {
+    const name = uniqueName('resume');
+    const keys = [1n, 2n, 3n, 4n, 5n, 6n];
+    const old = new de.Variable({ dim: 2, name, kvCreator: standaloneCreator({ model_tag_runtime: 'r1' }) });
+    await old.upsert(keys, keys.flatMap((k) => [Number(k), -Number(k)]));
+    const config = { model_tag_import: 'r1', model_tag_runtime: 'r2' };
+    // The first process imports 3 of the 6 rows, then dies.
+    const real = EmbeddingTable.prototype.importRows;
+    const spy = vi.spyOn(EmbeddingTable.prototype, 'importRows').mockImplementationOnce(async function (this: EmbeddingTable, k, v) {
+      await real.call(this, (k as BigInt64Array).subarray(0, 3), (v as Float32Array).subarray(0, 6));
+      throw new Error('killed');
+    });
+    try {
+      const first = new de.Variable({ dim: 2, name, kvCreator: standaloneCreator(config) });
+      await expect(first.size()).rejects.toThrow('killed');
+    } finally {
+      spy.mockRestore();
+    }
+    const probe = new RedisStore({ hosts: [{ host: '127.0.0.1', port: standalone!.port }] });
+    await probe.ping();
+    try {
+      const client = probe.connection.client;
+      const buckets = (await client.keys(`r2:${name}{*}`)).filter((k) => k.endsWith('}'));
+      const rows = await Promise.all(buckets.map((b) => client.hlen(b)));
+      expect(rows.reduce((a, b) => a + b, 0)).toBe(3); // the runtime tag holds part of the model
+    } finally {
+      await probe.close();
+    }
+    const next = new de.Variable({ dim: 2, name, kvCreator: standaloneCreator(config) });
+    expect(await next.size()).toBe(6);
+    expect(rowsOf((await next.lookup(keys)).data, 2)).toEqual(keys.map((k) => [Number(k), -Number(k)]));
+    // a finished import is not run again: rows trained since stay
+    await next.upsert([1n], [9, 9]);
+    const again = new de.Variable({ dim: 2, name, kvCreator: standaloneCreator(config) });
+    expect(rowsOf((await again.lookup([1n])).data, 2)).toEqual([[9, 9]]);
   });
 
   it('table_store_mode 2 keeps rows in Redis only: nothing is saved, loading changes nothing', async () => {

@@ -363,10 +363,21 @@ export class RedisTableCreator extends KVCreator {
     return new EmbeddingTable(lateRedisRawTable((m) => this.#storeOf(m).createRawTable(options, layout)), options, 'redis');
   }
 
+  /**
+   * Imports `model_tag_import` into an empty runtime table. The import is marked in
+   * Redis (`<runtime bucket 0>:import`, set before the first row, deleted after the
+   * last), so an import interrupted by a crash (the runtime tag then holds part of
+   * the model) is run again in full by the next process, not skipped as non-empty.
+   */
   override async prepare(table: EmbeddingTable): Promise<void> {
     const raw = table.raw as RedisRawTable;
     await raw.ready();
-    if (!this.config.importsModel || (await raw.sizeAsync()) > 0) return;
+    if (!this.config.importsModel) return;
+    const client = this.store.connection.client;
+    const marker = Buffer.concat([(await raw.bucketNames())[0]!, Buffer.from(':import', 'utf8')]);
+    const interrupted = (await client.exists(marker)) > 0;
+    if (!interrupted && (await raw.sizeAsync()) > 0) return;
+    await client.set(marker, this.config.model_tag_import);
     const layout = this.config.layout(raw.layout.embeddingName, true);
     const source = this.store.createTable({ kind: 'dynamic', dim: table.dim, name: `${table.name}_import`, keyDtype: table.keyDtype }, layout);
     try {
@@ -375,8 +386,9 @@ export class RedisTableCreator extends KVCreator {
       for await (const b of source.exportBatches()) await table.importRows(b.keys, b.values);
       const ttl = this.config.expire_model_tag_in_seconds;
       if (ttl >= 0 && this.config.model_tag_import !== this.config.model_tag_runtime) {
-        for (const name of await src.bucketNames()) await this.store.connection.client.expire(name, ttl);
+        for (const name of await src.bucketNames()) await client.expire(name, ttl);
       }
+      await client.del(marker);
     } finally {
       source.dispose();
     }
