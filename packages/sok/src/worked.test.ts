@@ -35,7 +35,7 @@ describe.each([1, 2, 4])('the worked example (SOK docs) on %i devices', (n) => {
 describe('the v2 API by example', () => {
   it('runs as the spec writes it, with values checked by hand', async () => {
     sok.shutdown();
-    sok.init({ numDevices: 2 });
+    await sok.init({ numDevices: 2 });
     const v = new sok.DynamicVariable({ dimension: 3, initializer: '13', varType: 'hbm' });
     const emb = await sok.embeddingLookup(v, [0n, 1n, 2n ** 40n]);
     expect(rowsOf(emb.data, 3)).toEqual([[13, 13, 13], [13, 13, 13], [13, 13, 13]]);

@@ -209,7 +209,7 @@ async function sokGroup(
   targets: Target[],
   checks: Checks,
 ): Promise<void> {
-  sok.init({ numDevices: 1, backend: ctx.backend });
+  await sok.init({ numDevices: 1, backend: ctx.backend });
   try {
     const w = new sok.Variable({ shape: [s.rows, DIM], initializer: 'zeros', name: 'bench_sok' });
     for (let b = 0; b < s.rows; b += FILL_BATCH) {
