@@ -1,5 +1,5 @@
 import { type FileHandle, mkdir, open, rename, rm, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { EmbeddingError, IOError } from '../errors.js';
 import { crc32c } from './crc32c.js';
 
@@ -57,10 +57,19 @@ export async function fsyncDir(path: string): Promise<void> {
   });
 }
 
-/** mkdir -p; fsyncs the parent when the directory was created. */
+/**
+ * mkdir -p, durably: fsyncs the parent of every level it created (the deepest first), so
+ * a power loss after it returns cannot lose a new directory whose parent was new too.
+ */
 export async function ensureDir(path: string): Promise<void> {
-  const created = await io('create directory', path, () => mkdir(path, { recursive: true }));
-  if (created !== undefined) await fsyncDir(dirname(path));
+  const leaf = resolve(path);
+  const created = await io('create directory', leaf, () => mkdir(leaf, { recursive: true }));
+  if (created === undefined) return;
+  const first = resolve(created);
+  for (let dir = leaf; ; dir = dirname(dir)) {
+    await fsyncDir(dirname(dir));
+    if (dir === first || dirname(dir) === dir) return;
+  }
 }
 
 export async function renamePath(from: string, to: string): Promise<void> {
