@@ -190,6 +190,58 @@ export class EmbeddingTable {
     return s;
   }
 
+  // ---- write tracking (writeState) ----------------------------------------------
+
+  #writesStarted = 0;
+  #writesInFlight = 0;
+  readonly #settled = (): void => void this.#writesInFlight--;
+  // bound once: `then` with these allocates one promise per write (`finally` allocates more)
+  readonly #settledOk = <T>(v: T): T => {
+    this.#writesInFlight--;
+    return v;
+  };
+  readonly #settledErr = (e: unknown): never => {
+    this.#writesInFlight--;
+    throw e;
+  };
+
+  /** Counts a Promise-form write that has just started; `p` settles as the returned promise does. */
+  #written<T>(p: Promise<T>): Promise<T> {
+    this.#writesStarted++;
+    this.#writesInFlight++;
+    return p.then(this.#settledOk, this.#settledErr);
+  }
+
+  /** The sync ops, counting the write about to run on them. */
+  #writeSync(): RawTableSync {
+    const s = this.#syncOps;
+    this.#writesStarted++;
+    return s;
+  }
+
+  /** Counts a write over several tables (the shard forms) that has just started. */
+  static #allWritten<T>(tables: readonly EmbeddingTable[], p: Promise<T>): Promise<T> {
+    for (const t of tables) {
+      t.#writesStarted++;
+      t.#writesInFlight++;
+    }
+    return p.finally(() => tables.forEach((t) => t.#settled()));
+  }
+
+  /**
+   * How many writes this table has seen: `started` counts every write operation called
+   * through this object so far (upsert, assign, accum, remove, clear, findOrInsert,
+   * importRows, restrict, the gradient steps, and lookups with insertMissing; sync or
+   * Promise form, rejected or not), `inFlight` the Promise-form ones not yet settled.
+   * Two snapshots with the same `started` and nothing in flight at the first bracket a
+   * span in which the table did not change: a checkpoint save checks this and fails
+   * rather than write rows from two states. Writes made through `raw` directly, or by
+   * another process to a shared store, are not counted.
+   */
+  writeState(): { started: number; inFlight: number } {
+    return { started: this.#writesStarted, inFlight: this.#writesInFlight };
+  }
+
   // ---- validation of arguments (internal) --------------------------------------
 
   /** Keys in the table's dtype; static tables: row indices in range (with a plan, the owned keys' local rows). */
@@ -415,33 +467,33 @@ export class EmbeddingTable {
   /** find, inserting missing keys with their initial value. */
   async findOrInsert(keys: KeyInput, opts?: WriteOptions & FindOptions): Promise<FindResult> {
     const [k, out, plan] = this.#findArgs(keys, opts);
-    return this.raw.async.findOrInsert(k, this.#scores(opts, k.length), out, plan);
+    return this.#written(this.raw.async.findOrInsert(k, this.#scores(opts, k.length), out, plan));
   }
   /** Inserts or overwrites rows: values [n * dim] (or a Tensor of shape keys.shape + [dim]). Duplicate keys: the last row wins. */
   async upsert(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): Promise<void> {
     const k = this.#keys(keys);
     const v = this.#values(values, keys, k.length);
-    return this.raw.async.upsert(k, v, this.#scores(opts, k.length));
+    return this.#written(this.raw.async.upsert(k, v, this.#scores(opts, k.length)));
   }
   /** Overwrites the rows of keys already present; absent keys are ignored. */
   async assign(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): Promise<void> {
     const k = this.#keys(keys);
     const v = this.#values(values, keys, k.length);
-    return this.raw.async.assign(k, v, this.#scores(opts, k.length));
+    return this.#written(this.raw.async.assign(k, v, this.#scores(opts, k.length)));
   }
   /** Accumulates deltas [n * dim], TFRA's accum: a present key with exists[i] adds deltas to its row, an absent key without exists[i] is inserted with the delta as its row, anything else is a no-op. Duplicates apply in order. */
   async accum(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): Promise<void> {
     const k = this.#keys(keys);
     const d = this.#values(deltas, keys, k.length, 'deltas');
-    return this.raw.async.accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length));
+    return this.#written(this.raw.async.accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length)));
   }
   /** Removes keys; returns how many were removed. Static tables reset the rows to their initial value instead. */
   async remove(keys: KeyInput): Promise<number> {
-    return this.raw.async.remove(this.#keys(keys));
+    return this.#written(this.raw.async.remove(this.#keys(keys)));
   }
   /** Removes every row (static tables: resets every row to its initial value). */
   async clear(): Promise<void> {
-    return this.raw.async.clear();
+    return this.#written(this.raw.async.clear());
   }
   /** Number of rows held (a cached count on remote stores). */
   size(): number {
@@ -482,12 +534,13 @@ export class EmbeddingTable {
    * @throws ShapeMismatchError naming the slot whose length is wrong
    */
   async importRows(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | null): Promise<void> {
-    return this.raw.async.importRows(...this.#importArgs(keys, values, slots, scores));
+    return this.#written(this.raw.async.importRows(...this.#importArgs(keys, values, slots, scores)));
   }
   /** Embedding bag: [nrows * dim] (in `out` when given). */
   async lookupCombined(ids: BagInput, opts: LookupCombinedOptions = {}): Promise<Float32Array> {
     const args = this.#bag(ids, opts);
-    return this.raw.async.lookupCombined(...args).catch((e: unknown) => {
+    const p = this.raw.async.lookupCombined(...args);
+    return (args[3] ? this.#written(p) : p).catch((e: unknown) => {
       throw this.#bagError(e, args[0]);
     });
   }
@@ -498,7 +551,9 @@ export class EmbeddingTable {
    * rounding to float32 once (`Float32Array.prototype.set`) gives the combined rows.
    */
   async lookupCombinedPartial(ids: BagInput, opts: PartialLookupOptions): Promise<Float64Array> {
-    return this.raw.async.lookupCombinedPartial(...this.#partialArgs(ids, opts));
+    const args = this.#partialArgs(ids, opts);
+    const p = this.raw.async.lookupCombinedPartial(...args);
+    return args[3] ? this.#written(p) : p;
   }
   /**
    * The combiner's backward: per-entry gradients [nnz * dim] (input entry order) from
@@ -518,11 +573,11 @@ export class EmbeddingTable {
    * in one call (dedupe + float32 sums of duplicates, one fused update per row).
    */
   async applyCombinedGradients(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): Promise<void> {
-    return this.raw.async.applyCombinedGradients(...this.#combinedGradientArgs(ids, grads, optimizer, step, opts));
+    return this.#written(this.raw.async.applyCombinedGradients(...this.#combinedGradientArgs(ids, grads, optimizer, step, opts)));
   }
   /** grads: [n * dim]; duplicate keys are summed, then one fused update per row. `step` >= 1. With a plan: owned keys only. */
   async applyGradients(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): Promise<void> {
-    return this.raw.async.applyGradients(...this.#gradientArgs(keys, grads, optimizer, step, opts));
+    return this.#written(this.raw.async.applyGradients(...this.#gradientArgs(keys, grads, optimizer, step, opts)));
   }
 
   #gradientArgs(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: ApplyGradientsOptions | undefined) {
@@ -534,7 +589,7 @@ export class EmbeddingTable {
   }
   /** Keeps the `numReserved` highest-score rows. Dynamic tables only. */
   async restrict(numReserved: number): Promise<number> {
-    return this.raw.async.restrict(this.#restrictArg(numReserved));
+    return this.#written(this.raw.async.restrict(this.#restrictArg(numReserved)));
   }
 
   #restrictArg(n: number): number {
@@ -558,7 +613,7 @@ export class EmbeddingTable {
    */
   findOrInsertSync(keys: KeyInput, opts?: WriteOptions & FindOptions): FindResult {
     const [k, out, plan] = this.#findArgs(keys, opts);
-    return this.#syncOps.findOrInsert(k, this.#scores(opts, k.length), out, plan);
+    return this.#writeSync().findOrInsert(k, this.#scores(opts, k.length), out, plan);
   }
   /**
    * Sync form of {@link upsert}.
@@ -566,7 +621,7 @@ export class EmbeddingTable {
    */
   upsertSync(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): void {
     const k = this.#keys(keys);
-    this.#syncOps.upsert(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
+    this.#writeSync().upsert(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
   }
   /**
    * Sync form of {@link assign}.
@@ -574,7 +629,7 @@ export class EmbeddingTable {
    */
   assignSync(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): void {
     const k = this.#keys(keys);
-    this.#syncOps.assign(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
+    this.#writeSync().assign(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
   }
   /**
    * Sync form of {@link accum}.
@@ -583,21 +638,22 @@ export class EmbeddingTable {
   accumSync(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): void {
     const k = this.#keys(keys);
     const d = this.#values(deltas, keys, k.length, 'deltas');
-    this.#syncOps.accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length));
+    this.#writeSync().accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length));
   }
   /**
    * Sync form of {@link remove}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   removeSync(keys: KeyInput): number {
-    return this.#syncOps.remove(this.#keys(keys));
+    const k = this.#keys(keys);
+    return this.#writeSync().remove(k);
   }
   /**
    * Sync form of {@link clear}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   clearSync(): void {
-    this.#syncOps.clear();
+    this.#writeSync().clear();
   }
   /**
    * Sync form of {@link export}.
@@ -612,7 +668,8 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   importRowsSync(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | null): void {
-    this.#syncOps.importRows(...this.#importArgs(keys, values, slots, scores));
+    const args = this.#importArgs(keys, values, slots, scores);
+    this.#writeSync().importRows(...args);
   }
   /**
    * Sync form of {@link lookupCombined}.
@@ -621,7 +678,7 @@ export class EmbeddingTable {
   lookupCombinedSync(ids: BagInput, opts: LookupCombinedOptions = {}): Float32Array {
     const args = this.#bag(ids, opts);
     try {
-      return this.#syncOps.lookupCombined(...args);
+      return (args[3] ? this.#writeSync() : this.#syncOps).lookupCombined(...args);
     } catch (e) {
       throw this.#bagError(e, args[0]);
     }
@@ -631,7 +688,8 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   lookupCombinedPartialSync(ids: BagInput, opts: PartialLookupOptions): Float64Array {
-    return this.#syncOps.lookupCombinedPartial(...this.#partialArgs(ids, opts));
+    const args = this.#partialArgs(ids, opts);
+    return (args[3] ? this.#writeSync() : this.#syncOps).lookupCombinedPartial(...args);
   }
   /**
    * Sync form of {@link lookupCombinedBackward}.
@@ -647,21 +705,24 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   applyCombinedGradientsSync(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): void {
-    this.#syncOps.applyCombinedGradients(...this.#combinedGradientArgs(ids, grads, optimizer, step, opts));
+    const args = this.#combinedGradientArgs(ids, grads, optimizer, step, opts);
+    this.#writeSync().applyCombinedGradients(...args);
   }
   /**
    * Sync form of {@link applyGradients}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   applyGradientsSync(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): void {
-    this.#syncOps.applyGradients(...this.#gradientArgs(keys, grads, optimizer, step, opts));
+    const args = this.#gradientArgs(keys, grads, optimizer, step, opts);
+    this.#writeSync().applyGradients(...args);
   }
   /**
    * Sync form of {@link restrict}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   restrictSync(numReserved: number): number {
-    return this.#syncOps.restrict(this.#restrictArg(numReserved));
+    const n = this.#restrictArg(numReserved);
+    return this.#writeSync().restrict(n);
   }
 
   /** The shards' tables (one dim and key dtype) and parts, and the bag validated once (static ids checked by every plan). */
@@ -727,12 +788,15 @@ export class EmbeddingTable {
    * @throws InvalidTypeError / ShapeMismatchError naming shards[d], ids, out; DisposedError
    */
   static async lookupCombinedShards(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Promise<Float32Array> {
-    const [parts, bag, combiner, maxNorm, insert, out] = EmbeddingTable.#shardsArgs(shards, ids, opts);
-    const fused = parts[0]!.raw.lookupCombinedShards?.(parts, bag, combiner, maxNorm, insert, out) ?? null;
-    if (fused) return fused;
-    const partials = parts.map(() => new Float64Array(out.length));
-    await Promise.all(parts.map((p, d) => p.raw.async.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, partials[d]!)));
-    return sumShardPartials(partials, out);
+    const [parts, bag, combiner, maxNorm, insert, out, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts);
+    const run = async (): Promise<Float32Array> => {
+      const fused = parts[0]!.raw.lookupCombinedShards?.(parts, bag, combiner, maxNorm, insert, out) ?? null;
+      if (fused) return fused;
+      const partials = parts.map(() => new Float64Array(out.length));
+      await Promise.all(parts.map((p, d) => p.raw.async.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, partials[d]!)));
+      return sumShardPartials(partials, out);
+    };
+    return insert ? EmbeddingTable.#allWritten(tables, run()) : run();
   }
 
   /**
@@ -744,7 +808,7 @@ export class EmbeddingTable {
    */
   static lookupCombinedShardsSync(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Float32Array {
     const [parts, bag, combiner, maxNorm, insert, out, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts);
-    const sync = tables.map((t) => t.#syncOps);
+    const sync = tables.map((t) => (insert ? t.#writeSync() : t.#syncOps));
     const partials = parts.map((p, d) => sync[d]!.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, new Float64Array(out.length)));
     return sumShardPartials(partials, out);
   }
@@ -764,10 +828,13 @@ export class EmbeddingTable {
    *   optimizer (slots that do not fit a shard's table), step, shards[d].plan; OutOfRangeError (static ids); DisposedError
    */
   static async applyCombinedGradientsShards(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinerOptions = {}): Promise<void> {
-    const { parts, bag, g, combiner, maxNorm, opt } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts);
-    const fused = parts[0]!.raw.applyCombinedGradientsShards?.(parts, bag, g, combiner, maxNorm, opt) ?? null;
-    if (fused) return fused;
-    await inPartOrderPerTable(parts, (p) => p.raw.async.applyCombinedGradients(bag, g, combiner, maxNorm, p.plan, opt));
+    const { parts, bag, g, combiner, maxNorm, opt, tables } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts);
+    const run = async (): Promise<void> => {
+      const fused = parts[0]!.raw.applyCombinedGradientsShards?.(parts, bag, g, combiner, maxNorm, opt) ?? null;
+      if (fused) return fused;
+      await inPartOrderPerTable(parts, (p) => p.raw.async.applyCombinedGradients(bag, g, combiner, maxNorm, p.plan, opt));
+    };
+    return EmbeddingTable.#allWritten(tables, run());
   }
 
   /**
@@ -776,7 +843,7 @@ export class EmbeddingTable {
    */
   static applyCombinedGradientsShardsSync(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinerOptions = {}): void {
     const { parts, bag, g, combiner, maxNorm, opt, tables } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts);
-    const sync = tables.map((t) => t.#syncOps);
+    const sync = tables.map((t) => t.#writeSync());
     parts.forEach((p, d) => sync[d]!.applyCombinedGradients(bag, g, combiner, maxNorm, p.plan, opt));
   }
 

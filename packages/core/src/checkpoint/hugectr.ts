@@ -5,6 +5,7 @@ import type { EmbeddingTable } from '../table.js';
 import { checkBatchSize, checkBoolean, checkDir, checkFilter, checkOptions, checkTable } from './args.js';
 import { DataFileWriter, errnoOf, HOST_IS_LE, io, ioError, leBytes, readChunks, readExactly, toHostOrder } from './fsio.js';
 import { liveFolder, replaceFolder } from './layout.js';
+import { watchWrites } from './save.js';
 
 /**
  * HugeCTR's sparse model layout: a folder with `key` (raw int64 LE, or uint32 LE when
@@ -260,8 +261,9 @@ async function checkReplaceable(path: string): Promise<void> {
  * Writes `table` as a HugeCTR sparse model folder `dir` (in the table's export order),
  * crash-safely: files go to a temp folder beside `dir`, are fsynced, and replace `dir`
  * by renames (see replaceFolder); an existing `dir` may hold only HugeCTR files.
- * Slots and scores are not part of the layout and are not written.
- * @throws InvalidArgumentError, OutOfRangeError (uint32 keys), IOError — `dir` is then unchanged
+ * Slots and scores are not part of the layout and are not written. The table must not
+ * be written meanwhile (as for saveTable: FailedPreconditionError).
+ * @throws InvalidArgumentError, OutOfRangeError (uint32 keys), IOError, FailedPreconditionError — `dir` is then unchanged
  */
 export async function exportHugeCTR(table: EmbeddingTable, dir: string, options?: ExportHugeCTROptions | null): Promise<void> {
   checkTable(table);
@@ -274,11 +276,13 @@ export async function exportHugeCTR(table: EmbeddingTable, dir: string, options?
     const vw = await DataFileWriter.create(join(tmp, HUGECTR_VECTOR_FILE));
     try {
       let row = 0;
+      const unchanged = watchWrites(table, `export to "${resolve(dir)}"`);
       for await (const b of table.exportBatches(batchSize)) {
         await kw.write(keyBytes(b.keys, keyFormat, row, table.name));
         await vw.write(leBytes(b.values));
         row += b.keys.length;
       }
+      unchanged();
       await kw.finish();
       await vw.finish();
     } catch (e) {

@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { InternalError, invalidParameter } from '../errors.js';
+import { FailedPreconditionError, InternalError, invalidParameter } from '../errors.js';
 import type { EmbeddingTable } from '../table.js';
 import { checkBatchSize, checkDir, checkOptions, checkTable } from './args.js';
 import { DataFileWriter, ensureDir, fsyncDir, io, leBytes, removeTree, renamePath, writeSmallFile } from './fsio.js';
@@ -70,8 +70,29 @@ function checkExtra(v: unknown): Record<string, unknown> {
   }
 }
 
+/**
+ * Starts watching `table` for writes while it is exported: throws now when a write is
+ * still running, and the returned check throws when one started since. Either way the
+ * export would hold rows of two states, or skip rows (its order changes).
+ * A table without writeState (another copy of core) is not watched.
+ */
+export function watchWrites(table: EmbeddingTable, what: string): () => void {
+  if (typeof table.writeState !== 'function') return () => undefined;
+  const before = table.writeState();
+  const fail = (detail: string): FailedPreconditionError =>
+    new FailedPreconditionError(
+      `Cannot ${what}: table "${table.name}" was written during it (${detail}), so its rows would come from two states or be skipped; ` +
+        'nothing was saved. Await every write to the table before saving',
+    );
+  if (before.inFlight > 0) throw fail(`${before.inFlight} write(s) still running when the export began`);
+  return () => {
+    const after = table.writeState();
+    if (after.started !== before.started) throw fail(`${after.started - before.started} write(s) started during the export`);
+  };
+}
+
 /** Writes the table's rows into `tmp` as data files; returns the files' info and the row count. */
-async function writeDataFiles(table: EmbeddingTable, tmp: string, batchSize: number): Promise<[Record<string, CheckpointFileInfo>, number]> {
+async function writeDataFiles(table: EmbeddingTable, tmp: string, batchSize: number, what: string): Promise<[Record<string, CheckpointFileInfo>, number]> {
   const dim = table.dim;
   const widths = table.slotWidths;
   const slotFiles = table.slotNames.map(slotFileName);
@@ -81,6 +102,7 @@ async function writeDataFiles(table: EmbeddingTable, tmp: string, batchSize: num
     for (const name of names) writers.push(await DataFileWriter.create(join(tmp, name)));
     let rows = 0;
     const keyType = table.keyDtype === 'int64' ? BigInt64Array : Int32Array;
+    const unchanged = watchWrites(table, what);
     for await (const b of table.exportBatches(batchSize)) {
       const n = b.keys.length;
       const ok =
@@ -94,6 +116,7 @@ async function writeDataFiles(table: EmbeddingTable, tmp: string, batchSize: num
       await Promise.all(chunks.map((c, i) => writers[i]!.write(c)));
       rows += n;
     }
+    unchanged();
     const done = await Promise.all(writers.map((w) => w.finish()));
     const files: Record<string, CheckpointFileInfo> = {};
     const dtypes: CheckpointDtype[] = [table.keyDtype, 'float32', ...slotFiles.map((): CheckpointDtype => 'float32'), 'uint64'];
@@ -113,13 +136,18 @@ async function writeDataFiles(table: EmbeddingTable, tmp: string, batchSize: num
  * at any point leaves the previous checkpoint loadable (docs/checkpoint-format.md).
  *
  * Streams the table with `exportBatches(batchSize)`: memory is one batch. The table
- * must not be written while it is saved (its export order would change). One save
+ * must not be written while it is saved (its export order would change): a write
+ * still running when the export begins, or started during it, fails the save with
+ * FailedPreconditionError and the previous checkpoint stays live; await every write
+ * before saving. One save
  * per `dir` at a time: saves from this process run one after another in call order;
  * another live process saving into `dir` -> FailedPreconditionError.
  *
  * @returns the manifest written
  * @throws InvalidArgumentError / InvalidTypeError for bad arguments; IOError (with
- *   `cause`) for file-system failures; the previous checkpoint is then still live
+ *   `cause`) for file-system failures; FailedPreconditionError (another process holds
+ *   the lock, or the table was written during the save); the previous checkpoint is
+ *   then still live
  */
 export async function saveTable(table: EmbeddingTable, dir: string, options?: SaveTableOptions | null): Promise<TableManifest> {
   checkTable(table);
@@ -129,6 +157,7 @@ export async function saveTable(table: EmbeddingTable, dir: string, options?: Sa
   const shard = checkShard(o.shard);
   const extra = checkExtra(o.extra);
   const root = resolve(dir);
+  const what = `save into "${root}"`;
   const save = async (): Promise<TableManifest> => {
     const current = await readCurrent(root);
     await removeLeftovers(root, current);
@@ -143,7 +172,7 @@ export async function saveTable(table: EmbeddingTable, dir: string, options?: Sa
     try {
       await io('create directory', tmp, () => mkdir(tmp));
       tmpCreated = true;
-      const [files, rows] = await writeDataFiles(table, tmp, batchSize);
+      const [files, rows] = await writeDataFiles(table, tmp, batchSize, what);
       const opts = table.options;
       const manifest: TableManifest = {
         format: CHECKPOINT_FORMAT,
@@ -199,5 +228,5 @@ export async function saveTable(table: EmbeddingTable, dir: string, options?: Sa
       throw e;
     }
   };
-  return withLock(join(root, LOCK_FILE), `save into "${root}"`, save, () => ensureDir(root));
+  return withLock(join(root, LOCK_FILE), what, save, () => ensureDir(root));
 }
