@@ -34,3 +34,26 @@ export function checkFilter(v: unknown): ((key: bigint) => boolean) | null {
   if (typeof v !== 'function') throw invalidParameter('filter', 'a function (key: bigint) => boolean', v, InvalidTypeError);
   return v as (key: bigint) => boolean;
 }
+
+/**
+ * One bit per row of a checkpoint: the rows a key filter keeps. Filled in the pass that
+ * verifies the keys, so the user's filter runs (once per key) before any row is written.
+ */
+export class RowMask {
+  private readonly bits: Uint8Array;
+  constructor(rows: number) {
+    this.bits = new Uint8Array(Math.ceil(rows / 8));
+  }
+  set(row: number): void {
+    this.bits[Math.floor(row / 8)]! |= 1 << row % 8;
+  }
+  has(row: number): boolean {
+    return ((this.bits[Math.floor(row / 8)]! >> row % 8) & 1) === 1;
+  }
+  /** Indices i in [0, n) whose row `first + i` is kept. */
+  kept(first: number, n: number): number[] {
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) if (this.has(first + i)) out.push(i);
+    return out;
+  }
+}

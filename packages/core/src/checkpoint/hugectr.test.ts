@@ -241,4 +241,31 @@ describe('HugeCTR crash recovery (states a killed exportHugeCTR can leave)', () 
       await rm(join(dir, '.model.new'), { recursive: true });
     });
   });
+
+  it('a filter runs once per key before anything is imported: one that throws late leaves the table unchanged (review32a #9)', async () => {
+    await withTempDir(async (root) => {
+      const rows: [bigint, number[]][] = Array.from({ length: 1000 }, (_, i) => [BigInt(i * 3 - 500), [i, -i, 0.5]]);
+      const { key, vec } = handFiles(rows);
+      const dir = join(root, 'm');
+      await writeFolder(dir, key, vec);
+      const t = make({ dim: DIM });
+      let seen = 0;
+      const boom = new Error('filter failed');
+      const filter = (): boolean => {
+        if (++seen === 600) throw boom;
+        return true;
+      };
+      await expect(importHugeCTR(dir, t, { batchSize: 100, filter })).rejects.toBe(boom);
+      expect(t.size()).toBe(0);
+      // a filter that works: called exactly once per key, rows by hand
+      const calls: bigint[] = [];
+      const n = await importHugeCTR(dir, t, { batchSize: 64, filter: (k) => (calls.push(k), k % 2n === 0n) });
+      expect(calls).toEqual(rows.map(([k]) => k));
+      const even = rows.filter(([k]) => k % 2n === 0n);
+      expect(n).toBe(even.length);
+      const got = await rowsOf(t);
+      expect(got.size).toBe(even.length);
+      for (const [k, v] of even) expect(got.get(k)!.values).toEqual(v);
+    });
+  });
 });

@@ -2,7 +2,7 @@ import { type FileHandle, open, readdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { CheckpointCorruptError, InvalidArgumentError, invalidParameter, NotFoundError, OutOfRangeError } from '../errors.js';
 import type { EmbeddingTable } from '../table.js';
-import { checkBatchSize, checkBoolean, checkDir, checkFilter, checkOptions, checkTable } from './args.js';
+import { checkBatchSize, checkBoolean, checkDir, checkFilter, checkOptions, checkTable, RowMask } from './args.js';
 import { DataFileWriter, errnoOf, HOST_IS_LE, io, ioError, leBytes, readChunks, readExactly, toHostOrder } from './fsio.js';
 import { liveFolder, replaceFolder } from './layout.js';
 import { watchWrites } from './save.js';
@@ -168,22 +168,29 @@ export interface ImportHugeCTROptions extends HugeCTRReadOptions {
   filter?: ((key: bigint) => boolean) | null;
 }
 
-/** Checks every key fits the table (int32 range, static row range) before anything is loaded. */
-async function checkKeysFit(m: OpenModel, table: EmbeddingTable, filter: ((key: bigint) => boolean) | null): Promise<void> {
+/**
+ * Before anything is loaded: runs `filter` over every key (once each; the rows it keeps
+ * are returned as a mask) and checks every kept key fits the table (int32 range, static
+ * row range). Null when there is nothing to check and no filter.
+ */
+async function scanKeys(m: OpenModel, table: EmbeddingTable, filter: ((key: bigint) => boolean) | null): Promise<RowMask | null> {
   const [lo, hi] =
     table.kind === 'static'
       ? [0n, BigInt(table.options.vocabularySize) - 1n]
       : table.keyDtype === 'int32'
         ? [-(1n << 31n), (1n << 31n) - 1n]
         : [null, null];
-  if (lo === null || hi === null) return;
+  if ((lo === null || hi === null) && filter === null) return null;
+  const mask = filter ? new RowMask(m.rows) : null;
   const path = join(m.folder, HUGECTR_KEY_FILE);
   let row = 0;
   for await (const chunk of readChunks(m.key, path, m.keyBytes)) {
     const dv = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     for (let off = 0; off < chunk.length; off += m.keyWidth, row++) {
       const k = m.keyWidth === 8 ? dv.getBigInt64(off, true) : BigInt(dv.getUint32(off, true));
-      if ((k < lo || k > hi) && (filter === null || filter(k))) {
+      if (filter !== null && !filter(k)) continue;
+      mask?.set(row);
+      if (lo !== null && hi !== null && (k < lo || k > hi)) {
         throw new OutOfRangeError(
           `HugeCTR model file "${path}" holds key ${k} (row ${row}), outside [${lo}, ${hi}] of ${table.kind} ${table.keyDtype} table "${table.name}"`,
           { argument: 'dir' },
@@ -191,14 +198,19 @@ async function checkKeysFit(m: OpenModel, table: EmbeddingTable, filter: ((key: 
       }
     }
   }
+  return mask;
 }
 
 /**
  * Imports a HugeCTR sparse model folder into `table` (values only: slots get their
- * initial values, scores the policy's defaults). Sizes and (for int32 or static
- * tables) key ranges are checked before anything is loaded.
+ * initial values, scores the policy's defaults). Before anything is loaded: the sizes
+ * are checked, `filter` runs over every key (once each; an error it throws propagates
+ * then), and (for int32 or static tables) every kept key's range is checked. The data
+ * is then read again to load it: if the files change meanwhile (truncated, rewritten),
+ * or the backend fails, the rows of the batches before the failure stay imported.
  * @returns the number of rows imported
- * @throws NotFoundError, CheckpointCorruptError, OutOfRangeError, IOError — the table is then unchanged
+ * @throws NotFoundError, CheckpointCorruptError, OutOfRangeError, IOError — the table is
+ *   unchanged when the failure is found before loading (everything above)
  */
 export async function importHugeCTR(dir: string, table: EmbeddingTable, options?: ImportHugeCTROptions | null): Promise<number> {
   checkDir(dir);
@@ -208,14 +220,16 @@ export async function importHugeCTR(dir: string, table: EmbeddingTable, options?
   const filter = checkFilter(o.filter);
   const m = await openModel(dir, table.dim, checkKeyFormat(o.keyFormat), checkBoolean(o.allowEmpty, 'allowEmpty', true));
   try {
-    await checkKeysFit(m, table, filter);
+    const mask = await scanKeys(m, table, filter);
     let imported = 0;
+    let row = 0;
     const dim = table.dim;
     for await (const b of modelBatches(m, dim, batchSize)) {
       let { keys, values } = b;
-      if (filter) {
-        const keep: number[] = [];
-        for (let i = 0; i < keys.length; i++) if (filter(keys[i]!)) keep.push(i);
+      const first = row;
+      row += keys.length;
+      if (mask) {
+        const keep = mask.kept(first, keys.length);
         if (keep.length < keys.length) {
           keys = BigInt64Array.from(keep, (r) => b.keys[r]!);
           values = new Float32Array(keep.length * dim);

@@ -5,7 +5,7 @@ import { CheckpointCorruptError, OutOfRangeError } from '../errors.js';
 import { takeKeys } from '../keys.js';
 import type { ExportBatch } from '../rawTable.js';
 import type { EmbeddingTable } from '../table.js';
-import { checkBatchSize, checkBoolean, checkDir, checkFilter, checkOptions, checkTable } from './args.js';
+import { checkBatchSize, checkBoolean, checkDir, checkFilter, checkOptions, checkTable, RowMask } from './args.js';
 import { crc32c } from './crc32c.js';
 import { errnoOf, hex32, io, ioError, readChunks, readExactly, toHostOrder } from './fsio.js';
 import { MANIFEST_FILE, readCurrent, resolveLive } from './layout.js';
@@ -164,15 +164,23 @@ export async function* readCheckpointBatches(dir: string, batchSize?: number | n
   }
 }
 
-function keyRangeChecker(c: OpenCheckpoint, table: EmbeddingTable, filter: ((key: bigint) => boolean) | null) {
+/**
+ * The keys pass of the verification: runs `filter` over every key (once each, marking
+ * the kept rows in `mask`) and, for static tables, checks every kept key is a row index.
+ */
+function keyInspector(c: OpenCheckpoint, table: EmbeddingTable, filter: ((key: bigint) => boolean) | null, mask: RowMask | null) {
   const n = table.options.vocabularySize;
   const wide = c.manifest.keyDtype === 'int64';
+  const ranged = table.kind === 'static';
+  if (!ranged && filter === null) return undefined;
   return (chunk: Uint8Array, firstRow: number): void => {
     const dv = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     const count = chunk.length / (wide ? 8 : 4);
     for (let i = 0; i < count; i++) {
       const k = wide ? dv.getBigInt64(i * 8, true) : BigInt(dv.getInt32(i * 4, true));
-      if ((k < 0n || k >= BigInt(n)) && (filter === null || filter(k))) {
+      if (filter !== null && !filter(k)) continue;
+      mask?.set(firstRow + i);
+      if (ranged && (k < 0n || k >= BigInt(n))) {
         throw new OutOfRangeError(
           `Checkpoint "${c.path}" holds key ${k} (row ${firstRow + i}), outside [0, ${n}) of static table "${table.name}"`,
           { argument: 'dir' },
@@ -182,9 +190,9 @@ function keyRangeChecker(c: OpenCheckpoint, table: EmbeddingTable, filter: ((key
   };
 }
 
-function applyFilter(b: CheckpointBatch, filter: (key: bigint) => boolean, dim: number, widths: number[]): CheckpointBatch | null {
-  const keep: number[] = [];
-  for (let i = 0; i < b.keys.length; i++) if (filter(BigInt(b.keys[i]!))) keep.push(i);
+/** The rows of batch `b` (rows first.. of the checkpoint) that `mask` keeps, or null when none. */
+function applyMask(b: CheckpointBatch, mask: RowMask, first: number, dim: number, widths: number[]): CheckpointBatch | null {
+  const keep = mask.kept(first, b.keys.length);
   if (keep.length === b.keys.length) return b;
   if (keep.length === 0) return null;
   const gather = (src: Float32Array, w: number): Float32Array => {
@@ -205,7 +213,8 @@ function applyFilter(b: CheckpointBatch, filter: (key: bigint) => boolean, dim: 
  * Loads the live checkpoint in `dir` into `table` with `importRows`, in batches.
  * Before anything is loaded: the manifest must fit the table (kind, keyDtype, dim,
  * slots; vocabularySize for static tables unless `filter` is set), and every file's
- * length and CRC32C must match (static tables: every key loaded must be a row index).
+ * length and CRC32C must match (static tables: every key loaded must be a row index);
+ * `filter` runs then, once per key (an error it throws propagates before any write).
  * Scores are loaded when the table's score policy equals the checkpoint's (dynamic
  * tables); otherwise the policy's defaults apply. Rows already in the table and absent
  * from the checkpoint stay unless `clear` is set.
@@ -225,12 +234,15 @@ export async function loadTable(table: EmbeddingTable, dir: string, options?: Lo
   try {
     const m = c.manifest;
     checkFitsTable(m, table, c.path, filter !== null);
-    await verifyFiles(c, table.kind === 'static' ? keyRangeChecker(c, table, filter) : undefined);
+    const mask = filter ? new RowMask(m.rows) : null;
+    await verifyFiles(c, keyInspector(c, table, filter, mask));
     if (clear) await table.clear();
     const withScores = table.kind === 'dynamic' && table.options.scorePolicy === m.scorePolicy;
     const widths = table.slotWidths;
+    let row = 0;
     for await (const raw of batches(c, batchSize)) {
-      const b = filter ? applyFilter(raw, filter, m.dim, widths) : raw;
+      const b = mask ? applyMask(raw, mask, row, m.dim, widths) : raw;
+      row += raw.keys.length;
       if (b) await table.importRows(b.keys, b.values, b.slots, withScores ? b.scores : null);
     }
     return m;
