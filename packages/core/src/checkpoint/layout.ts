@@ -27,6 +27,8 @@ export const LOCK_FILE = 'LOCK';
 export const MANIFEST_FILE = 'manifest.json';
 export const TMP_PREFIX = '.tmp-';
 const VERSION_RE = /^ckpt-(\d{12})$/;
+/** Names tempName() makes: `.tmp-<pid>-<8 hex digits>`; leftovers are only these. */
+const TEMP_RE = /^\.tmp-\d+-[0-9a-f]{8}$/;
 
 export function versionName(seq: number): string {
   return `ckpt-${String(seq).padStart(12, '0')}`;
@@ -348,15 +350,16 @@ export async function nextVersion(dir: string, current: string | null): Promise<
 }
 
 /**
- * Deletes what a crashed or finished save left in `dir`: temp dirs, CURRENT.tmp and
- * every version directory except `keep` and the one CURRENT names now. Call only while
+ * Deletes what a crashed or finished save left in `dir`: temp dirs (named as tempName()
+ * names them, nothing else starting with `.tmp-`), CURRENT.tmp and every version
+ * directory except `keep` and the one CURRENT names now. Call only while
  * holding the lock.
  */
 export async function removeLeftovers(dir: string, keep: string | null): Promise<number> {
   let removed = 0;
   const live = await readCurrent(dir).catch(() => null);
   for (const name of await io('list', dir, () => readdir(dir))) {
-    const stale = name.startsWith(TMP_PREFIX) || name === CURRENT_TMP_FILE || (versionSeq(name) !== null && name !== keep && name !== live);
+    const stale = TEMP_RE.test(name) || name === CURRENT_TMP_FILE || (versionSeq(name) !== null && name !== keep && name !== live);
     if (stale) {
       await removeTree(join(dir, name));
       removed++;

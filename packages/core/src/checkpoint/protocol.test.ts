@@ -112,10 +112,14 @@ describe('one writer per directory', () => {
       await mkdir(join(dir, 'ckpt-000000000005'));
       await writeFile(join(dir, 'CURRENT.tmp'), 'ckpt-000000000005\n');
       await writeFile(join(dir, 'notes.txt'), 'user file');
+      // entries that only look like ours are not ours: never deleted
+      await writeFile(join(dir, '.tmp-notes'), 'user file');
+      await mkdir(join(dir, '.tmp-1-deadbeef-mine'));
+      await mkdir(join(dir, 'ckpt-7'));
       expect(await loadedGeneration(dir)).toBe(1);
       await saveTable(await generation(2), dir);
       // the unreferenced ckpt-5 is deleted before the next number is chosen
-      expect((await readdir(dir)).sort()).toEqual(['CURRENT', 'ckpt-000000000002', 'notes.txt']);
+      expect((await readdir(dir)).sort()).toEqual(['.tmp-1-deadbeef-mine', '.tmp-notes', 'CURRENT', 'ckpt-000000000002', 'ckpt-7', 'notes.txt']);
       expect(await loadedGeneration(dir)).toBe(2);
     });
   });
