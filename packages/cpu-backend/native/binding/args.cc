@@ -72,10 +72,8 @@ Napi::Value argAt(const Napi::CallbackInfo& info, size_t i) {
 }
 
 template <class T>
-TypedArg<T> typedArg(const Napi::CallbackInfo& info, size_t i, const char* name, napi_typedarray_type type,
-                     bool nullable) {
+TypedArg<T> typedOf(const Napi::Value& v, const char* name, napi_typedarray_type type, bool nullable) {
   TypedArg<T> a;
-  Napi::Value v = argAt(info, i);
   if (nullable && (v.IsUndefined() || v.IsNull())) return a;
   ES_CHECK(v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == type, kInvalidType,
            "Expected " << name << " to be a " << typedArrayName(type) << (nullable ? " or null" : "")
@@ -86,6 +84,12 @@ TypedArg<T> typedArg(const Napi::CallbackInfo& info, size_t i, const char* name,
   a.present = true;
   a.value = v;
   return a;
+}
+
+template <class T>
+TypedArg<T> typedArg(const Napi::CallbackInfo& info, size_t i, const char* name, napi_typedarray_type type,
+                     bool nullable) {
+  return typedOf<T>(argAt(info, i), name, type, nullable);
 }
 
 }  // namespace
@@ -147,6 +151,9 @@ std::shared_ptr<Table> tableArg(const Napi::CallbackInfo& info, size_t i, TableH
 
 TypedArg<float> floatArg(const Napi::CallbackInfo& info, size_t i, const char* name, bool nullable) {
   return typedArg<float>(info, i, name, napi_float32_array, nullable);
+}
+TypedArg<float> floatOf(const Napi::Value& v, const char* name) {
+  return typedOf<float>(v, name, napi_float32_array, false);
 }
 TypedArg<uint8_t> uint8Arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
   return typedArg<uint8_t>(info, i, name, napi_uint8_array, false);

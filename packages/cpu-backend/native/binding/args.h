@@ -47,6 +47,8 @@ struct TypedArg {
 };
 
 TypedArg<float> floatArg(const Napi::CallbackInfo& info, size_t i, const char* name, bool nullable);
+/** A Float32Array held by a JS value read from an array (not an argument). */
+TypedArg<float> floatOf(const Napi::Value& v, const char* name);
 TypedArg<uint8_t> uint8Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
 TypedArg<int32_t> int32Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
 TypedArg<uint32_t> uint32Arg(const Napi::CallbackInfo& info, size_t i, const char* name);

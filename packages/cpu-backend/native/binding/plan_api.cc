@@ -100,12 +100,15 @@ ShardsArgs shardsArgs(const Napi::CallbackInfo& info) {
            "Expected tables to be a non-empty array of table handles but received " << describe(tv));
   Napi::Array ta = tv.As<Napi::Array>();
   const size_t parts = ta.Length();
+  // Every element first: reading one may run JS (a getter), which could detach the plans' buffer.
+  std::vector<Napi::Value> handles;
+  for (size_t d = 0; d < parts; ++d) handles.push_back(ta.Get(static_cast<uint32_t>(d)));
   TypedArg<double> pa = float64Arg(info, 1, "plans", checkedMul(parts, abi::kPlanFields, "plans"));
   ShardsArgs a;
   for (size_t d = 0; d < parts; ++d) {
     TableHolder* h;
     const std::string name = "tables[" + std::to_string(d) + "]";
-    a.tables.push_back(tableOf(ta.Get(static_cast<uint32_t>(d)), name.c_str(), &h));
+    a.tables.push_back(tableOf(handles[d], name.c_str(), &h));
     if (!a.first) a.first = h;
     ES_CHECK(h->dim == a.first->dim && h->int32Keys == a.first->int32Keys, kShapeMismatch,
              "Expected tables[" << d << "] to have the dim and key dtype of tables[0] (dim " << a.first->dim << ", "

@@ -200,34 +200,42 @@ Op<ExportResult> prepareExport(const Napi::CallbackInfo& info) {
   return op;
 }
 
+/**
+ * importRows' slots (argument 3): null, or an array of one Float32Array per slot. Its
+ * elements are read here, before any typed array's pointer is taken: reading one may run
+ * JS (a getter), which could shrink or detach a buffer already read.
+ */
+std::vector<Napi::Value> slotValues(const Napi::CallbackInfo& info, size_t i, const Table& t) {
+  std::vector<Napi::Value> slots;
+  Napi::Value v = info.Length() > i ? info[i] : info.Env().Undefined();
+  if (v.IsUndefined() || v.IsNull()) return slots;
+  const size_t widths = t.config().slotWidths.size();
+  ES_CHECK(v.IsArray(), kInvalidType,
+           "Expected slots to be an array of " << widths << " Float32Arrays or null but received " << describe(v));
+  Napi::Array arr = v.As<Napi::Array>();
+  ES_CHECK(arr.Length() == widths, kShapeMismatch,
+           "Expected slots to hold " << widths << " arrays (one per slot) but received " << arr.Length());
+  for (uint32_t j = 0; j < arr.Length(); ++j) slots.push_back(arr.Get(j));
+  return slots;
+}
+
 Op<Unit> prepareImport(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
+  const std::vector<Napi::Value> slots = slotValues(info, 3, *t);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   const size_t n = keys->n;
   Op<Unit> op;
   op.keepAlive.push_back(keys->value);
   const float* values = valuesFor(info, 2, "values", n, h->dim, op.keepAlive);
   auto slotPtrs = std::make_shared<std::vector<const float*>>();
-  Napi::Value slotsValue = info.Length() > 3 ? info[3] : info.Env().Undefined();
   const std::vector<uint32_t>& widths = t->config().slotWidths;
-  if (!slotsValue.IsUndefined() && !slotsValue.IsNull()) {
-    ES_CHECK(slotsValue.IsArray(), kInvalidType,
-             "Expected slots to be an array of " << widths.size() << " Float32Arrays or null but received "
-                                                 << describe(slotsValue));
-    Napi::Array arr = slotsValue.As<Napi::Array>();
-    ES_CHECK(arr.Length() == widths.size(), kShapeMismatch,
-             "Expected slots to hold " << widths.size() << " arrays (one per slot) but received " << arr.Length());
-    for (uint32_t j = 0; j < arr.Length(); ++j) {
-      Napi::Value s = arr.Get(j);
-      ES_CHECK(s.IsTypedArray() && s.As<Napi::TypedArray>().TypedArrayType() == napi_float32_array, kInvalidType,
-               "Expected slots[" << j << "] to be a Float32Array but received " << describe(s));
-      Napi::Float32Array fa = s.As<Napi::Float32Array>();
-      size_t len = fa.Data() == nullptr ? 0 : fa.ElementLength();
-      checkLength(len, checkedMul(n, widths[j], "slots"), "slots[j]", "floats (keys * slot width)");
-      slotPtrs->push_back(fa.Data());
-      op.keepAlive.push_back(s);
-    }
+  for (size_t j = 0; j < slots.size(); ++j) {
+    const std::string name = "slots[" + std::to_string(j) + "]";
+    TypedArg<float> s = floatOf(slots[j], name.c_str());
+    checkLength(s.length, checkedMul(n, widths[j], "slots"), name.c_str(), "floats (keys * slot width)");
+    slotPtrs->push_back(s.data);
+    op.keepAlive.push_back(s.value);
   }
   const uint64_t* scores = optionalScores(info, 4, n, op.keepAlive);
   op.job = [t, keys, values, slotPtrs, scores] {
