@@ -26,6 +26,98 @@ function child(body: string): string[] {
 }
 
 describe('cpu backend: the native boundary never crashes the process', () => {
+  it("a Promise call ignores a resizable buffer's lying `resizable` property (own value or getter) and reads its own copy", () => {
+    // 2M keys at dim 8: a pooled find. The keys' buffer is shrunk right after the call.
+    const out = child(`
+      const dim = 8, n = 1 << 21;
+      for (const mode of ['own', 'getter']) {
+        const t = core.createTable({ dim }, { backend: cpu.cpuBackend });
+        const ab = new ArrayBuffer(n * 8, { maxByteLength: n * 8 });
+        const k = new BigInt64Array(ab);
+        for (let i = 0; i < n; i++) k[i] = BigInt(i);
+        const rows = new Float32Array(n * dim);
+        for (let i = 0; i < rows.length; i++) rows[i] = i % 7;
+        t.upsertSync(k.slice(), rows);
+        let getterCalls = 0;
+        if (mode === 'own') Object.defineProperty(ab, 'resizable', { value: false });
+        else Object.defineProperty(ab, 'resizable', { get() { getterCalls++; ab.resize(0); return false; } });
+        const p = t.find(k);
+        ab.resize(0);
+        try {
+          const r = await p;
+          let same = r.values.length === rows.length && r.exists.every((e) => e === 1);
+          for (let i = 0; same && i < rows.length; i++) same = r.values[i] === rows[i];
+          console.log(mode + ' resolved ' + same + ' getter calls ' + getterCalls);
+        } catch (e) { console.log(mode + ' rejected ' + coded(e)); }
+      }
+    `);
+    expect(out).toEqual(['own resolved true getter calls 0', 'getter resolved true getter calls 0']);
+  }, 150_000);
+
+  it('a Promise call whose inputs are transferred away (and freed) while it runs reads its own copies', () => {
+    // 8M keys: 64 MiB of keys, above the 32 MiB at which malloc maps (and frees by unmapping) its memory.
+    const out = child(`
+      const dim = 4, n = 1 << 23;
+      const t = core.createTable({ dim, initCapacity: 1 << 24 }, { backend: cpu.cpuBackend });
+      const k = new BigInt64Array(n).map((_, i) => BigInt(i * 7));
+      const v = new Float32Array(n * dim).map((_, i) => i % 5);
+      const up = t.upsert(k.slice(), v);
+      structuredClone(v.buffer, { transfer: [v.buffer] });
+      globalThis.gc();
+      await up;
+      const check = t.findSync(k);
+      let same = check.exists.every((e) => e === 1);
+      for (let i = 0; same && i < n * dim; i++) same = check.values[i] === i % 5;
+      console.log('upsert ' + same);
+      const f = t.find(k);
+      structuredClone(k.buffer, { transfer: [k.buffer] });
+      globalThis.gc();
+      const junk = Array.from({ length: 4 }, () => new Float64Array(n).fill(-1));
+      const r = await f;
+      same = r.exists.every((e) => e === 1);
+      for (let i = 0; same && i < n * dim; i++) same = r.values[i] === i % 5;
+      console.log('find ' + same + ' ' + junk.length);
+    `);
+    expect(out).toEqual(['upsert true', 'find true 4']);
+  }, 150_000);
+
+  it('a Promise call whose output is detached or shrunk while it runs rejects SHAPE_MISMATCH and writes nothing', () => {
+    const out = child(`
+      const dim = 4, n = 1 << 23;
+      const t = core.createTable({ dim, initCapacity: 1 << 24 }, { backend: cpu.cpuBackend });
+      const k = keysOf(n);
+      t.upsertSync(k, new Float32Array(n * dim).fill(2));
+      // out.values transferred away and freed; out.exists kept: it must stay unwritten
+      const values = new Float32Array(n * dim);
+      const exists = new Uint8Array(n);
+      const f = t.find(k, { out: { values, exists } });
+      structuredClone(values.buffer, { transfer: [values.buffer] });
+      globalThis.gc();
+      const junk = Array.from({ length: 4 }, () => new Float64Array(n).fill(-1));
+      try { await f; console.log('detached resolved'); }
+      catch (e) { console.log('detached ' + coded(e) + ' ' + /outValues/.test(e.message) + ' ' + exists.every((x) => x === 0) + ' ' + junk.length); }
+      // out.exists in a resizable buffer shrunk to half: too short, nothing written to either
+      const eb = new ArrayBuffer(n, { maxByteLength: n });
+      const ex = new Uint8Array(eb);
+      const vals = new Float32Array(n * dim);
+      const g = t.find(k, { out: { values: vals, exists: ex } });
+      eb.resize(n / 2);
+      try { await g; console.log('shrunk resolved'); }
+      catch (e) { console.log('shrunk ' + coded(e) + ' ' + /outExists/.test(e.message) + ' ' + vals.every((x) => x === 0) + ' ' + ex.every((x) => x === 0)); }
+      // a pooled lookup's out transferred to a worker that exits
+      const { Worker } = require('node:worker_threads');
+      const w = new Worker('require("node:worker_threads").parentPort.once("message", () => process.exit(0))', { eval: true });
+      await new Promise((resolve) => w.once('online', resolve));
+      const rows = n / 4;
+      const pooled = new Float32Array(rows * dim);
+      const l = t.lookupCombined({ rowSplits: new Int32Array(rows + 1).map((_, r) => 4 * r), keys: k, weights: null }, { combiner: 'sum', out: pooled });
+      w.postMessage(pooled.buffer, [pooled.buffer]);
+      try { await l; console.log('posted resolved'); }
+      catch (e) { console.log('posted ' + coded(e) + ' ' + /out/.test(e.message)); }
+    `);
+    expect(out).toEqual(['detached SHAPE_MISMATCH true true 4', 'shrunk SHAPE_MISMATCH true true true', 'posted SHAPE_MISMATCH true']);
+  }, 150_000);
+
   it('importRows reads every slots element before taking a pointer (a getter that shrinks or detaches values)', () => {
     const out = child(`
       const dim = 8, n = 1 << 20;

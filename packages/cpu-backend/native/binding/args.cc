@@ -1,8 +1,14 @@
 #include "args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <utility>
 #include <sstream>
+
+#include "thread_pool.h"
 
 namespace embedstack {
 
@@ -71,8 +77,25 @@ Napi::Value argAt(const Napi::CallbackInfo& info, size_t i) {
   return i < info.Length() ? info[i] : info.Env().Undefined();
 }
 
+thread_local CallCopies* activeCopies = nullptr;
+
+/** Copies `bytes` (on the pool's threads when large: the caller's thread waits for them). */
+void copyBytes(unsigned char* to, const unsigned char* from, size_t bytes) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  if (bytes < 4 * kChunk) {
+    std::memcpy(to, from, bytes);
+    return;
+  }
+  ThreadPool::shared().parallelFor((bytes + kChunk - 1) / kChunk, 1, [&](size_t b, size_t e) {
+    const size_t begin = b * kChunk;
+    const size_t end = std::min(bytes, e * kChunk);
+    std::memcpy(to + begin, from + begin, end - begin);
+  });
+}
+
 template <class T>
-TypedArg<T> typedOf(const Napi::Value& v, const char* name, napi_typedarray_type type, bool nullable) {
+TypedArg<T> typedOf(const Napi::Value& v, const char* name, napi_typedarray_type type, bool nullable,
+                    Use use = Use::kInput) {
   TypedArg<T> a;
   if (nullable && (v.IsUndefined() || v.IsNull())) return a;
   ES_CHECK(v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == type, kInvalidType,
@@ -81,6 +104,10 @@ TypedArg<T> typedOf(const Napi::Value& v, const char* name, napi_typedarray_type
   RawTyped r = typedInfo(v);
   a.data = static_cast<const T*>(r.data);
   a.length = r.length;
+  CallCopies* copies = CallCopies::active();
+  if (copies != nullptr && use != Use::kNow) {
+    a.data = static_cast<const T*>(copies->take(v, r.data, r.length * sizeof(T), sizeof(T), use, name));
+  }
   a.present = true;
   a.value = v;
   return a;
@@ -88,11 +115,127 @@ TypedArg<T> typedOf(const Napi::Value& v, const char* name, napi_typedarray_type
 
 template <class T>
 TypedArg<T> typedArg(const Napi::CallbackInfo& info, size_t i, const char* name, napi_typedarray_type type,
-                     bool nullable) {
-  return typedOf<T>(argAt(info, i), name, type, nullable);
+                     bool nullable, Use use = Use::kInput) {
+  return typedOf<T>(argAt(info, i), name, type, nullable, use);
 }
 
 }  // namespace
+
+namespace {
+
+/**
+ * Large copy buffers kept for later Promise calls. malloc maps a block of 32 MiB or more
+ * afresh for each call (the addon's mmap threshold) and unmaps it when freed, so each call
+ * would fault in (and the kernel zero) every page of its copies: a loop of large calls of
+ * one shape reuses these instead. At most kMaxCached bytes stay cached.
+ */
+class CopyCache {
+ public:
+  static constexpr size_t kMinBytes = size_t{32} << 20;
+  static constexpr size_t kMaxCached = size_t{256} << 20;
+
+  static CopyCache& shared() {
+    static CopyCache* c = new CopyCache();  // never destroyed: buffers may come back during exit
+    return *c;
+  }
+
+  /** A cached buffer of at least `bytes` (and less than twice as many), or null; sets capacity. */
+  unsigned char* take(size_t bytes, size_t& capacity) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t best = free_.size();
+    for (size_t i = 0; i < free_.size(); ++i) {
+      const size_t c = free_[i].second;
+      if (c >= bytes && c / 2 < bytes && (best == free_.size() || c < free_[best].second)) best = i;
+    }
+    if (best == free_.size()) return nullptr;
+    unsigned char* p = free_[best].first;
+    capacity = free_[best].second;
+    cached_ -= capacity;
+    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+    return p;
+  }
+
+  /** Keeps p (or frees it, and the oldest cached buffers, to stay within kMaxCached). */
+  void give(unsigned char* p, size_t capacity) {
+    if (capacity > kMaxCached) {
+      delete[] p;
+      return;
+    }
+    std::vector<unsigned char*> drop;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (cached_ + capacity > kMaxCached) {
+        drop.push_back(free_.front().first);
+        cached_ -= free_.front().second;
+        free_.erase(free_.begin());
+      }
+      free_.emplace_back(p, capacity);
+      cached_ += capacity;
+    }
+    for (unsigned char* d : drop) delete[] d;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<unsigned char*, size_t>> free_;  // oldest first
+  size_t cached_ = 0;
+};
+
+}  // namespace
+
+CallCopies::Buffer::Buffer(size_t bytes) : data_(nullptr), capacity_(bytes) {
+  if (bytes >= CopyCache::kMinBytes) data_ = CopyCache::shared().take(bytes, capacity_);
+  if (data_ == nullptr) data_ = new unsigned char[bytes];
+}
+
+CallCopies::Buffer::~Buffer() {
+  if (data_ == nullptr) return;
+  if (capacity_ >= CopyCache::kMinBytes) CopyCache::shared().give(data_, capacity_);
+  else delete[] data_;
+}
+
+CallCopies* CallCopies::active() noexcept {
+  return activeCopies;
+}
+
+CallCopies::Scope::Scope(CallCopies& c) noexcept : previous_(activeCopies) {
+  activeCopies = &c;
+}
+
+CallCopies::Scope::~Scope() {
+  activeCopies = previous_;
+}
+
+void* CallCopies::take(const Napi::Value& array, void* data, size_t bytes, size_t elementSize, Use use,
+                       const char* name) {
+  if (bytes == 0) return data;  // nothing to read or write (data may be null: detached)
+  owned_.emplace_back(bytes);
+  unsigned char* copy = owned_.back().data();
+  if (use != Use::kOutput) copyBytes(copy, static_cast<const unsigned char*>(data), bytes);
+  if (use == Use::kOutput || use == Use::kInOut) {
+    outputs_.push_back(Output{Napi::Persistent(array.As<Napi::Object>()), copy, bytes, elementSize, name});
+  }
+  return copy;
+}
+
+void CallCopies::writeBack() {
+  std::vector<unsigned char*> to(outputs_.size());
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const Output& o = outputs_[i];
+    RawTyped r = typedInfo(o.array.Value());
+    const size_t bytes = r.length * o.elementSize;
+    ES_CHECK(bytes >= o.bytes, kShapeMismatch,
+             "Expected " << o.name << " to still hold " << o.bytes / o.elementSize
+                         << " elements when the call settled but it holds " << r.length
+                         << " (its buffer was detached, transferred or shrunk while the call ran); nothing was written");
+    to[i] = static_cast<unsigned char*>(r.data);
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i) copyBytes(to[i], outputs_[i].copy, outputs_[i].bytes);
+}
+
+void CallCopies::abandon() noexcept {
+  for (Output& o : outputs_) o.array.SuppressDestruct();
+}
 
 std::string describe(const Napi::Value& v) {
   if (v.IsUndefined()) return "undefined";
@@ -149,30 +292,30 @@ std::shared_ptr<Table> tableArg(const Napi::CallbackInfo& info, size_t i, TableH
   return tableOf(argAt(info, i), "table", holder);
 }
 
-TypedArg<float> floatArg(const Napi::CallbackInfo& info, size_t i, const char* name, bool nullable) {
-  return typedArg<float>(info, i, name, napi_float32_array, nullable);
+TypedArg<float> floatArg(const Napi::CallbackInfo& info, size_t i, const char* name, bool nullable, Use use) {
+  return typedArg<float>(info, i, name, napi_float32_array, nullable, use);
 }
 TypedArg<float> floatOf(const Napi::Value& v, const char* name) {
   return typedOf<float>(v, name, napi_float32_array, false);
 }
-TypedArg<uint8_t> uint8Arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
-  return typedArg<uint8_t>(info, i, name, napi_uint8_array, false);
+TypedArg<uint8_t> uint8Arg(const Napi::CallbackInfo& info, size_t i, const char* name, Use use) {
+  return typedArg<uint8_t>(info, i, name, napi_uint8_array, false, use);
 }
-TypedArg<int32_t> int32Arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
-  return typedArg<int32_t>(info, i, name, napi_int32_array, false);
+TypedArg<int32_t> int32Arg(const Napi::CallbackInfo& info, size_t i, const char* name, Use use) {
+  return typedArg<int32_t>(info, i, name, napi_int32_array, false, use);
 }
 TypedArg<uint32_t> uint32Arg(const Napi::CallbackInfo& info, size_t i, const char* name) {
   return typedArg<uint32_t>(info, i, name, napi_uint32_array, false);
 }
 
 TypedArg<double> float64Arg(const Napi::CallbackInfo& info, size_t i, const char* name, size_t expectedLength) {
-  TypedArg<double> a = typedArg<double>(info, i, name, napi_float64_array, false);
+  TypedArg<double> a = typedArg<double>(info, i, name, napi_float64_array, false, Use::kNow);
   checkLength(a.length, expectedLength, name, "numbers");
   return a;
 }
 
 TypedArg<double> float64ArrayArg(const Napi::CallbackInfo& info, size_t i, const char* name) {
-  return typedArg<double>(info, i, name, napi_float64_array, false);
+  return typedArg<double>(info, i, name, napi_float64_array, false, Use::kInOut);
 }
 
 TypedArg<uint64_t> scoresArg(const Napi::CallbackInfo& info, size_t i, size_t n) {
@@ -191,7 +334,8 @@ void KeysArg::widen() {
 KeysArg keysArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& holder, const char* name, bool keepInt32) {
   KeysArg k;
   if (holder.int32Keys) {
-    TypedArg<int32_t> a = typedArg<int32_t>(info, i, name, napi_int32_array, false);
+    // Widened at once (no copy needed), or kept narrow for the job (a Promise call's copy).
+    TypedArg<int32_t> a = typedArg<int32_t>(info, i, name, napi_int32_array, false, keepInt32 ? Use::kInput : Use::kNow);
     k.narrow = a.data;
     k.n = a.length;
     k.value = a.value;

@@ -37,7 +37,87 @@ TableHolder* holderOf(const Napi::Value& v, const char* name);
 /** The live table behind a JS value (INVALID_TYPE / DISPOSED naming `name`). */
 std::shared_ptr<Table> tableOf(const Napi::Value& v, const char* name, TableHolder** holder = nullptr);
 
-/** A typed array argument: pointer into JS memory (valid while the JS value lives). */
+/** How a call's job uses a typed array argument (what a Promise call copies, see CallCopies). */
+enum class Use {
+  kInput,   // read by the job: a Promise call reads a private copy
+  kNow,     // read while the arguments are parsed (plans, row splits, int32 keys widened at once): never copied
+  kOutput,  // every element written by the job: a Promise call writes a private buffer, copied out when it settles
+  kInOut,   // written in part (or added to) by the job: a Promise call copies it in, and out when it settles
+};
+
+/**
+ * A Promise call's private copies of its typed array arguments. A pool job must not read or
+ * write the caller's arrays: while it runs, JS may detach (transfer) or shrink their buffers,
+ * and Node-API cannot pin an ArrayBuffer's memory. So while asyncFn parses a call's
+ * arguments, each typed array is copied into memory the call owns as its pointer is taken
+ * (inputs), or gets a private buffer that is copied into the caller's array when the call
+ * settles on the JS thread, after checking that array still holds as many bytes (outputs).
+ * Sync calls copy nothing: no JS runs between their parsing and the end of their job.
+ */
+class CallCopies {
+ public:
+  CallCopies() = default;
+  CallCopies(CallCopies&&) = default;
+  CallCopies& operator=(CallCopies&&) = default;
+
+  /** The copies of the Promise call whose arguments this thread is parsing, or null (a sync call). */
+  static CallCopies* active() noexcept;
+
+  /** Makes a call's copies active on this thread while it lives (asyncFn, around the parsing). */
+  class Scope {
+   public:
+    explicit Scope(CallCopies& c) noexcept;
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    CallCopies* previous_;
+  };
+
+  /**
+   * The job's memory for `bytes` at `data` (the typed array `array`, argument `name`): a copy
+   * (kInput, kInOut) or an unfilled buffer (kOutput); outputs are recorded for writeBack().
+   */
+  void* take(const Napi::Value& array, void* data, size_t bytes, size_t elementSize, Use use, const char* name);
+
+  /**
+   * JS thread, once the job succeeded: copies each output into its caller's array. First
+   * checks that every one still holds its bytes (it may have been detached, transferred or
+   * shrunk while the job ran): if one does not, throws SHAPE_MISMATCH naming it, nothing written.
+   */
+  void writeBack();
+
+  /** The environment is gone: drops the references without calling into it. */
+  void abandon() noexcept;
+
+ private:
+  struct Output {
+    Napi::ObjectReference array;
+    const unsigned char* copy;
+    size_t bytes;
+    size_t elementSize;
+    std::string name;
+  };
+  /** One copy's memory; a large one goes back to a small process-wide cache (args.cc CopyCache). */
+  class Buffer {
+   public:
+    explicit Buffer(size_t bytes);
+    ~Buffer();
+    Buffer(Buffer&& o) noexcept : data_(o.data_), capacity_(o.capacity_) { o.data_ = nullptr; }
+    Buffer& operator=(Buffer&&) = delete;
+    Buffer(const Buffer&) = delete;
+    unsigned char* data() const { return data_; }
+
+   private:
+    unsigned char* data_;
+    size_t capacity_;
+  };
+  std::vector<Buffer> owned_;
+  std::vector<Output> outputs_;
+};
+
+/** A typed array argument: pointer into JS memory (valid while the JS value lives), or a Promise call's copy. */
 template <class T>
 struct TypedArg {
   const T* data = nullptr;
@@ -46,14 +126,16 @@ struct TypedArg {
   Napi::Value value;  // the JS typed array, to keep alive for async work
 };
 
-TypedArg<float> floatArg(const Napi::CallbackInfo& info, size_t i, const char* name, bool nullable);
+TypedArg<float> floatArg(const Napi::CallbackInfo& info, size_t i, const char* name, bool nullable,
+                         Use use = Use::kInput);
 /** A Float32Array held by a JS value read from an array (not an argument). */
 TypedArg<float> floatOf(const Napi::Value& v, const char* name);
-TypedArg<uint8_t> uint8Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
-TypedArg<int32_t> int32Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
+TypedArg<uint8_t> uint8Arg(const Napi::CallbackInfo& info, size_t i, const char* name, Use use = Use::kInput);
+TypedArg<int32_t> int32Arg(const Napi::CallbackInfo& info, size_t i, const char* name, Use use = Use::kInput);
 TypedArg<uint32_t> uint32Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
+/** A Float64Array of `expectedLength` numbers, read while parsing (Use::kNow). */
 TypedArg<double> float64Arg(const Napi::CallbackInfo& info, size_t i, const char* name, size_t expectedLength);
-/** A Float64Array of any length (a caller's output array). */
+/** A Float64Array of any length (a caller's output array, added to: Use::kInOut). */
 TypedArg<double> float64ArrayArg(const Napi::CallbackInfo& info, size_t i, const char* name);
 TypedArg<uint64_t> scoresArg(const Napi::CallbackInfo& info, size_t i, size_t n);
 

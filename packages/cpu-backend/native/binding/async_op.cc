@@ -41,27 +41,6 @@ AsyncCompletion::EarlyWakeStats AsyncCompletion::earlyWakeStats() {
 
 void PendingOp::nearEnd() noexcept { done_.nearEnd(this); }
 
-bool anyResizable(Napi::Env env, const std::vector<Napi::Value>& values) {
-  for (const Napi::Value& v : values) {
-    bool typed = false;
-    if (napi_is_typedarray(env, v, &typed) != napi_ok || !typed) continue;
-    napi_value buffer;
-    napi_value flag;
-    bool resizable = true;
-    if (napi_get_typedarray_info(env, v, nullptr, nullptr, nullptr, &buffer, nullptr) != napi_ok ||
-        napi_get_named_property(env, buffer, "resizable", &flag) != napi_ok) {
-      napi_value ignored;
-      napi_get_and_clear_last_exception(env, &ignored);  // a throwing getter: run on this thread
-      return true;
-    }
-    napi_valuetype type;
-    if (napi_typeof(env, flag, &type) == napi_ok && type == napi_boolean) napi_get_value_bool(env, flag, &resizable);
-    else resizable = false;  // SharedArrayBuffer (growable ones only grow) or an engine without resizable buffers
-    if (resizable) return true;
-  }
-  return false;
-}
-
 AsyncCompletion& AsyncCompletion::of(Napi::Env env) {
   AsyncCompletion* c = env.GetInstanceData<AsyncCompletion>();
   if (c == nullptr) {

@@ -2,22 +2,23 @@
 // a binding function parses and validates its JS arguments into an Op (a plain
 // C++ job plus a converter of its result to JS), then either runs it at once
 // (sync) or posts it to the native thread pool in a PoolOp (async):
-//  - every JS value is converted to plain C++ before posting; the job touches no JS;
+//  - every JS value is converted to plain C++ before posting; the job touches no JS
+//    and no JS memory: a Promise call's typed arrays are copied into memory it owns
+//    while its arguments are parsed, and its outputs are written there and copied into
+//    the caller's arrays when it settles, once checked to be still there (CallCopies:
+//    JS may detach, transfer or shrink a buffer while the job runs, and Node-API
+//    cannot pin one);
 //  - the job runs on a pool worker, and its parallel parts are helped by the other
 //    workers: the same threads as the sync form (no libuv thread, which would also
 //    take a slot of the pool Node's fs, dns and zlib share);
 //  - the result comes back to the JS thread through the environment's one
 //    thread-safe function (AsyncCompletion), which holds the event loop open only
 //    while ops are pending;
-//  - the JS typed arrays the job reads are kept alive by references until it ends;
-//    an op with an input in a resizable ArrayBuffer (which can shrink under the job)
-//    runs on the calling thread instead; detaching or transferring an input while
-//    the job runs is not guarded against (Node-API cannot pin a backing store);
 //  - a JS Error captured at call time gives native errors the caller's stack.
-// Per async call: no copy of inputs or results (int32 keys of key ops are widened to
-// int64 at call time; a bag's int32 ids are read in the job: in place by a static table,
-// widened by others), so inputs are read while the job runs; a few small allocations: the PoolOp, the argument records
-// (KeysArg, the job's captures), and one Node-API reference per JS array held.
+// Per async call: one copy of each input typed array (int32 keys of key ops are widened to
+// int64 at call time instead; row splits are copied anyway) and of each output (out,
+// exists), and a few small allocations: the PoolOp, the argument records (KeysArg, the
+// job's captures), and one Node-API reference per output array.
 #pragma once
 
 #include <napi.h>
@@ -30,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "args.h"
 #include "convert.h"
 #include "thread_pool.h"
 
@@ -41,7 +43,7 @@ template <class R>
 struct Op {
   std::function<R()> job;                          // runs on any thread, no JS
   std::function<Napi::Value(Napi::Env, R&)> toJs;  // runs on the JS thread
-  std::vector<Napi::Value> keepAlive;              // JS inputs the job reads
+  std::vector<Napi::Value> keepAlive;              // unused: a Promise call's job reads CallCopies
   size_t helpers = 0;                              // async: pool workers woken with the job (it splits at once)
   bool nearEnd = false;  // async: the job ends with its first parallelFor; wake the JS thread just before (AsyncCompletion)
 };
@@ -141,13 +143,12 @@ class AsyncCompletion {
 template <class R>
 class PoolOp final : public PendingOp {
  public:
-  PoolOp(Napi::Env env, Op<R>&& op, AsyncCompletion& done)
-      : PendingOp(done, op.nearEnd), op_(std::move(op)), deferred_(Napi::Promise::Deferred::New(env)) {
-    refs_.reserve(op_.keepAlive.size());
-    for (const Napi::Value& v : op_.keepAlive) {
-      if (v.IsObject()) refs_.push_back(Napi::Persistent(v.As<Napi::Object>()));
-    }
-    op_.keepAlive.clear();
+  PoolOp(Napi::Env env, Op<R>&& op, CallCopies&& copies, AsyncCompletion& done)
+      : PendingOp(done, op.nearEnd),
+        op_(std::move(op)),
+        copies_(std::move(copies)),
+        deferred_(Napi::Promise::Deferred::New(env)) {
+    op_.keepAlive.clear();  // the job reads copies_ (its inputs, and its outputs until settle)
   }
 
   Napi::Promise promise() const { return deferred_.Promise(); }
@@ -189,6 +190,7 @@ class PoolOp final : public PendingOp {
       deferred_.Reject(makeJsError(env, failure_, at).Value());
     } else {
       try {
+        copies_.writeBack();  // into the caller's output arrays, if they are still there
         deferred_.Resolve(op_.toJs(env, result_));
       } catch (...) {
         deferred_.Reject(makeJsError(env, currentFailure(), at).Value());
@@ -200,18 +202,18 @@ class PoolOp final : public PendingOp {
   void abandon() override {
     // The references belong to a dead environment: drop them without calling into it.
     stack_.SuppressDestruct();
-    for (auto& r : refs_) r.SuppressDestruct();
+    copies_.abandon();
     delete this;
   }
 
  private:
   Op<R> op_;
+  CallCopies copies_;
   R result_{};
   bool failed_ = false;
   NativeFailure failure_;
   Napi::Promise::Deferred deferred_;
   Napi::ObjectReference stack_;
-  std::vector<Napi::ObjectReference> refs_;
 };
 
 template <class R>
@@ -220,34 +222,11 @@ Napi::Value runSync(Napi::Env env, Op<R>& op) {
   return op.toJs(env, r);
 }
 
-/**
- * True when an input the job would read or fill lives in a resizable ArrayBuffer: it
- * may shrink while the job runs, and V8 then takes its pages away (the job would
- * fault). Also true when that cannot be told (a throwing `resizable` getter).
- */
-bool anyResizable(Napi::Env env, const std::vector<Napi::Value>& values);
-
-/** Runs the op on the calling thread and returns a promise of its result (or error). */
 template <class R>
-Napi::Value runNow(Napi::Env env, Op<R>& op) {
-  Napi::Promise::Deferred d = Napi::Promise::Deferred::New(env);
-  try {
-    d.Resolve(runSync<R>(env, op));
-  } catch (const Napi::Error& e) {
-    d.Reject(e.Value());
-  } catch (...) {
-    d.Reject(makeJsError(env, currentFailure()).Value());
-  }
-  return d.Promise();
-}
-
-template <class R>
-Napi::Value runAsync(Napi::Env env, Op<R>&& op) {
-  // A resizable buffer cannot be pinned for the job's lifetime: run on this thread instead.
-  if (anyResizable(env, op.keepAlive)) return runNow<R>(env, op);
+Napi::Value runAsync(Napi::Env env, Op<R>&& op, CallCopies&& copies) {
   AsyncCompletion& done = AsyncCompletion::of(env);
   const size_t helpers = op.helpers;
-  auto* pending = new PoolOp<R>(env, std::move(op), done);
+  auto* pending = new PoolOp<R>(env, std::move(op), std::move(copies), done);
   Napi::Promise p = pending->promise();
   done.started();
   ThreadPool::shared().post(pending, helpers);  // settle() deletes it, on this thread, after this returns
@@ -281,7 +260,14 @@ Napi::Value syncFn(const Napi::CallbackInfo& info) {
 /** A binding function posting the op built by Prepare to the native pool (returns a Promise). */
 template <class R, Op<R> (*Prepare)(const Napi::CallbackInfo&)>
 Napi::Value asyncFn(const Napi::CallbackInfo& info) {
-  return guard(info, [&] { return runAsync<R>(info.Env(), Prepare(info)); });
+  return guard(info, [&] {
+    CallCopies copies;
+    Op<R> op = [&] {
+      CallCopies::Scope scope(copies);  // the job gets copies of the caller's arrays
+      return Prepare(info);
+    }();
+    return runAsync<R>(info.Env(), std::move(op), std::move(copies));
+  });
 }
 
 }  // namespace embedstack

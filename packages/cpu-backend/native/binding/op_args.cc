@@ -20,7 +20,7 @@ struct BagKeys : KeysArg {
 
 BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, std::vector<Napi::Value>& keep,
               bool keepInt32) {
-  TypedArg<int32_t> given = int32Arg(info, i, "rowSplits");
+  TypedArg<int32_t> given = int32Arg(info, i, "rowSplits", Use::kNow);
   auto owned = std::make_shared<BagKeys>(keysArg(info, i + 1, h, "keys", keepInt32));
   TypedArg<float> weights = floatArg(info, i + 2, "weights", true);
   const size_t n = owned->n;

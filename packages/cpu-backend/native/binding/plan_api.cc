@@ -18,9 +18,9 @@ Napi::Value undefinedToJs(Napi::Env env, Unit&) {
   return env.Undefined();
 }
 
-/** A caller's Float32Array of exactly `n` floats (written by the job). */
+/** A caller's Float32Array of exactly `n` floats (written in part by the job: Use::kInOut). */
 float* floatOut(const Napi::CallbackInfo& info, size_t i, const char* name, size_t n, std::vector<Napi::Value>& keep) {
-  TypedArg<float> o = floatArg(info, i, name, false);
+  TypedArg<float> o = floatArg(info, i, name, false, Use::kInOut);
   checkLength(o.length, n, name, "floats");
   keep.push_back(o.value);
   return const_cast<float*>(o.data);
@@ -43,7 +43,7 @@ Op<Unit> preparePlannedFind(const Napi::CallbackInfo& info) {
   }
   const ShardPlan plan = planArg(info, i++, *t);
   float* values = floatOut(info, i++, "outValues", checkedMul(keys->n, h->dim, "outValues"), op.keepAlive);
-  TypedArg<uint8_t> e = uint8Arg(info, i, "outExists");
+  TypedArg<uint8_t> e = uint8Arg(info, i, "outExists", Use::kInOut);
   checkLength(e.length, keys->n, "outExists", "flags (one per key)");
   op.keepAlive.push_back(e.value);
   uint8_t* exists = const_cast<uint8_t*>(e.data);

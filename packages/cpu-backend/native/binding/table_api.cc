@@ -44,8 +44,8 @@ FindOutputs findOutputs(const Napi::CallbackInfo& info, size_t i, size_t n, size
   const bool given = info.Length() > i && !info[i].IsUndefined() && !info[i].IsNull();
   const bool givenExists = info.Length() > i + 1 && !info[i + 1].IsUndefined() && !info[i + 1].IsNull();
   if (!given && !givenExists) return o;
-  TypedArg<float> v = floatArg(info, i, "outValues", false);
-  TypedArg<uint8_t> e = uint8Arg(info, i + 1, "outExists");
+  TypedArg<float> v = floatArg(info, i, "outValues", false, Use::kOutput);
+  TypedArg<uint8_t> e = uint8Arg(info, i + 1, "outExists", Use::kOutput);
   checkLength(v.length, checkedMul(n, dim, "outValues"), "outValues", "floats (keys * dim)");
   checkLength(e.length, n, "outExists", "flags (one per key)");
   keep.push_back(v.value);
@@ -266,7 +266,7 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   const bool insertMissing = boolArg(info, 6, "insertMissing");
   float* outData = nullptr;
   if (info.Length() > 7 && !info[7].IsUndefined() && !info[7].IsNull()) {
-    TypedArg<float> o = floatArg(info, 7, "out", false);
+    TypedArg<float> o = floatArg(info, 7, "out", false, Use::kOutput);
     checkLength(o.length, checkedMul(given.rows, h->dim, "out"), "out", "floats (rows * dim)");
     op.keepAlive.push_back(o.value);
     outData = const_cast<float*>(o.data);
