@@ -35,6 +35,10 @@ export function toCoreInitializer(init: VariableInitializer, dim: number): Initi
     if (arr.length === dim) return initializers.row(arr as ArrayLike<number>);
     return initializers.constant(arr[0] as number);
   }
+  if (typeof init === 'string') {
+    // an upstream spelling ('zeros', 'random_normal'): the right JS type for Keras, not here
+    throw invalidParameter('initializer', "a number, an array of numbers or an initializer from de.initializers (e.g. de.initializers.zeros(), not 'zeros')", init);
+  }
   if (isInitializerSpec(init)) {
     if (init.kind === 'array' || init.kind === 'function') {
       throw invalidParameter('initializer', 'a per-key initializer (zeros, ones, constant, row, uniform, normal, truncatedNormal)', init.kind);

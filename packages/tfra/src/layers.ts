@@ -1,8 +1,10 @@
 import {
   bagFromSegments,
   checkBoolean,
+  checkInteger,
   checkOptions,
   initializers,
+  InvalidArgumentError,
   InvalidTypeError,
   invalidParameter,
   type Keys,
@@ -115,8 +117,10 @@ export class Embedding {
   constructor(options: EmbeddingLayerOptions, extraOptions: readonly string[] = []) {
     const extra = Array.isArray(extraOptions) ? extraOptions.filter((k): k is string => typeof k === 'string') : [];
     const o = checkOptions<EmbeddingLayerOptions>(options, [...LAYER_OPTIONS, ...extra]);
-    if (typeof o.embeddingSize !== 'number' || !Number.isSafeInteger(o.embeddingSize) || o.embeddingSize < 1) {
-      throw invalidParameter('embeddingSize', 'an integer >= 1', o.embeddingSize, InvalidTypeError);
+    if (typeof o.embeddingSize !== 'number') throw invalidParameter('embeddingSize', 'an integer >= 1', o.embeddingSize, InvalidTypeError);
+    checkInteger(o.embeddingSize, 'embeddingSize', { min: 1 });
+    if (o.initCapacity !== undefined && o.initCapacity !== null && typeof o.initCapacity !== 'number') {
+      throw invalidParameter('initCapacity', 'an integer >= 0', o.initCapacity, InvalidTypeError);
     }
     this.embeddingSize = o.embeddingSize;
     const combiner = o.combiner ?? 'sum';
@@ -132,10 +136,10 @@ export class Embedding {
       dim: this.embeddingSize,
       devices: o.devices ?? undefined,
       partitioner: o.partitioner ?? undefined,
-      initializer: o.initializer === undefined ? initializers.normal(0, 0.05) : o.initializer,
+      initializer: o.initializer ?? initializers.normal(0, 0.05),
       trainable: o.trainable ?? true,
       checkpoint: o.checkpoint ?? true,
-      initSize: o.initCapacity ?? 0,
+      initSize: checkInteger(o.initCapacity, 'initCapacity', { min: 0, fallback: 0 }),
       kvCreator: o.kvCreator ?? undefined,
       restrictPolicy: o.restrictPolicy ?? null,
       bpV2: o.bpV2 ?? false,
@@ -224,7 +228,12 @@ export class SquashedEmbedding extends Embedding {
   }
 }
 
-/** Maps ids to field slots: receives the flat ids and returns one slot per id (a function of one id also works). */
+/**
+ * Maps ids to field slots: receives the flat ids (a BigInt64Array for int64 layers,
+ * an Int32Array for int32) and returns one slot per id; a function of one id also
+ * works (it gets a bigint for int64 layers: `(k) => Number(k % 3n)`). An error it
+ * throws is reported as an InvalidArgumentError naming `slotMapFn(ids)[i]`.
+ */
 export type SlotMapFn = ((ids: Keys) => ArrayLike<number | bigint>) | ((id: bigint | number) => number | bigint);
 
 /** Options of {@link FieldWiseEmbedding} (TFRA's `FieldWiseEmbedding(nslots, slot_map_fn)`). Default name 'SlotDynamicEmbeddingLayer'. */
@@ -248,9 +257,8 @@ export class FieldWiseEmbedding extends Embedding {
 
   constructor(options: FieldWiseEmbeddingOptions) {
     if (typeof options?.slotMapFn !== 'function') throw invalidParameter('slotMapFn', 'a function', options?.slotMapFn, InvalidTypeError);
-    if (typeof options.nslots !== 'number' || !Number.isSafeInteger(options.nslots) || options.nslots < 1) {
-      throw invalidParameter('nslots', 'an integer >= 1', options.nslots, InvalidTypeError);
-    }
+    if (typeof options.nslots !== 'number') throw invalidParameter('nslots', 'an integer >= 1', options.nslots, InvalidTypeError);
+    checkInteger(options.nslots, 'nslots', { min: 1 });
     const { nslots, slotMapFn, ...rest } = options;
     super({ ...rest, name: rest.name ?? 'SlotDynamicEmbeddingLayer' });
     this.nslots = nslots;
@@ -266,10 +274,21 @@ export class FieldWiseEmbedding extends Embedding {
       whole = undefined;
     }
     const arr = whole as ArrayLike<unknown> | undefined;
+    const one = (k: bigint | number, i: number): unknown => {
+      try {
+        return fn(k);
+      } catch (e) {
+        const hint = typeof k === 'bigint' ? ' (ids of int64 layers are bigint: write k % 3n, or Number(k) % 3)' : '';
+        throw new InvalidArgumentError(`slotMapFn(ids)[${i}] threw for id ${k}: ${(e as Error)?.message ?? String(e)}${hint}`, {
+          argument: `slotMapFn(ids)[${i}]`,
+          cause: e,
+        });
+      }
+    };
     const list =
       arr && typeof arr === 'object' && typeof arr.length === 'number' && arr.length === keys.length
         ? Array.from(arr)
-        : Array.from(keys as ArrayLike<bigint | number>, (k) => fn(k));
+        : Array.from(keys as ArrayLike<bigint | number>, one);
     return Int32Array.from(list, (s, i) => {
       const v = typeof s === 'bigint' ? Number(s) : s;
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= this.nslots) {

@@ -64,8 +64,9 @@ function outArray(out: unknown, n: number): Float32Array | null {
   return out;
 }
 
-/** The trainable `name` of `v` (registered on first use). */
+/** The trainable `name` of `v` (registered on first use). @throws for a disposed variable, before registering */
 function trainableOf(v: AnyVariable, st: VariableState, name: string, maxNorm: number): ShadowVariable {
+  st.checkAlive(); // a disposed variable registers nothing
   let t = st.trainables.get(name);
   if (!t) {
     t = new ShadowVariable(v, name, maxNorm);

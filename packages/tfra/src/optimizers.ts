@@ -34,7 +34,8 @@ export interface CommonOptions {
 
 function num(v: unknown, argument: string, fallback: number): number {
   if (v === undefined || v === null) return fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw invalidParameter(argument, 'a finite number', v);
+  if (typeof v !== 'number') throw invalidParameter(argument, 'a finite number', v, InvalidTypeError);
+  if (!Number.isFinite(v)) throw invalidParameter(argument, 'a finite number', v);
   return v;
 }
 
@@ -64,11 +65,13 @@ export abstract class Optimizer {
     if (new.target === Optimizer) throw new UnsupportedError('Optimizer is abstract: construct one of de.optimizers (SGD, Adam, ...)');
     const lr = options.learningRate ?? defaults.learningRate;
     if (typeof lr !== 'function' && (typeof lr !== 'number' || !Number.isFinite(lr) || lr < 0)) {
-      throw invalidParameter('learningRate', 'a number >= 0 or a function of the iteration', lr);
+      throw invalidParameter('learningRate', 'a number >= 0 or a function of the iteration', lr, typeof lr === 'number' ? undefined : InvalidTypeError);
     }
     this.learningRate = lr;
     const clip = options.clipvalue ?? null;
-    if (clip !== null && (typeof clip !== 'number' || !Number.isFinite(clip) || clip < 0)) throw invalidParameter('clipvalue', 'a number >= 0', clip);
+    if (clip !== null && (typeof clip !== 'number' || !Number.isFinite(clip) || clip < 0)) {
+      throw invalidParameter('clipvalue', 'a number >= 0', clip, typeof clip === 'number' ? undefined : InvalidTypeError);
+    }
     this.clipvalue = clip;
     const name = options.name ?? defaults.name;
     if (typeof name !== 'string' || name.length === 0) throw invalidParameter('name', 'a non-empty string', name, InvalidTypeError);
@@ -382,6 +385,9 @@ export class FTRL extends Optimizer {
     this.initialAccumulatorValue = num(o.initialAccumulatorValue, 'initialAccumulatorValue', 0.1);
     this.l1RegularizationStrength = num(o.l1RegularizationStrength, 'l1RegularizationStrength', 0);
     this.l2RegularizationStrength = num(o.l2RegularizationStrength, 'l2RegularizationStrength', 0);
+    // checked here, under the user's names (core's spec calls them l1 / l2)
+    if (this.l1RegularizationStrength < 0) throw invalidParameter('l1RegularizationStrength', 'a number >= 0', this.l1RegularizationStrength);
+    if (this.l2RegularizationStrength < 0) throw invalidParameter('l2RegularizationStrength', 'a number >= 0', this.l2RegularizationStrength);
     this.beta = num(o.beta, 'beta', 0);
     if (num(o.l2ShrinkageRegularizationStrength, 'l2ShrinkageRegularizationStrength', 0) !== 0) {
       throw invalidParameter('l2ShrinkageRegularizationStrength', '0 (shrinkage is not supported)', o.l2ShrinkageRegularizationStrength);

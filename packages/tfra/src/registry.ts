@@ -1,4 +1,4 @@
-import { AlreadyExistsError, checkBoolean, checkName, checkOptions } from '@embedstack/core';
+import { AlreadyExistsError, checkBoolean, checkName, checkOptions, invalidParameter } from '@embedstack/core';
 import type { TfraKeyDtype } from './keys.js';
 import { Variable } from './variable.js';
 import { VARIABLE_OPTIONS, type VariableOptions } from './variableOptions.js';
@@ -16,12 +16,16 @@ const registry = new Map<string, Variable<TfraKeyDtype>>();
  * TFRA's `get_variable`: the variable called `name`, created with `options` when
  * there is none. Names are unique among variables made here (only here: `new
  * Variable` does not check).
- * @throws AlreadyExistsError "Variable <name> already exists" unless `reuse`
+ * @throws AlreadyExistsError "Variable <name> already exists" unless `reuse`;
+ *   InvalidArgumentError when `options.name` differs from `name`
  */
 export function getVariable<D extends TfraKeyDtype = 'int64'>(name: string, options: GetVariableOptions & { keyDtype?: D } = {}): Variable<D> {
   checkName(name, 'name');
   const { reuse, ...rest } = checkOptions<GetVariableOptions>(options, [...VARIABLE_OPTIONS, 'reuse']);
   const reuseFlag = checkBoolean(reuse, 'reuse', false);
+  if (rest.name !== undefined && rest.name !== null && rest.name !== name) {
+    throw invalidParameter('options.name', `omitted or "${name}" (the name argument)`, rest.name);
+  }
   const existing = registry.get(name);
   if (existing) {
     if (reuseFlag) return existing as Variable<D>;

@@ -31,7 +31,7 @@ export interface VariableOptions {
   /** Places keys on shards. Default `defaultPartitionFn` (non-negative `key % N`). */
   partitioner?: Partitioner;
   /** Accepted for parity; unused. */
-  sharedName?: string;
+  sharedName?: string | null;
   /** Default 'DynamicEmbedding_Variable' (TFRA). */
   name?: string;
   /** Value of keys not in the table; see `toCoreInitializer`. Default zeros. */
@@ -131,6 +131,9 @@ export function resolveVariableOptions(options: unknown): ResolvedVariableOption
   if (valueDtype !== 'float32' && valueDtype !== 'float16' && valueDtype !== 'bfloat16') {
     throw invalidParameter('valueDtype', "'float32', 'float16' or 'bfloat16'", o.valueDtype, InvalidTypeError);
   }
+  for (const [key, v] of [['dim', o.dim], ['initSize', o.initSize]] as const) {
+    if (v !== undefined && v !== null && typeof v !== 'number') throw invalidParameter(key, 'an integer', v, InvalidTypeError);
+  }
   const dim = checkInteger(o.dim, 'dim', { min: 1, fallback: 1 });
   const devices = validateDevices(o.devices);
   const partitioner = o.partitioner ?? defaultPartitionFn;
@@ -146,7 +149,7 @@ export function resolveVariableOptions(options: unknown): ResolvedVariableOption
   if (restrictPolicy !== null && !isRestrictPolicyClass(restrictPolicy)) {
     throw invalidParameter('restrictPolicy', 'a restrict policy class (TimestampRestrictPolicy or FrequencyRestrictPolicy)', restrictPolicy, InvalidTypeError);
   }
-  if (o.sharedName !== undefined && typeof o.sharedName !== 'string') throw invalidParameter('sharedName', 'a string', o.sharedName, InvalidTypeError);
+  if (o.sharedName !== undefined && o.sharedName !== null && typeof o.sharedName !== 'string') throw invalidParameter('sharedName', 'a string', o.sharedName, InvalidTypeError);
   return {
     name,
     keyDtype,
