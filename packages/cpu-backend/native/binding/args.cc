@@ -45,6 +45,8 @@ const char* typedArrayName(napi_typedarray_type t) {
   }
 }
 
+}  // namespace
+
 std::string formatNumber(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
@@ -56,6 +58,8 @@ std::string formatNumber(double v) {
   }
   return buf;
 }
+
+namespace {
 
 struct RawTyped {
   napi_typedarray_type type;

@@ -23,6 +23,9 @@ struct TableHolder {
   size_t dim = 0;
 };
 
+/** A number as JS prints it (NaN, -Infinity, 1048576, 0.5), for messages. */
+std::string formatNumber(double v);
+
 /** Short description of a JS value for messages ("Float64Array(3)", "NaN", "undefined"...). */
 std::string describe(const Napi::Value& v);
 

@@ -62,7 +62,7 @@ Combiner lookupCombinerArg(const Napi::CallbackInfo& info, size_t i) {
 double maxNormArg(const Napi::CallbackInfo& info, size_t i) {
   const double maxNorm = numberArg(info, i, "maxNorm");
   ES_CHECK(std::isfinite(maxNorm) && maxNorm >= 0, kInvalidArgument,
-           "Expected maxNorm to be a finite number >= 0 (0 = no clipping) but received " << maxNorm);
+           "Expected maxNorm to be a finite number >= 0 (0 = no clipping) but received " << formatNumber(maxNorm));
   return maxNorm;
 }
 
@@ -71,7 +71,7 @@ OptimizerParams optimizerArg(const Napi::CallbackInfo& info, size_t i) {
   const double* v = a.data;
   const double kind = v[abi::kOptKind];
   ES_CHECK(kind == std::floor(kind) && kind >= 0 && kind < kOptimizerKinds, kInvalidArgument,
-           "Expected optimizer[kind] to be an integer in [0, " << kOptimizerKinds - 1 << "] but received " << kind);
+           "Expected optimizer[kind] to be an integer in [0, " << kOptimizerKinds - 1 << "] but received " << formatNumber(kind));
   OptimizerParams p;
   p.kind = static_cast<OptimizerKind>(static_cast<int>(kind));
   p.lr = v[abi::kLr];
@@ -106,7 +106,8 @@ ShardPlan planOf(const double* v, const Table& t) {
   auto integer = [&](int field, const char* name, double min, double max) {
     const double x = v[field];
     ES_CHECK(std::isfinite(x) && x == std::floor(x) && x >= min && x <= max, kInvalidArgument,
-             "Expected plan." << name << " to be an integer in [" << min << ", " << max << "] but received " << x);
+             "Expected plan." << name << " to be an integer in [" << formatNumber(min) << ", " << formatNumber(max)
+                                  << "] but received " << formatNumber(x));
     return x;
   };
   const int placement = static_cast<int>(integer(abi::kPlacement, "placement", 1, 3));

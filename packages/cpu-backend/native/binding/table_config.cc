@@ -16,27 +16,28 @@ constexpr double kMaxSafe = 9007199254740991.0;
 uint32_t uint32Field(const double* v, int field, const char* name) {
   const double x = v[field];
   ES_CHECK(std::isfinite(x) && x == std::floor(x) && x >= 0 && x <= 4294967295.0, kInvalidArgument,
-           "Expected config." << name << " to be an integer in [0, 2^32) but received " << x);
+           "Expected config." << name << " to be an integer in [0, 2^32) but received " << formatNumber(x));
   return static_cast<uint32_t>(x);
 }
 
 size_t countField(const double* v, int field, const char* name, double min) {
   const double x = v[field];
   ES_CHECK(std::isfinite(x) && x == std::floor(x) && x >= min && x <= kMaxSafe, kInvalidArgument,
-           "Expected config." << name << " to be an integer in [" << min << ", 2^53) but received " << x);
+           "Expected config." << name << " to be an integer in [" << formatNumber(min) << ", 2^53) but received "
+                                   << formatNumber(x));
   return static_cast<size_t>(x);
 }
 
 int enumField(const double* v, int field, const char* name, int max) {
   const double x = v[field];
   ES_CHECK(x == std::floor(x) && x >= 0 && x <= max, kInvalidArgument,
-           "Expected config." << name << " to be an integer in [0, " << max << "] but received " << x);
+           "Expected config." << name << " to be an integer in [0, " << max << "] but received " << formatNumber(x));
   return static_cast<int>(x);
 }
 
 double finiteField(const double* v, int field, const char* name) {
   ES_CHECK(std::isfinite(v[field]), kInvalidArgument,
-           "Expected config." << name << " to be a finite number but received " << v[field]);
+           "Expected config." << name << " to be a finite number but received " << formatNumber(v[field]));
   return v[field];
 }
 
