@@ -10,6 +10,7 @@ import * as shape from './shape.js';
 import * as plan from './shardPlan.js';
 import { checkFunction, checkInteger, checkName } from './validation.js';
 import * as validation from './validation.js';
+import { isTypedArrayOf, plainTypedArray } from './typed.js';
 
 /**
  * The low-level helpers core exports (for backends, facades and tests) as the
@@ -21,8 +22,9 @@ const uint32 = (v: unknown, argument: string) => checkInteger(v, argument, { min
 const int32 = (v: unknown, argument: string) => checkInteger(v, argument, { min: -2147483648, max: 0xffffffff });
 
 function checkKeysArray(v: unknown, argument: string): Keys {
-  if (!(v instanceof BigInt64Array) && !(v instanceof Int32Array)) throw invalidParameter(argument, 'a BigInt64Array or Int32Array', v, InvalidTypeError);
-  return v;
+  if (isTypedArrayOf(v, BigInt64Array)) return plainTypedArray(v, BigInt64Array, argument);
+  if (isTypedArrayOf(v, Int32Array)) return plainTypedArray(v, Int32Array, argument);
+  throw invalidParameter(argument, 'a BigInt64Array or Int32Array', v, InvalidTypeError);
 }
 
 function checkKey(v: unknown, argument: string): bigint | number {

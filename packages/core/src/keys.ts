@@ -1,5 +1,6 @@
 import type { KeyDtype, Keys } from './dtypes.js';
-import { InvalidTypeError, invalidParameter, argName } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter, argName } from './errors.js';
+import { asTypedArray } from './typed.js';
 import { Tensor } from './tensor.js';
 
 /** Every form a caller may pass keys in. A `Tensor` of int ids keeps its shape. */
@@ -37,17 +38,21 @@ export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'
     }
     src = src.data;
   }
+  const int64 = asTypedArray(src, BigInt64Array, argument);
+  const int32 = asTypedArray(src, Int32Array, argument);
+  const uint64 = asTypedArray(src, BigUint64Array, argument);
+  if (Array.isArray(src)) checkDenseArray(src, argument);
   if (dtype === 'int64') {
-    if (src instanceof BigInt64Array) return src;
-    if (src instanceof Int32Array) {
-      const out = new BigInt64Array(src.length);
-      for (let i = 0; i < src.length; i++) out[i] = BigInt(src[i]!);
+    if (int64) return int64;
+    if (int32) {
+      const out = new BigInt64Array(int32.length);
+      for (let i = 0; i < int32.length; i++) out[i] = BigInt(int32[i]!);
       return out;
     }
-    if (src instanceof BigUint64Array) {
-      const out = new BigInt64Array(src.length);
-      for (let i = 0; i < src.length; i++) {
-        const v = src[i]!;
+    if (uint64) {
+      const out = new BigInt64Array(uint64.length);
+      for (let i = 0; i < uint64.length; i++) {
+        const v = uint64[i]!;
         if (v > INT64_MAX) throw invalidParameter(`${argument}[${i}]`, 'an int64 value', v, InvalidTypeError);
         out[i] = v;
       }
@@ -71,9 +76,9 @@ export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'
       return out;
     }
   } else if (dtype === 'int32') {
-    if (src instanceof Int32Array) return src;
-    if (src instanceof BigInt64Array || src instanceof BigUint64Array || Array.isArray(src)) {
-      const arr = src as ArrayLike<unknown>;
+    if (int32) return int32;
+    if (int64 || uint64 || Array.isArray(src)) {
+      const arr = (int64 ?? uint64 ?? src) as ArrayLike<unknown>;
       const out = new Int32Array(arr.length);
       for (let i = 0; i < arr.length; i++) {
         const v = arr[i];
@@ -94,6 +99,16 @@ export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'
     input,
     InvalidTypeError,
   );
+}
+
+/** Keys given as a plain array: at most 2^32 - 1 of them, no holes (checked before any key array is allocated). */
+function checkDenseArray(src: readonly unknown[], argument: string): void {
+  if (src.length >= 2 ** 32 - 1) {
+    throw new InvalidArgumentError(`Expected ${argument} to hold fewer than 2^32 - 1 keys but received an array of length ${src.length}`, { argument });
+  }
+  for (let i = 0; i < src.length; i++) {
+    if (!(i in src)) throw new InvalidTypeError(`Expected ${argument}[${i}] to be a key but it is a hole (a sparse array)`, { argument: `${argument}[${i}]` });
+  }
 }
 
 /** keys[positions[i]] for every i, in the dtype of `keys`. */

@@ -18,6 +18,7 @@ import { checkOwnedRows, type ResolvedShardPlan, resolveShardPlan, type ShardPla
 import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } from './tableOptions.js';
 import type { StorageDtype } from './storageDtype.js';
 import { Tensor } from './tensor.js';
+import { asTypedArray } from './typed.js';
 import { checkRowIndices } from './validation.js';
 import { type ExistsInput, validateExists, validateValues, type ValuesInput } from './values.js';
 
@@ -118,9 +119,10 @@ export interface ApplyGradientsOptions {
 /** A caller's float32 output array of exactly `n` floats, or null when none was given. */
 function floatOut(v: unknown, n: number, argument: string): Float32Array | null {
   if (v === undefined || v === null) return null;
-  if (!(v instanceof Float32Array)) throw invalidParameter(argument, 'a Float32Array', v, InvalidTypeError);
-  if (v.length !== n) throw new ShapeMismatchError(`Expected ${argument} to hold ${n} floats but received ${v.length}`, { argument });
-  return v;
+  const out = asTypedArray(v, Float32Array, argument);
+  if (!out) throw invalidParameter(argument, 'a Float32Array', v, InvalidTypeError);
+  if (out.length !== n) throw new ShapeMismatchError(`Expected ${argument} to hold ${n} floats but received ${out.length}`, { argument });
+  return out;
 }
 
 const finalizer = new FinalizationRegistry<RawTable>((raw) => raw.dispose());
@@ -264,12 +266,17 @@ export class EmbeddingTable {
     if (this.options.scorePolicy !== 'customized') {
       throw invalidParameter('scores', `unset for the '${this.options.scorePolicy}' policy (only 'customized' takes scores)`, s);
     }
-    let out: BigUint64Array;
-    if (s instanceof BigUint64Array) out = s;
-    else if (Array.isArray(s) && s.every((x) => typeof x === 'bigint' && x >= 0n && x < 1n << 64n)) out = BigUint64Array.from(s);
-    else throw invalidParameter('scores', 'a BigUint64Array or bigint[] of uint64', s, InvalidTypeError);
-    if (out.length !== n) throw new ShapeMismatchError(`Expected ${n} scores but received ${out.length}`, { argument: 'scores' });
-    return out;
+    const typed = asTypedArray(s, BigUint64Array, 'scores');
+    if (!typed && !Array.isArray(s)) throw invalidParameter('scores', 'a BigUint64Array or bigint[] of uint64', s, InvalidTypeError);
+    const length = typed ? typed.length : (s as unknown[]).length;
+    if (length !== n) throw new ShapeMismatchError(`Expected ${n} scores but received ${length}`, { argument: 'scores' });
+    if (typed) return typed;
+    const list = s as unknown[];
+    for (let i = 0; i < n; i++) {
+      const x = list[i];
+      if (!(i in list) || typeof x !== 'bigint' || x < 0n || x >= 1n << 64n) throw invalidParameter(`scores[${i}]`, 'a uint64 bigint', x, InvalidTypeError);
+    }
+    return BigUint64Array.from(list as bigint[]);
   }
 
 
@@ -338,10 +345,11 @@ export class EmbeddingTable {
     const a = this.#combinerArgs(ids, o, plan);
     const n = (a.bag.rowSplits.length - 1) * this.dim;
     let out: Float64Array;
+    const given = asTypedArray(o.out, Float64Array, 'out');
     if (o.out === undefined || o.out === null) out = new Float64Array(n);
-    else if (!(o.out instanceof Float64Array)) throw invalidParameter('out', 'a Float64Array', o.out, InvalidTypeError);
-    else if (o.out.length !== n) throw new ShapeMismatchError(`Expected out to hold ${n} floats (rows * dim) but received ${o.out.length}`, { argument: 'out' });
-    else out = o.out;
+    else if (!given) throw invalidParameter('out', 'a Float64Array', o.out, InvalidTypeError);
+    else if (given.length !== n) throw new ShapeMismatchError(`Expected out to hold ${n} floats (rows * dim) but received ${given.length}`, { argument: 'out' });
+    else out = given;
     return [a.bag, a.combiner, a.maxNorm, this.#insertArg(o.insertMissing), plan, out];
   }
 
@@ -387,10 +395,11 @@ export class EmbeddingTable {
     if (typeof given !== 'object') throw invalidParameter('out', 'an object { values, exists? }', given, InvalidTypeError);
     const values = floatOut(given.values, n * this.dim, 'out.values')!;
     let exists: Uint8Array;
+    const givenExists = asTypedArray(given.exists, Uint8Array, 'out.exists');
     if (given.exists === undefined || given.exists === null) exists = new Uint8Array(n);
-    else if (!(given.exists instanceof Uint8Array)) throw invalidParameter('out.exists', 'a Uint8Array', given.exists, InvalidTypeError);
-    else if (given.exists.length !== n) throw new ShapeMismatchError(`Expected out.exists to hold ${n} flags but received ${given.exists.length}`, { argument: 'out.exists' });
-    else exists = given.exists;
+    else if (!givenExists) throw invalidParameter('out.exists', 'a Uint8Array', given.exists, InvalidTypeError);
+    else if (givenExists.length !== n) throw new ShapeMismatchError(`Expected out.exists to hold ${n} flags but received ${givenExists.length}`, { argument: 'out.exists' });
+    else exists = givenExists;
     return [keys, { values, exists }, plan];
   }
 
@@ -434,22 +443,22 @@ export class EmbeddingTable {
       if (!Array.isArray(slotsIn) || slotsIn.length !== widths.length) {
         throw invalidParameter('slots', `${widths.length} Float32Arrays (${this.slotNames.join(', ')})`, slotsIn);
       }
-      slots = slotsIn.map((s, i) => {
-        if (!(s instanceof Float32Array) || s.length !== keys.length * widths[i]!) {
-          throw new ShapeMismatchError(
-            `Expected slots[${i}] (${this.slotNames[i]}) to be a Float32Array of ${keys.length * widths[i]!} floats but received ${s instanceof Float32Array ? s.length : typeof s}`,
-            { argument: `slots[${i}]` },
-          );
+      slots = slotsIn.map((given, i) => {
+        const s = asTypedArray(given, Float32Array, `slots[${i}]`);
+        if (!s) throw invalidParameter(`slots[${i}] (${this.slotNames[i]})`, 'a Float32Array', given, InvalidTypeError);
+        if (s.length !== keys.length * widths[i]!) {
+          throw new ShapeMismatchError(`Expected slots[${i}] (${this.slotNames[i]}) to be a Float32Array of ${keys.length * widths[i]!} floats but received ${s.length}`, {
+            argument: `slots[${i}]`,
+          });
         }
         return s;
       });
     }
     let scores: BigUint64Array | null = null;
     if (scoresIn !== undefined && scoresIn !== null) {
-      if (!(scoresIn instanceof BigUint64Array) || scoresIn.length !== keys.length) {
-        throw invalidParameter('scores', `a BigUint64Array of length ${keys.length}`, scoresIn);
-      }
-      scores = scoresIn;
+      const typed = asTypedArray(scoresIn, BigUint64Array, 'scores');
+      if (!typed || typed.length !== keys.length) throw invalidParameter('scores', `a BigUint64Array of length ${keys.length}`, scoresIn);
+      scores = typed;
     }
     return [keys, values, slots, scores];
   }

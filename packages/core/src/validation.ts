@@ -1,5 +1,6 @@
 import type { Keys } from './dtypes.js';
 import { InvalidTypeError, invalidParameter, OutOfRangeError } from './errors.js';
+import { isTypedArrayOf, plainTypedArray } from './typed.js';
 
 /**
  * The argument checks every package shares (options objects, booleans, integers,
@@ -134,14 +135,16 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
  * words (no BigInt per key; a negative key has a high word >= 2^31 and fails).
  */
 export function firstOutOfRange(keys: Keys, n: number): number {
-  if (keys instanceof Int32Array) return firstInt32OutOfRange(keys, n);
+  if (isTypedArrayOf(keys, Int32Array)) return firstInt32OutOfRange(plainTypedArray(keys, Int32Array, 'keys'), n);
   if (!LITTLE_ENDIAN) {
     const limit = BigInt(n);
     for (let i = 0; i < keys.length; i++) if (keys[i]! < 0n || keys[i]! >= limit) return i;
     return -1;
   }
-  const words = new Uint32Array(keys.buffer, keys.byteOffset, keys.length * 2);
-  for (let i = 0; i < keys.length; i++) {
+  // The engine's buffer, offset and length (a subclass may override them): a plain view of the keys.
+  const plain = plainTypedArray(keys, BigInt64Array, 'keys');
+  const words = new Uint32Array(plain.buffer, plain.byteOffset, plain.length * 2);
+  for (let i = 0; i < plain.length; i++) {
     const hi = words[2 * i + 1]!;
     const lo = words[2 * i]!;
     if (hi === 0 ? lo >= n : hi >= 0x200000 || hi * 4294967296 + lo >= n) return i;

@@ -1,6 +1,7 @@
 import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
 import { formatShape, validateShape } from './shape.js';
 import { Tensor } from './tensor.js';
+import { asTypedArray } from './typed.js';
 
 /** Row values for n keys: flat Float32Array [n*dim], number[], or a float32 Tensor of shape keys.shape + [dim]. */
 export type ValuesInput = Float32Array | Tensor<Float32Array> | readonly number[];
@@ -30,18 +31,23 @@ export function validateValues(input: unknown, keyShape: readonly number[], dim:
     }
     return input.data;
   }
-  let v: Float32Array;
-  if (input instanceof Float32Array) v = input;
-  else if (Array.isArray(input) && input.every((x) => typeof x === 'number')) v = Float32Array.from(input as number[]);
-  else throw invalidParameter(argument, 'a Float32Array, number[] or float32 Tensor', input, InvalidTypeError);
   const floats = keyShape.reduce((a, b) => a * b, 1) * dim;
-  if (v.length !== floats) {
+  const typed = asTypedArray(input, Float32Array, argument);
+  if (!typed && !Array.isArray(input)) throw invalidParameter(argument, 'a Float32Array, number[] or float32 Tensor', input, InvalidTypeError);
+  // A plain array's length first: a sparse array may claim 2^32 - 1 elements.
+  const length = typed ? typed.length : (input as unknown[]).length;
+  if (length !== floats) {
     throw new ShapeMismatchError(
-      `Expected shape ${formatShape(expected)} (${floats} floats) for ${argument} but received ${v.length} floats`,
+      `Expected shape ${formatShape(expected)} (${floats} floats) for ${argument} but received ${length} floats`,
       { argument },
     );
   }
-  return v;
+  if (typed) return typed;
+  const list = input as unknown[];
+  for (let i = 0; i < list.length; i++) {
+    if (typeof list[i] !== 'number') denseElement(list, i, argument, 'a number');
+  }
+  return Float32Array.from(list as number[]);
 }
 
 /**
@@ -51,10 +57,21 @@ export function validateValues(input: unknown, keyShape: readonly number[], dim:
 export function validateExists(input: unknown, n: number, argument = 'exists'): Uint8Array {
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw invalidParameter('n', 'an integer >= 0', n);
   if (typeof argument !== 'string') throw invalidParameter('argument', 'a string', argument, InvalidTypeError);
-  let e: Uint8Array;
-  if (input instanceof Uint8Array) e = input;
-  else if (Array.isArray(input) && input.every((x) => typeof x === 'boolean')) e = Uint8Array.from(input as boolean[], (x) => (x ? 1 : 0));
-  else throw invalidParameter(argument, 'a Uint8Array or boolean[]', input, InvalidTypeError);
-  if (e.length !== n) throw new ShapeMismatchError(`Expected ${n} ${argument} flags but received ${e.length}`, { argument });
-  return e;
+  const typed = asTypedArray(input, Uint8Array, argument);
+  if (!typed && !Array.isArray(input)) throw invalidParameter(argument, 'a Uint8Array or boolean[]', input, InvalidTypeError);
+  const length = typed ? typed.length : (input as unknown[]).length;
+  if (length !== n) throw new ShapeMismatchError(`Expected ${n} ${argument} flags but received ${length}`, { argument });
+  if (typed) return typed;
+  const list = input as unknown[];
+  for (let i = 0; i < list.length; i++) {
+    if (typeof list[i] !== 'boolean') denseElement(list, i, argument, 'a boolean');
+  }
+  return Uint8Array.from(list as boolean[], (x) => (x ? 1 : 0));
+}
+
+/** Throws for element i of a plain array that is not `expected`: a hole (sparse array) or a value of another type. */
+function denseElement(list: readonly unknown[], i: number, argument: string, expected: string): never {
+  const at = `${argument}[${i}]`;
+  if (!(i in list)) throw new InvalidTypeError(`Expected ${at} to be ${expected} but it is a hole (a sparse array)`, { argument: at });
+  throw invalidParameter(at, expected, list[i], InvalidTypeError);
 }
