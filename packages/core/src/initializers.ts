@@ -1,4 +1,5 @@
 import { InvalidTypeError, invalidParameter } from './errors.js';
+import { asTypedArray } from './typed.js';
 import {
   keyWords,
   randomWord,
@@ -89,15 +90,67 @@ function finite(value: unknown, argument: string): number {
   return value;
 }
 
-/** A copy of finite numbers as a Float32Array (an array or a typed array of numbers). */
-function floats(values: unknown, argument: string): Float32Array {
-  const ok = (values instanceof Float32Array || values instanceof Float64Array || values instanceof Int32Array || Array.isArray(values)) && Array.from(values as ArrayLike<unknown>).every((v) => typeof v === 'number' && Number.isFinite(v));
-  if (!ok) throw invalidParameter(argument, 'an array of finite numbers', values, InvalidTypeError);
-  return Float32Array.from(values as ArrayLike<number>);
+/**
+ * Finite numbers as a Float32Array: a copy of an array or typed array of numbers, or (copy
+ * false) a real Float32Array itself. A plain array's holes are refused.
+ */
+function floats(values: unknown, argument: string, copy = true): Float32Array {
+  const own = asTypedArray(values, Float32Array, argument);
+  const list = own ?? asTypedArray(values, Float64Array, argument) ?? asTypedArray(values, Int32Array, argument) ?? (Array.isArray(values) ? values : undefined);
+  const bad = list ? firstNonFinite(list as ArrayLike<unknown>) : 0;
+  if (!list || bad >= 0) throw invalidParameter(argument, 'an array of finite numbers', values, InvalidTypeError);
+  return own && !copy ? own : Float32Array.from(list as ArrayLike<number>);
+}
+
+/** Index of the first element that is not a finite number (or a hole), or -1. */
+function firstNonFinite(list: ArrayLike<unknown>): number {
+  for (let i = 0; i < list.length; i++) {
+    const v = list[i];
+    if (typeof v !== 'number' || !Number.isFinite(v) || (Array.isArray(list) && !(i in list))) return i;
+  }
+  return -1;
 }
 
 /**
- * Builders of initializer specs (the `initializer` table option), each checking its arguments: `zeros()`, `ones()`, `constant(value)`, `row(values)` (one row repeated, [dim]), `uniform(min = -0.05, max = 0.05)`, `normal(mean = 0, std = 1)`, `truncatedNormal(mean = 0, std = 1)` (draws beyond 2 std are redrawn, up to 16 times, then clamped), `fromArray(values)` (static tables: [rows * dim] row-major), `fromFunction(fn)` (static tables: called once with [rows, dim] when the table is created, returns rows * dim finite numbers).
+ * A spec of `kind` with its fields checked, each error naming `at(field)`: what every builder
+ * returns, and what resolveInitializer makes of a spec written as a plain object. Arrays are
+ * copied when `copy` (a builder's), else a Float32Array is kept.
+ */
+function checkedSpec(spec: Record<string, unknown>, at: (field: string) => string, copy: boolean): InitializerSpec {
+  switch (spec.kind) {
+    case 'zeros':
+    case 'ones':
+      return { kind: spec.kind };
+    case 'constant':
+      return { kind: 'constant', value: finite(spec.value, at('value')) };
+    case 'row':
+    case 'array':
+      return { kind: spec.kind, values: floats(spec.values, at('values'), copy) };
+    case 'uniform': {
+      const min = finite(spec.min, at('min'));
+      const max = finite(spec.max, at('max'));
+      if (!(min <= max)) throw invalidParameter(at('max'), `>= min (${min})`, max);
+      return { kind: 'uniform', min, max };
+    }
+    case 'normal':
+    case 'truncatedNormal': {
+      const mean = finite(spec.mean, at('mean'));
+      const std = finite(spec.std, at('std'));
+      if (std < 0) throw invalidParameter(at('std'), 'a number >= 0', std);
+      return { kind: spec.kind, mean, std };
+    }
+    case 'function':
+      if (typeof spec.fn !== 'function') throw invalidParameter(at('fn'), 'a function', spec.fn, InvalidTypeError);
+      return { kind: 'function', fn: spec.fn as (shape: [number, number]) => Float32Array | ArrayLike<number> };
+    default:
+      throw invalidParameter(at('kind'), 'a known initializer kind', spec.kind, InvalidTypeError);
+  }
+}
+
+const asBuilt = (field: string): string => field;
+
+/**
+ * Builders of initializer specs (the `initializer` table option), each checking its arguments: `zeros()`, `ones()`, `constant(value)`, `row(values)` (one row repeated, [dim]), `uniform(min = -0.05, max = 0.05)`, `normal(mean = 0, std = 1)`, `truncatedNormal(mean = 0, std = 1)` (draws beyond 2 std are redrawn, up to 16 times, then clamped), `fromArray(values)` (static tables: [rows * dim] row-major), `fromFunction(fn)` (static tables: called once with [rows, dim] when the table is created, returns rows * dim finite numbers). A spec written as a plain object (`{ kind: 'uniform', min, max }`) is checked the same way when a table is created.
  * @throws InvalidArgumentError / InvalidTypeError naming the argument (non-finite numbers, max < min, std < 0, a non-function fn)
  */
 export const initializers = {
@@ -106,35 +159,19 @@ export const initializers = {
   /** Every value 1. */
   ones: (): InitializerSpec => ({ kind: 'ones' }),
   /** Every value `value` (finite). */
-  constant: (value: number): InitializerSpec => ({ kind: 'constant', value: finite(value, 'value') }),
+  constant: (value: number): InitializerSpec => checkedSpec({ kind: 'constant', value }, asBuilt, true),
   /** The same row for every key: `values` has dim finite numbers (copied to a Float32Array). */
-  row: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'row', values: floats(values, 'values') }),
+  row: (values: ArrayLike<number>): InitializerSpec => checkedSpec({ kind: 'row', values }, asBuilt, true),
   /** Uniform between min and max; defaults -0.05, 0.05. Throws InvalidArgumentError when max < min. */
-  uniform: (min = -0.05, max = 0.05): InitializerSpec => {
-    finite(min, 'min');
-    finite(max, 'max');
-    if (!(min <= max)) throw invalidParameter('max', `>= min (${min})`, max);
-    return { kind: 'uniform', min, max };
-  },
+  uniform: (min = -0.05, max = 0.05): InitializerSpec => checkedSpec({ kind: 'uniform', min, max }, asBuilt, true),
   /** Normal(mean, std); defaults 0, 1. Throws InvalidArgumentError when std < 0. */
-  normal: (mean = 0, std = 1): InitializerSpec => {
-    finite(mean, 'mean');
-    if (finite(std, 'std') < 0) throw invalidParameter('std', 'a number >= 0', std);
-    return { kind: 'normal', mean, std };
-  },
+  normal: (mean = 0, std = 1): InitializerSpec => checkedSpec({ kind: 'normal', mean, std }, asBuilt, true),
   /** Normal(mean, std) truncated at 2 std (redrawn up to 16 times, then clamped); defaults 0, 1. */
-  truncatedNormal: (mean = 0, std = 1): InitializerSpec => {
-    finite(mean, 'mean');
-    if (finite(std, 'std') < 0) throw invalidParameter('std', 'a number >= 0', std);
-    return { kind: 'truncatedNormal', mean, std };
-  },
+  truncatedNormal: (mean = 0, std = 1): InitializerSpec => checkedSpec({ kind: 'truncatedNormal', mean, std }, asBuilt, true),
   /** Static tables: the whole table, vocabularySize * dim finite numbers row-major (copied). */
-  fromArray: (values: ArrayLike<number>): InitializerSpec => ({ kind: 'array', values: floats(values, 'values') }),
+  fromArray: (values: ArrayLike<number>): InitializerSpec => checkedSpec({ kind: 'array', values }, asBuilt, true),
   /** Static tables: `fn([vocabularySize, dim])` is called once when the table is created and returns its rows. */
-  fromFunction: (fn: (shape: [number, number]) => Float32Array | ArrayLike<number>): InitializerSpec => {
-    if (typeof fn !== 'function') throw invalidParameter('fn', 'a function', fn, InvalidTypeError);
-    return { kind: 'function', fn };
-  },
+  fromFunction: (fn: (shape: [number, number]) => Float32Array | ArrayLike<number>): InitializerSpec => checkedSpec({ kind: 'function', fn }, asBuilt, true),
 } as const;
 
 const KINDS = new Set(['zeros', 'ones', 'constant', 'row', 'uniform', 'normal', 'truncatedNormal', 'array', 'function']);
@@ -158,6 +195,8 @@ export function resolveInitializer(
   if (!isInitializerSpec(spec)) {
     throw invalidParameter(argument, 'an initializer spec (see `initializers`)', spec, InvalidTypeError);
   }
+  // A spec may be a plain object: the builders' checks again (a Float32Array is not copied).
+  spec = checkedSpec(spec as unknown as Record<string, unknown>, (field) => `${argument}.${field}`, false);
   switch (spec.kind) {
     case 'row':
       if (spec.values.length !== dim) throw invalidParameter(`${argument}.values`, `length ${dim} (dim)`, spec.values);
