@@ -2,6 +2,7 @@ import { cpus, totalmem } from 'node:os';
 import {
   type BackendCapabilities,
   BackendUnavailableError,
+  EmbeddingError,
   InvalidTypeError,
   invalidParameter,
   type DeviceInfo,
@@ -95,11 +96,24 @@ export class CpuBackend implements EmbeddingBackend {
     return b ? b.clearResultCache() : 0;
   }
 
-  /** @throws BackendUnavailableError (with the fix) when the addon cannot load */
+  /**
+   * A native table for options resolved by core's `resolveTableOptions` (core's `createTable`
+   * calls this). Its fields are checked again by the addon (coded errors).
+   * @throws InvalidTypeError when `options` is not an object; BackendUnavailableError (with the fix) when the addon cannot load
+   */
   createTable(options: ResolvedTableOptions): RawTable {
+    if (typeof options !== 'object' || options === null) {
+      throw invalidParameter('options', 'resolved table options (resolveTableOptions)', options, InvalidTypeError);
+    }
     const load = this.#load();
     if (!load.binding) throw new BackendUnavailableError(load.reason ?? 'The native CPU backend is not available');
-    return new CpuRawTable(load.binding, options);
+    try {
+      return new CpuRawTable(load.binding, options);
+    } catch (e) {
+      if (e instanceof EmbeddingError || (e as { code?: unknown } | null)?.code !== undefined) throw e;
+      // encodeTable reads fields a hand-made object may lack (options.initializer.kind, options.slots.widths)
+      throw new InvalidTypeError(`Expected options to be resolved table options (resolveTableOptions) but reading them failed: ${(e as Error)?.message}`, { argument: 'options', cause: e });
+    }
   }
 
   /**

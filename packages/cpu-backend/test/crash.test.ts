@@ -1,5 +1,5 @@
-import { resolveTableOptions } from '@embedstack/core';
-import { encodeTable, loadAddon, OPTIMIZER_FIELDS, PLAN_FIELDS } from '@embedstack/cpu-backend';
+import { EmbeddingError, resolveTableOptions } from '@embedstack/core';
+import { cpuBackend, encodeTable, loadAddon, OPTIMIZER_FIELDS, PLAN_FIELDS } from '@embedstack/cpu-backend';
 import { describe, expect, it } from 'vitest';
 import { expectMalformedCallsCoded } from './fixtures/malformed.js';
 
@@ -38,5 +38,21 @@ describe('cpu backend: native messages print numbers as JS does', () => {
     const opt = new Float64Array(OPTIMIZER_FIELDS);
     opt[0] = 1e21;
     expect(message(() => b.applyGradients!(h, new BigInt64Array(1), new Float32Array(4), opt))).toMatch(/received 1e\+21$/);
+  });
+});
+
+describe('cpu backend: CpuBackend.createTable with junk options', () => {
+  it('is INVALID_TYPE naming options (it threw raw TypeErrors)', () => {
+    for (const junk of [undefined, null, 3, {}, { dim: 4 }, { ...resolveTableOptions({ dim: 4 }), slots: null }]) {
+      let error: unknown;
+      try {
+        cpuBackend.createTable(junk as never);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(EmbeddingError);
+      expect((error as EmbeddingError).code).toBe('INVALID_TYPE');
+      expect((error as EmbeddingError).message).toContain('options');
+    }
   });
 });
