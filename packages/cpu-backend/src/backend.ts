@@ -16,7 +16,7 @@ import {
 import { CpuRawCache, hasCacheFunctions } from './cpuCache.js';
 import { CpuRawTable } from './cpuTable.js';
 import { type CpuLevel, supportedCpuLevels } from './cpuLevel.js';
-import { type AddonLoad, addon } from './loader.js';
+import { type AddonLoad, CPU_PACKAGE, addon, backendLoad } from './loader.js';
 
 /** What {@link CpuBackend.cpuLevel} reports. */
 export interface CpuLevelInfo {
@@ -45,13 +45,16 @@ export class CpuBackend implements EmbeddingBackend {
   readonly name = 'cpu';
   readonly priority = 10;
   readonly #load: () => AddonLoad;
+  readonly #clearResultCache: () => number;
 
   constructor(options: CpuBackendOptions | null = {}) {
     const o = options ?? {};
     if (typeof o !== 'object' || (o.load !== undefined && typeof o.load !== 'function')) {
       throw invalidParameter('options', 'an options object ({ load?: () => AddonLoad })', options, InvalidTypeError);
     }
-    this.#load = o.load ?? addon;
+    const { load, clearResultCache } = backendLoad(o.load, addon, CPU_PACKAGE);
+    this.#load = load;
+    this.#clearResultCache = clearResultCache;
   }
 
   isUsable(): boolean {
@@ -86,14 +89,19 @@ export class CpuBackend implements EmbeddingBackend {
 
   /**
    * Gives the idle blocks of the addon's result cache back to the system and returns their
-   * bytes (0 when the addon cannot load). Results of 1 MiB or more that the addon allocates
-   * (`exportBatch`, raw calls without `out`) return their blocks to a process-wide cache of
-   * up to 128 MiB (EMBEDSTACK_CPU_RESULT_CACHE_MB) once collected, which stays mapped for
-   * the life of the process unless this is called; results still alive return theirs later.
+   * bytes. Results of 1 MiB or more that the addon allocates (`exportBatch`, raw calls
+   * without `out`) return their blocks to a process-wide cache of up to 128 MiB
+   * (EMBEDSTACK_CPU_RESULT_CACHE_MB) once collected, which stays mapped for the life of
+   * the process unless this is called; results still alive return theirs later.
+   *
+   * Never loads the addon: it empties the caches of the CPU addons `loadAddon` loaded in
+   * this process (the process-wide load's, usually the only one), or, with a custom `load`,
+   * that of its binding once this backend called it. 0 when nothing loaded one yet (no
+   * cache to clear), when it could not load, and for a binding without `clearResultCache`
+   * (an addon built before it) rather than a TypeError.
    */
   clearResultCache(): number {
-    const b = this.#load().binding;
-    return b ? b.clearResultCache() : 0;
+    return this.#clearResultCache();
   }
 
   /**

@@ -13,8 +13,8 @@ export type { NativeCacheFunctions, NativeCacheHandle } from './cpuCache.js';
 export { fromNative } from './errors.js';
 export { NATIVE_ENV, nativeEnvProblem } from './nativeEnv.js';
 export type { NativeEnvVariable } from './nativeEnv.js';
-export { loadAddon, candidatePaths, prebuiltCandidates, addonCommands, explain, describePlatform, ADDON_FILE, CPU_PACKAGE } from './loader.js';
-export type { AddonLoad, AddonAttempt, AddonCommands, NativePackage } from './loader.js';
+export { loadAddon, backendLoad, candidatePaths, prebuiltCandidates, addonCommands, explain, describePlatform, ADDON_FILE, CPU_PACKAGE } from './loader.js';
+export type { AddonLoad, AddonAttempt, AddonCommands, BackendLoad, NativePackage } from './loader.js';
 export { encodeTable, encodeOptimizer, encodePlan, TableField, OptimizerField, PlanField, TABLE_FIELDS, OPTIMIZER_FIELDS, PLAN_FIELDS } from './abi.js';
 export type { EncodedTable } from './abi.js';
 export type {

@@ -335,12 +335,54 @@ export function loadAddon(candidates?: string[], env: NodeJS.ProcessEnv = proces
         attempts.push({ path, error: refused });
         continue;
       }
+      loadedByPackage.set(pkg, (loadedByPackage.get(pkg) ?? new Set()).add(binding));
       return { binding, path, attempts, reason: null, level: prebuilt ?? sourceBuildLevel(), build: prebuilt ? 'prebuilt' : 'source' };
     } catch (e) {
       attempts.push({ path, error: e instanceof Error ? e.message : String(e) });
     }
   }
   return { binding: null, path: null, attempts, reason: explain(attempts, undefined, pkg), level: null, build: null };
+}
+
+/** The bindings {@link loadAddon} returned, by package (a Set: an addon file loads once, require caches it). */
+const loadedByPackage = new Map<NativePackage, Set<unknown>>();
+
+/** Empties a binding's result cache; 0 for none, or a binding without `clearResultCache` (built before it). */
+function clearResultCacheOf(binding: unknown): number {
+  const clear = (binding as { clearResultCache?: unknown } | null | undefined)?.clearResultCache;
+  return typeof clear === 'function' ? (clear as () => number).call(binding) : 0;
+}
+
+/** A backend's addon load, and what empties the result caches it may have filled ({@link backendLoad}). */
+export interface BackendLoad<L> {
+  /** The load the backend calls: its custom one, or the process-wide one. */
+  load: () => L;
+  /** Empties the result caches and returns their bytes; loads nothing. */
+  clearResultCache: () => number;
+}
+
+/**
+ * The load of a backend (CpuBackend, CudaBackend) and its `clearResultCache()`, which
+ * loads nothing: with a custom `load`, it empties the cache of that load's binding once
+ * the backend called it (0 before); else that of every addon of `pkg` that loadAddon
+ * loaded in this process (usually one; 0 when none did). A binding without the function
+ * (an addon built before it) counts 0.
+ */
+export function backendLoad<L extends { binding: unknown }>(custom: (() => L) | undefined, processWide: () => L, pkg: NativePackage): BackendLoad<L> {
+  if (custom !== undefined && typeof custom !== 'function') throw invalidParameter('load', 'a function', custom, InvalidTypeError);
+  if (typeof processWide !== 'function') throw invalidParameter('processWide', 'a function', processWide, InvalidTypeError);
+  checkPackage(pkg);
+  if (custom === undefined) {
+    return { load: processWide, clearResultCache: () => [...(loadedByPackage.get(pkg) ?? [])].reduce<number>((sum, b) => sum + clearResultCacheOf(b), 0) };
+  }
+  let called = false;
+  return {
+    load: () => {
+      called = true;
+      return custom();
+    },
+    clearResultCache: () => (called ? clearResultCacheOf(custom().binding) : 0),
+  };
 }
 
 let cached: AddonLoad | undefined;

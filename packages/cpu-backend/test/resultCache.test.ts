@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { type AddonLoad, CpuBackend, type NativeBinding } from '@embedstack/cpu-backend';
 import { describe, expect, it } from 'vitest';
 
 /**
@@ -118,5 +119,55 @@ describe('result cache', () => {
     expect(cap('0')).toBe('0');
     expect(cap('')).toBe(String(128 * 1024 * 1024));
     expect(cap('12x')).toContain('EMBEDSTACK_CPU_RESULT_CACHE_MB="12x" is not accepted');
+  }, 60_000);
+});
+
+// The shared backend's clearResultCache() before anything loaded the addon, then after
+// (a .node file in require.cache: the addon was loaded).
+const firstClearScript = `
+const cpu = require(${JSON.stringify(cpuPackage)});
+const addons = () => Object.keys(require.cache).filter((k) => k.endsWith('.node')).length;
+const report = { cleared: cpu.cpuBackend.clearResultCache(), addons: addons() };
+report.usable = cpu.cpuBackend.isUsable();
+report.addonsAfter = addons();
+report.clearedAfter = cpu.cpuBackend.clearResultCache();
+console.log(JSON.stringify(report));
+`;
+
+describe('CpuBackend.clearResultCache() loads nothing and never reaches a missing function', () => {
+  /** A custom load of `binding`, counting its calls. */
+  const counted = (binding: unknown) => {
+    const load = { calls: 0, fn: (): AddonLoad => {
+      load.calls++;
+      return { binding: binding as NativeBinding, path: '/stub/embedstack_cpu.node', attempts: [], reason: null, level: 'baseline', build: 'source' };
+    } };
+    return load;
+  };
+
+  it('returns 0 without calling a custom load that nothing called yet', () => {
+    const load = counted({ clearResultCache: () => 7 });
+    const backend = new CpuBackend({ load: load.fn });
+    expect(backend.clearResultCache()).toBe(0);
+    expect(load.calls).toBe(0);
+    // once the backend loaded, the binding's own count
+    expect(backend.isUsable()).toBe(true);
+    expect(backend.clearResultCache()).toBe(7);
+  });
+
+  it('returns 0 for a loaded binding without clearResultCache (an addon built before it), and for no binding', () => {
+    const load = counted({ info: () => ({ threads: 1 }) });
+    const backend = new CpuBackend({ load: load.fn });
+    expect(backend.isUsable()).toBe(true);
+    expect(backend.clearResultCache()).toBe(0);
+    const none = new CpuBackend({ load: () => ({ binding: null, path: null, attempts: [], reason: 'not built', level: null, build: null }) });
+    expect(none.isUsable()).toBe(false);
+    expect(none.clearResultCache()).toBe(0);
+  });
+
+  it('the shared backend returns 0 before the addon loaded, and does not load it', () => {
+    const r = spawnSync(process.execPath, ['-e', firstClearScript], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout.trim()) as { cleared: number; addons: number; usable: boolean; addonsAfter: number; clearedAfter: number };
+    expect(report).toEqual({ cleared: 0, addons: 0, usable: true, addonsAfter: 1, clearedAfter: 0 });
   }, 60_000);
 });

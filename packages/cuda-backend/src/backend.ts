@@ -12,7 +12,8 @@ import {
 } from '@embedstack/core';
 import { cpus } from 'node:os';
 import { CudaRawTable, type MemoryBreakdown } from './cudaTable.js';
-import { type CudaAddonLoad, cudaAddon, prebuiltDeviceReason } from './loader.js';
+import { backendLoad } from '@embedstack/cpu-backend';
+import { CUDA_PACKAGE, type CudaAddonLoad, cudaAddon, prebuiltDeviceReason } from './loader.js';
 import { PLACEMENT_FIELDS, PlacementField } from './native.js';
 
 /** Where a CUDA backend's tables live and its kernels run: `'device'` (GPU memory, GPU kernels) or `'host'` (the same kernels on CPU threads, host memory). */
@@ -62,6 +63,7 @@ export class CudaBackend implements EmbeddingBackend {
   readonly #device: number;
   readonly #hbmBudget: number;
   readonly #load: () => CudaAddonLoad;
+  readonly #clearResultCache: () => number;
   readonly #tables = new Set<WeakRef<CudaRawTable>>();
 
   constructor(options: CudaBackendOptions | null = {}) {
@@ -78,7 +80,9 @@ export class CudaBackend implements EmbeddingBackend {
     this.priority = this.mode === 'device' ? 20 : 1;
     this.#device = checkInteger(o.device, 'options.device', { min: 0, max: 1023, fallback: 0 });
     this.#hbmBudget = budget;
-    this.#load = o.load ?? cudaAddon;
+    const { load, clearResultCache } = backendLoad(o.load, cudaAddon, CUDA_PACKAGE);
+    this.#load = load;
+    this.#clearResultCache = clearResultCache;
   }
 
   isUsable(): boolean {
@@ -123,6 +127,20 @@ export class CudaBackend implements EmbeddingBackend {
     const table = new CudaRawTable(binding, options, placement);
     this.#tables.add(new WeakRef(table));
     return table;
+  }
+
+  /**
+   * Gives the idle blocks of the addon's result cache back to the system and returns their
+   * bytes, as CpuBackend.clearResultCache(): the addon compiles cpu-backend's result cache
+   * (results of 1 MiB or more it allocates in host memory, e.g. the raw table's find or
+   * lookupCombined without `out`, in either mode, go back to it once collected), as its
+   * own instance: this empties the CUDA addon's cache (shared by 'cuda' and 'cuda-host'),
+   * not the CPU addon's. Never loads the addon: 0 when nothing loaded it yet (with a custom
+   * `load`: when this backend has not called it), when it could not load, and for an addon
+   * built without `clearResultCache`.
+   */
+  clearResultCache(): number {
+    return this.#clearResultCache();
   }
 
   /** Bytes held by this backend's live tables, by memory kind. */

@@ -41,7 +41,7 @@ function isCudaBinding(b: unknown): b is CudaBinding {
 }
 
 /** This package, as cpu-backend's loader sees it. */
-const CUDA_PACKAGE: NativePackage = {
+export const CUDA_PACKAGE: NativePackage = {
   name: '@embedstack/cuda-backend',
   title: "The CUDA backend's addon",
   root: packageRoot,

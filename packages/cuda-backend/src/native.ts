@@ -1,4 +1,4 @@
-import type { NativeBinding, NativeTableHandle } from '@embedstack/cpu-backend';
+import type { NativeBinding, NativeInfo, NativeTableHandle } from '@embedstack/cpu-backend';
 
 
 /** What the addon was built with. */
@@ -13,6 +13,12 @@ export interface CudaNativeInfo {
   deviceCode: boolean;
   /** CUDA architectures compiled in ("80,90"), empty for host-only builds. */
   architectures: string;
+  /**
+   * This addon's result cache (cpu-backend's, compiled in: results of 1 MiB or more that
+   * the addon allocates, in host memory). Its own instance, apart from the CPU addon's; the
+   * same cap (EMBEDSTACK_CPU_RESULT_CACHE_MB). Absent from an addon built before it.
+   */
+  resultCache?: NativeInfo['resultCache'];
 }
 
 /** One CUDA device as the addon's detection reports it. */
@@ -54,7 +60,7 @@ export interface NativeDeviceStatus {
  * errors; see @embedstack/cpu-backend's NativeBinding), so this interface adds only
  * what differs: createTable's placement, device detection and the memory split.
  */
-export interface CudaBinding extends Omit<NativeBinding, 'info' | 'clearResultCache' | 'createTable' | 'abiFields'> {
+export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' | 'abiFields'> {
   /** What the addon was built with. */
   info(): CudaNativeInfo;
   /** Lengths of the config, optimizer, plan and placement vectors this build expects. */

@@ -8,6 +8,7 @@
 #include "args.h"
 #include "async_op.h"
 #include "cache_api.h"
+#include "convert.h"
 #include "group.h"
 #include "memory.h"
 #include "plan_api.h"
@@ -36,14 +37,7 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   o.Set("parallelThreshold", static_cast<double>(kParallelThreshold));
   o.Set("napiVersion", static_cast<double>(NAPI_VERSION));
   o.Set("mallocTuning", allocatorTuningName(allocatorTuning()));
-  const ResultCacheStats rc = resultCacheStats();
-  Napi::Object cache = Napi::Object::New(env);
-  cache.Set("capBytes", static_cast<double>(rc.capBytes));
-  cache.Set("heldBytes", static_cast<double>(rc.heldBytes));
-  cache.Set("heldBlocks", static_cast<double>(rc.heldBlocks));
-  cache.Set("hits", static_cast<double>(rc.hits));
-  cache.Set("misses", static_cast<double>(rc.misses));
-  o.Set("resultCache", cache);
+  o.Set("resultCache", resultCacheToJs(env));
   const AsyncCompletion::EarlyWakeStats ew = AsyncCompletion::earlyWakeStats();
   Napi::Object wake = Napi::Object::New(env);
   wake.Set("waitUs", static_cast<double>(AsyncCompletion::earlyWaitNs() / 1000));
@@ -52,11 +46,6 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   wake.Set("gaveUp", static_cast<double>(ew.gaveUp));
   o.Set("earlyWake", wake);
   return o;
-}
-
-// clearResultCache() -> bytes of idle result blocks given back to the system
-Napi::Value clearResultCacheFn(const Napi::CallbackInfo& info) {
-  return Napi::Number::New(info.Env(), static_cast<double>(clearResultCache()));
 }
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {

@@ -73,6 +73,21 @@ const char* className(ErrorCode code) {
 
 }  // namespace
 
+Napi::Object resultCacheToJs(Napi::Env env) {
+  const ResultCacheStats rc = resultCacheStats();
+  Napi::Object cache = Napi::Object::New(env);
+  cache.Set("capBytes", static_cast<double>(rc.capBytes));
+  cache.Set("heldBytes", static_cast<double>(rc.heldBytes));
+  cache.Set("heldBlocks", static_cast<double>(rc.heldBlocks));
+  cache.Set("hits", static_cast<double>(rc.hits));
+  cache.Set("misses", static_cast<double>(rc.misses));
+  return cache;
+}
+
+Napi::Value clearResultCacheFn(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(clearResultCache()));
+}
+
 Napi::Float32Array toFloat32Array(Napi::Env env, HostArray<float>& a) {
   size_t n = a.size();
   return Napi::Float32Array::New(env, n, adoptArray(env, a), 0);

@@ -19,6 +19,11 @@ Napi::BigUint64Array toBigUint64Array(Napi::Env env, HostArray<uint64_t>& a);
 /** Keys in the table's dtype: BigInt64Array, or Int32Array for int32 tables. */
 Napi::Value toKeyArray(Napi::Env env, HostArray<int64_t>& keys, bool int32Keys);
 
+/** The result cache's counts (memory.h): { capBytes, heldBytes, heldBlocks, hits, misses } (the addons' info().resultCache). */
+Napi::Object resultCacheToJs(Napi::Env env);
+/** clearResultCache() -> bytes of idle result blocks given back to the system (both addons export it). */
+Napi::Value clearResultCacheFn(const Napi::CallbackInfo& info);
+
 /** [values, exists] */
 Napi::Value findToJs(Napi::Env env, FindResult& r);
 /** [keys, values, slots[], scores] */

@@ -1,7 +1,8 @@
 // Module entry of the CUDA backend's addon. The table functions and their argument
 // checks are cpu-backend's N-API layer (native/binding, shared: the same typed
 // boundary, the same errors); this file adds what differs: createTable's placement
-// (host mode or a device, HBM budget), device detection and the memory breakdown.
+// (host mode or a device, HBM budget), device detection and the memory breakdown; info()
+// and clearResultCache() report and empty its result cache (cpu-backend's memory.cc).
 #include <napi.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include "abi.h"
 #include "args.h"
 #include "async_op.h"
+#include "convert.h"
 #include "factory.h"
 #include "plan_api.h"
 #include "table_api.h"
@@ -61,6 +63,9 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   o.Set("napiVersion", static_cast<double>(NAPI_VERSION));
   o.Set("deviceCode", s.compiled);
   o.Set("architectures", s.architectures);
+  // The result cache of cpu-backend's memory.cc, compiled into this addon too (its own
+  // instance: the CPU addon's cache is another).
+  o.Set("resultCache", resultCacheToJs(env));
   return o;
 }
 
@@ -132,6 +137,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   };
   def("createTable", createTableFn);
   def("info", infoFn);
+  def("clearResultCache", clearResultCacheFn);
   def("deviceStatus", deviceStatusFn);
   def("memoryBreakdown", memoryBreakdownFn);
   def("onDevice", onDeviceFn);
