@@ -83,11 +83,10 @@ __attribute__((always_inline)) inline void sumRows(const float* grads, const uin
   }
 }
 
-}  // namespace
-
-ES_MULTIVERSION
-void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim, const uint32_t* rowIndex,
-                     float* sum) {
+// sumRows with its gradient rows addressed through rowIndex, or directly when it is null
+// (one loop each), inlined into each multiversioned entry point below.
+__attribute__((always_inline)) inline void sumRowsOf(const float* grads, const uint32_t* occurrences, size_t count, size_t dim,
+                                                     const uint32_t* rowIndex, float* sum) {
   if (rowIndex) {
     sumRows<true>(grads, occurrences, count, dim, rowIndex, sum);
   } else {
@@ -95,14 +94,18 @@ void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t cou
   }
 }
 
+}  // namespace
+
+ES_MULTIVERSION
+void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim, const uint32_t* rowIndex,
+                     float* sum) {
+  sumRowsOf(grads, occurrences, count, dim, rowIndex, sum);
+}
+
 ES_MULTIVERSION
 void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
                       size_t count, size_t dim, const uint32_t* rowIndex, float* sum, double* scratch) {
-  if (rowIndex) {
-    sumRows<true>(grads, occurrences, count, dim, rowIndex, sum);
-  } else {
-    sumRows<false>(grads, occurrences, count, dim, rowIndex, sum);
-  }
+  sumRowsOf(grads, occurrences, count, dim, rowIndex, sum);
   updateRow(p, w, slots, sum, dim, scratch);
 }
 
