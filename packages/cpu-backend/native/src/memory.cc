@@ -52,6 +52,22 @@ size_t physicalMemoryBytes() {
 }
 
 namespace {
+// Under the caller's lock: drops the oldest of a cache's entries[0..count) (each with
+// `bytes`), moving them to `out` to be freed outside the lock, until `incoming` more
+// bytes fit in `cap` next to `held` and fewer than `maxEntries` remain; returns how many.
+template <class Entry>
+size_t evictOldest(Entry* entries, size_t& count, size_t& held, size_t incoming, size_t cap, size_t maxEntries, Entry* out) {
+  size_t drop = 0;
+  while (drop < count && (held + incoming > cap || count - drop >= maxEntries)) {
+    held -= entries[drop].bytes;
+    out[drop] = entries[drop];
+    ++drop;
+  }
+  for (size_t j = drop; j < count; ++j) entries[j - drop] = entries[j];
+  count -= drop;
+  return drop;
+}
+
 // The scratch cache: freed blocks (power-of-two sizes >= kScratchMinBlock), newest
 // last; at most kScratchCacheBytes in all. Never destroyed (pool threads may still
 // allocate while the process exits).
@@ -68,36 +84,29 @@ class ScratchCache {
 
   void* take(int c) {
     std::lock_guard<std::mutex> lock(mutex_);
+    const size_t bytes = classBytes(c);
     for (size_t i = count_; i-- > 0;) {
-      if (entries_[i].cls != c) continue;
+      if (entries_[i].bytes != bytes) continue;
       void* p = entries_[i].p;
       for (size_t j = i + 1; j < count_; ++j) entries_[j - 1] = entries_[j];
       --count_;
-      held_ -= classBytes(c);
+      held_ -= bytes;
       return p;
     }
     return nullptr;
   }
 
   void give(void* p, int c) noexcept {
-    void* evicted[kMaxEntries];
-    size_t nEvicted = 0;
+    Entry evicted[kMaxEntries];
+    size_t nEvicted;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const size_t bytes = classBytes(c);
-      size_t drop = 0;
-      size_t held = held_;
-      while (drop < count_ && (held + bytes > kScratchCacheBytes || count_ - drop >= kMaxEntries)) {
-        held -= classBytes(entries_[drop].cls);
-        evicted[nEvicted++] = entries_[drop].p;
-        ++drop;
-      }
-      for (size_t j = drop; j < count_; ++j) entries_[j - drop] = entries_[j];
-      count_ -= drop;
-      entries_[count_++] = {p, c};
-      held_ = held + bytes;
+      nEvicted = evictOldest(entries_, count_, held_, bytes, kScratchCacheBytes, kMaxEntries, evicted);
+      entries_[count_++] = {p, bytes};
+      held_ += bytes;
     }
-    for (size_t i = 0; i < nEvicted; ++i) std::free(evicted[i]);
+    for (size_t i = 0; i < nEvicted; ++i) std::free(evicted[i].p);
   }
 
   size_t held() {
@@ -122,7 +131,7 @@ class ScratchCache {
   static constexpr size_t kMaxEntries = kScratchCacheBytes / kScratchMinBlock;
   struct Entry {
     void* p;
-    int cls;
+    size_t bytes;  // classBytes of its size class
   };
   std::mutex mutex_;
   Entry entries_[kMaxEntries];
@@ -227,7 +236,7 @@ class ResultCache {
       if (bytes > cap_) {
         evicted[nEvicted++] = {p, bytes};
       } else {
-        nEvicted = evictFor(bytes, cap_, evicted);
+        nEvicted = evictOldest(entries_, count_, held_, bytes, cap_, kResultMaxEntries, evicted);
         entries_[count_++] = {p, bytes};
         held_ += bytes;
       }
@@ -254,7 +263,7 @@ class ResultCache {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (keep) cap_ = cap;
-      nEvicted = evictFor(0, keep ? cap : 0, evicted);
+      nEvicted = evictOldest(entries_, count_, held_, 0, keep ? cap : 0, kResultMaxEntries, evicted);
     }
     size_t released = 0;
     for (size_t i = 0; i < nEvicted; ++i) {
@@ -265,20 +274,6 @@ class ResultCache {
   }
 
  private:
-  // Under the lock: drops the oldest entries until `incoming` more bytes fit in `cap` and
-  // an entry is free; returns how many were moved to `out` (to unmap outside the lock).
-  size_t evictFor(size_t incoming, size_t cap, ResultBlock* out) {
-    size_t drop = 0;
-    while (drop < count_ && (held_ + incoming > cap || count_ - drop >= kResultMaxEntries)) {
-      held_ -= entries_[drop].bytes;
-      out[drop] = entries_[drop];
-      ++drop;
-    }
-    for (size_t j = drop; j < count_; ++j) entries_[j - drop] = entries_[j];
-    count_ -= drop;
-    return drop;
-  }
-
   std::mutex mutex_;
   ResultBlock entries_[kResultMaxEntries];
   size_t count_ = 0;
