@@ -48,11 +48,17 @@ inline uint16_t floatToBf16(float f) {
 inline float halfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = h & 0x7fffu;
-  // Normals and subnormals: the bits moved into float32 position, then rescaled by 2^112 (exact).
-  const uint32_t scaled = floatBits(bitsFloat(em << 13) * 0x1p112f);
+  // Normals: the bits moved into float32 position and the exponent rebiased by 127 - 15.
+  const uint32_t normal = (em << 13) + (112u << 23);
+  // Subnormals and zero: the mantissa times 2^-24, converted from the integer (exact).
+  // No float32 subnormal is read or made, so the value is right with the MXCSR's DAZ
+  // (denormals read as zero) or FTZ set, as vcvtph2ps's (which ignores both).
+  const uint32_t tiny = floatBits(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f);
   const uint32_t special = (em << 13) | 0x7f800000u;  // Inf, NaN
-  const uint32_t isSpecial = 0u - static_cast<uint32_t>(em >= 0x7c00u);  // all ones or zero: no branch
-  return bitsFloat((special & isSpecial) | (scaled & ~isSpecial) | sign);
+  // all ones or zero: no branch
+  const uint32_t isSpecial = 0u - static_cast<uint32_t>(em >= 0x7c00u);
+  const uint32_t isTiny = 0u - static_cast<uint32_t>(em < 0x0400u);
+  return bitsFloat((special & isSpecial) | (tiny & isTiny) | (normal & ~isTiny & ~isSpecial) | sign);
 }
 
 inline uint16_t floatToHalf(float f) {
@@ -63,6 +69,7 @@ inline uint16_t floatToHalf(float f) {
   // >= 65536, Inf, NaN:
   const uint32_t big = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
   // below 2^-14, float16 subnormals: adding 0.5 (its ulp is float16's smallest subnormal) rounds to nearest even
+  // (the sum is at least 0.5, so FTZ never applies; a float32 subnormal that DAZ reads as 0 rounds to 0 anyway)
   const uint32_t tiny = floatBits(bitsFloat(u) + 0.5f) - (126u << 23);
   // normals: rebias (15 - 127) << 23 and round half to even (may carry into Inf)
   const uint32_t normal = (u + 0xc8000fffu + ((u >> 13) & 1u)) >> 13;
