@@ -72,6 +72,18 @@ export interface NativeInfo {
     /** Wake-ups that returned with the job still running; the job's end settled the promise. */
     gaveUp: number;
   };
+  /**
+   * What Promise calls did with the typed arrays they read or write (README, "A Promise call
+   * works on copies"), counts since the process started.
+   */
+  asyncCopies: {
+    /** Arrays copied in, or given a private buffer copied out when the call settled. */
+    arrays: number;
+    /** Their bytes (an array both read and written counts once). */
+    bytes: number;
+    /** Arrays over a SharedArrayBuffer, used in place (no copy). */
+    shared: number;
+  };
 }
 
 /**

@@ -59,13 +59,20 @@ const tableBytes = (c: FindConfig): number => c.keys * (c.dim * 4 + 48);
  * table and how much the fresh output. A loop of awaited calls with fresh multi-MB
  * results is bound by V8's garbage collector (a mark-compact after each call in a small
  * heap; packages/cpu-backend/README.md), which the reused output takes away.
+ * The reused output lives in a SharedArrayBuffer, as the cpu-backend README advises for a
+ * Promise loop: a Promise call writes such memory in place, while an output in a plain
+ * ArrayBuffer (which JS could detach while the call runs) gets a private buffer copied into
+ * it when the call settles ('promise-copied' measures that).
  */
-function findIntoEntry(label: string, table: EmbeddingTable, pool: BigInt64Array, form: 'sync' | 'promise'): Entry {
+function findIntoEntry(label: string, table: EmbeddingTable, pool: BigInt64Array, form: 'sync' | 'promise' | 'promise-copied'): Entry {
   const next = rotating(pool, BATCH);
-  const out = { values: new Float32Array(BATCH * table.dim), exists: new Uint8Array(BATCH) };
+  const shared = form !== 'promise-copied';
+  const memory = (bytes: number): ArrayBufferLike => (shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
+  const out = { values: new Float32Array(memory(BATCH * table.dim * 4)), exists: new Uint8Array(memory(BATCH)) };
   if (form === 'sync') return { job: { label, fn: (i) => void table.findSync(next(i), { out }), items: BATCH }, name: 'find (findSync, reused out)', kind: 'ours', unit: 'keys/s' };
   const fn = async (i: number): Promise<void> => void (await table.find(next(i), { out }));
-  return { job: { label, fn, items: BATCH, async: true }, name: 'find (Promise, reused out)', kind: 'ours', unit: 'keys/s' };
+  const name = shared ? 'find (Promise, reused out)' : 'find (Promise, reused out in an ArrayBuffer)';
+  return { job: { label, fn, items: BATCH, async: true }, name, kind: 'ours', unit: 'keys/s', ...(shared ? {} : { note: 'copied into out when the call settles' }) };
 }
 
 function buildMap(ctx: SuiteContext, c: FindConfig): JsMapTable | string {
@@ -150,6 +157,7 @@ export const findSuite: Suite = {
         if (r.headline) {
           entries.push(findIntoEntry(`${r.name}: findSync into reused out`, table, r.pool, 'sync'));
           entries.push(findIntoEntry(`${r.name}: find (Promise) into reused out`, table, r.pool, 'promise'));
+          entries.push(findIntoEntry(`${r.name}: find (Promise) into reused out (ArrayBuffer)`, table, r.pool, 'promise-copied'));
         }
         const torch = r.headline ? await startTorchIndexSelect({ rows: c.keys, dim: c.dim, threads: ctx.threads, ids: r.idx, batch: BATCH }) : null;
         const torchName = `PyTorch index_select (${threadLabel(ctx.threads)})`;
@@ -194,6 +202,7 @@ export const findSuite: Suite = {
     notes.push('ours and the native gathers are sampled interleaved, before the JS Map is built; the JS Map (and the fresh-output gather, whose 16 MB allocations would bring GCs into our samples) are then timed on their own, on the same key batches');
     notes.push('the static gather copies arena rows into a reused output buffer (and, on the headline row, into a fresh one per call); find and the JS Map allocate their output per call (on the headline row, the "reused out" rows fill one reused FindOptions.out instead: like for like with the gather, and what the targets compare)');
     notes.push('find (Promise) with a fresh 16 MB result per awaited call is bound by V8\'s garbage collector (a full mark-compact per call in a default-sized heap), not by the table: with a reused out, or node --initial-old-space-size=512, it runs at the speed of findSync');
+    notes.push('the reused out of the Promise row is over a SharedArrayBuffer, which a Promise call writes in place; the row "reused out in an ArrayBuffer" pays the copy a Promise call makes into memory JS could detach while it runs (cpu-backend README)');
     notes.push('JS Map rows are Float32Array views into 64 MiB slabs (a faster setup than one ArrayBuffer per key, and no slower to look up)');
     const charts: Chart[] = [
       barChart({

@@ -45,6 +45,12 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   wake.Set("settled", static_cast<double>(ew.settled));
   wake.Set("gaveUp", static_cast<double>(ew.gaveUp));
   o.Set("earlyWake", wake);
+  const CallCopies::Stats cs = CallCopies::stats();
+  Napi::Object copies = Napi::Object::New(env);
+  copies.Set("arrays", static_cast<double>(cs.arrays));
+  copies.Set("bytes", static_cast<double>(cs.bytes));
+  copies.Set("shared", static_cast<double>(cs.shared));
+  o.Set("asyncCopies", copies);
   return o;
 }
 

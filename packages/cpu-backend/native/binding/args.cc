@@ -1,6 +1,7 @@
 #include "args.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -210,9 +211,47 @@ CallCopies::Scope::~Scope() {
   activeCopies = previous_;
 }
 
+namespace {
+std::atomic<uint64_t> copiedArrays{0};
+std::atomic<uint64_t> copiedBytes{0};
+std::atomic<uint64_t> sharedArrays{0};
+
+/**
+ * True when the typed array's memory is a SharedArrayBuffer's: that memory is never detached,
+ * transferred or shrunk (a growable one only grows, in place), and lives while the array is
+ * referenced. Node-API's napi_is_arraybuffer is false for a SharedArrayBuffer, and a typed
+ * array's buffer is one of the two, so no user code runs and nothing can pretend to be one.
+ */
+bool overSharedMemory(const Napi::Value& array) {
+  napi_env env = array.Env();
+  napi_typedarray_type type;
+  size_t length;
+  void* data;
+  napi_value buffer;
+  size_t offset;
+  if (napi_get_typedarray_info(env, array, &type, &length, &data, &buffer, &offset) != napi_ok) return false;
+  bool plain = true;
+  if (napi_is_arraybuffer(env, buffer, &plain) != napi_ok) return false;
+  return !plain;
+}
+}  // namespace
+
+CallCopies::Stats CallCopies::stats() noexcept {
+  return Stats{copiedArrays.load(std::memory_order_relaxed), copiedBytes.load(std::memory_order_relaxed),
+               sharedArrays.load(std::memory_order_relaxed)};
+}
+
 void* CallCopies::take(const Napi::Value& array, void* data, size_t bytes, size_t elementSize, Use use,
                        const char* name) {
   if (bytes == 0) return data;  // nothing to read or write (data may be null: detached)
+  if (array.IsTypedArray() && overSharedMemory(array)) {
+    // Used in place: the reference keeps the memory alive until the call ends.
+    pinned_.push_back(Napi::Persistent(array.As<Napi::Object>()));
+    sharedArrays.fetch_add(1, std::memory_order_relaxed);
+    return data;
+  }
+  copiedArrays.fetch_add(1, std::memory_order_relaxed);
+  copiedBytes.fetch_add(bytes, std::memory_order_relaxed);
   owned_.emplace_back(bytes);
   unsigned char* copy = owned_.back().data();
   if (use != Use::kOutput) copyBytes(copy, static_cast<const unsigned char*>(data), bytes);
@@ -239,6 +278,7 @@ void CallCopies::writeBack() {
 
 void CallCopies::abandon() noexcept {
   for (Output& o : outputs_) o.array.SuppressDestruct();
+  for (Napi::ObjectReference& r : pinned_) r.SuppressDestruct();
 }
 
 std::string describe(const Napi::Value& v) {

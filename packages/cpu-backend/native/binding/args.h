@@ -94,6 +94,14 @@ class CallCopies {
   /** The environment is gone: drops the references without calling into it. */
   void abandon() noexcept;
 
+  /** Process-wide counts of what Promise calls did with their typed arrays (info().asyncCopies). */
+  struct Stats {
+    uint64_t arrays;  // typed arrays copied in, or given a private buffer copied out
+    uint64_t bytes;   // their bytes (an array copied both ways counts once)
+    uint64_t shared;  // typed arrays over a SharedArrayBuffer, used in place
+  };
+  static Stats stats() noexcept;
+
  private:
   struct Output {
     Napi::ObjectReference array;
@@ -118,6 +126,7 @@ class CallCopies {
   };
   std::vector<Buffer> owned_;
   std::vector<Output> outputs_;
+  std::vector<Napi::ObjectReference> pinned_;  // arrays over a SharedArrayBuffer, used in place
 };
 
 /** A typed array argument: pointer into JS memory (valid while the JS value lives), or a Promise call's copy. */
