@@ -240,7 +240,12 @@ export class EmbeddingTable {
    * rather than write rows from two states. Writes made through `raw` directly, or by
    * another process to a shared store, are not counted.
    */
-  writeState(): { started: number; inFlight: number } {
+  writeState(): {
+    /** Writes called through this object so far (sync or Promise form, rejected or not). */
+    started: number;
+    /** Promise-form writes not yet settled. */
+    inFlight: number;
+  } {
     return { started: this.#writesStarted, inFlight: this.#writesInFlight };
   }
 

@@ -368,7 +368,12 @@ export interface BackendLoad<L> {
  * loaded in this process (usually one; 0 when none did). A binding without the function
  * (an addon built before it) counts 0.
  */
-export function backendLoad<L extends { binding: unknown }>(custom: (() => L) | undefined, processWide: () => L, pkg: NativePackage): BackendLoad<L> {
+export function backendLoad<
+  L extends {
+    /** The loaded addon's functions (its `clearResultCache`, when it has one, is called). */
+    binding: unknown;
+  },
+>(custom: (() => L) | undefined, processWide: () => L, pkg: NativePackage): BackendLoad<L> {
   if (custom !== undefined && typeof custom !== 'function') throw invalidParameter('load', 'a function', custom, InvalidTypeError);
   if (typeof processWide !== 'function') throw invalidParameter('processWide', 'a function', processWide, InvalidTypeError);
   checkPackage(pkg);
