@@ -323,7 +323,14 @@ function callerBuffers(values: readonly unknown[]): Set<ArrayBufferLike> {
 export function ownBatch(batch: FeatureBatch, input: unknown, weight: unknown): FeatureBatch {
   const shared = callerBuffers([input, weight]);
   if (shared.size === 0) return batch;
-  const own = <T extends Keys | Float32Array | Int32Array>(a: T): T => (shared.has(a.buffer) ? (a.slice() as T) : a);
+  // The copy lives in a SharedArrayBuffer: the CPU backend's Promise lookups read such
+  // memory in place, where memory JS could detach is copied once more.
+  const own = <T extends Keys | Float32Array | Int32Array>(a: T): T => {
+    if (!shared.has(a.buffer)) return a;
+    const copy = new (a.constructor as new (b: SharedArrayBuffer) => T)(new SharedArrayBuffer(a.byteLength));
+    (copy as unknown as { set(x: T): void }).set(a);
+    return copy;
+  };
   const { bag } = batch;
   return { ...batch, bag: { rowSplits: own(bag.rowSplits), keys: own(bag.keys), weights: bag.weights && own(bag.weights) } };
 }
