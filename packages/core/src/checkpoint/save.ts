@@ -1,22 +1,10 @@
-import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { FailedPreconditionError, InternalError, invalidParameter } from '../errors.js';
 import type { EmbeddingTable } from '../table.js';
 import { checkBatchSize, checkDir, checkOptions, checkTable } from './args.js';
-import { DataFileWriter, ensureDir, fsyncDir, io, leBytes, removeTree, renamePath, writeSmallFile } from './fsio.js';
-import {
-  crashPoint,
-  CURRENT_FILE,
-  CURRENT_TMP_FILE,
-  LOCK_FILE,
-  MANIFEST_FILE,
-  nextVersion,
-  readCurrent,
-  removeLeftovers,
-  SimulatedCrash,
-  tempName,
-  withLock,
-} from './layout.js';
+import { DataFileWriter, leBytes, writeSmallFile } from './fsio.js';
+import { MANIFEST_FILE } from './layout.js';
+import { commitVersion } from './versionedDir.js';
 import {
   CHECKPOINT_FORMAT,
   CHECKPOINT_FORMAT_VERSION,
@@ -158,75 +146,41 @@ export async function saveTable(table: EmbeddingTable, dir: string, options?: Sa
   const extra = checkExtra(o.extra);
   const root = resolve(dir);
   const what = `save into "${root}"`;
-  const save = async (): Promise<TableManifest> => {
-    const current = await readCurrent(root);
-    await removeLeftovers(root, current);
+  const fill = async ({ tmp }: { tmp: string }): Promise<TableManifest> => {
     const createdAt = new Date().toISOString();
-    const tmp = join(root, tempName());
-    const version = await nextVersion(root, current);
-    // What this save created, so that a failure deletes nothing else (another writer's
-    // version, or the one CURRENT names, must survive whatever goes wrong here).
-    let tmpCreated = false;
-    let renamed = false;
-    let published = false;
-    try {
-      await io('create directory', tmp, () => mkdir(tmp));
-      tmpCreated = true;
-      const [files, rows] = await writeDataFiles(table, tmp, batchSize, what);
-      const opts = table.options;
-      const manifest: TableManifest = {
-        format: CHECKPOINT_FORMAT,
-        formatVersion: CHECKPOINT_FORMAT_VERSION,
-        byteOrder: 'little',
-        createdAt,
-        writer: { library: '@embedstack/core', backend: table.backendName },
-        name: table.name,
-        kind: table.kind,
-        keyDtype: table.keyDtype,
-        dim: table.dim,
-        vocabularySize: opts.vocabularySize,
-        rows,
-        initCapacity: opts.initCapacity,
-        maxCapacity: Number.isFinite(opts.maxCapacity) ? opts.maxCapacity : null,
-        scorePolicy: opts.scorePolicy,
-        initializer: initializerToJson(opts.initializer),
-        seed: opts.seed,
-        stream: opts.stream,
-        slots: table.slotNames.map((name, i) => ({
-          name,
-          width: table.slotWidths[i]!,
-          initial: opts.slots.initial[i]!,
-          file: slotFileName(name),
-        })),
-        shard,
-        extra,
-        files,
-      };
-      const json = manifestToJson(manifest);
-      await writeSmallFile(join(tmp, MANIFEST_FILE), json);
-      await fsyncDir(tmp);
-      crashPoint('dataWritten');
-      await renamePath(tmp, join(root, version));
-      renamed = true;
-      await fsyncDir(root);
-      crashPoint('versionRenamed');
-      await writeSmallFile(join(root, CURRENT_TMP_FILE), `${version}\n`);
-      crashPoint('currentTmpWritten');
-      await renamePath(join(root, CURRENT_TMP_FILE), join(root, CURRENT_FILE));
-      published = true; // from here on the new version is live: never delete it
-      await fsyncDir(root);
-      crashPoint('currentSwitched');
-      // Best effort: a failure leaves an old version behind for the next save to delete.
-      await removeLeftovers(root, version).catch(() => undefined);
-      crashPoint('oldRemoved');
-      return JSON.parse(json) as TableManifest;
-    } catch (e) {
-      if (!(e instanceof SimulatedCrash) && !published) {
-        if (tmpCreated && !renamed) await removeTree(tmp).catch(() => undefined);
-        if (renamed && (await readCurrent(root).catch(() => version)) !== version) await removeTree(join(root, version)).catch(() => undefined);
-      }
-      throw e;
-    }
+    const [files, rows] = await writeDataFiles(table, tmp, batchSize, what);
+    const opts = table.options;
+    const manifest: TableManifest = {
+      format: CHECKPOINT_FORMAT,
+      formatVersion: CHECKPOINT_FORMAT_VERSION,
+      byteOrder: 'little',
+      createdAt,
+      writer: { library: '@embedstack/core', backend: table.backendName },
+      name: table.name,
+      kind: table.kind,
+      keyDtype: table.keyDtype,
+      dim: table.dim,
+      vocabularySize: opts.vocabularySize,
+      rows,
+      initCapacity: opts.initCapacity,
+      maxCapacity: Number.isFinite(opts.maxCapacity) ? opts.maxCapacity : null,
+      scorePolicy: opts.scorePolicy,
+      initializer: initializerToJson(opts.initializer),
+      seed: opts.seed,
+      stream: opts.stream,
+      slots: table.slotNames.map((name, i) => ({
+        name,
+        width: table.slotWidths[i]!,
+        initial: opts.slots.initial[i]!,
+        file: slotFileName(name),
+      })),
+      shard,
+      extra,
+      files,
+    };
+    const json = manifestToJson(manifest);
+    await writeSmallFile(join(tmp, MANIFEST_FILE), json);
+    return JSON.parse(json) as TableManifest;
   };
-  return withLock(join(root, LOCK_FILE), what, save, () => ensureDir(root));
+  return (await commitVersion(root, what, fill)).value;
 }

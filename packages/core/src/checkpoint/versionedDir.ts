@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import { checkDir } from './args.js';
 import { ensureDir, fsyncDir, io, removeTree, renamePath, writeSmallFile } from './fsio.js';
 import {
+  crashPoint,
   CURRENT_FILE,
   CURRENT_TMP_FILE,
   LOCK_FILE,
@@ -46,29 +47,47 @@ export async function saveVersionedDir(dir: string, fill: (f: VersionedDirFill) 
   checkDir(dir);
   if (typeof fill !== 'function') throw invalidParameter('fill', 'a function ({ tmp, live }) => Promise<void>', fill, InvalidTypeError);
   const root = resolve(dir);
-  const save = async (): Promise<string> => {
+  return (await commitVersion(root, `save into "${root}"`, fill)).path;
+}
+
+/**
+ * The commit both saveTable and {@link saveVersionedDir} run, under `root`'s LOCK:
+ * `fill` writes the temp directory (durably) and returns the save's result; the temp
+ * directory is fsynced, renamed to the next `ckpt-N`, and CURRENT switched to it. A
+ * failure deletes only what this save created, never the version CURRENT names.
+ * @returns `fill`'s result and the path of the new live version directory
+ */
+export async function commitVersion<T>(root: string, what: string, fill: (f: VersionedDirFill) => Promise<T>): Promise<{ value: T; path: string }> {
+  const save = async (): Promise<{ value: T; path: string }> => {
     const current = await readCurrent(root);
     await removeLeftovers(root, current);
     const tmp = join(root, tempName());
     const version = await nextVersion(root, current);
-    // What this save created, so that a failure deletes nothing else (as saveTable).
+    // What this save created, so that a failure deletes nothing else (another writer's
+    // version, or the one CURRENT names, must survive whatever goes wrong here).
     let tmpCreated = false;
     let renamed = false;
     let published = false;
     try {
       await io('create directory', tmp, () => mkdir(tmp));
       tmpCreated = true;
-      await fill({ tmp, live: current === null ? null : join(root, current) });
+      const value = await fill({ tmp, live: current === null ? null : join(root, current) });
       await fsyncDir(tmp);
+      crashPoint('dataWritten');
       await renamePath(tmp, join(root, version));
       renamed = true;
       await fsyncDir(root);
+      crashPoint('versionRenamed');
       await writeSmallFile(join(root, CURRENT_TMP_FILE), `${version}\n`);
+      crashPoint('currentTmpWritten');
       await renamePath(join(root, CURRENT_TMP_FILE), join(root, CURRENT_FILE));
-      published = true;
+      published = true; // from here on the new version is live: never delete it
       await fsyncDir(root);
+      crashPoint('currentSwitched');
+      // Best effort: a failure leaves an old version behind for the next save to delete.
       await removeLeftovers(root, version).catch(() => undefined);
-      return join(root, version);
+      crashPoint('oldRemoved');
+      return { value, path: join(root, version) };
     } catch (e) {
       if (!(e instanceof SimulatedCrash) && !published) {
         if (tmpCreated && !renamed) await removeTree(tmp).catch(() => undefined);
@@ -77,7 +96,7 @@ export async function saveVersionedDir(dir: string, fill: (f: VersionedDirFill) 
       throw e;
     }
   };
-  return withLock(join(root, LOCK_FILE), `save into "${root}"`, save, () => ensureDir(root));
+  return withLock(join(root, LOCK_FILE), what, save, () => ensureDir(root));
 }
 
 /**
