@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createTable, type EmbeddingBackend, ErrorCodes, loadTable, optimizers, Tensor } from '@embedstack/core';
+import { crc32c, createTable, type EmbeddingBackend, ErrorCodes, loadTable, optimizers, Tensor } from '@embedstack/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FeatureConfig, TableConfig } from './config.js';
 import { Adam, FTRL, SGD } from './optimizers.js';
@@ -146,5 +146,39 @@ describe.each(cases)('save and restore on the $name backend', ({ backend, reason
     await expectError(() => b.emb.restore(dir), ErrorCodes.CHECKPOINT_CORRUPT, 'values');
     expect(snapshot(b.emb)).toEqual(before);
     expect(b.emb.step).toBe(1);
+  });
+
+  it('tpu_embedding.json carries a CRC-32C of its content: a damaged manifest is refused, one written without it (older checkpoints) still loads', async () => {
+    const a = model(backend);
+    await step(a.emb, STEPS[0]!);
+    await step(a.emb, STEPS[1]!);
+    const dir = freshDir();
+    await a.emb.save(dir);
+    const path = join(dir, 'tpu_embedding.json');
+    const text = await readFile(path, 'utf8');
+    const m = JSON.parse(text) as Record<string, unknown>;
+    // the checksum, computed here independently: CRC-32C of the JSON without the field, 2-space indent
+    const { manifestCrc32c, ...rest } = m;
+    expect(manifestCrc32c).toBe(crc32c(new TextEncoder().encode(JSON.stringify(rest, null, 2))));
+    expect(m.step).toBe(2);
+
+    const b = model(backend);
+    await step(b.emb, STEPS[2]!);
+    const before = snapshot(b.emb);
+    // damage that still parses: the step counter 2 -> 7
+    await writeFile(path, text.replace('"step": 2', '"step": 7'));
+    await expectError(() => b.emb.restore(dir), ErrorCodes.CHECKPOINT_CORRUPT, 'manifestCrc32c');
+    expect(snapshot(b.emb)).toEqual(before);
+    expect(b.emb.step).toBe(1);
+    // a damaged checksum field itself
+    await writeFile(path, text.replace(/"manifestCrc32c": \d+/, '"manifestCrc32c": 12345'));
+    await expectError(() => b.emb.restore(dir), ErrorCodes.CHECKPOINT_CORRUPT, 'manifestCrc32c');
+    expect(b.emb.step).toBe(1);
+
+    // an older checkpoint: the same manifest without the field restores
+    await writeFile(path, JSON.stringify(rest, null, 2) + '\n');
+    await b.emb.restore(dir);
+    expect(b.emb.step).toBe(2);
+    expect(snapshot(b.emb)).toEqual(snapshot(a.emb));
   });
 });

@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path';
 import {
   AlreadyExistsError,
   CheckpointCorruptError,
+  crc32c,
   fileNameOf,
   InvalidArgumentError,
   InvalidTypeError,
@@ -12,6 +13,7 @@ import {
   NotFoundError,
   saveTable,
   verifyCheckpoint,
+  writeDurableFile,
 } from '@embedstack/core';
 import type { ShardedTable } from './shardedTable.js';
 
@@ -25,6 +27,11 @@ import type { ShardedTable } from './shardedTable.js';
  * Each table is saved unsharded (global row keys), so a checkpoint restores into a
  * TPUEmbedding with any numHosts. Table directory names are the table names with
  * `encodeURIComponent` (and '.' escaped).
+ *
+ * The manifest carries `manifestCrc32c`, the CRC-32C of its JSON written without that
+ * field (2-space indent), as core's table manifests do; restore refuses a manifest whose
+ * content does not hash to it (CHECKPOINT_CORRUPT). Manifests written before the field
+ * existed have none and still load.
  */
 export const MANIFEST = 'tpu_embedding.json';
 export const FORMAT = 'embedstack.tpu-embedding';
@@ -47,6 +54,15 @@ interface Manifest {
   step: number;
   numHosts: number;
   tables: TableEntry[];
+  /** CRC-32C of this JSON written without this field (2-space indent); absent in older checkpoints. */
+  manifestCrc32c?: number;
+}
+
+const hex32 = (n: number): string => `0x${(n >>> 0).toString(16).padStart(8, '0')}`;
+
+/** CRC-32C of the manifest's JSON without its checksum field (the text core's table manifests hash too). */
+function manifestCrc(m: Omit<Manifest, 'manifestCrc32c'>): number {
+  return crc32c(new TextEncoder().encode(JSON.stringify(m, null, 2)));
 }
 
 export function checkDir(dir: unknown): string {
@@ -91,22 +107,17 @@ export async function saveTables(dir: string, tables: readonly ShardedTable[], s
       extra: { tpuEmbedding: { combiner: t.config.combiner, optimizer: t.optimizer?.kind ?? null } },
     });
   }
-  const manifest: Manifest = {
+  const body: Omit<Manifest, 'manifestCrc32c'> = {
     format: FORMAT,
     formatVersion: FORMAT_VERSION,
     step,
     numHosts: tables[0]?.hosts ?? 1,
     tables: tables.map(entryOf),
   };
+  const manifest: Manifest = { ...body, manifestCrc32c: manifestCrc(body) };
   const tmp = join(root, `${MANIFEST}.tmp`);
   try {
-    const h = await open(tmp, 'w');
-    try {
-      await h.writeFile(JSON.stringify(manifest, null, 2) + '\n');
-      await h.sync();
-    } finally {
-      await h.close();
-    }
+    await writeDurableFile(tmp, JSON.stringify(manifest, null, 2) + '\n');
     await rename(tmp, join(root, MANIFEST));
     const d = await open(root, 'r');
     await d.sync().finally(() => d.close());
@@ -132,6 +143,15 @@ async function readManifest(root: string): Promise<Manifest> {
     m = JSON.parse(text) as Manifest;
   } catch (e) {
     throw new CheckpointCorruptError(`"${path}" is not valid JSON: ${(e as Error).message}`, { cause: e });
+  }
+  if (typeof m === 'object' && m !== null && m.manifestCrc32c !== undefined) {
+    const { manifestCrc32c: stored, ...rest } = m;
+    const computed = manifestCrc(rest);
+    if (computed !== stored) {
+      throw new CheckpointCorruptError(
+        `"${path}" is corrupt: expected manifestCrc32c ${typeof stored === 'number' ? hex32(stored) : JSON.stringify(stored)} (stored) but the content hashes to ${hex32(computed)}`,
+      );
+    }
   }
   const ok =
     typeof m === 'object' &&

@@ -253,14 +253,30 @@ export class ShardedTable {
    * One fused optimizer step from pooled gradients `grads` [nrows * dim] of `bag`:
    * core's applyCombinedGradients on every shard (each updates the rows it owns by
    * their per-entry gradients w_j / denom_r * g_r, duplicates summed), concurrently.
+   * `done[s]` (one flag per shard) marks the shards that already took this step: they
+   * are skipped, and each shard whose call succeeds is marked, so a step that failed on
+   * some shards can be completed by calling again without updating any shard twice.
+   * Every shard's call settles before a failure is thrown (the first one).
    */
-  async train(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, spec: OptimizerSpec, step: number): Promise<void> {
-    await Promise.all(this.shards.map((s) => s.table.applyCombinedGradients(bag, grads, spec, step, { combiner, plan: s.plan })));
+  async train(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, spec: OptimizerSpec, step: number, done: boolean[]): Promise<void> {
+    const results = await Promise.allSettled(
+      this.shards.map(async (s, i) => {
+        if (done[i]) return;
+        await s.table.applyCombinedGradients(bag, grads, spec, step, { combiner, plan: s.plan });
+        done[i] = true;
+      }),
+    );
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
-  /** {@link train} through the backend's synchronous operations. */
-  trainSync(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, spec: OptimizerSpec, step: number): void {
-    for (const s of this.shards) s.table.applyCombinedGradientsSync(bag, grads, spec, step, { combiner, plan: s.plan });
+  /** {@link train} through the backend's synchronous operations (stops at the first failure). */
+  trainSync(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, spec: OptimizerSpec, step: number, done: boolean[]): void {
+    this.shards.forEach((s, i) => {
+      if (done[i]) return;
+      s.table.applyCombinedGradientsSync(bag, grads, spec, step, { combiner, plan: s.plan });
+      done[i] = true;
+    });
   }
 
   /** Every row id of the table, [vocabularySize] (non-lazy Adam updates every row each step). */

@@ -94,6 +94,8 @@ interface TableUpdate {
   table: ShardedTable;
   bag: Bag<Keys>;
   grads: Float32Array;
+  /** Per shard of the table: whether this update was applied to it (a failed step keeps them, so a retry skips those shards). */
+  done: boolean[];
 }
 
 interface Update {
@@ -144,8 +146,11 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
   #tables: ShardedTable[] | null = null;
   #perReplicaBatch: number | undefined;
   #queue: QueuedBatch[] = [];
-  #current: { batch: QueuedBatch; applied: boolean } | null = null;
+  /** The dequeued batch; `partial`: its update after an applyGradients that failed in the backend (which shards took it). */
+  #current: { batch: QueuedBatch; applied: boolean; partial: Update | null } | null = null;
   #pending: Update | null = null;
+  /** Activations of a pipelined dequeue whose pending update failed to apply: the retry returns them (the lookups preceded the update). */
+  #stash: { batch: QueuedBatch; acts: Tensor<Float32Array>[] } | null = null;
   #step = 0;
   #tail: Promise<unknown> = Promise.resolve();
   #disposed = false;
@@ -389,21 +394,37 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       // The batch leaves the queue only once its lookups resolved: a failed dequeue keeps it queued.
       const batch = next;
       const tables = this.#ensureTables();
-      const acts = await Promise.all(
-        batch.batches.map(async (b, i) => {
-          const table = tables[this.#features[i]!.table]!;
-          const out = outs[i] ?? null;
-          const data = b.gather ? await table.gather(b.bag.keys, out) : await table.pool(b.bag, table.config.combiner, out);
-          return new Tensor(data, b.shape);
-        }),
-      );
+      const stash = this.#stash?.batch === batch ? this.#stash : null;
+      this.#stash = null;
+      const acts = stash
+        ? stash.acts.map((t, i) => {
+            const out = outs[i];
+            if (!out) return t;
+            out.set(t.data);
+            return new Tensor(out, t.shape);
+          })
+        : await Promise.all(
+            batch.batches.map(async (b, i) => {
+              const table = tables[this.#features[i]!.table]!;
+              const out = outs[i] ?? null;
+              const data = b.gather ? await table.gather(b.bag.keys, out) : await table.pool(b.bag, table.config.combiner, out);
+              return new Tensor(data, b.shape);
+            }),
+          );
       if (this.#pending) {
-        const u = this.#pending;
+        // Pipelined: the previous step's update follows this step's lookups. When it fails in the
+        // backend, the batch stays queued with these activations, and the update stays pending with
+        // the shards it reached marked, so a retried dequeue completes it without applying it twice.
+        try {
+          await this.#apply(this.#pending);
+        } catch (e) {
+          this.#stash = { batch, acts: acts.map((t) => new Tensor((t.data as Float32Array).slice(), t.shape)) };
+          throw e;
+        }
         this.#pending = null;
-        await this.#apply(u);
       }
       this.#queue.shift();
-      this.#current = { batch, applied: false };
+      this.#current = { batch, applied: false, partial: null };
       const packed: unknown = packSequenceAs(this.featureConfig, isFeatureConfig, acts);
       return packed as PerFeature<F, Tensor<Float32Array>>;
     });
@@ -420,7 +441,11 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
    *   ShapeMismatchError (a gradient's type or shape); a rejected call changes nothing.
    *   Everything is checked before the first table is touched; only a failure inside the
    *   backend itself (say, out of memory) can stop the update after some tables were
-   *   updated. The step counter and the batch then stay as they were, so a retry is allowed.
+   *   updated: every table shard's update is then awaited, the shards whose backend call
+   *   succeeded keep the update, the others are untouched, and the first error is thrown.
+   *   The step counter and the batch stay as they were and the call may be retried: the
+   *   retry updates only the shards the failed call did not (with the retry's gradients),
+   *   so retrying with the same gradients ends exactly where one successful call would.
    */
   applyGradients(gradients: PerFeature<F, FeatureGradient>): Promise<void> {
     return this.#serial(async () => {
@@ -477,10 +502,19 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       for (const name of zero) {
         warn(`No gradient passed for feature ${name}, sending a zero gradient. This may not be correct behavior for optimizers like Adam.`);
       }
+      // A retry after a backend failure skips the shards the failed call already updated.
+      if (cur.partial) update.tables.forEach((p, i) => (p.done = cur.partial!.tables[i]!.done));
       // The step counts, and the batch is spent, only once every table's update succeeded
       // (pipelined: once it is pending; dequeue applies it).
-      if (!this.pipelineExecutionWithTensorCore) await this.#apply(update);
-      else this.#pending = update;
+      if (!this.pipelineExecutionWithTensorCore) {
+        try {
+          await this.#apply(update);
+        } catch (e) {
+          cur.partial = update;
+          throw e;
+        }
+        cur.partial = null;
+      } else this.#pending = update;
       this.#step = step;
       cur.applied = true;
     });
@@ -501,22 +535,30 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       const keys = table.allRows();
       parts.push({ bag: { rowSplits: Int32Array.of(0, keys.length), keys, weights: null }, grads: new Float32Array(table.dim) });
     }
+    const done = table.shards.map(() => false);
     if (parts.length === 1) {
       const p = parts[0]!;
-      return { table, bag: p.bag, grads: copy ? p.grads.slice() : p.grads };
+      return { table, bag: p.bag, grads: copy ? p.grads.slice() : p.grads, done };
     }
-    return { table, ...concatBags(parts, table.keyDtype === 'int32', table.dim) };
+    return { table, ...concatBags(parts, table.keyDtype === 'int32', table.dim), done };
   }
 
+  /**
+   * Applies `u` to every table shard not yet marked done, concurrently; each success is
+   * marked. Every call settles before the first failure is thrown, so calling again with
+   * the same `u` completes it without updating any shard twice.
+   */
   async #apply(u: Update): Promise<void> {
-    await Promise.all(u.tables.map((p) => p.table.train(p.bag, p.grads, p.table.config.combiner, p.table.optimizer!.spec, u.step)));
+    const results = await Promise.allSettled(u.tables.map((p) => p.table.train(p.bag, p.grads, p.table.config.combiner, p.table.optimizer!.spec, u.step, p.done)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   #flushSync(): void {
     const u = this.#pending;
     if (!u) return;
+    for (const p of u.tables) p.table.trainSync(p.bag, p.grads, p.table.config.combiner, p.table.optimizer!.spec, u.step, p.done);
     this.#pending = null;
-    for (const p of u.tables) p.table.trainSync(p.bag, p.grads, p.table.config.combiner, p.table.optimizer!.spec, u.step);
   }
 
   /**
@@ -542,9 +584,8 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
     return this.#serial(async () => {
       const tables = this.#ensureTables();
       if (this.#pending) {
-        const u = this.#pending;
+        await this.#apply(this.#pending); // a failure keeps it pending (the shards it reached marked)
         this.#pending = null;
-        await this.#apply(u);
       }
       await saveTables(dir, tables, this.#step);
     });
@@ -563,6 +604,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       const step = await restoreTables(dir, tables);
       this.#step = step;
       this.#pending = null;
+      this.#stash = null;
       this.#current = null;
     });
   }
@@ -576,6 +618,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
     this.#queue = [];
     this.#current = null;
     this.#pending = null;
+    this.#stash = null;
   }
 
   /** Same as `dispose()`, for `using`. */
