@@ -1,4 +1,4 @@
-import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
   checkOptions,
@@ -11,6 +11,7 @@ import {
   InvalidTypeError,
   IOError,
   loadDefaultBackend,
+  saveVersionedDir,
   Tensor,
 } from '@embedstack/core';
 import { resolvePsConfig } from './config.js';
@@ -105,8 +106,14 @@ export interface ExportModelOptions {
 
 /**
  * Exports trained tables to HugeCTR's sparse model layout (one `key` / `emb_vector`
- * folder per table, written crash-safely by core's `exportHugeCTR`) and returns the
- * ps config (HugeCTR JSON) that serves them: `HPS.create({ psConfig })` loads it.
+ * folder per table, written by core's `exportHugeCTR`) and returns the ps config
+ * (HugeCTR JSON) that serves them: `HPS.create({ psConfig })` loads it.
+ * The tables of one call are one commit (core's `saveVersionedDir`): they are written
+ * to `<dir>/<model>/ckpt-N/<table>/` and `<dir>/<model>/CURRENT` is switched to the new
+ * `ckpt-N` only once every table is durable, then the previous version is deleted. The
+ * config's `sparse_files` name `<dir>/<model>/<table>`, which HPS resolves through
+ * `CURRENT` once per model load, so a server loading it sees the whole previous export
+ * or the whole new one, never a mix, whenever the export stops (a kill included).
  * Every option is checked before anything is written: distinct table names, and the
  * returned config (with `modelOptions` / `globalOptions` merged in) passes the ps config
  * checks `HPS.create` runs. `psConfigFile` is written last, crash-safely (temporary file,
@@ -174,15 +181,16 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
     const Cls = e.constructor as new (message: string, options: { argument: string; cause: unknown }) => EmbeddingError;
     throw new Cls(`Expected ${arg} to give a valid ps config: ${e.message}`, { argument: arg, cause: e });
   }
-  await mkdir(root, { recursive: true });
-  for (const [i, { table: t }] of tables.entries()) {
-    const { table, temporary } = await asTable(t);
-    try {
-      await exportHugeCTR(table, sparseFiles[i]!, { keyFormat: longKeys ? 'int64' : 'uint32' });
-    } finally {
-      if (temporary) table.dispose();
+  await saveVersionedDir(root, async ({ tmp }) => {
+    for (const { table: t, name } of tables) {
+      const { table, temporary } = await asTable(t);
+      try {
+        await exportHugeCTR(table, join(tmp, name), { keyFormat: longKeys ? 'int64' : 'uint32' });
+      } finally {
+        if (temporary) table.dispose();
+      }
     }
-  }
+  });
   if (o.psConfigFile != null) await writeFileAtomic(o.psConfigFile, JSON.stringify(config, null, 2) + '\n');
   return config;
 }

@@ -1,4 +1,14 @@
-import { type CacheQueryResult, FailedPreconditionError, inspectHugeCTRModel, readHugeCTRModel, type EmbeddingBackend } from '@embedstack/core';
+import { stat } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import {
+  type CacheQueryResult,
+  CheckpointCorruptError,
+  FailedPreconditionError,
+  inspectHugeCTRModel,
+  liveVersionDir,
+  readHugeCTRModel,
+  type EmbeddingBackend,
+} from '@embedstack/core';
 import type { RocksStore } from '@embedstack/store-rocksdb';
 import { compileUpdateFilters, updateFilterPasses, type ModelConfig, type PsConfig } from './config.js';
 import { L1Cache } from './embeddingCache.js';
@@ -58,6 +68,35 @@ function missing(flags: Uint8Array, want = 0): Int32Array {
   if (n === 0) return out;
   for (let i = 0, j = 0; i < flags.length; i++) if (flags[i] === want) out[j++] = i;
   return out;
+}
+
+/**
+ * The table folders to read for a model's `sparse_files`: a folder whose parent is a
+ * versioned directory written by `exportModel` (its `CURRENT` names the live `ckpt-N`)
+ * is read from that version, `CURRENT` being read once per parent, so every table of a
+ * model comes from one export. Other folders (HugeCTR's own layout) are read as given.
+ * @throws CheckpointCorruptError when a parent's CURRENT names a missing version (and the folder does not exist as given)
+ */
+export async function liveSparseFiles(files: readonly string[]): Promise<string[]> {
+  const lives = new Map<string, Promise<string | null>>();
+  const liveOf = async (parent: string, file: string): Promise<string | null> => {
+    try {
+      return await liveVersionDir(parent);
+    } catch (e) {
+      // a CURRENT that is not exportModel's (another tool's file): the folder as given, when it exists
+      if (e instanceof CheckpointCorruptError && (await stat(file).catch(() => null))?.isDirectory()) return null;
+      throw e;
+    }
+  };
+  return Promise.all(
+    files.map(async (f) => {
+      const parent = dirname(f);
+      let live = lives.get(parent);
+      if (!live) lives.set(parent, (live = liveOf(parent, f)));
+      const dir = await live;
+      return dir === null ? f : join(dir, basename(f));
+    }),
+  );
 }
 
 /** The L3 column family of a model's table (stable across processes for version 1). */
@@ -120,9 +159,10 @@ export class ModelState {
     if (!l2 && !l3) {
       throw new FailedPreconditionError(`Model ${JSON.stringify(c.model)}: volatile_db and persistent_db are both disabled, so its tables have nowhere to live; enable one of them`);
     }
-    // check every table's files before loading anything
+    // one export's folders for every table (exportModel's CURRENT read once), checked before loading anything
+    const files = await liveSparseFiles(c.sparseFiles);
     for (const t of this.tables) {
-      const info = await inspectHugeCTRModel(c.sparseFiles[t.id]!, t.dim, { keyFormat, allowEmpty: false });
+      const info = await inspectHugeCTRModel(files[t.id]!, t.dim, { keyFormat, allowEmpty: false });
       t.rows = info.rows;
     }
     const writeL3 = l3 !== null && !config.persistentDb.readOnly && config.persistentDb.initializeAfterStartup;
@@ -141,7 +181,7 @@ export class ModelState {
       const l2Rows = l2 && config.volatileDb.initializeAfterStartup ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
       const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;
       let loaded = 0;
-      for await (const b of readHugeCTRModel(c.sparseFiles[t.id]!, t.dim, { keyFormat, allowEmpty: false, batchSize })) {
+      for await (const b of readHugeCTRModel(files[t.id]!, t.dim, { keyFormat, allowEmpty: false, batchSize })) {
         const n = b.keys.length;
         const jobs: Promise<unknown>[] = [];
         if (l2 && loaded < l2Rows) {

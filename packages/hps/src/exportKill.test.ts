@@ -1,0 +1,132 @@
+// kill -9 at each table boundary of a multi-table exportModel: a server loading the model
+// afterwards must see the whole previous export, never a mix of two (core's kill test pattern:
+// the child is bundled from source into a temp .mjs, so no prior build of this package is needed).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'tsup';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HPS } from './index.js';
+import { tempDir } from '../test/fixtures.js';
+
+const TABLES = 3;
+const ROWS = 500;
+
+let work: { dir: string; cleanup: () => void };
+let childScript: string;
+
+beforeAll(async () => {
+  work = tempDir('hps-export-kill-');
+  const outDir = join(work.dir, 'bin');
+  await build({
+    entry: { exportChild: fileURLToPath(new URL('../test/exportChild.ts', import.meta.url)) },
+    outDir,
+    format: ['esm'],
+    platform: 'node',
+    target: 'node20',
+    dts: false,
+    sourcemap: false,
+    splitting: false,
+    clean: false,
+    silent: true,
+    config: false,
+    noExternal: [/^@embedstack\//], // the child runs from a temp folder: bundle core in
+    outExtension: () => ({ js: '.mjs' }),
+  });
+  childScript = join(outDir, 'exportChild.mjs');
+}, 60_000);
+
+afterAll(() => work?.cleanup());
+
+/** Runs the child; resolves with it once it printed `until` (or exited, for 'done'). */
+function runChild(dir: string, gen: number, stopAt: number): Promise<{ child: ChildProcess; lines: string[] }> {
+  const child = spawn(process.execPath, [childScript, dir, String(TABLES), String(ROWS), String(gen), String(stopAt)], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  let stderr = '';
+  let buf = '';
+  const until = stopAt < 0 ? 'done' : `at ${stopAt}`;
+  return new Promise((resolve, reject) => {
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      const parts = buf.split('\n');
+      buf = parts.pop()!;
+      for (const l of parts) {
+        lines.push(l);
+        if (l === until && stopAt >= 0) resolve({ child, lines });
+      }
+    });
+    child.on('exit', (code, signal) => {
+      if (stopAt < 0 && code === 0 && lines.includes('done')) resolve({ child, lines });
+      else if (!lines.includes(until)) reject(new Error(`child exited (${code ?? signal}) before "${until}": ${lines.join('|')} ${stderr}`));
+    });
+  });
+}
+
+function kill9(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    child.on('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
+}
+
+/** The ps config of model m as exportModel returns it (written here independently). */
+function psConfig(dir: string): Record<string, unknown> {
+  const names = Array.from({ length: TABLES }, (_, t) => `t${t}`);
+  return {
+    supportlonglong: true,
+    models: [
+      {
+        model: 'm',
+        sparse_files: names.map((n) => join(dir, 'm', n)),
+        embedding_table_names: names,
+        embedding_vecsize_per_table: names.map(() => 4),
+        maxnum_catfeature_query_per_table_per_sample: names.map(() => 1),
+        default_value_for_each_table: names.map(() => -1),
+        deployed_device_list: [0],
+        max_batch_size: ROWS,
+      },
+    ],
+  };
+}
+
+/** Loads the model through HPS and returns the one generation every row of every table belongs to (fails on a mix). */
+async function servedGeneration(dir: string): Promise<number> {
+  const server = await HPS.create({ psConfig: psConfig(dir) });
+  try {
+    const gens = new Set<number>();
+    const keys = BigInt64Array.from({ length: ROWS }, (_, k) => BigInt(k));
+    for (let t = 0; t < TABLES; t++) {
+      const v = (await server.lookup(keys, 'm', t)).data as Float32Array;
+      for (let k = 0; k < ROWS; k++) {
+        for (let c = 0; c < 4; c++) {
+          const x = v[k * 4 + c]! - t * 100 - k / 8; // the child's value: gen * 1000 + t * 100 + k / 8
+          expect(Number.isInteger(x / 1000), `table ${t} key ${k}: ${v[k * 4 + c]}`).toBe(true);
+          gens.add(x / 1000);
+        }
+      }
+    }
+    expect([...gens]).toHaveLength(1); // never a mix of two exports
+    return [...gens][0]!;
+  } finally {
+    await server.close();
+  }
+}
+
+describe('exportModel killed (SIGKILL) at each table boundary', () => {
+  it(`after a kill before table 0, 1, ..., ${TABLES - 1}, a server loads the whole previous export; the next export completes`, async () => {
+    const dir = join(work.dir, 'out');
+    await runChild(dir, 1, -1);
+    expect(await servedGeneration(dir)).toBe(1);
+    for (let b = 0; b < TABLES; b++) {
+      const r = await runChild(dir, 10 + b, b); // tables 0 .. b-1 of generation 10 + b are fully written
+      await kill9(r.child);
+      expect(await servedGeneration(dir), `killed before table ${b}`).toBe(1);
+    }
+    // the next export takes over the dead children's lock and removes their leftovers
+    await runChild(dir, 2, -1);
+    expect(await servedGeneration(dir)).toBe(2);
+    expect(readdirSync(join(dir, 'm')).sort()).toEqual(['CURRENT', expect.stringMatching(/^ckpt-\d{12}$/)]);
+  }, 120_000);
+});
