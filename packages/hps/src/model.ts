@@ -171,14 +171,19 @@ export class ModelState {
     // dropped) would be served as if the model still held them, so L3 starts empty
     if (writeL3) for (const t of this.tables) await l3.clear(t.l3Name);
     for (const t of this.tables) {
+      const l2Rows = l2 && config.volatileDb.initializeAfterStartup ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
       if (l2) await l2.createTable(t.l2Name, t.dim);
+      // A shared (Redis) L2 table outlives servers: rows an earlier load of this model wrote (an
+      // earlier export's values, keys this one dropped or does not cache) would be served ahead of
+      // L3's new rows, so a server that writes the model into L2 empties its tables first, as L3.
+      // A server that only attaches (initialize_after_startup false, initial_cache_rate 0) keeps them.
+      if (l2 && l2Rows > 0 && l2.shared) await l2.clear(t.l2Name);
       // static and uvm hold the whole table in L1 (uvm: HugeCTR's split of it between device and host memory is one memory here)
       const staticCache = c.embeddingCacheType !== 'dynamic';
       if (c.gpucache) {
         const cap = staticCache ? Infinity : Math.ceil(c.gpucacheper * t.rows);
         for (const d of c.deployedDeviceList) t.caches.set(d, new L1Cache(`${c.model}.${t.name}.v${this.version}.l1.d${d}`, t.dim, cap, this.ctx.backend));
       }
-      const l2Rows = l2 && config.volatileDb.initializeAfterStartup ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
       const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;
       let loaded = 0;
       for await (const b of readHugeCTRModel(files[t.id]!, t.dim, { keyFormat, allowEmpty: false, batchSize })) {

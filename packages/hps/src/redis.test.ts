@@ -235,6 +235,33 @@ describe('HPS on Redis', () => {
     }
   }, 60000);
 
+  it("a model loaded again with new files never serves the earlier load's rows from the shared Redis L2", async () => {
+    const server = await startRedisServer();
+    cleanups.push(() => server.stop());
+    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 4 };
+    const ask = [...keys];
+    // the first export: all 400 keys (salt 0), every row written to Redis
+    const first = await serve(psConfig([writeTable(join(t.dir, 'reload-1'), keys, 4)], [4], { model: 'rl', gpucache: false }, { volatile_db: volatile }));
+    expect(Array.from((await first.lookup(ask, 'rl', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
+    await first.close();
+    // the next export: 300 of the keys with new values (salt 5), 100 dropped; half of it cached in L2, all of it in L3
+    const kept = keys.slice(0, 300);
+    const now = new Set(kept);
+    const second = await serve(
+      psConfig([writeTable(join(t.dir, 'reload-2'), kept, 4, { salt: 5 })], [4], { model: 'rl', gpucache: false }, {
+        volatile_db: { ...volatile, initial_cache_rate: 0.5 },
+        persistent_db: { type: 'rocks_db', path: join(t.dir, 'rocks-reload') },
+      }),
+    );
+    expect(Array.from((await second.lookup(ask, 'rl', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, now, -1, 5));
+    expect(second.stats('rl', 0).l2.hits).toBe(150); // only the rows this load cached: the earlier 400 are gone
+    // a server that only attaches to the L2 (initial_cache_rate 0, no L3) reads the rows the second load wrote
+    const attached = await serve(psConfig([join(t.dir, 'reload-2')], [4], { model: 'rl', gpucache: false }, { volatile_db: { ...volatile, initial_cache_rate: 0 } }));
+    const cached = kept.slice(0, 150);
+    expect(Array.from((await attached.lookup(cached, 'rl', 0)).data as Float32Array)).toEqual(cached.flatMap((k) => rowOf(k, 4, 5)));
+    expect(Array.from((await attached.lookup(kept.slice(150), 'rl', 0)).data as Float32Array)).toEqual(expectedRows(kept.slice(150), 4, new Set(), -1));
+  }, 30000);
+
   it('reports an unreachable Redis as STORE_UNAVAILABLE', async () => {
     const port = await freePort();
     const folder = writeTable(join(t.dir, 'unreach'), keys.slice(0, 5), 4);

@@ -24,6 +24,8 @@ export interface VolatileDb {
   insert(name: string, keys: BigInt64Array, values: Float32Array): Promise<void>;
   /** Rows held by the table (all partitions). */
   size(name: string): Promise<number>;
+  /** Removes every row of the table (all partitions; on a shared store, for every process sharing it). */
+  clear(name: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -172,6 +174,10 @@ export abstract class PartitionedDb implements VolatileDb {
 
   async size(name: string): Promise<number> {
     return this.#parts(name).reduce((a, t) => a + t.size(), 0);
+  }
+
+  async clear(name: string): Promise<void> {
+    await Promise.all(this.#parts(name).map((t) => t.clear()));
   }
 
   /** Rows per partition as last seen (a shared store's count is refreshed by this process's calls). */
