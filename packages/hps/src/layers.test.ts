@@ -96,6 +96,33 @@ describe('layers', () => {
     await expect(hps.init({ globalBatchSize: 8, psConfig: config })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
   });
 
+  it("the key limit counts what HugeCTR looks up: LookupLayer and server.lookup every id, SparseLookupLayer the distinct ids", async () => {
+    // max_batch_size 64 * maxnum_catfeature_query_per_table_per_sample 16 = 1024 keys per lookup
+    const config = setup();
+    await hps.init({ globalBatchSize: 16, psConfig: config });
+    const server = await hps.HPS.create({ psConfig: config });
+    cleanups.push(() => server.close());
+    const lookup = new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4 });
+    const sparse = new hps.SparseLookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4 });
+    const limit = /at most max_batch_size \* maxnum_catfeature_query_per_table_per_sample = 1024 keys/;
+    // 1025 ids, one distinct: HugeCTR's LookupLayer passes all 1025 to the lookup, its SparseLookupLayer unique(ids) = 1
+    const same = new BigInt64Array(1025).fill(keys[7]!);
+    await expect(server.lookup(same, 'm', 0)).rejects.toThrow(limit);
+    await expect(lookup.call(same)).rejects.toThrow(limit);
+    await expect(lookup.call(same, { maxNorm: 1 })).rejects.toThrow(limit);
+    const rows1025 = new SparseTensor(Int32Array.from({ length: 2050 }, (_, j) => (j % 2 === 0 ? j >> 1 : 0)), same, [1025, 1]);
+    const pooled = await sparse.call(rows1025, null, { combiner: 'sum' });
+    expect(Array.from(pooled.data as Float32Array).slice(-4)).toEqual(rowOf(keys[7]!, 4));
+    // 1024 ids pass everywhere, clipped or not (the clip written here)
+    const r = rowOf(keys[7]!, 4);
+    const n = Math.sqrt(r.reduce((a, v) => a + v * v, 0));
+    const clipped = await lookup.call(same.subarray(0, 1024), { maxNorm: 1 });
+    Array.from(clipped.data as Float32Array).slice(-4).forEach((v, i) => expect(v).toBeCloseTo(r[i]! / n, 5));
+    // 1025 distinct ids are over the limit for the sparse layer too
+    const distinct = BigInt64Array.from({ length: 1025 }, (_, i) => BigInt(i));
+    await expect(sparse.call(new SparseTensor(rows1025.indices, distinct, [1025, 1]))).rejects.toThrow(limit);
+  });
+
   it('exportModel writes a trained core table in HugeCTR layout that HPS serves exactly', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);

@@ -107,8 +107,23 @@ async function pool(layer: HpsLayer, server: HPS, ids: SparseTensor, weights: Sp
   }
 }
 
+/** Each of the `n` rows [n * dim] clipped to L2 norm `maxNorm` (core's lookupCombined over one-row bags, native code). */
+async function clipRows(rows: Float32Array, n: number, dim: number, maxNorm: number): Promise<Float32Array> {
+  if (n === 0) return rows;
+  const table = createTable({ kind: 'static', keyDtype: 'int32', vocabularySize: n, dim, initializer: { kind: 'array', values: rows } });
+  try {
+    const own = new SparseTensor(Int32Array.from({ length: n * 2 }, (_, j) => (j % 2 === 0 ? j >> 1 : 0)), Int32Array.from({ length: n }, (_, i) => i), [n, 1]);
+    return await table.lookupCombined(own, { combiner: 'sum', maxNorm });
+  } finally {
+    table.dispose();
+  }
+}
+
 /**
  * HugeCTR's `hps.LookupLayer`: rows of int32/int64 ids of any shape, `ids.shape + [embVecSize]`.
+ * As in HugeCTR, every id is one key of the lookup (duplicates count): more than
+ * `max_batch_size * maxnum_catfeature_query_per_table_per_sample` ids is an error, with or
+ * without `maxNorm`. (`SparseLookupLayer` counts the distinct ids: HugeCTR's looks up `unique(ids)`.)
  */
 export class LookupLayer extends HpsLayer {
   constructor(options: LookupLayerOptions) {
@@ -129,16 +144,19 @@ export class LookupLayer extends HpsLayer {
     const keys = normalizeKeys(ids, 'int64', 'ids') as BigInt64Array;
     const server = await layerServer(this);
     const outShape = [...(shape ?? [keys.length]), this.embVecSize];
-    if (maxNorm === null) return new Tensor((await server.lookup(keys, this.modelName, this.tableId)).data as Float32Array, outShape);
-    // each id its own bag: a sum over one clipped row is the clipped row
-    const sp = new SparseTensor(Int32Array.from({ length: keys.length * 2 }, (_, j) => (j % 2 === 0 ? j >> 1 : 0)), keys, [keys.length, 1]);
-    return new Tensor(await pool(this, server, sp, null, 'sum', maxNorm), outShape);
+    // every id is a key of the lookup, duplicates included (HugeCTR's LookupLayer looks up `inputs` as they are)
+    const rows = (await server.lookup(keys, this.modelName, this.tableId)).data as Float32Array;
+    if (maxNorm === null) return new Tensor(rows, outShape);
+    return new Tensor(await clipRows(rows, keys.length, this.embVecSize, maxNorm), outShape);
   }
 }
 
 /**
  * HugeCTR's `hps.SparseLookupLayer`: pooled rows `[d0, embVecSize]` of a rank-2
  * SparseTensor of ids, with optional weights (a SparseTensor of the same layout).
+ * As in HugeCTR (which looks up `unique(sp_ids.values)`), the distinct ids are the keys
+ * of the lookup: more than `max_batch_size * maxnum_catfeature_query_per_table_per_sample`
+ * distinct ids is an error, repeats of an id do not count.
  */
 export class SparseLookupLayer extends HpsLayer {
   constructor(options: LookupLayerOptions) {
