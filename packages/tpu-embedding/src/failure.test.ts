@@ -60,7 +60,7 @@ function faultyBackend(base: EmbeddingBackend): { backend: EmbeddingBackend; fai
 
 const INPUTS = { watched: ragged(WATCHED), favorited: ragged(FAVORITED), friends: ragged(FRIENDS) };
 /** The spec's loss: Σ_features mean_b ||act_b||², so the gradient is 2 * act / 4. */
-const gradOf = (t: Tensor): Tensor => new Tensor(Float32Array.from(t.data as Float32Array, (x) => x / 2), t.shape);
+const gradOf = (t: Tensor): Tensor<Float32Array> => new Tensor(Float32Array.from(t.data as Float32Array, (x) => x / 2), t.shape);
 
 describe.each(cases)('a backend failure inside applyGradients on the $name backend', ({ backend: base, reason }) => {
   if (!base) {

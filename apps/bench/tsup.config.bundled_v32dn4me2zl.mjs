@@ -1,0 +1,15 @@
+// tsup.config.ts
+import { defineConfig } from "tsup";
+var tsup_config_default = defineConfig({
+  entry: { cli: "src/cli.ts", demo: "src/demo/cli.ts" },
+  format: ["esm"],
+  dts: false,
+  clean: true,
+  sourcemap: true,
+  target: "es2022",
+  banner: { js: "#!/usr/bin/env node" }
+});
+export {
+  tsup_config_default as default
+};
+//# sourceMappingURL=data:application/json;base64,ewogICJ2ZXJzaW9uIjogMywKICAic291cmNlcyI6IFsidHN1cC5jb25maWcudHMiXSwKICAic291cmNlc0NvbnRlbnQiOiBbImNvbnN0IF9faW5qZWN0ZWRfZmlsZW5hbWVfXyA9IFwiL3dvcmsvd3QvYXN5bmMyOS9hcHBzL2JlbmNoL3RzdXAuY29uZmlnLnRzXCI7Y29uc3QgX19pbmplY3RlZF9kaXJuYW1lX18gPSBcIi93b3JrL3d0L2FzeW5jMjkvYXBwcy9iZW5jaFwiO2NvbnN0IF9faW5qZWN0ZWRfaW1wb3J0X21ldGFfdXJsX18gPSBcImZpbGU6Ly8vd29yay93dC9hc3luYzI5L2FwcHMvYmVuY2gvdHN1cC5jb25maWcudHNcIjtpbXBvcnQgeyBkZWZpbmVDb25maWcgfSBmcm9tICd0c3VwJztcblxuZXhwb3J0IGRlZmF1bHQgZGVmaW5lQ29uZmlnKHtcbiAgZW50cnk6IHsgY2xpOiAnc3JjL2NsaS50cycsIGRlbW86ICdzcmMvZGVtby9jbGkudHMnIH0sXG4gIGZvcm1hdDogWydlc20nXSxcbiAgZHRzOiBmYWxzZSxcbiAgY2xlYW46IHRydWUsXG4gIHNvdXJjZW1hcDogdHJ1ZSxcbiAgdGFyZ2V0OiAnZXMyMDIyJyxcbiAgYmFubmVyOiB7IGpzOiAnIyEvdXNyL2Jpbi9lbnYgbm9kZScgfSxcbn0pO1xuIl0sCiAgIm1hcHBpbmdzIjogIjtBQUErTixTQUFTLG9CQUFvQjtBQUU1UCxJQUFPLHNCQUFRLGFBQWE7QUFBQSxFQUMxQixPQUFPLEVBQUUsS0FBSyxjQUFjLE1BQU0sa0JBQWtCO0FBQUEsRUFDcEQsUUFBUSxDQUFDLEtBQUs7QUFBQSxFQUNkLEtBQUs7QUFBQSxFQUNMLE9BQU87QUFBQSxFQUNQLFdBQVc7QUFBQSxFQUNYLFFBQVE7QUFBQSxFQUNSLFFBQVEsRUFBRSxJQUFJLHNCQUFzQjtBQUN0QyxDQUFDOyIsCiAgIm5hbWVzIjogW10KfQo=
