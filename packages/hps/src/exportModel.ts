@@ -129,6 +129,17 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
   const tables = o.tables.map((t, i) => {
     const bare = isExportable(t);
     const table = bare ? t : (t as { table?: unknown })?.table;
+    const given: unknown = Array.isArray(t) ? t : table;
+    if (Array.isArray(given) && given.length > 0 && given.every((x) => x instanceof EmbeddingTable)) {
+      const shards = given as readonly EmbeddingTable[];
+      const odd = shards.findIndex((x) => x.dim !== shards[0]!.dim);
+      if (odd > 0) {
+        throw new InvalidArgumentError(
+          `Expected the shards of options.tables[${i}] to have one dim (they are one table) but shard 0 has dim ${shards[0]!.dim} and shard ${odd} dim ${shards[odd]!.dim}`,
+          { argument: `options.tables[${i}]` },
+        );
+      }
+    }
     if (!isExportable(table)) {
       throw invalidParameter(`options.tables[${i}]`, 'an EmbeddingTable, an array of shards, a float32 Tensor [rows, dim], or { table, name }', t, InvalidTypeError);
     }

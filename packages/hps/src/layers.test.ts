@@ -152,5 +152,12 @@ describe('layers', () => {
     expect(Array.from((await server.lookup([3n, 0n, 4n], 'mixed', 0)).data as Float32Array)).toEqual([6.5, 7.5, 0.5, 1.5, 0, 0]);
     expect(Array.from((await server.lookup([11n, 12n, 10n], 'mixed', 1)).data as Float32Array)).toEqual([3, 3, 2, 2, 1, 1]);
     await expect(hps.exportModel({ model: 'x', tables: [new Tensor(new Float32Array(3), [3])], dir: t.dir })).rejects.toMatchObject({ code: 'INVALID_TYPE' });
+    const odd = createTable({ kind: 'dynamic', dim: 3, initializer: { kind: 'zeros' } });
+    cleanups.push(() => odd.dispose());
+    await expect(hps.exportModel({ model: 'x', tables: [dense, [s0, odd]], dir: t.dir })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      argument: 'options.tables[1]',
+      message: expect.stringContaining('shard 0 has dim 2 and shard 1 dim 3'),
+    });
   });
 });
