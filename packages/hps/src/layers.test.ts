@@ -123,6 +123,17 @@ describe('layers', () => {
     await expect(sparse.call(new SparseTensor(rows1025.indices, distinct, [1025, 1]))).rejects.toThrow(limit);
   });
 
+  it("the layers check the implicit hps.init's options when constructed", () => {
+    const base = { modelName: 'm', tableId: 0, embVecSize: 4 };
+    for (const Layer of [hps.LookupLayer, hps.SparseLookupLayer]) {
+      expect(() => new Layer({ ...base, psConfigFile: 'ps.json', psConfig: {} })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options.psConfig' }));
+      expect(() => new Layer({ ...base, psConfigFile: '' })).toThrow(expect.objectContaining({ code: 'INVALID_TYPE', argument: 'options.psConfigFile' }));
+      expect(() => new Layer({ ...base, psConfig: [] as never })).toThrow(expect.objectContaining({ code: 'INVALID_TYPE', argument: 'options.psConfig' }));
+      expect(() => new Layer({ ...base, psConfigFile: 'ps.json', globalBatchSize: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', argument: 'options.globalBatchSize' }));
+      expect(() => new Layer({ ...base, globalBatchSize: '8' as never })).toThrow(expect.objectContaining({ code: 'INVALID_TYPE', argument: 'options.globalBatchSize' }));
+    }
+  });
+
   it('exportModel writes a trained core table in HugeCTR layout that HPS serves exactly', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);

@@ -47,6 +47,13 @@ function resolveLayerOptions(options: unknown, cls: string): Required<Pick<Looku
   }
   if (o.embVecDtype !== undefined && o.embVecDtype !== null && o.embVecDtype !== 'float32') throw invalidParameter('options.embVecDtype', "'float32'", o.embVecDtype, InvalidTypeError);
   if (o.name !== undefined && o.name !== null && typeof o.name !== 'string') throw invalidParameter('options.name', 'a string', o.name, InvalidTypeError);
+  // the implicit hps.init's options, checked here rather than at the first call
+  if (o.psConfigFile != null && (typeof o.psConfigFile !== 'string' || o.psConfigFile.length === 0)) throw invalidParameter('options.psConfigFile', 'a ps.json path', o.psConfigFile, InvalidTypeError);
+  if (o.psConfig != null && (typeof o.psConfig !== 'object' || Array.isArray(o.psConfig))) throw invalidParameter('options.psConfig', 'a ps config object', o.psConfig, InvalidTypeError);
+  if (o.psConfigFile != null && o.psConfig != null) throw invalidParameter('options.psConfig', 'absent when options.psConfigFile is given (one of the two)', o.psConfig);
+  if (o.globalBatchSize != null && (typeof o.globalBatchSize !== 'number' || !Number.isSafeInteger(o.globalBatchSize) || o.globalBatchSize < 1)) {
+    throw invalidParameter('options.globalBatchSize', 'an integer >= 1', o.globalBatchSize, typeof o.globalBatchSize === 'number' ? InvalidArgumentError : InvalidTypeError);
+  }
   return { ...o, modelName: o.modelName, tableId: o.tableId, embVecSize: o.embVecSize, name: o.name ?? cls };
 }
 
