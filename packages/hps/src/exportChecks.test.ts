@@ -3,6 +3,8 @@ import { readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTable, Tensor } from '@embedstack/core';
 import { afterEach, describe, expect, it } from 'vitest';
+// createTable below uses the default backend: register the CPU backend whichever test runs first (or alone)
+import '@embedstack/cpu-backend';
 import * as hps from './index.js';
 import { tempDir } from '../test/fixtures.js';
 

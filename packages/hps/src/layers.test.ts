@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
+// createTable below uses the default backend: register the CPU backend whichever test runs first (or alone)
+import '@embedstack/cpu-backend';
 import { join } from 'node:path';
 import { createTable, SparseTensor, Tensor } from '@embedstack/core';
 import * as hps from './index.js';
