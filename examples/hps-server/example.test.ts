@@ -18,6 +18,7 @@ describe('examples/hps-server', () => {
     const r = runExample('examples/hps-server', here);
     expect(r.stdout).toMatch(/infer \[7, 123456\] -> row 7 starts 7, unknown key -> default 0: exact/);
     expect(r.stdout).toMatch(/bad request \(body over the cap\) -> 413 ok/);
+    expect(r.stdout).toMatch(/bad request \(key outside INT64\) -> 400 ok/);
     expect(r.stdout).toMatch(/requests 2000 \(failed 0\)/);
     expect(r.stdout).toMatch(/hps-server example OK/);
     expect(r.status).toBe(0);

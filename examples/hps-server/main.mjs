@@ -56,6 +56,7 @@ program
       const bad = [
         ['not JSON', { body: '{nope', type: 'application/json' }, 400],
         ['float keys', { body: JSON.stringify({ inputs: [{ name: 'KEYS', datatype: 'INT64', data: [1.5] }] }) }, 400],
+        ['key outside INT64', { body: JSON.stringify({ inputs: [{ name: 'KEYS', datatype: 'INT64', data: ['9223372036854775808'] }] }) }, 400],
         ['unknown model', { body: JSON.stringify({ inputs: [] }), model: 'nope' }, 404],
         ['too many keys', { body: JSON.stringify({ inputs: [{ name: 'KEYS', datatype: 'INT64', data: Array(5000).fill(1) }] }) }, 400],
         ['body over the cap', { body: JSON.stringify({ inputs: [{ name: 'KEYS', datatype: 'INT64', data: Array(700000).fill(1) }] }) }, 413],

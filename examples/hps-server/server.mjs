@@ -27,8 +27,12 @@ function int64Keys(input, maxKeys) {
   for (let i = 0; i < data.length; i++) {
     const v = data[i];
     if (typeof v === 'number' && Number.isSafeInteger(v)) keys[i] = BigInt(v);
-    else if (typeof v === 'string' && /^-?\d{1,20}$/.test(v)) keys[i] = BigInt.asIntN(64, BigInt(v));
-    else throw new ProtocolError(400, `input "KEYS" element ${i} is not an integer key: ${JSON.stringify(v)?.slice(0, 40)}`);
+    else if (typeof v === 'string' && /^-?\d{1,20}$/.test(v)) {
+      // a string key outside int64 is refused, not wrapped onto another key
+      const k = BigInt(v);
+      if (BigInt.asIntN(64, k) !== k) throw new ProtocolError(400, `input "KEYS" element ${i} is outside the INT64 range: ${v}`);
+      keys[i] = k;
+    } else throw new ProtocolError(400, `input "KEYS" element ${i} is not an integer key: ${JSON.stringify(v)?.slice(0, 40)}`);
   }
   return keys;
 }
