@@ -46,9 +46,12 @@ function makeModel() {
   };
 }
 
-/** Forward (and backward with a tape): the mean log loss; fills the head's gradients when asked. */
+/**
+ * Forward (and backward with a tape): the mean log loss; fills the head's gradients when asked.
+ * Evaluation (no tape) passes `training: false`: unseen users read their initial row and are not inserted.
+ */
 async function step(model, head, batch, { tape = null, opt = null } = {}) {
-  const [eu, ei] = await sok.lookupSparse([model.users, model.items], [batch.users, batch.items], { combiners: ['mean', 'sum'], tape });
+  const [eu, ei] = await sok.lookupSparse([model.users, model.items], [batch.users, batch.items], { combiners: ['mean', 'sum'], tape, training: tape !== null });
   const dEu = new Float32Array(BATCH * DIM);
   const dEi = new Float32Array(BATCH * DIM);
   const gWu = new Float64Array(DIM);

@@ -29,7 +29,7 @@ export interface LookupSparseOptions {
   combiners?: readonly Combiner[] | Combiner | null;
   /** Records the lookups for `tape.gradient`. Default none. */
   tape?: GradientTape | null;
-  /** Insert missing dynamic keys (training) [true with a tape, else false]. */
+  /** Training (SOK's lookups): missing dynamic keys are inserted; false: inference, nothing is inserted [true]. */
   training?: boolean | null;
 }
 
@@ -37,7 +37,7 @@ export interface LookupSparseOptions {
 export interface EmbeddingLookupOptions {
   /** Records the lookups for `tape.gradient`. Default none. */
   tape?: GradientTape | null;
-  /** [true with a tape, else false] */
+  /** Training (SOK's `sparse_read`): missing dynamic keys are inserted; false: inference, nothing is inserted [true]. */
   training?: boolean | null;
 }
 
@@ -83,7 +83,7 @@ function copyBag(b: Bag<Keys>): Bag<Keys> {
  */
 export async function lookupBags(vars: SokVariable[], bags: Bag<Keys>[], combiners: Combiner[], shapes: number[][], options: EmbeddingLookupOptions): Promise<Tensor<Float32Array>[]> {
   const tape = checkTape(options.tape);
-  const insert = checkBoolean(options.training, 'options.training', tape !== null);
+  const insert = checkBoolean(options.training, 'options.training', true);
   return run(vars, bags, combiners, shapes, insert, tape);
 }
 
@@ -92,8 +92,9 @@ export async function lookupBags(vars: SokVariable[], bags: Bag<Keys>[], combine
  * table, `spIds[i]` (SparseTensor [batch, maxNnz] or RaggedTensor [batch, (nnz)]) is
  * looked up on `params[i]` with `combiners[i]` and `spWeights[i]`; the result i is
  * Tensor [batch_i, dim_i]. Each key is read on its owning device, only pooled partial
- * vectors travel back (see exchange.ts). Missing dynamic keys are inserted when
- * training (a tape given), not otherwise. Every input is validated before any device
+ * vectors travel back (see exchange.ts). Missing dynamic keys are inserted (SOK's
+ * lookups do) unless `training: false` (inference: they read their initial value). The
+ * tape, when given, records either way. Every input is validated before any device
  * works: a rejected call changes nothing.
  *
  * @throws FailedPreconditionError (before init, tape used), InvalidArgumentError / InvalidTypeError / ShapeMismatchError / OutOfRangeError naming the argument
@@ -113,7 +114,7 @@ export async function lookupSparse(params: readonly SokVariable[], spIds: readon
     return x;
   });
   const tape = checkTape(o.tape);
-  const insert = checkBoolean(o.training, 'options.training', tape !== null);
+  const insert = checkBoolean(o.training, 'options.training', true);
   const bags = vars.map((v, i) => bagFor(v, spIds[i]!, w?.[i] ?? null, `spIds[${i}]`));
   const shapes = vars.map((v, i) => [bags[i]!.rowSplits.length - 1, v.dimension]);
   return run(vars, bags, combiners, shapes, insert, tape);
@@ -122,8 +123,8 @@ export async function lookupSparse(params: readonly SokVariable[], spIds: readon
 /**
  * Rows of `param` for `ids` (SOK `sok.embedding_lookup`): Tensor [...ids.shape, dim]
  * (a flat array or typed array is [n]). Reads go to the owning devices; missing
- * dynamic keys are inserted when training (a tape given). Bit-identical for any
- * device count.
+ * dynamic keys are inserted (SOK's `sparse_read` does) unless `training: false`.
+ * Bit-identical for any device count.
  *
  * @throws as lookupSparse
  */
@@ -132,7 +133,7 @@ export async function embeddingLookup(param: SokVariable, ids: KeyInput, options
   const o = checkOptions<EmbeddingLookupOptions>(options, ['tape', 'training'], 'options');
   const v = checkVariable(param, 'param');
   const tape = checkTape(o.tape);
-  const insert = checkBoolean(o.training, 'options.training', tape !== null);
+  const insert = checkBoolean(o.training, 'options.training', true);
   const keys = idsFor(v, ids, 'ids');
   const shape = [...keyShape(ids), v.dimension];
   if (shape.slice(0, -1).reduce((a, b) => a * b, 1) !== keys.length) throw new ShapeMismatchError(`Expected ids of ${keys.length} entries`, { argument: 'ids' });

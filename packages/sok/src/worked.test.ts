@@ -33,15 +33,43 @@ describe.each([1, 2, 4])('the worked example (SOK docs) on %i devices', (n) => {
 });
 
 describe('the v2 API by example', () => {
+  it('its first lines, literally as the spec writes them: the lookup inserts, size 3, shape [3, 3]', async () => {
+    sok.shutdown();
+    // --- sok.md, "v2 API by example", as written ---
+    sok.init({ numDevices: 2 });
+    const v = new sok.DynamicVariable({ dimension: 3, initializer: '13', varType: 'hbm' });
+    const emb = await sok.embeddingLookup(v, [0n, 1n, 2n ** 40n]);
+    const size = await v.size();
+    const shape = v.shape;
+    // --- end of the spec's lines ---
+    expect(emb.shape).toEqual([3, 3]);
+    expect(rowsOf(emb.data, 3)).toEqual([[13, 13, 13], [13, 13, 13], [13, 13, 13]]);
+    expect(size).toBe(3);
+    expect(shape).toEqual([3, 3]);
+    // The rows were inserted with their initial value, on their owners (key mod 2: 0 and 2^40 on device 0, 1 on device 1).
+    expect(v.shards.map((s) => s.table.size())).toEqual([2, 1]);
+  });
+
+  it('training: false is inference: the missing keys read their initial value and nothing is inserted', async () => {
+    await initDevices(2);
+    const v = new sok.DynamicVariable({ dimension: 3, initializer: '13' });
+    const emb = await sok.embeddingLookup(v, [0n, 1n, 2n ** 40n], { training: false });
+    expect(rowsOf(emb.data, 3)).toEqual([[13, 13, 13], [13, 13, 13], [13, 13, 13]]);
+    const [pooled] = await sok.lookupSparse([v], [RaggedTensor.fromNestedArray([[5n, 6n], [7n]])], { combiners: 'sum', training: false });
+    expect(rowsOf(pooled!.data, 3)).toEqual([[26, 26, 26], [13, 13, 13]]);
+    expect(await v.size()).toBe(0);
+    // Without the option lookupSparse inserts too (SOK's lookup_sparse reads with insertion).
+    await sok.lookupSparse([v], [RaggedTensor.fromNestedArray([[5n, 6n], [7n]])], { combiners: 'sum' });
+    expect(await v.size()).toBe(3);
+  });
+
   it('runs as the spec writes it, with values checked by hand', async () => {
     sok.shutdown();
     await sok.init({ numDevices: 2 });
     const v = new sok.DynamicVariable({ dimension: 3, initializer: '13', varType: 'hbm' });
     const emb = await sok.embeddingLookup(v, [0n, 1n, 2n ** 40n]);
     expect(rowsOf(emb.data, 3)).toEqual([[13, 13, 13], [13, 13, 13], [13, 13, 13]]);
-    // Inference does not insert: the lookup above read initial values only.
-    expect(await v.size()).toBe(0);
-    await sok.assign(v, [0n, 1n, 2n ** 40n], new Float32Array(9).fill(13));
+    // A lookup inserts the missing keys (SOK's sparse_read does), tape or not.
     expect(await v.size()).toBe(3);
     expect(v.shape).toEqual([3, 3]);
     const w = new sok.Variable({ shape: [100, 8], initializer: 'uniform', mode: 'distributed' });

@@ -134,7 +134,7 @@ export class SokEmbeddingLayer extends SparseEmbeddingLayer {
         throw invalidParameter(arg(0), 'dense ids [batch] (sparse, ragged or [batch, n] ids need combiners)', core instanceof Tensor ? `shape [${core.shape.join(', ')}]` : list[0], ShapeMismatchError);
       }
       const keys = keysAs(core.data, want(0), arg(0));
-      run = async (sok, tape) => [await sok.embeddingLookup(this.variables[0]!, keys, { tape })];
+      run = async (sok, tape) => [await sok.embeddingLookup(this.variables[0]!, keys, { tape, training })];
     } else {
       const bags = list.map((x, i) => {
         const sp = toSparse(toCore(x, arg(i)), arg(i));
@@ -153,7 +153,7 @@ export class SokEmbeddingLayer extends SparseEmbeddingLayer {
         if (b.denseShape[0] !== batch) throw new ShapeMismatchError(`Expected ${arg(i)} to have the batch size ${batch} of ${arg(0)} but received ${b.denseShape[0]}`, { argument: arg(i) });
       });
       const combiners = this.combiners;
-      run = (sok, tape) => sok.lookupSparse(this.variables, bags, { spWeights: weights, combiners, tape });
+      run = (sok, tape) => sok.lookupSparse(this.variables, bags, { spWeights: weights, combiners, tape, training });
     }
     return this.install(async () => {
       const sok = await loadSok();

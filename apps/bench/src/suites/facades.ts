@@ -221,11 +221,11 @@ async function sokGroup(
       const rowIds = Int32Array.from({ length: s.rows }, (_, i) => i);
       for (let b = 0; b < s.rows; b += FILL_BATCH) core.upsertSync(rowIds.subarray(b, b + FILL_BATCH), values.subarray(b * DIM, Math.min(s.rows, b + FILL_BATCH) * DIM));
       const nids = s.bags * s.idsPerBag;
-      const [pooledSok] = await sok.lookupSparse([w], [inputs[0]!], { combiners: 'sum' });
+      const [pooledSok] = await sok.lookupSparse([w], [inputs[0]!], { combiners: 'sum', training: false });
       checkSame(checks, 'sok lookupSparse vs core lookupCombined', pooledSok!.data, await core.lookupCombined(bags[0]!, { combiner: 'sum' }));
       const figures = await runEntries(
         [
-          entry(asyncJob('sok lookupSparse', (i) => sok.lookupSparse([w], [inputs[i % inputs.length]!], { combiners: 'sum' }), nids), 'ours', 'rows/s', 'one device'),
+          entry(asyncJob('sok lookupSparse', (i) => sok.lookupSparse([w], [inputs[i % inputs.length]!], { combiners: 'sum', training: false }), nids), 'ours', 'rows/s', 'one device'),
           entry(asyncJob('core lookupCombined', (i) => core.lookupCombined(bags[i % bags.length]!, { combiner: 'sum' }), nids), 'peer', 'rows/s'),
         ],
         s.measure,

@@ -104,8 +104,9 @@ async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: P
   const grads = [new Tensor(w.grads, [w.bags[0]!.rowSplits.length - 1, DIM])];
   const pick = <T>(a: T[], i: number): T => a[i % a.length]!;
   try {
+    // The forward row is inference (training: false), as core's lookupCombined without insertMissing.
     const fwd = await measureInterleaved([
-      { label: deviceLabel('sok lookupSparse', n), fn: async (i) => void (await sok.lookupSparse([v], [pick(w.inputs, i)], { combiners: ['sum'] })), items: w.ids, async: true },
+      { label: deviceLabel('sok lookupSparse', n), fn: async (i) => void (await sok.lookupSparse([v], [pick(w.inputs, i)], { combiners: ['sum'], training: false })), items: w.ids, async: true },
       { label: 'core lookupCombined', fn: async (i) => void (await core.lookupCombined(pick(w.bags, i), { combiner: 'sum' })), items: w.ids, async: true },
     ] satisfies Job[], MEASURE);
     const trainStep = async (i: number): Promise<number> => {
