@@ -136,6 +136,11 @@ export function currentScore(): number {
   return (context() as State).clock;
 }
 
+/** @internal The value {@link nextScore} would return now, without advancing the clock (a staged load's epoch). */
+export function peekScore(ctx: SokContext): number {
+  return Math.min((ctx as State).clock + 1, 0xffffffff);
+}
+
 /** @internal Advances the clock of `ctx` and returns the new value (the epoch of the next call's touches). */
 export function nextScore(ctx: SokContext): number {
   const s = ctx as State;

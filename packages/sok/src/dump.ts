@@ -12,14 +12,17 @@ import {
   InvalidTypeError,
   IOError,
   invalidParameter,
+  type EmbeddingTable,
   type Keys,
   NotFoundError,
+  type OptimizerSpec,
+  sameSlotLayout,
 } from '@embedstack/core';
-import { context } from './context.js';
+import { context, nextScore, peekScore } from './context.js';
 import { checkVariable } from './lookup.js';
 import { OptimizerWrapper } from './optimizerWrapper.js';
 import { globalKeys, routeKeys, takeRows, takeScores } from './route.js';
-import { type SokVariable, stamp } from './variable.js';
+import type { SokVariable } from './variable.js';
 
 /**
  * SOK's dump format, per variable in one folder: `<name>-key` (keys, little-endian
@@ -379,6 +382,8 @@ interface LoadPlan {
   v: SokVariable;
   meta: DumpMeta;
   slotFiles: string[] | null;
+  /** Floats per row of each slot file. */
+  slotWidths: number[];
   /** Every file the load reads: key, weight, the slots, the scores. */
   paths: string[];
 }
@@ -431,6 +436,7 @@ async function planLoad(dir: string, v: SokVariable, opt: OptimizerWrapper | nul
   await expect(f.weight, 'weight', meta.rows * v.dimension * 4);
   if (meta.scores) await expect(f.score, 'score', meta.rows * 8);
   let slotFiles: string[] | null = null;
+  const slotWidths: number[] = [];
   if (opt) {
     const spec = opt.optimizer.spec;
     v.checkSlots(spec, opt.optimizer.name);
@@ -444,6 +450,7 @@ async function planLoad(dir: string, v: SokVariable, opt: OptimizerWrapper | nul
         const path = f.slot(meta.optimizer, name);
         await expect(path, `${meta.optimizer} slot "${name}"`, meta.rows * width * 4);
         slotFiles.push(path);
+        slotWidths.push(width);
       }
     }
   }
@@ -453,7 +460,7 @@ async function planLoad(dir: string, v: SokVariable, opt: OptimizerWrapper | nul
       if (!meta.files[basename(path)]) throw new CheckpointCorruptError(`${f.meta} has no checksum of ${path}`);
     }
   }
-  return { v, meta, slotFiles, paths };
+  return { v, meta, slotFiles, slotWidths, paths };
 }
 
 type Handle = Awaited<ReturnType<typeof open>>;
@@ -533,9 +540,22 @@ export async function load(dir: string, vars: readonly SokVariable[], optimizer?
         for (const path of p.paths) hs.push(await io('open', path, () => open(path, 'r')));
       }
       for (const [i, p] of plans.entries()) await verifyPlan(p, handles[i]!);
-      if (a.opt) for (const p of plans) await p.v.bindSlots(a.opt.optimizer.spec, a.opt.optimizer.name);
-      stamp(a.vars);
-      for (const [i, p] of plans.entries()) await loadOne(p, handles[i]!);
+      // Staged: every variable's rows go into new device tables, swapped in together once all
+      // loaded, so a failure while loading (a backend or a read error) changes nothing.
+      const spec = a.opt?.optimizer.spec ?? null;
+      const epoch = peekScore(context());
+      const staged: EmbeddingTable[][] = [];
+      try {
+        for (const [i, p] of plans.entries()) {
+          staged.push(await stageTables(p.v, spec, epoch));
+          await loadOne(p, staged[i]!, handles[i]!);
+        }
+      } catch (e) {
+        for (const t of staged.flat()) t.dispose();
+        throw e;
+      }
+      if (a.vars.some((v) => v.scoredByClock)) nextScore(context());
+      for (const [i, p] of plans.entries()) p.v.adoptTables(staged[i]!, spec, a.opt?.optimizer.name ?? null);
     } finally {
       await Promise.all(handles.flat().map((h) => h.close()));
     }
@@ -543,12 +563,25 @@ export async function load(dir: string, vars: readonly SokVariable[], optimizer?
   });
 }
 
-async function loadOne(p: LoadPlan, handles: Handle[]): Promise<void> {
+/**
+ * The tables a load fills for `v` (one per shard): a dynamic variable's start empty (the
+ * dump replaces its rows), a static variable's with a copy of its rows (rows the dump does
+ * not hold keep theirs; slots too while the optimizer's slots stay the same). The slots
+ * are `spec`'s (null: the current ones); tables scored by the clock get `epoch`.
+ */
+async function stageTables(v: SokVariable, spec: OptimizerSpec | null, epoch: number): Promise<EmbeddingTable[]> {
+  const sameSlots = spec === null || sameSlotLayout(spec.slots, v.slotLayout);
+  const tables = await v.freshTables(spec, v.kind === 'dynamic' ? 'none' : sameSlots ? 'rowsAndSlots' : 'rows');
+  if (v.scoredByClock) for (const t of tables) t.setEpoch(epoch);
+  return tables;
+}
+
+/** Reads the dump's rows of `p.v` into `tables` (stageTables's, in shard order), batch by batch. */
+async function loadOne(p: LoadPlan, tables: EmbeddingTable[], handles: Handle[]): Promise<void> {
   const { v, meta, paths } = p;
   const dim = v.dimension;
-  const widths = v.slotLayout.widths.map((w) => (w === 'dim' ? dim : 1));
+  const widths = p.slotWidths;
   const keyBytes = meta.keyType === 'int32' ? 4 : 8;
-  if (v.kind === 'dynamic') await Promise.all(v.shards.map((s) => s.table.clear()));
   for (let at = 0; at < meta.rows; at += BATCH) {
     const n = Math.min(BATCH, meta.rows - at);
     const read = async (i: number, width: number) => {
@@ -562,15 +595,15 @@ async function loadOne(p: LoadPlan, handles: Handle[]): Promise<void> {
     const values = new Float32Array(await read(1, dim * 4));
     const slots = p.slotFiles ? await Promise.all(p.slotFiles.map(async (_, j) => new Float32Array(await read(2 + j, widths[j]! * 4)))) : null;
     const scores = meta.scores ? new BigUint64Array(await read(paths.length - 1, 8)) : null;
-    await importRouted(v, { keys, values, slots: slots ?? [], scores: scores ?? new BigUint64Array(0) }, slots !== null, scores !== null, widths);
+    await importRouted(v, tables, { keys, values, slots: slots ?? [], scores: scores ?? new BigUint64Array(0) }, slots !== null, scores !== null, widths);
   }
 }
 
-/** importRows of a batch of global rows on their owning devices, concurrently. */
-async function importRouted(v: SokVariable, b: ExportBatch, withSlots: boolean, withScores: boolean, widths: number[]): Promise<void> {
+/** importRows of a batch of global rows into `tables` (one per shard of `v`) on their owning devices, concurrently. */
+async function importRouted(v: SokVariable, tables: EmbeddingTable[], b: ExportBatch, withSlots: boolean, withScores: boolean, widths: number[]): Promise<void> {
   await Promise.all(routeKeys(v, b.keys).map((r) => {
     if (r.local.length === 0) return undefined;
     const slots = withSlots ? b.slots.map((s, j) => takeRows(s, r.positions, widths[j]!)) : null;
-    return r.shard.table.importRows(r.local, takeRows(b.values, r.positions, v.dimension), slots, withScores ? takeScores(b.scores, r.positions) : null);
+    return tables[v.shards.indexOf(r.shard)]!.importRows(r.local, takeRows(b.values, r.positions, v.dimension), slots, withScores ? takeScores(b.scores, r.positions) : null);
   }));
 }

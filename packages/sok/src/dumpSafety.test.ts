@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSy
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { crc32c } from '@embedstack/core';
+import { crc32c, EmbeddingTable, IOError, RaggedTensor } from '@embedstack/core';
 import * as sok from '@embedstack/sok';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectError, initDevices, rowsByKey, useTestBackend } from '../test/setup.js';
@@ -45,12 +45,30 @@ function expectedRows(rows: number, gen: number): Map<bigint, number[]> {
 
 const sortedEntries = (m: Map<bigint, number[]>) => [...m.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1));
 
+/** The first slot of every row (each device's table read directly: exportVariable has no slots). */
+async function slotsByKey(v: sok.SokVariable): Promise<Map<bigint, number[]>> {
+  const out = new Map<bigint, number[]>();
+  const n = v.shards.length;
+  for (const s of v.shards) {
+    for await (const b of s.table.exportBatches()) {
+      const width = b.slots[0] ? b.slots[0].length / b.keys.length : 0;
+      for (let i = 0; i < b.keys.length; i++) {
+        const local = BigInt(b.keys[i]!);
+        const key = v.kind === 'static' && n > 1 ? local * BigInt(n) + BigInt(s.device) : local;
+        out.set(key, b.slots[0] ? Array.from(b.slots[0].subarray(i * width, (i + 1) * width)) : []);
+      }
+    }
+  }
+  return out;
+}
+
 /** Every observable of the variables and the optimizer: rows, sizes, slots, iterations, the score clock. */
 async function state(vars: sok.SokVariable[], opt?: sok.OptimizerWrapper) {
   return {
     rows: await Promise.all(vars.map(async (v) => sortedEntries(await rowsByKey(v)))),
     sizes: await Promise.all(vars.map((v) => v.size())),
     slots: vars.map((v) => [v.boundOptimizer ?? null, [...v.slotLayout.names]]),
+    accumulators: await Promise.all(vars.map(async (v) => sortedEntries(await slotsByKey(v)))),
     iterations: opt?.iterations ?? null,
     score: sok.currentScore(),
   };
@@ -240,6 +258,37 @@ describe('load checks every file first', () => {
     expect(sortedEntries(await rowsByKey(t.v))).toEqual(dumped);
     const wRows = await rowsByKey(t.w);
     expect([wRows.get(5n), wRows.get(68000n), wRows.get(69999n), wRows.get(7n)]).toEqual([[1, 2], [3, 4], [5, 6], [0, 0]]);
+    expect(t.opt.iterations).toBe(1);
+  });
+
+  it('a backend failure while importing, after every check passed, changes nothing (fix33b #2)', async () => {
+    const { v, w, opt } = await trained(3000);
+    const { dir } = freshDir();
+    await sok.dump(dir, [v, w], opt);
+    const dumped = sortedEntries(await rowsByKey(v));
+    const t = await targets(3000);
+    // Give the targets slots and a step of their own, so that a half-done load would show.
+    const tape = new sok.GradientTape();
+    await sok.lookupSparse([t.v, t.w], [RaggedTensor.fromNestedArray([[0n, 1n]]), RaggedTensor.fromNestedArray([[7]])], { combiners: 'sum', tape });
+    await t.opt.applyGradients(tape.gradient([new Float32Array([1, 2]), new Float32Array([3, 4])]));
+    const before = await state([t.v, t.w], t.opt);
+    expect(before.slots).toEqual([['Adagrad', ['accumulators']], ['Adagrad', ['accumulators']]]);
+    const real = EmbeddingTable.prototype.importRows;
+    // Each call of the load fails at another import: the first, one in the middle (pv loaded, pw not), the last.
+    for (const failAt of [1, 3, 4]) {
+      let calls = 0;
+      const spy = vi.spyOn(EmbeddingTable.prototype, 'importRows').mockImplementation(function (this: EmbeddingTable, ...args: Parameters<EmbeddingTable['importRows']>) {
+        calls++;
+        if (calls === failAt) return Promise.reject(new IOError('injected backend failure'));
+        return real.apply(this, args);
+      });
+      await expectError(sok.load(dir, [t.v, t.w], t.opt), 'IO_ERROR', 'injected backend failure');
+      spy.mockRestore();
+      expect(calls).toBeGreaterThanOrEqual(failAt);
+      expect(await state([t.v, t.w], t.opt)).toEqual(before);
+    }
+    await sok.load(dir, [t.v, t.w], t.opt);
+    expect(sortedEntries(await rowsByKey(t.v))).toEqual(dumped);
     expect(t.opt.iterations).toBe(1);
   });
 

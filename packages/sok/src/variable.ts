@@ -1,6 +1,6 @@
 import {
   createTable,
-  type EmbeddingTable,
+  EmbeddingTable,
   FailedPreconditionError,
   fnv1a32,
   initialRow,
@@ -57,6 +57,8 @@ export abstract class SokVariable {
   /** @internal the devices holding a table, in device order */
   shards: DeviceShard[];
   #slots: SlotLayout = NO_SLOTS;
+  /** The optimizer spec whose slots the tables hold (undefined: none). */
+  #spec: OptimizerSpec | undefined = undefined;
   /** @internal the optimizer whose slots the tables hold */
   boundOptimizer: string | null = null;
 
@@ -144,23 +146,57 @@ export abstract class SokVariable {
   /** @internal Rebuilds the device tables with the slots of `spec` (see {@link checkSlots}). */
   async bindSlots(spec: OptimizerSpec, optimizerName: string): Promise<void> {
     if (!this.checkSlots(spec, optimizerName)) return;
+    this.adoptTables(await this.freshTables(spec, 'rows'), spec, optimizerName);
+  }
+
+  /**
+   * @internal New device tables (one per shard, in shard order) holding the slots of
+   * `spec` (null: the slots the tables hold now): empty (`'none'`), or a copy of the
+   * current rows (`'rows'`: values, and scores of a dynamic variable; slots at their
+   * initial values) or also of their slots (`'rowsAndSlots'`, same layout only). The
+   * caller owns them: it passes them to {@link adoptTables} or disposes them.
+   */
+  async freshTables(spec: OptimizerSpec | null, copy: 'none' | 'rows' | 'rowsAndSlots'): Promise<EmbeddingTable[]> {
+    if (spec !== null && !isOptimizerSpec(spec)) throw invalidParameter('spec', 'a core optimizer spec or null', spec, InvalidTypeError);
+    if (copy !== 'none' && copy !== 'rows' && copy !== 'rowsAndSlots') throw invalidParameter('copy', "'none', 'rows' or 'rowsAndSlots'", copy);
+    this.checkUsable();
+    const target = spec ?? this.#spec;
     const fresh: EmbeddingTable[] = [];
     try {
       for (const s of this.shards) {
-        const t = createTable(this.tableOptions(s.device, spec), { backend: this.ctx.backend });
+        const t = createTable(this.tableOptions(s.device, target), { backend: this.ctx.backend });
         fresh.push(t);
-        for await (const b of s.table.exportBatches()) await t.importRows(b.keys, b.values, null, this.kind === 'dynamic' ? b.scores : null);
+        if (copy === 'none') continue;
+        for await (const b of s.table.exportBatches()) {
+          await t.importRows(b.keys, b.values, copy === 'rowsAndSlots' ? b.slots : null, this.kind === 'dynamic' ? b.scores : null);
+        }
       }
     } catch (e) {
       for (const t of fresh) t.dispose();
       throw e;
     }
+    return fresh;
+  }
+
+  /**
+   * @internal Swaps in tables from {@link freshTables} (synchronous; the current ones are
+   * disposed) and, when `spec` brings other slots than the tables held, binds them.
+   */
+  adoptTables(fresh: EmbeddingTable[], spec: OptimizerSpec | null, optimizerName: string | null): void {
+    if (!Array.isArray(fresh) || fresh.length !== this.shards.length || !fresh.every((t) => t instanceof EmbeddingTable && !t.disposed)) {
+      throw invalidParameter('fresh', `${this.shards.length} live tables from freshTables`, fresh, InvalidTypeError);
+    }
+    if (spec !== null && !isOptimizerSpec(spec)) throw invalidParameter('spec', 'a core optimizer spec or null', spec, InvalidTypeError);
+    if (optimizerName !== null && typeof optimizerName !== 'string') throw invalidParameter('optimizerName', 'a string or null', optimizerName, InvalidTypeError);
     this.shards.forEach((s, i) => {
       s.table.dispose();
       s.table = fresh[i]!;
     });
-    this.#slots = spec.slots;
-    this.boundOptimizer = optimizerName;
+    if (spec && optimizerName !== null && !sameSlotLayout(spec.slots, this.#slots)) {
+      this.#slots = spec.slots;
+      this.#spec = spec;
+      this.boundOptimizer = optimizerName;
+    }
   }
 
   /** Rows held over every device (a static variable: its row count). */
