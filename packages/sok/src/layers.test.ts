@@ -78,3 +78,63 @@ describe.each([1, 2, 4])('v1 layers on %i devices', (n) => {
     }
   });
 });
+
+// fix33b #3: SOK v1 gives each device a table of maxVocabularySizePerGpu rows; the hashtable never grows past it.
+describe.each([1, 2])('v1 layers with useHashtable: maxVocabularySizePerGpu bounds each device (%i devices)', (n) => {
+  const sizes = (v: sok.SokVariable) => v.shards.map((s) => s.table.size());
+  const a2a = (cap: number) => new sok.All2AllDenseEmbedding({ maxVocabularySizePerGpu: cap, embeddingVecSize: 2, slotNum: 1, nnzPerSlot: 1, dynamicInput: true, embeddingInitializer: 'ones' });
+
+  it('100 distinct keys with a cap of 8 per device: OUT_OF_RANGE naming the device, nothing inserted', async () => {
+    await initDevices(n);
+    const layer = a2a(8);
+    const keys = BigInt64Array.from({ length: 100 }, (_, i) => BigInt(i));
+    const e = await expectError(layer.call(keys), 'OUT_OF_RANGE', 'maxVocabularySizePerGpu = 8', 'device 0', `would insert ${100 / n} new keys`);
+    expect(e.message).toContain('training: false');
+    expect(await layer.variable.size()).toBe(0);
+    // Inference reads without inserting, whatever the budget.
+    const out = await layer.call(keys, { training: false });
+    expect(Array.from(out.data)).toEqual(Array(200).fill(1));
+    expect(await layer.variable.size()).toBe(0);
+  });
+
+  it('fills each device exactly to its cap; then resident keys still train and a new key on a full device is refused', async () => {
+    await initDevices(n);
+    const layer = a2a(4);
+    // keys 0..4n-1: 4 per device (key mod n), in batches of 3 with repeats
+    const all = Array.from({ length: 4 * n }, (_, i) => BigInt(i));
+    for (let at = 0; at < all.length; at += 3) await layer.call(BigInt64Array.from([...all.slice(at, at + 3), all[at]!]));
+    expect(sizes(layer.variable)).toEqual(Array(n).fill(4));
+    // resident keys only (the exact count: 0 new keys) pass, with a tape, and train
+    const tape = new sok.GradientTape();
+    await layer.call(BigInt64Array.from(all), { tape });
+    const opt = new sok.OptimizerWrapper(new sok.optimizers.SGD({ learningRate: 1 }));
+    await opt.applyGradients(tape.gradient([new Float32Array(all.length * 2).fill(1)]));
+    expect(Array.from((await layer.call(BigInt64Array.of(0n))).data)).toEqual([0, 0]);
+    await expectError(layer.call(BigInt64Array.of(1n, BigInt(4 * n))), 'OUT_OF_RANGE', 'device 0', 'holds 4 of its maxVocabularySizePerGpu = 4 rows', 'would insert 1 new keys');
+    expect(sizes(layer.variable)).toEqual(Array(n).fill(4));
+  });
+
+  it('concurrent training calls never overshoot: 6 calls of 4 new keys each on a budget of 16 keys admit exactly 16', async () => {
+    await initDevices(n);
+    const layer = a2a(16 / n);
+    const calls = Array.from({ length: 6 }, (_, c) => layer.call(BigInt64Array.from({ length: 4 }, (_, i) => BigInt(c * 4 + i))));
+    const results = await Promise.allSettled(calls);
+    const ok = results.filter((r) => r.status === 'fulfilled').length;
+    expect(ok).toBe(4);
+    expect(await layer.variable.size()).toBe(16);
+    for (const r of results) if (r.status === 'rejected') expect((r.reason as { code?: string }).code).toBe('OUT_OF_RANGE');
+    for (const s of sizes(layer.variable)) expect(s).toBeLessThanOrEqual(16 / n);
+  });
+
+  it('DistributedEmbedding: the same bound', async () => {
+    await initDevices(n);
+    const layer = new sok.DistributedEmbedding({ combiner: 'sum', maxVocabularySizePerGpu: 2, embeddingVecSize: 2, slotNum: 1, maxNnz: 3, embeddingInitializer: 'ones' });
+    const sp = (ids: number[][]) => new SparseTensor(ids.flatMap((r, i) => r.map((_, j) => [i, j])), BigInt64Array.from(ids.flat(), BigInt), [ids.length, 3]);
+    await expectError(layer.call(sp([[0, 1, 2], [3, 4, 5]])), 'OUT_OF_RANGE', 'DistributedEmbedding', 'maxVocabularySizePerGpu = 2');
+    expect(await layer.variable.size()).toBe(0);
+    const keys = Array.from({ length: 2 * n }, (_, i) => i);
+    const out = await layer.call(sp([keys.slice(0, 1), keys.slice(1)]));
+    expect(Array.from(out.data)).toEqual([1, 1, 2 * n - 1, 2 * n - 1]);
+    expect(await layer.variable.size()).toBe(2 * n);
+  });
+});

@@ -17,6 +17,7 @@ import { context } from './context.js';
 import { DynamicVariable } from './dynamicVariable.js';
 import type { InitializerName } from './initializer.js';
 import { bagFor, idsFor } from './keys.js';
+import { HashtableBudget } from './layerBudget.js';
 import { checkVariable, embeddingLookup, lookupBags, type EmbeddingLookupOptions } from './lookup.js';
 import { Variable } from './staticVariable.js';
 import { uniqueName, type SokVariable } from './variable.js';
@@ -33,7 +34,11 @@ function layerVariable(o: { useHashtable: boolean; maxVocabularySizePerGpu: numb
 
 /** `new sok.All2AllDenseEmbedding(options)` (SOK v1). Defaults in brackets. */
 export interface All2AllDenseEmbeddingOptions {
-  /** Rows per device; with `useHashtable: false` ids must be in [0, maxVocabularySizePerGpu * N). Required. */
+  /**
+   * Rows per device. Required. With `useHashtable: false` ids must be in [0, maxVocabularySizePerGpu * N);
+   * with the hashtable a training call that would insert more keys on a device than it has room for is
+   * OUT_OF_RANGE (SOK v1's tables have this fixed size; nothing is evicted).
+   */
   maxVocabularySizePerGpu: number;
   /** Floats per row. Required. */
   embeddingVecSize: number;
@@ -79,6 +84,8 @@ export class All2AllDenseEmbedding {
   readonly keyDtype: 'int64' | 'int32';
   /** The table: a DynamicVariable (useHashtable) or a static Variable of maxVocabularySizePerGpu * N rows. */
   readonly variable: SokVariable;
+  /** useHashtable: the rows per device a training call may fill (see HashtableBudget). */
+  readonly #budget: HashtableBudget | null;
 
   constructor(options: All2AllDenseEmbeddingOptions) {
     context();
@@ -106,6 +113,7 @@ export class All2AllDenseEmbedding {
       initializer: o.embeddingInitializer ?? initializers.uniform(-0.05, 0.05),
       name: checkName(o.name, 'name', uniqueName('All2AllDenseEmbedding')),
     });
+    this.#budget = this.useHashtable ? new HashtableBudget(this.maxVocabularySizePerGpu, `All2AllDenseEmbedding "${this.variable.name}"`) : null;
   }
 
   /** The variables a v2 optimizer trains. */
@@ -113,7 +121,10 @@ export class All2AllDenseEmbedding {
     return [this.variable];
   }
 
-  /** Looks up `ids` (see the class). @throws ShapeMismatchError (input size), OutOfRangeError (row index / int32 key) */
+  /**
+   * Looks up `ids` (see the class); `{ tape, training }` as `sok.embeddingLookup` (training by default: new keys are inserted).
+   * @throws ShapeMismatchError (input size), OutOfRangeError (row index / int32 key; a full hashtable: see maxVocabularySizePerGpu)
+   */
   async call(ids: KeyInput | Tensor<BigInt64Array> | Tensor<Int32Array>, options: LayerCallOptions = {}): Promise<Tensor<Float32Array>> {
     const v = checkVariable(this.variable, 'layer.variable');
     const per = this.slotNum * this.nnzPerSlot;
@@ -133,8 +144,10 @@ export class All2AllDenseEmbedding {
       if (count % per !== 0) throw new ShapeMismatchError(`Expected ids to hold batch * slotNum * nnzPerSlot = batch * ${per} ids but received ${count}`, { argument: 'ids' });
       shape = [count / per, this.slotNum, this.nnzPerSlot];
     }
+    const o = checkOptions<LayerCallOptions>(options, ['tape', 'training'], 'options');
     const keys = idsFor(v, ids, 'ids');
-    return embeddingLookup(v, new Tensor(keys, shape) as Tensor<BigInt64Array>, options);
+    const lookup = () => embeddingLookup(v, new Tensor(keys, shape) as Tensor<BigInt64Array>, o);
+    return this.#budget && checkBoolean(o.training, 'options.training', true) ? this.#budget.run(v, keys, lookup) : lookup();
   }
 }
 
@@ -142,7 +155,7 @@ export class All2AllDenseEmbedding {
 export interface DistributedEmbeddingOptions {
   /** 'sum' or 'mean'. Required. */
   combiner: 'sum' | 'mean';
-  /** Rows per device (with `useHashtable: false`, ids in [0, maxVocabularySizePerGpu * N)). Required. */
+  /** Rows per device (with `useHashtable: false`, ids in [0, maxVocabularySizePerGpu * N); with the hashtable, as All2AllDenseEmbedding's). Required. */
   maxVocabularySizePerGpu: number;
   /** Floats per row. Required. */
   embeddingVecSize: number;
@@ -182,6 +195,8 @@ export class DistributedEmbedding {
   readonly useHashtable: boolean;
   /** The table: a DynamicVariable (useHashtable) or a static Variable of maxVocabularySizePerGpu * N rows. */
   readonly variable: SokVariable;
+  /** useHashtable: the rows per device a training call may fill (see HashtableBudget). */
+  readonly #budget: HashtableBudget | null;
 
   constructor(options: DistributedEmbeddingOptions) {
     context();
@@ -208,6 +223,7 @@ export class DistributedEmbedding {
       initializer: o.embeddingInitializer ?? initializers.uniform(-0.05, 0.05),
       name: checkName(o.name, 'name', uniqueName('DistributedEmbedding')),
     });
+    this.#budget = this.useHashtable ? new HashtableBudget(this.maxVocabularySizePerGpu, `DistributedEmbedding "${this.variable.name}"`) : null;
   }
 
   /** The variables a v2 optimizer trains. */
@@ -215,7 +231,7 @@ export class DistributedEmbedding {
     return [this.variable];
   }
 
-  /** Pooled lookup of `sp` (see the class). @throws ShapeMismatchError (denseShape), OutOfRangeError */
+  /** Pooled lookup of `sp` (see the class); options as All2AllDenseEmbedding's. @throws ShapeMismatchError (denseShape), OutOfRangeError (as All2AllDenseEmbedding's) */
   async call(sp: SparseTensor, options: LayerCallOptions = {}): Promise<Tensor<Float32Array>> {
     const v = checkVariable(this.variable, 'layer.variable');
     const o = checkOptions<LayerCallOptions>(options, ['tape', 'training'], 'options');
@@ -225,7 +241,7 @@ export class DistributedEmbedding {
       throw new ShapeMismatchError(`Expected sp.denseShape to be [batch * ${this.slotNum}, <= ${this.maxNnz}] (slotNum, maxNnz) but received ${formatShape(sp.denseShape)}`, { argument: 'sp.denseShape' });
     }
     const bag = bagFor(v, sp, null, 'sp');
-    const [out] = await lookupBags([v], [bag], [this.combiner], [[rows / this.slotNum, this.slotNum, v.dimension]], o);
-    return out!;
+    const lookup = async () => (await lookupBags([v], [bag], [this.combiner], [[rows / this.slotNum, this.slotNum, v.dimension]], o))[0]!;
+    return this.#budget && checkBoolean(o.training, 'options.training', true) ? this.#budget.run(v, bag.keys, lookup) : lookup();
   }
 }
