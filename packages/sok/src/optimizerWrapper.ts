@@ -1,4 +1,4 @@
-import { InvalidTypeError, invalidParameter, type Keys, ShapeMismatchError, formatShape } from '@embedstack/core';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter, type Keys, ShapeMismatchError, formatShape } from '@embedstack/core';
 import { concatFloats, concatKeys } from './concat.js';
 import { context } from './context.js';
 import { applyPooled, applyRows } from './exchange.js';
@@ -61,12 +61,15 @@ export class OptimizerWrapper {
    * variable are summed into one step. Every pair is validated before any device
    * works (a rejected call changes nothing).
    *
-   * @throws InvalidTypeError / ShapeMismatchError / OutOfRangeError naming gradsAndVars[i]; FailedPreconditionError
+   * @throws InvalidArgumentError for an empty list (Keras: "No gradients provided for any variable");
+   *   InvalidTypeError / ShapeMismatchError / OutOfRangeError naming gradsAndVars[i]; FailedPreconditionError
    *   when a variable already holds another optimizer's slots or its init was shut down
    */
   async applyGradients(gradsAndVars: readonly GradientPair[]): Promise<void> {
     context();
     if (!Array.isArray(gradsAndVars)) throw invalidParameter('gradsAndVars', 'an array of [IndexedSlices, variable] pairs', gradsAndVars, InvalidTypeError);
+    // Keras's "No gradients provided for any variable" (a ValueError): no step is counted.
+    if (gradsAndVars.length === 0) throw new InvalidArgumentError('No gradients provided for any variable: gradsAndVars is empty (no step is applied or counted)', { argument: 'gradsAndVars' });
     const byVar = new Map<SokVariable, { pooled: IndexedSlices[]; rows: { keys: Keys; grads: Float32Array }[] }>();
     gradsAndVars.forEach((pair, i) => {
       const arg = `gradsAndVars[${i}]`;

@@ -151,3 +151,23 @@ describe.each([1, 2])('optimizers on %i devices vs a float64 reimplementation', 
     expect((await rowsByKey(v)).get(11n)).toEqual(Array.from(init.subarray(4 * DIM, 5 * DIM)));
   });
 });
+
+describe('applyGradients([])', () => {
+  it('is INVALID_ARGUMENT "No gradients provided for any variable" (Keras): no step counted, nothing changes', async () => {
+    await initDevices(2);
+    const v = new sok.DynamicVariable({ dimension: 2, initializer: '1' });
+    const opt = new sok.OptimizerWrapper(new sok.optimizers.Adam({ learningRate: 0.5 }));
+    const tape = new sok.GradientTape();
+    await sok.embeddingLookup(v, [1n, 2n], { tape });
+    await opt.applyGradients(tape.gradient([new Float32Array([1, 1, 1, 1])]));
+    expect(opt.iterations).toBe(1);
+    const rows = await rowsByKey(v);
+    const score = sok.currentScore();
+    const e = await opt.applyGradients([]).then(() => null, (x: unknown) => x as { code?: string; message: string });
+    expect(e?.code).toBe('INVALID_ARGUMENT');
+    expect(e?.message).toContain('No gradients provided for any variable');
+    expect(opt.iterations).toBe(1);
+    expect(sok.currentScore()).toBe(score);
+    expect(await rowsByKey(v)).toEqual(rows);
+  });
+});

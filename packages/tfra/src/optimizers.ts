@@ -3,6 +3,7 @@ import {
   checkOptions,
   createOptimizer,
   FailedPreconditionError,
+  InvalidArgumentError,
   UnsupportedError,
   InvalidTypeError,
   invalidParameter,
@@ -136,6 +137,7 @@ export abstract class Optimizer {
    * value, then updated), and their slots; then `iterations` += 1. Every pair is
    * validated before any row is written.
    * @throws FailedPreconditionError (not wrapped, inference mode, no lookup recorded, second optimizer on a variable);
+   *   InvalidArgumentError for an empty list (Keras: "No gradients provided for any variable");
    *   InvalidTypeError / ShapeMismatchError for bad pairs
    */
   async applyGradients(gradsAndVars: readonly GradAndVar[]): Promise<void> {
@@ -148,6 +150,8 @@ export abstract class Optimizer {
       throw new FailedPreconditionError('Expected train mode to apply gradients but the model is in inference mode (call de.enableTrainMode())');
     }
     if (!Array.isArray(gradsAndVars)) throw invalidParameter('gradsAndVars', 'an array of [grad, trainable] pairs', gradsAndVars, InvalidTypeError);
+    // Keras's "No gradients provided for any variable" (a ValueError): no step is counted.
+    if (gradsAndVars.length === 0) throw new InvalidArgumentError('No gradients provided for any variable: gradsAndVars is empty (no step is applied or counted)', { argument: 'gradsAndVars' });
     const work = gradsAndVars.map((pair, i) => {
       if (!Array.isArray(pair) || pair.length !== 2) throw invalidParameter(`gradsAndVars[${i}]`, 'a [grad, trainable] pair', pair, InvalidTypeError);
       const [grad, t] = pair as [unknown, unknown];

@@ -63,6 +63,21 @@ describe('training matches a plain-array reimplementation', () => {
     expect(rowsOf((await v.lookup([1n, 2n, 3n])).data, 2)).toEqual([[0, 0], [0, 0], [-1, -1]]);
   });
 
+  it('applyGradients([]) is INVALID_ARGUMENT "No gradients provided for any variable" (Keras): no step counted, nothing changes', async () => {
+    const v = new de.Variable({ dim: 2, name: uniqueName(), initializer: 1 });
+    const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.Adam({ learningRate: 0.5 }));
+    const [, tw] = await de.embeddingLookup(v, [1n], { name: 'e', returnTrainable: true });
+    await opt.applyGradients([[[1, 1], tw]]);
+    expect(opt.iterations).toBe(1);
+    const rows = rowsOf((await v.lookup([1n])).data, 2);
+    await expectError(opt.applyGradients([]), 'INVALID_ARGUMENT', 'No gradients provided for any variable', 'gradsAndVars');
+    expect(opt.iterations).toBe(1);
+    expect(rowsOf((await v.lookup([1n])).data, 2)).toEqual(rows);
+    // The next step is step 2 (Adam's bias correction sees t = 2), as if the empty call never happened.
+    await opt.applyGradients([[[1, 1], tw]]);
+    expect(opt.iterations).toBe(2);
+  });
+
   it('bpV2 adds deltas to the current row; without it the looked-up row is updated and set', async () => {
     for (const bpV2 of [false, true]) {
       const v = new de.Variable({ dim: 1, name: uniqueName(), bpV2 });
