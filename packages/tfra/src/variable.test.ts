@@ -290,6 +290,30 @@ describe('Variable methods', () => {
     expect(de.getVariable(name, { dim: 3 }).dim).toBe(3);
   });
 
+  it("getVariable with reuse refuses another dim or dtype, as TF's get_variable refuses to share another shape (fix33b #5)", () => {
+    const name = uniqueName('gv');
+    const a = de.getVariable(name, { dim: 2 });
+    const e = (f: () => unknown) => {
+      try {
+        f();
+      } catch (x) {
+        return x as Error & { code?: string; argument?: string };
+      }
+      return null;
+    };
+    const dim = e(() => de.getVariable(name, { dim: 5, reuse: true }));
+    expect(dim?.code).toBe('INVALID_ARGUMENT');
+    expect(dim?.message).toBe(`Trying to share variable ${name}, but specified dim 5 and found dim 2`);
+    expect(dim?.argument).toBe('options.dim');
+    const key = e(() => de.getVariable(name, { keyDtype: 'int32', reuse: true }));
+    expect(key?.code).toBe('INVALID_ARGUMENT');
+    expect(key?.message).toContain('specified keyDtype int32 and found keyDtype int64');
+    // The same options, or none, share it.
+    expect(de.getVariable(name, { dim: 2, keyDtype: 'int64', valueDtype: 'float32', reuse: true })).toBe(a);
+    expect(de.getVariable(name, { reuse: true })).toBe(a);
+    expect(a.dim).toBe(2);
+  });
+
   it('getTrainableByName returns the view registered by embeddingLookup, else null', async () => {
     const v = new de.Variable({ dim: 2, name: uniqueName() });
     expect(v.getTrainableByName('user_emb')).toBeNull();
