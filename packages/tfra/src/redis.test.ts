@@ -215,4 +215,22 @@ describe('RedisTableConfig', () => {
     await expectError(() => new de.RedisTableConfig('/nonexistent/redis.json'), 'IO_ERROR', 'redis_config_abs_dir'.slice(0, 0) + '/nonexistent/redis.json');
     await expectError(() => new de.RedisTableCreator({} as de.RedisTableConfig), 'INVALID_TYPE', 'config');
   });
+
+  it('redis_host_ip and redis_host_port lists of different lengths are refused naming both; one port number serves every host (fix33b #6)', async () => {
+    const e = await expectError(
+      () => new de.RedisTableConfig({ redis_connection_mode: 0, redis_host_ip: ['10.0.0.1', '10.0.0.2', '10.0.0.3'], redis_host_port: [7000, 7001] }),
+      'INVALID_ARGUMENT',
+      'redis_host_ip',
+      'redis_host_port',
+      '3 hosts [10.0.0.1, 10.0.0.2, 10.0.0.3]',
+      '2 ports [7000, 7001]',
+    );
+    expect((e as { argument?: string }).argument).toBe('redis_host_port');
+    await expectError(() => new de.RedisTableConfig({ redis_host_ip: ['10.0.0.1'], redis_host_port: [7000, 7001] }), 'INVALID_ARGUMENT', '1 hosts', '2 ports');
+    const one = new de.RedisTableConfig({ redis_connection_mode: 0, redis_host_ip: ['10.0.0.1', '10.0.0.2'], redis_host_port: 7000 });
+    expect(one.redis_host_port).toEqual([7000, 7000]);
+    expect(one.storeOptions().hosts).toEqual([{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7000 }]);
+    const byDefault = new de.RedisTableConfig({ redis_connection_mode: 0, redis_host_ip: ['10.0.0.1', '10.0.0.2'] });
+    expect(byDefault.storeOptions().hosts).toEqual([{ host: '10.0.0.1', port: 6379 }, { host: '10.0.0.2', port: 6379 }]);
+  });
 });

@@ -25,7 +25,7 @@ export interface RedisTableConfigFields {
   redis_master_name?: string;
   /** Hosts (cluster: seeds). Default ['127.0.0.1']. */
   redis_host_ip?: string[];
-  /** Ports, one per host (a single number is accepted). Default [6379]. */
+  /** Ports, one per host (a list as long as redis_host_ip, else INVALID_ARGUMENT), or one number for every host. Default 6379 for every host. */
   redis_host_port?: number[] | number;
   /** ACL user. Default 'default'. */
   redis_user?: string;
@@ -229,7 +229,13 @@ export class RedisTableConfig implements Readonly<Required<RedisTableConfigField
       );
     }
     const merged: Record<string, unknown> = { ...DEFAULTS, ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) };
-    if (typeof merged.redis_host_port === 'number') merged.redis_host_port = [merged.redis_host_port];
+    // One port for every host: a single number, or the default when no port is given. Two lists must pair up (validate).
+    const ips = merged.redis_host_ip;
+    const portGiven = fields.redis_host_port !== undefined;
+    if (Array.isArray(ips) && (typeof merged.redis_host_port === 'number' || !portGiven)) {
+      const port = typeof merged.redis_host_port === 'number' ? merged.redis_host_port : (DEFAULTS.redis_host_port as number[])[0];
+      merged.redis_host_port = ips.map(() => port);
+    } else if (typeof merged.redis_host_port === 'number') merged.redis_host_port = [merged.redis_host_port];
     validate(merged);
     for (const k of FIELDS) Object.defineProperty(this, k, { value: merged[k], enumerable: true, writable: false });
     this.redis_config_abs_dir = path;
@@ -245,7 +251,7 @@ export class RedisTableConfig implements Readonly<Required<RedisTableConfigField
         argument: 'redis_connection_mode',
       });
     }
-    const hosts = this.redis_host_ip.map((host, i) => ({ host, port: this.redis_host_port[i] ?? this.redis_host_port[0]! }));
+    const hosts = this.redis_host_ip.map((host, i) => ({ host, port: this.redis_host_port[i]! }));
     const o: RedisStoreOptions = {
       mode: mode === 0 ? 'cluster' : 'standalone',
       hosts: mode === 0 ? hosts : hosts.slice(0, 1),
@@ -291,6 +297,12 @@ function validate(m: Record<string, unknown>): void {
   if (!Array.isArray(ips) || ips.length === 0 || ips.some((h) => typeof h !== 'string' || h.length === 0)) bad('redis_host_ip', 'a non-empty array of host strings');
   const ports = m.redis_host_port;
   if (!Array.isArray(ports) || ports.length === 0 || ports.some((p) => !isInt(p) || p < 1 || p > 65535)) bad('redis_host_port', 'a non-empty array of ports (integers)');
+  if ((ports as unknown[]).length !== (ips as unknown[]).length) {
+    throw new InvalidArgumentError(
+      `Expected redis_host_ip and redis_host_port to pair up (one port per host, or a single port number for every host) but received ${(ips as unknown[]).length} hosts [${(ips as string[]).join(', ')}] and ${(ports as unknown[]).length} ports [${(ports as number[]).join(', ')}]`,
+      { argument: 'redis_host_port' },
+    );
+  }
   for (const f of ['redis_user', 'redis_password', 'redis_master_name', 'model_tag_import', 'model_tag_runtime', 'model_lib_abs_dir', 'redis_sentinel_user', 'redis_sentinel_password']) {
     if (typeof m[f] !== 'string') bad(f, 'a string');
   }
