@@ -130,3 +130,45 @@ describe('exportModel killed (SIGKILL) at each table boundary', () => {
     expect(readdirSync(join(dir, 'm')).sort()).toEqual(['CURRENT', expect.stringMatching(/^ckpt-\d{12}$/)]);
   }, 120_000);
 });
+
+describe('an export that commits while a server streams the previous one', () => {
+  it('the load starts over from the new version: every table is served from it', async () => {
+    const { exportModel } = await import('./index.js');
+    const { Tensor } = await import('@embedstack/core');
+    const { cpSync, rmSync, writeFileSync } = await import('node:fs');
+    const rows = 1000;
+    // generation g, table t, key k: g * 1000 + t * 100 + k / 8 in every column
+    const gen = (g: number) => Array.from({ length: TABLES }, (_, t) => ({ table: new Tensor(Float32Array.from({ length: rows * 4 }, (_, j) => g * 1000 + t * 100 + Math.floor(j / 4) / 8), [rows, 4]), name: `t${t}` }));
+    const dir = join(work.dir, 'race');
+    const next = join(work.dir, 'race-next');
+    await exportModel({ model: 'm', dir, tables: gen(1) });
+    await exportModel({ model: 'm', dir: next, tables: gen(2) });
+    const config = psConfig(dir) as { models: Record<string, unknown>[]; persistent_db?: unknown };
+    config.models[0]!.max_batch_size = rows;
+    config.persistent_db = { type: 'rocks_db', path: join(work.dir, 'race-rocks') };
+    let switched = false;
+    const server = await HPS.create({
+      psConfig: config,
+      loadBatchSize: 100,
+      onProgress: (p) => {
+        // while table 0 streams, "another process" commits generation 2 (as exportModel does: the new
+        // version, then CURRENT, then the old version deleted)
+        if (switched || p.tableId !== 0 || p.rowsLoaded < 300) return;
+        switched = true;
+        cpSync(join(next, 'm', 'ckpt-000000000001'), join(dir, 'm', 'ckpt-000000000002'), { recursive: true });
+        writeFileSync(join(dir, 'm', 'CURRENT'), 'ckpt-000000000002\n');
+        rmSync(join(dir, 'm', 'ckpt-000000000001'), { recursive: true });
+      },
+    });
+    try {
+      expect(switched).toBe(true);
+      const keys = BigInt64Array.from({ length: rows }, (_, k) => BigInt(k));
+      for (let t = 0; t < TABLES; t++) {
+        const v = Array.from((await server.lookup(keys, 'm', t)).data as Float32Array);
+        expect(v).toEqual(Array.from({ length: rows * 4 }, (_, j) => Math.fround(2000 + t * 100 + Math.floor(j / 4) / 8)));
+      }
+    } finally {
+      await server.close();
+    }
+  }, 60_000);
+});

@@ -3,6 +3,7 @@ import { basename, dirname, join } from 'node:path';
 import {
   type CacheQueryResult,
   CheckpointCorruptError,
+  EmbeddingError,
   FailedPreconditionError,
   inspectHugeCTRModel,
   liveVersionDir,
@@ -150,17 +151,42 @@ export class ModelState {
    * time; an L3 table written at startup is emptied first, so it holds exactly the model's
    * rows), creates the L1 caches, and pre-fills them (static caches: the whole table;
    * `init_ec` with a refresh percentage > 0: that share of the rows).
+   * The folders of an `exportModel` export are those of the version its CURRENT names when
+   * the load starts; when an export commits meanwhile and deletes them (the read fails with
+   * NOT_FOUND / IO_ERROR and CURRENT now names another version), the load starts over from
+   * the new version (at most 3 times), emptying what the failed attempt wrote to L2 and L1.
    * @throws NotFoundError / CheckpointCorruptError for missing or malformed files (nothing is served then)
    */
   async load(onProgress: ((p: LoadProgress) => void) | null, batchSize = 65536): Promise<void> {
-    const { volatileDb: l2, persistentDb: l3, config } = this.ctx;
+    const { volatileDb: l2, persistentDb: l3 } = this.ctx;
     const c = this.config;
-    const keyFormat = config.supportlonglong ? 'int64' : 'uint32';
     if (!l2 && !l3) {
       throw new FailedPreconditionError(`Model ${JSON.stringify(c.model)}: volatile_db and persistent_db are both disabled, so its tables have nowhere to live; enable one of them`);
     }
-    // one export's folders for every table (exportModel's CURRENT read once), checked before loading anything
-    const files = await liveSparseFiles(c.sparseFiles);
+    // one export's folders for every table (exportModel's CURRENT read once per attempt)
+    let files = await liveSparseFiles(c.sparseFiles);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#loadFrom(files, onProgress, batchSize, attempt > 1);
+        return;
+      } catch (e) {
+        const moved = e instanceof EmbeddingError && (e.code === 'NOT_FOUND' || e.code === 'IO_ERROR') && attempt < 3 ? await liveSparseFiles(c.sparseFiles).catch(() => null) : null;
+        if (!moved || moved.every((f, i) => f === files[i])) throw e;
+        files = moved;
+        for (const t of this.tables) {
+          for (const cache of t.caches.values()) cache.dispose();
+          t.caches.clear();
+        }
+      }
+    }
+  }
+
+  /** One attempt of {@link load} from `files`; `again`: an earlier attempt may have written L2 rows, which are removed first. */
+  async #loadFrom(files: readonly string[], onProgress: ((p: LoadProgress) => void) | null, batchSize: number, again: boolean): Promise<void> {
+    const { volatileDb: l2, persistentDb: l3, config } = this.ctx;
+    const c = this.config;
+    const keyFormat = config.supportlonglong ? 'int64' : 'uint32';
+    // every table's files checked before loading anything
     for (const t of this.tables) {
       const info = await inspectHugeCTRModel(files[t.id]!, t.dim, { keyFormat, allowEmpty: false });
       t.rows = info.rows;
@@ -177,7 +203,7 @@ export class ModelState {
       // earlier export's values, keys this one dropped or does not cache) would be served ahead of
       // L3's new rows, so a server that writes the model into L2 empties its tables first, as L3.
       // A server that only attaches (initialize_after_startup false, initial_cache_rate 0) keeps them.
-      if (l2 && l2Rows > 0 && l2.shared) await l2.clear(t.l2Name);
+      if (l2 && l2Rows > 0 && (l2.shared || again)) await l2.clear(t.l2Name);
       // static and uvm hold the whole table in L1 (uvm: HugeCTR's split of it between device and host memory is one memory here)
       const staticCache = c.embeddingCacheType !== 'dynamic';
       if (c.gpucache) {
