@@ -109,6 +109,18 @@ describe('lookups and training', () => {
     expect(tape.size).toBe(0);
   });
 
+  it('spWeights that are not float32 are INVALID_TYPE naming options.spWeights[i]; nothing inserted', async () => {
+    const d = new sok.DynamicVariable({ dimension: 2 });
+    const ids = RaggedTensor.fromNestedArray([[1n, 2n], [3n]]);
+    // whole numbers make a plain fromNestedArray of int64 values
+    const e = await expectError(sok.lookupSparse([d], [ids], { spWeights: [RaggedTensor.fromNestedArray([[1, 3], [2]])] }), 'INVALID_TYPE', 'options.spWeights[0]', 'RaggedTensor of int64 values', 'float32');
+    expect((e as Error & { argument?: string }).argument).toBe('options.spWeights[0]');
+    await expectError(sok.lookupSparse([d], [ids], { spWeights: [[1, 3, 2] as never] }), 'INVALID_TYPE', 'options.spWeights[0]');
+    expect(await d.size()).toBe(0);
+    const [out] = await sok.lookupSparse([d], [ids], { spWeights: [RaggedTensor.fromNestedArray([[1, 3], [2]], { dtype: 'float32' })], combiners: 'sum', training: false });
+    expect(out!.shape).toEqual([2, 2]);
+  });
+
   it.each([1, 2])('Variables only, int32 ids, %i device(s): the OUT_OF_RANGE of core\'s checkRowIndices, before later bad arguments', async (devices) => {
     await initDevices(devices);
     const v = new sok.Variable({ shape: [10, 2] });

@@ -6,6 +6,8 @@ import {
   checkOptions,
   type Combiner,
   FailedPreconditionError,
+  RaggedTensor,
+  SparseTensor,
   InvalidTypeError,
   invalidParameter,
   type KeyInput,
@@ -55,6 +57,17 @@ function checkTape(t: unknown): GradientTape | null {
   if (!(t instanceof GradientTape)) throw invalidParameter('options.tape', 'a sok.GradientTape', t, InvalidTypeError);
   t.checkOpen();
   return t;
+}
+
+/** spWeights[i] when its values are float32 (a plain-number `fromNestedArray` of whole numbers gives int64 values). */
+function checkWeights(w: BagWeights, i: number): BagWeights {
+  if (w === null || w === undefined) return null;
+  const values = w instanceof RaggedTensor || w instanceof SparseTensor ? w.values : w;
+  if (!(values instanceof Float32Array)) {
+    const got = w instanceof RaggedTensor || w instanceof SparseTensor ? `a ${w.constructor.name} of ${w.dtype} values` : w;
+    throw invalidParameter(`options.spWeights[${i}]`, `float32 weights like spIds[${i}] (a RaggedTensor or SparseTensor of Float32Array values, or a Float32Array [nnz])`, got, InvalidTypeError);
+  }
+  return w;
 }
 
 /** Runs one pooled lookup of each variable concurrently, then the hybrid trim and the tape record. */
@@ -115,7 +128,7 @@ export async function lookupSparse(params: readonly SokVariable[], spIds: readon
   });
   const tape = checkTape(o.tape);
   const insert = checkBoolean(o.training, 'options.training', true);
-  const bags = vars.map((v, i) => bagFor(v, spIds[i]!, w?.[i] ?? null, `spIds[${i}]`));
+  const bags = vars.map((v, i) => bagFor(v, spIds[i]!, checkWeights(w?.[i] ?? null, i), `spIds[${i}]`));
   const shapes = vars.map((v, i) => [bags[i]!.rowSplits.length - 1, v.dimension]);
   return run(vars, bags, combiners, shapes, insert, tape);
 }

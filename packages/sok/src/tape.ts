@@ -142,9 +142,11 @@ export class GradientTape {
    * (`outputGrads[i]`: Tensor shaped like the i-th recorded output, or a Float32Array
    * of its size), through the combiners and the exchange: one `[IndexedSlices,
    * variable]` pair per variable, in order of first lookup (TensorFlow's
-   * `zip(tape.gradient(...), vars)`). Synchronous; may be awaited.
+   * `zip(tape.gradient(...), vars)`). Synchronous; may be awaited. A tape that recorded
+   * nothing gives `[]` for `[]` (and `OptimizerWrapper.applyGradients([])` then refuses, as Keras does).
    *
-   * @throws FailedPreconditionError (tape used, nothing recorded), ShapeMismatchError naming outputGrads[i], InvalidTypeError
+   * @throws FailedPreconditionError (tape already used), ShapeMismatchError naming outputGrads[i] (also a count
+   *   other than the recorded outputs'), InvalidTypeError
    */
   gradient(outputGrads: readonly (Tensor<Float32Array> | Float32Array)[]): [IndexedSlices, SokVariable][] {
     this.checkOpen();
