@@ -15,7 +15,8 @@ import type { SokVariable } from './variable.js';
  * counts the batch's keys per owning device, and only when even that does not fit does it
  * wait for the layer's in-flight calls and count the distinct new keys per device exactly
  * (a `find` of the batch's keys, which counts as a read of the resident ones for 'lru'
- * scores). Calls in flight hold a reservation, so concurrent calls never overshoot.
+ * scores), admitting no other call until it has decided. Calls in flight hold a
+ * reservation, so concurrent calls never overshoot.
  */
 export class HashtableBudget {
   /** Rows per device. */
@@ -24,6 +25,8 @@ export class HashtableBudget {
   readonly #what: string;
   #reserved: number[] = [];
   readonly #inflight = new Set<Promise<unknown>>();
+  /** Set while a call counts its new keys exactly (see run). */
+  #gate: Promise<void> | null = null;
 
   constructor(perDevice: number, what: string) {
     this.perDevice = perDevice;
@@ -35,6 +38,8 @@ export class HashtableBudget {
    * @throws OutOfRangeError naming the device, its rows and the new keys; nothing is inserted then
    */
   async run<T>(v: SokVariable, keys: Keys, fn: () => Promise<T>): Promise<T> {
+    // An exact count in progress admits nothing else until it has decided.
+    while (this.#gate) await this.#gate;
     const shards = v.shards;
     if (this.#reserved.length !== shards.length) this.#reserved = shards.map(() => 0);
     const cap = this.perDevice;
@@ -44,22 +49,46 @@ export class HashtableBudget {
       const routed = routeKeys(v, keys);
       need = routed.map((r) => r.local.length);
       if (!fits(need)) {
-        while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
-        // No call in flight from here to the reservation below (all synchronous): the counts are exact.
-        need = routed.map((r) => newKeys(r.shard.table.findSync(r.local).exists, r.local));
-        const bad = shards.findIndex((s, i) => s.table.size() + need[i]! > cap);
-        if (bad >= 0) {
-          const s = shards[bad]!;
-          throw new OutOfRangeError(
-            `${this.#what}'s hashtable is full: device ${s.device} holds ${s.table.size()} of its maxVocabularySizePerGpu = ${cap} rows and this call would insert ${need[bad]} new keys there (SOK v1's table has a fixed size per device). Raise maxVocabularySizePerGpu, or look up with { training: false } (no insertion)`,
-            { argument: 'ids' },
-          );
+        let open!: () => void;
+        const gate = new Promise<void>((resolve) => (open = resolve));
+        this.#gate = gate;
+        const release = (): void => {
+          if (this.#gate === gate) this.#gate = null;
+          open();
+        };
+        try {
+          while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
+          // Nothing in flight and nothing admitted until the gate opens: the counts are exact.
+          need = await Promise.all(routed.map(async (r) => newKeys((await r.shard.table.find(r.local)).exists, r.local)));
+          const bad = shards.findIndex((s, i) => s.table.size() + need[i]! > cap);
+          if (bad >= 0) {
+            const s = shards[bad]!;
+            throw new OutOfRangeError(
+              `${this.#what}'s hashtable is full: device ${s.device} holds ${s.table.size()} of its maxVocabularySizePerGpu = ${cap} rows and this call would insert ${need[bad]} new keys there (SOK v1's table has a fixed size per device). Raise maxVocabularySizePerGpu, or look up with { training: false } (no insertion)`,
+              { argument: 'ids' },
+            );
+          }
+          return await this.#admit(need, fn, release);
+        } finally {
+          release();
         }
       }
     }
+    return this.#admit(need, fn, null);
+  }
+
+  /** Reserves `need` rows per device while `fn` runs (`started`: called once it is in flight). */
+  async #admit<T>(need: number[], fn: () => Promise<T>, started: (() => void) | null): Promise<T> {
     need.forEach((n, i) => (this.#reserved[i]! += n));
-    const p = fn();
+    let p: Promise<T>;
+    try {
+      p = fn();
+    } catch (e) {
+      need.forEach((n, i) => (this.#reserved[i]! -= n));
+      throw e;
+    }
     this.#inflight.add(p);
+    started?.();
     try {
       return await p;
     } finally {

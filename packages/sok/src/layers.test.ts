@@ -126,6 +126,18 @@ describe.each([1, 2])('v1 layers with useHashtable: maxVocabularySizePerGpu boun
     for (const s of sizes(layer.variable)) expect(s).toBeLessThanOrEqual(16 / n);
   });
 
+  it('a call counting its new keys exactly holds the others back: in flight 3, refused 3, then 1 fits (int32 keys)', async () => {
+    await initDevices(n);
+    const layer = new sok.All2AllDenseEmbedding({ maxVocabularySizePerGpu: 4, embeddingVecSize: 1, slotNum: 1, nnzPerSlot: 1, dynamicInput: true, keyDtype: 'int32' });
+    // every key on device 0 (multiples of n)
+    const keys = (ks: number[]) => Int32Array.from(ks, (k) => k * n);
+    const results = await Promise.allSettled([layer.call(keys([1, 2, 3])), layer.call(keys([4, 5, 6])), layer.call(keys([7]))]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(((results[1] as PromiseRejectedResult).reason as { code: string }).code).toBe('OUT_OF_RANGE');
+    const [k] = await sok.exportVariable(layer.variable);
+    expect(Array.from(k as Int32Array).sort((a, b) => a - b)).toEqual([1, 2, 3, 7].map((x) => x * n));
+  });
+
   it('DistributedEmbedding: the same bound', async () => {
     await initDevices(n);
     const layer = new sok.DistributedEmbedding({ combiner: 'sum', maxVocabularySizePerGpu: 2, embeddingVecSize: 2, slotNum: 1, maxNnz: 3, embeddingInitializer: 'ones' });
