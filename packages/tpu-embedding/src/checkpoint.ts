@@ -168,12 +168,14 @@ async function readManifest(root: string): Promise<Manifest> {
 /**
  * Checks that the checkpoint in `dir` fits `tables` (names, shapes, combiners,
  * optimizer slots) and that every table's files are intact, then loads parameters
- * and slots into every table. Nothing is loaded unless every check passes.
- * @returns the step counter stored in the checkpoint
+ * and slots into blank copies of the tables (`blankCopy`), which it returns: the
+ * caller swaps them in, so `tables` never change, even when loading fails part-way
+ * (the copies are then disposed).
+ * @returns the step counter stored in the checkpoint and the loaded tables (in the order of `tables`)
  * @throws NotFoundError (no manifest), CheckpointCorruptError, InvalidArgumentError
  *   naming the table and field that differ, IOError
  */
-export async function restoreTables(dir: string, tables: readonly ShardedTable[]): Promise<number> {
+export async function restoreTables(dir: string, tables: readonly ShardedTable[]): Promise<{ step: number; loaded: ShardedTable[] }> {
   const root = checkDir(dir);
   const m = await readManifest(root);
   const byName = new Map(m.tables.map((t) => [t.name, t]));
@@ -196,6 +198,16 @@ export async function restoreTables(dir: string, tables: readonly ShardedTable[]
     }
   }
   for (const t of tables) await verifyCheckpoint(join(root, byName.get(t.name)!.dir));
-  for (const t of tables) await loadTable(t.checkpointView(), join(root, byName.get(t.name)!.dir), { clear: true });
-  return m.step;
+  const loaded: ShardedTable[] = [];
+  try {
+    for (const t of tables) {
+      const fresh = t.blankCopy();
+      loaded.push(fresh);
+      await loadTable(fresh.checkpointView(), join(root, byName.get(t.name)!.dir), { clear: true });
+    }
+  } catch (e) {
+    for (const t of loaded) t.dispose();
+    throw e;
+  }
+  return { step: m.step, loaded };
 }

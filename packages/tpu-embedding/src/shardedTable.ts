@@ -85,15 +85,19 @@ export class ShardedTable {
   readonly keyDtype: KeyDtype;
   readonly shards: readonly Shard[];
   readonly #initializer: ResolvedInitializer;
+  readonly #backend: EmbeddingBackend;
   #view: EmbeddingTable | null = null;
   #allRows: Keys | null = null;
 
   /**
-   * Creates the shard tables on `backend` (synchronously).
+   * Creates the shard tables on `backend` (synchronously). With `blankOf` (see
+   * {@link blankCopy}) the shards start at zeros and the initializer and
+   * slotVariableCreationFn are not called.
    * @throws InvalidArgumentError when the initializer or slotVariableCreationFn returns bad values
    */
-  constructor(setup: TableSetup, hosts: number, backend: EmbeddingBackend) {
+  constructor(setup: TableSetup, hosts: number, backend: EmbeddingBackend, blankOf: ShardedTable | null = null) {
     const { config, optimizer } = setup;
+    this.#backend = backend;
     this.name = setup.name;
     this.config = config;
     this.optimizer = optimizer;
@@ -102,14 +106,16 @@ export class ShardedTable {
     this.hosts = hosts;
     const dim = this.dim;
     const vocab = this.vocabularySize;
-    const spec: InitializerSpec = isInitializerSpec(config.initializer)
-      ? config.initializer
-      : initializers.fromFunction(config.initializer as (shape: [number, number]) => Float32Array);
+    const spec: InitializerSpec = blankOf
+      ? { kind: 'zeros' }
+      : isInitializerSpec(config.initializer)
+        ? config.initializer
+        : initializers.fromFunction(config.initializer as (shape: [number, number]) => Float32Array);
     const init = resolveInitializer(spec, dim, vocab, `initializer of table "${this.name}"`);
-    this.#initializer = init.kind === 'array' ? { kind: 'array', values: new Float32Array(0) } : init;
+    this.#initializer = blankOf ? blankOf.#initializer : init.kind === 'array' ? { kind: 'array', values: new Float32Array(0) } : init;
     const stream = fnv1a32(this.name);
     const ranges = shardRanges(vocab, hosts);
-    const slotSetup = this.#slotSetup();
+    const slotSetup = blankOf ? null : this.#slotSetup();
     this.keyDtype = vocab <= INT32_MAX ? 'int32' : 'int64';
     const shards: Shard[] = [];
     try {
@@ -144,6 +150,15 @@ export class ShardedTable {
       throw e;
     }
     this.shards = shards;
+  }
+
+  /**
+   * A new table of the same name, shape, sharding, optimizer and backend whose rows and
+   * slots are zeros, to be filled whole (restore loads a checkpoint into it, then it
+   * replaces this one). Its checkpoint view describes this table's initializer.
+   */
+  blankCopy(): ShardedTable {
+    return new ShardedTable({ name: this.name, config: this.config, optimizer: this.optimizer }, this.hosts, this.#backend, this);
   }
 
   /** Evaluates the optimizer's slotVariableCreationFn: constants -> slotInitialValues, arrays -> loaded after creation. */

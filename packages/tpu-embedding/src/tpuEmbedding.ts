@@ -595,13 +595,17 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
    * Loads parameters, slots and the step counter saved by `save` (with any numHosts)
    * into this TPUEmbedding, whose tables must have the same names, shapes, combiners
    * and optimizers. Drops a pending pipelined update and the current step's
-   * activations (queued batches stay queued). Checks every table before loading any.
+   * activations (queued batches stay queued). Checks every table before loading any,
+   * and loads into new tables that replace the current ones only once all loaded (for
+   * that while, the tables take twice their memory), so a failed restore changes nothing.
    * @throws NotFoundError, CheckpointCorruptError, InvalidArgumentError (mismatch), IOError
    */
   restore(dir: string): Promise<void> {
     return this.#serial(async () => {
       const tables = this.#ensureTables();
-      const step = await restoreTables(dir, tables);
+      const { step, loaded } = await restoreTables(dir, tables);
+      this.#tables = loaded;
+      for (const t of tables) t.dispose();
       this.#step = step;
       this.#pending = null;
       this.#stash = null;
