@@ -38,7 +38,7 @@ export function createRedisBackend(options: RedisBackendOptions): RedisBackend {
     priority: options.priority ?? -10,
     store,
     isUsable: () => true,
-    capabilities: (): BackendCapabilities => ({ sync: false, threads: 1, device: 'js' }),
+    capabilities: (): BackendCapabilities => ({ sync: false, threads: 1, device: 'js', storageDtypes: ['float32'] }),
     devices: (): DeviceInfo[] => [{ id: 'redis:0', kind: 'js', name: `Redis ${store.mode} at ${store.connection.address}` }],
     createTable: (o: ResolvedTableOptions): RawTable => store.createRawTable(o, typeof layout === 'function' ? layout(o) : layout),
     unavailableReason: () => undefined,

@@ -3,7 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisRawTable, RedisStore } from './index.js';
 import { float32Bytes, int64Field, refBucket, refSlot, smallestTag } from './test/helpers.js';
-import { type RedisClusterHandle, startRedisCluster } from './testing/index.js';
+import { rawCommand, type RedisClusterHandle, startRedisCluster } from './testing/index.js';
 
 let cluster: RedisClusterHandle;
 let store: RedisStore;
@@ -191,5 +191,52 @@ describe('Redis Cluster: a master dies during a stream of lookups', () => {
     const live = liveKeys.filter((k) => !mixed.includes(k)).slice(0, 5);
     await t.accum(live, new Float32Array(15).fill(1), new Uint8Array(5).fill(1));
     expect(Array.from((await t.find(live)).values)).toEqual(live.flatMap((k) => row(k).map((v) => v + 1)));
+  });
+});
+
+describe('Redis Cluster with replicas: a master fails over', () => {
+  it('writes reach the promoted replica (the store refreshes its slot map), with every row exact', async () => {
+    const ha = await startRedisCluster({ masters: 3, replicas: 1 });
+    const s = new RedisStore({ mode: 'cluster', hosts: ha.hosts, connectTimeoutMs: 2000, commandTimeoutMs: 2000 });
+    try {
+      const nodes = async (port: number) =>
+        (await rawCommand(port, ['CLUSTER', 'NODES']))
+          .trim()
+          .split('\n')
+          .map((l) => l.split(' '))
+          .map((f) => ({ id: f[0]!, port: Number(f[1]!.split(/[:@]/)[1]), flags: f[2]!, master: f[3]!, slots: f.slice(8) }));
+      const waitFor = async (what: string, test: () => Promise<boolean>) => {
+        for (let i = 0; i < 300; i++) {
+          if (await test().catch(() => false)) return;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        throw new Error(`timed out waiting for ${what}`);
+      };
+      const t = await s.openTable({ dim: 2, name: 'fo' }, { modelTag: 'fo', storageSlice: 3, trackScores: false });
+      const keys = Array.from({ length: 30 }, (_, i) => BigInt(i));
+      const ones = new Float32Array(60).fill(1);
+      const exists = new Array<boolean>(30).fill(true);
+      await t.upsert(keys, new Float32Array(60));
+      await t.accum(keys, ones, exists);
+      // the master of bucket 0 (tag {3560}: slot 0), and its replica once it has every write
+      const all = await nodes(ha.port);
+      const victim = all.find((n) => n.flags.includes('master') && n.slots.some((r) => r.split('-')[0] === '0'))!;
+      const replica = all.find((n) => n.master === victim.id)!;
+      const offset = async (port: number, field: RegExp) => Number(field.exec(await rawCommand(port, ['INFO', 'replication']))?.[1]);
+      await waitFor('the replica to catch up', async () => {
+        const m = await offset(victim.port, /master_repl_offset:(\d+)/);
+        return m > 0 && (await offset(replica.port, /slave_repl_offset:(\d+)/)) === m;
+      });
+      ha.killNode(ha.ports.indexOf(victim.port));
+      await waitFor('the replica to be promoted', async () => (await nodes(replica.port)).some((n) => n.id === replica.id && n.flags.includes('master') && n.slots.length > 0));
+      // Before the fix every write to bucket 0 failed with "no connection to the master" (stale slot map).
+      await t.accum(keys, ones, exists);
+      await t.upsert([100n], [7, 7]);
+      const r = await t.find([...keys, 100n]);
+      expect(Array.from(r.values)).toEqual([...new Array<number>(60).fill(2), 7, 7]);
+    } finally {
+      await s.close();
+      await ha.stop();
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { InvalidTypeError, invalidParameter, StoreUnavailableError } from '@embedstack/core';
-import { Cluster, Redis } from 'ioredis';
+import { Cluster, Redis, ReplyError } from 'ioredis';
 import { keySlot } from './naming.js';
 import type { ResolvedRedisStoreOptions } from './options.js';
 import { SCRIPTS, type ScriptName } from './scripts.js';
@@ -25,6 +25,15 @@ export interface Reply {
   error: Error | null;
   /** The reply (bulk strings as Buffers); not meaningful when `error` is set. */
   value: unknown;
+}
+
+/**
+ * True when a failure says the cluster slot map this client routes by may be stale: a
+ * redirection or cluster-state reply, or no reply at all (a lost or missing connection,
+ * e.g. a master that died and whose replica is being promoted).
+ */
+function staleRoute(e: Error): boolean {
+  return /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(e.message) || !(e instanceof (ReplyError as new () => Error));
 }
 
 /** True when a command failed before it ran (re-sending it is safe, nothing was applied). */
@@ -66,6 +75,8 @@ export class RedisConnection {
   /** The last error the client reported (connection refused, ...), for messages. */
   lastError: Error | undefined;
   #closed = false;
+  #dbChecked = false;
+  #dbCheck: Promise<void> | null = null;
   readonly #scripted = new WeakSet<Redis>();
 
   /** @throws InvalidTypeError unless `options` are resolved store options (resolveStoreOptions) */
@@ -111,6 +122,10 @@ export class RedisConnection {
     this.client.on('error', (e: Error) => {
       this.lastError = e;
     });
+    // Each new connection selects `db` again: check it again (see #checkDb).
+    this.client.on('ready', () => {
+      this.#dbChecked = false;
+    });
     for (const [name, def] of Object.entries(SCRIPTS)) this.client.defineCommand(name, def);
   }
 
@@ -131,7 +146,34 @@ export class RedisConnection {
   async ready(): Promise<void> {
     if (this.#closed) throw new StoreUnavailableError(`The Redis store at ${this.address} was closed`);
     const c = this.client;
-    if (c.status === 'ready') return;
+    if (c.status !== 'ready') await this.#connected();
+    if (this.options.db !== 0 && !this.#dbChecked) await this.#checkDb();
+  }
+
+  /**
+   * ioredis selects `db` when it connects but only emits an 'error' when the server refuses
+   * (e.g. an index >= the server's `databases`) and then serves database 0: select it here and
+   * refuse to run anything until that worked, so that no command reads or writes database 0.
+   */
+  async #checkDb(): Promise<void> {
+    this.#dbCheck ??= this.client.call('SELECT', String(this.options.db)).then(
+      () => {
+        this.#dbChecked = true;
+        this.#dbCheck = null;
+      },
+      (e: unknown) => {
+        this.#dbCheck = null;
+        throw new StoreUnavailableError(
+          `Redis at ${this.address} refused database ${this.options.db} (options.db): ${(e as Error)?.message ?? String(e)}`,
+          { cause: e },
+        );
+      },
+    );
+    return this.#dbCheck;
+  }
+
+  async #connected(): Promise<void> {
+    const c = this.client;
     if (c.status === 'wait') c.connect().catch(() => {});
     const timeout = this.options.connectTimeoutMs;
     await new Promise<void>((resolve, reject) => {
@@ -204,7 +246,7 @@ export class RedisConnection {
         list.push(i);
       }
       const retry: number[] = [];
-      let moved = false;
+      let refresh = false;
       await Promise.all(
         [...groups].map(async ([group, idx]) => {
           const res = await this.#pipeline(group, idx.map((i) => cmds[i]!), readOnly);
@@ -213,14 +255,20 @@ export class RedisConnection {
             replies[i] = r;
             if (!r.error) return;
             const safe = neverRan(r.error);
-            if (/^(MOVED|ASK) /.test(r.error.message)) moved = true;
+            if (this.isCluster && staleRoute(r.error)) refresh = true;
             if ((safe && attempt < clusterRedirections) || (readOnly && attempt < attempts)) retry.push(i);
           });
         }),
       );
-      if (retry.length === 0 || this.#closed) break;
+      if (retry.length === 0 || this.#closed) {
+        // The call ends here, but the next one should route by a fresh slot map (writes go to the
+        // master's own connection, which ioredis never re-routes by itself: a failover would
+        // otherwise stay invisible to writes).
+        if (refresh && !this.#closed) (this.client as Cluster).refreshSlotsCache();
+        break;
+      }
       pending = retry.sort((a, b) => a - b);
-      if (moved && this.isCluster) await this.#refreshSlots();
+      if (refresh) await this.#refreshSlots();
       await sleep(delayMs);
       await this.ready().catch(() => {});
     }
@@ -248,11 +296,36 @@ export class RedisConnection {
     return node;
   }
 
+  /** Waits (up to connectTimeoutMs) for a cluster node's connection; false when it fails or has ended. */
+  #nodeReady(node: Redis): Promise<boolean> {
+    if (node.status === 'ready') return Promise.resolve(true);
+    if (node.status === 'end' || node.status === 'close') return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        node.off('ready', onReady);
+        node.off('close', onGone);
+        node.off('end', onGone);
+        resolve(ok);
+      };
+      const onReady = () => done(true);
+      const onGone = () => done(false);
+      const timer = setTimeout(onGone, this.options.connectTimeoutMs);
+      node.on('ready', onReady);
+      node.on('close', onGone);
+      node.on('end', onGone);
+      if (node.status === 'wait') node.connect().catch(() => {});
+    });
+  }
+
   async #pipeline(group: string, cmds: readonly BatchCommand[], readOnly: boolean): Promise<Reply[]> {
     let target: Redis | Cluster = this.client;
     if (this.isCluster && !readOnly) {
       const node = this.#node(group);
-      if (!node) {
+      // Only a connected node takes a write: a connection that is still connecting (e.g. one
+      // ioredis re-created for a master that just died) would queue the commands and fail them
+      // all alike whether they were sent or not. Not connected = certainly not sent.
+      if (!node || !(await this.#nodeReady(node))) {
         const error = new Error(`${NODE_GONE} ${RedisConnection.nodeLabel(group)}${this.#cause()}`);
         return cmds.map(() => ({ error, value: null }));
       }
@@ -281,8 +354,14 @@ export class RedisConnection {
 
   /** ioredis reports a connection lost mid-command as a retry-limit error: say what happened. */
   #explain(e: Error | null): Error | null {
-    if (!e || !/max retries per request/i.test(e.message)) return e;
-    return new Error(`the connection to Redis was lost before the reply (${e.message})${this.#cause()}`, { cause: e });
+    if (!e) return e;
+    if (/max retries per request/i.test(e.message)) {
+      return new Error(`the connection to Redis was lost before the reply (${e.message})${this.#cause()}`, { cause: e });
+    }
+    if (/^Stream isn't writeable/.test(e.message)) {
+      return new Error(`not connected to Redis (the connection was lost; the command was not sent)${this.#cause()}`, { cause: e });
+    }
+    return e;
   }
 
   /** Closes the connection (QUIT, then a hard disconnect after 1 s). Idempotent. */
@@ -294,7 +373,9 @@ export class RedisConnection {
       c.disconnect();
       return;
     }
-    await Promise.race([c.quit().catch(() => {}), sleep(1000)]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([c.quit().catch(() => {}), new Promise<void>((r) => (timer = setTimeout(r, 1000)))]);
+    clearTimeout(timer);
     c.disconnect();
   }
 }

@@ -39,7 +39,8 @@ export function rowBytes(values: Float32Array, i: number, width: number): Buffer
 }
 
 /**
- * Decodes a stored row into out[offset .. offset + width).
+ * Decodes a stored row into out[offset .. offset + width), bit for bit (a byte copy on
+ * little-endian hosts: reading through a JS number would quiet signalling NaNs).
  * @throws FailedPreconditionError when the stored value does not hold `width` float32
  */
 export function decodeRow(buf: Buffer, out: Float32Array, offset: number, width: number, where: () => string): void {
@@ -49,7 +50,8 @@ export function decodeRow(buf: Buffer, out: Float32Array, offset: number, width:
         'the table was written with another dim or layout',
     );
   }
-  for (let c = 0; c < width; c++) out[offset + c] = buf.readFloatLE(c * 4);
+  if (LE) new Uint8Array(out.buffer, out.byteOffset + offset * 4, width * 4).set(buf);
+  else for (let c = 0; c < width; c++) out[offset + c] = buf.readFloatLE(c * 4);
 }
 
 /** Describes key i of a plan in a bucket hash, for messages. */

@@ -67,13 +67,20 @@ export class RedisRawTable implements RawTable {
   readonly #export: { cursor: ExportCursor | null } = { cursor: null };
   #disposed = false;
 
-  /** @throws UnsupportedError for a capped table without scores */
+  /** @throws UnsupportedError for a capped table without scores, or a storageDtype other than 'float32' */
   constructor(init: RedisRawTableInit) {
     const o = init.options;
     if (o.maxCapacity !== Infinity && !init.layout.trackScores) {
       throw new UnsupportedError(
         `Expected layout.trackScores to be true for the capped table "${o.name}" (maxCapacity ${o.maxCapacity}) but received false: eviction ranks rows by score`,
         { argument: 'layout.trackScores' },
+      );
+    }
+    if ((o.storageDtype ?? 'float32') !== 'float32') {
+      throw new UnsupportedError(
+        `Expected storageDtype to be 'float32' for the Redis table "${o.name}" but received '${o.storageDtype}': ` +
+          'store-redis keeps every value as a float32 (4 bytes)',
+        { argument: 'storageDtype' },
       );
     }
     this.#core = new TableCore(init.conn, o, init.layout);

@@ -222,6 +222,35 @@ describe('standalone Redis store', () => {
     expect(n).toBe(600);
   });
 
+  it('rows round-trip bit for bit: signalling NaN payloads, -0, subnormals (find, export, findOrInsert)', async () => {
+    const dim = 6;
+    const bits = [0x7f800001, 0x7f9a39c8, 0xffb235a9, 0x80000000, 0x00000001, 0x7fc00001];
+    const t = await store.openTable({ dim, name: 'bits' }, { modelTag: 'bits', storageSlice: 2, trackScores: false });
+    const keys = [3n, -5n];
+    const row = new Float32Array(keys.length * dim);
+    const u = new Uint32Array(row.buffer);
+    bits.forEach((b, c) => {
+      u[c] = b;
+      u[dim + c] = bits[dim - 1 - c]!;
+    });
+    await t.upsert(keys, row);
+    const hex = (f: Float32Array) => Array.from(new Uint32Array(f.buffer, f.byteOffset, f.length), (x) => x.toString(16));
+    expect(hex((await t.find(keys)).values)).toEqual(hex(row));
+    expect(hex((await t.findOrInsert(keys)).values)).toEqual(hex(row));
+    const e = await t.export();
+    const at = Array.from(e.keys as BigInt64Array).indexOf(3n);
+    expect(hex(e.values.subarray(at * dim, (at + 1) * dim))).toEqual(hex(row.subarray(0, dim)));
+  });
+
+  it('storageDtype float16 / bfloat16 is refused with UNSUPPORTED (values would be kept unrounded as float32)', async () => {
+    for (const storageDtype of ['float16', 'bfloat16'] as const) {
+      const err = await rejection(Promise.resolve().then(() => store.createTable({ dim: 2, name: 'narrow', storageDtype })), 'UNSUPPORTED');
+      expect(err.message).toContain(`'${storageDtype}'`);
+      await rejection(store.openTable({ dim: 2, name: 'narrow', storageDtype }), 'UNSUPPORTED');
+    }
+    expect(await plain.keys('test:narrow*')).toEqual([]);
+  });
+
   it('size() is a cache refreshed by calls; sizeAsync() is exact', async () => {
     const layout = { modelTag: 'sizes', storageSlice: 2 };
     const a = await store.openTable({ dim: 1, name: 's' }, layout);
@@ -308,6 +337,27 @@ describe('standalone failures', () => {
     } finally {
       await srv.stop();
     }
+  });
+
+  it('a database index the server refuses rejects every call with STORE_UNAVAILABLE, never using database 0', async () => {
+    const before = await plain.dbsize();
+    const s = newStore({ db: 99 }); // the server has 16 databases
+    const err = await rejection(s.openTable({ dim: 1, name: 'wrongdb' }, { modelTag: 'wrongdb' }), 'STORE_UNAVAILABLE');
+    expect(err.message).toContain('refused database 99 (options.db)');
+    const t = s.createTable({ dim: 1, name: 'wrongdb' }, { modelTag: 'wrongdb', trackScores: false });
+    await rejection(t.upsert([1n], [1]), 'STORE_UNAVAILABLE');
+    expect(await plain.dbsize()).toBe(before);
+    expect(await plain.keys('wrongdb:*')).toEqual([]);
+    // a database the server has is used
+    const ok = await newStore({ db: 3 }).openTable({ dim: 1, name: 'rightdb' }, { modelTag: 'rightdb', trackScores: false });
+    await ok.upsert([1n], [1]);
+    const db3 = new Redis({ host: server.host, port: server.port, db: 3 });
+    try {
+      expect(await db3.keys('rightdb:*')).toEqual(['rightdb:rightdb{3560}']);
+    } finally {
+      db3.disconnect();
+    }
+    expect(await plain.keys('rightdb:*')).toEqual([]);
   });
 
   it('a closed store rejects with STORE_UNAVAILABLE; a disposed table with DISPOSED', async () => {

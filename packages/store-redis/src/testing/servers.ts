@@ -219,8 +219,10 @@ export interface RedisClusterHandle extends RedisServerHandle {
 
 /** Options of {@link startRedisCluster}. */
 export interface StartRedisClusterOptions {
-  /** Number of masters (no replicas). Default 3 (the minimum Redis accepts). */
+  /** Number of masters. Default 3 (the minimum Redis accepts). */
   masters?: number;
+  /** Replicas per master (`redis-cli --cluster create --cluster-replicas`). Default 0. */
+  replicas?: number;
   /** Milliseconds to wait for `cluster_state:ok`. Default 20000. */
   timeoutMs?: number;
   /** cluster-node-timeout in ms (how fast a dead node is noticed). Default 1000. */
@@ -234,6 +236,9 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
   checkRedisInstalled();
   const masters = opts.masters ?? 3;
   if (!Number.isInteger(masters) || masters < 3) throw new Error(`Expected masters to be an integer >= 3 but received ${masters}`);
+  const replicas = opts.replicas ?? 0;
+  if (!Number.isInteger(replicas) || replicas < 0 || replicas > 4) throw new Error(`Expected replicas to be an integer in [0, 4] but received ${replicas}`);
+  const total = masters * (1 + replicas);
   const timeoutMs = opts.timeoutMs ?? 20000;
   const dir = mkdtempSync(join(tmpdir(), 'embedstack-redis-cluster-'));
   const nodes: Node[] = [];
@@ -254,7 +259,7 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
         }
       }
     };
-    for (let i = 0; i < masters; i++) {
+    for (let i = 0; i < total; i++) {
       const port = await pick();
       const bus = await pick();
       nodes.push(
@@ -264,6 +269,8 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
           '--cluster-node-timeout', String(opts.nodeTimeoutMs ?? 1000),
           '--cluster-port', String(bus),
           '--cluster-require-full-coverage', opts.requireFullCoverage ? 'yes' : 'no',
+          // replicas sync at once (Redis 7 waits 5 s for more replicas before a diskless full sync)
+          '--repl-diskless-sync-delay', '0',
         ]),
       );
     }
@@ -273,7 +280,7 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
     await new Promise<void>((resolve, reject) => {
       execFile(
         'redis-cli',
-        ['--cluster', 'create', ...nodes.map((n) => `${HOST}:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+        ['--cluster', 'create', ...nodes.map((n) => `${HOST}:${n.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'],
         { timeout: timeoutMs },
         (err, stdout, stderr) => (err ? reject(new Error(`redis-cli --cluster create failed: ${err.message}\n${stdout}\n${stderr}`)) : resolve()),
       );
@@ -281,7 +288,7 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
     for (const n of nodes) {
       await waitFor(`cluster_state:ok on port ${n.port}`, timeoutMs, nodes, async () => {
         const info = await rawCommand(n.port, ['CLUSTER', 'INFO']);
-        return info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${masters}`);
+        return info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${total}`);
       });
     }
   } catch (e) {
