@@ -29,6 +29,10 @@ declare module 'rocksdb-native' {
     key: Buffer;
     value: Buffer;
   }
+  /** A streamx Readable of entries; destroy() releases its RocksDB iterator (close() waits for that). */
+  interface RocksIterator extends AsyncIterable<IteratorEntry> {
+    destroy(err?: Error): void;
+  }
   class RocksDB {
     constructor(path: string, opts?: RocksDBOpenOptions);
     readonly opened: boolean;
@@ -39,7 +43,7 @@ declare module 'rocksdb-native' {
     columnFamily(name: string): RocksDB;
     read(opts?: { capacity?: number; autoDestroy?: boolean }): ReadBatch;
     write(opts?: { capacity?: number; autoDestroy?: boolean }): WriteBatch;
-    iterator(range?: { gt?: Uint8Array; gte?: Uint8Array; lt?: Uint8Array; lte?: Uint8Array; limit?: number }, opts?: { values?: boolean }): AsyncIterable<IteratorEntry>;
+    iterator(range?: { gt?: Uint8Array; gte?: Uint8Array; lt?: Uint8Array; lte?: Uint8Array; limit?: number }, opts?: { values?: boolean }): RocksIterator;
     flush(): Promise<void>;
   }
   export = RocksDB;

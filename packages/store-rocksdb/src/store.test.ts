@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RocksStore } from './index.js';
 import { tempDir } from '../test/tmp.js';
@@ -147,5 +148,131 @@ describe('RocksStore', () => {
     await expect(RocksStore.open({ path: 7 } as never)).rejects.toMatchObject({ code: 'INVALID_TYPE' });
     await expect(RocksStore.open({ path: t.dir, numThreads: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(RocksStore.open({ path: t.dir, nope: 1 } as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
+/** Rejects when `p` has not settled after `ms` (a hang shows as a clear failure, not a test timeout). */
+function settlesWithin<T>(p: Promise<T>, what: string, ms = 5000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const hang = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not settle (hangs)`)), ms)));
+  return Promise.race([p, hang]).finally(() => clearTimeout(timer));
+}
+
+describe('RocksStore failure paths', () => {
+  it('close() ends open scans: an abandoned scan or a close inside the loop no longer hangs; the scan then rejects DISPOSED', async () => {
+    const { store, dir } = await openTemp();
+    const keys = BigInt64Array.from({ length: 300 }, (_, i) => BigInt(i));
+    await store.put('a', keys, new Float32Array(600).fill(1));
+    const abandoned = store.scan('a', 2, 100);
+    expect((await abandoned.next()).value?.keys.length).toBe(100);
+    await settlesWithin(store.close(), 'close() with an open scan');
+    await expect(abandoned.next()).rejects.toMatchObject({ code: 'DISPOSED' });
+    // closing from inside the loop
+    const again = await RocksStore.open({ path: dir, tables: ['a'] });
+    cleanups.push(() => again.close());
+    let rows = 0;
+    const loop = (async () => {
+      for await (const b of again.scan('a', 2, 100)) {
+        rows += b.keys.length;
+        await again.close();
+      }
+    })();
+    await expect(settlesWithin(loop, 'a scan whose loop closed the store')).rejects.toMatchObject({ code: 'DISPOSED' });
+    expect(rows).toBe(100);
+  });
+
+  it('calls made while addTables reopens the database wait for it (they used to reject with a raw "session is closed")', async () => {
+    const { store } = await openTemp();
+    await store.put('a', [1n], new Float32Array([1, 1]));
+    const adding = store.addTables(['c']);
+    const calls = [
+      store.put('a', [2n], new Float32Array([2, 2])),
+      store.put('c', [3n], new Float32Array([3])),
+      store.multiGet('a', [1n], 2).then((r) => Array.from(r.values)),
+      store.remove('a', [9n]),
+    ];
+    await adding;
+    const results = await Promise.all(calls);
+    expect(results[2]).toEqual([1, 1]);
+    expect(Array.from((await store.multiGet('a', [1n, 2n], 2)).values)).toEqual([1, 1, 2, 2]);
+    expect(Array.from((await store.multiGet('c', [3n], 1)).values)).toEqual([3]);
+    // a reopen would wait for an open scan forever: refused instead
+    const open = store.scan('a', 2, 1);
+    await open.next();
+    await expect(store.addTables(['d'])).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
+    await open.return(undefined);
+    await store.addTables(['d']);
+    expect(store.tables().sort()).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('a full disk (a 4 MiB tmpfs) rejects with IO_ERROR saying so; the rows written before stay readable', async (ctx) => {
+    const t = tempDir('rocks-full-');
+    cleanups.push(t.cleanup);
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', t.dir]).status === 0;
+    if (!mounted) ctx.skip('mounting a tmpfs is not permitted here (needs root)');
+    cleanups.push(() => spawnSync('umount', [t.dir]));
+    const store = await RocksStore.open({ path: join(t.dir, 'db'), tables: ['a'] });
+    cleanups.push(() => store.close());
+    const dim = 64;
+    let written = 0;
+    let error: unknown = null;
+    for (let b = 0; b < 64 && !error; b++) {
+      const keys = BigInt64Array.from({ length: 1000 }, (_, i) => BigInt(b * 1000 + i));
+      await store.put('a', keys, new Float32Array(1000 * dim).fill(b)).then(
+        () => (written += 1000),
+        (e: unknown) => (error = e),
+      );
+    }
+    expect(error, 'a 4 MiB disk took 16 MiB').not.toBeNull();
+    expect(error).toMatchObject({ code: 'IO_ERROR' });
+    expect((error as Error).message).toMatch(/No space left on device.*ENOSPC: the disk is full/);
+    const keys = BigInt64Array.from({ length: written }, (_, i) => BigInt(i));
+    const got = await store.multiGet('a', keys, dim);
+    expect(got.hits).toBe(written);
+    expect(got.values[(written - 1) * dim]).toBe(written / 1000 - 1);
+  });
+
+  it('a clean close leaves the rows in table files: a damaged write-ahead log afterwards loses none of them', async () => {
+    const { store, dir } = await openTemp();
+    const n = 20000;
+    const keys = BigInt64Array.from({ length: n }, (_, i) => BigInt(i) * 7n - 50000n);
+    const values = new Float32Array(n * 4).map((_, i) => i);
+    await store.put('a', keys, values);
+    await store.close();
+    // RocksDB's recovery stops silently at a damaged log record: garble the middle of every log
+    for (const f of readdirSync(dir).filter((x) => x.endsWith('.log'))) {
+      const b = readFileSync(join(dir, f));
+      for (let i = b.length >> 1; i < Math.min(b.length, (b.length >> 1) + 4096); i++) b[i] ^= 0x5a;
+      writeFileSync(join(dir, f), b);
+    }
+    const again = await RocksStore.open({ path: dir, tables: ['a'] });
+    cleanups.push(() => again.close());
+    const got = await again.multiGet('a', keys, 4);
+    expect(got.hits).toBe(n);
+    expect(got.values).toEqual(values);
+  });
+
+  it('a damaged table file: reads reject with IO_ERROR naming the checksum mismatch (they used to end the process)', async () => {
+    const { store, dir } = await openTemp();
+    const n = 20000;
+    const keys = BigInt64Array.from({ length: n }, (_, i) => BigInt(i));
+    await store.put('a', keys, new Float32Array(n * 4).fill(2));
+    await store.close(); // flushes the rows into a table file (.sst)
+    const ssts = readdirSync(dir).filter((x) => x.endsWith('.sst'));
+    expect(ssts.length).toBeGreaterThan(0);
+    for (const f of ssts) {
+      const b = readFileSync(join(dir, f));
+      for (let i = b.length >> 2; i < Math.min(b.length, (b.length >> 2) + 8192); i++) b[i] ^= 0x5a;
+      writeFileSync(join(dir, f), b);
+    }
+    const again = await RocksStore.open({ path: dir, tables: ['a'], maxBatchSize: 1000 });
+    cleanups.push(() => again.close());
+    const err = await again.multiGet('a', keys, 4).then(() => null, (e: Error) => e);
+    expect(err).toMatchObject({ code: 'IO_ERROR' });
+    expect(err!.message).toMatch(/checksum mismatch|Corruption/i);
+    const scanned = (async () => {
+      for await (const b of again.scan('a', 4)) void b;
+    })();
+    await expect(scanned).rejects.toMatchObject({ code: 'IO_ERROR' });
   });
 });

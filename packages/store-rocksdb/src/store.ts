@@ -7,6 +7,7 @@ import {
   checkName,
   CheckpointCorruptError,
   DisposedError,
+  EmbeddingError,
   FailedPreconditionError,
   invalidParameter,
   IOError,
@@ -52,6 +53,10 @@ export class RocksStore {
   #db: RocksDB;
   #tables = new Map<string, RocksDB>();
   #closed = false;
+  /** The reopen of a running addTables: calls wait for it (the old handles are closed meanwhile). */
+  #reopening: Promise<void> | null = null;
+  /** Iterators of open scans: close() ends them (RocksDB's close waits for every open iterator). */
+  readonly #scans = new Set<{ destroy(): void }>();
 
   /** Use {@link RocksStore.open}. @throws FailedPreconditionError when called directly */
   constructor(token: unknown, db: unknown, options: unknown) {
@@ -88,20 +93,59 @@ export class RocksStore {
 
   /**
    * Adds tables (column families). RocksDB opens column families with the database,
-   * so this closes and reopens it (wait for calls in flight first).
-   * @throws DisposedError after close, IOError when the reopen fails
+   * so this closes and reopens it: calls made meanwhile wait for the reopen, calls in
+   * flight finish first. When the reopen fails the store goes on with its old tables
+   * (reopened), or is closed if even that fails.
+   * @throws DisposedError after close, FailedPreconditionError while a scan is open (finish it or
+   * `return()` it first), IOError when the reopen fails
    */
   async addTables(names: readonly string[]): Promise<void> {
     this.#checkOpen();
     if (!Array.isArray(names)) throw invalidParameter('names', 'an array of table names', names, InvalidTypeError);
-    const fresh = names.map((n, i) => checkName(n, `names[${i}]`)).filter((n) => !this.#tables.has(n));
-    if (fresh.length === 0) return;
-    const all = [...this.#tables.keys(), ...new Set(fresh)];
+    const checked = names.map((n, i) => checkName(n, `names[${i}]`));
+    // Calls made from now on wait for this (set before any await, so that none slips in between).
+    const previous = this.#reopening;
+    const run = (async () => {
+      if (previous) await previous.catch(() => {});
+      this.#checkOpen();
+      const fresh = checked.filter((n) => !this.#tables.has(n));
+      if (fresh.length === 0) return;
+      if (this.#scans.size > 0) {
+        throw new FailedPreconditionError(`RocksStore at '${this.options.path}' has ${this.#scans.size} open scan(s): addTables reopens the database, so finish them (or call return() on them) first`);
+      }
+      const old = [...this.#tables.keys()];
+      await this.#reopen(old, [...old, ...new Set(fresh)]);
+    })();
+    this.#reopening = run;
+    try {
+      await run;
+    } finally {
+      if (this.#reopening === run) this.#reopening = null;
+    }
+  }
+
+  async #reopen(old: string[], all: string[]): Promise<void> {
     await this.#db.close();
-    this.#db = await openDb(this.options, all);
+    let db: RocksDB;
+    try {
+      db = await openDb(this.options, all);
+    } catch (e) {
+      try {
+        this.#use(await openDb(this.options, old), old);
+      } catch (again) {
+        this.#closed = true;
+        throw new IOError(`RocksStore at '${this.options.path}' could not add tables (${(e as Error).message}) nor reopen its own (${(again as Error).message}): the store is closed`, { cause: e });
+      }
+      throw e;
+    }
+    this.#use(db, all);
+  }
+
+  #use(db: RocksDB, tables: string[]): void {
+    this.#db = db;
     this.#tables.clear();
-    for (const t of all) this.#tables.set(t, this.#db.columnFamily(t));
-    (this.options as ResolvedRocksStoreOptions).tables = all;
+    for (const t of tables) this.#tables.set(t, db.columnFamily(t));
+    (this.options as ResolvedRocksStoreOptions).tables = tables;
   }
 
   /**
@@ -110,6 +154,7 @@ export class RocksStore {
    * @throws NotFoundError (unknown table), CheckpointCorruptError (a stored row is not `dim` floats), DisposedError
    */
   async multiGet(table: string, keys: KeyInput, dim: number): Promise<RocksGetResult> {
+    if (this.#reopening) await this.#settled();
     const cf = this.#table(table);
     checkInteger(dim, 'dim', { min: 1, max: 1 << 20 });
     const k = normalizeKeys(keys, 'int64');
@@ -124,13 +169,20 @@ export class RocksStore {
     const batches: Promise<void>[] = [];
     for (let start = 0; start < n; start += step) {
       const end = Math.min(n, start + step);
-      const batch = cf.read({ capacity: end - start });
       const gets: Promise<Buffer | null>[] = [];
-      for (let i = start; i < end; i++) gets.push(batch.get(bytes.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES)));
+      let batch: ReturnType<RocksDB['read']>;
+      try {
+        batch = cf.read({ capacity: end - start });
+        for (let i = start; i < end; i++) gets.push(batch.get(bytes.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES)));
+      } catch (e) {
+        for (const g of gets) g.catch(() => {});
+        batches.push(Promise.reject(e));
+        break;
+      }
+      // flush() and the failed gets reject alike (a checksum mismatch in a table file): wait for all
+      // of them together, so that no rejection is left unhandled (that would end the process).
       batches.push(
-        batch.flush().then(async () => {
-          const got = await Promise.all(gets);
-          batch.destroy();
+        Promise.all([batch.flush(), Promise.all(gets)]).finally(() => batch.destroy()).then(([, got]) => {
           for (let j = 0; j < got.length; j++) {
             const v = got[j];
             if (!v) continue;
@@ -155,6 +207,7 @@ export class RocksStore {
    * @throws ShapeMismatchError, NotFoundError, FailedPreconditionError (read-only), DisposedError, IOError
    */
   async put(table: string, keys: KeyInput, values: Float32Array): Promise<void> {
+    if (this.#reopening) await this.#settled();
     const cf = this.#writable(table);
     const k = normalizeKeys(keys, 'int64');
     if (!(values instanceof Float32Array)) throw invalidParameter('values', 'a Float32Array', values, InvalidTypeError);
@@ -173,11 +226,16 @@ export class RocksStore {
     const flushes: Promise<void>[] = [];
     for (let start = 0; start < n; start += step) {
       const end = Math.min(n, start + step);
-      const batch = cf.write({ capacity: end - start });
-      for (let i = start; i < end; i++) {
-        batch.tryPut(kb.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES), vb.subarray(i * rowBytes, (i + 1) * rowBytes));
+      try {
+        const batch = cf.write({ capacity: end - start });
+        for (let i = start; i < end; i++) {
+          batch.tryPut(kb.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES), vb.subarray(i * rowBytes, (i + 1) * rowBytes));
+        }
+        flushes.push(batch.flush().finally(() => batch.destroy()));
+      } catch (e) {
+        flushes.push(Promise.reject(e));
+        break;
       }
-      flushes.push(batch.flush().finally(() => batch.destroy()));
     }
     await Promise.all(flushes).catch((e: unknown) => {
       throw asStoreError(e, `writing table '${table}'`);
@@ -189,17 +247,18 @@ export class RocksStore {
    * @throws NotFoundError, FailedPreconditionError (read-only), DisposedError, IOError
    */
   async remove(table: string, keys: KeyInput): Promise<void> {
+    if (this.#reopening) await this.#settled();
     const cf = this.#writable(table);
     const k = normalizeKeys(keys, 'int64');
     const kb = new Uint8Array(k.buffer, k.byteOffset, k.length * KEY_BYTES);
     const step = this.options.maxBatchSize;
     for (let start = 0; start < k.length; start += step) {
       const end = Math.min(k.length, start + step);
-      const batch = cf.write({ capacity: end - start });
-      for (let i = start; i < end; i++) batch.tryDelete(kb.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES));
-      await batch.flush().catch((e: unknown) => {
+      await writeBatch(cf, end - start, (batch) => {
+        for (let i = start; i < end; i++) batch.tryDelete(kb.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES));
+      }).catch((e: unknown) => {
         throw asStoreError(e, `deleting from table '${table}'`);
-      }).finally(() => batch.destroy());
+      });
     }
   }
 
@@ -209,13 +268,12 @@ export class RocksStore {
    * @throws NotFoundError, FailedPreconditionError (read-only), DisposedError, IOError
    */
   async clear(table: string): Promise<void> {
+    if (this.#reopening) await this.#settled();
     const cf = this.#writable(table);
-    const batch = cf.write({ capacity: 1 });
     // keys are 8 bytes: [] sorts before every key and 9 x 0xff after every key
-    batch.tryDeleteRange(new Uint8Array(0), new Uint8Array(KEY_BYTES + 1).fill(0xff));
-    await batch.flush().catch((e: unknown) => {
+    await writeBatch(cf, 1, (batch) => batch.tryDeleteRange(new Uint8Array(0), new Uint8Array(KEY_BYTES + 1).fill(0xff))).catch((e: unknown) => {
       throw asStoreError(e, `clearing table '${table}'`);
-    }).finally(() => batch.destroy());
+    });
   }
 
   /**
@@ -247,6 +305,7 @@ export class RocksStore {
     /** [n * dim] floats, row-major. */
     values: Float32Array;
   }> {
+    if (this.#reopening) await this.#settled();
     const cf = this.#table(table);
     checkInteger(dim, 'dim', { min: 1, max: 1 << 20 });
     checkInteger(batchSize, 'batchSize', { min: 1, max: 1 << 24 });
@@ -255,26 +314,52 @@ export class RocksStore {
     let n = 0;
     const kb = new Uint8Array(keys.buffer);
     const vb = new Uint8Array(values.buffer);
-    for await (const { key, value } of cf.iterator()) {
-      if (key.length !== KEY_BYTES || value.length !== dim * 4) {
-        throw new CheckpointCorruptError(`RocksDB table '${table}' holds an entry of ${key.length}/${value.length} key/value bytes, expected 8/${dim * 4}`);
+    const iterator = cf.iterator();
+    this.#scans.add(iterator);
+    try {
+      try {
+        for await (const { key, value } of iterator) {
+          if (key.length !== KEY_BYTES || value.length !== dim * 4) {
+            throw new CheckpointCorruptError(`RocksDB table '${table}' holds an entry of ${key.length}/${value.length} key/value bytes, expected 8/${dim * 4}`);
+          }
+          kb.set(key, n * KEY_BYTES);
+          vb.set(value, n * dim * 4);
+          if (++n === batchSize) {
+            yield { keys: keys.slice(), values: values.slice() };
+            n = 0;
+            this.#checkOpen(); // close() ended the scan while the caller held this batch
+          }
+        }
+      } catch (e) {
+        this.#checkOpen();
+        throw asStoreError(e, `scanning table '${table}'`);
       }
-      kb.set(key, n * KEY_BYTES);
-      vb.set(value, n * dim * 4);
-      if (++n === batchSize) {
-        yield { keys: keys.slice(), values: values.slice() };
-        n = 0;
-      }
+      this.#checkOpen(); // an iterator that close() destroyed ends early: never report a short table as whole
+      if (n > 0) yield { keys: keys.slice(0, n), values: values.slice(0, n * dim) };
+    } finally {
+      this.#scans.delete(iterator);
+      iterator.destroy();
+      keys = new BigInt64Array(0);
+      values = new Float32Array(0);
     }
-    if (n > 0) yield { keys: keys.slice(0, n), values: values.slice(0, n * dim) };
-    keys = new BigInt64Array(0);
-    values = new Float32Array(0);
   }
 
-  /** Closes the database; later calls are DISPOSED. Idempotent. */
+  /**
+   * Closes the database; later calls are DISPOSED. Calls in flight finish first; open scans
+   * end (their next step rejects with DISPOSED). A writable store first flushes every
+   * table's memtable, so the rows live in checksummed table files rather than only in the
+   * write-ahead log (RocksDB's recovery silently drops the log after a damaged record).
+   * Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#settled();
+    for (const it of this.#scans) it.destroy();
+    if (!this.options.readOnly) {
+      // best effort: a flush that fails (e.g. a full disk) leaves the rows in the log, as before
+      await Promise.all([...this.#tables.values()].map((cf) => cf.flush().catch(() => {})));
+    }
     await this.#db.close();
   }
 
@@ -294,6 +379,11 @@ export class RocksStore {
     const cf = this.#table(table);
     if (this.options.readOnly) throw new FailedPreconditionError(`RocksStore at '${this.options.path}' is open read-only: cannot write table ${JSON.stringify(table)}`);
     return cf;
+  }
+
+  /** Resolves once no addTables is reopening the database (its old handles are closed meanwhile). */
+  async #settled(): Promise<void> {
+    while (this.#reopening) await this.#reopening.catch(() => {});
   }
 }
 
@@ -353,7 +443,31 @@ async function openDb(o: ResolvedRocksStoreOptions, tables: readonly string[]): 
   return db;
 }
 
+/** Fills one write batch and commits it (atomically); the batch is destroyed either way. */
+async function writeBatch(cf: RocksDB, capacity: number, fill: (batch: ReturnType<RocksDB['write']>) => void): Promise<void> {
+  const batch = cf.write({ capacity });
+  try {
+    fill(batch);
+    await batch.flush();
+  } finally {
+    batch.destroy();
+  }
+}
+
+/** The messages of an error and its causes ("Batch was not applied" alone hides a full disk). */
+function describeError(e: unknown): string {
+  const parts: string[] = [];
+  let disk = false;
+  const next = (x: unknown): unknown => (x as { cause?: unknown }).cause ?? (x instanceof AggregateError ? x.errors.find((y) => y) : undefined);
+  for (let x: unknown = e, depth = 0; x !== undefined && x !== null && depth < 5; x = next(x), depth++) {
+    const m = x instanceof Error ? x.message : String(x);
+    if (m && !parts.includes(m)) parts.push(m);
+    if ((x as { code?: unknown }).code === 'ENOSPC') disk = true;
+  }
+  return parts.join(': ') + (disk ? ' (ENOSPC: the disk is full)' : '');
+}
+
 function asStoreError(e: unknown, what: string): Error {
-  if (e instanceof CheckpointCorruptError || e instanceof IOError) return e;
-  return new IOError(`RocksDB failed ${what}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+  if (e instanceof EmbeddingError) return e;
+  return new IOError(`RocksDB failed ${what}: ${describeError(e)}`, { cause: e });
 }
