@@ -242,7 +242,7 @@ describe('RocksStore failure paths', () => {
     // RocksDB's recovery stops silently at a damaged log record: garble the middle of every log
     for (const f of readdirSync(dir).filter((x) => x.endsWith('.log'))) {
       const b = readFileSync(join(dir, f));
-      for (let i = b.length >> 1; i < Math.min(b.length, (b.length >> 1) + 4096); i++) b[i] ^= 0x5a;
+      for (let i = b.length >> 1; i < Math.min(b.length, (b.length >> 1) + 4096); i++) b[i] = b[i]! ^ 0x5a;
       writeFileSync(join(dir, f), b);
     }
     const again = await RocksStore.open({ path: dir, tables: ['a'] });
@@ -262,7 +262,7 @@ describe('RocksStore failure paths', () => {
     expect(ssts.length).toBeGreaterThan(0);
     for (const f of ssts) {
       const b = readFileSync(join(dir, f));
-      for (let i = b.length >> 2; i < Math.min(b.length, (b.length >> 2) + 8192); i++) b[i] ^= 0x5a;
+      for (let i = b.length >> 2; i < Math.min(b.length, (b.length >> 2) + 8192); i++) b[i] = b[i]! ^ 0x5a;
       writeFileSync(join(dir, f), b);
     }
     const again = await RocksStore.open({ path: dir, tables: ['a'], maxBatchSize: 1000 });
