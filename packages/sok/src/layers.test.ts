@@ -138,6 +138,14 @@ describe.each([1, 2])('v1 layers with useHashtable: maxVocabularySizePerGpu boun
     expect(Array.from(k as Int32Array).sort((a, b) => a - b)).toEqual([1, 2, 3, 7].map((x) => x * n));
   });
 
+  it('nested-array ids are INVALID_TYPE naming ids[0] (they were a SHAPE_MISMATCH counting the outer array)', async () => {
+    await initDevices(n);
+    const layer = new sok.All2AllDenseEmbedding({ maxVocabularySizePerGpu: 4, embeddingVecSize: 1, slotNum: 2, nnzPerSlot: 1 });
+    await expectError(layer.call([[1n, 2n]] as never), 'INVALID_TYPE', 'ids[0]', 'array of length 2');
+    expect(await layer.variable.size()).toBe(0);
+    expect((await layer.call([1n, 2n])).shape).toEqual([1, 2, 1, 1]);
+  });
+
   it('DistributedEmbedding: the same bound', async () => {
     await initDevices(n);
     const layer = new sok.DistributedEmbedding({ combiner: 'sum', maxVocabularySizePerGpu: 2, embeddingVecSize: 2, slotNum: 1, maxNnz: 3, embeddingInitializer: 'ones' });

@@ -130,6 +130,8 @@ export class All2AllDenseEmbedding {
     const per = this.slotNum * this.nnzPerSlot;
     const count = ids instanceof Tensor ? ids.data.length : Array.isArray(ids) || ArrayBuffer.isView(ids) ? (ids as ArrayLike<unknown>).length : -1;
     if (count < 0) throw invalidParameter('ids', 'a Tensor, typed array or array of int32 / int64 ids', ids, InvalidTypeError);
+    // A nested array is named as such (INVALID_TYPE at ids[i]), not counted by its outer length.
+    if (Array.isArray(ids) && ids.some((x) => Array.isArray(x))) idsFor(v, ids, 'ids');
     let shape: number[];
     if (this.dynamicInput) {
       if (ids instanceof Tensor && ids.shape.length !== 1) throw new ShapeMismatchError(`Expected ids to be flat [n] (dynamicInput) but received ${formatShape(ids.shape)}`, { argument: 'ids' });
