@@ -84,7 +84,8 @@ function entryOf(t: ShardedTable): TableEntry {
 
 /**
  * Writes every table and then the manifest into `dir`, which is created, or must be
- * an empty directory.
+ * an empty directory. A save that fails removes what it wrote (and the directories it
+ * created), so `dir` is as before and the save can be retried there.
  * @throws AlreadyExistsError when `dir` exists and is not empty; InvalidArgumentError
  *   when it is not a directory; IOError for file-system failures
  */
@@ -97,11 +98,24 @@ export async function saveTables(dir: string, tables: readonly ShardedTable[], s
     if (entries.length > 0) {
       throw new AlreadyExistsError(`Expected dir to be a new or empty directory but "${root}" holds ${entries.length} entries`, { argument: 'dir' });
     }
-  } else {
-    await mkdir(root, { recursive: true }).catch((e: unknown) => {
-      throw new IOError(`Could not create checkpoint directory "${root}": ${(e as Error).message}`, { cause: e });
-    });
   }
+  // the topmost directory this save creates (mkdir's answer), or undefined when dir existed
+  const created = s
+    ? undefined
+    : await mkdir(root, { recursive: true }).catch((e: unknown) => {
+        throw new IOError(`Could not create checkpoint directory "${root}": ${(e as Error).message}`, { cause: e });
+      });
+  try {
+    await writeAll(root, tables, step);
+  } catch (e) {
+    // dir was new or empty: everything in it is this save's
+    if (created !== undefined) await rm(created, { recursive: true, force: true }).catch(() => undefined);
+    else for (const entry of await readdir(root).catch(() => [] as string[])) await rm(join(root, entry), { recursive: true, force: true }).catch(() => undefined);
+    throw e;
+  }
+}
+
+async function writeAll(root: string, tables: readonly ShardedTable[], step: number): Promise<void> {
   for (const t of tables) {
     await saveTable(t.checkpointView(), join(root, fileNameOf(t.name)), {
       extra: { tpuEmbedding: { combiner: t.config.combiner, optimizer: t.optimizer?.kind ?? null } },

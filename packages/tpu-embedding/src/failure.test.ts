@@ -199,4 +199,38 @@ describe.each(cases)('a backend failure inside applyGradients on the $name backe
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it('save: a backend failure while writing the second table leaves the directory as it was, and saving there again works', async () => {
+    const { mkdir, mkdtemp, readdir, rm, stat } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const root = await mkdtemp(join(tmpdir(), 'tpu-embedding-save-fail-'));
+    try {
+      const { backend, failing } = faultyBackend(base, 'exportBatch');
+      const f = fixture({ backend, optimizer: new Adagrad({ learningRate: 0.3 }) });
+      await f.emb.enqueue(INPUTS);
+      const acts = await f.emb.dequeue();
+      await f.emb.applyGradients({ watched: gradOf(acts.watched), favorited: gradOf(acts.favorited), friends: gradOf(acts.friends) });
+      failing.add('user');
+      // a directory save creates (with a parent it creates too), and an existing empty one
+      const fresh = join(root, 'parent', 'ck');
+      await expect(f.emb.save(fresh)).rejects.toThrow('injected backend failure');
+      expect(await stat(join(root, 'parent')).catch(() => null)).toBeNull();
+      const empty = join(root, 'empty');
+      await mkdir(empty);
+      await expect(f.emb.save(empty)).rejects.toThrow('injected backend failure');
+      expect(await readdir(empty)).toEqual([]);
+      failing.clear();
+      await f.emb.save(empty);
+      await f.emb.save(fresh);
+      const g = fixture({ backend, optimizer: new Adagrad({ learningRate: 0.3 }) });
+      await g.emb.restore(empty);
+      expect(g.emb.step).toBe(1);
+      expect([...g.emb.embeddingTables.values()].map((t) => Array.from(t.data))).toEqual([...f.emb.embeddingTables.values()].map((t) => Array.from(t.data)));
+      f.emb.dispose();
+      g.emb.dispose();
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
 });
