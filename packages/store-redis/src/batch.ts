@@ -1,5 +1,5 @@
 import { StoreUnavailableError } from '@embedstack/core';
-import { type BatchCommand, neverRan, RedisConnection } from './connection.js';
+import { type BatchCommand, notApplied, RedisConnection } from './connection.js';
 import type { KeyPlan } from './keyPlan.js';
 
 /** What a failed call reports. */
@@ -53,7 +53,7 @@ export class Batch {
     }
     const failed = replies.map((r, i) => (r.error ? i : -1)).filter((i) => i >= 0);
     if (failed.length > 0) {
-      const sent = !failed.every((i) => neverRan(replies[i]!.error!));
+      const sent = !failed.every((i) => notApplied(replies[i]!.error!));
       throw this.#failure(failed, replies[failed[0]!]!.error!, conn, ctx, sent);
     }
     return replies.map((r) => r.value);
@@ -70,7 +70,9 @@ export class Batch {
     }
     const where = `bucket(s) [${[...buckets].sort((a, b) => a - b).join(', ')}] on node(s) [${[...nodes].join(', ')}]`;
     const state = !sent
-      ? `could not be ${ctx.write ? 'written' : 'read'} (nothing was applied)`
+      ? ctx.write
+        ? 'could not be written (nothing was applied)'
+        : 'could not be read'
       : ctx.write
         ? 'are in an unknown state (the write may or may not have been applied)'
         : 'could not be read';

@@ -41,6 +41,19 @@ export function neverRan(e: Error): boolean {
   return NOT_RUN.test(e.message);
 }
 
+/**
+ * True when the command certainly changed nothing: it never ran ({@link neverRan}), or the
+ * server refused it as a whole before running it (no memory under `noeviction`, no ACL
+ * permission, a read-only replica, a failing RDB save, a key of another type). Errors raised
+ * inside a script (their message names the script) are not: the script may have written
+ * before failing. Re-sending these would fail again.
+ */
+export function notApplied(e: Error): boolean {
+  return neverRan(e) || (e instanceof (ReplyError as new () => Error) && REFUSED.test(e.message) && !/ script: /.test(e.message));
+}
+
+const REFUSED = /^(OOM|NOPERM|NOAUTH|READONLY|MISCONF|WRONGTYPE|BUSY|NOSCRIPT) /;
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const NODE_GONE = 'no connection to the master';
@@ -181,11 +194,21 @@ export class RedisConnection {
         clearTimeout(timer);
         c.off('ready', onReady);
         c.off('end', onEnd);
+        c.off('error', onError);
+        c.off('node error', onError);
         if (err) reject(err);
         else resolve();
       };
       const onReady = () => done();
       const onEnd = () => done(new StoreUnavailableError(`The connection to Redis at ${this.address} ended${this.#cause()}`));
+      // Refused credentials will not get better by waiting: fail now, not after connectTimeoutMs.
+      const onError = (e: Error) => {
+        if (!/^(WRONGPASS|NOAUTH) /.test(e?.message ?? '')) return;
+        const who = this.options.username ? `user "${this.options.username}"` : 'the default user';
+        done(new StoreUnavailableError(`Redis at ${this.address} refused the credentials of ${who} (options.username / options.password): ${e.message}`, { cause: e }));
+      };
+      c.on('error', onError);
+      c.on('node error', onError);
       const timer = setTimeout(
         () =>
           done(

@@ -360,6 +360,22 @@ describe('standalone failures', () => {
     expect(await plain.keys('rightdb:*')).toEqual([]);
   });
 
+  it('refused credentials reject at once (not after connectTimeoutMs); a refused write says nothing was applied', async () => {
+    await plain.call('ACL', 'SETUSER', 'rev-reader', 'on', '>pw', '~*', '+@read', '+info', '+hello', '+client');
+    const wrong = newStore({ username: 'rev-reader', password: 'wrong', connectTimeoutMs: 60000 });
+    let timer: NodeJS.Timeout | undefined;
+    const hang = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('openTable waited for connectTimeoutMs')), 5000)));
+    const err = await rejection(Promise.race([wrong.openTable({ dim: 1, name: 'creds' }), hang]).finally(() => clearTimeout(timer)), 'STORE_UNAVAILABLE');
+    expect(err.message).toContain('refused the credentials of user "rev-reader"');
+    expect(err.message).toContain('WRONGPASS');
+    // a user without write permission: the server refuses the HSETs before running them
+    const reader = newStore({ username: 'rev-reader', password: 'pw' });
+    const t = await reader.openTable({ dim: 1, name: 'ro' }, { modelTag: 'rev-ro', storageSlice: 2, trackScores: false });
+    const w = await rejection(t.upsert([1n, 2n], [1, 2]), 'STORE_UNAVAILABLE');
+    expect(w.message).toMatch(/2 of the call's keys \(1, 2\) in bucket\(s\) \[0, 1\] on node\(s\) \[standalone\] could not be written \(nothing was applied\): NOPERM/);
+    expect(await plain.keys('rev-ro:*')).toEqual([]);
+  });
+
   it('a closed store rejects with STORE_UNAVAILABLE; a disposed table with DISPOSED', async () => {
     const s = newStore();
     const t = await s.openTable({ dim: 1, name: 'closing' });
