@@ -5,7 +5,7 @@
  * without a usable device the CUDA backend's host mode 'cuda-host' runs instead,
  * labelled as such), or any other registered name.
  */
-import { type EmbeddingBackend, getBackend, loadDefaultBackend } from '@embedstack/core';
+import { type EmbeddingBackend, getBackend, listBackends, loadDefaultBackend } from '@embedstack/core';
 
 export interface LoadedBackend {
   backend: EmbeddingBackend;
@@ -35,6 +35,26 @@ export function describeCpuLevel(backend: EmbeddingBackend): string | null {
   if (typeof b.cpuLevel !== 'function' || !backend.isUsable()) return null;
   const { level, build } = b.cpuLevel();
   return `${level} code (${build === 'prebuilt' ? 'prebuilt binary' : 'source build'})`;
+}
+
+/** The backends the bench loads by name (others must be registered by a module it imports). */
+export const KNOWN_BACKENDS: readonly string[] = ['cpu', 'reference', 'cuda', 'cuda-host'];
+
+/**
+ * The one-line message for a backend the user named that cannot be measured (an unknown name, a
+ * backend this machine cannot run), said about where the name came from: `--backend`, EMBEDSTACK_BACKEND
+ * or the default; null for any other error (a bug, whose stack is worth printing).
+ */
+export function backendUsageError(name: string, e: unknown, source: 'cli' | 'env' | 'default'): string | null {
+  const code = (e as { code?: unknown } | null)?.code;
+  const where =
+    source === 'cli' ? `option '--backend <name>' argument '${name}'` : source === 'env' ? `EMBEDSTACK_BACKEND="${name}" (no --backend given)` : `the default backend '${name}'`;
+  if (code === 'NOT_FOUND') {
+    const names = [...new Set([...KNOWN_BACKENDS, ...listBackends()])];
+    return `error: ${where} is invalid. Expected one of ${names.join(', ')} but received "${name}".`;
+  }
+  if (code === 'BACKEND_UNAVAILABLE') return `error: ${where}: the backend cannot run here. ${(e as Error).message}`;
+  return null;
 }
 
 export async function loadBackend(name: string): Promise<LoadedBackend> {

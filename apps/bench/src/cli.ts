@@ -5,14 +5,15 @@
  */
 import { spawnSync } from 'node:child_process';
 import os from 'node:os';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadBackend } from './backend.js';
+import { backendUsageError, loadBackend } from './backend.js';
 import { writeChart } from './charts.js';
 import { Fixtures } from './fixtures.js';
 import { formatBytes } from './format.js';
 import { machineInfo, versions } from './machine.js';
 import { loadNative } from './native.js';
-import { benchProgram, defaultBackendName, parseBenchArgs, type ProgramSpec } from './options.js';
+import { benchProgram, defaultBackendName, ignoredSuiteOptions, parseBenchArgs, preparePlotDir, type ProgramSpec } from './options.js';
 import { progress, progressMode } from './progress.js';
 import { formatSuite, suiteJson } from './report.js';
 import { memoryChild, type MemoryChildSpec } from './suites/memory.js';
@@ -38,15 +39,34 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (argv[0] === 'demo') {
-    process.stderr.write('The demo is not part of this build of embedstack-bench yet.\n');
-    return 1;
+    // `embedstack-bench demo [options]` is the demo's own command (embedstack-demo, built beside this file)
+    const r = spawnSync(process.execPath, [join(dirname(cliPath), 'demo.js'), ...argv.slice(1)], { stdio: 'inherit' });
+    return r.status ?? 1;
   }
   const spec: ProgramSpec = { suites: SUITES, planned: PLANNED, defaultBackend: defaultBackendName() };
-  const args = parseBenchArgs(benchProgram(spec), spec, argv); // commander prints --help and errors, and exits
+  const program = benchProgram(spec);
+  const args = parseBenchArgs(program, spec, argv); // commander prints --help and errors, and exits
+  const usage = (message: string): number => {
+    process.stderr.write(`${message}\n(run with --help for the options)\n`);
+    return 1;
+  };
+  const plotError = args.plot === null ? null : preparePlotDir(args.plot);
+  if (plotError !== null) return usage(`error: option '--plot <dir>' argument '${args.plot}' is invalid. ${plotError}`);
   reexecIfNeeded();
+  // (after the re-run, so the note prints once)
+  for (const flag of ignoredSuiteOptions(program, spec, args)) process.stderr.write(`note: ${flag} has no effect: that suite is not in this run\n`);
   progress.configure(progressMode(args.json));
   const native = loadNative();
-  const { backend, threads, label, note } = await loadBackend(args.backend);
+  let loadedBackend;
+  try {
+    loadedBackend = await loadBackend(args.backend);
+  } catch (e) {
+    const source = program.getOptionValueSource('backend') === 'cli' ? 'cli' : process.env.EMBEDSTACK_BACKEND ? 'env' : 'default';
+    const message = backendUsageError(args.backend, e, source);
+    if (message === null) throw e;
+    return usage(message);
+  }
+  const { backend, threads, label, note } = loadedBackend;
   const machine = machineInfo();
   const vers = versions();
   const hwThreads = native.hardwareThreads();

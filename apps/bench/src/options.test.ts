@@ -1,6 +1,20 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CommanderError } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { benchProgram, defaultBackendName, oneOf, parseBenchArgs, positiveInt, type ProgramSpec } from './options.js';
+import {
+  benchProgram,
+  defaultBackendName,
+  fraction,
+  ignoredSuiteOptions,
+  oneOf,
+  parseBenchArgs,
+  positiveInt,
+  positiveNumber,
+  preparePlotDir,
+  type ProgramSpec,
+} from './options.js';
 import { SUITES } from './suites/index.js';
 import type { Suite } from './suites/types.js';
 
@@ -75,6 +89,16 @@ describe('parseBenchArgs', () => {
     );
   });
 
+  it('rejects an empty --suite (which would otherwise mean every suite)', () => {
+    for (const value of ['', ',', ' , ']) {
+      const e = errorOf(['--suite', value]);
+      expect(e.code).toBe('commander.invalidArgument');
+      expect(e.message).toContain(`Expected a suite name or a comma list of names (${[...AVAILABLE, 'extra'].join(', ')}) but received "${value}".`);
+    }
+    expect(errorOf(['--suite=']).code).toBe('commander.invalidArgument');
+    expect(parse(['--suite', 'find,']).args.suites).toEqual(['find']); // a trailing comma is harmless
+  });
+
   it('rejects suites that are listed but not yet available', () => {
     expect(errorOf(['--suite', 'later']).message).toContain('Expected an available suite but received "later" (not yet available).');
     expect(errorOf(['--suite', 'find,someday']).message).toContain('"someday"');
@@ -89,6 +113,48 @@ describe('parseBenchArgs', () => {
     expect(errorOf(['--extra-batch', '1.5']).message).toContain('Expected a positive integer but received "1.5".');
     expect(errorOf(['--extra-mode', 'medium']).message).toContain('Expected one of fast, slow but received "medium".');
     expect(errorOf(['stray']).code).toBe('commander.excessArguments');
+  });
+});
+
+describe('ignoredSuiteOptions', () => {
+  const ignored = (argv: string[]): string[] => {
+    const program = benchProgram(spec).exitOverride();
+    return ignoredSuiteOptions(program, spec, parseBenchArgs(program, spec, argv));
+  };
+  it('lists the suite options given for suites the run leaves out, and only those', () => {
+    expect(ignored(['--suite', 'find', '--extra-batch', '64', '--sok-bags', '8'])).toEqual(['--sok-bags (sok suite)', '--extra-batch (extra suite)']);
+    expect(ignored(['--suite', 'extra', '--extra-batch', '64', '--extra-weights'])).toEqual([]);
+    expect(ignored(['--extra-batch', '64'])).toEqual([]); // every suite runs
+    expect(ignored(['--suite', 'find'])).toEqual([]); // defaults are not "given"
+  });
+});
+
+describe('value parsers', () => {
+  it('positiveNumber takes finite numbers > 0 and names what it got otherwise', () => {
+    expect(positiveNumber('0.05')).toBe(0.05);
+    expect(positiveNumber('2e-3')).toBe(0.002);
+    for (const v of ['0', '-1', 'abc', '', 'Infinity', 'NaN']) expect(() => positiveNumber(v)).toThrow(`Expected a number > 0 but received "${v}".`);
+  });
+  it('fraction takes (0, 1]', () => {
+    expect(fraction('1')).toBe(1);
+    expect(fraction('0.2')).toBe(0.2);
+    for (const v of ['0', '2', '-0.5', 'x', '']) expect(() => fraction(v)).toThrow(`Expected a number in (0, 1] but received "${v}".`);
+  });
+});
+
+describe('preparePlotDir', () => {
+  it('makes the folder with its parents, and refuses a file in the way', () => {
+    const root = mkdtempSync(join(tmpdir(), 'bench-plot-'));
+    try {
+      expect(preparePlotDir(join(root, 'a', 'b'))).toBeNull();
+      expect(preparePlotDir(join(root, 'a', 'b'))).toBeNull(); // existing: fine
+      const file = join(root, 'file');
+      writeFileSync(file, 'x');
+      expect(preparePlotDir(file)).toBe(`Expected a folder but received "${file}", which is a file.`);
+      expect(preparePlotDir(join(file, 'sub'))).toBe(`Expected a folder the charts can be written to but received "${join(file, 'sub')}" (a file is in the way).`);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
 
@@ -125,6 +191,10 @@ describe('--help', () => {
     expect(help).toMatch(/ later +LATER .*?\(not yet available\)/);
     expect(help).toMatch(/ someday +SOMEDAY .*?\(not yet available\)/);
     expect(help).not.toMatch(/ find dynamic[^(]*\(not yet available\)/);
+  });
+
+  it('says where the demo is', () => {
+    expect(help).toContain('embedstack-bench demo [options]');
   });
 });
 

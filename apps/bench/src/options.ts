@@ -3,6 +3,7 @@
  * own options (grouped under the suite in --help), generated --help with every
  * default, and commander's errors for unknown or malformed options.
  */
+import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { BenchArgs, Suite } from './suites/types.js';
 
@@ -31,6 +32,20 @@ export function positiveInt(value: string): number {
   return n;
 }
 
+/** Parser of a finite number > 0 (learning rates and the like). */
+export function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`Expected a number > 0 but received "${value}".`);
+  return n;
+}
+
+/** Parser of a fraction in (0, 1]. */
+export function fraction(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !(n > 0 && n <= 1)) throw new InvalidArgumentError(`Expected a number in (0, 1] but received "${value}".`);
+  return n;
+}
+
 /** Parser of a value from a fixed list (for suites' options). */
 export function oneOf(choices: readonly string[]): (value: string) => string {
   return (value) => {
@@ -52,6 +67,10 @@ function suiteParser(spec: ProgramSpec): (value: string, previous: string[]) => 
   const planned = new Set(spec.planned.map((s) => s.name));
   return (value, previous) => {
     const out = [...previous];
+    // An empty value would leave the list empty, which means "every suite": refuse it rather than start a full run.
+    if (value.split(',').every((raw) => raw.trim() === '')) {
+      throw new InvalidArgumentError(`Expected a suite name or a comma list of names (${names.join(', ')}) but received "${value}".`);
+    }
     for (const raw of value.split(',')) {
       const name = raw.trim();
       if (name === '') continue;
@@ -70,6 +89,9 @@ function suitesHelp(spec: ProgramSpec): string {
     'Suites (all available ones run unless --suite is given):',
     ...spec.suites.map((s) => `  ${s.name.padEnd(width)}  ${s.description}`),
     ...spec.planned.map((s) => `  ${s.name.padEnd(width)}  ${s.description} (not yet available)`),
+    '',
+    'The demo (train, checkpoint, export, serve) is its own command: embedstack-demo [options], or',
+    'embedstack-bench demo [options] (pnpm demo from the repository); --help lists its options.',
     '',
     'Figures are medians of samples taken after a warm-up, with their spread (MAD); ours and the',
     'peers are sampled in alternation, and ratios compare figures of the same run.',
@@ -129,4 +151,37 @@ export function parseBenchArgs(program: Command, spec: ProgramSpec, argv: readon
     backend: o.backend,
     suiteOptions,
   };
+}
+
+/**
+ * The suite options given on the command line for suites this run leaves out (they have no effect):
+ * their long flags, as `--sok-bags (sok suite)`.
+ */
+export function ignoredSuiteOptions(program: Command, spec: ProgramSpec, args: BenchArgs): string[] {
+  const out: string[] = [];
+  for (const s of spec.suites) {
+    if (args.suites.includes(s.name)) continue;
+    for (const o of s.options ?? []) {
+      const opt = new Option(o.flags, o.description);
+      if (program.getOptionValueSource(opt.attributeName()) === 'cli') out.push(`${opt.long ?? o.flags} (${s.name} suite)`);
+    }
+  }
+  return out;
+}
+
+/**
+ * Makes the --plot folder (and its parents) and checks that it is a writable folder, before
+ * anything is measured; returns what is wrong, or null when charts can be written there.
+ */
+export function preparePlotDir(dir: string): string | null {
+  try {
+    if (statSync(dir, { throwIfNoEntry: false })?.isDirectory() === false) return `Expected a folder but received "${dir}", which is a file.`;
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK);
+    return null;
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    const why = err.code === 'ENOTDIR' || err.code === 'EEXIST' ? 'a file is in the way' : err.code === 'EACCES' || err.code === 'EPERM' || err.code === 'EROFS' ? 'not writable' : (err.code ?? err.message);
+    return `Expected a folder the charts can be written to but received "${dir}" (${why}).`;
+  }
 }

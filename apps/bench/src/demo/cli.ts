@@ -5,17 +5,12 @@
 import { Command, Option } from 'commander';
 import '@embedstack/cpu-backend';
 import { machineInfo } from '../machine.js';
-import { positiveInt } from '../options.js';
+import { fraction, positiveInt, positiveNumber } from '../options.js';
 import { runDemo } from './run.js';
-
-const fraction = (value: string): number => {
-  const x = Number(value);
-  if (!(x > 0 && x <= 1)) throw new Error(`Expected --cache-fraction in (0, 1] but received "${value}".`);
-  return x;
-};
 
 const program = new Command('embedstack-demo')
   .description('Train embeddings (TPU embedding API + a TensorFlow.js head), checkpoint, export to HugeCTR\'s layout, serve with HPS')
+  .showHelpAfterError('(run with --help for the options)')
   .option('--seed <n>', 'seed of the click log (the run is deterministic)', positiveInt, 1)
   .option('--quick', 'a small run for CI (a few seconds)', false)
   .option('--epochs <n>', 'training epochs', positiveInt)
@@ -25,8 +20,8 @@ const program = new Command('embedstack-demo')
   .option('--dim <n>', 'embedding width', positiveInt, 8)
   .option('--batch <n>', 'training batch size', positiveInt, 1024)
   .addOption(new Option('--cache-fraction <x>', 'L1 cache per table, as a fraction of its rows').argParser(fraction).default(0.2))
-  .addOption(new Option('--embedding-rate <x>', 'Adagrad learning rate of the embeddings').argParser(Number).default(0.5))
-  .addOption(new Option('--head-rate <x>', 'Adam learning rate of the head').argParser(Number).default(0.05))
+  .addOption(new Option('--embedding-rate <x>', 'Adagrad learning rate of the embeddings').argParser(positiveNumber).default(0.5))
+  .addOption(new Option('--head-rate <x>', 'Adam learning rate of the head').argParser(positiveNumber).default(0.05))
   .option('--request <n>', 'examples per served request', positiveInt, 256)
   .option('--plot <dir>', 'write SVG charts (loss, AUC, served latency) and their Vega-Lite specs')
   .option('--out <dir>', 'keep the checkpoint, model files and RocksDB there (default: a temporary folder, removed)')

@@ -1,0 +1,97 @@
+// The built CLIs (dist/cli.js, dist/demo.js) on a user's mistakes: one message that names the option,
+// what it takes and what it got, exit code 1, no stack trace, nothing measured.
+// The test command builds before it tests; run `pnpm build` first when running this file alone.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { getBackend } from '@embedstack/core';
+import { describe, expect, it } from 'vitest';
+import { backendUsageError, KNOWN_BACKENDS } from './backend.js';
+
+const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const demo = fileURLToPath(new URL('../dist/demo.js', import.meta.url));
+
+function run(script: string, args: string[], env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
+  expect(existsSync(script), `${script} (run pnpm build first)`).toBe(true);
+  const e = { ...process.env, ...env };
+  if (!('EMBEDSTACK_BACKEND' in env)) delete e.EMBEDSTACK_BACKEND;
+  const r = spawnSync(process.execPath, [script, ...args], { encoding: 'utf8', timeout: 60_000, env: e });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** A one-message usage error: exit 1, the message and the hint on stderr, no stack frames, nothing on stdout. */
+function expectUsageError(r: ReturnType<typeof run>, message: string): void {
+  expect(r.stderr).toContain(message);
+  expect(r.stderr).toContain('(run with --help for the options)');
+  expect(r.stderr).not.toMatch(/^\s+at /m);
+  expect(r.stdout).toBe('');
+  expect(r.status).toBe(1);
+}
+
+describe('backendUsageError', () => {
+  const notFound = ((): unknown => {
+    try {
+      getBackend('no-such-backend');
+    } catch (e) {
+      return e;
+    }
+    throw new Error('getBackend should have refused the name');
+  })();
+
+  it('names the option, every backend the bench can load and the name it got', () => {
+    const names = KNOWN_BACKENDS.join(', ');
+    expect(backendUsageError('no-such-backend', notFound, 'cli')).toMatch(
+      new RegExp(`^error: option '--backend <name>' argument 'no-such-backend' is invalid\\. Expected one of ${names}(, [a-z-]+)* but received "no-such-backend"\\.$`),
+    );
+    expect(backendUsageError('no-such-backend', notFound, 'env')).toContain('error: EMBEDSTACK_BACKEND="no-such-backend" (no --backend given) is invalid.');
+  });
+
+  it("passes on a backend's own reason for not running; leaves other errors (bugs) alone", () => {
+    const unavailable = Object.assign(new Error('no driver'), { code: 'BACKEND_UNAVAILABLE' });
+    expect(backendUsageError('cuda', unavailable, 'cli')).toBe("error: option '--backend <name>' argument 'cuda': the backend cannot run here. no driver");
+    expect(backendUsageError('cpu', unavailable, 'default')).toBe("error: the default backend 'cpu': the backend cannot run here. no driver");
+    expect(backendUsageError('cpu', new TypeError('x is not a function'), 'cli')).toBeNull();
+  });
+});
+
+describe('embedstack-bench (the built CLI) on mistakes', () => {
+  it('an unknown --backend, or EMBEDSTACK_BACKEND: one message listing the backends, exit 1', () => {
+    const r = run(cli, ['--backend', 'gpu', '--suite', 'limit']);
+    expectUsageError(r, `error: option '--backend <name>' argument 'gpu' is invalid. Expected one of ${KNOWN_BACKENDS.join(', ')}`);
+    expect(r.stderr).toContain('but received "gpu".');
+    expectUsageError(run(cli, ['--suite', 'limit'], { EMBEDSTACK_BACKEND: 'gpu' }), 'error: EMBEDSTACK_BACKEND="gpu" (no --backend given) is invalid.');
+  }, 60_000);
+
+  it('--plot onto a file: refused before anything is measured', () => {
+    const root = mkdtempSync(join(tmpdir(), 'bench-cli-'));
+    try {
+      const file = join(root, 'charts');
+      writeFileSync(file, 'not a folder');
+      expectUsageError(run(cli, ['--suite', 'limit', '--plot', file]), `error: option '--plot <dir>' argument '${file}' is invalid. Expected a folder but received "${file}", which is a file.`);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('an empty --suite is refused (it would have run every suite)', () => {
+    const r = run(cli, ['--suite', '']);
+    expect(r.stderr).toContain(`argument '' is invalid. Expected a suite name or a comma list of names`);
+    expect(r.status).toBe(1);
+  }, 60_000);
+
+  it('`demo` runs the demo command (its --help here)', () => {
+    const r = run(cli, ['demo', '--help']);
+    expect(r.stdout).toContain('Usage: embedstack-demo [options]');
+    expect(r.status).toBe(0);
+  }, 60_000);
+});
+
+describe('embedstack-demo (the built CLI) on mistakes', () => {
+  it('float options out of range: one message, exit 1, before any work', () => {
+    expectUsageError(run(demo, ['--cache-fraction', '2']), `error: option '--cache-fraction <x>' argument '2' is invalid. Expected a number in (0, 1] but received "2".`);
+    expectUsageError(run(demo, ['--embedding-rate', 'abc']), `error: option '--embedding-rate <x>' argument 'abc' is invalid. Expected a number > 0 but received "abc".`);
+    expectUsageError(run(demo, ['--head-rate', '-1']), `error: option '--head-rate <x>' argument '-1' is invalid. Expected a number > 0 but received "-1".`);
+  }, 60_000);
+});
