@@ -259,6 +259,10 @@ export class RedisConnection {
     await this.ready();
     const replies: Reply[] = new Array(cmds.length);
     const { attempts, delayMs, clusterRedirections } = this.options.retry;
+    // Re-sends of commands that never ran stop after this time too: waiting for a master's
+    // connection and refreshing the slot map can each take up to connectTimeoutMs (a host that
+    // does not answer), which clusterRedirections tries would otherwise multiply.
+    const until = Date.now() + this.options.connectTimeoutMs + clusterRedirections * delayMs;
     let pending = cmds.map((_, i) => i);
     for (let attempt = 0; pending.length > 0; attempt++) {
       const groups = new Map<string, number[]>();
@@ -272,14 +276,14 @@ export class RedisConnection {
       let refresh = false;
       await Promise.all(
         [...groups].map(async ([group, idx]) => {
-          const res = await this.#pipeline(group, idx.map((i) => cmds[i]!), readOnly);
+          const res = await this.#pipeline(group, idx.map((i) => cmds[i]!), readOnly, until);
           idx.forEach((i, j) => {
             const r = res[j]!;
             replies[i] = r;
             if (!r.error) return;
             const safe = neverRan(r.error);
             if (this.isCluster && staleRoute(r.error)) refresh = true;
-            if ((safe && attempt < clusterRedirections) || (readOnly && attempt < attempts)) retry.push(i);
+            if ((safe && attempt < clusterRedirections && Date.now() < until) || (readOnly && attempt < attempts)) retry.push(i);
           });
         }),
       );
@@ -291,16 +295,17 @@ export class RedisConnection {
         break;
       }
       pending = retry.sort((a, b) => a - b);
-      if (refresh) await this.#refreshSlots();
+      if (refresh) await this.#refreshSlots(until);
       await sleep(delayMs);
       await this.ready().catch(() => {});
     }
     return replies;
   }
 
-  #refreshSlots(): Promise<void> {
+  /** Refreshes ioredis's slot map; waits for it up to connectTimeoutMs, and not past `until`. */
+  #refreshSlots(until: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(resolve, this.options.connectTimeoutMs);
+      const timer = setTimeout(resolve, Math.max(0, Math.min(this.options.connectTimeoutMs, until - Date.now())));
       (this.client as Cluster).refreshSlotsCache(() => {
         clearTimeout(timer);
         resolve();
@@ -319,10 +324,14 @@ export class RedisConnection {
     return node;
   }
 
-  /** Waits (up to connectTimeoutMs) for a cluster node's connection; false when it fails or has ended. */
-  #nodeReady(node: Redis): Promise<boolean> {
+  /** Waits (up to connectTimeoutMs, and not past `until`) for a cluster node's connection; false when it fails or has ended. */
+  #nodeReady(node: Redis, until: number): Promise<boolean> {
     if (node.status === 'ready') return Promise.resolve(true);
-    if (node.status === 'end' || node.status === 'close') return Promise.resolve(false);
+    const wait = Math.min(this.options.connectTimeoutMs, until - Date.now());
+    if (node.status === 'end' || node.status === 'close' || wait <= 0) {
+      if (node.status === 'wait') node.connect().catch(() => {}); // for the next call
+      return Promise.resolve(false);
+    }
     return new Promise((resolve) => {
       const done = (ok: boolean) => {
         clearTimeout(timer);
@@ -333,7 +342,7 @@ export class RedisConnection {
       };
       const onReady = () => done(true);
       const onGone = () => done(false);
-      const timer = setTimeout(onGone, this.options.connectTimeoutMs);
+      const timer = setTimeout(onGone, wait);
       node.on('ready', onReady);
       node.on('close', onGone);
       node.on('end', onGone);
@@ -341,14 +350,14 @@ export class RedisConnection {
     });
   }
 
-  async #pipeline(group: string, cmds: readonly BatchCommand[], readOnly: boolean): Promise<Reply[]> {
+  async #pipeline(group: string, cmds: readonly BatchCommand[], readOnly: boolean, until: number): Promise<Reply[]> {
     let target: Redis | Cluster = this.client;
     if (this.isCluster && !readOnly) {
       const node = this.#node(group);
       // Only a connected node takes a write: a connection that is still connecting (e.g. one
       // ioredis re-created for a master that just died) would queue the commands and fail them
       // all alike whether they were sent or not. Not connected = certainly not sent.
-      if (!node || !(await this.#nodeReady(node))) {
+      if (!node || !(await this.#nodeReady(node, until))) {
         const error = new Error(`${NODE_GONE} ${RedisConnection.nodeLabel(group)}${this.#cause()}`);
         return cmds.map(() => ({ error, value: null }));
       }
