@@ -216,6 +216,20 @@ describe('RedisTableConfig', () => {
     await expectError(() => new de.RedisTableCreator({} as de.RedisTableConfig), 'INVALID_TYPE', 'config');
   });
 
+  it('a float16 / bfloat16 valueDtype is refused with UNSUPPORTED when the Variable is made (Redis stores float32 only), and nothing is created', async () => {
+    for (const valueDtype of ['float16', 'bfloat16'] as const) {
+      const name = uniqueName();
+      await expectError(
+        () => new de.Variable({ dim: 2, valueDtype, name, kvCreator: new de.RedisTableCreator(new de.RedisTableConfig({ redis_host_ip: ['127.0.0.1'], redis_host_port: [1] })) }),
+        'UNSUPPORTED',
+        `valueDtype '${valueDtype}'`,
+        'float32 values only',
+      );
+      // the name stays free: a float32 Variable of that name can be made afterwards
+      expect(new de.Variable({ dim: 2, name }).valueDtype).toBe('float32');
+    }
+  });
+
   it('redis_host_ip and redis_host_port lists of different lengths are refused naming both; one port number serves every host (fix33b #6)', async () => {
     const e = await expectError(
       () => new de.RedisTableConfig({ redis_connection_mode: 0, redis_host_ip: ['10.0.0.1', '10.0.0.2', '10.0.0.3'], redis_host_port: [7000, 7001] }),

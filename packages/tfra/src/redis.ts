@@ -371,6 +371,13 @@ export class RedisTableCreator extends KVCreator {
   create(spec: ShardTableSpec): EmbeddingTable {
     const embeddingName = spec.shardNum === 1 ? spec.variableName : spec.tableName;
     const options = resolveTableOptions(shardTableOptions(spec));
+    if (options.storageDtype !== 'float32') {
+      // store-redis keeps float32 values only; refused here, at the Variable's construction,
+      // rather than by every later operation of a table built lazily.
+      throw new UnsupportedError(
+        `RedisTableCreator: variable '${spec.variableName}' has valueDtype '${options.storageDtype}', but Redis tables store float32 values only (use valueDtype 'float32' with RedisTableCreator)`,
+      );
+    }
     const layout = this.config.layout(embeddingName);
     return new EmbeddingTable(lateRedisRawTable((m) => this.#storeOf(m).createRawTable(options, layout)), options, 'redis');
   }
