@@ -117,6 +117,8 @@ export class ModelState {
   #background = new Set<Promise<void>>();
   #disposed = false;
   #refreshTimer: NodeJS.Timeout | null = null;
+  /** L2 / L3 tables this version emptied and filled at load (the ones {@link dispose} may delete). */
+  readonly #wrote = { l2: new Set<string>(), l3: new Set<string>() };
   readonly #l2Filters: RegExp[];
   readonly #l3Filters: RegExp[];
 
@@ -195,7 +197,12 @@ export class ModelState {
     if (l3 && !config.persistentDb.readOnly) await l3.addTables(this.tables.map((t) => t.l3Name));
     // the model's files are the whole table: rows an earlier run left in L3 (keys this model
     // dropped) would be served as if the model still held them, so L3 starts empty
-    if (writeL3) for (const t of this.tables) await l3.clear(t.l3Name);
+    if (writeL3) {
+      for (const t of this.tables) {
+        this.#wrote.l3.add(t.l3Name);
+        await l3.clear(t.l3Name);
+      }
+    }
     for (const t of this.tables) {
       const l2Rows = l2 && config.volatileDb.initializeAfterStartup ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
       if (l2) await l2.createTable(t.l2Name, t.dim);
@@ -203,6 +210,7 @@ export class ModelState {
       // earlier export's values, keys this one dropped or does not cache) would be served ahead of
       // L3's new rows, so a server that writes the model into L2 empties its tables first, as L3.
       // A server that only attaches (initialize_after_startup false, initial_cache_rate 0) keeps them.
+      if (l2 && l2Rows > 0) this.#wrote.l2.add(t.l2Name);
       if (l2 && l2Rows > 0 && (l2.shared || again)) await l2.clear(t.l2Name);
       // static and uvm hold the whole table in L1 (uvm: HugeCTR's split of it between device and host memory is one memory here)
       const staticCache = c.embeddingCacheType !== 'dynamic';
@@ -424,16 +432,26 @@ export class ModelState {
     for (const cache of t.caches.values()) cache.refreshRows(keys, values);
   }
 
-  /** Frees the L1 caches and L2 tables (L3 keeps its column families). */
+  /**
+   * Once no lookup, refresh or update is in flight on this version: frees the L1 caches and
+   * the in-process L2 tables. The tables of a version loaded by `loadModel` (version >= 2,
+   * named `<model>.<table>.v<N>`) that this version emptied and filled at load are deleted
+   * from a shared (Redis) L2 and emptied in L3 (best effort: a failure leaves them for the next
+   * load of that name, which empties them first). Version 1's tables keep HugeCTR's stable
+   * names (`<model>.<table>`), which attaching servers and later runs read: they stay.
+   */
   async dispose(): Promise<void> {
     if (this.#disposed) return;
     this.#disposed = true;
     if (this.#refreshTimer) clearTimeout(this.#refreshTimer);
     await this.drain();
+    const { volatileDb: l2, persistentDb: l3 } = this.ctx;
+    const reloaded = this.version > 1;
     for (const t of this.tables) {
       for (const c of t.caches.values()) c.dispose();
       t.caches.clear();
-      if (this.ctx.volatileDb) await this.ctx.volatileDb.dropTable(t.l2Name).catch(() => undefined);
+      if (l2) await (reloaded && this.#wrote.l2.has(t.l2Name) ? l2.deleteTable(t.l2Name) : l2.dropTable(t.l2Name)).catch(() => undefined);
+      if (l3 && reloaded && this.#wrote.l3.has(t.l3Name)) await l3.clear(t.l3Name).catch(() => undefined);
     }
   }
 }

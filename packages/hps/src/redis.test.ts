@@ -2,6 +2,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
+import { RocksStore } from '@embedstack/store-rocksdb';
 import { freePort, startRedisCluster, startRedisServer, type RedisClusterHandle } from '@embedstack/store-redis/testing';
 import { HPS, updateMessageFields } from './index.js';
 import { expectedRows, partOf, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
@@ -261,6 +262,64 @@ describe('HPS on Redis', () => {
     expect(Array.from((await attached.lookup(cached, 'rl', 0)).data as Float32Array)).toEqual(cached.flatMap((k) => rowOf(k, 4, 5)));
     expect(Array.from((await attached.lookup(kept.slice(150), 'rl', 0)).data as Float32Array)).toEqual(expectedRows(kept.slice(150), 4, new Set(), -1));
   }, 30000);
+
+  it("loadModel in a running server deletes the superseded version's Redis L2 tables and empties its L3 tables once no lookup reads them; HugeCTR's stable names stay", async () => {
+    const server = await startRedisServer();
+    cleanups.push(() => server.stop());
+    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 };
+    const rocks = join(t.dir, 'rocks-gc');
+    const dim = 64; // 10000 keys are 3 lookup chunks: the lookup below spans loop turns
+    const ks = spreadKeys(10000);
+    const all = new Set(ks);
+    const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `gc-${salt}`), ks, dim, { salt })], [dim], { model: 'gc', gpucache: false }) .models as Record<string, unknown>[])[0]!;
+    let atLastBatch: (() => void) | null = null;
+    const s = await HPS.create({
+      psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile, persistent_db: { type: 'rocks_db', path: rocks } }), models: [entry(0)] },
+      onProgress: (p) => {
+        if (p.rowsLoaded === p.rows) atLastBatch?.();
+      },
+    });
+    cleanups.push(() => s.close());
+    // what Redis holds, read by an independent client: table prefixes of model gc
+    const redis = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
+    cleanups.push(() => redis.close());
+    const tablesInRedis = async (): Promise<string[]> => {
+      const [r] = await redis.connection.exec([{ route: Buffer.from('k'), name: 'KEYS', args: ['hps:gc.*'] }], true);
+      return [...new Set((r!.value as Buffer[]).map((b) => b.toString('latin1').replace(/\{.*$/s, '')))].sort();
+    };
+    const stable = ['hps:gc.sparse_embedding0.p0', 'hps:gc.sparse_embedding0.p1'];
+    const v = (n: number) => [`hps:gc.sparse_embedding0.v${n}.p0`, `hps:gc.sparse_embedding0.v${n}.p1`];
+    const rows = async (): Promise<number[]> => Array.from((await s.lookup(ks, 'gc', 0)).data as Float32Array);
+    expect(await tablesInRedis()).toEqual(stable);
+    await s.loadModel(entry(1));
+    expect(await rows()).toEqual(expectedRows(ks, dim, all, -1, 1));
+    expect(await tablesInRedis()).toEqual([...stable, ...v(2)]);
+    // a lookup on version 2 still in flight when version 3 takes over: version 2 is deleted only after it
+    let inFlight: Promise<number[]> | null = null;
+    atLastBatch = () => {
+      atLastBatch = null;
+      inFlight = rows();
+    };
+    await s.loadModel(entry(2));
+    expect(inFlight).not.toBeNull();
+    expect(await inFlight!).toEqual(expectedRows(ks, dim, all, -1, 1));
+    expect(await rows()).toEqual(expectedRows(ks, dim, all, -1, 2));
+    expect(await tablesInRedis()).toEqual([...stable, ...v(3)]);
+    // a server attaching to the shared L2 (no L3 of its own) reads the stable names, as HugeCTR's would: the first load's rows
+    const attached = await serve({ ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] });
+    expect(Array.from((await attached.lookup(ks, 'gc', 0)).data as Float32Array)).toEqual(expectedRows(ks, dim, all, -1));
+    await s.unloadModel('gc');
+    expect(await tablesInRedis()).toEqual(stable);
+    await s.close();
+    // L3: the reloads' column families are empty, the stable one holds the first load
+    const l3 = await RocksStore.open({ path: rocks });
+    try {
+      const hits = async (name: string): Promise<number> => (await l3.multiGet(name, BigInt64Array.from(ks), dim)).hits;
+      expect([await hits('gc.sparse_embedding0'), await hits('gc.sparse_embedding0.v2'), await hits('gc.sparse_embedding0.v3')]).toEqual([10000, 0, 0]);
+    } finally {
+      await l3.close();
+    }
+  }, 60000);
 
   it('reports an unreachable Redis as STORE_UNAVAILABLE', async () => {
     const port = await freePort();

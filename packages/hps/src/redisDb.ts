@@ -19,7 +19,8 @@ export function redisHosts(addresses: readonly string[]): { host: string; port: 
  * L2. One address means a single (non-cluster) Redis server. `overflow_margin` and the
  * overflow policies apply per partition as in-process ({@link PartitionedDb}): the
  * partition's scores live in Redis beside its rows, and any server sharing the table may
- * cut it back. Tables are never dropped from Redis by a server (others may use them).
+ * cut it back. A server deletes from Redis only the `<model>.<table>.v<N>` tables its own
+ * `loadModel` filled, once superseded (`deleteTable`); stable names stay (others read them).
  */
 export class RedisVolatileDb extends PartitionedDb {
   readonly kind = 'redis_cluster';

@@ -299,7 +299,13 @@ export class HPS {
     const m = this.#models.get(parts[1]!);
     const t = m?.tables.find((x) => x.name === parts[2]);
     if (!m || !t || values.length !== keys.length * t.dim) return;
-    await m.applyUpdate(t, keys, values);
+    // counted as in flight, so that a version replaced meanwhile is deleted only after the update's writes
+    const done = m.enter();
+    try {
+      await m.applyUpdate(t, keys, values);
+    } finally {
+      done();
+    }
   }
 
   /** Stops the update source, waits for lookups in flight, frees caches and closes L2/L3. Idempotent. */

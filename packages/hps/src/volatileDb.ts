@@ -15,10 +15,13 @@ export interface FetchResult {
  */
 export interface VolatileDb {
   readonly kind: string;
-  /** True when other processes see the same tables (Redis): table names are then stable and never dropped. */
+  /** True when other processes see the same tables (Redis): `dropTable` then keeps the rows, only `deleteTable` removes them. */
   readonly shared: boolean;
   createTable(name: string, dim: number): Promise<void>;
+  /** Forgets the table in this process (in-process: frees it; shared: the rows stay in the store for the others). */
   dropTable(name: string): Promise<void>;
+  /** Drops the table and deletes its rows from the store (shared: for every process; only for tables no other process reads). */
+  deleteTable(name: string): Promise<void>;
   fetch(name: string, keys: BigInt64Array, dim: number): Promise<FetchResult>;
   /** Inserts or overwrites rows, then enforces the overflow policy. */
   insert(name: string, keys: BigInt64Array, values: Float32Array): Promise<void>;
@@ -98,6 +101,14 @@ export abstract class PartitionedDb implements VolatileDb {
   async dropTable(name: string): Promise<void> {
     for (const t of this.#tables.get(name) ?? []) t.dispose();
     this.#tables.delete(name);
+  }
+
+  async deleteTable(name: string): Promise<void> {
+    try {
+      if (this.shared && this.#tables.has(name)) await this.clear(name);
+    } finally {
+      await this.dropTable(name);
+    }
   }
 
   #parts(name: string): EmbeddingTable[] {
