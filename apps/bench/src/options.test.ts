@@ -5,6 +5,7 @@ import { CommanderError } from 'commander';
 import { describe, expect, it } from 'vitest';
 import {
   benchProgram,
+  closest,
   defaultBackendName,
   fraction,
   ignoredSuiteOptions,
@@ -85,8 +86,18 @@ describe('parseBenchArgs', () => {
     const e = errorOf(['--suite', 'finds']);
     expect(e.code).toBe('commander.invalidArgument');
     expect(e.message).toBe(
-      `error: option '-s, --suite <names>' argument 'finds' is invalid. Expected one of ${[...AVAILABLE, 'extra'].join(', ')} but received "finds".`,
+      `error: option '-s, --suite <names>' argument 'finds' is invalid. Expected one of ${[...AVAILABLE, 'extra'].join(', ')} but received "finds". Did you mean "find"?`,
     );
+  });
+
+  it('suggests the suite a typo likely meant, when exactly one is near', () => {
+    expect(errorOf(['--suite', 'fnd']).message).toMatch(/but received "fnd"\. Did you mean "find"\?$/);
+    expect(errorOf(['--suite', 'FIND']).message).toMatch(/Did you mean "find"\?$/);
+    expect(errorOf(['--suite', 'memroy']).message).toMatch(/Did you mean "memory"\?$/);
+    expect(errorOf(['--suite', 'xyzzy']).message).toMatch(/but received "xyzzy"\.$/);
+    expect(closest('sok', ['sok', 'bag'])).toBe('sok');
+    expect(closest('ba', ['bag', 'sok'])).toBe('bag');
+    expect(closest('bog', ['bag', 'big'])).toBeNull(); // two as near: no guess
   });
 
   it('rejects an empty --suite (which would otherwise mean every suite)', () => {

@@ -61,6 +61,23 @@ function nonEmpty(what: string): (value: string) => string {
   };
 }
 
+/** Levenshtein distance of two short strings. */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row.push(Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+/** The one name within 2 edits of `name` (a typo's likely meaning), else null. */
+export function closest(name: string, names: readonly string[]): string | null {
+  const near = names.filter((n) => distance(name, n) <= Math.min(2, Math.floor(n.length / 2)));
+  return near.length === 1 ? near[0]! : null;
+}
+
 /** --suite: repeatable, comma lists; each name checked against the runnable and the planned suites. */
 function suiteParser(spec: ProgramSpec): (value: string, previous: string[]) => string[] {
   const names = spec.suites.map((s) => s.name);
@@ -75,7 +92,10 @@ function suiteParser(spec: ProgramSpec): (value: string, previous: string[]) => 
       const name = raw.trim();
       if (name === '') continue;
       if (planned.has(name)) throw new InvalidArgumentError(`Expected an available suite but received "${name}" (not yet available).`);
-      if (!names.includes(name)) throw new InvalidArgumentError(`Expected one of ${names.join(', ')} but received "${name}".`);
+      if (!names.includes(name)) {
+        const near = closest(name.toLowerCase(), names);
+        throw new InvalidArgumentError(`Expected one of ${names.join(', ')} but received "${name}".${near ? ` Did you mean "${near}"?` : ''}`);
+      }
       out.push(name);
     }
     return out;
