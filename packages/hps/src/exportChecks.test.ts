@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 // createTable below uses the default backend: register the CPU backend whichever test runs first (or alone)
 import '@embedstack/cpu-backend';
 import * as hps from './index.js';
-import { tempDir } from '../test/fixtures.js';
+import { psConfig, rowOf, tempDir, writeTable } from '../test/fixtures.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -73,6 +73,17 @@ describe('exportModel refuses bad options before writing anything', () => {
     expect(tree(dir)).toEqual(before);
   });
 
+  it('a psConfigFile that cannot be written commits nothing: the previous export stays live', async () => {
+    const { dir, a, before } = await setup();
+    const psConfigFile = join(dir, 'missing', 'ps.json'); // its folder does not exist
+    const err: unknown = await hps.exportModel({ model: 'm', tables: [{ table: a, name: 'emb' }], dir, psConfigFile }).catch((e: unknown) => e);
+    expect(tree(dir)).toEqual(before); // no new ckpt, CURRENT unchanged
+    expect(err).toMatchObject({ code: 'IO_ERROR', message: expect.stringContaining('nothing was exported: the previous version') });
+    const server = await hps.HPS.create({ psConfigFile: join(dir, 'ps.json') });
+    cleanups.push(() => server.close());
+    expect(Array.from((await server.lookup([0n], 'm', 0)).data as Float32Array)).toEqual([1, 1]);
+  });
+
   it('a valid export replaces the model and writes a ps.json that HPS serves', async () => {
     const { dir, a, b } = await setup();
     mkdirSync(join(dir, 'other'));
@@ -88,5 +99,31 @@ describe('exportModel refuses bad options before writing anything', () => {
     expect(Array.from((await server.lookup([0n], 'm', 0)).data as Float32Array)).toEqual([2, 2]);
     expect(Array.from((await server.lookup([1n, 0n], 'm', 1)).data as Float32Array)).toEqual([4, 4, 3, 3]);
     expect(Array.from((await server.lookup([7n], 'm', 2)).data as Float32Array)).toEqual([5, 6]);
+  });
+});
+
+describe('an export made before the versioned layout (flat <dir>/<model>/<table>, no CURRENT)', () => {
+  it('is served as it is; the first versioned export takes over and leaves the flat folder untouched', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    // what exportModel wrote before ckpt-N/CURRENT: the table folder right under <dir>/<model>, and a
+    // ps config naming it (written here byte by byte, independent of the code under test)
+    const flat = writeTable(join(t.dir, 'm', 'emb'), [0n, 5n], 2);
+    const oldConfig = psConfig([flat], [2], { embedding_table_names: ['emb'] });
+    const flatBytes = tree(flat);
+    const before = await hps.HPS.create({ psConfig: oldConfig });
+    cleanups.push(() => before.close());
+    expect(Array.from((await before.lookup([5n, 0n, 9n], 'm', 0)).data as Float32Array)).toEqual([...rowOf(5n, 2), ...rowOf(0n, 2), -1, -1]);
+    // the first versioned export of model m into the same dir
+    const config = await hps.exportModel({ model: 'm', tables: [{ table: new Tensor(Float32Array.of(7, 8), [1, 2]), name: 'emb' }], dir: t.dir });
+    expect((config.models as { sparse_files: string[] }[])[0]!.sparse_files).toEqual([flat]);
+    expect(readdirSync(join(t.dir, 'm')).sort()).toEqual(['CURRENT', expect.stringMatching(/^ckpt-\d{12}$/), 'emb']);
+    expect(tree(flat)).toEqual(flatBytes); // left as it was (a HugeCTR server may still read it)
+    // the old config and the new one now both serve the new export (CURRENT wins over the flat folder)
+    for (const [psConfig, dflt] of [[oldConfig, -1], [config, 0]] as const) {
+      const after = await hps.HPS.create({ psConfig });
+      cleanups.push(() => after.close());
+      expect(Array.from((await after.lookup([0n, 5n], 'm', 0)).data as Float32Array)).toEqual([7, 8, dflt, dflt]);
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { open, rename, rm } from 'node:fs/promises';
+import { open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
   checkOptions,
@@ -28,7 +28,7 @@ function dimOf(t: ExportableTable): number {
 }
 
 /** Writes `text` to `path` crash-safely: a temporary sibling, fsynced, renamed over it, the folder fsynced. */
-async function writeFileAtomic(path: string, text: string): Promise<void> {
+async function writeFileAtomic(path: string, text: string, outcome = ''): Promise<void> {
   const tmp = join(dirname(path), `.${basename(path)}.tmp-${process.pid}`);
   try {
     const h = await open(tmp, 'w');
@@ -47,7 +47,7 @@ async function writeFileAtomic(path: string, text: string): Promise<void> {
     }
   } catch (e) {
     await rm(tmp, { force: true }).catch(() => undefined);
-    throw new IOError(`Could not write the ps config "${path}": ${(e as Error).message}`, { cause: e });
+    throw new IOError(`Could not write the ps config "${path}": ${(e as Error).message}${outcome}`, { cause: e });
   }
 }
 
@@ -116,8 +116,10 @@ export interface ExportModelOptions {
  * or the whole new one, never a mix, whenever the export stops (a kill included).
  * Every option is checked before anything is written: distinct table names, and the
  * returned config (with `modelOptions` / `globalOptions` merged in) passes the ps config
- * checks `HPS.create` runs. `psConfigFile` is written last, crash-safely (temporary file,
- * fsync, rename).
+ * checks `HPS.create` runs. `psConfigFile` is written crash-safely (temporary file, fsync,
+ * rename) after the tables and before the switch of `CURRENT`: a failed write of it commits
+ * nothing (the previous version stays live); should the switch fail after it, the file's
+ * previous content is put back (or the new file removed).
  * @throws InvalidArgumentError / InvalidTypeError for bad options (an invalid merged config
  *   names options.modelOptions or options.globalOptions), core's export errors, IOError
  */
@@ -192,16 +194,43 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
     const Cls = e.constructor as new (message: string, options: { argument: string; cause: unknown }) => EmbeddingError;
     throw new Cls(`Expected ${arg} to give a valid ps config: ${e.message}`, { argument: arg, cause: e });
   }
-  await saveVersionedDir(root, async ({ tmp }) => {
-    for (const { table: t, name } of tables) {
-      const { table, temporary } = await asTable(t);
-      try {
-        await exportHugeCTR(table, join(tmp, name), { keyFormat: longKeys ? 'int64' : 'uint32' });
-      } finally {
-        if (temporary) table.dispose();
+  // psConfigFile is written after the tables and before CURRENT switches (the commit): a failed
+  // write commits nothing; if the commit fails after it, the file's previous content is put back
+  const configFile = o.psConfigFile == null ? null : resolve(o.psConfigFile);
+  let previousConfig: string | null = null;
+  let configWritten = false;
+  if (configFile !== null) {
+    previousConfig = await readFile(configFile, 'utf8').catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOENT') return null;
+      throw new IOError(`Could not read the ps config "${configFile}" (to restore it should the export fail): ${e.message}`, { cause: e });
+    });
+  }
+  try {
+    await saveVersionedDir(root, async ({ tmp }) => {
+      for (const { table: t, name } of tables) {
+        const { table, temporary } = await asTable(t);
+        try {
+          await exportHugeCTR(table, join(tmp, name), { keyFormat: longKeys ? 'int64' : 'uint32' });
+        } finally {
+          if (temporary) table.dispose();
+        }
+      }
+      if (configFile !== null) {
+        await writeFileAtomic(configFile, JSON.stringify(config, null, 2) + '\n', `; nothing was exported: the previous version of "${root}" stays live`);
+        configWritten = true;
+      }
+    });
+  } catch (e) {
+    if (configWritten && configFile !== null) {
+      const restored = await (previousConfig === null ? rm(configFile, { force: true }) : writeFileAtomic(configFile, previousConfig)).then(
+        () => true,
+        () => false,
+      );
+      if (!restored && e instanceof EmbeddingError) {
+        e.message += ` (the previous version of "${root}" stays live, but putting the previous ps config "${configFile}" back failed: it holds this export's config)`;
       }
     }
-  });
-  if (o.psConfigFile != null) await writeFileAtomic(o.psConfigFile, JSON.stringify(config, null, 2) + '\n');
+    throw e;
+  }
   return config;
 }
