@@ -447,11 +447,14 @@ export class ModelState {
     await this.drain();
     const { volatileDb: l2, persistentDb: l3 } = this.ctx;
     const reloaded = this.version > 1;
+    const jobs: Promise<void>[] = [];
     for (const t of this.tables) {
       for (const c of t.caches.values()) c.dispose();
       t.caches.clear();
-      if (l2) await (reloaded && this.#wrote.l2.has(t.l2Name) ? l2.deleteTable(t.l2Name) : l2.dropTable(t.l2Name)).catch(() => undefined);
-      if (l3 && reloaded && this.#wrote.l3.has(t.l3Name)) await l3.clear(t.l3Name).catch(() => undefined);
+      if (l2) jobs.push(reloaded && this.#wrote.l2.has(t.l2Name) ? l2.deleteTable(t.l2Name) : l2.dropTable(t.l2Name));
+      if (l3 && reloaded && this.#wrote.l3.has(t.l3Name)) jobs.push(l3.clear(t.l3Name));
     }
+    // concurrently: an unreachable store costs one timeout, not one per table
+    await Promise.allSettled(jobs);
   }
 }
