@@ -94,4 +94,8 @@ describe('embedstack-demo (the built CLI) on mistakes', () => {
     expectUsageError(run(demo, ['--embedding-rate', 'abc']), `error: option '--embedding-rate <x>' argument 'abc' is invalid. Expected a number > 0 but received "abc".`);
     expectUsageError(run(demo, ['--head-rate', '-1']), `error: option '--head-rate <x>' argument '-1' is invalid. Expected a number > 0 but received "-1".`);
   }, 60_000);
+
+  it('sizes past the memory: one message, exit 1, before any work', () => {
+    expectUsageError(run(demo, ['--quick', '--dim', '100000000']), 'error: --vocab 1000, --dim 100000000, --train 16384 and --test 4096 need at least 18.9 TiB');
+  }, 60_000);
 });

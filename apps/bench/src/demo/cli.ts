@@ -2,10 +2,12 @@
  * embedstack-demo (`pnpm demo`): the main job, end to end on an embedded default
  * (no server to start). See run.ts for what it does.
  */
+import os from 'node:os';
 import { Command, Option } from 'commander';
 import '@embedstack/cpu-backend';
 import { machineInfo } from '../machine.js';
 import { fraction, positiveInt, positiveNumber } from '../options.js';
+import { DEMO_FEATURES, demoSizeError } from './limits.js';
 import { runDemo } from './run.js';
 
 const program = new Command('embedstack-demo')
@@ -29,15 +31,27 @@ const program = new Command('embedstack-demo')
 
 program.parse();
 const a = program.opts<{ seed: number; quick: boolean; epochs?: number; train?: number; test?: number; vocab?: number; dim: number; batch: number; cacheFraction: number; embeddingRate: number; headRate: number; request: number; plot?: string; out?: string }>();
+const sizes = {
+  features: DEMO_FEATURES,
+  vocab: a.vocab ?? (a.quick ? 1000 : 10_000),
+  dim: a.dim,
+  trainExamples: a.train ?? (a.quick ? 16_384 : 262_144),
+  testExamples: a.test ?? (a.quick ? 4096 : 16_384),
+};
+const sizeError = demoSizeError(sizes, os.totalmem());
+if (sizeError !== null) {
+  process.stderr.write(`${sizeError}\n(run with --help for the options)\n`);
+  process.exit(1);
+}
 const m = machineInfo();
 console.log(`embedstack demo: ${m.cores} cores (${m.cpuModel}), load average ${m.loadAverage.join(' ')}, seed ${a.seed}${a.quick ? ', --quick' : ''}`);
 const started = performance.now();
 const result = await runDemo({
   seed: a.seed,
   epochs: a.epochs ?? (a.quick ? 2 : 4),
-  trainExamples: a.train ?? (a.quick ? 16_384 : 262_144),
-  testExamples: a.test ?? (a.quick ? 4096 : 16_384),
-  vocab: a.vocab ?? (a.quick ? 1000 : 10_000),
+  trainExamples: sizes.trainExamples,
+  testExamples: sizes.testExamples,
+  vocab: sizes.vocab,
   batchSize: a.batch,
   dim: a.dim,
   cacheFraction: a.cacheFraction,

@@ -15,6 +15,7 @@ import { ClickLog, sliceBatch } from './data.js';
 import { auc, logLoss, quantile } from './metrics.js';
 import { exportForServing, serve } from './serve.js';
 import { ClickModel, createEmbedding } from './train.js';
+import { DEMO_FEATURES } from './limits.js';
 
 export interface DemoOptions {
   seed: number;
@@ -64,7 +65,7 @@ export interface DemoResult {
 const fmt = (x: number, d = 4) => x.toFixed(d);
 
 export async function runDemo(o: DemoOptions, log: (line: string) => void = console.log): Promise<DemoResult> {
-  const features = 26;
+  const features = DEMO_FEATURES;
   const t0 = performance.now();
   const data = new ClickLog({ features, vocab: o.vocab, seed: o.seed });
   const train = data.next(o.trainExamples);
