@@ -216,6 +216,27 @@ describe('HPS lookups', () => {
 });
 
 describe('models change while serving', () => {
+  it('of two loadModel calls of one model running at once, the later one is served even when the earlier one finishes last', async () => {
+    const dir = temp();
+    const finished: number[] = [];
+    const s = await serve(psConfig([writeTable(join(dir, 'v1'), keysAll, 8)], [8], { gpucache: false }), {
+      loadBatchSize: 100,
+      onProgress: (p: { rowsLoaded: number; rows: number }) => {
+        if (p.rowsLoaded === p.rows) finished.push(p.rows);
+      },
+    });
+    finished.length = 0;
+    const entry = (folder: string) => (psConfig([folder], [8], { gpucache: false }).models as Record<string, unknown>[])[0]!;
+    const big = spreadKeys(20000); // version 2: 200 batches
+    const v2 = s.loadModel(entry(writeTable(join(dir, 'v2'), big, 8, { salt: 2 })));
+    const v3 = s.loadModel(entry(writeTable(join(dir, 'v3'), keysAll, 8, { salt: 3 }))); // version 3: 10 batches, done first
+    await Promise.all([v2, v3]);
+    expect(finished).toEqual([ROWS, 20000]); // the case under test: version 3 finished loading before version 2
+    expect(s.modelInfo('m').version).toBe(3);
+    const ask = big.slice(0, 1200); // keysAll are its first 1000
+    expect(Array.from((await s.lookup(ask, 'm', 0)).data as Float32Array)).toEqual(expectedRows(ask, 8, present, -1, 3));
+  });
+
   it('a version that fails to load changes nothing (the old one serves on); loadModel adds a model beside the others', async () => {
     const dir = temp();
     const s = await serve(psConfig([writeTable(join(dir, 'v1'), keysAll, 8)], [8], { hit_rate_threshold: 2 }));

@@ -153,6 +153,11 @@ export class HPS {
       throw e;
     }
     const old = this.#models.get(cfg.model);
+    if (old && old.version > version) {
+      // a later loadModel of this model finished first: it stays, this version is discarded as if replaced at once
+      await state.dispose();
+      return old;
+    }
     this.#models.set(cfg.model, state); // atomic: new lookups see the complete new version
     state.startRefresh();
     if (old) await old.dispose(); // waits for the lookups in flight on the old version
@@ -270,7 +275,9 @@ export class HPS {
   /**
    * Loads a model (HugeCTR model entry, same keys as in ps.json). A model of the same
    * name is replaced atomically once the new version is fully loaded; lookups in flight
-   * finish on the old one. @throws the config's and model files' coded errors
+   * finish on the old one. Of several calls for one model running at once, the last one
+   * called is served: an earlier one finishing after it is discarded.
+   * @throws the config's and model files' coded errors
    */
   async loadModel(config: Record<string, unknown>): Promise<void> {
     this.#check();
