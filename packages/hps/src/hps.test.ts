@@ -216,6 +216,24 @@ describe('HPS lookups', () => {
 });
 
 describe('models change while serving', () => {
+  it('a loadModel running when the server closes rejects with DISPOSED and leaves nothing loaded', async () => {
+    const dir = temp();
+    let closing: Promise<void> | null = null;
+    let loading = false;
+    const s: HPS = await serve(psConfig([writeTable(join(dir, 'v1'), keysAll, 8)], [8], { gpucache: false }), {
+      loadBatchSize: 100,
+      onProgress: (p: { rowsLoaded: number }) => {
+        if (loading && p.rowsLoaded === 1000) closing = s.close(); // the 10th batch of 200 of version 2
+      },
+    });
+    const entry = (psConfig([writeTable(join(dir, 'v2'), spreadKeys(20000), 8, { salt: 2 })], [8], { gpucacheper: 0.5 }).models as Record<string, unknown>[])[0]!;
+    loading = true;
+    await expect(s.loadModel(entry)).rejects.toMatchObject({ code: 'DISPOSED' });
+    expect(closing).not.toBeNull();
+    await closing;
+    expect(() => s.models()).toThrow(expect.objectContaining({ code: 'DISPOSED' }));
+  });
+
   it('of two loadModel calls of one model running at once, the later one is served even when the earlier one finishes last', async () => {
     const dir = temp();
     const finished: number[] = [];

@@ -146,11 +146,17 @@ export class HPS {
     const version = (this.#versions.get(cfg.model) ?? 0) + 1;
     this.#versions.set(cfg.model, version);
     const state = new ModelState(cfg, this.#ctx, version);
+    const closed = (cause?: unknown): DisposedError =>
+      new DisposedError(`HPS server was closed while model ${JSON.stringify(cfg.model)} was loading: nothing was loaded`, cause === undefined ? undefined : { cause });
     try {
       await state.load(this.#onProgress, this.#loadBatchSize);
     } catch (e) {
       await state.dispose();
-      throw e;
+      throw this.#closed ? closed(e) : e;
+    }
+    if (this.#closed) {
+      await state.dispose();
+      throw closed();
     }
     const old = this.#models.get(cfg.model);
     if (old && old.version > version) {
@@ -277,7 +283,8 @@ export class HPS {
    * name is replaced atomically once the new version is fully loaded; lookups in flight
    * finish on the old one. Of several calls for one model running at once, the last one
    * called is served: an earlier one finishing after it is discarded.
-   * @throws the config's and model files' coded errors
+   * @throws the config's and model files' coded errors; DisposedError when the server is
+   *   closed (also when `close` is called while the model loads: nothing is loaded then)
    */
   async loadModel(config: Record<string, unknown>): Promise<void> {
     this.#check();
