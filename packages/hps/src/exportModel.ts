@@ -197,14 +197,9 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
   // psConfigFile is written after the tables and before CURRENT switches (the commit): a failed
   // write commits nothing; if the commit fails after it, the file's previous content is put back
   const configFile = o.psConfigFile == null ? null : resolve(o.psConfigFile);
+  const text = JSON.stringify(config, null, 2) + '\n';
   let previousConfig: string | null = null;
   let configWritten = false;
-  if (configFile !== null) {
-    previousConfig = await readFile(configFile, 'utf8').catch((e: NodeJS.ErrnoException) => {
-      if (e.code === 'ENOENT') return null;
-      throw new IOError(`Could not read the ps config "${configFile}" (to restore it should the export fail): ${e.message}`, { cause: e });
-    });
-  }
   try {
     await saveVersionedDir(root, async ({ tmp }) => {
       for (const { table: t, name } of tables) {
@@ -216,12 +211,18 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
         }
       }
       if (configFile !== null) {
-        await writeFileAtomic(configFile, JSON.stringify(config, null, 2) + '\n', `; nothing was exported: the previous version of "${root}" stays live`);
+        // read under the export's lock, so that it is the config of the version live now
+        previousConfig = await readFile(configFile, 'utf8').catch((e: NodeJS.ErrnoException) => {
+          if (e.code === 'ENOENT') return null;
+          throw new IOError(`Could not read the ps config "${configFile}" (to put it back should the export fail): ${e.message}; nothing was exported`, { cause: e });
+        });
+        await writeFileAtomic(configFile, text, `; nothing was exported: the previous version of "${root}" stays live`);
         configWritten = true;
       }
     });
   } catch (e) {
-    if (configWritten && configFile !== null) {
+    // put back unless another export (its lock taken once this one's was released) wrote the file meanwhile
+    if (configWritten && configFile !== null && (await readFile(configFile, 'utf8').catch(() => null)) === text) {
       const restored = await (previousConfig === null ? rm(configFile, { force: true }) : writeFileAtomic(configFile, previousConfig)).then(
         () => true,
         () => false,
