@@ -95,8 +95,9 @@ export function hasBackend(name?: string): boolean {
   return name === undefined ? registry.size > 0 : registry.has(name);
 }
 
-/** Chooses the default backend by name; `undefined` returns to automatic choice. */
+/** Chooses the default backend by name; `undefined` returns to automatic choice. @throws InvalidTypeError (not a string), NotFoundError (no backend of that name) */
 export function setDefaultBackend(name: string | undefined): void {
+  if (name !== undefined && typeof name !== 'string') throw invalidParameter('name', 'a backend name (string) or undefined', name, InvalidTypeError);
   if (name !== undefined && !registry.has(name)) {
     throw new NotFoundError(`Expected backend to be one of [${listBackends().join(', ')}] but received "${name}"`, {
       argument: 'name',

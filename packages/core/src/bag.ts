@@ -1,6 +1,6 @@
 import type { Bag } from './combiners.js';
 import type { KeyDtype, Keys } from './dtypes.js';
-import { InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
 import { normalizeKeys, takeKeys } from './keys.js';
 import { orderedRowSplits, RaggedTensor, SparseTensor } from './sparse.js';
 
@@ -109,12 +109,12 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
     const keys = normalizeKeys(ids.keys, keyDtype, `${argument}.keys`);
     const s = ids.rowSplits;
     if (!(s instanceof Int32Array) || s.length < 1 || s[0] !== 0 || s[s.length - 1] !== keys.length) {
-      throw invalidParameter(`${argument}.rowSplits`, `an Int32Array from 0 to ${keys.length}`, s);
+      throw invalidParameter(`${argument}.rowSplits`, `an Int32Array from 0 to ${keys.length}`, s, s instanceof Int32Array ? InvalidArgumentError : InvalidTypeError);
     }
     for (let i = 1; i < s.length; i++) if (s[i]! < s[i - 1]!) throw invalidParameter(`${argument}.rowSplits`, 'non-decreasing', s);
     const w = ids.weights ?? (weights instanceof Float32Array ? weights : null);
     if (w !== null && (!(w instanceof Float32Array) || w.length !== keys.length)) {
-      throw invalidParameter('weights', `a Float32Array of length ${keys.length}`, w);
+      throw invalidParameter('weights', `a Float32Array of length ${keys.length}`, w, w instanceof Float32Array ? InvalidArgumentError : InvalidTypeError);
     }
     return { bag: { rowSplits: s, keys, weights: w }, order: null };
   }

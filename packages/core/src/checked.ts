@@ -43,13 +43,13 @@ function checkPositions(v: unknown, n: number, argument: string): ArrayLike<numb
   }
   for (let i = 0; i < a.length; i++) {
     const p = a[i];
-    if (typeof p !== 'number' || !Number.isInteger(p) || p < 0 || p >= n) throw invalidParameter(`${argument}[${i}]`, `a position in [0, ${n})`, p);
+    if (typeof p !== 'number' || !Number.isInteger(p) || p < 0 || p >= n) throw invalidParameter(`${argument}[${i}]`, `a position in [0, ${n})`, p, validation.errorClassFor(p, 'number'));
   }
   return a as ArrayLike<number>;
 }
 
 function checkFloat(v: unknown, argument: string): number {
-  if (typeof v !== 'number' || Number.isNaN(v)) throw invalidParameter(argument, 'a number', v, InvalidTypeError);
+  if (typeof v !== 'number' || Number.isNaN(v)) throw invalidParameter(argument, 'a number', v, validation.errorClassFor(v, 'number'));
   return v;
 }
 

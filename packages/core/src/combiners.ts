@@ -1,4 +1,5 @@
 import { invalidParameter, argName } from './errors.js';
+import { errorClassFor } from './validation.js';
 
 /**
  * Embedding-bag combiners. For a row with ids i_1..i_n and weights w_1..w_n (all 1
@@ -21,7 +22,7 @@ export function isCombiner(value: unknown): value is Combiner {
  */
 export function validateCombiner(value: unknown, argument = 'combiner'): Combiner {
   argument = argName(argument, 'combiner');
-  if (!isCombiner(value)) throw invalidParameter(argument, "one of 'sum', 'mean', 'sqrtn'", value);
+  if (!isCombiner(value)) throw invalidParameter(argument, "one of 'sum', 'mean', 'sqrtn'", value, errorClassFor(value, 'string'));
   return value;
 }
 
@@ -48,7 +49,7 @@ export function isLookupCombiner(value: unknown): value is LookupCombiner {
  */
 export function validateLookupCombiner(value: unknown, argument = 'combiner'): LookupCombiner {
   argument = argName(argument, 'combiner');
-  if (!isLookupCombiner(value)) throw invalidParameter(argument, "one of 'sum', 'mean', 'sqrtn', 'max', 'min'", value);
+  if (!isLookupCombiner(value)) throw invalidParameter(argument, "one of 'sum', 'mean', 'sqrtn', 'max', 'min'", value, errorClassFor(value, 'string'));
   return value;
 }
 
@@ -57,7 +58,7 @@ export function validateMaxNorm(value: unknown, argument = 'maxNorm'): number {
   argument = argName(argument, 'maxNorm');
   if (value === undefined || value === null) return 0;
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw invalidParameter(argument, 'a finite number > 0, undefined or null', value);
+    throw invalidParameter(argument, 'a finite number > 0, undefined or null', value, errorClassFor(value, 'number'));
   }
   return value;
 }

@@ -136,8 +136,9 @@ export {
   checkNumber,
   checkName,
   checkFunction,
+  errorClassFor,
 } from './validation.js';
-export type { OptionsCheck, RangeCheck } from './validation.js';
+export type { OptionsCheck, RangeCheck, JsType } from './validation.js';
 export type {
   ValuesInput,
   ExistsInput,

@@ -1,5 +1,6 @@
-import { InvalidTypeError, invalidParameter } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter } from './errors.js';
 import { asTypedArray } from './typed.js';
+import { errorClassFor } from './validation.js';
 import {
   keyWords,
   randomWord,
@@ -86,7 +87,7 @@ export type ResolvedInitializer = Exclude<
 >;
 
 function finite(value: unknown, argument: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value)) throw invalidParameter(argument, 'a finite number', value);
+  if (typeof value !== 'number' || !Number.isFinite(value)) throw invalidParameter(argument, 'a finite number', value, errorClassFor(value, 'number'));
   return value;
 }
 
@@ -98,7 +99,11 @@ function floats(values: unknown, argument: string, copy = true): Float32Array {
   const own = asTypedArray(values, Float32Array, argument);
   const list = own ?? asTypedArray(values, Float64Array, argument) ?? asTypedArray(values, Int32Array, argument) ?? (Array.isArray(values) ? values : undefined);
   const bad = list ? firstNonFinite(list as ArrayLike<unknown>) : 0;
-  if (!list || bad >= 0) throw invalidParameter(argument, 'an array of finite numbers', values, InvalidTypeError);
+  if (!list || bad >= 0) {
+    // NaN / ±Infinity are numbers with a bad value; anything else (a string, a hole, not an array) is the wrong type
+    const badNumber = list !== undefined && typeof list[bad] === 'number' && (!Array.isArray(list) || bad in list);
+    throw invalidParameter(argument, 'an array of finite numbers', values, badNumber ? InvalidArgumentError : InvalidTypeError);
+  }
   return own && !copy ? own : Float32Array.from(list as ArrayLike<number>);
 }
 
@@ -210,15 +215,17 @@ export function resolveInitializer(
     case 'function': {
       if (rows === undefined) throw invalidParameter(argument, 'a per-key initializer for a dynamic table', 'function');
       const out = spec.fn([rows, dim]);
-      if (!out || typeof (out as ArrayLike<number>).length !== 'number' || out.length !== rows * dim) {
-        throw invalidParameter(`the result of ${argument}([${rows}, ${dim}])`, `an array of ${rows * dim} numbers`, out);
+      const result = `the result of ${argument}([${rows}, ${dim}])`;
+      if (!out || typeof (out as ArrayLike<number>).length !== 'number') throw invalidParameter(result, `an array of ${rows * dim} numbers`, out, InvalidTypeError);
+      if (out.length !== rows * dim) throw invalidParameter(result, `an array of ${rows * dim} numbers`, out);
+      // a string element would be converted by Float32Array.from: the wrong type, refused
+      let bad = firstNonFinite(out);
+      if (bad < 0 || typeof out[bad] === 'number') {
+        const values = Float32Array.from(out);
+        bad = values.findIndex((v) => !Number.isFinite(v));
+        if (bad < 0) return { kind: 'array', values };
       }
-      const values = Float32Array.from(out);
-      const bad = values.findIndex((v) => !Number.isFinite(v));
-      if (bad >= 0) {
-        throw invalidParameter(`the result of ${argument}([${rows}, ${dim}])[${bad}]`, 'a finite number', out[bad]);
-      }
-      return { kind: 'array', values };
+      throw invalidParameter(`${result}[${bad}]`, 'a finite number', out[bad], errorClassFor(out[bad], 'number'));
     }
     default:
       return spec;

@@ -1,4 +1,5 @@
-import { InvalidTypeError, invalidParameter } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter } from './errors.js';
+import { errorClassFor } from './validation.js';
 
 /**
  * Sparse optimizers as validated, immutable spec objects. Formulas (core.md):
@@ -203,7 +204,7 @@ export function slotFloatsPerRow(slots: SlotLayout, dim: number): number {
 
 function num(value: unknown, argument: string, test: (v: number) => boolean, expected: string): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || !test(value)) {
-    throw invalidParameter(argument, expected, value);
+    throw invalidParameter(argument, expected, value, errorClassFor(value, 'number'));
   }
   return value;
 }
@@ -216,10 +217,10 @@ export type OptimizerOptions = CommonOptimizerOptions & Partial<OptimizerHyper>;
  * adagradMomentum, adam, ftrl; TF/Keras's for momentum, adamax, adadelta;
  * FBGEMM's spirit for rowWiseAdagrad (lr 0.01, eps 1e-8, accumulator 0).
  *
- * @throws InvalidArgumentError naming the option
+ * @throws InvalidTypeError (another JS type) / InvalidArgumentError (a bad value) naming the option
  */
 export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions = {}): OptimizerSpec {
-  if (typeof kind !== 'string' || !Object.prototype.hasOwnProperty.call(DEFAULT_LR, kind)) throw invalidParameter('kind', `one of ${Object.keys(DEFAULT_LR).join(', ')}`, kind);
+  if (typeof kind !== 'string' || !Object.prototype.hasOwnProperty.call(DEFAULT_LR, kind)) throw invalidParameter('kind', `one of ${Object.keys(DEFAULT_LR).join(', ')}`, kind, errorClassFor(kind, 'string'));
   if (typeof options !== 'object' || options === null) {
     throw invalidParameter('options', 'an object', options, InvalidTypeError);
   }
@@ -242,9 +243,9 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
     Object.assign(hyper, { [k]: v }); // a known hyperparameter (checked by DEFAULT_HYPER); its value is checked below
   }
   const h = hyper;
-  if (typeof h.useNesterov !== 'boolean') throw invalidParameter('useNesterov', 'a boolean', h.useNesterov);
-  if (typeof h.sumInsideSqrt !== 'boolean') throw invalidParameter('sumInsideSqrt', 'a boolean', h.sumInsideSqrt);
-  if (typeof h.lazyAdam !== 'boolean') throw invalidParameter('lazyAdam', 'a boolean', h.lazyAdam);
+  if (typeof h.useNesterov !== 'boolean') throw invalidParameter('useNesterov', 'a boolean', h.useNesterov, InvalidTypeError);
+  if (typeof h.sumInsideSqrt !== 'boolean') throw invalidParameter('sumInsideSqrt', 'a boolean', h.sumInsideSqrt, InvalidTypeError);
+  if (typeof h.lazyAdam !== 'boolean') throw invalidParameter('lazyAdam', 'a boolean', h.lazyAdam, InvalidTypeError);
   switch (kind) {
     case 'adagrad':
     case 'ftrl':
@@ -283,7 +284,7 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
     num(h.learningRatePower, 'learningRatePower', (v) => v <= 0, 'a number <= 0');
   }
   const useAcc = o.useGradientAccumulation ?? true;
-  if (typeof useAcc !== 'boolean') throw invalidParameter('useGradientAccumulation', 'a boolean', useAcc);
+  if (typeof useAcc !== 'boolean') throw invalidParameter('useGradientAccumulation', 'a boolean', useAcc, InvalidTypeError);
   let clipGradMin = -Infinity;
   let clipGradMax = Infinity;
   if (o.clipvalue !== undefined && o.clipvalue !== null) {
@@ -299,17 +300,17 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
       if (lo !== null) clipGradMin = num(lo, 'clipvalue[0]', () => true, 'a number or null');
       if (hi !== null) clipGradMax = num(hi, 'clipvalue[1]', () => true, 'a number or null');
       if (clipGradMin > clipGradMax) throw invalidParameter('clipvalue', 'min <= max', o.clipvalue);
-    } else throw invalidParameter('clipvalue', 'a number or a [min, max] pair', o.clipvalue);
+    } else throw invalidParameter('clipvalue', 'a number or a [min, max] pair', o.clipvalue, Array.isArray(o.clipvalue) ? InvalidArgumentError : InvalidTypeError);
   }
   const cwMin = o.clipWeightMin ?? -Infinity;
   const cwMax = o.clipWeightMax ?? Infinity;
-  if (typeof cwMin !== 'number' || Number.isNaN(cwMin)) throw invalidParameter('clipWeightMin', 'a number', cwMin);
-  if (typeof cwMax !== 'number' || Number.isNaN(cwMax)) throw invalidParameter('clipWeightMax', 'a number', cwMax);
+  if (typeof cwMin !== 'number' || Number.isNaN(cwMin)) throw invalidParameter('clipWeightMin', 'a number', cwMin, errorClassFor(cwMin, 'number'));
+  if (typeof cwMax !== 'number' || Number.isNaN(cwMax)) throw invalidParameter('clipWeightMax', 'a number', cwMax, errorClassFor(cwMax, 'number'));
   if (cwMin > cwMax) throw invalidParameter('clipWeightMax', `>= clipWeightMin (${cwMin})`, cwMax);
   const wd = o.weightDecayFactor ?? 0;
   num(wd, 'weightDecayFactor', () => true, 'a finite number');
   const mult = o.multiplyWeightDecayFactorByLearningRate ?? false;
-  if (typeof mult !== 'boolean') throw invalidParameter('multiplyWeightDecayFactorByLearningRate', 'a boolean', mult);
+  if (typeof mult !== 'boolean') throw invalidParameter('multiplyWeightDecayFactorByLearningRate', 'a boolean', mult, InvalidTypeError);
   return Object.freeze({
     kind,
     learningRate: lr,
@@ -365,7 +366,7 @@ export function isOptimizerSpec(value: unknown): value is OptimizerSpec {
 export function resolveOptimizer(spec: OptimizerSpec, step: number): ResolvedOptimizer {
   const lr = typeof spec.learningRate === 'function' ? spec.learningRate(step) : spec.learningRate;
   if (typeof lr !== 'number' || !Number.isFinite(lr)) {
-    throw invalidParameter(`the result of learningRate(${step})`, 'a finite number', lr);
+    throw invalidParameter(`the result of learningRate(${step})`, 'a finite number', lr, errorClassFor(lr, 'number'));
   }
   return {
     ...spec.hyper,

@@ -1,4 +1,5 @@
 import { invalidParameter, argName } from './errors.js';
+import { errorClassFor } from './validation.js';
 
 /**
  * How a dynamic table scores its rows (a 64-bit unsigned score per row). The score
@@ -46,7 +47,7 @@ export const SCORE_POLICIES: readonly ScorePolicy[] = [
 export function validateScorePolicy(value: unknown, argument = 'scorePolicy'): ScorePolicy {
   argument = argName(argument, 'scorePolicy');
   if (!SCORE_POLICIES.includes(value as ScorePolicy)) {
-    throw invalidParameter(argument, `one of ${SCORE_POLICIES.map((p) => `'${p}'`).join(', ')}`, value);
+    throw invalidParameter(argument, `one of ${SCORE_POLICIES.map((p) => `'${p}'`).join(', ')}`, value, errorClassFor(value, 'string'));
   }
   return value as ScorePolicy;
 }

@@ -1,4 +1,4 @@
-import { invalidParameter, ShapeMismatchError, argName } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
 
 /** Number of elements of a shape (1 for a scalar shape `[]`). */
 export function shapeSize(shape: readonly number[]): number {
@@ -9,14 +9,15 @@ export function shapeSize(shape: readonly number[]): number {
 
 /**
  * A copy of `shape` after checking it is an array of non-negative safe integers.
- * @throws InvalidArgumentError naming `argument` (default 'shape') otherwise
+ * @throws InvalidTypeError (not an array, an element not a number) / InvalidArgumentError (a negative
+ * or fractional dimension) naming `argument` (default 'shape')
  */
 export function validateShape(shape: unknown, argument: string): number[] {
   argument = argName(argument, 'shape');
-  if (!Array.isArray(shape)) throw invalidParameter(argument, 'an array of non-negative integers', shape);
+  if (!Array.isArray(shape)) throw invalidParameter(argument, 'an array of non-negative integers', shape, InvalidTypeError);
   for (const d of shape) {
     if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {
-      throw invalidParameter(argument, 'an array of non-negative integers', shape);
+      throw invalidParameter(argument, 'an array of non-negative integers', shape, typeof d === 'number' ? InvalidArgumentError : InvalidTypeError);
     }
   }
   return shape.slice() as number[];

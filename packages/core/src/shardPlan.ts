@@ -1,5 +1,6 @@
 import type { Keys } from './dtypes.js';
 import { InvalidTypeError, invalidParameter, OutOfRangeError, argName } from './errors.js';
+import { errorClassFor } from './validation.js';
 
 /**
  * Where the keys of one logical table live when it is split over N shards (one
@@ -84,7 +85,7 @@ export function resolveShardPlan(plan: unknown, table: PlanTarget, argument = 'p
   const int = (field: string, min: number, max: number): number => {
     const v = p[field];
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
-      throw invalidParameter(`${argument}.${field}`, `an integer in [${min}, ${max}]`, v);
+      throw invalidParameter(`${argument}.${field}`, `an integer in [${min}, ${max}]`, v, errorClassFor(v, 'number'));
     }
     return v;
   };
@@ -106,7 +107,7 @@ export function resolveShardPlan(plan: unknown, table: PlanTarget, argument = 'p
     case 'localized':
       return { placement: 'localized', numShards: 1, shard: 0, start: 0, end: 0, roundRobin: false };
     default:
-      throw invalidParameter(`${argument}.placement`, "'mod', 'range' or 'localized'", p.placement);
+      throw invalidParameter(`${argument}.placement`, "'mod', 'range' or 'localized'", p.placement, errorClassFor(p.placement, 'string'));
   }
 }
 

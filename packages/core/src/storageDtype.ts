@@ -1,5 +1,5 @@
 import { InvalidTypeError, invalidParameter } from './errors.js';
-import { checkInteger } from './validation.js';
+import { checkInteger, errorClassFor } from './validation.js';
 
 /**
  * How a table stores its values (`TableOptions.storageDtype`). Values are always
@@ -26,9 +26,9 @@ export function isStorageDtype(value: unknown): value is StorageDtype {
   return value === 'float32' || value === 'float16' || value === 'bfloat16';
 }
 
-/** @throws InvalidArgumentError naming `argument` unless `value` is a StorageDtype. */
+/** @throws InvalidTypeError (not a string) / InvalidArgumentError (another name) naming `argument` unless `value` is a StorageDtype. */
 export function checkStorageDtype(value: unknown, argument = 'storageDtype'): StorageDtype {
-  if (!isStorageDtype(value)) throw invalidParameter(argument, "'float32', 'float16' or 'bfloat16'", value);
+  if (!isStorageDtype(value)) throw invalidParameter(argument, "'float32', 'float16' or 'bfloat16'", value, errorClassFor(value, 'string'));
   return value;
 }
 

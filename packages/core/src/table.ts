@@ -5,6 +5,7 @@ import { type EmbeddingBackend, getBackend } from './backend.js';
 import type { KeyDtype, Keys } from './dtypes.js';
 import {
   DisposedError,
+  InvalidArgumentError,
   InvalidTypeError,
   ErrorCodes,
   invalidParameter,
@@ -19,7 +20,7 @@ import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } fro
 import type { StorageDtype } from './storageDtype.js';
 import { Tensor } from './tensor.js';
 import { asTypedArray } from './typed.js';
-import { checkRowIndices } from './validation.js';
+import { checkInteger, checkRowIndices, errorClassFor } from './validation.js';
 import { type ExistsInput, validateExists, validateValues, type ValuesInput } from './values.js';
 
 export type { ExistsInput, ValuesInput } from './values.js';
@@ -266,6 +267,7 @@ export class EmbeddingTable {
   }
 
   #scores(opts: WriteOptions | undefined, n: number): BigUint64Array | null {
+    if (opts !== undefined && opts !== null && typeof opts !== 'object') throw invalidParameter('options', 'an options object ({ scores })', opts, InvalidTypeError);
     const s = opts?.scores;
     if (s === undefined || s === null) return null;
     if (this.options.scorePolicy !== 'customized') {
@@ -319,7 +321,7 @@ export class EmbeddingTable {
 
   #insertArg(v: unknown): boolean {
     const insert = v ?? false;
-    if (typeof insert !== 'boolean') throw invalidParameter('insertMissing', 'a boolean', insert);
+    if (typeof insert !== 'boolean') throw invalidParameter('insertMissing', 'a boolean', insert, InvalidTypeError);
     return insert;
   }
 
@@ -423,15 +425,14 @@ export class EmbeddingTable {
         `${optimizer.kind} with slots [${optimizer.slots.names.join(', ')}]`,
       );
     }
-    if (typeof step !== 'number' || !Number.isSafeInteger(step) || step < 1) throw invalidParameter('step', 'an integer >= 1', step);
+    checkInteger(step, 'step', { min: 1 });
   }
 
   #range(opts: { offset?: number; limit?: number } | undefined): [number, number] {
+    if (opts !== undefined && opts !== null && typeof opts !== 'object') throw invalidParameter('options', 'an options object ({ offset, limit })', opts, InvalidTypeError);
     const offset = opts?.offset ?? 0;
     const limit = opts?.limit ?? Number.MAX_SAFE_INTEGER;
-    if (!Number.isSafeInteger(offset) || offset < 0) throw invalidParameter('offset', 'an integer >= 0', offset);
-    if (!Number.isSafeInteger(limit) || limit < 0) throw invalidParameter('limit', 'an integer >= 0', limit);
-    return [offset, limit];
+    return [checkInteger(offset, 'offset', { min: 0 }), checkInteger(limit, 'limit', { min: 0 })];
   }
 
   #importArgs(
@@ -446,7 +447,7 @@ export class EmbeddingTable {
     if (slotsIn !== undefined && slotsIn !== null) {
       const widths = this.slotWidths;
       if (!Array.isArray(slotsIn) || slotsIn.length !== widths.length) {
-        throw invalidParameter('slots', `${widths.length} Float32Arrays (${this.slotNames.join(', ')})`, slotsIn);
+        throw invalidParameter('slots', `${widths.length} Float32Arrays (${this.slotNames.join(', ')})`, slotsIn, Array.isArray(slotsIn) ? InvalidArgumentError : InvalidTypeError);
       }
       slots = slotsIn.map((given, i) => {
         const s = asTypedArray(given, Float32Array, `slots[${i}]`);
@@ -462,7 +463,7 @@ export class EmbeddingTable {
     let scores: BigUint64Array | null = null;
     if (scoresIn !== undefined && scoresIn !== null) {
       const typed = asTypedArray(scoresIn, BigUint64Array, 'scores');
-      if (!typed || typed.length !== keys.length) throw invalidParameter('scores', `a BigUint64Array of length ${keys.length}`, scoresIn);
+      if (!typed || typed.length !== keys.length) throw invalidParameter('scores', `a BigUint64Array of length ${keys.length}`, scoresIn, typed ? InvalidArgumentError : InvalidTypeError);
       scores = typed;
     }
     return [keys, values, slots, scores];
@@ -526,7 +527,7 @@ export class EmbeddingTable {
    * @throws InvalidArgumentError unless epoch is an integer in [0, 2^32)
    */
   setEpoch(epoch: number): void {
-    if (!Number.isSafeInteger(epoch) || epoch < 0 || epoch > 0xffffffff) throw invalidParameter('epoch', 'an integer in [0, 2^32)', epoch);
+    if (!Number.isSafeInteger(epoch) || epoch < 0 || epoch > 0xffffffff) throw invalidParameter('epoch', 'an integer in [0, 2^32)', epoch, errorClassFor(epoch, 'number'));
     this.raw.setEpoch(epoch);
   }
   /** Rows [offset, offset+limit) of the table's order: keys, values, slots, scores. */
@@ -536,7 +537,7 @@ export class EmbeddingTable {
   }
   /** All rows in batches of `batchSize`, so a huge table never needs one giant buffer. */
   async *exportBatches(batchSize = 65536): AsyncGenerator<ExportBatch> {
-    if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw invalidParameter('batchSize', 'an integer >= 1', batchSize);
+    checkInteger(batchSize, 'batchSize', { min: 1 });
     for (let offset = 0; ; offset += batchSize) {
       const b = await this.raw.async.exportBatch(offset, batchSize);
       if (b.keys.length > 0) yield b;
@@ -608,8 +609,7 @@ export class EmbeddingTable {
 
   #restrictArg(n: number): number {
     if (this.kind === 'static') throw new UnsupportedError(`restrict is for dynamic tables; "${this.name}" is static`);
-    if (!Number.isSafeInteger(n) || n < 0) throw invalidParameter('numReserved', 'an integer >= 0', n);
-    return n;
+    return checkInteger(n, 'numReserved', { min: 0 });
   }
 
   // ---- operations (sync form) ----------------------------------------------

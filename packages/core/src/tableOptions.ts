@@ -1,10 +1,11 @@
 import type { KeyDtype } from './dtypes.js';
-import { InvalidTypeError, invalidParameter } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter } from './errors.js';
 import { type InitializerSpec, type ResolvedInitializer, resolveInitializer } from './initializers.js';
 import { isOptimizerSpec, type OptimizerSpec, type SlotLayout } from './optimizers.js';
 import { fnv1a32 } from './random.js';
 import { type ScorePolicy, validateScorePolicy } from './scores.js';
 import { checkStorageDtype, type StorageDtype } from './storageDtype.js';
+import { checkInteger, errorClassFor } from './validation.js';
 
 /**
  * The one options type of a table. Every field, its unit and default; defaults
@@ -13,7 +14,7 @@ import { checkStorageDtype, type StorageDtype } from './storageDtype.js';
 export interface TableOptions {
   /** 'dynamic' (hash table, default) or 'static' (rows 0..vocabularySize-1). */
   kind?: 'dynamic' | 'static';
-  /** Floats per row. Required, integer >= 1. */
+  /** Floats per row. Required, an integer in [1, 2^20]. */
   dim: number;
   /** Name, for messages, checkpoints and the initializer stream. Default 'table'. */
   name?: string;
@@ -93,21 +94,22 @@ const KNOWN = new Set([
   'storageDtype',
 ]);
 
-function posInt(value: unknown, argument: string, min = 1): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    throw invalidParameter(argument, `an integer >= ${min}`, value);
-  }
-  return value;
-}
+const posInt = (value: unknown, argument: string): number => checkInteger(value, argument, { min: 1 });
+
+/** The widest row a table takes (2^20 floats, as the CPU and CUDA addons and caches). */
+const MAX_DIM = 1 << 20;
 
 function uint32(value: unknown, argument: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 0xffffffff) {
-    throw invalidParameter(argument, 'an integer in [0, 2^32)', value);
+    throw invalidParameter(argument, 'an integer in [0, 2^32)', value, errorClassFor(value, 'number'));
   }
   return value;
 }
 
-/** @throws InvalidArgumentError / InvalidTypeError naming the option */
+/**
+ * Every option checked, defaults filled in; an option set to null is omitted (its default).
+ * @throws InvalidArgumentError / InvalidTypeError naming the option
+ */
 export function resolveTableOptions(options: TableOptions): ResolvedTableOptions {
   if (typeof options !== 'object' || options === null) {
     throw invalidParameter('options', 'a TableOptions object', options, InvalidTypeError);
@@ -116,43 +118,44 @@ export function resolveTableOptions(options: TableOptions): ResolvedTableOptions
     if (!KNOWN.has(k)) throw invalidParameter(`options.${k}`, `one of the known options (${[...KNOWN].join(', ')})`, k);
   }
   const kind = options.kind ?? 'dynamic';
-  if (kind !== 'dynamic' && kind !== 'static') throw invalidParameter('kind', "'dynamic' or 'static'", kind);
-  const dim = posInt(options.dim, 'dim');
+  if (kind !== 'dynamic' && kind !== 'static') throw invalidParameter('kind', "'dynamic' or 'static'", kind, errorClassFor(kind, 'string'));
+  const dim = checkInteger(options.dim, 'dim', { min: 1, max: MAX_DIM });
   const name = options.name ?? 'table';
-  if (typeof name !== 'string' || name.length === 0) throw invalidParameter('name', 'a non-empty string', name);
+  if (typeof name !== 'string' || name.length === 0) throw invalidParameter('name', 'a non-empty string', name, errorClassFor(name, 'string'));
   const keyDtype = options.keyDtype ?? 'int64';
-  if (keyDtype !== 'int64' && keyDtype !== 'int32') throw invalidParameter('keyDtype', "'int64' or 'int32'", keyDtype);
+  if (keyDtype !== 'int64' && keyDtype !== 'int32') throw invalidParameter('keyDtype', "'int64' or 'int32'", keyDtype, errorClassFor(keyDtype, 'string'));
   let vocabularySize = 0;
   let initCapacity = 0;
   let maxCapacity = Infinity;
   if (kind === 'static') {
     vocabularySize = posInt(options.vocabularySize, 'vocabularySize');
-    if (options.initCapacity !== undefined || options.maxCapacity !== undefined) {
+    if (options.initCapacity != null || options.maxCapacity != null) {
       throw invalidParameter('initCapacity/maxCapacity', 'unset for a static table', options.initCapacity ?? options.maxCapacity);
     }
   } else {
-    if (options.vocabularySize !== undefined) throw invalidParameter('vocabularySize', 'unset for a dynamic table', options.vocabularySize);
-    initCapacity = options.initCapacity === undefined ? 1024 : posInt(options.initCapacity, 'initCapacity');
-    if (options.maxCapacity !== undefined && options.maxCapacity !== Infinity) {
+    if (options.vocabularySize != null) throw invalidParameter('vocabularySize', 'unset for a dynamic table', options.vocabularySize);
+    initCapacity = options.initCapacity == null ? 1024 : posInt(options.initCapacity, 'initCapacity');
+    if (options.maxCapacity != null && options.maxCapacity !== Infinity) {
       maxCapacity = posInt(options.maxCapacity, 'maxCapacity');
       if (initCapacity > maxCapacity) initCapacity = maxCapacity;
     }
   }
-  const initializer = resolveInitializer(options.initializer, dim, kind === 'static' ? vocabularySize : undefined);
-  if (options.optimizer !== undefined && !isOptimizerSpec(options.optimizer)) {
+  const initializer = resolveInitializer(options.initializer ?? undefined, dim, kind === 'static' ? vocabularySize : undefined);
+  if (options.optimizer != null && !isOptimizerSpec(options.optimizer)) {
     throw invalidParameter('optimizer', 'an optimizer spec (see `optimizers`)', options.optimizer, InvalidTypeError);
   }
   let slots: SlotLayout = options.optimizer?.slots ?? { names: [], widths: [], initial: [] };
-  if (options.slotInitialValues !== undefined) {
+  if (options.slotInitialValues != null) {
     const v = options.slotInitialValues;
-    if (!Array.isArray(v) || v.length !== slots.names.length || v.some((x) => typeof x !== 'number' || !Number.isFinite(x))) {
-      throw invalidParameter('slotInitialValues', `${slots.names.length} finite numbers`, v);
+    const wrongType = !Array.isArray(v) || v.some((x) => typeof x !== 'number');
+    if (wrongType || v.length !== slots.names.length || v.some((x) => !Number.isFinite(x))) {
+      throw invalidParameter('slotInitialValues', `${slots.names.length} finite numbers`, v, wrongType ? InvalidTypeError : InvalidArgumentError);
     }
     slots = { ...slots, initial: v.slice() };
   }
   const scorePolicy = validateScorePolicy(options.scorePolicy ?? 'lru');
-  const seed = options.seed === undefined ? 0 : uint32(options.seed, 'seed');
-  const stream = options.stream === undefined ? fnv1a32(name) : uint32(options.stream, 'stream');
-  const storageDtype = options.storageDtype === undefined ? 'float32' : checkStorageDtype(options.storageDtype);
+  const seed = options.seed == null ? 0 : uint32(options.seed, 'seed');
+  const stream = options.stream == null ? fnv1a32(name) : uint32(options.stream, 'stream');
+  const storageDtype = options.storageDtype == null ? 'float32' : checkStorageDtype(options.storageDtype);
   return { kind, dim, name, keyDtype, vocabularySize, initCapacity, maxCapacity, initializer, slots, scorePolicy, seed, stream, storageDtype };
 }

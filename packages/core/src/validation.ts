@@ -1,5 +1,5 @@
 import type { Keys } from './dtypes.js';
-import { InvalidTypeError, invalidParameter, OutOfRangeError } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter, OutOfRangeError, type ErrorClass } from './errors.js';
 import { isTypedArrayOf, plainTypedArray } from './typed.js';
 
 /**
@@ -49,6 +49,19 @@ export function checkBoolean(value: unknown, argument: string, fallback: boolean
   return value;
 }
 
+/** A JS type as `typeof` names it. */
+export type JsType = 'number' | 'bigint' | 'string' | 'boolean' | 'object' | 'function' | 'symbol' | 'undefined';
+
+/**
+ * The error class for a refused `value` that should have been of JS type `type`: InvalidTypeError
+ * when it is of another type (a string `'8'`, a BigInt or undefined where a number goes; TF's
+ * TypeError), InvalidArgumentError when it has the right type and a bad value (0, 1.5, NaN where an
+ * integer >= 1 goes; TF's ValueError). Pass it as `invalidParameter`'s last argument.
+ */
+export function errorClassFor(value: unknown, type: JsType): ErrorClass {
+  return typeof value === type ? InvalidArgumentError : InvalidTypeError;
+}
+
 /** Bounds and fallback of {@link checkInteger} / {@link checkNumber}. */
 export interface RangeCheck {
   /** Smallest accepted value (inclusive). Default: none. */
@@ -76,7 +89,8 @@ function describeRange(kind: string, min: number | undefined, max: number | unde
 
 /**
  * A safe integer in [min, max]; `fallback` for undefined / null when given.
- * @throws InvalidArgumentError (not an integer, or out of range; TF's ValueError)
+ * @throws InvalidTypeError (not a number: a string, a BigInt, undefined without fallback; TF's TypeError),
+ * InvalidArgumentError (a number that is not a safe integer, or out of range; TF's ValueError)
  */
 export function checkInteger(value: unknown, argument: string, range: RangeCheck = {}): number {
   range = rangeOf(range);
@@ -87,14 +101,15 @@ export function checkInteger(value: unknown, argument: string, range: RangeCheck
     (range.min === undefined || value >= range.min) &&
     (range.max === undefined || value <= range.max);
   if (!ok) {
-    throw invalidParameter(argument, describeRange('an integer', range.min, range.max), value);
+    throw invalidParameter(argument, describeRange('an integer', range.min, range.max), value, errorClassFor(value, 'number'));
   }
   return value;
 }
 
 /**
  * A finite number in [min, max]; `fallback` for undefined / null when given.
- * @throws InvalidArgumentError (not a finite number, or out of range)
+ * @throws InvalidTypeError (not a number: a string, a BigInt, undefined without fallback),
+ * InvalidArgumentError (NaN, ±Infinity, or out of range)
  */
 export function checkNumber(value: unknown, argument: string, range: RangeCheck = {}): number {
   range = rangeOf(range);
@@ -105,15 +120,15 @@ export function checkNumber(value: unknown, argument: string, range: RangeCheck 
     (range.min === undefined || value >= range.min) &&
     (range.max === undefined || value <= range.max);
   if (!ok) {
-    throw invalidParameter(argument, describeRange('a finite number', range.min, range.max), value);
+    throw invalidParameter(argument, describeRange('a finite number', range.min, range.max), value, errorClassFor(value, 'number'));
   }
   return value;
 }
 
-/** A non-empty string; `fallback` for undefined / null when given. @throws InvalidTypeError */
+/** A non-empty string; `fallback` for undefined / null when given. @throws InvalidTypeError (not a string), InvalidArgumentError ('') */
 export function checkName(value: unknown, argument: string, fallback?: string): string {
   if ((value === undefined || value === null) && typeof fallback === 'string') return fallback;
-  if (typeof value !== 'string' || value.length === 0) throw invalidParameter(argument, 'a non-empty string', value, InvalidTypeError);
+  if (typeof value !== 'string' || value.length === 0) throw invalidParameter(argument, 'a non-empty string', value, errorClassFor(value, 'string'));
   return value;
 }
 

@@ -2,6 +2,7 @@ import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors
 import { formatShape, validateShape } from './shape.js';
 import { Tensor } from './tensor.js';
 import { asTypedArray } from './typed.js';
+import { checkInteger } from './validation.js';
 
 /** Row values for n keys: flat Float32Array [n*dim], number[], or a float32 Tensor of shape keys.shape + [dim]. */
 export type ValuesInput = Float32Array | Tensor<Float32Array> | readonly number[];
@@ -16,7 +17,7 @@ export type ExistsInput = Uint8Array | readonly boolean[];
  */
 export function validateValues(input: unknown, keyShape: readonly number[], dim: number, argument = 'values'): Float32Array {
   validateShape(keyShape, 'keyShape');
-  if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 1) throw invalidParameter('dim', 'an integer >= 1', dim);
+  checkInteger(dim, 'dim', { min: 1 });
   if (typeof argument !== 'string') throw invalidParameter('argument', 'a string', argument, InvalidTypeError);
   const expected = [...keyShape, dim];
   if (input instanceof Tensor) {
@@ -55,7 +56,7 @@ export function validateValues(input: unknown, keyShape: readonly number[], dim:
  * @throws InvalidTypeError / ShapeMismatchError naming `argument`
  */
 export function validateExists(input: unknown, n: number, argument = 'exists'): Uint8Array {
-  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw invalidParameter('n', 'an integer >= 0', n);
+  checkInteger(n, 'n', { min: 0 });
   if (typeof argument !== 'string') throw invalidParameter('argument', 'a string', argument, InvalidTypeError);
   const typed = asTypedArray(input, Uint8Array, argument);
   if (!typed && !Array.isArray(input)) throw invalidParameter(argument, 'a Uint8Array or boolean[]', input, InvalidTypeError);

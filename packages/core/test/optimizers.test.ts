@@ -96,10 +96,10 @@ describe('optimizer specs: every validation error names the option', () => {
     ['options not an object', () => createOptimizer('sgd', 5 as never), 'options', ErrorCodes.INVALID_TYPE],
     ['negative learning rate', () => optimizers.sgd({ learningRate: -1 }), 'learningRate'],
     ['NaN learning rate', () => optimizers.sgd({ learningRate: NaN }), 'learningRate'],
-    ['string learning rate', () => optimizers.sgd({ learningRate: '1' as never }), 'learningRate'],
-    ['useNesterov', () => optimizers.momentum({ useNesterov: 1 as never }), 'useNesterov'],
-    ['sumInsideSqrt', () => optimizers.adam({ sumInsideSqrt: 'no' as never }), 'sumInsideSqrt'],
-    ['lazyAdam', () => optimizers.adam({ lazyAdam: 0 as never }), 'lazyAdam'],
+    ['string learning rate', () => optimizers.sgd({ learningRate: '1' as never }), 'learningRate', ErrorCodes.INVALID_TYPE],
+    ['useNesterov', () => optimizers.momentum({ useNesterov: 1 as never }), 'useNesterov', ErrorCodes.INVALID_TYPE],
+    ['sumInsideSqrt', () => optimizers.adam({ sumInsideSqrt: 'no' as never }), 'sumInsideSqrt', ErrorCodes.INVALID_TYPE],
+    ['lazyAdam', () => optimizers.adam({ lazyAdam: 0 as never }), 'lazyAdam', ErrorCodes.INVALID_TYPE],
     ['adagrad initialAccumulatorValue', () => optimizers.adagrad({ initialAccumulatorValue: 0 }), 'initialAccumulatorValue'],
     ['ftrl initialAccumulatorValue', () => optimizers.ftrl({ initialAccumulatorValue: -1 }), 'initialAccumulatorValue'],
     ['rowWiseAdagrad initialAccumulatorValue', () => optimizers.rowWiseAdagrad({ initialAccumulatorValue: -0.1 }), 'initialAccumulatorValue'],
@@ -121,19 +121,19 @@ describe('optimizer specs: every validation error names the option', () => {
     ['ftrl beta', () => optimizers.ftrl({ beta: -1 }), 'beta'],
     ['ftrl learningRatePower', () => optimizers.ftrl({ learningRatePower: 0.5 }), 'learningRatePower'],
     ['ftrl zero learning rate (it divides by lr)', () => optimizers.ftrl({ learningRate: 0 }), 'learningRate'],
-    ['useGradientAccumulation', () => optimizers.sgd({ useGradientAccumulation: 'yes' as never }), 'useGradientAccumulation'],
+    ['useGradientAccumulation', () => optimizers.sgd({ useGradientAccumulation: 'yes' as never }), 'useGradientAccumulation', ErrorCodes.INVALID_TYPE],
     ['clipvalue without accumulation', () => optimizers.sgd({ clipvalue: 1, useGradientAccumulation: false }), 'clipvalue'],
     ['negative clipvalue', () => optimizers.sgd({ clipvalue: -1 }), 'clipvalue'],
     ['clipvalue[0]', () => optimizers.sgd({ clipvalue: [NaN, 1] }), 'clipvalue[0]'],
-    ['clipvalue[1]', () => optimizers.sgd({ clipvalue: [0, 'x' as never] }), 'clipvalue[1]'],
+    ['clipvalue[1]', () => optimizers.sgd({ clipvalue: [0, 'x' as never] }), 'clipvalue[1]', ErrorCodes.INVALID_TYPE],
     ['clipvalue min > max', () => optimizers.sgd({ clipvalue: [2, 1] }), 'clipvalue'],
     ['clipvalue of three', () => optimizers.sgd({ clipvalue: [1, 2, 3] as never }), 'clipvalue'],
-    ['clipvalue string', () => optimizers.sgd({ clipvalue: '1' as never }), 'clipvalue'],
+    ['clipvalue string', () => optimizers.sgd({ clipvalue: '1' as never }), 'clipvalue', ErrorCodes.INVALID_TYPE],
     ['clipWeightMin', () => optimizers.sgd({ clipWeightMin: NaN }), 'clipWeightMin'],
-    ['clipWeightMax', () => optimizers.sgd({ clipWeightMax: '1' as never }), 'clipWeightMax'],
+    ['clipWeightMax', () => optimizers.sgd({ clipWeightMax: '1' as never }), 'clipWeightMax', ErrorCodes.INVALID_TYPE],
     ['clipWeightMin > clipWeightMax', () => optimizers.sgd({ clipWeightMin: 1, clipWeightMax: 0 }), 'clipWeightMax'],
     ['weightDecayFactor', () => optimizers.sgd({ weightDecayFactor: Infinity }), 'weightDecayFactor'],
-    ['multiplyWeightDecayFactorByLearningRate', () => optimizers.sgd({ multiplyWeightDecayFactorByLearningRate: 1 as never }), 'multiplyWeightDecayFactorByLearningRate'],
+    ['multiplyWeightDecayFactorByLearningRate', () => optimizers.sgd({ multiplyWeightDecayFactorByLearningRate: 1 as never }), 'multiplyWeightDecayFactorByLearningRate', ErrorCodes.INVALID_TYPE],
   ];
   for (const [title, fn, argument, code] of cases) {
     it(title, () => {
@@ -156,6 +156,6 @@ describe('resolveOptimizer', () => {
 
   it('a learning-rate function must return a finite number', () => {
     throwsCode(() => resolveOptimizer(optimizers.sgd({ learningRate: () => Infinity }), 1), ErrorCodes.INVALID_ARGUMENT, 'learningRate(1)');
-    throwsCode(() => resolveOptimizer(optimizers.sgd({ learningRate: () => '1' as never }), 1), ErrorCodes.INVALID_ARGUMENT, 'learningRate(1)');
+    throwsCode(() => resolveOptimizer(optimizers.sgd({ learningRate: () => '1' as never }), 1), ErrorCodes.INVALID_TYPE, 'learningRate(1)');
   });
 });

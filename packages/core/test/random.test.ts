@@ -89,7 +89,7 @@ describe('initializers', () => {
     throwsCode(() => initializers.uniform(1, 0), ErrorCodes.INVALID_ARGUMENT, 'max');
     throwsCode(() => initializers.uniform(Infinity, 0), ErrorCodes.INVALID_ARGUMENT, 'min');
     throwsCode(() => initializers.normal(0, -1), ErrorCodes.INVALID_ARGUMENT, 'std');
-    throwsCode(() => initializers.normal('0' as never), ErrorCodes.INVALID_ARGUMENT, 'mean');
+    throwsCode(() => initializers.normal('0' as never), ErrorCodes.INVALID_TYPE, 'mean');
     throwsCode(() => initializers.truncatedNormal(0, -1), ErrorCodes.INVALID_ARGUMENT, 'std');
     throwsCode(() => initializers.fromFunction(5 as never), ErrorCodes.INVALID_TYPE, 'fn');
   });

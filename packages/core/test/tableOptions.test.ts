@@ -70,13 +70,19 @@ describe('resolveTableOptions', () => {
     ['options not an object', null, 'options', ErrorCodes.INVALID_TYPE],
     ['unknown option', { dim: 1, dims: 2 }, 'options.dims'],
     ['kind', { dim: 1, kind: 'hash' }, 'kind'],
-    ['dim missing', {}, 'dim'],
+    ['dim missing', {}, 'dim', ErrorCodes.INVALID_TYPE],
+    ['dim a string', { dim: '8' }, 'dim', ErrorCodes.INVALID_TYPE],
+    ['dim a bigint', { dim: 8n }, 'dim', ErrorCodes.INVALID_TYPE],
+    ['dim NaN', { dim: NaN }, 'dim'],
     ['dim 0', { dim: 0 }, 'dim'],
     ['dim 1.5', { dim: 1.5 }, 'dim'],
     ['name empty', { dim: 1, name: '' }, 'name'],
-    ['name not a string', { dim: 1, name: 5 }, 'name'],
+    ['name not a string', { dim: 1, name: 5 }, 'name', ErrorCodes.INVALID_TYPE],
+    ['kind not a string', { dim: 1, kind: 1 }, 'kind', ErrorCodes.INVALID_TYPE],
+    ['keyDtype not a string', { dim: 1, keyDtype: Int32Array }, 'keyDtype', ErrorCodes.INVALID_TYPE],
     ['keyDtype', { dim: 1, keyDtype: 'int16' }, 'keyDtype'],
-    ['static without vocabularySize', { dim: 1, kind: 'static' }, 'vocabularySize'],
+    ['static without vocabularySize', { dim: 1, kind: 'static' }, 'vocabularySize', ErrorCodes.INVALID_TYPE],
+    ['static vocabularySize a string', { dim: 1, kind: 'static', vocabularySize: '8' }, 'vocabularySize', ErrorCodes.INVALID_TYPE],
     ['static vocabularySize 0', { dim: 1, kind: 'static', vocabularySize: 0 }, 'vocabularySize'],
     ['static with initCapacity', { dim: 1, kind: 'static', vocabularySize: 2, initCapacity: 4 }, 'initCapacity/maxCapacity'],
     ['static with maxCapacity', { dim: 1, kind: 'static', vocabularySize: 2, maxCapacity: 4 }, 'initCapacity/maxCapacity'],
@@ -95,7 +101,14 @@ describe('resolveTableOptions', () => {
     ['seed negative', { dim: 1, seed: -1 }, 'seed'],
     ['seed 2^32', { dim: 1, seed: 2 ** 32 }, 'seed'],
     ['seed fractional', { dim: 1, seed: 0.5 }, 'seed'],
-    ['stream', { dim: 1, stream: 'a' }, 'stream'],
+    ['stream', { dim: 1, stream: 'a' }, 'stream', ErrorCodes.INVALID_TYPE],
+    ['seed a string', { dim: 1, seed: '1' }, 'seed', ErrorCodes.INVALID_TYPE],
+    ['initCapacity a string', { dim: 1, initCapacity: '8' }, 'initCapacity', ErrorCodes.INVALID_TYPE],
+    ['maxCapacity a bigint', { dim: 1, maxCapacity: 8n }, 'maxCapacity', ErrorCodes.INVALID_TYPE],
+    ['slotInitialValues a string element', { dim: 1, optimizer: optimizers.adagrad(), slotInitialValues: ['0.1'] }, 'slotInitialValues', ErrorCodes.INVALID_TYPE],
+    ['slotInitialValues not an array', { dim: 1, optimizer: optimizers.adagrad(), slotInitialValues: 0.1 }, 'slotInitialValues', ErrorCodes.INVALID_TYPE],
+    ['scorePolicy not a string', { dim: 1, scorePolicy: 1 }, 'scorePolicy', ErrorCodes.INVALID_TYPE],
+    ['storageDtype not a string', { dim: 1, storageDtype: 16 }, 'storageDtype', ErrorCodes.INVALID_TYPE],
   ];
   for (const [title, options, argument, code] of errors) {
     it(`rejects ${title}`, () => {
@@ -111,12 +124,13 @@ describe('combiner and score-policy validators', () => {
     expect(isCombiner('max')).toBe(false);
     expect(validateCombiner('sqrtn')).toBe('sqrtn');
     throwsCode(() => validateCombiner('max'), ErrorCodes.INVALID_ARGUMENT, 'combiner');
+    throwsCode(() => validateCombiner(1), ErrorCodes.INVALID_TYPE, 'combiner');
     expect(validateMaxNorm(undefined)).toBe(0);
     expect(validateMaxNorm(null)).toBe(0);
     expect(validateMaxNorm(2.5)).toBe(2.5);
     throwsCode(() => validateMaxNorm(0), ErrorCodes.INVALID_ARGUMENT, 'maxNorm');
     throwsCode(() => validateMaxNorm(Infinity), ErrorCodes.INVALID_ARGUMENT, 'maxNorm');
-    throwsCode(() => validateMaxNorm('1'), ErrorCodes.INVALID_ARGUMENT, 'maxNorm');
+    throwsCode(() => validateMaxNorm('1'), ErrorCodes.INVALID_TYPE, 'maxNorm');
   });
 
   it('score policies', () => {

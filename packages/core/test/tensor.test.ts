@@ -47,7 +47,8 @@ describe('Tensor', () => {
     throwsCode(() => new Tensor(new Float64Array(2) as never), ErrorCodes.INVALID_TYPE, 'data');
     throwsCode(() => new Tensor(new Float32Array(4), [2, -2]), ErrorCodes.INVALID_ARGUMENT, 'shape');
     throwsCode(() => new Tensor(new Float32Array(4), [2, 1.5]), ErrorCodes.INVALID_ARGUMENT, 'shape');
-    throwsCode(() => new Tensor(new Float32Array(4), 'x' as never), ErrorCodes.INVALID_ARGUMENT, 'shape');
+    throwsCode(() => new Tensor(new Float32Array(4), 'x' as never), ErrorCodes.INVALID_TYPE, 'shape');
+    throwsCode(() => new Tensor(new Float32Array(4), [2, '2'] as never), ErrorCodes.INVALID_TYPE, 'shape');
     const e = throwsCode(() => new Tensor(new Float32Array(5), [2, 2]), ErrorCodes.SHAPE_MISMATCH, 'shape');
     expect(e.message).toBe('Expected shape [2, 2] to hold 4 elements but data has 5');
   });

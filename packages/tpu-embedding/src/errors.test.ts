@@ -11,12 +11,15 @@ const backend = referenceBackend;
 const video = () => new TableConfig({ vocabularySize: 8, dim: 4, name: 'video' });
 
 describe('TableConfig and FeatureConfig validation', () => {
+  // a number of the wrong value is INVALID_ARGUMENT; another JS type (or a missing number) INVALID_TYPE
   it.each([0, -1, 1.5, '8', null, undefined, Number.NaN])('rejects vocabularySize %s', async (v) => {
-    await expectError(() => new TableConfig({ vocabularySize: v as number, dim: 4 }), ErrorCodes.INVALID_ARGUMENT, 'vocabularySize');
+    const code = typeof v === 'number' ? ErrorCodes.INVALID_ARGUMENT : ErrorCodes.INVALID_TYPE;
+    await expectError(() => new TableConfig({ vocabularySize: v as number, dim: 4 }), code, 'vocabularySize');
   });
 
   it.each([0, 2.5, '4', undefined])('rejects dim %s', async (v) => {
-    await expectError(() => new TableConfig({ vocabularySize: 8, dim: v as number }), ErrorCodes.INVALID_ARGUMENT, 'dim');
+    const code = typeof v === 'number' ? ErrorCodes.INVALID_ARGUMENT : ErrorCodes.INVALID_TYPE;
+    await expectError(() => new TableConfig({ vocabularySize: 8, dim: v as number }), code, 'dim');
   });
 
   it('rejects an initializer that is neither callable nor known', async () => {
@@ -40,7 +43,8 @@ describe('TableConfig and FeatureConfig validation', () => {
   });
 
   it.each([-1, 1.5, '2'])('rejects maxSequenceLength %s', async (v) => {
-    await expectError(() => new FeatureConfig({ table: video(), maxSequenceLength: v as number }), ErrorCodes.INVALID_ARGUMENT, 'maxSequenceLength');
+    const code = typeof v === 'number' ? ErrorCodes.INVALID_ARGUMENT : ErrorCodes.INVALID_TYPE;
+    await expectError(() => new FeatureConfig({ table: video(), maxSequenceLength: v as number }), code, 'maxSequenceLength');
   });
 
   it('rejects a bad outputShape', async () => {

@@ -5,6 +5,7 @@ import type { EmbeddingTable } from '../table.js';
 import { checkBatchSize, checkBoolean, checkDir, checkFilter, checkOptions, checkTable, RowMask } from './args.js';
 import { DataFileWriter, errnoOf, HOST_IS_LE, io, ioError, leBytes, readChunks, readExactly, toHostOrder } from './fsio.js';
 import { liveFolder, replaceFolder } from './layout.js';
+import { checkInteger, errorClassFor } from '../validation.js';
 import { watchWrites } from './save.js';
 
 /**
@@ -55,14 +56,11 @@ export interface HugeCTRBatch {
 
 function checkKeyFormat(v: unknown): HugeCTRKeyFormat {
   if (v === undefined || v === null) return 'int64';
-  if (v !== 'int64' && v !== 'uint32') throw invalidParameter('keyFormat', "'int64' or 'uint32'", v);
+  if (v !== 'int64' && v !== 'uint32') throw invalidParameter('keyFormat', "'int64' or 'uint32'", v, errorClassFor(v, 'string'));
   return v;
 }
 
-function checkDim(v: unknown): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw invalidParameter('dim', 'an integer >= 1', v);
-  return v;
-}
+const checkDim = (v: unknown): number => checkInteger(v, 'dim', { min: 1 });
 
 interface OpenModel extends HugeCTRModelInfo {
   key: FileHandle;

@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { FailedPreconditionError, InternalError, invalidParameter } from '../errors.js';
+import { FailedPreconditionError, InternalError, InvalidArgumentError, InvalidTypeError, invalidParameter } from '../errors.js';
 import type { EmbeddingTable } from '../table.js';
 import { checkBatchSize, checkDir, checkOptions, checkTable } from './args.js';
 import { DataFileWriter, leBytes, writeSmallFile } from './fsio.js';
@@ -44,13 +44,16 @@ function checkShard(v: unknown): { index: number; count: number } {
     Number.isSafeInteger(s.index) &&
     (s.index as number) >= 0 &&
     (s.index as number) < (s.count as number);
-  if (!ok) throw invalidParameter('shard', '{ index, count } with integers 0 <= index < count', v);
+  if (!ok) {
+    const wrongType = typeof s !== 'object' || typeof s.count !== 'number' || typeof s.index !== 'number';
+    throw invalidParameter('shard', '{ index, count } with integers 0 <= index < count', v, wrongType ? InvalidTypeError : InvalidArgumentError);
+  }
   return { index: s.index as number, count: s.count as number };
 }
 
 function checkExtra(v: unknown): Record<string, unknown> {
   if (v === undefined || v === null) return {};
-  if (typeof v !== 'object' || Array.isArray(v)) throw invalidParameter('extra', 'a plain JSON object', v);
+  if (typeof v !== 'object' || Array.isArray(v)) throw invalidParameter('extra', 'a plain JSON object', v, InvalidTypeError);
   try {
     return JSON.parse(JSON.stringify(v)) as Record<string, unknown>;
   } catch (e) {

@@ -1,5 +1,6 @@
 import type { Bag, Combiner, LookupCombiner } from '../combiners.js';
 import type { Keys } from '../dtypes.js';
+import { FailedPreconditionError } from '../errors.js';
 import { initialRow } from '../initializers.js';
 import { makeKeys } from '../keys.js';
 import type { ResolvedOptimizer } from '../optimizers.js';
@@ -19,6 +20,16 @@ import type { ResolvedShardPlan } from '../shardPlan.js';
  * Scores are always 0; there is no eviction, restrict removes nothing.
  * Export order: row index order. Keys are trusted to be in range.
  */
+/** A Float32Array of n floats, or FAILED_PRECONDITION (out of memory) when the engine cannot make one (as the CPU backend's tables). */
+function floatsOrFail(n: number): Float32Array {
+  try {
+    return new Float32Array(n);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    throw new FailedPreconditionError(`Out of memory: could not allocate ${n * 4} bytes for the static table`, { cause: e });
+  }
+}
+
 export class ReferenceStaticTable implements RawTableSync {
   readonly #o: ResolvedTableOptions;
   readonly #widths: number[];
@@ -32,8 +43,8 @@ export class ReferenceStaticTable implements RawTableSync {
     this.#o = options;
     this.#rows = options.vocabularySize;
     this.#widths = options.slots.widths.map((w) => (w === 'dim' ? options.dim : 1));
-    this.#values = new Float32Array(this.#rows * options.dim);
-    this.#slots = this.#widths.map((w) => new Float32Array(this.#rows * w));
+    this.#values = floatsOrFail(this.#rows * options.dim);
+    this.#slots = this.#widths.map((w) => floatsOrFail(this.#rows * w));
     this.#plain = {
       dim: options.dim,
       find: (keys) => this.#find(keys),

@@ -57,7 +57,7 @@ export function errorsSection(ctx: SuiteContext): void {
         await expectRejected(c, () => ops.upsert(c, [9], [1, 1], { scores: [1n, 2n] }), SHAPE_MISMATCH, 'scores');
         await expectRejected(c, () => ops.findOrInsert(c, [9], { scores: [1] as Any }), INVALID_TYPE, 'scores');
         await expectRejected(c, () => ops.accum(c, [9], [1, 1], [false], { scores: [-1n] }), INVALID_TYPE, 'scores');
-        await expectRejected(c, () => ops.importRows(c, [9], [1, 1], null, [1n] as Any), INVALID_ARGUMENT, 'scores');
+        await expectRejected(c, () => ops.importRows(c, [9], [1, 1], null, [1n] as Any), INVALID_TYPE, 'scores');
         await expectRejected(c, () => ops.importRows(c, [9], [1, 1], null, new BigUint64Array(2)), INVALID_ARGUMENT, 'scores');
       });
 
@@ -76,6 +76,12 @@ export function errorsSection(ctx: SuiteContext): void {
         await expectRejected(t, () => ops.restrict(t, 0.5), INVALID_ARGUMENT, 'numReserved');
         await expectRejected(t, () => t.setEpoch(-1), INVALID_ARGUMENT, 'epoch');
         await expectRejected(t, () => t.setEpoch(2 ** 32), INVALID_ARGUMENT, 'epoch');
+        // another JS type (a string, a BigInt) is INVALID_TYPE
+        await expectRejected(t, () => ops.export(t, { offset: '1' as Any }), INVALID_TYPE, 'offset');
+        await expectRejected(t, () => ops.export(t, { limit: 1n as Any }), INVALID_TYPE, 'limit');
+        await expectRejected(t, () => t.exportBatches('8' as Any).next(), INVALID_TYPE, 'batchSize');
+        await expectRejected(t, () => ops.restrict(t, '1' as Any), INVALID_TYPE, 'numReserved');
+        await expectRejected(t, () => t.setEpoch('1' as Any), INVALID_TYPE, 'epoch');
       });
 
       it('lookupCombined: combiner, maxNorm, insertMissing, ids and weights', async () => {
@@ -84,7 +90,9 @@ export function errorsSection(ctx: SuiteContext): void {
         await expectRejected(t, () => ops.lookupCombined(t, ids, { combiner: 'maximum' as Any, insertMissing: true }), INVALID_ARGUMENT, 'combiner');
         await expectRejected(t, () => ops.lookupCombined(t, ids, { maxNorm: -1, insertMissing: true }), INVALID_ARGUMENT, 'maxNorm');
         await expectRejected(t, () => ops.lookupCombined(t, ids, { maxNorm: NaN }), INVALID_ARGUMENT, 'maxNorm');
-        await expectRejected(t, () => ops.lookupCombined(t, ids, { insertMissing: 'yes' as Any }), INVALID_ARGUMENT, 'insertMissing');
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { insertMissing: 'yes' as Any }), INVALID_TYPE, 'insertMissing');
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { maxNorm: '1' as Any }), INVALID_TYPE, 'maxNorm');
+        await expectRejected(t, () => ops.lookupCombined(t, ids, { combiner: 1 as Any }), INVALID_TYPE, 'combiner');
         await expectRejected(t, () => ops.lookupCombined(t, [[1]] as Any), INVALID_TYPE, 'ids');
         const w = RaggedTensor.fromNestedArray([[1], [1, 2]], { dtype: 'float32' });
         await expectRejected(t, () => ops.lookupCombined(t, ids, { weights: w, insertMissing: true }), SHAPE_MISMATCH, 'weights');
@@ -100,6 +108,7 @@ export function errorsSection(ctx: SuiteContext): void {
         const t = await filled();
         await expectRejected(t, () => ops.applyGradients(t, [1], [1, 1], adagrad, 0), INVALID_ARGUMENT, 'step');
         await expectRejected(t, () => ops.applyGradients(t, [1], [1, 1], adagrad, 1.5), INVALID_ARGUMENT, 'step');
+        await expectRejected(t, () => ops.applyGradients(t, [1], [1, 1], adagrad, '1' as Any), INVALID_TYPE, 'step');
         await expectRejected(t, () => ops.applyGradients(t, [1], [1, 1], optimizers.adam(), 1), INVALID_ARGUMENT, 'optimizer');
         await expectRejected(t, () => ops.applyGradients(t, [1], [1, 1], { kind: 'nope' } as Any, 1), INVALID_TYPE, 'optimizer');
         const badLr = optimizers.adagrad({ learningRate: () => NaN });
@@ -118,7 +127,9 @@ export function errorsSection(ctx: SuiteContext): void {
 
       it('createTable: bad options and unknown backends', async () => {
         await expectRejected(null, () => ctx.make({ dim: 0 }), INVALID_ARGUMENT, 'dim');
-        await expectRejected(null, () => ctx.make({ dim: 2, kind: 'static' }), INVALID_ARGUMENT, 'vocabularySize');
+        await expectRejected(null, () => ctx.make({ dim: 2, kind: 'static' }), INVALID_TYPE, 'vocabularySize');
+        await expectRejected(null, () => ctx.make({ dim: '8' as Any }), INVALID_TYPE, 'dim');
+        await expectRejected(null, () => ctx.make({ dim: 2, kind: 'static', vocabularySize: 8n as Any }), INVALID_TYPE, 'vocabularySize');
         await expectRejected(null, () => ctx.make({ dim: 2, maxCapacity: 0 }), INVALID_ARGUMENT, 'maxCapacity');
         await expectRejected(null, () => createTable({ dim: 2 }, { backend: 'no-such-backend-xyz' }), NOT_FOUND, 'no-such-backend-xyz');
       });

@@ -64,9 +64,10 @@ const bits = (xs: ArrayLike<number>) => Array.from(Float32Array.from(xs as Array
 export function storageSection(ctx: SuiteContext): void {
   const narrow: ('float16' | 'bfloat16')[] = ['bfloat16', 'float16'];
   describe('storage dtypes', () => {
-    it('an unknown storageDtype is INVALID_ARGUMENT naming storageDtype; a dtype the backend does not store is UNSUPPORTED', async () => {
-      for (const bad of ['float64', 'half', 16, null, 'BFLOAT16']) {
-        await expectRejected(null, () => ctx.make({ dim: 2, storageDtype: bad as StorageDtype }), 'INVALID_ARGUMENT', 'storageDtype');
+    it('an unknown storageDtype is INVALID_ARGUMENT (INVALID_TYPE when not a string) naming storageDtype; a dtype the backend does not store is UNSUPPORTED', async () => {
+      for (const bad of ['float64', 'half', 16, 'BFLOAT16']) {
+        const code = typeof bad === 'string' ? 'INVALID_ARGUMENT' : 'INVALID_TYPE';
+        await expectRejected(null, () => ctx.make({ dim: 2, storageDtype: bad as StorageDtype }), code, 'storageDtype');
       }
       const offered = ctx.backend.capabilities().storageDtypes ?? ['float32'];
       expect(offered).toContain('float32');
