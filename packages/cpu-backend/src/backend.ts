@@ -2,7 +2,6 @@ import { cpus, totalmem } from 'node:os';
 import {
   type BackendCapabilities,
   BackendUnavailableError,
-  EmbeddingError,
   InvalidTypeError,
   invalidParameter,
   type DeviceInfo,
@@ -115,13 +114,7 @@ export class CpuBackend implements EmbeddingBackend {
     }
     const load = this.#load();
     if (!load.binding) throw new BackendUnavailableError(load.reason ?? 'The native CPU backend is not available');
-    try {
-      return new CpuRawTable(load.binding, options);
-    } catch (e) {
-      if (e instanceof EmbeddingError || (e as { code?: unknown } | null)?.code !== undefined) throw e;
-      // encodeTable reads fields a hand-made object may lack (options.initializer.kind, options.slots.widths)
-      throw new InvalidTypeError(`Expected options to be resolved table options (resolveTableOptions) but reading them failed: ${(e as Error)?.message}`, { argument: 'options', cause: e });
-    }
+    return new CpuRawTable(load.binding, options); // INVALID_TYPE for options encodeTable cannot read
   }
 
   /**

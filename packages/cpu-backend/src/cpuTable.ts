@@ -13,8 +13,10 @@ import type {
   ResolvedTableOptions,
   ShardPart,
 } from '@embedstack/core';
-import { COMBINER_IDS, encodeOptimizer, encodePlan, encodePlans, encodeTable } from './abi.js';
+import { EmbeddingError, InvalidTypeError, invalidParameter } from '@embedstack/core';
+import { encodeOptimizer, encodePlan, encodePlans, encodeTable } from './abi.js';
 import { call, callAsync } from './errors.js';
+import { checkBag, checkFindOut, checkOptimizer, checkParts, checkPlan, combinerId, lengthOf } from './rawArgs.js';
 import type { NativeExportResult, NativeTableFunctions, NativeTableHandle } from './native.js';
 
 /**
@@ -34,6 +36,16 @@ const toExport = ([keys, values, slots, scores]: NativeExportResult): ExportBatc
 function floats(n: number): Float32Array {
   if (n * 4 < 65536) return new Float32Array(n);
   return new Float32Array(Buffer.allocUnsafeSlow(n * 4).buffer, 0, n);
+}
+
+/** Runs JS code reading an argument the checks let through (encodeTable's resolved options): a TypeError there is INVALID_TYPE naming it. */
+function reading<R>(argument: string, expected: string, fn: () => R): R {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof EmbeddingError || (e as { code?: unknown } | null)?.code !== undefined) throw e;
+    throw new InvalidTypeError(`Expected ${argument} to be ${expected} but reading it failed: ${(e as Error)?.message}`, { argument, cause: e });
+  }
 }
 
 function findResult(n: number, dim: number): FindResult {
@@ -57,6 +69,12 @@ const fusable = new WeakMap<object, { b: NativeTableFunctions; h: NativeTableHan
  * the calling thread; async ops go to the addon's thread pool when large (ASYNC_MIN_WORK).
  * Any number of calls may overlap: the native table has a reader-writer lock.
  * Errors are core EmbeddingErrors (native failures keep their code and stack).
+ *
+ * Reachable by users (exported, and `table.raw` of a CPU table), so every method checks
+ * its arguments: what this class reads itself in rawArgs.ts, the arrays and numbers in the
+ * addon; junk is a coded error and a rejected call changes nothing. The arguments are
+ * core's RawTable contract (keys as BigInt64Array / Int32Array, resolved optimizers and
+ * plans): a table's public API (EmbeddingTable) converts and validates user input first.
  */
 export class CpuRawTable implements RawTable {
   readonly sync: RawTableSync;
@@ -72,20 +90,33 @@ export class CpuRawTable implements RawTable {
   readonly #h: NativeTableHandle;
   readonly #dim: number;
 
+  /**
+   * @throws InvalidTypeError when `binding` has no createTable or `options` are not resolved table options
+   * (resolveTableOptions); the addon's coded errors for values it refuses
+   */
   constructor(binding: NativeTableFunctions, options: ResolvedTableOptions) {
+    if (typeof binding !== 'object' || binding === null || typeof (binding as { createTable?: unknown }).createTable !== 'function') {
+      throw invalidParameter('binding', "the addon's table functions (NativeTableFunctions)", binding, InvalidTypeError);
+    }
+    if (typeof options !== 'object' || options === null) throw invalidParameter('options', 'resolved table options (resolveTableOptions)', options, InvalidTypeError);
     this.checksRowIndices = new.target === CpuRawTable;
     this.#b = binding;
+    // encodeTable reads fields a hand-made object may lack (options.initializer.kind, options.slots.widths)
+    const e = reading('options', 'resolved table options (resolveTableOptions)', () => encodeTable(options));
     this.#dim = options.dim;
-    const e = encodeTable(options);
     this.#h = call(() => binding.createTable(e.config, e.slotWidths, e.slotInitial, e.initValues));
     const b = binding;
     const h = this.#h;
     const big = (n: number): boolean => n * Math.max(this.#dim, 8) >= ASYNC_MIN_WORK;
-    const comb = (c: LookupCombiner): number => COMBINER_IDS[c];
+    const comb = (c: LookupCombiner): number => combinerId(c);
     const dim = this.#dim;
-    const bagOut = (bag: Bag<Keys>, out: Float32Array | null): Float32Array => out ?? floats((bag.rowSplits.length - 1) * dim);
-    const plan = (p: ResolvedShardPlan | null): Float64Array | null => encodePlan(p);
-    const findOut = (keys: Keys, out: FindResult | null): FindResult => out ?? findResult(keys.length, dim);
+    const bagOut = (bag: Bag<Keys>, out: Float32Array | null): Float32Array => out ?? floats(Math.max(0, lengthOf(bag.rowSplits) - 1) * dim);
+    const plan = (p: ResolvedShardPlan | null): Float64Array | null => encodePlan(checkPlan(p));
+    const opt = (o: ResolvedOptimizer): Float64Array => encodeOptimizer(checkOptimizer(o));
+    const findOut = (keys: Keys, out: FindResult | null): FindResult => {
+      checkFindOut(out);
+      return out ?? findResult(lengthOf(keys), dim);
+    };
 
     const sync: RawTableSync = {
       find: (keys, out, p) => {
@@ -111,28 +142,30 @@ export class CpuRawTable implements RawTable {
       exportBatch: (offset, limit) => toExport(call(() => b.exportBatch(h, offset, limit))),
       importRows: (keys, values, slots, scores) => call(() => b.importRows(h, keys, values, slots, scores)),
       lookupCombined: (bag: Bag<Keys>, combiner, maxNorm, insertMissing, given) => {
-        const out = bagOut(bag, given);
+        const out = bagOut(checkBag(bag), given);
         call(() => b.lookupCombined(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, out));
         return out;
       },
       lookupCombinedPartial: (bag, combiner, maxNorm, insertMissing, p, out) => {
+        checkBag(bag);
         call(() =>
           b.lookupCombinedPartial(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, plan(p)!, out),
         );
         return out;
       },
       lookupCombinedBackward: (bag, grads, combiner, maxNorm, p, out) => {
+        checkBag(bag);
         call(() => b.lookupCombinedBackward(h, bag.rowSplits, bag.keys, bag.weights, grads, comb(combiner), maxNorm, plan(p), out));
         return out;
       },
-      applyCombinedGradients: (bag, grads, combiner, maxNorm, p, optimizer) =>
-        call(() =>
-          b.applyCombinedGradients(h, bag.rowSplits, bag.keys, bag.weights, grads, comb(combiner), maxNorm, plan(p), encodeOptimizer(optimizer)),
-        ),
+      applyCombinedGradients: (bag, grads, combiner, maxNorm, p, optimizer) => {
+        checkBag(bag);
+        call(() => b.applyCombinedGradients(h, bag.rowSplits, bag.keys, bag.weights, grads, comb(combiner), maxNorm, plan(p), opt(optimizer)));
+      },
       applyGradients: (keys, grads, optimizer: ResolvedOptimizer, p) =>
         p
-          ? call(() => b.applyGradientsPlanned(h, keys, grads, encodeOptimizer(optimizer), plan(p)!))
-          : call(() => b.applyGradients(h, keys, grads, encodeOptimizer(optimizer))),
+          ? call(() => b.applyGradientsPlanned(h, keys, grads, opt(optimizer), plan(p)!))
+          : call(() => b.applyGradients(h, keys, grads, opt(optimizer))),
       restrict: (numReserved) => call(() => b.restrict(h, numReserved)),
       setEpoch: (epoch) => call(() => b.setEpoch(h, epoch)),
       dispose: () => call(() => b.dispose(h)),
@@ -149,13 +182,13 @@ export class CpuRawTable implements RawTable {
     };
     this.async = {
       find: (keys, out, p) => {
-        if (!big(keys.length)) return inline(() => sync.find(keys, out, p));
+        if (!big(lengthOf(keys))) return inline(() => sync.find(keys, out, p));
         const r = findOut(keys, out);
         const run = p ? () => b.findPlannedAsync(h, keys, plan(p)!, r.values, r.exists) : () => b.findAsync(h, keys, r.values, r.exists);
         return callAsync<unknown>(run).then(() => r);
       },
       findOrInsert: (keys, scores, out, p) => {
-        if (!big(keys.length)) return inline(() => sync.findOrInsert(keys, scores, out, p));
+        if (!big(lengthOf(keys))) return inline(() => sync.findOrInsert(keys, scores, out, p));
         const r = findOut(keys, out);
         const run = p
           ? () => b.findOrInsertPlannedAsync(h, keys, scores, plan(p)!, r.values, r.exists)
@@ -163,44 +196,44 @@ export class CpuRawTable implements RawTable {
         return callAsync<unknown>(run).then(() => r);
       },
       upsert: (keys, values, scores) =>
-        big(keys.length) ? callAsync(() => b.upsertAsync(h, keys, values, scores)) : inline(() => sync.upsert(keys, values, scores)),
+        big(lengthOf(keys)) ? callAsync(() => b.upsertAsync(h, keys, values, scores)) : inline(() => sync.upsert(keys, values, scores)),
       assign: (keys, values, scores) =>
-        big(keys.length) ? callAsync(() => b.assignAsync(h, keys, values, scores)) : inline(() => sync.assign(keys, values, scores)),
+        big(lengthOf(keys)) ? callAsync(() => b.assignAsync(h, keys, values, scores)) : inline(() => sync.assign(keys, values, scores)),
       accum: (keys, deltas, exists, scores) =>
-        big(keys.length)
+        big(lengthOf(keys))
           ? callAsync(() => b.accumAsync(h, keys, deltas, exists, scores))
           : inline(() => sync.accum(keys, deltas, exists, scores)),
-      remove: (keys) => (big(keys.length) ? callAsync(() => b.removeAsync(h, keys)) : inline(() => sync.remove(keys))),
+      remove: (keys) => (big(lengthOf(keys)) ? callAsync(() => b.removeAsync(h, keys)) : inline(() => sync.remove(keys))),
       clear: () => (big(sizeOf()) ? callAsync(() => b.clearAsync(h)) : inline(() => sync.clear())),
       exportBatch: (offset, limit) =>
-        big(Math.min(limit, Math.max(0, sizeOf() - offset)))
+        typeof offset === 'number' && typeof limit === 'number' && big(Math.min(limit, Math.max(0, sizeOf() - offset)))
           ? callAsync(() => b.exportBatchAsync(h, offset, limit)).then(toExport)
           : inline(() => sync.exportBatch(offset, limit)),
       importRows: (keys, values, slots, scores) =>
-        big(keys.length)
+        big(lengthOf(keys))
           ? callAsync(() => b.importRowsAsync(h, keys, values, slots, scores))
           : inline(() => sync.importRows(keys, values, slots, scores)),
       lookupCombined: (bag, combiner, maxNorm, insertMissing, given) => {
-        if (!big(bag.keys.length)) return inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing, given));
+        if (!big(lengthOf(checkBag(bag).keys))) return inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing, given));
         const out = bagOut(bag, given);
         return callAsync(() =>
           b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, out),
         ).then(() => out);
       },
       lookupCombinedPartial: (bag, combiner, maxNorm, insertMissing, p, out) => {
-        if (!big(bag.keys.length)) return inline(() => sync.lookupCombinedPartial(bag, combiner, maxNorm, insertMissing, p, out));
+        if (!big(lengthOf(checkBag(bag).keys))) return inline(() => sync.lookupCombinedPartial(bag, combiner, maxNorm, insertMissing, p, out));
         return callAsync(() =>
           b.lookupCombinedPartialAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, plan(p)!, out),
         ).then(() => out);
       },
       lookupCombinedBackward: (bag, grads, combiner, maxNorm, p, out) => {
-        if (!big(bag.keys.length)) return inline(() => sync.lookupCombinedBackward(bag, grads, combiner, maxNorm, p, out));
+        if (!big(lengthOf(checkBag(bag).keys))) return inline(() => sync.lookupCombinedBackward(bag, grads, combiner, maxNorm, p, out));
         return callAsync(() =>
           b.lookupCombinedBackwardAsync(h, bag.rowSplits, bag.keys, bag.weights, grads, comb(combiner), maxNorm, plan(p), out),
         ).then(() => out);
       },
       applyCombinedGradients: (bag, grads, combiner, maxNorm, p, optimizer) =>
-        big(bag.keys.length)
+        big(lengthOf(checkBag(bag).keys))
           ? callAsync(() =>
               b.applyCombinedGradientsAsync(
                 h,
@@ -211,15 +244,15 @@ export class CpuRawTable implements RawTable {
                 comb(combiner),
                 maxNorm,
                 plan(p),
-                encodeOptimizer(optimizer),
+                opt(optimizer),
               ),
             )
           : inline(() => sync.applyCombinedGradients(bag, grads, combiner, maxNorm, p, optimizer)),
       applyGradients: (keys, grads, optimizer, p) => {
-        if (!big(keys.length)) return inline(() => sync.applyGradients(keys, grads, optimizer, p));
+        if (!big(lengthOf(keys))) return inline(() => sync.applyGradients(keys, grads, optimizer, p));
         return p
-          ? callAsync(() => b.applyGradientsPlannedAsync(h, keys, grads, encodeOptimizer(optimizer), plan(p)!))
-          : callAsync(() => b.applyGradientsAsync(h, keys, grads, encodeOptimizer(optimizer)));
+          ? callAsync(() => b.applyGradientsPlannedAsync(h, keys, grads, opt(optimizer), plan(p)!))
+          : callAsync(() => b.applyGradientsAsync(h, keys, grads, opt(optimizer)));
       },
       restrict: (numReserved) =>
         big(sizeOf()) ? callAsync(() => b.restrictAsync(h, numReserved)) : inline(() => sync.restrict(numReserved)),
@@ -240,10 +273,11 @@ export class CpuRawTable implements RawTable {
    */
   lookupCombinedShards(parts: readonly ShardPart[], bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, insertMissing: boolean, out: Float32Array): Promise<Float32Array> | null {
     const b = this.#b;
-    const handles = this.#fusedHandles(parts);
+    checkBag(bag);
+    const handles = this.#fusedHandles(checkParts(parts));
     if (handles === null) return null;
     const plans = encodePlans(parts.map((p) => p.plan));
-    const args = [handles, plans, bag.rowSplits, bag.keys, bag.weights, COMBINER_IDS[combiner], maxNorm, insertMissing, out] as const;
+    const args = [handles, plans, bag.rowSplits, bag.keys, bag.weights, combinerId(combiner), maxNorm, insertMissing, out] as const;
     if (!this.#big(bag)) return inline(() => (call(() => b.lookupCombinedShards(...args)), out));
     return callAsync(() => b.lookupCombinedShardsAsync(...args)).then(() => out);
   }
@@ -257,18 +291,19 @@ export class CpuRawTable implements RawTable {
    */
   applyCombinedGradientsShards(parts: readonly ShardPart[], bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, maxNorm: number, optimizer: ResolvedOptimizer): Promise<void> | null {
     const b = this.#b;
-    const handles = this.#fusedHandles(parts);
+    checkBag(bag);
+    const handles = this.#fusedHandles(checkParts(parts));
     if (handles === null) return null;
-    const args = [handles, encodePlans(parts.map((p) => p.plan)), bag.rowSplits, bag.keys, bag.weights, grads, COMBINER_IDS[combiner], maxNorm, encodeOptimizer(optimizer)] as const;
+    const args = [handles, encodePlans(parts.map((p) => p.plan)), bag.rowSplits, bag.keys, bag.weights, grads, combinerId(combiner), maxNorm, encodeOptimizer(checkOptimizer(optimizer))] as const;
     if (!this.#big(bag)) return inline(() => call(() => b.applyCombinedGradientsShards(...args)));
     return callAsync(() => b.applyCombinedGradientsShardsAsync(...args));
   }
 
   /** The native handles of `parts` when every one is a table of this class on this addon, else null. */
-  #fusedHandles(parts: readonly ShardPart[]): NativeTableHandle[] | null {
+  #fusedHandles(parts: readonly { raw: unknown }[]): NativeTableHandle[] | null {
     const handles: NativeTableHandle[] = [];
     for (const p of parts) {
-      const t = fusable.get(p.raw);
+      const t = typeof p.raw === 'object' && p.raw !== null ? fusable.get(p.raw) : undefined;
       if (t === undefined || t.b !== this.#b) return null;
       handles.push(t.h);
     }
@@ -277,7 +312,7 @@ export class CpuRawTable implements RawTable {
 
   /** Whether a bag is worth the native pool (ASYNC_MIN_WORK). */
   #big(bag: Bag<Keys>): boolean {
-    return bag.keys.length * Math.max(this.#dim, 8) >= ASYNC_MIN_WORK;
+    return lengthOf(bag.keys) * Math.max(this.#dim, 8) >= ASYNC_MIN_WORK;
   }
 
   size(): number {

@@ -114,7 +114,6 @@ TypedArg<T> typedOf(const Napi::Value& v, const char* name, napi_typedarray_type
     a.data = static_cast<const T*>(copies->take(v, r.data, r.length * sizeof(T), sizeof(T), use, name));
   }
   a.present = true;
-  a.value = v;
   return a;
 }
 
@@ -382,13 +381,11 @@ KeysArg keysArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& hol
     TypedArg<int32_t> a = typedArg<int32_t>(info, i, name, napi_int32_array, false, keepInt32 ? Use::kInput : Use::kNow);
     k.narrow = a.data;
     k.n = a.length;
-    k.value = a.value;
     if (!keepInt32) k.widen();
   } else {
     TypedArg<int64_t> a = typedArg<int64_t>(info, i, name, napi_bigint64_array, false);
     k.data = a.data;
     k.n = a.length;
-    k.value = a.value;
   }
   ES_CHECK(k.n < UINT32_MAX, kInvalidArgument,
            "Expected " << name << " to hold fewer than 2^32 keys but received " << k.n);

@@ -135,7 +135,6 @@ struct TypedArg {
   const T* data = nullptr;
   size_t length = 0;
   bool present = false;
-  Napi::Value value;  // the JS typed array, to keep alive for async work
 };
 
 TypedArg<float> floatArg(const Napi::CallbackInfo& info, size_t i, const char* name, bool nullable,
@@ -156,7 +155,6 @@ struct KeysArg {
   const int64_t* data = nullptr;
   size_t n = 0;
   std::vector<int64_t> widened;  // int32 keys sign-extended (data points here)
-  Napi::Value value;
   /** int32 keys not widened yet (keysArg's keepInt32): data is null until widen(). */
   const int32_t* narrow = nullptr;
   /** Widens `narrow` into `widened` (data points there); nothing when already int64. */

@@ -43,7 +43,6 @@ template <class R>
 struct Op {
   std::function<R()> job;                          // runs on any thread, no JS
   std::function<Napi::Value(Napi::Env, R&)> toJs;  // runs on the JS thread
-  std::vector<Napi::Value> keepAlive;              // unused: a Promise call's job reads CallCopies
   size_t helpers = 0;                              // async: pool workers woken with the job (it splits at once)
   bool nearEnd = false;  // async: the job ends with its first parallelFor; wake the JS thread just before (AsyncCompletion)
 };
@@ -147,9 +146,7 @@ class PoolOp final : public PendingOp {
       : PendingOp(done, op.nearEnd),
         op_(std::move(op)),
         copies_(std::move(copies)),
-        deferred_(Napi::Promise::Deferred::New(env)) {
-    op_.keepAlive.clear();  // the job reads copies_ (its inputs, and its outputs until settle)
-  }
+        deferred_(Napi::Promise::Deferred::New(env)) {}  // the job reads copies_ (its inputs, and its outputs until settle)
 
   Napi::Promise promise() const { return deferred_.Promise(); }
 

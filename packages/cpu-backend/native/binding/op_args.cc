@@ -18,7 +18,7 @@ struct BagKeys : KeysArg {
 };
 }  // namespace
 
-BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, std::vector<Napi::Value>& keep,
+BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h,
               bool keepInt32) {
   TypedArg<int32_t> given = int32Arg(info, i, "rowSplits", Use::kNow);
   auto owned = std::make_shared<BagKeys>(keysArg(info, i + 1, h, "keys", keepInt32));
@@ -45,8 +45,6 @@ BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, st
   b.input.keys32 = owned->narrow;
   b.input.n = n;
   b.input.weights = weights.present ? weights.data : nullptr;
-  keep.push_back(owned->value);
-  if (weights.present) keep.push_back(weights.value);
   b.keys = std::move(owned);
   return b;
 }

@@ -1,7 +1,7 @@
 // Parsing of the composite arguments several table functions share: a ragged bag
 // (rowSplits, keys, weights), an optimizer vector and a shard plan vector. Each
-// validates everything (no input can crash the process) and records the JS values
-// an async job must keep alive.
+// validates everything (no input can crash the process); a Promise call's job reads
+// copies of the arrays (CallCopies), never the JS values themselves.
 #pragma once
 
 #include <napi.h>
@@ -16,14 +16,14 @@
 
 namespace embedstack {
 
-/** A validated bag: `input` points into `keys` (which also owns a copy of the row splits) and the JS arrays in keepAlive. */
+/** A validated bag: `input` points into `keys` (which also owns a copy of the row splits). */
 struct BagArg {
   std::shared_ptr<KeysArg> keys;
   BagInput input;
 };
 
 /** Arguments i, i+1, i+2: rowSplits (Int32Array [rows + 1], from 0, non-decreasing, ending at n), keys, weights (Float32Array [n] or null). */
-BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h, std::vector<Napi::Value>& keep,
+BagArg bagArg(const Napi::CallbackInfo& info, size_t i, const TableHolder& h,
               bool keepInt32 = false);
 
 /** A linear combiner id (0 sum, 1 mean, 2 sqrtn): the partial lookup and the backward ops. */

@@ -19,10 +19,9 @@ Napi::Value undefinedToJs(Napi::Env env, Unit&) {
 }
 
 /** A caller's Float32Array of exactly `n` floats (written in part by the job: Use::kInOut). */
-float* floatOut(const Napi::CallbackInfo& info, size_t i, const char* name, size_t n, std::vector<Napi::Value>& keep) {
+float* floatOut(const Napi::CallbackInfo& info, size_t i, const char* name, size_t n) {
   TypedArg<float> o = floatArg(info, i, name, false, Use::kInOut);
   checkLength(o.length, n, name, "floats");
-  keep.push_back(o.value);
   return const_cast<float*>(o.data);
 }
 
@@ -33,19 +32,16 @@ Op<Unit> preparePlannedFind(const Napi::CallbackInfo& info) {
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   Op<Unit> op;
-  op.keepAlive.push_back(keys->value);
   size_t i = 2;
   const uint64_t* scores = nullptr;
   if (Insert) {
     TypedArg<uint64_t> s = scoresArg(info, i++, keys->n);
-    if (s.present) op.keepAlive.push_back(s.value);
     scores = s.present ? s.data : nullptr;
   }
   const ShardPlan plan = planArg(info, i++, *t);
-  float* values = floatOut(info, i++, "outValues", checkedMul(keys->n, h->dim, "outValues"), op.keepAlive);
+  float* values = floatOut(info, i++, "outValues", checkedMul(keys->n, h->dim, "outValues"));
   TypedArg<uint8_t> e = uint8Arg(info, i, "outExists", Use::kInOut);
   checkLength(e.length, keys->n, "outExists", "flags (one per key)");
-  op.keepAlive.push_back(e.value);
   uint8_t* exists = const_cast<uint8_t*>(e.data);
   op.job = [t, keys, plan, scores, values, exists] {
     plannedFind(*t, keys->data, keys->n, plan, Insert, scores, values, exists);
@@ -60,14 +56,13 @@ Op<Unit> preparePartial(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
   Op<Unit> op;
-  BagArg b = bagArg(info, 1, *h, op.keepAlive);
+  BagArg b = bagArg(info, 1, *h);
   const Combiner c = combinerArg(info, 4);
   const double maxNorm = maxNormArg(info, 5);
   const bool insert = boolArg(info, 6, "insertMissing");
   const ShardPlan plan = planArg(info, 7, *t);
   TypedArg<double> o = float64ArrayArg(info, 8, "out");
   checkLength(o.length, checkedMul(b.input.rows, h->dim, "out"), "out", "numbers (rows * dim)");
-  op.keepAlive.push_back(o.value);
   double* out = const_cast<double*>(o.data);
   auto keys = b.keys;
   const BagInput bag = b.input;
@@ -124,11 +119,11 @@ ShardsArgs shardsArgs(const Napi::CallbackInfo& info) {
 Op<Unit> prepareShards(const Napi::CallbackInfo& info) {
   const ShardsArgs s = shardsArgs(info);
   Op<Unit> op;
-  BagArg b = bagArg(info, 2, *s.first, op.keepAlive);
+  BagArg b = bagArg(info, 2, *s.first);
   const Combiner c = combinerArg(info, 5);
   const double maxNorm = maxNormArg(info, 6);
   const bool insert = boolArg(info, 7, "insertMissing");
-  float* out = floatOut(info, 8, "out", checkedMul(b.input.rows, s.first->dim, "out"), op.keepAlive);
+  float* out = floatOut(info, 8, "out", checkedMul(b.input.rows, s.first->dim, "out"));
   auto keys = b.keys;
   const BagInput bag = b.input;
   if (lookupCombinedShardsSplits(s.raw().data(), s.tables.size(), bag)) op.helpers = ThreadPool::shared().threads() - 1;
@@ -146,10 +141,9 @@ Op<Unit> prepareShards(const Napi::CallbackInfo& info) {
 Op<Unit> prepareApplyShards(const Napi::CallbackInfo& info) {
   const ShardsArgs s = shardsArgs(info);
   Op<Unit> op;
-  BagArg b = bagArg(info, 2, *s.first, op.keepAlive);
+  BagArg b = bagArg(info, 2, *s.first);
   TypedArg<float> g = floatArg(info, 5, "grads", false);
   checkLength(g.length, checkedMul(b.input.rows, s.first->dim, "grads"), "grads", "floats (rows * dim)");
-  op.keepAlive.push_back(g.value);
   const float* grads = g.data;
   const Combiner c = combinerArg(info, 6);
   const double maxNorm = maxNormArg(info, 7);
@@ -176,12 +170,10 @@ struct GradientArgs {
   ShardPlan plan;
 };
 
-GradientArgs gradientArgs(const Napi::CallbackInfo& info, const TableHolder& h, const Table& t,
-                          std::vector<Napi::Value>& keep) {
-  BagArg b = bagArg(info, 1, h, keep);
+GradientArgs gradientArgs(const Napi::CallbackInfo& info, const TableHolder& h, const Table& t) {
+  BagArg b = bagArg(info, 1, h);
   TypedArg<float> g = floatArg(info, 4, "grads", false);
   checkLength(g.length, checkedMul(b.input.rows, h.dim, "grads"), "grads", "floats (rows * dim)");
-  keep.push_back(g.value);
   GradientArgs a{b.keys, b.input, g.data, combinerArg(info, 5), maxNormArg(info, 6), planArg(info, 7, t)};
   return a;
 }
@@ -191,8 +183,8 @@ Op<Unit> prepareBackward(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
   Op<Unit> op;
-  const GradientArgs a = gradientArgs(info, *h, *t, op.keepAlive);
-  float* out = floatOut(info, 8, "out", checkedMul(a.bag.n, h->dim, "out"), op.keepAlive);
+  const GradientArgs a = gradientArgs(info, *h, *t);
+  float* out = floatOut(info, 8, "out", checkedMul(a.bag.n, h->dim, "out"));
   op.job = [t, a, out] {
     lookupCombinedBackward(*t, a.bag, a.grads, a.combiner, a.maxNorm, a.plan, out);
     return Unit{};
@@ -206,7 +198,7 @@ Op<Unit> prepareApplyCombined(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
   Op<Unit> op;
-  const GradientArgs a = gradientArgs(info, *h, *t, op.keepAlive);
+  const GradientArgs a = gradientArgs(info, *h, *t);
   const OptimizerParams opt = optimizerArg(info, 8);
   op.job = [t, a, opt] {
     applyCombinedGradients(*t, a.bag, a.grads, a.combiner, a.maxNorm, a.plan, opt);
@@ -222,10 +214,8 @@ Op<Unit> preparePlannedGradients(const Napi::CallbackInfo& info) {
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   Op<Unit> op;
-  op.keepAlive.push_back(keys->value);
   TypedArg<float> g = floatArg(info, 2, "grads", false);
   checkLength(g.length, checkedMul(keys->n, h->dim, "grads"), "grads", "floats (keys * dim)");
-  op.keepAlive.push_back(g.value);
   const OptimizerParams opt = optimizerArg(info, 3);
   const ShardPlan plan = planArg(info, 4, *t);
   const float* grads = g.data;

@@ -18,17 +18,14 @@ constexpr double kMaxSafe = 9007199254740991.0;  // 2^53 - 1
 
 // ---- parsing helpers ---------------------------------------------------------
 
-const float* valuesFor(const Napi::CallbackInfo& info, size_t i, const char* name, size_t n, size_t dim,
-                       std::vector<Napi::Value>& keep) {
+const float* valuesFor(const Napi::CallbackInfo& info, size_t i, const char* name, size_t n, size_t dim) {
   TypedArg<float> v = floatArg(info, i, name, false);
   checkLength(v.length, checkedMul(n, dim, name), name, "floats (keys * dim)");
-  keep.push_back(v.value);
   return v.data;
 }
 
-const uint64_t* optionalScores(const Napi::CallbackInfo& info, size_t i, size_t n, std::vector<Napi::Value>& keep) {
+const uint64_t* optionalScores(const Napi::CallbackInfo& info, size_t i, size_t n) {
   TypedArg<uint64_t> s = scoresArg(info, i, n);
-  if (s.present) keep.push_back(s.value);
   return s.present ? s.data : nullptr;
 }
 
@@ -38,8 +35,7 @@ struct FindOutputs {
   uint8_t* exists = nullptr;
 };
 
-FindOutputs findOutputs(const Napi::CallbackInfo& info, size_t i, size_t n, size_t dim,
-                        std::vector<Napi::Value>& keep) {
+FindOutputs findOutputs(const Napi::CallbackInfo& info, size_t i, size_t n, size_t dim) {
   FindOutputs o;
   const bool given = info.Length() > i && !info[i].IsUndefined() && !info[i].IsNull();
   const bool givenExists = info.Length() > i + 1 && !info[i + 1].IsUndefined() && !info[i + 1].IsNull();
@@ -48,8 +44,6 @@ FindOutputs findOutputs(const Napi::CallbackInfo& info, size_t i, size_t n, size
   TypedArg<uint8_t> e = uint8Arg(info, i + 1, "outExists", Use::kOutput);
   checkLength(v.length, checkedMul(n, dim, "outValues"), "outValues", "floats (keys * dim)");
   checkLength(e.length, n, "outExists", "flags (one per key)");
-  keep.push_back(v.value);
-  keep.push_back(e.value);
   o.values = const_cast<float*>(v.data);
   o.exists = const_cast<uint8_t*>(e.data);
   adviseHugePages(o.values, v.length * sizeof(float));
@@ -74,8 +68,7 @@ Op<FindOutcome> prepareFind(const Napi::CallbackInfo& info) {
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   Op<FindOutcome> op;
-  op.keepAlive.push_back(keys->value);
-  const FindOutputs out = findOutputs(info, 2, keys->n, h->dim, op.keepAlive);
+  const FindOutputs out = findOutputs(info, 2, keys->n, h->dim);
   // A find that splits over the pool as soon as it starts: an async call wakes its helpers
   // with its driver, so the two wake-ups overlap instead of following each other.
   // Its parallelFor is its last step: the JS thread is woken while the last chunks run.
@@ -103,9 +96,8 @@ Op<FindOutcome> prepareFindOrInsert(const Napi::CallbackInfo& info) {
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   Op<FindOutcome> op;
-  op.keepAlive.push_back(keys->value);
-  const uint64_t* scores = optionalScores(info, 2, keys->n, op.keepAlive);
-  const FindOutputs out = findOutputs(info, 3, keys->n, h->dim, op.keepAlive);
+  const uint64_t* scores = optionalScores(info, 2, keys->n);
+  const FindOutputs out = findOutputs(info, 3, keys->n, h->dim);
   op.job = [t, keys, scores, out] {
     FindOutcome r;
     if (out.values) {
@@ -133,9 +125,8 @@ Op<Unit> prepareWrite(const Napi::CallbackInfo& info) {
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   Op<Unit> op;
-  op.keepAlive.push_back(keys->value);
-  const float* values = valuesFor(info, 2, "values", keys->n, h->dim, op.keepAlive);
-  const uint64_t* scores = optionalScores(info, 3, keys->n, op.keepAlive);
+  const float* values = valuesFor(info, 2, "values", keys->n, h->dim);
+  const uint64_t* scores = optionalScores(info, 3, keys->n);
   op.job = [t, keys, values, scores] {
     ((*t).*Method)(keys->data, keys->n, values, scores);
     return Unit{};
@@ -149,12 +140,10 @@ Op<Unit> prepareAccum(const Napi::CallbackInfo& info) {
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   Op<Unit> op;
-  op.keepAlive.push_back(keys->value);
-  const float* deltas = valuesFor(info, 2, "deltas", keys->n, h->dim, op.keepAlive);
+  const float* deltas = valuesFor(info, 2, "deltas", keys->n, h->dim);
   TypedArg<uint8_t> exists = uint8Arg(info, 3, "exists");
   checkLength(exists.length, keys->n, "exists", "flags (one per key)");
-  op.keepAlive.push_back(exists.value);
-  const uint64_t* scores = optionalScores(info, 4, keys->n, op.keepAlive);
+  const uint64_t* scores = optionalScores(info, 4, keys->n);
   const uint8_t* ex = exists.data;
   op.job = [t, keys, deltas, ex, scores] {
     t->accum(keys->data, keys->n, deltas, ex, scores);
@@ -169,7 +158,6 @@ Op<size_t> prepareRemove(const Napi::CallbackInfo& info) {
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   Op<size_t> op;
-  op.keepAlive.push_back(keys->value);
   op.job = [t, keys] { return t->remove(keys->data, keys->n); };
   op.toJs = countToJs;
   return op;
@@ -226,8 +214,7 @@ Op<Unit> prepareImport(const Napi::CallbackInfo& info) {
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   const size_t n = keys->n;
   Op<Unit> op;
-  op.keepAlive.push_back(keys->value);
-  const float* values = valuesFor(info, 2, "values", n, h->dim, op.keepAlive);
+  const float* values = valuesFor(info, 2, "values", n, h->dim);
   auto slotPtrs = std::make_shared<std::vector<const float*>>();
   const std::vector<uint32_t>& widths = t->config().slotWidths;
   for (size_t j = 0; j < slots.size(); ++j) {
@@ -235,9 +222,8 @@ Op<Unit> prepareImport(const Napi::CallbackInfo& info) {
     TypedArg<float> s = floatOf(slots[j], name.c_str());
     checkLength(s.length, checkedMul(n, widths[j], "slots"), name.c_str(), "floats (keys * slot width)");
     slotPtrs->push_back(s.data);
-    op.keepAlive.push_back(s.value);
   }
-  const uint64_t* scores = optionalScores(info, 4, n, op.keepAlive);
+  const uint64_t* scores = optionalScores(info, 4, n);
   op.job = [t, keys, values, slotPtrs, scores] {
     // null slots (or [] for a table without slots): every imported row gets its slots' initial values
     t->importRows(keys->data, keys->n, values, slotPtrs->empty() ? nullptr : slotPtrs->data(), scores);
@@ -258,7 +244,7 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   TableHolder* h;
   auto t = tableArg(info, 0, &h);
   Op<BagOutcome> op;
-  BagArg b = bagArg(info, 1, *h, op.keepAlive, true);  // int32 ids stay narrow for a table that reads them
+  BagArg b = bagArg(info, 1, *h, true);  // int32 ids stay narrow for a table that reads them
   auto keys = b.keys;
   const BagInput given = b.input;
   const Combiner c = lookupCombinerArg(info, 4);
@@ -268,7 +254,6 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   if (info.Length() > 7 && !info[7].IsUndefined() && !info[7].IsNull()) {
     TypedArg<float> o = floatArg(info, 7, "out", false, Use::kOutput);
     checkLength(o.length, checkedMul(given.rows, h->dim, "out"), "out", "floats (rows * dim)");
-    op.keepAlive.push_back(o.value);
     outData = const_cast<float*>(o.data);
     adviseHugePages(outData, o.length * sizeof(float));
   }
@@ -299,8 +284,7 @@ Op<Unit> prepareApplyGradients(const Napi::CallbackInfo& info) {
   auto t = tableArg(info, 0, &h);
   auto keys = std::make_shared<KeysArg>(keysArg(info, 1, *h, "keys"));
   Op<Unit> op;
-  op.keepAlive.push_back(keys->value);
-  const float* grads = valuesFor(info, 2, "grads", keys->n, h->dim, op.keepAlive);
+  const float* grads = valuesFor(info, 2, "grads", keys->n, h->dim);
   const OptimizerParams p = optimizerArg(info, 3);
   op.job = [t, keys, grads, p] {
     t->applyGradients(keys->data, keys->n, grads, p);
