@@ -99,9 +99,12 @@ export interface NativeInfo {
  * lookupCombined, arrays the caller passes to be filled (every element is written).
  *
  * `xxx` runs on the calling thread; `xxxAsync` runs on the addon's thread pool (not
- * libuv's) and keeps the input arrays alive until it settles (do not detach or
- * transfer an input's buffer while an async call that reads it is pending). Large
- * batches are split over the same number of threads in both forms.
+ * libuv's) on copies of the arrays it reads and writes, made when it is called (arrays over
+ * a SharedArrayBuffer are used in place); its outputs are copied into the caller's arrays
+ * when it settles, and a buffer detached, transferred or shrunk meanwhile rejects it with
+ * SHAPE_MISMATCH (README: "A Promise call works on copies"). Large batches are split over
+ * the same number of threads in both forms. Every call runs its kernels in the default
+ * floating-point mode, whatever the caller's (README: "Floating-point mode").
  */
 export interface NativeBinding {
   /** Build and machine facts of the addon. */
@@ -131,17 +134,17 @@ export interface NativeBinding {
   find(t: NativeTableHandle, keys: Keys): NativeFindResult;
   /** Fills outValues [n * dim] and outExists [n] (every element written) and returns undefined. */
   find(t: NativeTableHandle, keys: Keys, outValues: Float32Array, outExists: Uint8Array): undefined;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   findAsync(t: NativeTableHandle, keys: Keys): Promise<NativeFindResult>;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   findAsync(t: NativeTableHandle, keys: Keys, outValues: Float32Array, outExists: Uint8Array): Promise<undefined>;
   /** find, inserting missing keys with their initial value; scores [n] only for the customized policy. Fresh result arrays. */
   findOrInsert(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null): NativeFindResult;
   /** findOrInsert filling outValues [n * dim] and outExists [n]; returns undefined. */
   findOrInsert(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null, outValues: Float32Array, outExists: Uint8Array): undefined;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   findOrInsertAsync(t: NativeTableHandle, keys: Keys, scores: BigUint64Array | null): Promise<NativeFindResult>;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   findOrInsertAsync(
     t: NativeTableHandle,
     keys: Keys,
@@ -151,31 +154,31 @@ export interface NativeBinding {
   ): Promise<undefined>;
   /** Inserts or overwrites rows (values [n * dim]; scores [n] or null). */
   upsert(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   upsertAsync(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): Promise<void>;
   /** Overwrites present keys only (values [n * dim]; scores [n] or null). */
   assign(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   assignAsync(t: NativeTableHandle, keys: Keys, values: Float32Array, scores: BigUint64Array | null): Promise<void>;
   /** RawTableSync.accum: deltas [n * dim], exists [n]; present & exists adds, absent & !exists inserts, else no-op. */
   accum(t: NativeTableHandle, keys: Keys, deltas: Float32Array, exists: Uint8Array, scores: BigUint64Array | null): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   accumAsync(t: NativeTableHandle, keys: Keys, deltas: Float32Array, exists: Uint8Array, scores: BigUint64Array | null): Promise<void>;
   /** Removes keys (static tables: resets their rows); returns how many. */
   remove(t: NativeTableHandle, keys: Keys): number;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   removeAsync(t: NativeTableHandle, keys: Keys): Promise<number>;
   /** Removes every row (static tables: resets them). */
   clear(t: NativeTableHandle): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   clearAsync(t: NativeTableHandle): Promise<void>;
   /** limit may be Infinity. */
   exportBatch(t: NativeTableHandle, offset: number, limit: number): NativeExportResult;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   exportBatchAsync(t: NativeTableHandle, offset: number, limit: number): Promise<NativeExportResult>;
   /** Bulk load: values [n * dim], slots (one [n * width] per slot, or null for initial values), scores [n] or null. */
   importRows(t: NativeTableHandle, keys: Keys, values: Float32Array, slots: Float32Array[] | null, scores: BigUint64Array | null): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   importRowsAsync(
     t: NativeTableHandle,
     keys: Keys,
@@ -197,7 +200,7 @@ export interface NativeBinding {
     insertMissing: boolean,
     out?: Float32Array,
   ): Float32Array | undefined;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   lookupCombinedAsync(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -210,12 +213,12 @@ export interface NativeBinding {
   ): Promise<Float32Array | undefined>;
   /** optimizer: Float64Array(abiFields.optimizer) laid out by OptimizerField. */
   applyGradients(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   applyGradientsAsync(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array): Promise<void>;
   // ---- shard plans and the combiner's backward (rawTable.ts; plan: Float64Array(abiFields.plan) by PlanField, or null) ----
   /** Fills the owned entries' rows of outValues [n*dim] / outExists [n]; other entries are left as they are. */
   findPlanned(t: NativeTableHandle, keys: Keys, plan: Float64Array, outValues: Float32Array, outExists: Uint8Array): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   findPlannedAsync(t: NativeTableHandle, keys: Keys, plan: Float64Array, outValues: Float32Array, outExists: Uint8Array): Promise<void>;
   /** findOrInsert of the owned entries: fills their rows of outValues [n*dim] / outExists [n]; other entries are left as they are. */
   findOrInsertPlanned(
@@ -226,7 +229,7 @@ export interface NativeBinding {
     outValues: Float32Array,
     outExists: Uint8Array,
   ): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   findOrInsertPlannedAsync(
     t: NativeTableHandle,
     keys: Keys,
@@ -247,7 +250,7 @@ export interface NativeBinding {
     plan: Float64Array,
     out: Float64Array,
   ): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   lookupCombinedPartialAsync(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -277,7 +280,7 @@ export interface NativeBinding {
     insertMissing: boolean,
     out: Float32Array,
   ): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   lookupCombinedShardsAsync(
     tables: NativeTableHandle[],
     plans: Float64Array,
@@ -306,7 +309,7 @@ export interface NativeBinding {
     maxNorm: number,
     optimizer: Float64Array,
   ): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   applyCombinedGradientsShardsAsync(
     tables: NativeTableHandle[],
     plans: Float64Array,
@@ -330,7 +333,7 @@ export interface NativeBinding {
     plan: Float64Array | null,
     out: Float32Array,
   ): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   lookupCombinedBackwardAsync(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -354,7 +357,7 @@ export interface NativeBinding {
     plan: Float64Array | null,
     optimizer: Float64Array,
   ): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   applyCombinedGradientsAsync(
     t: NativeTableHandle,
     rowSplits: Int32Array,
@@ -368,12 +371,12 @@ export interface NativeBinding {
   ): Promise<void>;
   /** applyGradients of the owned entries under their local keys. */
   applyGradientsPlanned(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array, plan: Float64Array): void;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   applyGradientsPlannedAsync(t: NativeTableHandle, keys: Keys, grads: Float32Array, optimizer: Float64Array, plan: Float64Array): Promise<void>;
 
   /** Keeps the numReserved highest-score rows; returns how many were removed. */
   restrict(t: NativeTableHandle, numReserved: number): number;
-  /** As the method without `Async`, run on the native thread pool; the inputs are kept alive until the promise settles. */
+  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
   restrictAsync(t: NativeTableHandle, numReserved: number): Promise<number>;
   /** Rows held. */
   size(t: NativeTableHandle): number;

@@ -9,6 +9,7 @@
 #include "async_op.h"
 #include "cache_api.h"
 #include "convert.h"
+#include "fp_mode.h"
 #include "group.h"
 #include "memory.h"
 #include "plan_api.h"
@@ -54,12 +55,27 @@ Napi::Value infoFn(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// Tests only: testFpMode(mode?: number) -> number. Sets the calling thread's floating-point
+// control word (x86-64 MXCSR, AArch64 FPCR; 0 elsewhere) to `mode` when given, as another
+// library in the process could leave it (FTZ / DAZ), and returns the value before. Not under
+// guard(): that would restore the mode it sets.
+Napi::Value testFpModeFn(const Napi::CallbackInfo& info) {
+  return guardErrors(info, [&]() -> Napi::Value {
+    const FpMode before = readFpMode();
+    if (info.Length() > 0 && !info[0].IsUndefined()) {
+      writeFpMode(static_cast<FpMode>(integerArg(info, 0, "mode", 0, 4294967295.0)));
+    }
+    return Napi::Number::New(info.Env(), static_cast<double>(before));
+  });
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   tuneAllocator();
   AsyncCompletion::earlyWaitNs();  // read EMBEDSTACK_CPU_EARLY_WAIT_US at load
   exports.Set("createTable", Napi::Function::New(env, createTableFn, "createTable"));
   exports.Set("info", Napi::Function::New(env, infoFn, "info"));
   exports.Set("clearResultCache", Napi::Function::New(env, clearResultCacheFn, "clearResultCache"));
+  exports.Set("testFpMode", Napi::Function::New(env, testFpModeFn, "testFpMode"));
   Napi::Object fields = Napi::Object::New(env);
   fields.Set("table", static_cast<double>(abi::kTableFields));
   fields.Set("optimizer", static_cast<double>(abi::kOptimizerFields));

@@ -33,6 +33,7 @@
 
 #include "args.h"
 #include "convert.h"
+#include "fp_mode.h"
 #include "thread_pool.h"
 
 namespace embedstack {
@@ -233,7 +234,7 @@ Napi::Value runAsync(Napi::Env env, Op<R>&& op, CallCopies&& copies) {
 
 /** Runs a binding body, turning any C++ exception into a coded JS error. */
 template <class F>
-Napi::Value guard(const Napi::CallbackInfo& info, F&& body) {
+Napi::Value guardErrors(const Napi::CallbackInfo& info, F&& body) {
   try {
     return body();
   } catch (const Napi::Error& e) {
@@ -243,6 +244,17 @@ Napi::Value guard(const Napi::CallbackInfo& info, F&& body) {
   } catch (...) {
     throw makeJsError(info.Env(), currentFailure());
   }
+}
+
+/**
+ * Runs a binding body in the default floating-point mode (fp_mode.h: the caller's FTZ / DAZ
+ * or unmasked exceptions do not reach the kernels; its mode is restored after), turning any
+ * C++ exception into a coded JS error.
+ */
+template <class F>
+Napi::Value guard(const Napi::CallbackInfo& info, F&& body) {
+  const DefaultFpMode fpMode;
+  return guardErrors(info, std::forward<F>(body));
 }
 
 /** A binding function running the op built by Prepare on the calling thread. */

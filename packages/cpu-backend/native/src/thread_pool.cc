@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "env.h"
+#include "fp_mode.h"
 
 namespace embedstack {
 
@@ -147,6 +148,7 @@ void yieldUntil(long long ns, Done&& done) {
 }  // namespace
 
 void ThreadPool::workerLoop() {
+  setDefaultFpMode();  // not the mode of the thread that created the pool (fp_mode.h)
   for (;;) {
     std::shared_ptr<Job> job;
     PoolTask* task = nullptr;

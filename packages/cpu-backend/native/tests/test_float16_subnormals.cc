@@ -1,8 +1,8 @@
 // float16 subnormals (|x| < 2^-14) on every conversion path, against halves and float32
 // bits worked out by hand, with the thread's MXCSR as it starts and with FTZ, DAZ and both
-// set (a library loaded into the process may set them on the JS thread, and the addon's
-// pool threads take the MXCSR of the thread that started them; the addon itself never
-// sets it). Narrowing: floatToHalf, storeValues and roundValues (the multiversioned row
+// set (a library loaded into the process may set them on the JS thread; the addon's calls
+// run in the default mode since fp_mode.h, but these conversions are right in any mode, as
+// the kernels were before). Narrowing: floatToHalf, storeValues and roundValues (the multiversioned row
 // loops). Widening: halfToFloat, loadValuesWith every WidenIsa (portable, F16C vcvtph2ps,
 // AVX-512) and loadValues / loadRows, and the bag kernels that widen where they read: each
 // fused narrow sum (sumNarrowRowsWith), combineBagRows' max over rows widened in groups
