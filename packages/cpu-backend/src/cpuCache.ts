@@ -1,4 +1,4 @@
-import type { RawCache, ResolvedCacheOptions } from '@embedstack/core';
+import { InvalidTypeError, invalidParameter, type RawCache, type ResolvedCacheOptions } from '@embedstack/core';
 import { call } from './errors.js';
 
 /** An opaque cache handle (a tagged External). Freed by cacheDispose() or the GC. */
@@ -49,7 +49,10 @@ export class CpuRawCache implements RawCache {
   readonly #b: NativeCacheFunctions;
   readonly #h: NativeCacheHandle;
 
+  /** @throws InvalidTypeError for a binding without the cache functions or options that are not an object; the addon's coded errors for values it refuses */
   constructor(binding: NativeCacheFunctions, options: ResolvedCacheOptions) {
+    if (!hasCacheFunctions(binding)) throw invalidParameter('binding', "the addon's cache functions (NativeCacheFunctions)", binding, InvalidTypeError);
+    if (typeof options !== 'object' || options === null) throw invalidParameter('options', 'resolved cache options (resolveCacheOptions)', options, InvalidTypeError);
     this.#b = binding;
     this.#h = call(() => binding.createCache(options.capacity, options.dim, options.ways));
   }

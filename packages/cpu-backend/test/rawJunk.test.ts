@@ -5,7 +5,7 @@
 // call leaves the table as it was.
 import { codedOrOk, junkArbitrary } from '@embedstack/core/testing';
 import { createTable, type EmbeddingTable, optimizers, resolveOptimizer, resolveShardPlan, resolveTableOptions } from '@embedstack/core';
-import { CpuRawTable, cpuBackend, loadAddon } from '@embedstack/cpu-backend';
+import { CpuRawCache, CpuRawTable, cpuBackend, loadAddon } from '@embedstack/cpu-backend';
 import * as fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
@@ -119,6 +119,16 @@ function argsFor(example: () => unknown[]): fc.Arbitrary<unknown[]> {
 
 const RUNS = Number(process.env.JUNK_RUNS ?? 40);
 
+/** codedOrOk, and the code is not INTERNAL (junk from the caller is not a bug of embedstack's). */
+async function notInternal(fn: () => unknown, label: string): Promise<void> {
+  if ((await codedOrOk(fn, label)) === 'ok') return;
+  try {
+    fn();
+  } catch (e) {
+    expect((e as { code?: string }).code, `${label}: ${(e as Error).message}`).not.toBe('INTERNAL');
+  }
+}
+
 async function fuzz(label: string, pick: (raw: CpuRawTable) => (...a: unknown[]) => unknown, example: (raw: CpuRawTable) => () => unknown[]): Promise<string | null> {
   const probe = make();
   const ex = example(probe.raw);
@@ -137,6 +147,18 @@ async function fuzz(label: string, pick: (raw: CpuRawTable) => (...a: unknown[])
     { numRuns: RUNS },
   );
   return r.failed ? `${label}: ${String((r.errorInstance as Error | undefined)?.message ?? r.errorInstance).split('\n')[0]} (args ${fc.stringify(r.counterexample)})` : null;
+}
+
+/** new Cls(binding or junk, junk options): constructed, or a coded error other than INTERNAL. */
+async function fuzzConstructor(Cls: new (b: never, o: never) => unknown): Promise<void> {
+  const binding = loadAddon().binding!;
+  const r = await fc.check(
+    fc.asyncProperty(fc.boolean(), junk, junk, async (real, b, o) => {
+      await notInternal(() => new Cls((real ? binding : b) as never, o as never), `new ${Cls.name}`);
+    }),
+    { numRuns: RUNS * 4 },
+  );
+  expect(r.failed ? `${String((r.errorInstance as Error | undefined)?.message)} ${fc.stringify(r.counterexample)}` : null).toBeNull();
 }
 
 describe('cpu backend: the raw table (CpuRawTable, table.raw) rejects junk with coded errors', () => {
@@ -175,13 +197,33 @@ describe('cpu backend: the raw table (CpuRawTable, table.raw) rejects junk with 
   }, 300_000);
 
   it('the constructor: junk binding or options', async () => {
+    await fuzzConstructor(CpuRawTable);
+  });
+
+  it('the raw cache (CpuRawCache): junk constructor arguments and method arguments', async () => {
     const binding = loadAddon().binding!;
-    const r = await fc.check(
-      fc.asyncProperty(fc.boolean(), junk, junk, async (real, b, o) => {
-        await codedOrOk(() => new CpuRawTable((real ? binding : b) as never, o as never), 'new CpuRawTable');
-      }),
-      { numRuns: RUNS * 4 },
-    );
-    expect(r.failed ? `${String((r.errorInstance as Error | undefined)?.message)} ${fc.stringify(r.counterexample)}` : null).toBeNull();
+    await fuzzConstructor(CpuRawCache);
+    const make = () => new CpuRawCache(binding as never, { capacity: 8, dim: DIM, ways: 2, name: 'c' } as never);
+    const examples: Record<string, () => unknown[]> = {
+      query: () => [keys(), new Float32Array(2 * DIM), new Uint8Array(2)],
+      insert: () => [keys(), values()],
+      update: () => [keys(), values()],
+      remove: () => [keys()],
+    };
+    for (const [m, ex] of Object.entries(examples)) {
+      const r = await fc.check(
+        fc.asyncProperty(argsFor(ex), async (a) => {
+          const c = make();
+          c.insert(BigInt64Array.from([1n, 7n]), Float32Array.from({ length: 2 * DIM }, (_, i) => i));
+          const before = [Array.from(c.keys()).sort(), c.size()];
+          if ((await codedOrOk(() => (c as unknown as Record<string, (...x: unknown[]) => unknown>)[m]!(...a), `CpuRawCache.${m}`)) === 'rejected') {
+            expect([Array.from(c.keys()).sort(), c.size()]).toEqual(before);
+          }
+          c.dispose();
+        }),
+        { numRuns: RUNS },
+      );
+      expect(r.failed ? `${m}: ${String((r.errorInstance as Error | undefined)?.message).split('\n')[0]} ${fc.stringify(r.counterexample)}` : null).toBeNull();
+    }
   });
 });
