@@ -203,7 +203,19 @@ function project(name, deps, extra = {}, registry = {}) {
 // folder as the base: the packages' sources then sit at the same relative paths from their
 // build folders as in the repository, so an unchanged compile is found in the cache.
 const cacheBase = process.env.CCACHE_BASEDIR ? { CCACHE_BASEDIR: work } : {};
-const npmInstall = (dir, env) => runAsync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, env: { ...env, ...cacheBase } });
+const npmInstall = (dir, env, extra = []) =>
+  runAsync('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...extra], { cwd: dir, env: { ...env, ...cacheBase } });
+// npm >= 11.16 asks a project to approve its dependencies' install scripts (allowScripts),
+// keyed by the dependency's spec: for a tarball its `file:` path, not the package name (with
+// the name, npm 11.19 warns "not yet covered" and --strict-allow-scripts refuses to install).
+// The root README's recipe is this one; the strict install proves the key is the right one.
+const allowScriptsOf = (deps, name) => ({ allowScripts: { [`file:${deps.get(name)}`]: true } });
+const npmMajorMinor = (() => {
+  const r = spawnSync('npm', ['--version'], { encoding: 'utf8' });
+  const [major = 0, minor = 0] = String(r.stdout ?? '').trim().split('.').map(Number);
+  return major * 100 + minor;
+})();
+const strictScripts = npmMajorMinor >= 1116 ? ['--strict-allow-scripts'] : [];
 const runIn = (dir, env, ...args) => runAsync(process.execPath, args, { cwd: dir, env });
 
 /** Step 3: every tarball from npm on a PATH without a toolchain. */
@@ -264,9 +276,8 @@ async function cpuSourceBuild(g) {
     ['@embedstack/cpu-backend', stripped],
     ...(tarballs.has('@embedstack/tfra') ? [['@embedstack/tfra', tarballs.get('@embedstack/tfra')]] : []),
   ]);
-  // npm >= 11.16 asks projects to approve dependencies' install scripts (allowScripts).
-  const dir = project('source-build', deps, { allowScripts: { '@embedstack/cpu-backend': true } });
-  const inst = await npmInstall(dir, process.env);
+  const dir = project('source-build', deps, allowScriptsOf(deps, '@embedstack/cpu-backend'));
+  const inst = await npmInstall(dir, process.env, strictScripts);
   const built = join(dir, 'node_modules', '@embedstack', 'cpu-backend', 'build', 'Release', 'embedstack_cpu.node');
   if (g.check('npm install without prebuilds compiles the addon (install script, cmake-js)', inst.ok && existsSync(built), inst.out)) {
     const use = await runIn(dir, process.env, 'use-facades.mjs', 'source');
@@ -284,7 +295,7 @@ async function cudaSourceBuild(g) {
     ['@embedstack/cpu-backend', cpuTar],
     ['@embedstack/cuda-backend', stripped],
   ]);
-  const dir = project('cuda-source-build', deps, { allowScripts: { '@embedstack/cuda-backend': true } });
+  const dir = project('cuda-source-build', deps, allowScriptsOf(deps, '@embedstack/cuda-backend'));
   // The host mode only (as the prebuilt binary): nvcc's device build is checked by the package's own tests.
   const hostOnly = { EMBEDSTACK_CUDA: 'off' };
   const inst = await npmInstall(dir, { ...noToolchainEnv, ...hostOnly });

@@ -8,9 +8,14 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const env = { ...process.env, TURBO_TELEMETRY_DISABLED: '1', FORCE_COLOR: process.env.FORCE_COLOR ?? '0' };
+// Colour only on a terminal: into a file or a CI log the output stays plain. (FORCE_COLOR=0
+// alone does not do it: picocolors, which vitest uses, colours whenever FORCE_COLOR is set.)
+const plain = !process.stdout.isTTY && !('FORCE_COLOR' in process.env) && !('NO_COLOR' in process.env);
+const env = { ...process.env, TURBO_TELEMETRY_DISABLED: '1', ...(plain ? { NO_COLOR: '1' } : {}) };
 const bin = (name) => join(root, 'node_modules', '.bin', name);
 let failedSteps = 0;
+/** What failed, repeated at the end: the steps, and each failed vitest test (file > title). */
+const failures = [];
 
 /** Prints how long a step took ("=== <title>: N s"). */
 const took = (title, started) => console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
@@ -32,6 +37,7 @@ async function step(title, cmd, args, opts = {}) {
   if (status !== 0) {
     console.log(`=== ${title} FAILED (exit ${status})`);
     failedSteps++;
+    failures.push(`step: ${title} (exit ${status})`);
     return false;
   }
   return true;
@@ -62,6 +68,7 @@ function stepAsync(title, name, cmd, args, opts = {}) {
       if (status !== 0) {
         console.log(`=== ${title} FAILED (exit ${status})`);
         failedSteps++;
+        failures.push(`step: ${title} (exit ${status})`);
         return false;
       }
       return true;
@@ -120,6 +127,12 @@ async function vitest(title, name, args, extraEnv = {}) {
     failed += report.numFailedTests ?? 0;
     skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
     if (report.numFailedTestSuites > 0 && report.numFailedTests === 0) failed += report.numFailedTestSuites;
+    for (const file of report.testResults ?? []) {
+      const rel = String(file.name ?? '').replace(`${root}/`, '');
+      const tests = (file.assertionResults ?? []).filter((t) => t.status === 'failed');
+      for (const t of tests) failures.push(`test (${name}): ${rel} > ${t.fullName ?? t.title}`);
+      if (tests.length === 0 && file.status === 'failed') failures.push(`test file (${name}): ${rel}: ${String(file.message ?? '').split('\n')[0]}`);
+    }
   } else {
     failed++;
   }
@@ -185,5 +198,6 @@ if (pack) {
 }
 
 if (failedSteps > 0 && failed === 0) failed = failedSteps;
+if (failures.length > 0) console.log(`\nfailed:\n${failures.map((f) => `  - ${f}`).join('\n')}`);
 console.log(`\ntests: ${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(failed > 0 || failedSteps > 0 ? 1 : 0);

@@ -21,8 +21,11 @@ namespace {
 
 /**
  * Two parallelFor steps, the first under NotTheLastStep when `guarded`; in each, the chunk at 0
- * (the driver's first) takes 20 ms, so the helper runs out of chunks while it runs: whichever
- * step holds the task's tell tells it then.
+ * (the driver's first) holds its thread until the helper has run out of chunks, so whichever
+ * step holds the task's tell tells it then. It waits for the tell itself where one is due (up
+ * to 10 s), and where none is due (the guarded first step) for every other chunk to be done and
+ * then 20 ms: a fixed sleep alone failed on a loaded machine, whose helper thread was not
+ * scheduled within it.
  */
 struct TwoSteps final : estest::WaitableTask {
   ThreadPool* pool = nullptr;
@@ -36,8 +39,24 @@ struct TwoSteps final : estest::WaitableTask {
     told.fetch_add(1);
   }
   void run() noexcept override {
-    const std::function<void(size_t, size_t)> slowFirst = [](size_t b, size_t) {
-      if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::atomic<size_t> done{0};
+    const std::function<void(size_t, size_t)> slowFirst = [&](size_t b, size_t e) {
+      if (b != 0) {
+        done.fetch_add(e - b);
+        return;
+      }
+      using Clock = std::chrono::steady_clock;
+      const auto start = Clock::now();
+      const bool tellDue = !(guarded && step.load() == 1);
+      auto othersDoneAt = Clock::time_point::max();
+      while (told.load() == 0 && Clock::now() - start < std::chrono::seconds(10)) {
+        if (!tellDue) {
+          if (othersDoneAt == Clock::time_point::max() && done.load() == 1000 - e) othersDoneAt = Clock::now();
+          if (Clock::now() - othersDoneAt > std::chrono::milliseconds(20)) break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      done.fetch_add(e - b);
     };
     step = 1;
     if (guarded) {
@@ -47,6 +66,7 @@ struct TwoSteps final : estest::WaitableTask {
       pool->parallelFor(1000, 10, slowFirst);
     }
     step = 2;
+    done = 0;
     pool->parallelFor(1000, 10, slowFirst);
     finish();
   }
