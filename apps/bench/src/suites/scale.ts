@@ -75,7 +75,7 @@ export const scaleSuite: Suite = {
     const pool = pickKeys(keys, drawIndices(2 * lastBatch, maxKeys, 'uniform', 52));
     // The largest batch once more into one reused out, in the same rounds: its fresh 128 MiB
     // result is a new mapping from the C library every call, whose page faults cost as much as
-    // the find or more (cpu-backend README, "A 30x slow find at 16M keys").
+    // the find or more (cpu-backend MEASUREMENTS.md, "A 30x slow find at 16M keys").
     const measuredByBatch = await runEntries([
       ...BATCHES.map((b) => findEntry(`find, batch ${formatCount(b)}`, table, pool, b, `find, batch ${formatCount(b)}`)),
       reusedOutEntry(`find, batch ${formatCount(lastBatch)} into a reused out`, table, pool, lastBatch),
