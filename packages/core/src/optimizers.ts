@@ -161,6 +161,17 @@ const DEFAULT_HYPER: OptimizerHyper = {
   rho: 0.95,
 };
 
+/** The options every kind takes (CommonOptimizerOptions); the others are DEFAULT_HYPER's. */
+const COMMON_OPTIONS: readonly string[] = [
+  'learningRate',
+  'clipWeightMin',
+  'clipWeightMax',
+  'weightDecayFactor',
+  'multiplyWeightDecayFactorByLearningRate',
+  'clipvalue',
+  'useGradientAccumulation',
+];
+
 const DEFAULT_LR: Record<OptimizerKind, number> = {
   sgd: 0.01,
   adagrad: 0.001,
@@ -217,7 +228,7 @@ export type OptimizerOptions = CommonOptimizerOptions & Partial<OptimizerHyper>;
  * adagradMomentum, adam, ftrl; TF/Keras's for momentum, adamax, adadelta;
  * FBGEMM's spirit for rowWiseAdagrad (lr 0.01, eps 1e-8, accumulator 0).
  *
- * @throws InvalidTypeError (another JS type) / InvalidArgumentError (a bad value) naming the option
+ * @throws InvalidTypeError (another JS type) / InvalidArgumentError (a bad value, an unknown option) naming the option
  */
 export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions = {}): OptimizerSpec {
   if (typeof kind !== 'string' || !Object.prototype.hasOwnProperty.call(DEFAULT_LR, kind)) throw invalidParameter('kind', `one of ${Object.keys(DEFAULT_LR).join(', ')}`, kind, errorClassFor(kind, 'string'));
@@ -225,6 +236,12 @@ export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions =
     throw invalidParameter('options', 'an object', options, InvalidTypeError);
   }
   const o = options;
+  for (const k of Object.keys(o)) {
+    // a misspelt option (learning_rate, lr) would otherwise be its default, silently
+    if (!COMMON_OPTIONS.includes(k) && !(k in DEFAULT_HYPER)) {
+      throw invalidParameter(`options.${k}`, `one of the known options (${[...COMMON_OPTIONS, ...Object.keys(DEFAULT_HYPER)].join(', ')})`, k);
+    }
+  }
   const lr = o.learningRate ?? DEFAULT_LR[kind];
   if (typeof lr !== 'function') {
     // FTRL divides by the learning rate, so 0 is refused there.

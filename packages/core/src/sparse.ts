@@ -1,5 +1,5 @@
 import { type DataArray, type Dtype, dtypeOf, isDataArray, type TypedArrayFor } from './dtypes.js';
-import { InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
 import { validateShape } from './shape.js';
 import { Tensor, toTypedArray } from './tensor.js';
 
@@ -245,7 +245,11 @@ export class RaggedTensor<D extends DataArray = DataArray> {
     else if (rowSplits instanceof BigInt64Array || Array.isArray(rowSplits)) {
       splits = Int32Array.from(rowSplits as ArrayLike<unknown>, (v, i) => {
         const n = typeof v === 'bigint' && v >= 0n && v <= 2147483647n ? Number(v) : v;
-        if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 2147483647) throw invalidParameter(`rowSplits[${i}]`, 'an offset (integer >= 0)', v, InvalidTypeError);
+        if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 2147483647) {
+          // a negative offset is a bad value (as an Int32Array's is below); a fraction, a string or past int32 is the wrong type
+          const negative = (typeof v === 'number' && Number.isInteger(v) && v < 0) || (typeof v === 'bigint' && v < 0n);
+          throw invalidParameter(`rowSplits[${i}]`, 'an offset (integer >= 0)', v, negative ? InvalidArgumentError : InvalidTypeError);
+        }
         return n;
       });
     }

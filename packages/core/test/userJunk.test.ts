@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createTable, ErrorCodes, resolveTableOptions, setDefaultBackend } from '@embedstack/core';
+import { createTable, ErrorCodes, optimizers, RaggedTensor, resolveTableOptions, setDefaultBackend } from '@embedstack/core';
 import { throwsCode } from './util.js';
 
 /** Junk a user passes to core's public API (stop 33 try): each case once gave a raw error, the wrong code or silently did nothing. */
@@ -25,6 +25,22 @@ describe('core public API: junk a user might pass', () => {
     expect(Array.from(t.exportSync().keys as ArrayLike<bigint | number>)).toEqual([1n]);
     expect(Array.from(t.exportSync().values)).toEqual([1, 2]);
     expect(() => t.upsertSync([2n], [3, 4], null as never)).not.toThrow(); // null: no options
+  });
+
+  it('an unknown optimizer option is INVALID_ARGUMENT naming it (a misspelt learning_rate was silently the default)', () => {
+    const e = throwsCode(() => optimizers.sgd({ learning_rate: 0.5 } as never), ErrorCodes.INVALID_ARGUMENT, 'options.learning_rate');
+    expect(e.message).toContain('learningRate');
+    throwsCode(() => optimizers.adam({ lr: 0.5 } as never), ErrorCodes.INVALID_ARGUMENT, 'options.lr');
+    expect(optimizers.adam({ learningRate: 0.5, beta1: 0.8, clipvalue: 1 }).hyper.beta1).toBe(0.8);
+    expect(optimizers.sgd({ momentum: 0.5 }).kind).toBe('sgd'); // a hyperparameter of another kind is known (ignored by sgd), as before
+  });
+
+  it('a negative row split is INVALID_ARGUMENT (a number, a bad value), as in an Int32Array; a fraction or a string stays INVALID_TYPE', () => {
+    throwsCode(() => RaggedTensor.fromRowSplits([1n], [0, -1]), ErrorCodes.INVALID_ARGUMENT, 'rowSplits[1]');
+    throwsCode(() => RaggedTensor.fromRowSplits([1n], [0n, -1n] as never), ErrorCodes.INVALID_ARGUMENT, 'rowSplits[1]');
+    throwsCode(() => RaggedTensor.fromRowSplits([1n], Int32Array.from([0, -1])), ErrorCodes.INVALID_ARGUMENT, 'rowSplits');
+    throwsCode(() => RaggedTensor.fromRowSplits([1n], [0, 0.5]), ErrorCodes.INVALID_TYPE, 'rowSplits[1]');
+    throwsCode(() => RaggedTensor.fromRowSplits([1n], [0, '1'] as never), ErrorCodes.INVALID_TYPE, 'rowSplits[1]');
   });
 
   it('setDefaultBackend of a non-string is INVALID_TYPE (was NOT_FOUND for "5")', () => {
