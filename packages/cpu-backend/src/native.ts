@@ -29,7 +29,7 @@ export interface NativeInfo {
   /** N-API version the addon was built against. */
   napiVersion: number;
   /**
-   * What the addon did to glibc malloc's thresholds at load (README, "Memory"): 'tuned'
+   * What the addon did to glibc malloc's thresholds at load (README, Design: "glibc malloc's thresholds"): 'tuned'
    * (mmap threshold 32 MiB, trim threshold 64 MiB, so multi-MB results freed by the
    * garbage collector are reused without page faults), 'opted-out'
    * (EMBEDSTACK_TUNE_MALLOC=0), 'user-set' (GLIBC_TUNABLES or MALLOC_*_THRESHOLD_ set
@@ -57,8 +57,8 @@ export interface NativeInfo {
     misses: number;
   };
   /**
-   * The early wake of large async calls (README, Design: "The JS thread is woken before the job
-   * ends"): the first pool thread with no
+   * The early wake of large async calls (README, "Thread safety and async calls"; MEASUREMENTS.md,
+   * "The Promise form of find: the JS thread woken before the job ends"): the first pool thread with no
    * chunk left wakes the JS thread, which waits up to `waitUs` for the job's end and settles
    * the promise itself, else gives up and the job's end settles it. Counts since the process started.
    */

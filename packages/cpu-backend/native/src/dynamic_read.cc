@@ -56,8 +56,8 @@ bool DynamicTable::bagInPasses(DynamicTable* const* tables, size_t parts) {
 // PassResolver runs A to B2 (find's and the bag's: poolBagPasses); findPasses adds C.
 // The probe pipeline (findRows) keeps all three kinds of lines in flight at once, 8-16 keys
 // ahead, and stalls on every key whose first candidate is wrong. On this project's VM (AMD
-// EPYC, 2 vCPU, guest memory in host 4 KiB pages: README "find at 16M keys") the passes
-// measured 1.2-1.7x less CPU per key from 32K keys (dim 64) up to 16M keys (README "find in
+// EPYC, 2 vCPU, guest memory in host 4 KiB pages: MEASUREMENTS.md "find at 16M keys") the passes
+// measured 1.2-1.7x less CPU per key from 32K keys (dim 64) up to 16M keys (MEASUREMENTS.md "find in
 // passes on large tables"); below ~8 MiB of table (everything in cache) the extra loops cost
 // more than they save (0.8-0.9x at 16K keys), hence findPassesFrom. Same results and scores as
 // findRows: each key's row is the one the full probe finds, and each occurrence of a resident
@@ -250,7 +250,7 @@ void DynamicTable::findRows(const int64_t* keys, size_t n, float* out, uint8_t* 
   forEachRange(n, [&](size_t b, size_t e) {
     // Everything the per-key body reads, as locals of this range: members and captured
     // references would be reloaded after every row copy (it may write any memory, as far as
-    // the compiler knows). Measured: 4-8% of a dim-64 find (README "Measured", Nov 28 2026).
+    // the compiler knows). Measured: 4-8% of a dim-64 find (MEASUREMENTS.md, Nov 28 2026).
     const ScoreClock t = clock;
     const ScorePolicy policy = callPolicy;
     const bool touch = scoresOnRead(policy);
@@ -527,7 +527,7 @@ struct DynamicTable::ResidueParts {
 //
 // Before Nov 28 2026 a span of 2048 keys was probed (index and key/score lines into L1),
 // then pooled: the probe's misses and the kernel's did not overlap. Measured on a 1M x 64
-// float32 table, 2.13M ids in bags of 20: 1.3x less CPU (README "Measured"). Before Nov 29
+// float32 table, 2.13M ids in bags of 20: 1.3x less CPU (MEASUREMENTS.md). Before Nov 29
 // 2026 a bag over several tables (lookupCombinedShards) sorted each span's keys by owner,
 // probed each part's keys in its own pipeline (restarted per span of 512 entries), then
 // gathered the rows in bag order: 0.77x one table's bag on the same keys (one part).
@@ -687,7 +687,7 @@ std::unique_ptr<BagLease> DynamicTable::leaseBag(Table* const* tables, size_t pa
 // then pooled by combineBagRows while its rows are in L2 (1024 float32 dim-64 rows: 256 KiB).
 // Missing keys read their initial values, as in poolBag. Same rows, sums and scores as
 // poolBag; measured against poolBag 1.13-1.16x less CPU at 256K keys, 1.34-1.40x at 1M,
-// 1.46-1.53x at 4M (README "Dynamic bag in passes on large tables"). Asking only for the
+// 1.46-1.53x at 4M (MEASUREMENTS.md "Dynamic bag in passes on large tables"). Asking only for the
 // key/score lines in pass B and leaving the rows to the kernel's own prefetch measured
 // 1.05-1.2x slower; chunks of 512 or 2048 entries slightly slower than 1024.
 // The bag over several shard tables (leaseBag, PartsLease::pool: sok's forward) takes the same
@@ -695,7 +695,7 @@ std::unique_ptr<BagLease> DynamicTable::leaseBag(Table* const* tables, size_t pa
 // in bag order, each bucket through its owner's resolver (its index, lines and scores), and
 // the rows back in bag order, so the pooled values are one table's bag. Measured at 1M keys
 // split over 2 / 4 tables: 1.33-1.42x less CPU than their pipeline (poolBag<ResidueParts>), 1.1-1.3x
-// of one table's passes (README "The shards bag in passes on large tables").
+// of one table's passes (MEASUREMENTS.md "The shards bag in passes on large tables").
 template <class Prefetch>
 void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueOwners* owners, const BagInput& bag,
                                  size_t rb, size_t re, Combiner combiner, double maxNorm, float* out) {

@@ -25,7 +25,7 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   // RSS until used; the index is written now, so it is capped at 2^26 keys' worth), at
   // 10 keys per group like a rebuilt one: presized at the maximum load (11), 1 key in 9
   // overflowed its home group and a lookup read 0.35 extra groups on average (0.12 at
-  // 10), which cost find 13-20% and the bag 5-10% (README, "Measured").
+  // 10), which cost find 13-20% and the bag 5-10% (MEASUREMENTS.md).
   index_.reset(KeyIndex::groupsFor(std::min<size_t>(capacity_, size_t{1} << 26)));
 }
 

@@ -57,7 +57,7 @@ struct NoRowPrefetch {
  * (`prefetcht1`): kLines of them unrolled at compile time, or (kLines = 0) `lines` counted
  * at run time. Into L2 rather than L1: a dim-64 find keeps ~6 random lines per key in
  * flight, more than L1's miss buffers hold, and prefetching them into L1 measured 1.3-1.4x
- * slower (README "Measured", Nov 28 2026); the row copy and the key compare then read L2.
+ * slower (MEASUREMENTS.md, Nov 28 2026); the row copy and the key compare then read L2.
  * The run-time loop measured 5-10% slower than the unrolled lines.
  */
 template <size_t kLines>

@@ -395,7 +395,7 @@ bool shardBagSplits(const BagInput& bag) { return bag.n >= kShardsParallelMin &&
  * rather than two (until Nov 29 2026, stop 30): the threads claim chunks as they go, so the
  * last chunk running alone at the end of a call is shorter; with both vCPUs free, 2 shards'
  * Promise calls of 13,312 ids took 0.955x the wall time (median of 41 windows, faster in 35;
- * eight per thread 0.946x), about 10 us of a 225 us call (cpu-backend README "The shards bag
+ * eight per thread 0.946x), about 10 us of a 225 us call (cpu-backend MEASUREMENTS.md "The shards bag
  * in passes on large tables").
  */
 template <class Fn>
