@@ -98,10 +98,9 @@ export function hasBackend(name?: string): boolean {
 /** Chooses the default backend by name; `undefined` returns to automatic choice. @throws InvalidTypeError (not a string), NotFoundError (no backend of that name) */
 export function setDefaultBackend(name: string | undefined): void {
   if (name !== undefined && typeof name !== 'string') throw invalidParameter('name', 'a backend name (string) or undefined', name, InvalidTypeError);
-  if (name !== undefined && !registry.has(name)) {
-    throw new NotFoundError(`Expected backend to be one of [${listBackends().join(', ')}] but received "${name}"`, {
-      argument: 'name',
-    });
+  // 'reference' is part of core: getBackend registers it when first asked for, so it is a valid default too.
+  if (name !== undefined && name !== referenceBackend.name && !registry.has(name)) {
+    throw unknownBackend(name, '', 'name');
   }
   state.defaultName = name;
 }
@@ -125,11 +124,7 @@ export function getBackend(name?: string): EmbeddingBackend {
     if (wanted === referenceBackend.name && !registry.has(wanted)) registry.set(wanted, referenceBackend);
     const b = registry.get(wanted);
     if (!b) {
-      throw new NotFoundError(
-        `Expected backend to be one of [${listBackends().join(', ')}] but received "${wanted}"` +
-          (name === undefined ? ' (from EMBEDSTACK_BACKEND or setDefaultBackend)' : ''),
-        { argument: 'backend' },
-      );
+      throw unknownBackend(wanted, name === undefined ? ' (from EMBEDSTACK_BACKEND or setDefaultBackend)' : '', 'backend');
     }
     if (!b.isUsable()) {
       throw new BackendUnavailableError(
@@ -151,6 +146,19 @@ export function getBackend(name?: string): EmbeddingBackend {
     throw new BackendUnavailableError(`${head}${reasons}${cpuHint}\n${REFERENCE_HINT}`);
   }
   return best;
+}
+
+/**
+ * NotFoundError for a backend name that is not registered: lists the names that are
+ * selectable now ('reference' included: getBackend adds it on demand) and, for a
+ * backend an embedstack package provides, which package to install and import.
+ */
+function unknownBackend(wanted: string, source: string, argument: string): NotFoundError {
+  const names = listBackends();
+  if (!names.includes(referenceBackend.name)) names.push(referenceBackend.name);
+  const pkg = wanted === 'cpu' ? DEFAULT_BACKEND_PACKAGE : Object.hasOwn(OPTIONAL_BACKEND_PACKAGES, wanted) ? OPTIONAL_BACKEND_PACKAGES[wanted] : undefined;
+  const hint = pkg === undefined ? '' : `. Backend "${wanted}" is not loaded: install and import ${pkg} (it registers itself)`;
+  return new NotFoundError(`Expected backend to be one of [${names.join(', ')}] but received "${wanted}"${source}${hint}`, { argument });
 }
 
 /** How to run without a native backend, appended to "no usable backend" errors. */
