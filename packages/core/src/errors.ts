@@ -71,7 +71,28 @@ export class EmbeddingError extends Error {
     this.code = code;
     this.argument = o.argument;
   }
+
+  /**
+   * `instanceof` that also holds across copies of core (the ESM and CommonJS builds
+   * loaded side by side, or two installed versions): besides the usual prototype
+   * check, a value is an instance of one of core's error classes when its prototype
+   * chain carries that class's brand (registered under `Symbol.for('embedstack.error')`
+   * on each class's prototype, see below). A subclass outside core has no brand of
+   * its own and keeps the plain prototype check.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    if (typeof value !== 'object' || value === null || !Object.hasOwn(this.prototype, ERROR_BRAND)) return false;
+    const brand = (this.prototype as unknown as Record<symbol, unknown>)[ERROR_BRAND];
+    for (let p: object | null = Object.getPrototypeOf(value); p !== null; p = Object.getPrototypeOf(p)) {
+      if (Object.hasOwn(p, ERROR_BRAND) && (p as Record<symbol, unknown>)[ERROR_BRAND] === brand) return true;
+    }
+    return false;
+  }
 }
+
+/** Key of the class-name brand on the prototypes of core's error classes, shared by every copy of core. */
+const ERROR_BRAND = Symbol.for('embedstack.error');
 
 /** Wrong value (TF's ValueError). code INVALID_ARGUMENT. */
 export class InvalidArgumentError extends EmbeddingError {
@@ -183,6 +204,27 @@ export class InternalError extends EmbeddingError {
   constructor(message: string, options?: EmbeddingErrorOptions) {
     super(ErrorCodes.INTERNAL, message, options);
   }
+}
+
+// Brands each class's prototype with its stable name (not the constructor's `name`, which minifiers rename).
+for (const [name, errorClass] of Object.entries({
+  EmbeddingError,
+  InvalidArgumentError,
+  InvalidTypeError,
+  ShapeMismatchError,
+  OutOfRangeError,
+  NotFoundError,
+  AlreadyExistsError,
+  FailedPreconditionError,
+  UnsupportedError,
+  DisposedError,
+  CheckpointCorruptError,
+  IOError,
+  BackendUnavailableError,
+  StoreUnavailableError,
+  InternalError,
+})) {
+  Object.defineProperty(errorClass.prototype, ERROR_BRAND, { value: name });
 }
 
 /** Short, bounded description of a received value for error messages. */

@@ -80,11 +80,16 @@ describe('smaller cases (review32c #11)', () => {
     expect([p.code, p.argument, p.cause]).toEqual(['INVALID_ARGUMENT', 'slotMapFn(ids)[1]', boom]);
   });
 
-  it('embeddingLookup on a disposed variable is refused and registers no trainable', async () => {
-    const v = new de.Variable({ dim: 1, name: uniqueName('disp') });
+  it('embeddingLookup on a disposed variable is refused (DISPOSED, as core\'s tables) and registers no trainable', async () => {
+    const core = await import('@embedstack/core');
+    const name = uniqueName('disp');
+    const v = new de.Variable({ dim: 1, name });
     v.dispose();
-    await expectError(de.embeddingLookup(v, [1n], { name: 'yy' }), 'FAILED_PRECONDITION', 'disposed');
-    await expectError(de.embeddingLookupSparse(v, new (await import('@embedstack/core')).SparseTensor([[0, 0]], [1n], [1, 1]), null, { name: 'zz' }), 'FAILED_PRECONDITION');
+    const e = await expectError(de.embeddingLookup(v, [1n], { name: 'yy' }), 'DISPOSED', 'disposed');
+    expect(e).toBeInstanceOf(core.DisposedError);
+    expect(e.message).toBe(`Variable "${name}" was disposed`);
+    await expectError(de.embeddingLookupSparse(v, new core.SparseTensor([[0, 0]], [1n], [1, 1]), null, { name: 'zz' }), 'DISPOSED');
+    expect(await errorOf(() => v.lookup([1n]))).toBeInstanceOf(core.DisposedError);
     expect([v.getTrainableByName('yy'), v.getTrainableByName('zz')]).toEqual([null, null]);
   });
 });

@@ -1,9 +1,9 @@
 import {
   type Bag,
+  DisposedError,
   isCombiner,
   type LookupCombiner,
   type EmbeddingTable,
-  FailedPreconditionError,
   type FindOutput,
   type FindResult,
   type Keys,
@@ -120,7 +120,7 @@ export class VariableState {
   }
 
   checkAlive(): void {
-    if (this.disposed) throw new FailedPreconditionError(`Variable "${this.name}" was disposed`);
+    if (this.disposed) throw new DisposedError(`Variable "${this.name}" was disposed`);
   }
 
   table(i: number): EmbeddingTable {
