@@ -156,6 +156,18 @@ export class RedisRawTable implements RawTable {
     if (this.#owns) void this.#core.conn.close();
   }
 
+  /**
+   * Deletes the table from Redis: every key, the score clock included (`clear()` keeps
+   * the clock, so that later scores stay above those exported before the clear). For a
+   * table that goes away (a deleted model); do not drop a table other clients still
+   * write. The object stays usable: its next scored write starts a new clock at 1.
+   * @throws DisposedError, StoreUnavailableError
+   */
+  async drop(): Promise<void> {
+    const c = this.#core;
+    await this.#write(() => clear(c, true));
+  }
+
   /** Resolves the bucket names and loads the row count. @throws StoreUnavailableError */
   async ready(): Promise<void> {
     this.#check();

@@ -96,11 +96,20 @@ export async function remove(core: TableCore, keys: Keys): Promise<number> {
   return deleteRows(core, ctx, core.plan(keys), 'remove');
 }
 
-/** UNLINK of every key of the table (the score clock is kept). */
-export async function clear(core: TableCore): Promise<void> {
+/**
+ * UNLINK of every key of the table. clear keeps the score clock (`dropClock` false), as
+ * the reference's clear does: scores exported before the clear (and rows other clients
+ * write meanwhile) stay below every later score. drop (`dropClock` true) unlinks the
+ * clock too (it shares bucket 0's slot), for a table that goes away.
+ */
+export async function clear(core: TableCore, dropClock = false): Promise<void> {
   const ctx = await core.ctx();
   const batch = new Batch();
-  ctx.buckets.forEach((b, i) => batch.add(i, { route: b.main, name: 'UNLINK', args: [b.main, ...b.slots, b.scores] }));
+  ctx.buckets.forEach((b, i) => {
+    const args = [b.main, ...b.slots, b.scores];
+    if (dropClock && i === 0) args.push(core.keyspace.clock);
+    batch.add(i, { route: b.main, name: 'UNLINK', args });
+  });
   await core.run(batch, 'clear', undefined, true);
   core.sizes.fill(0);
 }
