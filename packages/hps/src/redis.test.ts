@@ -263,10 +263,11 @@ describe('HPS on Redis', () => {
     expect(Array.from((await attached.lookup(kept.slice(150), 'rl', 0)).data as Float32Array)).toEqual(expectedRows(kept.slice(150), 4, new Set(), -1));
   }, 30000);
 
-  it("loadModel in a running server deletes the superseded version's Redis L2 tables and empties its L3 tables once no lookup reads them; HugeCTR's stable names stay", async () => {
+  it("loadModel in a running server deletes the superseded version's Redis L2 tables (their score clocks included) and empties its L3 tables once no lookup reads them; HugeCTR's stable names stay", async () => {
     const server = await startRedisServer();
     cleanups.push(() => server.stop());
-    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 };
+    // evict_oldest: each partition keeps a score clock in Redis, which a deleted table must not leave behind
+    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2, overflow_policy: 'evict_oldest' };
     const rocks = join(t.dir, 'rocks-gc');
     const dim = 64; // 10000 keys are 3 lookup chunks: the lookup below spans loop turns
     const ks = spreadKeys(10000);

@@ -103,9 +103,20 @@ export abstract class PartitionedDb implements VolatileDb {
     this.#tables.delete(name);
   }
 
+  /**
+   * Deletes table `name` from a shared store (every key, the score clock included: a store's
+   * raw table that can `drop()` does so, else it is cleared), then forgets it.
+   */
   async deleteTable(name: string): Promise<void> {
     try {
-      if (this.shared && this.#tables.has(name)) await this.clear(name);
+      if (this.shared && this.#tables.has(name)) {
+        await Promise.all(
+          this.#parts(name).map((t) => {
+            const raw = t.raw as { drop?: () => Promise<void> };
+            return typeof raw.drop === 'function' ? raw.drop() : t.clear();
+          }),
+        );
+      }
     } finally {
       await this.dropTable(name);
     }
