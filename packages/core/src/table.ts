@@ -117,6 +117,36 @@ export interface ApplyGradientsOptions {
   plan?: ShardPlan | null;
 }
 
+const names = (...n: string[]): ReadonlySet<string> => Object.freeze(new Set(n));
+const COMBINER = ['weights', 'combiner', 'maxNorm'];
+/** Each method's option names: any other name is refused (a typo would otherwise fall back to the default, silently). */
+const OPTION_NAMES = Object.freeze({
+  find: names('out', 'plan'),
+  findOrInsert: names('out', 'plan', 'scores'),
+  write: names('scores'),
+  range: names('offset', 'limit'),
+  lookupCombined: names(...COMBINER, 'insertMissing', 'out'),
+  lookupCombinedPartial: names(...COMBINER, 'plan', 'insertMissing', 'out'),
+  lookupCombinedBackward: names(...COMBINER, 'plan', 'out'),
+  applyCombinedGradients: names(...COMBINER, 'plan'),
+  applyGradients: names('plan'),
+  lookupCombinedShards: names(...COMBINER, 'insertMissing', 'out'),
+  applyCombinedGradientsShards: names(...COMBINER),
+  createTable: names('backend'),
+});
+
+/**
+ * Refuses an options object with a name `known` lacks (undefined, null and non-objects pass: the
+ * callers' type checks refuse those). Per call of the hot paths: no allocation unless it throws.
+ * @throws InvalidArgumentError naming `options.<name>` and `method`, listing the known names
+ */
+function checkOptionNames(o: unknown, known: ReadonlySet<string>, method: string, argument = 'options'): void {
+  if (typeof o !== 'object' || o === null) return;
+  for (const k in o) {
+    if (!known.has(k)) throw invalidParameter(`${argument}.${k}`, `one of ${method}'s options (${[...known].join(', ')})`, k);
+  }
+}
+
 /** A caller's float32 output array of exactly `n` floats, or null when none was given. */
 function floatOut(v: unknown, n: number, argument: string): Float32Array | null {
   if (v === undefined || v === null) return null;
@@ -266,8 +296,10 @@ export class EmbeddingTable {
     return validateValues(input, shape, this.dim, argument);
   }
 
-  #scores(opts: WriteOptions | undefined, n: number): BigUint64Array | null {
+  /** The scores option; `method` (upsert, assign, accum) also checks the option names (findOrInsert's are checked with its find options). */
+  #scores(opts: WriteOptions | undefined, n: number, method?: string): BigUint64Array | null {
     if (opts !== undefined && opts !== null && typeof opts !== 'object') throw invalidParameter('options', 'an options object ({ scores })', opts, InvalidTypeError);
+    if (method !== undefined) checkOptionNames(opts, OPTION_NAMES.write, method);
     const s = opts?.scores;
     if (s === undefined || s === null) return null;
     if (this.options.scorePolicy !== 'customized') {
@@ -325,7 +357,8 @@ export class EmbeddingTable {
     return insert;
   }
 
-  #bag(ids: BagInput, o: LookupCombinedOptions): [Bag<Keys>, LookupCombiner, number, boolean, Float32Array | null] {
+  #bag(ids: BagInput, o: LookupCombinedOptions, method: string): [Bag<Keys>, LookupCombiner, number, boolean, Float32Array | null] {
+    checkOptionNames(o, OPTION_NAMES.lookupCombined, method);
     const checked = this.#rowsCheckedByBackend;
     const a = this.#combinerArgs(ids, o, null, validateLookupCombiner, checked);
     return this.#idsFirst(a.bag, checked, () => {
@@ -346,8 +379,9 @@ export class EmbeddingTable {
     return e;
   }
 
-  #partialArgs(ids: BagInput, o: PartialLookupOptions): [Bag<Keys>, Combiner, number, boolean, ResolvedShardPlan, Float64Array] {
+  #partialArgs(ids: BagInput, o: PartialLookupOptions, method: string): [Bag<Keys>, Combiner, number, boolean, ResolvedShardPlan, Float64Array] {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object with a plan', o, InvalidTypeError);
+    checkOptionNames(o, OPTION_NAMES.lookupCombinedPartial, method);
     const plan = resolveShardPlan(o.plan, this.options, 'plan');
     const a = this.#combinerArgs(ids, o, plan);
     const n = (a.bag.rowSplits.length - 1) * this.dim;
@@ -361,8 +395,9 @@ export class EmbeddingTable {
   }
 
   /** Backward arguments: bag, grads [nrows * dim], plan and the bag-ordered output (with how to put it back in input order). */
-  #backwardArgs(ids: BagInput, grads: ValuesInput, o: BackwardOptions) {
+  #backwardArgs(ids: BagInput, grads: ValuesInput, o: BackwardOptions, method: string) {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    checkOptionNames(o, OPTION_NAMES.lookupCombinedBackward, method);
     const plan = this.#plan(o.plan);
     const a = this.#combinerArgs(ids, o, plan);
     const nrows = a.bag.rowSplits.length - 1;
@@ -382,16 +417,18 @@ export class EmbeddingTable {
     return { args: [a.bag, g, a.combiner, a.maxNorm, plan, work] as const, finish };
   }
 
-  #combinedGradientArgs(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinedGradientsOptions) {
+  #combinedGradientArgs(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinedGradientsOptions, method: string) {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    checkOptionNames(o, OPTION_NAMES.applyCombinedGradients, method);
     const plan = this.#plan(o.plan);
     const a = this.#combinerArgs(ids, o, plan);
     const g = validateValues(grads, [a.bag.rowSplits.length - 1], this.dim, 'grads');
     return [a.bag, g, a.combiner, a.maxNorm, plan, this.#optimizer(optimizer, step)] as const;
   }
 
-  #findArgs(keysIn: KeyInput, o: FindOptions | undefined): [Keys, FindResult | null, ResolvedShardPlan | null] {
+  #findArgs(keysIn: KeyInput, o: FindOptions | undefined, method: string, known = OPTION_NAMES.find): [Keys, FindResult | null, ResolvedShardPlan | null] {
     if (o !== undefined && (typeof o !== 'object' || o === null)) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    checkOptionNames(o, known, method);
     const plan = this.#plan(o?.plan);
     const keys = this.#keys(keysIn, 'keys', plan);
     const n = keys.length;
@@ -428,8 +465,9 @@ export class EmbeddingTable {
     checkInteger(step, 'step', { min: 1 });
   }
 
-  #range(opts: { offset?: number; limit?: number } | undefined): [number, number] {
+  #range(opts: { offset?: number; limit?: number } | undefined, method: string): [number, number] {
     if (opts !== undefined && opts !== null && typeof opts !== 'object') throw invalidParameter('options', 'an options object ({ offset, limit })', opts, InvalidTypeError);
+    checkOptionNames(opts, OPTION_NAMES.range, method);
     const offset = opts?.offset ?? 0;
     const limit = opts?.limit ?? Number.MAX_SAFE_INTEGER;
     return [checkInteger(offset, 'offset', { min: 0 }), checkInteger(limit, 'limit', { min: 0 })];
@@ -477,30 +515,30 @@ export class EmbeddingTable {
    * plan only the owned entries are read (and written to the result).
    */
   async find(keys: KeyInput, opts?: FindOptions): Promise<FindResult> {
-    return this.raw.async.find(...this.#findArgs(keys, opts));
+    return this.raw.async.find(...this.#findArgs(keys, opts, 'find'));
   }
   /** find, inserting missing keys with their initial value. */
   async findOrInsert(keys: KeyInput, opts?: WriteOptions & FindOptions): Promise<FindResult> {
-    const [k, out, plan] = this.#findArgs(keys, opts);
+    const [k, out, plan] = this.#findArgs(keys, opts, 'findOrInsert', OPTION_NAMES.findOrInsert);
     return this.#written(this.raw.async.findOrInsert(k, this.#scores(opts, k.length), out, plan));
   }
   /** Inserts or overwrites rows: values [n * dim] (or a Tensor of shape keys.shape + [dim]). Duplicate keys: the last row wins. */
   async upsert(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): Promise<void> {
     const k = this.#keys(keys);
     const v = this.#values(values, keys, k.length);
-    return this.#written(this.raw.async.upsert(k, v, this.#scores(opts, k.length)));
+    return this.#written(this.raw.async.upsert(k, v, this.#scores(opts, k.length, 'upsert')));
   }
   /** Overwrites the rows of keys already present; absent keys are ignored. */
   async assign(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): Promise<void> {
     const k = this.#keys(keys);
     const v = this.#values(values, keys, k.length);
-    return this.#written(this.raw.async.assign(k, v, this.#scores(opts, k.length)));
+    return this.#written(this.raw.async.assign(k, v, this.#scores(opts, k.length, 'assign')));
   }
   /** Accumulates deltas [n * dim], TFRA's accum: a present key with exists[i] adds deltas to its row, an absent key without exists[i] is inserted with the delta as its row, anything else is a no-op. Duplicates apply in order. */
   async accum(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): Promise<void> {
     const k = this.#keys(keys);
     const d = this.#values(deltas, keys, k.length, 'deltas');
-    return this.#written(this.raw.async.accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length)));
+    return this.#written(this.raw.async.accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length, 'accum')));
   }
   /** Removes keys; returns how many were removed. Static tables reset the rows to their initial value instead. */
   async remove(keys: KeyInput): Promise<number> {
@@ -532,7 +570,7 @@ export class EmbeddingTable {
   }
   /** Rows [offset, offset+limit) of the table's order: keys, values, slots, scores. */
   async export(opts?: { offset?: number; limit?: number }): Promise<ExportBatch> {
-    const [o, l] = this.#range(opts);
+    const [o, l] = this.#range(opts, 'export');
     return this.raw.async.exportBatch(o, l);
   }
   /** All rows in batches of `batchSize`, so a huge table never needs one giant buffer. */
@@ -553,7 +591,7 @@ export class EmbeddingTable {
   }
   /** Embedding bag: [nrows * dim] (in `out` when given). */
   async lookupCombined(ids: BagInput, opts: LookupCombinedOptions = {}): Promise<Float32Array> {
-    const args = this.#bag(ids, opts);
+    const args = this.#bag(ids, opts, 'lookupCombined');
     const p = this.raw.async.lookupCombined(...args);
     return (args[3] ? this.#written(p) : p).catch((e: unknown) => {
       throw this.#bagError(e, args[0]);
@@ -566,7 +604,7 @@ export class EmbeddingTable {
    * rounding to float32 once (`Float32Array.prototype.set`) gives the combined rows.
    */
   async lookupCombinedPartial(ids: BagInput, opts: PartialLookupOptions): Promise<Float64Array> {
-    const args = this.#partialArgs(ids, opts);
+    const args = this.#partialArgs(ids, opts, 'lookupCombinedPartial');
     const p = this.raw.async.lookupCombinedPartial(...args);
     return args[3] ? this.#written(p) : p;
   }
@@ -578,7 +616,7 @@ export class EmbeddingTable {
    * rows of `out` are written.
    */
   async lookupCombinedBackward(ids: BagInput, grads: ValuesInput, opts: BackwardOptions = {}): Promise<Float32Array> {
-    const { args, finish } = this.#backwardArgs(ids, grads, opts);
+    const { args, finish } = this.#backwardArgs(ids, grads, opts, 'lookupCombinedBackward');
     await this.raw.async.lookupCombinedBackward(...args);
     return finish();
   }
@@ -588,15 +626,16 @@ export class EmbeddingTable {
    * in one call (dedupe + float32 sums of duplicates, one fused update per row).
    */
   async applyCombinedGradients(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): Promise<void> {
-    return this.#written(this.raw.async.applyCombinedGradients(...this.#combinedGradientArgs(ids, grads, optimizer, step, opts)));
+    return this.#written(this.raw.async.applyCombinedGradients(...this.#combinedGradientArgs(ids, grads, optimizer, step, opts, 'applyCombinedGradients')));
   }
   /** grads: [n * dim]; duplicate keys are summed, then one fused update per row. `step` >= 1. With a plan: owned keys only. */
   async applyGradients(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): Promise<void> {
-    return this.#written(this.raw.async.applyGradients(...this.#gradientArgs(keys, grads, optimizer, step, opts)));
+    return this.#written(this.raw.async.applyGradients(...this.#gradientArgs(keys, grads, optimizer, step, opts, 'applyGradients')));
   }
 
-  #gradientArgs(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: ApplyGradientsOptions | undefined) {
+  #gradientArgs(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: ApplyGradientsOptions | undefined, method: string) {
     if (o !== undefined && (typeof o !== 'object' || o === null)) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    checkOptionNames(o, OPTION_NAMES.applyGradients, method);
     const plan = this.#plan(o?.plan);
     const k = this.#keys(keys, 'keys', plan);
     const g = this.#values(grads, keys, k.length, 'grads');
@@ -619,14 +658,14 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   findSync(keys: KeyInput, opts?: FindOptions): FindResult {
-    return this.#syncOps.find(...this.#findArgs(keys, opts));
+    return this.#syncOps.find(...this.#findArgs(keys, opts, 'findSync'));
   }
   /**
    * Sync form of {@link findOrInsert}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   findOrInsertSync(keys: KeyInput, opts?: WriteOptions & FindOptions): FindResult {
-    const [k, out, plan] = this.#findArgs(keys, opts);
+    const [k, out, plan] = this.#findArgs(keys, opts, 'findOrInsertSync', OPTION_NAMES.findOrInsert);
     return this.#writeSync().findOrInsert(k, this.#scores(opts, k.length), out, plan);
   }
   /**
@@ -635,7 +674,7 @@ export class EmbeddingTable {
    */
   upsertSync(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): void {
     const k = this.#keys(keys);
-    this.#writeSync().upsert(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
+    this.#writeSync().upsert(k, this.#values(values, keys, k.length), this.#scores(opts, k.length, 'upsertSync'));
   }
   /**
    * Sync form of {@link assign}.
@@ -643,7 +682,7 @@ export class EmbeddingTable {
    */
   assignSync(keys: KeyInput, values: ValuesInput, opts?: WriteOptions): void {
     const k = this.#keys(keys);
-    this.#writeSync().assign(k, this.#values(values, keys, k.length), this.#scores(opts, k.length));
+    this.#writeSync().assign(k, this.#values(values, keys, k.length), this.#scores(opts, k.length, 'assignSync'));
   }
   /**
    * Sync form of {@link accum}.
@@ -652,7 +691,7 @@ export class EmbeddingTable {
   accumSync(keys: KeyInput, deltas: ValuesInput, exists: ExistsInput, opts?: WriteOptions): void {
     const k = this.#keys(keys);
     const d = this.#values(deltas, keys, k.length, 'deltas');
-    this.#writeSync().accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length));
+    this.#writeSync().accum(k, d, validateExists(exists, k.length), this.#scores(opts, k.length, 'accumSync'));
   }
   /**
    * Sync form of {@link remove}.
@@ -674,7 +713,7 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   exportSync(opts?: { offset?: number; limit?: number }): ExportBatch {
-    const [o, l] = this.#range(opts);
+    const [o, l] = this.#range(opts, 'exportSync');
     return this.#syncOps.exportBatch(o, l);
   }
   /**
@@ -690,7 +729,7 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   lookupCombinedSync(ids: BagInput, opts: LookupCombinedOptions = {}): Float32Array {
-    const args = this.#bag(ids, opts);
+    const args = this.#bag(ids, opts, 'lookupCombinedSync');
     try {
       return (args[3] ? this.#writeSync() : this.#syncOps).lookupCombined(...args);
     } catch (e) {
@@ -702,7 +741,7 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   lookupCombinedPartialSync(ids: BagInput, opts: PartialLookupOptions): Float64Array {
-    const args = this.#partialArgs(ids, opts);
+    const args = this.#partialArgs(ids, opts, 'lookupCombinedPartialSync');
     return (args[3] ? this.#writeSync() : this.#syncOps).lookupCombinedPartial(...args);
   }
   /**
@@ -710,7 +749,7 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   lookupCombinedBackwardSync(ids: BagInput, grads: ValuesInput, opts: BackwardOptions = {}): Float32Array {
-    const { args, finish } = this.#backwardArgs(ids, grads, opts);
+    const { args, finish } = this.#backwardArgs(ids, grads, opts, 'lookupCombinedBackwardSync');
     this.#syncOps.lookupCombinedBackward(...args);
     return finish();
   }
@@ -719,7 +758,7 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   applyCombinedGradientsSync(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): void {
-    const args = this.#combinedGradientArgs(ids, grads, optimizer, step, opts);
+    const args = this.#combinedGradientArgs(ids, grads, optimizer, step, opts, 'applyCombinedGradientsSync');
     this.#writeSync().applyCombinedGradients(...args);
   }
   /**
@@ -727,7 +766,7 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends (remote stores)
    */
   applyGradientsSync(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): void {
-    const args = this.#gradientArgs(keys, grads, optimizer, step, opts);
+    const args = this.#gradientArgs(keys, grads, optimizer, step, opts, 'applyGradientsSync');
     this.#writeSync().applyGradients(...args);
   }
   /**
@@ -767,7 +806,8 @@ export class EmbeddingTable {
   }
 
   /** Validated arguments of lookupCombinedShards: the parts, the bag (validated once), combiner, maxNorm, insert, out. */
-  static #shardsArgs(shards: readonly TableShard[], ids: BagInput, o: ShardsLookupOptions): [ShardPart[], Bag<Keys>, Combiner, number, boolean, Float32Array, EmbeddingTable[]] {
+  static #shardsArgs(shards: readonly TableShard[], ids: BagInput, o: ShardsLookupOptions, method: string): [ShardPart[], Bag<Keys>, Combiner, number, boolean, Float32Array, EmbeddingTable[]] {
+    checkOptionNames(o, OPTION_NAMES.lookupCombinedShards, method);
     const { tables, parts, first, a } = EmbeddingTable.#shardParts(shards, ids, o);
     const n = (a.bag.rowSplits.length - 1) * first.dim;
     const out = floatOut(o.out, n, 'out') ?? new Float32Array(n);
@@ -775,8 +815,9 @@ export class EmbeddingTable {
   }
 
   /** Validated arguments of applyCombinedGradientsShards: the parts, bag, grads, combiner, maxNorm, the optimizer (every table's slots checked), the tables. */
-  static #shardGradientArgs(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinerOptions) {
+  static #shardGradientArgs(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinerOptions, method: string) {
     if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+    checkOptionNames(o, OPTION_NAMES.applyCombinedGradientsShards, method);
     const { tables, parts, first, a } = EmbeddingTable.#shardParts(shards, ids, o);
     const g = validateValues(grads, [a.bag.rowSplits.length - 1], first.dim, 'grads');
     // every table's slots first, then the optimizer resolved once (a learning-rate function runs once per step)
@@ -802,7 +843,7 @@ export class EmbeddingTable {
    * @throws InvalidTypeError / ShapeMismatchError naming shards[d], ids, out; DisposedError
    */
   static async lookupCombinedShards(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Promise<Float32Array> {
-    const [parts, bag, combiner, maxNorm, insert, out, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts);
+    const [parts, bag, combiner, maxNorm, insert, out, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts, 'lookupCombinedShards');
     const run = async (): Promise<Float32Array> => {
       const fused = parts[0]!.raw.lookupCombinedShards?.(parts, bag, combiner, maxNorm, insert, out) ?? null;
       if (fused) return fused;
@@ -821,7 +862,7 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends
    */
   static lookupCombinedShardsSync(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Float32Array {
-    const [parts, bag, combiner, maxNorm, insert, out, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts);
+    const [parts, bag, combiner, maxNorm, insert, out, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts, 'lookupCombinedShardsSync');
     const sync = tables.map((t) => (insert ? t.#writeSync() : t.#syncOps));
     const partials = parts.map((p, d) => sync[d]!.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, new Float64Array(out.length)));
     return sumShardPartials(partials, out);
@@ -842,7 +883,7 @@ export class EmbeddingTable {
    *   optimizer (slots that do not fit a shard's table), step, shards[d].plan; OutOfRangeError (static ids); DisposedError
    */
   static async applyCombinedGradientsShards(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinerOptions = {}): Promise<void> {
-    const { parts, bag, g, combiner, maxNorm, opt, tables } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts);
+    const { parts, bag, g, combiner, maxNorm, opt, tables } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts, 'applyCombinedGradientsShards');
     const run = async (): Promise<void> => {
       const fused = parts[0]!.raw.applyCombinedGradientsShards?.(parts, bag, g, combiner, maxNorm, opt) ?? null;
       if (fused) return fused;
@@ -856,7 +897,7 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends
    */
   static applyCombinedGradientsShardsSync(shards: readonly TableShard[], ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinerOptions = {}): void {
-    const { parts, bag, g, combiner, maxNorm, opt, tables } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts);
+    const { parts, bag, g, combiner, maxNorm, opt, tables } = EmbeddingTable.#shardGradientArgs(shards, ids, grads, optimizer, step, opts, 'applyCombinedGradientsShardsSync');
     const sync = tables.map((t) => t.#writeSync());
     parts.forEach((p, d) => sync[d]!.applyCombinedGradients(bag, g, combiner, maxNorm, p.plan, opt));
   }
@@ -908,6 +949,7 @@ export function lookupCombinedShardsSync(shards: readonly TableShard[], ids: Bag
 export function createTable(options: TableOptions, opts: { backend?: string | EmbeddingBackend } | null = {}): EmbeddingTable {
   const resolved = resolveTableOptions(options);
   if (opts !== null && opts !== undefined && typeof opts !== 'object') throw invalidParameter('opts', 'an object ({ backend })', opts, InvalidTypeError);
+  checkOptionNames(opts, OPTION_NAMES.createTable, 'createTable', 'opts');
   const b = opts?.backend ?? undefined;
   if (typeof b === 'object' && (typeof b.createTable !== 'function' || typeof b.name !== 'string')) throw invalidParameter('opts.backend', 'a backend name or an EmbeddingBackend', b, InvalidTypeError);
   const backend = typeof b === 'object' ? b : getBackend(b);

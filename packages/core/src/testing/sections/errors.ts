@@ -125,6 +125,126 @@ export function errorsSection(ctx: SuiteContext): void {
         await expectRejected(t, () => ops.restrict(t, 1), UNSUPPORTED, 'restrict');
       });
 
+      it('options objects: an unknown name (a typo of each documented one) is INVALID_ARGUMENT naming it and the method; every documented name is accepted', async () => {
+        const sfx = form === 'sync' ? 'Sync' : '';
+        const plan = { placement: 'localized' } as const;
+        const ids = (): RaggedTensor => RaggedTensor.fromNestedArray([[1, 3]]);
+        const combined = (): Record<string, unknown> => ({ weights: Float32Array.from([1, 2]), combiner: 'sum', maxNorm: 100 });
+        // rows 1 -> [1, 2], -2 -> [3, 4], 3 -> [5, 6]; ids [[1, 3]] with weights [1, 2], summed: [1 + 2 * 5, 2 + 2 * 6]
+        const bag = [11, 14];
+        const sgd = optimizers.sgd({ learningRate: 0.5 });
+        /** The same step through plain applyGradients: the rows it leaves (the combined forms must equal it). */
+        const reference = async (keys: number[], grads: number[]): Promise<number[]> => {
+          const r = await filled({ scorePolicy: 'customized', optimizer: sgd });
+          await ops.applyGradients(r, keys, grads, sgd, 1);
+          return Array.from((await ops.find(r, [1, -2, 3])).values);
+        };
+        const rows = async (t: EmbeddingTable): Promise<number[]> => Array.from((await ops.find(t, [1, -2, 3])).values);
+        type Case = {
+          method: string;
+          options: () => Record<string, unknown>;
+          call: (t: EmbeddingTable, o: Any) => Promise<unknown>;
+          /** After the call with every documented name: what it returned or left, against the value computed here. */
+          expectAccepted: (t: EmbeddingTable, result: unknown) => Promise<void>;
+        };
+        const cases: Case[] = [
+          {
+            method: 'find',
+            options: () => ({ out: { values: new Float32Array(4), exists: new Uint8Array(2) }, plan }),
+            call: (t, o) => ops.find(t, [1, 3], o),
+            expectAccepted: async (_t, r) => expect(Array.from((r as Any).values)).toEqual([1, 2, 5, 6]),
+          },
+          {
+            method: 'findOrInsert',
+            options: () => ({ out: { values: new Float32Array(2), exists: new Uint8Array(1) }, plan, scores: [7n] }),
+            call: (t, o) => ops.findOrInsert(t, [1], o),
+            expectAccepted: async (_t, r) => expect(Array.from((r as Any).values)).toEqual([1, 2]),
+          },
+          {
+            method: 'upsert',
+            options: () => ({ scores: [7n] }),
+            call: (t, o) => ops.upsert(t, [9], [7, 8], o),
+            expectAccepted: async (t) => expect(Array.from((await ops.find(t, [9])).values)).toEqual([7, 8]),
+          },
+          {
+            method: 'assign',
+            options: () => ({ scores: [7n] }),
+            call: (t, o) => ops.assign(t, [1], [7, 8], o),
+            expectAccepted: async (t) => expect(await rows(t)).toEqual([7, 8, 3, 4, 5, 6]),
+          },
+          {
+            method: 'accum',
+            options: () => ({ scores: [7n] }),
+            call: (t, o) => ops.accum(t, [1], [1, 1], [true], o),
+            expectAccepted: async (t) => expect(await rows(t)).toEqual([2, 3, 3, 4, 5, 6]),
+          },
+          {
+            method: 'export',
+            options: () => ({ offset: 1, limit: 10 }),
+            call: (t, o) => ops.export(t, o),
+            expectAccepted: async (_t, r) => expect((r as Any).keys.length).toBe(2),
+          },
+          {
+            method: 'lookupCombined',
+            options: () => ({ ...combined(), insertMissing: false, out: new Float32Array(2) }),
+            call: (t, o) => ops.lookupCombined(t, ids(), o),
+            expectAccepted: async (_t, r) => expect(Array.from(r as Float32Array)).toEqual(bag),
+          },
+          {
+            method: 'lookupCombinedPartial',
+            options: () => ({ ...combined(), plan, insertMissing: false, out: new Float64Array(2) }),
+            call: (t, o) => ops.lookupCombinedPartial(t, ids(), o),
+            expectAccepted: async (_t, r) => expect(Array.from(r as Float64Array)).toEqual(bag),
+          },
+          {
+            method: 'lookupCombinedShards',
+            options: () => ({ ...combined(), insertMissing: false, out: new Float32Array(2) }),
+            call: (t, o) => ops.lookupCombinedShards([{ table: t, plan }], ids(), o),
+            expectAccepted: async (_t, r) => expect(Array.from(r as Float32Array)).toEqual(bag),
+          },
+          {
+            method: 'lookupCombinedBackward',
+            options: () => ({ ...combined(), plan, out: new Float32Array(4) }),
+            call: (t, o) => ops.lookupCombinedBackward(t, ids(), [1, 1], o),
+            // sum combiner: weight * grads per entry (rows far inside maxNorm: the clip's gradient is the identity)
+            expectAccepted: async (_t, r) => expect(Array.from(r as Float32Array)).toEqual([1, 1, 2, 2]),
+          },
+          {
+            method: 'applyGradients',
+            options: () => ({ plan }),
+            call: (t, o) => ops.applyGradients(t, [1], [2, 4], sgd, 1, o),
+            expectAccepted: async (t) => expect(await rows(t)).toEqual([0, 0, 3, 4, 5, 6]),
+          },
+          {
+            method: 'applyCombinedGradients',
+            options: () => ({ ...combined(), plan }),
+            call: (t, o) => ops.applyCombinedGradients(t, ids(), [1, 1], sgd, 1, o),
+            expectAccepted: async (t) => expect(await rows(t)).toEqual(await reference([1, 3], [1, 1, 2, 2])),
+          },
+          {
+            method: 'applyCombinedGradientsShards',
+            options: combined,
+            call: (t, o) => ops.applyCombinedGradientsShards([{ table: t, plan }], ids(), [1, 1], sgd, 1, o),
+            expectAccepted: async (t) => expect(await rows(t)).toEqual(await reference([1, 3], [1, 1, 2, 2])),
+          },
+        ];
+        for (const c of cases) {
+          const names = Object.keys(c.options());
+          const method = c.method + sfx;
+          for (const name of names) {
+            const t = await filled({ scorePolicy: 'customized', optimizer: sgd });
+            const typo = name.slice(0, -1);
+            const { [name]: value, ...rest } = c.options();
+            const err = await expectRejected(t, () => c.call(t, { ...rest, [typo]: value }), INVALID_ARGUMENT, `options.${typo} `);
+            expect(err.argument).toBe(`options.${typo}`);
+            expect(err.message).toContain(`${method}'s options`);
+            for (const n of names) expect(err.message).toContain(n);
+          }
+          const t = await filled({ scorePolicy: 'customized', optimizer: sgd });
+          await c.expectAccepted(t, await c.call(t, c.options()));
+        }
+      });
+
       it('createTable: bad options and unknown backends', async () => {
         await expectRejected(null, () => ctx.make({ dim: 0 }), INVALID_ARGUMENT, 'dim');
         await expectRejected(null, () => ctx.make({ dim: 2, kind: 'static' }), INVALID_TYPE, 'vocabularySize');
@@ -132,6 +252,8 @@ export function errorsSection(ctx: SuiteContext): void {
         await expectRejected(null, () => ctx.make({ dim: 2, kind: 'static', vocabularySize: 8n as Any }), INVALID_TYPE, 'vocabularySize');
         await expectRejected(null, () => ctx.make({ dim: 2, maxCapacity: 0 }), INVALID_ARGUMENT, 'maxCapacity');
         await expectRejected(null, () => createTable({ dim: 2 }, { backend: 'no-such-backend-xyz' }), NOT_FOUND, 'no-such-backend-xyz');
+        const e = await expectRejected(null, () => createTable({ dim: 2 }, { backnd: ctx.backend } as Any), INVALID_ARGUMENT, 'opts.backnd ');
+        expect(e.message).toContain("createTable's options (backend)");
       });
 
       it('after dispose every operation throws DISPOSED; dispose is idempotent', async () => {
