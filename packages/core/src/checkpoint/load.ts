@@ -35,11 +35,15 @@ async function closeAll(handles: Iterable<FileHandle>): Promise<void> {
   await Promise.all([...handles].map((h) => h.close().catch(() => undefined)));
 }
 
+/** How long a reader keeps following CURRENT forward while concurrent saves delete the versions it read. */
+const FOLLOW_CURRENT_MS = 10_000;
+
 /**
  * Reads the live manifest and opens every data file (or none, with `openFiles` false).
  * A version deleted by a concurrent save after CURRENT was read is followed to the new CURRENT.
  */
 async function openCheckpoint(dir: string, openFiles = true): Promise<OpenCheckpoint> {
+  const started = Date.now();
   for (let attempt = 0; ; attempt++) {
     const live = await resolveLive(dir);
     const handles = new Map<string, FileHandle>();
@@ -54,8 +58,11 @@ async function openCheckpoint(dir: string, openFiles = true): Promise<OpenCheckp
     } catch (e) {
       await closeAll(handles.values());
       if (errnoOf(e) !== 'ENOENT') throw ioError('open', file, e);
-      // A save in another process may have switched CURRENT and deleted this version meanwhile.
-      if (attempt < 8 && (await readCurrent(dir)) !== live.version) continue;
+      // A save in another process may have switched CURRENT and deleted this version meanwhile:
+      // follow CURRENT while it moves (8 tries, or longer within FOLLOW_CURRENT_MS: a reader
+      // starved on a loaded machine can see several saves go by between two of its steps).
+      const mayRetry = attempt < 8 || Date.now() - started < FOLLOW_CURRENT_MS;
+      if (mayRetry && (await readCurrent(dir)) !== live.version) continue;
       const msg =
         handles.size === 0 && file.endsWith(MANIFEST_FILE)
           ? `Checkpoint manifest "${file}" is missing`
