@@ -74,6 +74,12 @@ interface Part {
  * once for the whole table and sliced; a random initializer draws per (table name,
  * global row, column) from core's counter-based generator.
  */
+/** Waits for every promise to settle, then throws the first rejection (none is left running when it throws). */
+export async function settleAll(jobs: Promise<unknown>[]): Promise<void> {
+  const failed = (await Promise.allSettled(jobs)).find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
 export class ShardedTable {
   readonly name: string;
   readonly config: TableConfig;
@@ -274,15 +280,13 @@ export class ShardedTable {
    * Every shard's call settles before a failure is thrown (the first one).
    */
   async train(bag: Bag<Keys>, grads: Float32Array, combiner: Combiner, spec: OptimizerSpec, step: number, done: boolean[]): Promise<void> {
-    const results = await Promise.allSettled(
+    await settleAll(
       this.shards.map(async (s, i) => {
         if (done[i]) return;
         await s.table.applyCombinedGradients(bag, grads, spec, step, { combiner, plan: s.plan });
         done[i] = true;
       }),
     );
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
   }
 
   /** {@link train} through the backend's synchronous operations (stops at the first failure). */

@@ -20,7 +20,7 @@ import { type FeatureConfig, isFeatureConfig, nameTable, type TableConfig } from
 import { checkInputKinds, type FeatureBatch, normalizeFeature, ownBatch } from './inputs.js';
 import { type FlatEntry, flattenStructure, flattenUpTo, type Nest, packSequenceAs, type StructureOf } from './nest.js';
 import { EmbeddingOptimizer } from './optimizers.js';
-import { ShardedTable, type TableSetup } from './shardedTable.js';
+import { settleAll, ShardedTable, type TableSetup } from './shardedTable.js';
 import { ReplicaStrategy } from './strategy.js';
 
 /** Ids of one feature: dense ids (a Tensor or typed array of int32 / int64 ids, or nested arrays), a SparseTensor or a RaggedTensor. */
@@ -549,9 +549,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
    * the same `u` completes it without updating any shard twice.
    */
   async #apply(u: Update): Promise<void> {
-    const results = await Promise.allSettled(u.tables.map((p) => p.table.train(p.bag, p.grads, p.table.config.combiner, p.table.optimizer!.spec, u.step, p.done)));
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
+    await settleAll(u.tables.map((p) => p.table.train(p.bag, p.grads, p.table.config.combiner, p.table.optimizer!.spec, u.step, p.done)));
   }
 
   #flushSync(): void {
