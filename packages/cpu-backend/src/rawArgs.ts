@@ -1,5 +1,5 @@
 import { type Bag, InvalidTypeError, invalidParameter, type Keys, type LookupCombiner, type ResolvedOptimizer, type ResolvedShardPlan } from '@embedstack/core';
-import { COMBINER_IDS, OPTIMIZER_IDS } from './abi.js';
+import { COMBINER_IDS, OPTIMIZER_IDS, OptimizerField } from './abi.js';
 
 /**
  * The checks CpuRawTable runs on what its JS layer reads itself before the addon sees an
@@ -42,25 +42,10 @@ export function combinerId(c: unknown): number {
   return COMBINER_IDS[c as LookupCombiner];
 }
 
-const OPTIMIZER_NUMBERS = [
-  'lr',
-  'step',
-  'clipWeightMin',
-  'clipWeightMax',
-  'weightDecay',
-  'clipGradMin',
-  'clipGradMax',
-  'beta1',
-  'beta2',
-  'epsilon',
-  'momentum',
-  'exponent',
-  'l1',
-  'l2',
-  'beta',
-  'learningRatePower',
-  'rho',
-] as const;
+/** The optimizer vector's number fields (abi.ts OptimizerField, in its order), without the kind and the two flags. */
+const OPTIMIZER_NUMBERS = (Object.keys(OptimizerField) as (keyof typeof OptimizerField)[]).filter(
+  (f) => f !== 'kind' && f !== 'useNesterov' && f !== 'sumInsideSqrt',
+);
 
 /** A resolved optimizer (core's resolveOptimizer): a known kind and a number in every field the addon reads. */
 export function checkOptimizer(o: unknown): ResolvedOptimizer {
