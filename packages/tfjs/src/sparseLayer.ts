@@ -18,8 +18,9 @@ export interface PreparedBatch {
   training: boolean;
   /**
    * Hands the gradients of the loss with respect to each part (same layouts) to the
-   * facade's sparse optimizer. Called once, synchronously from the tfjs backward; the
-   * returned promise is awaited by `flush()` and the next `lookup()`.
+   * facade's sparse optimizer. Called once per batch, right after the tfjs backward that
+   * computed them (in a microtask: the uses of the layer in one backward are summed
+   * first); the returned promise is awaited by `flush()` and the next `lookup()`.
    */
   apply(grads: Float32Array[]): Promise<void>;
 }
@@ -53,7 +54,19 @@ interface Batch {
   combined: tf.Tensor2D;
   /** int32 [batch] positions 0..batch-1, the tensor `lookup` returns (kept). */
   handle: tf.Tensor1D;
-  differentiated: boolean;
+  /** The batch's sparse step once a backward reached it, else null. */
+  step: SparseStep | null;
+}
+
+/** The gradient of one batch, summed over the uses of the layer in one tfjs backward, until it is handed over. */
+interface SparseStep {
+  /** tfjs's tape of that backward (`engine().state.activeTape`: a new array per outermost gradient computation). */
+  tape: unknown;
+  /** d loss / d combined, [batch, Σ widths]; tfjs's own array until a second use is added (then a copy). */
+  sum: Float32Array;
+  owned: boolean;
+  /** True once handed to the facade: a later backward is a second step. */
+  sealed: boolean;
 }
 
 const ANCHOR = 'sparse_anchor';
@@ -110,15 +123,16 @@ export function hasMethod(x: unknown, name: string): boolean {
  * 2. `layer.apply(x)` inside `optimizer.minimize(...)` / `tf.variableGrads(...)`: the
  *    activations of those positions, through `tf.customGrad`. The backward hands the
  *    gradient of the loss with respect to the activations to the facade's sparse
- *    optimizer (one update per lookup; sliced or gathered positions give the other
- *    examples a zero gradient) and returns a zero gradient for the layer's only tfjs
+ *    optimizer (one update per lookup: the uses of the layer in one backward add up;
+ *    sliced or gathered positions give the other examples a zero gradient) and
+ *    returns a zero gradient for the layer's only tfjs
  *    weight, a trainable scalar `sparse_anchor` that keeps the layer on tfjs's
  *    gradient tape (a tfjs optimizer leaves it at 0);
  * 3. the facade's step runs asynchronously; `await layer.flush()` (or the next
  *    `lookup`) waits for it and rethrows its error.
  *
  * Memory: per batch the layer keeps one float32 tensor `[batch, Σ widths]` and the
- * positions; the next `lookup`, `release()` and `dispose()` free them.
+ * positions; the next `lookup`, `release()` and the last `dispose()` free them.
  */
 export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
   /** tfjs's serialization name. */
@@ -179,24 +193,29 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     if (this.#released) throw new DisposedError(`Layer "${this.name}" was disposed`);
     await this.flush();
     const prepared = await run();
-    // The anchor weight must exist before tfjs collects the trainable variables of a step.
-    if (!this.built) this.build([null]);
+    // disposed while the facade looked up: keep nothing (no weight, no batch tensors)
+    if (this.#released) throw new DisposedError(`Layer "${this.name}" was disposed during lookup()`);
     const parts = prepared.parts;
     const batch = parts[0]!.shape[0]!;
     if (this.outputMode === 'concat' && parts.length > 1) {
-      parts.forEach((p, i) => {
-        if (p.shape.length !== 2) {
-          throw new ShapeMismatchError(
-            `Expected activation ${i} to have rank 2 ([batch, dim]) for output: 'concat' but received shape [${p.shape.join(', ')}]; use output: 'list'`,
-            { argument: 'output' },
-          );
-        }
-      });
+      const i = parts.findIndex((p) => p.shape.length !== 2);
+      if (i >= 0) {
+        // The facade has looked this batch up (a TPUEmbedding's next applyGradients is for it), so a
+        // backward on the previous batch would train these rows: the previous batch goes too.
+        this.release();
+        throw new ShapeMismatchError(
+          `Expected activation ${i} to have rank 2 ([batch, dim]) for output: 'concat' but received shape [${parts[i]!.shape.join(', ')}]; use output: 'list' ` +
+            '(the previous batch is released: the facade has looked this one up)',
+          { argument: 'output' },
+        );
+      }
     }
+    // The anchor weight must exist before tfjs collects the trainable variables of a step.
+    if (!this.built) this.build([null]);
     const widths = parts.map((p) => p.shape.slice(1).reduce((a, d) => a * d, 1)); // from shapes: an empty batch is fine
     const combined = tf.tensor2d(parts.length === 1 ? parts[0]!.data : interleave(parts.map((p) => p.data), widths, batch), [batch, sum(widths)]);
     this.release();
-    this.#batch = { prepared, batch, widths, combined: tf.keep(combined), handle: tf.keep(tf.range(0, batch, 1, 'int32') as tf.Tensor1D), differentiated: false };
+    this.#batch = { prepared, batch, widths, combined: tf.keep(combined), handle: tf.keep(tf.range(0, batch, 1, 'int32') as tf.Tensor1D), step: null };
     return this.#batch.handle;
   }
 
@@ -269,37 +288,57 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     if (!b.prepared.training) {
       throw new FailedPreconditionError(`Layer "${this.name}": the batch was looked up with training: false, it cannot be trained`, { argument: 'training' });
     }
-    if (b.differentiated) {
-      throw new FailedPreconditionError(`Layer "${this.name}": the batch was already differentiated (one sparse step per lookup): look up the next batch first`, {
-        argument: 'lookup',
-      });
-    }
-    b.differentiated = true;
     // On the cpu backend dataSync returns the backend's own array (not reused after dispose); others return copies.
-    const all = dy.dataSync() as Float32Array;
-    const grads = b.widths.length === 1 ? [all] : deinterleave(all, b.widths, b.batch);
-    let step: Promise<void>;
-    try {
-      step = b.prepared.apply(grads);
-    } catch (e) {
-      step = Promise.reject(e);
+    const d = dy.dataSync() as Float32Array;
+    const tape: unknown = tf.engine().state.activeTape;
+    const s = b.step;
+    if (s) {
+      if (s.sealed || s.tape !== tape) {
+        throw new FailedPreconditionError(`Layer "${this.name}": the batch was already differentiated (one sparse step per lookup): look up the next batch first`, {
+          argument: 'lookup',
+        });
+      }
+      // another use of the layer in the same backward (two slices, a shared layer): its gradient adds up
+      if (!s.owned) {
+        s.sum = Float32Array.from(s.sum); // never write into tfjs's array
+        s.owned = true;
+      }
+      for (let i = 0; i < d.length; i++) s.sum[i]! += d[i]!;
+      return;
     }
-    const settled = step.then(
-      () => undefined,
-      (error: unknown) => {
-        this.#failure ??= { error };
-      },
-    );
+    const step: SparseStep = { tape, sum: d, owned: false, sealed: false };
+    b.step = step;
+    // The backward is synchronous: this microtask runs after every use of the layer in it has added its gradient.
+    const settled = Promise.resolve()
+      .then(() => {
+        step.sealed = true;
+        return b.prepared.apply(b.widths.length === 1 ? [step.sum] : deinterleave(step.sum, b.widths, b.batch));
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          this.#failure ??= { error };
+        },
+      );
     this.#pending = Promise.all([this.#pending, settled]).then(() => undefined);
   }
 
-  /** Frees the current batch, then tfjs's Layer.dispose (the anchor weight). A second call does nothing. */
+  /**
+   * Frees the current batch, then tfjs's Layer.dispose (one count per model the layer was applied in:
+   * the anchor weight and the batch go with the last one). A call after that does nothing.
+   */
   override dispose(): ReturnType<tfl.layers.Layer['dispose']> {
     if (this.#released) return { refCountAfterDispose: 0, numDisposedVariables: 0 }; // idempotent
+    if (this.built && this._refCount !== null) {
+      const result = super.dispose();
+      if (result.refCountAfterDispose > 0) return result; // still used by another model
+      this.release();
+      this.#released = true;
+      return result;
+    }
     this.release();
     this.#released = true;
     if (!this.built) return { refCountAfterDispose: 0, numDisposedVariables: 0 };
-    if (this._refCount !== null) return super.dispose();
     // Built by a lookup but never applied: tfjs's dispose refuses an unused layer, so free the weight here.
     this._refCount = 0;
     return { refCountAfterDispose: 0, numDisposedVariables: this.disposeWeights() };
