@@ -190,18 +190,30 @@ export function ignoredSuiteOptions(program: Command, spec: ProgramSpec, args: B
 }
 
 /**
- * Makes the --plot folder (and its parents) and checks that it is a writable folder, before
- * anything is measured; returns what is wrong, or null when charts can be written there.
+ * Makes folder `dir` (and its parents) and checks that it is a writable folder; `existing` may refuse a
+ * folder that is already there. `what` ends the message ("a folder the charts can be written to").
+ * @returns what is wrong, or null
  */
-export function preparePlotDir(dir: string): string | null {
+export function prepareFolder(dir: string, what: string, existing?: (dir: string) => string | null): string | null {
   try {
-    if (statSync(dir, { throwIfNoEntry: false })?.isDirectory() === false) return `Expected a folder but received "${dir}", which is a file.`;
+    const st = statSync(dir, { throwIfNoEntry: false });
+    if (st?.isDirectory() === false) return `Expected a folder but received "${dir}", which is a file.`;
+    const refused = st && existing ? existing(dir) : null;
+    if (refused !== null) return refused;
     mkdirSync(dir, { recursive: true });
     accessSync(dir, constants.W_OK);
     return null;
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     const why = err.code === 'ENOTDIR' || err.code === 'EEXIST' ? 'a file is in the way' : err.code === 'EACCES' || err.code === 'EPERM' || err.code === 'EROFS' ? 'not writable' : (err.code ?? err.message);
-    return `Expected a folder the charts can be written to but received "${dir}" (${why}).`;
+    return `Expected ${what} but received "${dir}" (${why}).`;
   }
+}
+
+/**
+ * Makes the --plot folder (and its parents) and checks that it is a writable folder, before
+ * anything is measured; returns what is wrong, or null when charts can be written there.
+ */
+export function preparePlotDir(dir: string): string | null {
+  return prepareFolder(dir, 'a folder the charts can be written to');
 }

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -82,4 +82,37 @@ describe('pnpm demo --quick (the built CLI, end to end)', () => {
     expect(aucs[1]!).toBeGreaterThan(0.65);
     expect(r.stdout).toMatch(/L1 hit rate 0\.\d+/);
   }, 150_000);
+});
+
+describe('pnpm demo: bad folders and sizes are refused before any work', () => {
+  const run = (args: string[]) => spawnSync(process.execPath, [demo, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, CI: '1' } });
+  it('--out holding a previous run, --out or --plot naming a file, --train below one batch: exit 1 with a message, no click log', () => {
+    expect(existsSync(demo), `${demo} (run pnpm build first)`).toBe(true);
+    const root = mkdtempSync(join(tmpdir(), 'embedstack-demo-args-'));
+    try {
+      const previous = join(root, 'previous');
+      const file = join(root, 'file');
+      writeFileSync(file, 'x');
+      // a folder a previous run left its checkpoint in (before: the whole run, then an AlreadyExistsError stack trace)
+      mkdirSync(join(previous, 'checkpoint'), { recursive: true });
+      writeFileSync(join(previous, 'checkpoint', 'C01'), 'rows');
+      const cases: [string[], string][] = [
+        [['--quick', '--out', previous], `error: option '--out <dir>' argument '${previous}' is invalid. Expected a new or empty folder but "${previous}" holds 1 entries (checkpoint; a previous run's?)`],
+        [['--quick', '--out', file], `error: option '--out <dir>' argument '${file}' is invalid. Expected a folder but received "${file}", which is a file.`],
+        [['--quick', '--plot', file], `error: option '--plot <dir>' argument '${file}' is invalid. Expected a folder but received "${file}", which is a file.`],
+        [['--train', '100'], 'error: --train 100 is less than one batch (--batch 1024)'],
+        [['--quick', '--batch', '100000'], 'error: --train 16384 is less than one batch (--batch 100000)'],
+      ];
+      for (const [args, message] of cases) {
+        const r = run(args);
+        expect(r.status, args.join(' ')).toBe(1);
+        expect(r.stderr).toContain(message);
+        expect(r.stderr).toContain('(run with --help for the options)');
+        expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+        expect(r.stdout).not.toContain('click log');
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

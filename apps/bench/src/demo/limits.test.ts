@@ -1,5 +1,8 @@
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEMO_FEATURES, demoBytes, demoSizeError } from './limits.js';
+import { DEMO_FEATURES, demoBatchError, demoBytes, demoSizeError, prepareOutDir } from './limits.js';
 
 const GiB = 2 ** 30;
 
@@ -23,5 +26,31 @@ describe('the demo size check', () => {
     const small = { features: 1, vocab: 1, dim: 1, trainExamples: 0, testExamples: 0 }; // 8 bytes
     expect(demoSizeError(small, 32)).toBeNull();
     expect(demoSizeError(small, 31)).not.toBeNull();
+  });
+});
+
+describe('the demo checks before any work', () => {
+  it('refuses a training set below one batch, naming both options', () => {
+    expect(demoBatchError(1024, 1024)).toBeNull();
+    expect(demoBatchError(100, 1024)).toBe('error: --train 100 is less than one batch (--batch 1024): the demo trains whole batches. Raise --train or lower --batch.');
+  });
+
+  it('--out: makes a new folder, takes an empty one, refuses a file or a folder holding a previous run', () => {
+    const root = mkdtempSync(join(tmpdir(), 'embedstack-demo-out-'));
+    try {
+      const fresh = join(root, 'a', 'b');
+      expect(prepareOutDir(fresh)).toBeNull();
+      expect(statSync(fresh).isDirectory()).toBe(true);
+      expect(prepareOutDir(fresh)).toBeNull(); // empty: fine
+      mkdirSync(join(fresh, 'checkpoint'));
+      mkdirSync(join(fresh, 'serving'));
+      expect(prepareOutDir(fresh)).toBe(`Expected a new or empty folder but "${fresh}" holds 2 entries (checkpoint, serving; a previous run's?): pick another folder or empty this one.`);
+      const file = join(root, 'f');
+      writeFileSync(file, 'x');
+      expect(prepareOutDir(file)).toBe(`Expected a folder but received "${file}", which is a file.`);
+      expect(prepareOutDir(join(file, 'sub'))).toBe(`Expected a folder the run can be kept in but received "${join(file, 'sub')}" (a file is in the way).`);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

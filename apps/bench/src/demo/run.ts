@@ -64,6 +64,25 @@ export interface DemoResult {
 
 const fmt = (x: number, d = 4) => x.toFixed(d);
 
+/**
+ * What the run's figures say went wrong (none: the demo passed): serving must return the trained rows
+ * (the same predictions, so the same AUC), and training must have learned (final AUC well above 0.5, a
+ * falling test log-loss). A test set of one class has no AUC: said as such, not as a serving failure.
+ */
+export function demoFailures(r: Pick<DemoResult, 'epochs' | 'trainedAuc' | 'servedAuc' | 'maxPredictionGap'>): string[] {
+  const failures: string[] = [];
+  if (Number.isNaN(r.trainedAuc)) {
+    failures.push('the test set holds one class only, so it has no AUC: raise --test');
+  }
+  if (!(r.maxPredictionGap <= 1e-6) || !Object.is(r.servedAuc, r.trainedAuc)) {
+    failures.push(`serving did not return the trained rows (served AUC ${r.servedAuc}, trained ${r.trainedAuc}, largest prediction gap ${r.maxPredictionGap})`);
+  }
+  const last = r.epochs.at(-1)!;
+  if (!Number.isNaN(r.trainedAuc) && !(last.testAuc > 0.6)) failures.push(`the final AUC ${last.testAuc.toFixed(4)} is not well above 0.5`);
+  if (r.epochs.length > 1 && !(last.testLoss < r.epochs[0]!.testLoss)) failures.push('the test log-loss did not fall');
+  return failures;
+}
+
 export async function runDemo(o: DemoOptions, log: (line: string) => void = console.log): Promise<DemoResult> {
   const features = DEMO_FEATURES;
   const t0 = performance.now();
@@ -121,7 +140,7 @@ export async function runDemo(o: DemoOptions, log: (line: string) => void = cons
     const servedAuc = auc(p, test.labels);
     const lat = { p50: quantile(served.latencies, 0.5), p99: quantile(served.latencies, 0.99) };
     const keys = o.testExamples * features;
-    log(`serving: ${served.latencies.length} requests of ${o.requestSize} examples (${keys} lookups) through hps.LookupLayer: ` +
+    log(`serving: ${served.latencies.length} requests of ${Math.min(o.requestSize, o.testExamples)} examples (${keys} lookups) through hps.LookupLayer: ` +
       `${(served.keysPerSecond / 1e6).toFixed(2)} M keys/s, request latency p50 ${lat.p50.toFixed(2)} ms p99 ${lat.p99.toFixed(2)} ms`);
     log(`  L1 hit rate ${fmt(served.l1HitRate, 3)} (${served.levels.l1Hits} hits; misses found in L2 ${served.levels.l2Hits}, in RocksDB ${served.levels.l3Hits})`);
     log(`  served AUC ${fmt(servedAuc)} = trained AUC ${fmt(trained.auc)} (log-loss ${fmt(logLoss(p, test.labels))}; largest prediction gap ${gap.toExponential(1)})`);
