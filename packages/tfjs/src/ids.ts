@@ -34,6 +34,24 @@ function isParts(v: unknown, keys: string[]): boolean {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && keys.every((k) => (v as Record<string, unknown>)[k] instanceof tf.Tensor);
 }
 
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** One element of ids / weights given as (nested) arrays, checked here so the error names it (`ids[1][0]`). */
+function checkElement(v: unknown, at: string, kind: 'ids' | 'weights'): void {
+  if (kind === 'weights') {
+    if (typeof v !== 'number') throw invalidParameter(at, 'a number (a float weight)', v, InvalidTypeError);
+    return;
+  }
+  if (typeof v === 'bigint') {
+    if (v < INT64_MIN || v > INT64_MAX) throw new OutOfRangeError(`Expected ${at} to be an int64 id but received ${v}`, { argument: at });
+    return;
+  }
+  if (typeof v !== 'number' || !Number.isSafeInteger(v)) {
+    throw invalidParameter(at, 'an integer id: a safe integer number, or a bigint (ids beyond 2^53 as bigints)', v, InvalidTypeError);
+  }
+}
+
 /** Ids (or float weights) as a core Tensor, SparseTensor or RaggedTensor, or the input unchanged when it is none of the known kinds. */
 export function toCore(input: unknown, argument: string, kind: 'ids' | 'weights' = 'ids'): Tensor | SparseTensor | RaggedTensor {
   const dtype = kind === 'ids' ? 'int64' : 'float32';
@@ -44,10 +62,15 @@ export function toCore(input: unknown, argument: string, kind: 'ids' | 'weights'
   if (isParts(input, ['values', 'rowSplits'])) return fromTfRagged(input as TfRagged);
   if (Array.isArray(input)) {
     if (input.length > 0 && Array.isArray(input[0])) {
-      const rows = input as (number | bigint)[][];
-      const rect = rows.every((r) => Array.isArray(r) && r.length === rows[0]!.length);
-      return rect ? Tensor.fromNestedArray(rows as never, { dtype }) : RaggedTensor.fromNestedArray(rows, { dtype });
+      const rows = input as unknown[];
+      rows.forEach((row, r) => {
+        if (!Array.isArray(row)) throw invalidParameter(`${argument}[${r}]`, `an array of ${kind} (a row, as ${argument}[0] is)`, row, InvalidTypeError);
+        row.forEach((v, c) => checkElement(v, `${argument}[${r}][${c}]`, kind));
+      });
+      const rect = rows.every((r) => (r as unknown[]).length === (rows[0] as unknown[]).length);
+      return rect ? Tensor.fromNestedArray(rows as never, { dtype }) : RaggedTensor.fromNestedArray(rows as never, { dtype });
     }
+    input.forEach((v, i) => checkElement(v, `${argument}[${i}]`, kind));
     return Tensor.fromNestedArray(input as never, { dtype });
   }
   if (kind === 'weights') throw invalidParameter(argument, 'weights: a tfjs float32 Tensor, a core Tensor/SparseTensor/RaggedTensor, Float32Array or an array', input, InvalidTypeError);
