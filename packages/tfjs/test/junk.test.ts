@@ -1,13 +1,18 @@
 import * as tf from '@tensorflow/tfjs-core';
 import * as tfl from '@tensorflow/tfjs-layers';
 import { describeJunkSuite, junkTarget } from '@embedstack/core/testing';
+import * as sok from '@embedstack/sok';
 import * as de from '@embedstack/tfra';
 import { FeatureConfig, SGD, TableConfig, TPUEmbedding } from '@embedstack/tpu-embedding';
-import { beforeAll } from 'vitest';
+import { afterAll, beforeAll } from 'vitest';
 import * as pkg from '../src/index.js';
 import { useCpu } from './helpers.js';
 
-beforeAll(useCpu);
+beforeAll(async () => {
+  await useCpu();
+  await sok.init({ numDevices: 2 });
+});
+afterAll(() => sok.shutdown());
 
 // tfjs's own Layer methods (getWeights, setWeights, addLoss, ...) are tfjs's API with tfjs's errors: junk goes to ours only.
 const OURS = ['lookup', 'flush', 'release', 'call', 'computeOutputShape', 'dispose'];
@@ -23,6 +28,13 @@ async function tfraLayer(): Promise<pkg.TfraEmbeddingLayer> {
   await variable.upsert([1n, 2n], new Float32Array([1, 2, 3, 4]));
   const layer = new pkg.TfraEmbeddingLayer({ variable, optimizer: de.DynamicEmbeddingOptimizer(new de.optimizers.SGD()), combiner: 'sum' });
   await layer.lookup(de.RaggedTensor.fromNestedArray([[1n], [1n, 2n]]));
+  return layer;
+}
+
+async function sokLayer(): Promise<pkg.SokEmbeddingLayer> {
+  const v = new sok.DynamicVariable({ dimension: 2, initializer: '1', name: `tfjs_junk_sok_${uid++}` });
+  const layer = new pkg.SokEmbeddingLayer({ variables: [v, v], optimizer: new sok.OptimizerWrapper(new sok.optimizers.SGD()), combiners: ['sum', 'mean'] });
+  await layer.lookup([[[1n], [2n]], [[3n], [4n, 5n]]]);
   return layer;
 }
 
@@ -47,6 +59,15 @@ describeJunkSuite({
         l.dispose();
         l.variable.dispose();
       },
+    }),
+    junkTarget({
+      name: 'SokEmbeddingLayer',
+      make: sokLayer,
+      // a rejected call neither inserts keys nor leaks tfjs tensors
+      state: async (l) => [await l.variables[0]!.size(), tf.memory().numTensors],
+      skip: tfjsMethods,
+      examples: { lookup: [[[[[1n]], [[2n, 3n]]]], [[[[1, 2]], [[3]]], { weights: [[[0.5, 1]], null] }]] },
+      dispose: (l) => l.dispose(),
     }),
     junkTarget({
       name: 'TPUEmbeddingLayer',
