@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import * as tfl from '@tensorflow/tfjs-layers';
 import { RaggedTensor } from '@embedstack/core';
 import * as de from '@embedstack/tfra';
-import { Adagrad, FeatureConfig, TableConfig, TPUEmbedding } from '@embedstack/tpu-embedding';
+import { Adagrad, FeatureConfig, SGD, TableConfig, TPUEmbedding } from '@embedstack/tpu-embedding';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { TfraEmbeddingLayer, TPUEmbeddingLayer } from '../src/index.js';
 import { expectCoded, maxRelDiff, useCpu } from './helpers.js';
@@ -114,6 +114,49 @@ describe('tfjs serialization and flags', () => {
     expect(maxRelDiff((await variable.lookup(BigInt64Array.of(1n, 2n))).data, [1 - 0.6, 2 - 0.4, 3 - 0.6, 4 - 0.4])).toBeLessThan(1e-6);
     model.dispose();
     opt.dispose();
+    variable.dispose();
+  });
+});
+
+describe("gradients through the layers' shape handling", () => {
+  it("output 'list' with a sequence feature: each part's gradient reaches its rows (padding and the truncated id get none)", async () => {
+    const t1 = new TableConfig({ vocabularySize: 4, dim: 2, combiner: 'sum', name: 'a', initializer: (s) => Float32Array.from({ length: s[0] * s[1] }, (_, i) => i) });
+    const t2 = new TableConfig({ vocabularySize: 3, dim: 1, name: 'b', initializer: (s) => Float32Array.from({ length: s[0] * s[1] }, (_, i) => 10 + i) });
+    const emb = new TPUEmbedding({ featureConfig: { a: new FeatureConfig({ table: t1 }), b: new FeatureConfig({ table: t2, maxSequenceLength: 2 }) }, optimizer: new SGD({ learningRate: 1 }) });
+    const layer = new TPUEmbeddingLayer({ embedding: emb, output: 'list' });
+    const x = await layer.lookup({ a: RaggedTensor.fromNestedArray([[0, 1], [3]], { dtype: 'int32' }), b: RaggedTensor.fromNestedArray([[2], [0, 1, 2]], { dtype: 'int32' }) });
+    const { value, grads } = tf.variableGrads(() => {
+      const [a, b] = layer.apply(x) as tf.Tensor[];
+      return tf.add(tf.sum(tf.mul(a!, tf.tensor2d([[1, 2], [3, 4]]))), tf.sum(tf.mul(b!, tf.tensor3d([[[5], [6]], [[7], [8]]])))) as tf.Scalar;
+    });
+    tf.dispose([value, ...Object.values(grads)]);
+    await layer.flush();
+    // a (sum): rows 0 and 1 get [1, 2], row 3 gets [3, 4]; b (sequence of 2): example 0 = [2, pad], example 1 = [0, 1] (2 dropped)
+    expect(Array.from(emb.embeddingTables.get(t1)!.data)).toEqual([0 - 1, 1 - 2, 2 - 1, 3 - 2, 4, 5, 6 - 3, 7 - 4]);
+    expect(Array.from(emb.embeddingTables.get(t2)!.data)).toEqual([10 - 7, 11 - 8, 12 - 5]);
+    layer.dispose();
+    emb.dispose();
+  });
+
+  it('tfra maxNorm: the clipped row trains as tfjs autodiff of v * maxNorm / |v| says', async () => {
+    const variable = new de.Variable({ keyDtype: 'int64', dim: 2, name: `tfjs_integration_${uid++}` });
+    await variable.upsert(BigInt64Array.of(1n), Float32Array.of(3, 4));
+    const layer = new TfraEmbeddingLayer({ variable, optimizer: de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 })), maxNorm: 1 });
+    const x = await layer.lookup(BigInt64Array.of(1n));
+    const { value, grads } = tf.variableGrads(() => {
+      const e = layer.apply(x) as tf.Tensor;
+      expect(maxRelDiff(e.dataSync(), [0.6, 0.8])).toBeLessThan(1e-6);
+      return tf.sum(tf.mul(e, tf.tensor2d([[1, 2]]))) as tf.Scalar;
+    });
+    tf.dispose([value, ...Object.values(grads)]);
+    await layer.flush();
+    const expected = tf.tidy(() => {
+      const r = tf.tensor1d([3, 4]);
+      const [g] = tf.grads((v: tf.Tensor) => tf.sum(tf.mul(tf.div(v, tf.norm(v)), tf.tensor1d([1, 2]))))([r]);
+      return Array.from(tf.sub(r, g!).dataSync());
+    });
+    expect(maxRelDiff((await variable.lookup(BigInt64Array.of(1n))).data, expected)).toBeLessThan(1e-6);
+    layer.dispose();
     variable.dispose();
   });
 });
