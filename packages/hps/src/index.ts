@@ -1,6 +1,7 @@
 // @embedstack/hps: NVIDIA HugeCTR's Hierarchical Parameter Server for Node.js. Explicit exports only.
 export { HPS } from './server.js';
-export type { HpsOptions, LookupOptions, CacheInfo, TableInfo } from './server.js';
+export type { HpsOptions, LookupOptions, CacheInfo, TableInfo, SharedL2Info } from './server.js';
+export type { SharedL2Options } from './sharedL2.js';
 export { init, shutdown } from './init.js';
 export type { InitOptions } from './init.js';
 export { LookupLayer, SparseLookupLayer } from './layers.js';

@@ -31,6 +31,12 @@ export interface LoadProgress {
   rows: number;
 }
 
+/** A version another server wrote into the shared L2 (its published table folders and row counts). */
+export interface AttachSource {
+  files: readonly string[];
+  rows: readonly number[];
+}
+
 /** What a model's tables share: the backend (L1), L2 and L3. */
 export interface HpsContext {
   config: PsConfig;
@@ -119,14 +125,37 @@ export class ModelState {
   #refreshTimer: NodeJS.Timeout | null = null;
   /** L2 / L3 tables this version emptied and filled at load (the ones {@link dispose} may delete). */
   readonly #wrote = { l2: new Set<string>(), l3: new Set<string>() };
+  /** L2 tables this version opened (one use each, ended at dispose). */
+  readonly #opened = new Set<string>();
   readonly #l2Filters: RegExp[];
   readonly #l3Filters: RegExp[];
 
+  /**
+   * Global load number on a shared L2 (the published version this one is, or 0: the stable
+   * tables, never published); the local version elsewhere. Of two versions the higher one is newer.
+   */
+  seq: number;
+  /** The table folders this version was read from (null when it read none: attached without files). */
+  files: string[] | null = null;
+  /** True when this version wrote its rows into L2 at load (a shared L2's loading server; it publishes them). */
+  get wroteL2(): boolean {
+    return this.#wrote.l2.size > 0;
+  }
+  /** Runs at the end of {@link dispose} (the shared L2's bookkeeping: ends this version's lease, collects). */
+  onDisposed: (() => Promise<void>) | null = null;
+
+  /**
+   * @param l2Suffix suffix of the L2 table names on a shared L2: '' for HugeCTR's stable
+   *   `<model>.<table>`, `.v<seq>` for a reload (in-process L2 tables are always `.v<version>`)
+   */
   constructor(
     readonly config: ModelConfig,
     readonly ctx: HpsContext,
     readonly version: number,
+    readonly l2Suffix = version === 1 ? '' : `.v${version}`,
+    seq = version,
   ) {
+    this.seq = seq;
     const c = config;
     this.#l2Filters = compileUpdateFilters(ctx.config.volatileDb.updateFilters);
     this.#l3Filters = compileUpdateFilters(ctx.config.persistentDb.updateFilters);
@@ -137,7 +166,7 @@ export class ModelState {
       defaultValue: c.defaultValueForEachTable[id]!,
       rows: 0,
       maxKeys: c.maxBatchSize * c.maxnumCatfeatureQueryPerTablePerSample[id]!,
-      l2Name: ctx.volatileDb?.shared ? persistentName(c.model, name, version) : `${c.model}.${name}.v${version}`,
+      l2Name: ctx.volatileDb?.shared ? `${c.model}.${name}${l2Suffix}` : `${c.model}.${name}.v${version}`,
       l3Name: persistentName(c.model, name, version),
       caches: new Map(),
       stats: new TableStats(),
@@ -159,17 +188,18 @@ export class ModelState {
    * the new version (at most 3 times), emptying what the failed attempt wrote to L2 and L1.
    * @throws NotFoundError / CheckpointCorruptError for missing or malformed files (nothing is served then)
    */
-  async load(onProgress: ((p: LoadProgress) => void) | null, batchSize = 65536): Promise<void> {
+  async load(onProgress: ((p: LoadProgress) => void) | null, batchSize = 65536, attach: AttachSource | null = null): Promise<void> {
     const { volatileDb: l2, persistentDb: l3 } = this.ctx;
     const c = this.config;
     if (!l2 && !l3) {
       throw new FailedPreconditionError(`Model ${JSON.stringify(c.model)}: volatile_db and persistent_db are both disabled, so its tables have nowhere to live; enable one of them`);
     }
+    if (attach) return this.#loadFrom(attach.files, onProgress, batchSize, false, attach);
     // one export's folders for every table (exportModel's CURRENT read once per attempt)
     let files = await liveSparseFiles(c.sparseFiles);
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.#loadFrom(files, onProgress, batchSize, attempt > 1);
+        await this.#loadFrom(files, onProgress, batchSize, attempt > 1, null);
         return;
       } catch (e) {
         const moved = e instanceof EmbeddingError && (e.code === 'NOT_FOUND' || e.code === 'IO_ERROR') && attempt < 3 ? await liveSparseFiles(c.sparseFiles).catch(() => null) : null;
@@ -183,17 +213,23 @@ export class ModelState {
     }
   }
 
-  /** One attempt of {@link load} from `files`; `again`: an earlier attempt may have written L2 rows, which are removed first. */
-  async #loadFrom(files: readonly string[], onProgress: ((p: LoadProgress) => void) | null, batchSize: number, again: boolean): Promise<void> {
+  /**
+   * One attempt of {@link load} from `files`; `again`: an earlier attempt may have written L2 rows, which are removed first.
+   * `attach`: a version another server wrote into the shared L2: nothing is written to L2, and the files are read
+   * only when this server writes L3 or prefills L1 (else the published row counts size the L1 caches).
+   */
+  async #loadFrom(files: readonly string[], onProgress: ((p: LoadProgress) => void) | null, batchSize: number, again: boolean, attach: AttachSource | null): Promise<void> {
     const { volatileDb: l2, persistentDb: l3, config } = this.ctx;
     const c = this.config;
     const keyFormat = config.supportlonglong ? 'int64' : 'uint32';
+    const writeL3 = l3 !== null && !config.persistentDb.readOnly && config.persistentDb.initializeAfterStartup;
+    const staticCache = c.embeddingCacheType !== 'dynamic';
+    const readFiles = !attach || writeL3 || (c.gpucache && (staticCache || (c.initEc && c.cacheRefreshPercentagePerIteration > 0)));
     // every table's files checked before loading anything
     for (const t of this.tables) {
-      const info = await inspectHugeCTRModel(files[t.id]!, t.dim, { keyFormat, allowEmpty: false });
-      t.rows = info.rows;
+      t.rows = readFiles ? (await inspectHugeCTRModel(files[t.id]!, t.dim, { keyFormat, allowEmpty: false })).rows : attach!.rows[t.id]!;
     }
-    const writeL3 = l3 !== null && !config.persistentDb.readOnly && config.persistentDb.initializeAfterStartup;
+    this.files = readFiles ? [...files] : null;
     if (l3 && !config.persistentDb.readOnly) await l3.addTables(this.tables.map((t) => t.l3Name));
     // the model's files are the whole table: rows an earlier run left in L3 (keys this model
     // dropped) would be served as if the model still held them, so L3 starts empty
@@ -204,8 +240,11 @@ export class ModelState {
       }
     }
     for (const t of this.tables) {
-      const l2Rows = l2 && config.volatileDb.initializeAfterStartup ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
-      if (l2) await l2.createTable(t.l2Name, t.dim);
+      const l2Rows = l2 && !attach && config.volatileDb.initializeAfterStartup ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
+      if (l2 && !this.#opened.has(t.l2Name)) {
+        await l2.createTable(t.l2Name, t.dim);
+        this.#opened.add(t.l2Name);
+      }
       // A shared (Redis) L2 table outlives servers: rows an earlier load of this model wrote (an
       // earlier export's values, keys this one dropped or does not cache) would be served ahead of
       // L3's new rows, so a server that writes the model into L2 empties its tables first, as L3.
@@ -213,12 +252,12 @@ export class ModelState {
       if (l2 && l2Rows > 0) this.#wrote.l2.add(t.l2Name);
       if (l2 && l2Rows > 0 && (l2.shared || again)) await l2.clear(t.l2Name);
       // static and uvm hold the whole table in L1 (uvm: HugeCTR's split of it between device and host memory is one memory here)
-      const staticCache = c.embeddingCacheType !== 'dynamic';
       if (c.gpucache) {
         const cap = staticCache ? Infinity : Math.ceil(c.gpucacheper * t.rows);
         for (const d of c.deployedDeviceList) t.caches.set(d, new L1Cache(`${c.model}.${t.name}.v${this.version}.l1.d${d}`, t.dim, cap, this.ctx.backend));
       }
       const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;
+      if (!readFiles) continue;
       let loaded = 0;
       for await (const b of readHugeCTRModel(files[t.id]!, t.dim, { keyFormat, allowEmpty: false, batchSize })) {
         const n = b.keys.length;
@@ -434,11 +473,10 @@ export class ModelState {
 
   /**
    * Once no lookup, refresh or update is in flight on this version: frees the L1 caches and
-   * the in-process L2 tables. The tables of a version loaded by `loadModel` (version >= 2,
-   * named `<model>.<table>.v<N>`) that this version emptied and filled at load are deleted
-   * from a shared (Redis) L2 and emptied in L3 (best effort: a failure leaves them for the next
-   * load of that name, which empties them first). Version 1's tables keep HugeCTR's stable
-   * names (`<model>.<table>`), which attaching servers and later runs read: they stay.
+   * the in-process L2 tables, and empties the L3 tables of a reload (version >= 2, named
+   * `<model>.<table>.v<N>`) that this version filled. On a shared (Redis) L2 the version's
+   * tables are only forgotten here: `onDisposed` ends this server's use of them and deletes the
+   * `.v<seq>` sets no live server uses (the stable `<model>.<table>` names always stay).
    */
   async dispose(): Promise<void> {
     if (this.#disposed) return;
@@ -451,10 +489,12 @@ export class ModelState {
     for (const t of this.tables) {
       for (const c of t.caches.values()) c.dispose();
       t.caches.clear();
-      if (l2) jobs.push(reloaded && this.#wrote.l2.has(t.l2Name) ? l2.deleteTable(t.l2Name) : l2.dropTable(t.l2Name));
+      // in-process: frees the version's tables; shared: forgets them here (onDisposed deletes what no server uses)
+      if (l2 && this.#opened.has(t.l2Name)) jobs.push(l2.dropTable(t.l2Name));
       if (l3 && reloaded && this.#wrote.l3.has(t.l3Name)) jobs.push(l3.clear(t.l3Name));
     }
     // concurrently: an unreachable store costs one timeout, not one per table
     await Promise.allSettled(jobs);
+    await this.onDisposed?.().catch(() => undefined);
   }
 }

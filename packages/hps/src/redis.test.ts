@@ -263,7 +263,7 @@ describe('HPS on Redis', () => {
     expect(Array.from((await attached.lookup(kept.slice(150), 'rl', 0)).data as Float32Array)).toEqual(expectedRows(kept.slice(150), 4, new Set(), -1));
   }, 30000);
 
-  it("loadModel in a running server deletes the superseded version's Redis L2 tables (their score clocks included) and empties its L3 tables once no lookup reads them; HugeCTR's stable names stay", async () => {
+  it("loadModel in a running server deletes the superseded version's Redis L2 tables (their score clocks included) and empties its L3 tables once no lookup reads them; HugeCTR's stable names and the published version stay", async () => {
     const server = await startRedisServer();
     cleanups.push(() => server.stop());
     // evict_oldest: each partition keeps a score clock in Redis, which a deleted table must not leave behind
@@ -306,12 +306,16 @@ describe('HPS on Redis', () => {
     expect(await inFlight!).toEqual(expectedRows(ks, dim, all, -1, 1));
     expect(await rows()).toEqual(expectedRows(ks, dim, all, -1, 2));
     expect(await tablesInRedis()).toEqual([...stable, ...v(3)]);
-    // a server attaching to the shared L2 (no L3 of its own) reads the stable names, as HugeCTR's would: the first load's rows
+    // a server attaching to the shared L2 (no L3 of its own) serves the version s published: the last reload's rows
     const attached = await serve({ ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] });
-    expect(Array.from((await attached.lookup(ks, 'gc', 0)).data as Float32Array)).toEqual(expectedRows(ks, dim, all, -1));
+    expect(attached.modelInfo('gc').sharedL2).toEqual({ seq: 3, suffix: '.v3', loadedHere: false, error: null });
+    expect(Array.from((await attached.lookup(ks, 'gc', 0)).data as Float32Array)).toEqual(expectedRows(ks, dim, all, -1, 2));
+    // s stops serving the model: the published version stays for the servers attached to it (and those starting later)
     await s.unloadModel('gc');
-    expect(await tablesInRedis()).toEqual(stable);
+    expect(await tablesInRedis()).toEqual([...stable, ...v(3)]);
     await s.close();
+    await attached.close();
+    expect(await tablesInRedis()).toEqual([...stable, ...v(3)]);
     // L3: the reloads' column families are empty, the stable one holds the first load
     const l3 = await RocksStore.open({ path: rocks });
     try {

@@ -1,7 +1,7 @@
 import type { EmbeddingTable, ScorePolicy } from '@embedstack/core';
 import { RedisStore } from '@embedstack/store-redis';
 import type { VolatileDbConfig } from './config.js';
-import { PartitionedDb, type VolatileDb } from './volatileDb.js';
+import { PartitionedDb } from './volatileDb.js';
 
 /** The Redis hosts of a `host:port` list. */
 export function redisHosts(addresses: readonly string[]): { host: string; port: number }[] {
@@ -19,8 +19,8 @@ export function redisHosts(addresses: readonly string[]): { host: string; port: 
  * L2. One address means a single (non-cluster) Redis server. `overflow_margin` and the
  * overflow policies apply per partition as in-process ({@link PartitionedDb}): the
  * partition's scores live in Redis beside its rows, and any server sharing the table may
- * cut it back. A server deletes from Redis only the `<model>.<table>.v<N>` tables its own
- * `loadModel` filled, once superseded (`deleteTable`); stable names stay (others read them).
+ * cut it back. Only `<model>.<table>.v<seq>` tables that no live server uses are deleted
+ * (`deleteTable`, through SharedL2Control's bookkeeping); stable names stay (others read them).
  */
 export class RedisVolatileDb extends PartitionedDb {
   readonly kind = 'redis_cluster';
@@ -63,9 +63,4 @@ export class RedisVolatileDb extends PartitionedDb {
     await super.close();
     await this.store.close();
   }
-}
-
-/** Opens the Redis L2. @throws StoreUnavailableError when unreachable */
-export async function createRedisVolatileDb(config: VolatileDbConfig): Promise<VolatileDb> {
-  return RedisVolatileDb.open(config);
 }

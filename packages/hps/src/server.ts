@@ -1,4 +1,6 @@
 import {
+  checkBoolean,
+  checkInteger,
   checkOptions,
   DisposedError,
   InvalidArgumentError,
@@ -16,9 +18,10 @@ import {
 import { RocksStore } from '@embedstack/store-rocksdb';
 import { loadPsConfig, resolveModelConfig, type PsConfig } from './config.js';
 import { ModelState, type HpsContext, type LoadProgress, type TableState } from './model.js';
+import { SharedL2Control, type PublishedVersion, type SharedL2Options, type VersionTable } from './sharedL2.js';
 import type { HpsStats } from './stats.js';
 import { HashMapDb, type VolatileDb } from './volatileDb.js';
-import { createRedisVolatileDb } from './redisDb.js';
+import { RedisVolatileDb } from './redisDb.js';
 import { startUpdateSource, type UpdateSource } from './updateSource.js';
 
 /** Options of {@link HPS.create}: exactly one of `psConfigFile` / `psConfig`. */
@@ -33,6 +36,24 @@ export interface HpsOptions {
   backend?: string | EmbeddingBackend | null;
   /** Rows per streamed batch when loading model files. Default 65536. */
   loadBatchSize?: number;
+  /**
+   * Servers sharing a Redis L2 (`volatile_db.type: redis_cluster`): how this one follows the
+   * versions others load and keeps its lease (README "L2 on Redis Cluster"). Default
+   * `{ pollIntervalMs: 1000, leaseMs: 15000, followReloads: true }`; ignored without a Redis L2.
+   */
+  sharedL2?: SharedL2Options | null;
+}
+
+/** A model's version in a shared L2 ({@link HPS.modelInfo}). */
+export interface SharedL2Info {
+  /** Global load number of the version served (0: the stable tables, no version published then). */
+  seq: number;
+  /** Suffix of its L2 table names: '' (HugeCTR's stable `<model>.<table>`) or `.v<seq>`. */
+  suffix: string;
+  /** True when this server wrote it into L2 (and published it); false when it attached to it. */
+  loadedHere: boolean;
+  /** Why the last published version could not be followed, or this one published (null: no such failure). */
+  error: string | null;
 }
 
 /** Options of {@link HPS.lookup}. */
@@ -68,7 +89,30 @@ export interface LookupOptions {
   deviceId?: number;
 }
 
-const KNOWN = ['psConfigFile', 'psConfig', 'onProgress', 'backend', 'loadBatchSize'] as const;
+const KNOWN = ['psConfigFile', 'psConfig', 'onProgress', 'backend', 'loadBatchSize', 'sharedL2'] as const;
+
+/** The resolved `sharedL2` options. */
+interface SharedL2Settings {
+  pollIntervalMs: number;
+  leaseMs: number;
+  followReloads: boolean;
+}
+
+function resolveSharedL2(options: unknown): SharedL2Settings {
+  const o = checkOptions<SharedL2Options>(options, ['pollIntervalMs', 'leaseMs', 'followReloads'], 'options.sharedL2');
+  const pollIntervalMs = checkInteger(o.pollIntervalMs, 'options.sharedL2.pollIntervalMs', { min: 1, max: 3_600_000, fallback: 1000 });
+  const leaseMs = checkInteger(o.leaseMs, 'options.sharedL2.leaseMs', { min: 2 * pollIntervalMs, max: 86_400_000, fallback: Math.max(15000, 2 * pollIntervalMs) });
+  return { pollIntervalMs, leaseMs, followReloads: checkBoolean(o.followReloads, 'options.sharedL2.followReloads', true) };
+}
+
+/** The tables of a model entry (name, dim). */
+const tablesOf = (cfg: PsConfig['models'][number]): VersionTable[] => cfg.embeddingTableNames.map((name, i) => ({ name, dim: cfg.embeddingVecsizePerTable[i]! }));
+
+/** A published version this server leases and is about to load. */
+interface Adoption {
+  version: PublishedVersion;
+  release: () => void;
+}
 const CREATE_TOKEN = Symbol('HPS.create');
 
 /**
@@ -87,6 +131,17 @@ export class HPS {
   #closed = false;
   #loadBatchSize: number;
   #onProgress: ((p: LoadProgress) => void) | null;
+  /** The shared-L2 bookkeeping (a Redis L2 only). */
+  #shared: SharedL2Control | null = null;
+  #sharedSettings: SharedL2Settings = { pollIntervalMs: 1000, leaseMs: 15000, followReloads: true };
+  #sharedTimer: NodeJS.Timeout | null = null;
+  #sharedTick: Promise<void> | null = null;
+  /** Per model: the switch to a published version running now. */
+  #adopting = new Map<string, Promise<void>>();
+  /** Per model: the published seq that could not be followed (or this server's version not published), and why. */
+  #sharedError = new Map<string, { seq: number; message: string }>();
+  /** Versions loaded here whose publication failed (retried by the timer). */
+  #unpublished = new Set<ModelState>();
 
   /** Use {@link HPS.create}. @throws FailedPreconditionError-like NOT allowed: called directly it throws INVALID_ARGUMENT */
   constructor(token: unknown, ctx: unknown, loadBatchSize: unknown, onProgress: unknown) {
@@ -110,6 +165,7 @@ export class HPS {
     }
     const batch = o.loadBatchSize ?? 65536;
     if (typeof batch !== 'number' || !Number.isSafeInteger(batch) || batch < 1) throw invalidParameter('options.loadBatchSize', 'an integer >= 1', batch);
+    const shared = resolveSharedL2(o.sharedL2);
     const config = await loadPsConfig(o);
     if (config.updateSource.type === 'kafka_message_queue') {
       throw new UnsupportedError("update_source.type 'kafka_message_queue' is not supported here (no Kafka broker can run with this package): use 'redis_stream', which takes HugeCTR's message format from a Redis stream");
@@ -120,15 +176,20 @@ export class HPS {
     try {
       const v = config.volatileDb;
       if (v.type === 'hash_map' || v.type === 'parallel_hash_map') volatileDb = new HashMapDb(v, backend);
-      else if (v.type === 'redis_cluster') volatileDb = await createRedisVolatileDb(v);
+      else if (v.type === 'redis_cluster') volatileDb = await RedisVolatileDb.open(v);
       const p = config.persistentDb;
       if (p.type === 'rocks_db') {
         const tables = config.persistentDb.readOnly ? config.models.flatMap((m) => m.embeddingTableNames.map((t) => `${m.model}.${t}`)) : [];
         persistentDb = await RocksStore.open({ path: p.path, tables, readOnly: p.readOnly, numThreads: p.numThreads, maxBatchSize: p.maxBatchSize });
       }
       const server = new HPS(CREATE_TOKEN, { config, backend, volatileDb, persistentDb }, batch, o.onProgress ?? null);
+      if (volatileDb instanceof RedisVolatileDb) {
+        server.#shared = new SharedL2Control(volatileDb.store, shared.leaseMs);
+        server.#sharedSettings = shared;
+      }
       try {
-        for (const m of config.models) await server.#load(m);
+        for (const m of config.models) await server.#loadOrAttach(m);
+        server.#startSharedTimer();
         if (config.updateSource.type === 'redis_stream') server.#updates = await startUpdateSource(config.updateSource, () => server.#tags(), (tag, keys, values) => server.#applyUpdate(tag, keys, values));
       } catch (e) {
         await server.close();
@@ -142,14 +203,104 @@ export class HPS {
     }
   }
 
-  async #load(cfg: PsConfig['models'][number]): Promise<ModelState> {
+  /** True when this server writes its models into L2 at load (else it attaches to what another server wrote). */
+  #writesL2(): boolean {
+    const v = this.config.volatileDb;
+    return v.initializeAfterStartup && v.initialCacheRate > 0;
+  }
+
+  /**
+   * Loads a model entry. A server that writes L2 loads it from its files; one that attaches to a
+   * shared L2 takes the version published there (when it has the entry's tables), else the stable
+   * tables.
+   */
+  async #loadOrAttach(cfg: PsConfig['models'][number]): Promise<ModelState> {
+    if (this.#shared && !this.#writesL2()) {
+      const adoption = await this.#leaseLive(cfg);
+      if (adoption) {
+        try {
+          return await this.#load(cfg, adoption);
+        } catch (e) {
+          if (this.#closed) throw e;
+          this.#sharedError.set(cfg.model, { seq: adoption.version.seq, message: `could not load published version ${adoption.version.seq}: ${(e as Error).message}` });
+        }
+      }
+    }
+    return this.#load(cfg);
+  }
+
+  /**
+   * The live version of a shared L2 newer than `newerThan`, leased by this server before it is
+   * checked again (so that no server deletes it in between), or null (none, one that failed
+   * before, or one without the entry's tables).
+   */
+  async #leaseLive(cfg: PsConfig['models'][number], newerThan = -1): Promise<Adoption | null> {
+    const ctl = this.#shared!;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const v = await ctl.live(cfg.model);
+      if (!v || v.seq <= newerThan || v.seq === this.#sharedError.get(cfg.model)?.seq) return null;
+      const misfit = this.#misfit(cfg, v);
+      if (misfit) {
+        this.#sharedError.set(cfg.model, { seq: v.seq, message: `published version ${v.seq} does not fit this server's model entry: ${misfit}` });
+        return null;
+      }
+      const release = ctl.use(cfg.model, v.suffix);
+      try {
+        await ctl.renew(cfg.model);
+        if ((await ctl.live(cfg.model))?.seq === v.seq) return { version: v, release };
+      } catch (e) {
+        release();
+        throw e;
+      }
+      release(); // a newer version was published meanwhile: lease that one
+    }
+    return null;
+  }
+
+  /** Why a published version cannot serve this entry (its table names and dims differ), or ''. */
+  #misfit(cfg: PsConfig['models'][number], v: PublishedVersion): string {
+    const want = tablesOf(cfg)
+      .map((t) => `${t.name}:${t.dim}`)
+      .join(',');
+    const got = v.tables.map((t) => `${t.name}:${t.dim}`).join(',');
+    return want === got ? '' : `its tables (name:dim) are ${got}, this server's ${want}`;
+  }
+
+  async #load(cfg: PsConfig['models'][number], adoption: Adoption | null = null): Promise<ModelState> {
     const version = (this.#versions.get(cfg.model) ?? 0) + 1;
     this.#versions.set(cfg.model, version);
-    const state = new ModelState(cfg, this.#ctx, version);
+    const ctl = this.#shared;
+    let state: ModelState;
+    let publish = false;
+    if (!ctl) state = new ModelState(cfg, this.#ctx, version);
+    else {
+      let release = adoption?.release ?? null;
+      let suffix = adoption?.version.suffix ?? '';
+      let seq = adoption?.version.seq ?? 0;
+      if (!adoption && this.#writesL2()) {
+        // a global number (not per process): two servers' reloads never share table names
+        seq = await ctl.nextSeq(cfg.model);
+        suffix = version === 1 ? '' : `.v${seq}`;
+        publish = true;
+        release = ctl.use(cfg.model, suffix);
+        try {
+          await ctl.renew(cfg.model); // leased before it is registered: never collected while it loads
+          if (suffix) await ctl.register(cfg.model, suffix, tablesOf(cfg));
+        } catch (e) {
+          release();
+          throw e;
+        }
+      }
+      release ??= ctl.use(cfg.model, suffix);
+      state = new ModelState(cfg, this.#ctx, version, suffix, seq);
+      const end = release;
+      state.onDisposed = () => this.#released(cfg.model, end);
+    }
     const closed = (cause?: unknown): DisposedError =>
       new DisposedError(`HPS server was closed while model ${JSON.stringify(cfg.model)} was loading: nothing was loaded`, cause === undefined ? undefined : { cause });
     try {
-      await state.load(this.#onProgress, this.#loadBatchSize);
+      const v = adoption?.version;
+      await state.load(this.#onProgress, this.#loadBatchSize, v ? { files: v.files, rows: v.tables.map((t) => t.rows) } : null);
     } catch (e) {
       await state.dispose();
       throw this.#closed ? closed(e) : e;
@@ -159,15 +310,112 @@ export class HPS {
       throw closed();
     }
     const old = this.#models.get(cfg.model);
-    if (old && old.version > version) {
-      // a later loadModel of this model finished first: it stays, this version is discarded as if replaced at once
+    if (old && (old.seq > state.seq || (old.seq === state.seq && old.version > version))) {
+      // a later load of this model (a later loadModel, a newer published version) finished first:
+      // it stays, this version is discarded as if replaced at once
       await state.dispose();
       return old;
     }
     this.#models.set(cfg.model, state); // atomic: new lookups see the complete new version
     state.startRefresh();
+    if (publish && state.wroteL2) await this.#publish(state);
     if (old) await old.dispose(); // waits for the lookups in flight on the old version
     return state;
+  }
+
+  /** Publishes a version this server wrote into the shared L2 (retried by the timer when Redis fails). */
+  async #publish(state: ModelState): Promise<void> {
+    try {
+      await this.#shared!.publish(state.name, {
+        seq: state.seq,
+        suffix: state.l2Suffix,
+        tables: state.tables.map((t) => ({ name: t.name, dim: t.dim, rows: t.rows })),
+        files: state.files ?? [],
+      });
+      this.#unpublished.delete(state);
+    } catch (e) {
+      this.#unpublished.add(state);
+      this.#sharedError.set(state.name, { seq: state.seq, message: `could not publish version ${state.seq}: ${(e as Error).message}` });
+    }
+  }
+
+  /** A version's end on a shared L2: its use ends, the lease says so, and versions no server uses are deleted. */
+  async #released(model: string, release: () => void): Promise<void> {
+    release();
+    if (this.#closed) return; // close() collects once for every model
+    await this.#shared!.renew(model);
+    await this.#collect(model);
+  }
+
+  /** Deletes the `.v<seq>` table sets of `model` that no live server uses (SharedL2Control.collect). */
+  async #collect(model: string): Promise<string[]> {
+    const l2 = this.#ctx.volatileDb!;
+    return this.#shared!.collect(model, async (suffix, tables) => {
+      await Promise.all(
+        tables.map(async (t) => {
+          const name = `${model}.${t.name}${suffix}`;
+          await l2.createTable(name, t.dim);
+          await l2.deleteTable(name);
+        }),
+      );
+    });
+  }
+
+  /** Starts the shared-L2 timer: renews the lease, follows newer published versions, collects (never holds the process open). */
+  #startSharedTimer(): void {
+    if (!this.#shared || this.#closed) return;
+    const next = (): void => {
+      if (this.#closed) return;
+      this.#sharedTimer = setTimeout(() => {
+        this.#sharedTimer = null;
+        this.#sharedTick = this.#tick().finally(() => {
+          this.#sharedTick = null;
+          next();
+        });
+      }, this.#sharedSettings.pollIntervalMs).unref();
+    };
+    next();
+  }
+
+  /** One poll of the shared L2 (errors are kept for modelInfo; the next poll tries again). */
+  async #tick(): Promise<void> {
+    const ctl = this.#shared!;
+    await ctl.renew().catch(() => undefined);
+    for (const state of [...this.#unpublished]) {
+      if (this.#closed) return;
+      if (this.#models.get(state.name) === state) await this.#publish(state);
+      else this.#unpublished.delete(state);
+    }
+    for (const [name, m] of [...this.#models]) {
+      if (this.#closed) return;
+      if (this.#sharedSettings.followReloads && !this.#adopting.has(name)) {
+        // in the background: a switch that streams files into L3 must not stop the lease renewals
+        const job = this.#follow(m).finally(() => this.#adopting.delete(name));
+        this.#adopting.set(name, job);
+      }
+      await this.#collect(name).catch(() => undefined);
+    }
+  }
+
+  /** Switches model `m` to a newer version published in the shared L2, if any. */
+  async #follow(m: ModelState): Promise<void> {
+    let adoption: Adoption | null;
+    try {
+      adoption = await this.#leaseLive(m.config, m.seq);
+    } catch {
+      return; // Redis unreachable: the next poll tries again
+    }
+    if (!adoption) return;
+    if (this.#closed || this.#models.get(m.name) !== m) {
+      adoption.release();
+      return;
+    }
+    try {
+      await this.#load(m.config, adoption);
+      this.#sharedError.delete(m.name);
+    } catch (e) {
+      if (!this.#closed) this.#sharedError.set(m.name, { seq: adoption.version.seq, message: `could not load published version ${adoption.version.seq}: ${(e as Error).message}` });
+    }
   }
 
   #check(): void {
@@ -203,6 +451,8 @@ export class HPS {
     version: number;
     /** One entry per table, in table-id order. */
     tables: TableInfo[];
+    /** The version of the shared (Redis) L2 served; null without a Redis L2. */
+    sharedL2: SharedL2Info | null;
   } {
     const m = this.#model(modelName);
     const c = m.config;
@@ -214,7 +464,9 @@ export class HPS {
       const deviceRows = Math.min(t.rows, Math.floor(c.gpucacheper * t.rows));
       return { type: 'uvm', rows, deviceRows, hostRows: t.rows - deviceRows };
     };
-    return { model: m.name, version: m.version, tables: m.tables.map((t) => ({ name: t.name, dim: t.dim, rows: t.rows, maxKeys: t.maxKeys, cache: cacheOf(t) })) };
+    const err = this.#sharedError.get(m.name);
+    const sharedL2 = this.#shared ? { seq: m.seq, suffix: m.l2Suffix, loadedHere: m.wroteL2, error: err ? err.message : null } : null;
+    return { model: m.name, version: m.version, tables: m.tables.map((t) => ({ name: t.name, dim: t.dim, rows: t.rows, maxKeys: t.maxKeys, cache: cacheOf(t) })), sharedL2 };
   }
 
   /**
@@ -292,7 +544,7 @@ export class HPS {
     if (this.#ctx.config.persistentDb.readOnly && this.#ctx.persistentDb) {
       throw new UnsupportedError('loadModel needs a writable persistent_db (read_only is set): its tables are streamed into RocksDB');
     }
-    await this.#load(cfg);
+    await this.#loadOrAttach(cfg);
   }
 
   /** Unloads a model (after its lookups in flight). @throws NotFoundError */
@@ -322,13 +574,23 @@ export class HPS {
     }
   }
 
-  /** Stops the update source, waits for lookups in flight, frees caches and closes L2/L3. Idempotent. */
+  /**
+   * Stops the update source and the shared-L2 timer, waits for lookups in flight, frees caches,
+   * ends this server's lease in a shared L2 (deleting the `.v<seq>` sets no live server uses; the
+   * published one stays) and closes L2/L3. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#sharedTimer) clearTimeout(this.#sharedTimer);
+    await this.#sharedTick;
+    await Promise.allSettled([...this.#adopting.values()]);
     await this.#updates?.stop();
     for (const m of this.#models.values()) await m.dispose();
+    const names = [...this.#models.keys()];
     this.#models.clear();
+    // concurrently: an unreachable Redis costs one timeout
+    if (this.#shared) await Promise.allSettled([...names.map((n) => this.#collect(n)), this.#shared.close()]);
     await this.#ctx.volatileDb?.close();
     await this.#ctx.persistentDb?.close();
   }

@@ -17,8 +17,9 @@ export interface VolatileDb {
   readonly kind: string;
   /** True when other processes see the same tables (Redis): `dropTable` then keeps the rows, only `deleteTable` removes them. */
   readonly shared: boolean;
+  /** Creates or opens table `name`; each call is one use of it (of one model version), ended by `dropTable`. */
   createTable(name: string, dim: number): Promise<void>;
-  /** Forgets the table in this process (in-process: frees it; shared: the rows stay in the store for the others). */
+  /** Ends one use of the table; the last one forgets it in this process (in-process: frees it; shared: the rows stay in the store for the others). */
   dropTable(name: string): Promise<void>;
   /** Drops the table and deletes its rows from the store (shared: for every process; only for tables no other process reads). */
   deleteTable(name: string): Promise<void>;
@@ -84,6 +85,8 @@ export abstract class PartitionedDb implements VolatileDb {
   /** Whether a batch's partitions run concurrently (a remote store) or one per loop turn (in-process, inline calls). */
   protected abstract readonly concurrent: boolean;
   #tables = new Map<string, EmbeddingTable[]>();
+  /** Uses of each open table: two versions of a model may read the same names (a shared L2's stable tables). */
+  #uses = new Map<string, number>();
 
   constructor(protected readonly config: VolatileDbConfig) {}
 
@@ -91,14 +94,33 @@ export abstract class PartitionedDb implements VolatileDb {
   protected abstract openPart(name: string, index: number, dim: number, scorePolicy: ScorePolicy): Promise<EmbeddingTable>;
 
   async createTable(name: string, dim: number): Promise<void> {
+    this.#uses.set(name, (this.#uses.get(name) ?? 0) + 1);
     if (this.#tables.has(name)) return;
     const policy = POLICY_SCORES[this.config.overflowPolicy];
-    const parts = await Promise.all(Array.from({ length: this.config.numPartitions }, (_, i) => this.openPart(name, i, dim, policy)));
-    if (this.#tables.has(name)) for (const t of parts) t.dispose();
+    let parts: EmbeddingTable[];
+    try {
+      parts = await Promise.all(Array.from({ length: this.config.numPartitions }, (_, i) => this.openPart(name, i, dim, policy)));
+    } catch (e) {
+      this.#release(name);
+      throw e;
+    }
+    if (this.#tables.has(name) || !this.#uses.has(name)) for (const t of parts) t.dispose();
     else this.#tables.set(name, parts);
   }
 
+  /** Ends one use; true when it was the last one. */
+  #release(name: string): boolean {
+    const n = (this.#uses.get(name) ?? 0) - 1;
+    if (n > 0) {
+      this.#uses.set(name, n);
+      return false;
+    }
+    this.#uses.delete(name);
+    return true;
+  }
+
   async dropTable(name: string): Promise<void> {
+    if (!this.#release(name)) return;
     for (const t of this.#tables.get(name) ?? []) t.dispose();
     this.#tables.delete(name);
   }
@@ -208,7 +230,9 @@ export abstract class PartitionedDb implements VolatileDb {
   }
 
   async close(): Promise<void> {
-    for (const name of [...this.#tables.keys()]) await this.dropTable(name);
+    for (const parts of this.#tables.values()) for (const t of parts) t.dispose();
+    this.#tables.clear();
+    this.#uses.clear();
   }
 }
 
