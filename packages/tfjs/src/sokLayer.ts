@@ -107,7 +107,8 @@ export class SokEmbeddingLayer extends SparseEmbeddingLayer {
   }
 
   /**
-   * Looks the ids up: one `IdsInput` per variable (a single one for one variable).
+   * Looks the ids up: one `IdsInput` per variable (for one variable, the ids alone or in a
+   * one-element array).
    * Unpooled: ids [batch]. Pooled: ragged, sparse or [batch, n] ids per variable and
    * optional float weights. Waits for the previous sparse step first.
    * @returns int32 [batch] positions to pass to `apply` (owned by the layer)
@@ -119,7 +120,9 @@ export class SokEmbeddingLayer extends SparseEmbeddingLayer {
     const o = checkOptions<SokEmbeddingLookupOptions>(options, ['weights', 'training']);
     const training = checkBoolean(o.training, 'options.training', true);
     const n = this.variables.length;
-    const many = n > 1 || (Array.isArray(ids) && ids.length === 1 && !(typeof ids[0] === 'number' || typeof ids[0] === 'bigint') && !Array.isArray(ids[0]));
+    // one variable: `[x]` is the list form when x is no id and no row of ids (arrays nest ids 2 deep at most)
+    const first: unknown = Array.isArray(ids) && ids.length === 1 ? ids[0] : undefined;
+    const many = n > 1 || (first !== undefined && typeof first !== 'number' && typeof first !== 'bigint' && (!Array.isArray(first) || Array.isArray(first[0])));
     const list = many ? (ids as readonly IdsInput[]) : [ids as IdsInput];
     if (!Array.isArray(list) || list.length !== n) throw invalidParameter('ids', `an array of ${n} ids (one per variable)`, ids, InvalidTypeError);
     const arg = (i: number) => (many ? `ids[${i}]` : 'ids');

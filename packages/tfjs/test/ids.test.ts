@@ -94,3 +94,17 @@ describe('ids and weights as arrays: errors name the element', () => {
     variable.dispose();
   });
 });
+
+describe('SokEmbeddingLayer over one variable', () => {
+  it('takes its ragged rows alone or in a one-element list (as for several variables)', async () => {
+    const v = new sok.Variable({ shape: [4, 1], initializer: 'zeros', name: `tfjs_ids_one${uid++}` });
+    await sok.assign(v, [0, 1, 2, 3], Float32Array.of(1, 10, 100, 1000));
+    const layer = new SokEmbeddingLayer({ variables: v, optimizer: new sok.OptimizerWrapper(new sok.optimizers.SGD()), combiners: 'sum' });
+    for (const ids of [[[1, 2], [3], []], [[[1, 2], [3], []]]]) {
+      const y = layer.apply(await layer.lookup(ids, { training: false })) as tf.Tensor;
+      expect(Array.from(y.dataSync())).toEqual([110, 1000, 0]);
+      y.dispose();
+    }
+    layer.dispose();
+  });
+});
