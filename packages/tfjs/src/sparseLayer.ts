@@ -76,6 +76,26 @@ function sum(widths: readonly number[]): number {
 }
 
 /**
+ * Rows narrower than this are copied element by element, wider ones with `subarray` + `set`: a view per
+ * row costs more than copying a few floats (26 parts of width 8, batch 1024: 2.7x less CPU time for
+ * interleave + deinterleave; at width 32 both ways cost the same, at 256 `set` is 4x cheaper).
+ */
+const ROW_COPY_MIN = 32;
+
+/** Copies `batch` rows of `w` floats from `src` (row stride `srcStride`, from `srcAt`) to `dst` (stride `dstStride`, from `dstAt`). */
+function copyRows(src: Float32Array, srcAt: number, srcStride: number, dst: Float32Array, dstAt: number, dstStride: number, w: number, batch: number): void {
+  if (w >= ROW_COPY_MIN) {
+    for (let r = 0; r < batch; r++) dst.set(src.subarray(srcAt + r * srcStride, srcAt + r * srcStride + w), dstAt + r * dstStride);
+    return;
+  }
+  for (let r = 0; r < batch; r++) {
+    const s = srcAt + r * srcStride;
+    const d = dstAt + r * dstStride;
+    for (let j = 0; j < w; j++) dst[d + j] = src[s + j]!;
+  }
+}
+
+/**
  * Row-major parts [batch, w_i] side by side as one [batch, Σ w] array (a layout change, done here
  * with typed-array row copies: tfjs's cpu concat/split walk element by element and cost ~100x more).
  */
@@ -84,9 +104,8 @@ function interleave(parts: readonly Float32Array[], widths: readonly number[], b
   const out = new Float32Array(batch * total);
   let col = 0;
   parts.forEach((p, i) => {
-    const w = widths[i]!;
-    for (let r = 0; r < batch; r++) out.set(p.subarray(r * w, (r + 1) * w), r * total + col);
-    col += w;
+    copyRows(p, 0, widths[i]!, out, col, total, widths[i]!, batch);
+    col += widths[i]!;
   });
   return out;
 }
@@ -97,7 +116,7 @@ function deinterleave(all: Float32Array, widths: readonly number[], batch: numbe
   let col = 0;
   return widths.map((w) => {
     const out = new Float32Array(batch * w);
-    for (let r = 0; r < batch; r++) out.set(all.subarray(r * total + col, r * total + col + w), r * w);
+    copyRows(all, col, total, out, 0, w, w, batch);
     col += w;
     return out;
   });

@@ -160,3 +160,42 @@ describe("gradients through the layers' shape handling", () => {
     variable.dispose();
   });
 });
+
+describe("output 'concat' over features of mixed widths", () => {
+  it('widths 1, 31, 32 and 40 (both row-copy paths): forward side by side, each gradient back to its own table', async () => {
+    const dims = [1, 31, 32, 40];
+    const VOCAB = 5;
+    const BATCH = 3;
+    const tables = dims.map((dim, f) => new TableConfig({ vocabularySize: VOCAB, dim, name: `t${f}`, initializer: (s) => Float32Array.from({ length: s[0] * s[1] }, (_, i) => 1000 * f + i) }));
+    // feature names sort as f0..f3: the concatenation order is the table order
+    const emb = new TPUEmbedding({ featureConfig: Object.fromEntries(tables.map((t, f) => [`f${f}`, new FeatureConfig({ table: t })])), optimizer: new SGD({ learningRate: 1 }) });
+    const layer = new TPUEmbeddingLayer({ embedding: emb });
+    const ids = [Int32Array.of(0, 4, 2), Int32Array.of(1, 1, 3), Int32Array.of(4, 0, 0), Int32Array.of(2, 3, 4)];
+    const x = await layer.lookup(Object.fromEntries(ids.map((v, f) => [`f${f}`, v])));
+    const total = dims.reduce((a, d) => a + d, 0);
+    const upstream = Float32Array.from({ length: BATCH * total }, (_, i) => (i % 7) - 3);
+    const expectedForward: number[] = [];
+    for (let r = 0; r < BATCH; r++) dims.forEach((dim, f) => { for (let j = 0; j < dim; j++) expectedForward.push(1000 * f + ids[f]![r]! * dim + j); });
+    const { value, grads } = tf.variableGrads(() => {
+      const e = layer.apply(x) as tf.Tensor;
+      expect(e.shape).toEqual([BATCH, total]);
+      expect(Array.from(e.dataSync())).toEqual(expectedForward);
+      return tf.sum(tf.mul(e, tf.tensor2d(upstream, [BATCH, total]))) as tf.Scalar;
+    });
+    tf.dispose([value, ...Object.values(grads)]);
+    await layer.flush();
+    dims.forEach((dim, f) => {
+      const want = Float32Array.from({ length: VOCAB * dim }, (_, i) => 1000 * f + i);
+      const col = dims.slice(0, f).reduce((a, d) => a + d, 0);
+      for (let r = 0; r < BATCH; r++) {
+        for (let j = 0; j < dim; j++) {
+          const k = ids[f]![r]! * dim + j;
+          want[k] = want[k]! - upstream[r * total + col + j]!;
+        }
+      }
+      expect(Array.from(emb.embeddingTables.get(tables[f]!)!.data), `table ${f}`).toEqual(Array.from(want));
+    });
+    layer.dispose();
+    emb.dispose();
+  });
+});
