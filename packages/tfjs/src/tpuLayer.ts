@@ -33,6 +33,13 @@ function isFeatureLeaf(v: unknown): v is FeatureLeaf {
   return typeof v === 'object' && v !== null && 'table' in v && 'maxSequenceLength' in v;
 }
 
+/** A feature's activation shape as its config fixes it (dense ids of rank 2 without either give [batch, n, dim] too, seen at lookup). */
+function featureShape(f: FeatureLeaf, batch: number | null): (number | null)[] {
+  if (f.maxSequenceLength > 0) return [batch, f.maxSequenceLength, f.table.dim];
+  if (f.outputShape && f.outputShape.length > 1) return [batch, ...f.outputShape.slice(1), f.table.dim];
+  return [batch, f.table.dim];
+}
+
 function isEmbedding(v: unknown): v is TPUEmbedding<never> {
   const e = v as Partial<Record<'enqueue' | 'dequeue' | 'applyGradients', unknown>> | null;
   return typeof e === 'object' && e !== null && typeof e.enqueue === 'function' && typeof e.dequeue === 'function' && typeof e.applyGradients === 'function';
@@ -71,21 +78,27 @@ export class TPUEmbeddingLayer<F extends Nest<FeatureConfig> = Nest<FeatureConfi
   /**
    * @throws InvalidTypeError when `options` is not an object or `options.embedding`
    *   is not a TPUEmbedding; InvalidArgumentError for an unknown option or a bad `output`
+   *   (`'concat'` over several features one of which is a sequence feature or has an
+   *   `outputShape` of rank > 1)
    */
   constructor(options: TPUEmbeddingLayerOptions<F>) {
     const o = checkOptions<TPUEmbeddingLayerOptions<F>>(options, ['embedding', 'name', 'output', 'inputShape'], 'options', { required: true });
     if (!isEmbedding(o.embedding)) throw invalidParameter('options.embedding', 'a TPUEmbedding from @embedstack/tpu-embedding', o.embedding, InvalidTypeError);
+    const features = leavesOf(o.embedding.featureConfig, isFeatureLeaf);
+    if ((o.output ?? 'concat') === 'concat' && features.length > 1) {
+      // a sequence feature or an outputShape of rank > 1 always gives [batch, ..., dim]: refused here, before a lookup consumes a batch
+      const i = features.findIndex((f) => featureShape(f, null).length !== 2);
+      if (i >= 0) {
+        throw invalidParameter('options.output', `'list' (feature ${i} in flatten order gives activations [batch, ..., dim], which 'concat' cannot join)`, o.output ?? 'concat (the default)');
+      }
+    }
     super({ name: o.name, output: o.output, inputShape: o.inputShape });
     this.embedding = o.embedding as TPUEmbedding<F>;
-    this.#features = leavesOf(o.embedding.featureConfig, isFeatureLeaf);
+    this.#features = features;
   }
 
   protected partShapes(batch: number | null): (number | null)[][] {
-    return this.#features.map((f) => {
-      if (f.maxSequenceLength > 0) return [batch, f.maxSequenceLength, f.table.dim];
-      if (f.outputShape && f.outputShape.length > 1) return [batch, ...f.outputShape.slice(1), f.table.dim];
-      return [batch, f.table.dim];
-    });
+    return this.#features.map((f) => featureShape(f, batch));
   }
 
   /**

@@ -186,13 +186,22 @@ describe('the forward and backward contract', () => {
     emb.dispose();
   });
 
-  it("concat with a sequence feature beside another is SHAPE_MISMATCH naming output; the previous batch stays usable", async () => {
+  it("concat with a sequence or outputShape feature beside another: INVALID_ARGUMENT naming options.output at construction ('list' takes them)", async () => {
     const t = new TableConfig({ vocabularySize: 4, dim: 2, name: 't' });
-    const emb = new TPUEmbedding({ featureConfig: { a: new FeatureConfig({ table: t }), s: new FeatureConfig({ table: t, maxSequenceLength: 2 }) }, optimizer: new SGD({ learningRate: 1 }) });
-    const layer = new TPUEmbeddingLayer({ embedding: emb });
-    await rejects(layer.lookup({ a: Int32Array.of(1, 2), s: RaggedTensor.fromNestedArray([[1], [2]], { dtype: 'int32' }) }), 'SHAPE_MISMATCH', 'output');
-    emb.dispose();
+    const seq = new TPUEmbedding({ featureConfig: { a: new FeatureConfig({ table: t }), s: new FeatureConfig({ table: t, maxSequenceLength: 2 }) }, optimizer: new SGD({ learningRate: 1 }) });
+    expectCoded(() => new TPUEmbeddingLayer({ embedding: seq }), 'INVALID_ARGUMENT', 'options.output');
+    expectCoded(() => new TPUEmbeddingLayer({ embedding: seq, output: 'concat' }), 'INVALID_ARGUMENT', 'options.output');
+    const shaped = new TPUEmbedding({ featureConfig: [new FeatureConfig({ table: t, outputShape: [2, 3] }), new FeatureConfig({ table: t })], optimizer: new SGD({ learningRate: 1 }) });
+    expectCoded(() => new TPUEmbeddingLayer({ embedding: shaped }), 'INVALID_ARGUMENT', 'options.output');
+    new TPUEmbeddingLayer({ embedding: seq, output: 'list' }).dispose();
+    // one feature alone is returned as it is, whatever its rank
+    const one = new TPUEmbedding({ featureConfig: { s: new FeatureConfig({ table: t, maxSequenceLength: 2 }) }, optimizer: new SGD({ learningRate: 1 }) });
+    const layer = new TPUEmbeddingLayer({ embedding: one });
+    const y = layer.apply(await layer.lookup({ s: RaggedTensor.fromNestedArray([[1], [2, 3]], { dtype: 'int32' }) })) as tf.Tensor;
+    expect(y.shape).toEqual([2, 2, 2]);
+    y.dispose();
     layer.dispose();
+    for (const e of [seq, shaped, one]) e.dispose();
   });
 });
 
