@@ -75,7 +75,8 @@ export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' 
     placement: number;
   };
   /**
-   * As the CPU addon's createTable, plus `placement` (PlacementField layout: device 0/1,
+   * As the CPU addon's createTable, plus `placement` (PlacementField layout: device 0/1
+   * (2 / 3: an emulated device, host memory through the device protocol, for tests),
    * ordinal, HBM budget in bytes or Infinity); null or omitted: host mode.
    * @throws FAILED_PRECONDITION (the detection's reason) for a device placement without a usable device
    */
@@ -101,7 +102,11 @@ export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' 
 
 /** createTable's placement vector (native/binding/addon.cc). */
 export const PlacementField = {
-  /** 1: the table lives on a CUDA device; 0: host mode. */
+  /**
+   * 1: the table lives on a CUDA device; 0: host mode; 2 / 3: an emulated device (a test aid:
+   * host memory used through the device protocol, copies and kernels queued until the host
+   * waits; 3 also runs each launch's items and lanes in reverse order).
+   */
   device: 0,
   /** CUDA device ordinal. */
   ordinal: 1,

@@ -82,6 +82,14 @@ if (!x64Skip) {
 }
 
 const runSkip = runSkipReason(arm64, BUILD, pkg);
+// A skip says why on the console too: the default reporter of `pnpm test` lists no skipped titles.
+for (const [part, why] of [
+  ['the linux-x64 prebuilt binary (and the conformance suite on it)', x64Skip],
+  ['the linux-arm64 prebuilt binary', buildSkipReason(arm64, BUILD)],
+  ['cuda-host on an emulated arm64 CPU', runSkip],
+] as const) {
+  if (why) console.log(`[cuda-backend prebuild tests] ${part} skipped: ${why}`);
+}
 (buildSkipReason(arm64, BUILD) ? describe.skip : describe)(`cuda-backend host mode: the linux-arm64 prebuilt binary${buildSkipReason(arm64, BUILD) ? `: ${buildSkipReason(arm64, BUILD)}` : ''}`, () => {
   it('is an AArch64 ELF that needs only glibc and libgcc_s', () => {
     expectPortableElf(arm64, 183);

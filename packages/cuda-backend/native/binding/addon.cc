@@ -23,7 +23,10 @@ namespace cuda {
 
 namespace {
 
-constexpr int kPlacementFields = 3;  // [device 0/1, ordinal, hbmBudget bytes (Infinity: all)]
+// [device, ordinal, hbmBudget bytes (Infinity: all)]; device: 0 host mode, 1 a CUDA device,
+// 2 / 3 an emulated device (host memory through the device protocol, exec/runtime.h; a test
+// aid), its launches' items and lanes in order (2) or reversed (3).
+constexpr int kPlacementFields = 3;
 
 Placement placementArg(const Napi::CallbackInfo& info, size_t i) {
   Placement p;
@@ -32,14 +35,19 @@ Placement placementArg(const Napi::CallbackInfo& info, size_t i) {
   const double device = a.data[0];
   const double ordinal = a.data[1];
   const double budget = a.data[2];
-  ES_CHECK(device == 0 || device == 1, kInvalidArgument,
-           "Expected placement.device to be 0 (host mode) or 1 but received " << device);
+  ES_CHECK(device == 0 || device == 1 || device == 2 || device == 3, kInvalidArgument,
+           "Expected placement.device to be 0 (host mode), 1 (a CUDA device), 2 or 3 (an emulated device, a test aid) "
+           "but received "
+               << device);
   ES_CHECK(std::isfinite(ordinal) && ordinal == std::floor(ordinal) && ordinal >= 0 && ordinal < 1024, kInvalidArgument,
            "Expected placement.ordinal to be an integer in [0, 1024) but received " << ordinal);
   ES_CHECK(budget == INFINITY || (budget == std::floor(budget) && budget >= 0 && budget <= 9007199254740991.0),
            kInvalidArgument,
            "Expected placement.hbmBudget to be a byte count or Infinity but received " << budget);
   p.device = device == 1;
+  p.emulated = device >= 2;
+  p.emulation.reverseItems = device == 3;
+  p.emulation.reverseLanes = device == 3;
   p.ordinal = static_cast<int>(ordinal);
   p.hbmBudget = budget == INFINITY ? SIZE_MAX : static_cast<size_t>(budget);
   return p;

@@ -1,5 +1,5 @@
 // The host emulation of a 32-lane cooperative group (see exec.h): one CPU thread
-// runs a group, `each` loops over the lanes in order, per-lane values are arrays,
+// runs a group, `each` loops over the lanes in order (or in reverse), per-lane values are arrays,
 // and the collectives read those arrays. Lanes of a group never run concurrently,
 // so `sync` has nothing to wait for. (ES_HD only so that the lambdas of kernel
 // bodies, which nvcc compiles for both sides, may index lanes; it runs on the host.)
@@ -24,9 +24,15 @@ struct HostGroup {
 
   /** This group's shared memory (the kernel's kSharedBytes), undefined contents at launch. */
   char* shared = nullptr;
+  /** Lanes run 31..0 (an emulated device's order option: a warp's lanes have no order). */
+  bool reverseLanes = false;
 
   template <class F>
   ES_HD void each(F&& f) const {
+    if (reverseLanes) {
+      for (int l = kLanes - 1; l >= 0; --l) f(l);
+      return;
+    }
     for (int l = 0; l < kLanes; ++l) f(l);
   }
   template <class F>

@@ -10,7 +10,9 @@
 //    group-private shared memory at `g.shared` (4 groups per 128-thread block on
 //    the device).
 // Host launches finish before returning; device launches are queued (Exec::sync
-// waits). Launch failures throw through Exec::checkLaunch.
+// waits), and so are an emulated device's (runtime.h), which run each launch's items
+// one after the other in the order its Emulation asks for. Launch failures throw
+// through Exec::checkLaunch.
 #pragma once
 
 #include <cstddef>
@@ -79,7 +81,12 @@ void launchThreads(Exec& ex, size_t n, const typename K::Args& a) {
     return;
   }
 #endif
-  (void)ex;
+  if (ex.deferred()) {
+    ex.enqueue([a, n, reverse = ex.emulation().reverseItems] {
+      for (size_t k = 0; k < n; ++k) K::thread(a, reverse ? n - 1 - k : k);
+    });
+    return;
+  }
   auto run = [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) K::thread(a, i);
   };
@@ -103,7 +110,16 @@ void launchGroups(Exec& ex, size_t items, const typename K::Args& a) {
     return;
   }
 #endif
-  (void)ex;
+  if (ex.deferred()) {
+    ex.enqueue([a, items, order = ex.emulation()] {
+      std::unique_ptr<char[]> shared(K::kSharedBytes > 0 ? new char[K::kSharedBytes] : nullptr);
+      HostGroup g;
+      g.shared = shared.get();
+      g.reverseLanes = order.reverseLanes;
+      for (size_t k = 0; k < items; ++k) K::group(g, a, order.reverseItems ? items - 1 - k : k);
+    });
+    return;
+  }
   auto run = [&](size_t b, size_t e) {
     std::unique_ptr<char[]> shared(K::kSharedBytes > 0 ? new char[K::kSharedBytes] : nullptr);
     HostGroup g;

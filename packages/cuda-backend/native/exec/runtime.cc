@@ -119,15 +119,53 @@ std::shared_ptr<Exec> Exec::host() {
   return instance;
 }
 
+std::shared_ptr<Exec> Exec::emulated(const Emulation& options) {
+  std::shared_ptr<Exec> ex(new Exec());
+  ex->emulated_ = true;
+  ex->emulation_ = options;
+  return ex;
+}
+
+void Exec::enqueue(std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(queueMutex_);
+  queue_.push_back(std::move(work));
+}
+
+void Exec::drain() {
+  std::lock_guard<std::mutex> one(drainMutex_);
+  for (;;) {
+    std::vector<std::function<void()>> work;
+    {
+      std::lock_guard<std::mutex> lock(queueMutex_);
+      work.swap(queue_);
+    }
+    if (work.empty()) return;
+    for (std::function<void()>& w : work) w();
+  }
+}
+
+void Exec::failAllocation(long long k) {
+  failCountdown_.store(k < 0 ? -1 : k, std::memory_order_relaxed);
+}
+
 void* Exec::allocate(size_t bytes, MemoryKind kind, const char* what) {
   if (bytes == 0) return nullptr;
+  if (emulated_ && failCountdown_.load(std::memory_order_relaxed) >= 0 &&
+      failCountdown_.fetch_sub(1, std::memory_order_relaxed) == 0) {
+    ES_FAIL(kFailedPrecondition, "CUDA error cudaErrorMemoryAllocation (out of memory) while allocating "
+                                     << bytes << " bytes for " << what << " (emulated device: an injected failure)");
+  }
   if (!onDevice_) return hostAllocate(bytes, what);
 #if defined(EMBEDSTACK_WITH_CUDA)
   activate();
   void* p = nullptr;
   const std::string doing = "allocating " + std::to_string(bytes) + " bytes for " + what;
   if (kind == MemoryKind::kDevice) {
-    ES_CUDA(cudaMallocAsync(&p, bytes, streamOf(stream_)), doing);
+    if (memoryPools_) {
+      ES_CUDA(cudaMallocAsync(&p, bytes, streamOf(stream_)), doing);
+    } else {
+      ES_CUDA(cudaMalloc(&p, bytes), doing);
+    }
   } else {
     ES_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), doing);
   }
@@ -140,14 +178,30 @@ void* Exec::allocate(size_t bytes, MemoryKind kind, const char* what) {
 
 void Exec::release(void* p, MemoryKind kind) noexcept {
   if (!p) return;
+  if (emulated_) {
+    // As cudaFreeAsync: after the work queued before it (pinned memory: cudaFreeHost waits).
+    if (kind == MemoryKind::kDevice) {
+      try {
+        enqueue([p] { std::free(p); });
+        return;
+      } catch (...) {
+      }
+    }
+    syncQuietly();
+    std::free(p);
+    return;
+  }
   if (!onDevice_) {
     std::free(p);
     return;
   }
 #if defined(EMBEDSTACK_WITH_CUDA)
   cudaSetDevice(ordinal_);
-  if (kind == MemoryKind::kDevice) {
+  if (kind == MemoryKind::kDevice && memoryPools_) {
     cudaFreeAsync(p, streamOf(stream_));
+  } else if (kind == MemoryKind::kDevice) {
+    cudaStreamSynchronize(streamOf(stream_));  // queued kernels may still use it (cudaFree would wait for the device anyway)
+    cudaFree(p);
   } else {
     cudaStreamSynchronize(streamOf(stream_));  // queued kernels may still read it
     cudaFreeHost(p);
@@ -159,6 +213,10 @@ void Exec::release(void* p, MemoryKind kind) noexcept {
 
 void Exec::toDevice(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  if (emulated_) {  // a copy from pageable memory may run after the call returned
+    enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+    return;
+  }
   if (!onDevice_) {
     std::memcpy(dst, src, bytes);
     return;
@@ -171,6 +229,7 @@ void Exec::toDevice(void* dst, const void* src, size_t bytes) {
 
 void Exec::toHost(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  if (emulated_) drain();
   if (!onDevice_) {
     std::memcpy(dst, src, bytes);
     return;
@@ -184,6 +243,10 @@ void Exec::toHost(void* dst, const void* src, size_t bytes) {
 
 void Exec::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  if (emulated_) {
+    enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+    return;
+  }
   if (!onDevice_) {
     std::memmove(dst, src, bytes);
     return;
@@ -196,6 +259,10 @@ void Exec::copy(void* dst, const void* src, size_t bytes) {
 
 void Exec::zero(void* p, size_t bytes) {
   if (bytes == 0) return;
+  if (emulated_) {
+    enqueue([p, bytes] { std::memset(p, 0, bytes); });
+    return;
+  }
   if (!onDevice_) {
     std::memset(p, 0, bytes);
     return;
@@ -207,6 +274,7 @@ void Exec::zero(void* p, size_t bytes) {
 }
 
 void Exec::sync() {
+  if (emulated_) drain();
 #if defined(EMBEDSTACK_WITH_CUDA)
   if (!onDevice_) return;
   activate();
@@ -214,9 +282,25 @@ void Exec::sync() {
 #endif
 }
 
+void Exec::syncQuietly() noexcept {
+  if (emulated_) {
+    try {
+      drain();
+    } catch (...) {
+    }
+    return;
+  }
+#if defined(EMBEDSTACK_WITH_CUDA)
+  if (!onDevice_) return;
+  cudaSetDevice(ordinal_);
+  cudaStreamSynchronize(streamOf(stream_));
+  cudaGetLastError();  // a non-sticky error is for the next call to see, not this destructor
+#endif
+}
+
 void Exec::activate() const {
 #if defined(EMBEDSTACK_WITH_CUDA)
-  if (onDevice_) cudaSetDevice(ordinal_);
+  if (onDevice_) ES_CUDA(cudaSetDevice(ordinal_), "selecting device " + std::to_string(ordinal_));
 #endif
 }
 
@@ -240,6 +324,10 @@ std::shared_ptr<Exec> Exec::device(int ordinal) {
   ex->ordinal_ = ordinal;
   ex->multiprocessors_ = s.devices[static_cast<size_t>(ordinal)].multiprocessors;
   ES_CUDA(cudaSetDevice(ordinal), "selecting the device");
+  // Stream-ordered allocation needs memory pools (absent on some virtualised GPUs and old drivers).
+  int pools = 0;
+  ES_CUDA(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal), "asking for memory pool support");
+  ex->memoryPools_ = pools != 0;
   cudaStream_t stream;
   ES_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
   ex->stream_ = stream;
@@ -247,6 +335,7 @@ std::shared_ptr<Exec> Exec::device(int ordinal) {
 }
 
 Exec::~Exec() {
+  if (emulated_) syncQuietly();
   if (!stream_) return;
   cudaSetDevice(ordinal_);
   cudaStreamSynchronize(streamOf(stream_));
@@ -259,7 +348,9 @@ std::shared_ptr<Exec> Exec::device(int) {
   ES_FAIL(kFailedPrecondition, "Expected a usable CUDA device but " << deviceStatus().reason);
 }
 
-Exec::~Exec() = default;
+Exec::~Exec() {
+  if (emulated_) syncQuietly();
+}
 
 #endif
 

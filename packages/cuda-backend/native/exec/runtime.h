@@ -4,14 +4,26 @@
 //    launcher, synchronously;
 //  - device mode (Exec::device(ordinal), CUDA builds only): memory is HBM (or
 //    pinned host memory for spilled rows), copies and kernels are queued on the
-//    table's own stream, sync() waits for them.
+//    table's own stream, sync() waits for them;
+//  - emulated device (Exec::emulated(options), every build; a test aid): host memory
+//    used through the device protocol. Calls stage their inputs and outputs (Stage
+//    copies as on a device), copies, frees and kernels are queued and run only when
+//    the host waits (sync, toHost), as a stream may run them after the call that
+//    queued them returned; the host grid launcher can run items and lanes in reverse
+//    order, and an allocation can be made to fail. What the device mode would get
+//    wrong on a GPU (host memory gone before a queued copy reads it, a result read
+//    before the wait, an order-dependent kernel body, a change made before an
+//    allocation that can fail) then shows on the host.
 // Every failure throws an EmbedError (out of memory: FAILED_PRECONDITION naming
 // what the bytes were for; other CUDA errors: INTERNAL with the CUDA error name).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,18 +56,41 @@ struct DeviceStatus {
 /** Detected once per process (cudaGetDeviceCount and friends; never throws). */
 const DeviceStatus& deviceStatus();
 
+/** How an emulated device (Exec::emulated) runs work. */
+struct Emulation {
+  /** Items of a launch (threads, groups) run from the last to the first. */
+  bool reverseItems = false;
+  /** A group's lanes run from 31 to 0 in each `each` (a warp gives no order). */
+  bool reverseLanes = false;
+};
+
 class Exec {
  public:
   /** The host mode (one shared instance). */
   static std::shared_ptr<Exec> host();
   /** CUDA device `ordinal` with a fresh stream. Throws FAILED_PRECONDITION (the reason) when unusable. */
   static std::shared_ptr<Exec> device(int ordinal);
+  /** An emulated device of its own (see the top of this file). */
+  static std::shared_ptr<Exec> emulated(const Emulation& options);
 
   ~Exec();
   Exec(const Exec&) = delete;
   Exec& operator=(const Exec&) = delete;
 
   bool onDevice() const { return onDevice_; }
+  /** Calls copy their inputs in and their outputs out (device mode, emulated device); host mode hands kernels the caller's arrays. */
+  bool stages() const { return onDevice_ || emulated_; }
+  /** Copies, frees and kernels are queued until the host waits (emulated device). */
+  bool deferred() const { return emulated_; }
+  const Emulation& emulation() const { return emulation_; }
+  /** Queues work of an emulated device (run in order by the next wait). */
+  void enqueue(std::function<void()> work);
+  /**
+   * Emulated device: the allocation `k` allocations from now (0: the next) throws the
+   * out-of-memory error of device mode; negative: none. For tests of the "all memory
+   * before the first change" rule.
+   */
+  void failAllocation(long long k);
   int ordinal() const { return ordinal_; }
   /** The cudaStream_t of device mode (null in host mode). */
   void* stream() const { return stream_; }
@@ -71,6 +106,8 @@ class Exec {
   void zero(void* p, size_t bytes);
   /** Waits for everything queued (device mode); then checks for a failed kernel. */
   void sync();
+  /** sync() for destructors and error paths: never throws (a failure shows at the next call). */
+  void syncQuietly() noexcept;
   /** Throws INTERNAL when the last kernel launch failed (device mode). */
   void checkLaunch(const char* kernel);
   /**
@@ -82,10 +119,19 @@ class Exec {
 
  private:
   Exec() = default;
+  /** Emulated device: runs what is queued, in order. */
+  void drain();
   bool onDevice_ = false;
   int ordinal_ = -1;
   void* stream_ = nullptr;
   int multiprocessors_ = 0;
+  bool memoryPools_ = true;  // device: stream-ordered allocation (cudaMallocAsync) is supported
+  bool emulated_ = false;
+  Emulation emulation_;
+  std::mutex queueMutex_;  // guards queue_
+  std::mutex drainMutex_;  // one drain at a time: a wait returns after everything queued before it ran
+  std::vector<std::function<void()>> queue_;
+  std::atomic<long long> failCountdown_{-1};
 };
 
 }  // namespace cuda

@@ -65,8 +65,7 @@ ExportResult DeviceTable::exportRange(size_t offset, size_t limit, size_t rows, 
     r.slots.emplace_back(checkedMul(n, w, "export slots"));
     slots.push_back(st.out(r.slots.back().data(), n * w, "exported slots"));
   }
-  float** slotPointers = slots.empty() ? nullptr : st.scratch<float*>(slots.size(), "slot pointers");
-  ex_->toDevice(slotPointers, slots.data(), slots.size() * sizeof(float*));
+  float* const* slotPointers = st.inCopy(slots, "slot pointers");
   launchGroups<ExportRows>(*ex_, n,
                            {meta, store_.view(), start, st.out(r.keys.data(), n, "exported keys"),
                             st.out(r.scores.data(), n, "exported scores"),
@@ -82,9 +81,7 @@ const float* const* DeviceTable::importSlotsFrom(Stage& st, const float* const* 
   for (size_t j = 0; j < config_.slotWidths.size(); ++j) {
     ptrs.push_back(st.in(slots[j], n * config_.slotWidths[j], "imported slots"));
   }
-  const float** copy = st.scratch<const float*>(ptrs.size(), "slot pointers");
-  ex_->toDevice(copy, ptrs.data(), ptrs.size() * sizeof(const float*));
-  return copy;
+  return st.inCopy(ptrs, "slot pointers");  // the Stage keeps `ptrs` until the queued copy has run
 }
 
 }  // namespace cuda

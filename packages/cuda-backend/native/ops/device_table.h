@@ -21,6 +21,8 @@ struct Placement {
   bool device = false;       // false: host mode
   int ordinal = 0;           // CUDA device
   size_t hbmBudget = SIZE_MAX;  // bytes of rows allowed in HBM; the rest spill to pinned host memory
+  bool emulated = false;     // (host mode) an emulated device of the table's own: runtime.h, a test aid
+  Emulation emulation;       // its order options
 };
 
 class DeviceTable : public Table, public PlannedOps {
@@ -28,6 +30,8 @@ class DeviceTable : public Table, public PlannedOps {
   DeviceTable(TableConfig config, std::shared_ptr<Exec> ex, const Placement& placement);
 
   bool onDevice() const { return ex_->onDevice(); }
+  /** Where the table's memory and kernels are (tests inject allocation failures on an emulated device). */
+  Exec& exec() const { return *ex_; }
   /** memoryUsage() split: bytes in device memory (HBM; host mode: the emulated HBM) and in pinned host memory. */
   struct MemorySplit {
     size_t device;

@@ -142,22 +142,25 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
     std::unique_lock<std::shared_mutex> lock(mutex_);
     checkAlive();
     Write w(*ex_);
-    findOrInsertLocked(w, w.st.in(bag.keys, bag.n, "bag keys"), bag.n, nullptr);
+    // the bag's arrays and the entries' rows before the inserts
+    const int64_t* keys = w.st.in(bag.keys, bag.n, "bag keys");
     uint32_t* entryRow = w.st.scratch<uint32_t>(bag.n, "bag entry rows");
+    const StagedBag b = stageBag(w.st, bag, dim(), maxNorm, out);
+    findOrInsertLocked(w, keys, bag.n, nullptr);
     launchThreads<EntryRows>(*ex_, bag.n, {w.d.uniqueOf, w.rowOf, entryRow});
-    combineBag(w.st, bag, w.d.keys, entryRow, store_.view(), initView(), combiner, maxNorm, out);
+    combineBag(*ex_, b, keys, entryRow, store_.view(), initView(), combiner, maxNorm);
     w.st.finish();
     return;
   }
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
-  const ScoreClock t = beginCall();
   Stage st(*ex_);
   const int64_t* keys = st.in(bag.keys, bag.n, "bag keys");
   uint32_t* entryRow = st.scratch<uint32_t>(bag.n, "bag entry rows");
-  const ScoreView sv = scoreView(t);
+  const StagedBag b = stageBag(st, bag, dim(), maxNorm, out);
+  const ScoreView sv = scoreView(beginCall());  // the clock advances once nothing can fail for lack of memory
   launchGroups<LookupRows>(*ex_, bag.n, {index(), meta_.data(), keys, entryRow, sv, sv.touchReads});
-  combineBag(st, bag, keys, entryRow, store_.view(), initView(), combiner, maxNorm, out);
+  combineBag(*ex_, b, keys, entryRow, store_.view(), initView(), combiner, maxNorm);
   st.finish();
 }
 
@@ -170,18 +173,23 @@ ExportResult DynamicTable::exportBatch(size_t offset, size_t limit) {
 void DynamicTable::removeRows(Stage& st, const uint32_t* list, size_t count) {
   if (count == 0) return;
   const size_t newSize = size_ - count;
+  // The compaction's lists first: they need only the removed rows' flags, and making
+  // them allocates, so that nothing can fail once the index changes below.
   uint8_t* dead = st.scratch<uint8_t>(size_, "removed-row flags");
   ex_->zero(dead, size_);
   launchThreads<MarkListed>(*ex_, count, {list, dead, 1});
-  launchGroups<IndexErase>(*ex_, count, {index(), meta_.data(), list});
   // Holes below the new size are filled by the surviving rows above it, in order.
   uint32_t* holes = st.scratch<uint32_t>(newSize + 1, "compaction holes");
   const uint32_t h = compactIndices(st, dead, newSize, holes);
+  uint32_t* movers = nullptr;
   if (h > 0) {
     uint8_t* alive = st.scratch<uint8_t>(count, "surviving-row flags");
     launchThreads<RowFlags>(*ex_, count, {nullptr, dead + newSize, alive});
-    uint32_t* movers = st.scratch<uint32_t>(count, "moved rows");
+    movers = st.scratch<uint32_t>(count, "moved rows");
     compactIndices(st, alive, count, movers, static_cast<uint32_t>(newSize));
+  }
+  launchGroups<IndexErase>(*ex_, count, {index(), meta_.data(), list});
+  if (h > 0) {
     launchGroups<MoveRows>(*ex_, h, {meta_.data(), store_.view(), movers, holes});
     launchGroups<IndexRelink>(*ex_, h, {index(), meta_.data(), holes});
   }

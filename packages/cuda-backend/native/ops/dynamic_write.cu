@@ -8,6 +8,9 @@
 //      upsert / assign / importRows; accum walks the occurrences in order;
 //      applyGradients sums them in order, in float);
 //   4. scores every distinct key resident at the end (nextScore with its count).
+// Every allocation a call makes (its staged inputs included: on a device they are
+// copies in HBM, the largest allocations of the call) comes before its first change,
+// so a call that runs out of memory fails with the table as it was.
 #include <mutex>
 #include <shared_mutex>
 
@@ -39,6 +42,7 @@ void DynamicTable::admit(Write& w, const uint8_t* wants, bool explicitScores, bo
   if (f == 0) return;
   const uint32_t* admitted = freshList;
   size_t a = f;
+  int64_t* newKeys = st.scratch<int64_t>(f, "new keys");  // before the evictions below change the table
   if (f > cap_ - size_) {
     // Eviction: keep, among the residents this call does not touch and the new keys,
     // the cap - touched best (scores.ts); losing residents go, losing new keys are refused.
@@ -82,7 +86,6 @@ void DynamicTable::admit(Write& w, const uint8_t* wants, bool explicitScores, bo
     reserveIndex(size_ + f);
   }
   if (a == 0) return;
-  int64_t* newKeys = st.scratch<int64_t>(a, "new keys");
   const uint32_t base = static_cast<uint32_t>(size_);
   launchThreads<AssignRows>(*ex_, a, {admitted, w.d.uniqueKeys, w.rowOf, newKeys, base});
   launchGroups<InitRows>(*ex_, a,
@@ -111,9 +114,12 @@ void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, co
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   Write w(*ex_);
-  startWrite(w, w.st.in(keys, n, "keys"), n, w.st.in(scores, n, "scores"), false);
+  const int64_t* k = w.st.in(keys, n, "keys");
+  const uint64_t* s = w.st.in(scores, n, "scores");
+  const float* v = w.st.in(values, n * config_.dim, "values");  // staged before admit() inserts
+  startWrite(w, k, n, s, false);
   admit(w, nullptr, false, false);  // every admitted row gets its value below
-  writeUniques(w, w.st.in(values, n * config_.dim, "values"), nullptr, false, false);
+  writeUniques(w, v, nullptr, false, false);
   w.st.finish();
 }
 
@@ -121,8 +127,11 @@ void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, co
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   Write w(*ex_);
-  startWrite(w, w.st.in(keys, n, "keys"), n, w.st.in(scores, n, "scores"), false);
-  writeUniques(w, w.st.in(values, n * config_.dim, "values"), nullptr, false, false);
+  const int64_t* k = w.st.in(keys, n, "keys");
+  const uint64_t* s = w.st.in(scores, n, "scores");
+  const float* v = w.st.in(values, n * config_.dim, "values");
+  startWrite(w, k, n, s, false);
+  writeUniques(w, v, nullptr, false, false);
   w.st.finish();
 }
 
@@ -131,16 +140,19 @@ void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, con
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   Write w(*ex_);
-  startWrite(w, w.st.in(keys, n, "keys"), n, w.st.in(scores, n, "scores"), true);
-  // A key can be inserted only by an occurrence with exists = 0.
+  const int64_t* k = w.st.in(keys, n, "keys");
+  const uint64_t* s = w.st.in(scores, n, "scores");
   const uint8_t* ex = w.st.in(exists, n, "exists flags");
+  const float* d = w.st.in(deltas, n * config_.dim, "deltas");  // staged before admit() inserts
+  startWrite(w, k, n, s, true);
+  // A key can be inserted only by an occurrence with exists = 0.
   uint8_t* wants = w.st.scratch<uint8_t>(w.d.unique, "insert wishes");
   ex_->zero(wants, w.d.unique);
   launchThreads<WantsFromExists>(*ex_, n, {w.d.uniqueOf, ex, wants});
   admit(w, wants, false, false);
   launchGroups<AccumUniques>(*ex_, w.d.unique,
-                             {meta_.data(), store_.view(), w.rowOf, w.present, w.d.occOffsets, w.d.occList,
-                              w.st.in(deltas, n * config_.dim, "deltas"), ex, w.given, scoreView(w.clock)});
+                             {meta_.data(), store_.view(), w.rowOf, w.present, w.d.occOffsets, w.d.occList, d, ex,
+                              w.given, scoreView(w.clock)});
   w.st.finish();
 }
 
@@ -150,9 +162,13 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
   checkAlive();
   const bool explicitScores = scores != nullptr;
   Write w(*ex_);
-  startWrite(w, w.st.in(keys, n, "keys"), n, w.st.in(scores, n, "scores"), false);
+  const int64_t* k = w.st.in(keys, n, "keys");
+  const uint64_t* s = w.st.in(scores, n, "scores");
+  const float* v = w.st.in(values, n * config_.dim, "values");  // staged before admit() inserts
+  const float* const* sl = importSlotsFrom(w.st, slots, n);
+  startWrite(w, k, n, s, false);
   admit(w, nullptr, explicitScores, false);
-  writeUniques(w, w.st.in(values, n * config_.dim, "values"), importSlotsFrom(w.st, slots, n), explicitScores, true);
+  writeUniques(w, v, sl, explicitScores, true);
   w.st.finish();
 }
 

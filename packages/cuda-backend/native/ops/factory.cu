@@ -13,7 +13,9 @@ std::shared_ptr<Table> createTable(TableConfig config, const Placement& placemen
   ES_CHECK(config.storage == StorageDtype::kFloat32, kUnsupported,
            "Expected storageDtype 'float32' (the CUDA backend stores float32 only) but received '"
                << storageName(config.storage) << "'");
-  std::shared_ptr<Exec> ex = placement.device ? Exec::device(placement.ordinal) : Exec::host();
+  std::shared_ptr<Exec> ex = placement.device     ? Exec::device(placement.ordinal)
+                            : placement.emulated ? Exec::emulated(placement.emulation)
+                                                 : Exec::host();
   if (config.isStatic) return std::make_shared<StaticTable>(std::move(config), std::move(ex), placement);
   return std::make_shared<DynamicTable>(std::move(config), std::move(ex), placement);
 }

@@ -4,7 +4,9 @@
 // call on the table, so locking, scoring, admission and atomicity are exactly those
 // calls'; the partial bag and the combiner's backward run as kernels (plan.cuh).
 // Caller arrays whose other entries must stay as they are (find outputs, partial
-// sums, backward outputs) are staged in and out whole.
+// sums, backward outputs) are staged in and out whole. Every allocation comes before
+// the table call (a read may score, an insert or a step changes rows), so a call that
+// runs out of memory changes nothing.
 #include "device_table.h"
 #include "plan.cuh"
 #include "primitives.h"
@@ -49,20 +51,15 @@ struct PlannedBag {
   float* rows = nullptr;  // [owned * dim]
 };
 
-/** Stages the bag and finds its owned entries; `read(local, count, rows)` reads their rows when given. */
-template <class Read>
-PlannedBag planBag(Stage& st, const BagInput& bag, Combiner c, const ShardPlan& plan, uint32_t dim, bool readRows,
-                   Read&& read) {
+/** Stages the bag and finds its owned entries; with `rows`, room for their rows (read by the caller). */
+PlannedBag planBag(Stage& st, const BagInput& bag, Combiner c, const ShardPlan& plan, uint32_t dim, bool rows) {
   Exec& ex = st.exec();
   PlannedBag p{st.in(bag.rowSplits, bag.rows + 1, "bag row splits"), st.in(bag.weights, bag.n, "bag weights"),
                st.scratch<double>(bag.rows, "bag denominators"), {}};
   launchThreads<BagDenominators>(ex, bag.rows,
                                  {p.splits, p.weights, static_cast<BagCombiner>(static_cast<int>(c)), p.denom});
   p.owned = ownedEntries(st, st.in(bag.keys, bag.n, "bag keys"), bag.n, plan, true);
-  if (readRows) {
-    p.rows = st.scratch<float>(static_cast<size_t>(p.owned.count) * dim, "owned rows");
-    read(p.owned.local, p.owned.count, p.rows);
-  }
+  if (rows) p.rows = st.scratch<float>(static_cast<size_t>(p.owned.count) * dim, "owned rows");
   return p;
 }
 
@@ -87,9 +84,9 @@ void DeviceTable::plannedFind(const int64_t* keys, size_t n, const ShardPlan& pl
   }
   float* found = st.scratch<float>(o.count * dim, "owned rows");
   uint8_t* foundExists = st.scratch<uint8_t>(o.count, "owned exists flags");
-  readRows(o.local, o.count, insert, ownedScores, found, foundExists);
   float* out = st.inOut(values, n * dim, "values");
   uint8_t* ex = st.inOut(exists, n, "exists flags");
+  readRows(o.local, o.count, insert, ownedScores, found, foundExists);
   launchGroups<MoveCompactRows>(*ex_, o.count, {o.at, out, found, static_cast<uint32_t>(dim), 1});
   launchThreads<ScatterFlags>(*ex_, o.count, {o.at, foundExists, ex});
   st.finish();
@@ -99,14 +96,13 @@ void DeviceTable::lookupCombinedPartial(const BagInput& bag, Combiner c, double 
                                         const ShardPlan& plan, double* out) {
   Stage st(*ex_);
   const uint32_t d = dim();
-  const PlannedBag p = planBag(st, bag, c, plan, d, true, [&](const int64_t* local, uint32_t count, float* rows) {
-    readRows(local, count, insert, nullptr, rows, st.scratch<uint8_t>(count, "owned exists flags"));
-  });
+  const PlannedBag p = planBag(st, bag, c, plan, d, true);
+  uint8_t* found = st.scratch<uint8_t>(p.owned.count, "owned exists flags");
   double* scales = st.scratch<double>(bag.n, "entry scales");
+  double* sums = st.inOut(out, bag.rows * d, "partial sums");
+  readRows(p.owned.local, p.owned.count, insert, nullptr, p.rows, found);
   launchThreads<OwnedScales>(*ex_, bag.n, {p.owned.index, p.rows, p.weights, maxNorm, d, scales});
-  launchGroups<BagPartial>(*ex_, bag.rows,
-                           {p.splits, p.owned.index, p.rows, scales, p.denom, d,
-                            st.inOut(out, bag.rows * d, "partial sums")});
+  launchGroups<BagPartial>(*ex_, bag.rows, {p.splits, p.owned.index, p.rows, scales, p.denom, d, sums});
   st.finish();
 }
 
@@ -114,12 +110,15 @@ void DeviceTable::lookupCombinedBackward(const BagInput& bag, const float* grads
                                          const ShardPlan& plan, float* out) {
   Stage st(*ex_);
   const uint32_t d = dim();
-  const PlannedBag p = planBag(st, bag, c, plan, d, maxNorm > 0, [&](const int64_t* local, uint32_t count, float* rows) {
-    readRows(local, count, false, nullptr, rows, st.scratch<uint8_t>(count, "owned exists flags"));
-  });
+  const PlannedBag p = planBag(st, bag, c, plan, d, maxNorm > 0);
+  const float* pooled = st.in(grads, bag.rows * d, "pooled gradients");
+  float* entryGrads = st.inOut(out, bag.n * d, "entry gradients");
+  if (maxNorm > 0) {
+    uint8_t* found = st.scratch<uint8_t>(p.owned.count, "owned exists flags");
+    readRows(p.owned.local, p.owned.count, false, nullptr, p.rows, found);
+  }
   launchThreads<BagBackward>(*ex_, bag.rows,
-                             {p.splits, p.owned.index, p.weights, st.in(grads, bag.rows * d, "pooled gradients"),
-                              p.denom, p.rows, maxNorm, d, 0, st.inOut(out, bag.n * d, "entry gradients")});
+                             {p.splits, p.owned.index, p.weights, pooled, p.denom, p.rows, maxNorm, d, 0, entryGrads});
   st.finish();
 }
 
@@ -128,13 +127,15 @@ void DeviceTable::applyCombinedGradients(const BagInput& bag, const float* grads
   checkOptimizer(opt);  // before the row read below changes any read score
   Stage st(*ex_);
   const uint32_t d = dim();
-  const PlannedBag p = planBag(st, bag, c, plan, d, maxNorm > 0, [&](const int64_t* local, uint32_t count, float* rows) {
-    readRows(local, count, false, nullptr, rows, st.scratch<uint8_t>(count, "owned exists flags"));
-  });
+  const PlannedBag p = planBag(st, bag, c, plan, d, maxNorm > 0);
   float* entryGrads = st.scratch<float>(static_cast<size_t>(p.owned.count) * d, "owned entry gradients");
+  const float* pooled = st.in(grads, bag.rows * d, "pooled gradients");
+  if (maxNorm > 0) {
+    uint8_t* found = st.scratch<uint8_t>(p.owned.count, "owned exists flags");
+    readRows(p.owned.local, p.owned.count, false, nullptr, p.rows, found);
+  }
   launchThreads<BagBackward>(*ex_, bag.rows,
-                             {p.splits, p.owned.index, p.weights, st.in(grads, bag.rows * d, "pooled gradients"),
-                              p.denom, p.rows, maxNorm, d, 1, entryGrads});
+                             {p.splits, p.owned.index, p.weights, pooled, p.denom, p.rows, maxNorm, d, 1, entryGrads});
   trainRows(p.owned.local, p.owned.count, entryGrads, opt);
   st.finish();
 }

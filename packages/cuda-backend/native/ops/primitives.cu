@@ -15,6 +15,15 @@ size_t tilesOf(size_t n, size_t tile) {
   return (n + tile - 1) / tile;
 }
 
+/**
+ * Occurrence indices, positions and counts are uint32 on the device, and 0xffffffff
+ * marks an empty dedupe slot: a batch must index below it (V8's typed arrays may be longer).
+ */
+void checkBatch(size_t n) {
+  ES_CHECK(n < kEmptySlot, kInvalidArgument,
+           "Expected a batch of at most " << (kEmptySlot - 1) << " keys on the CUDA backend but received " << n);
+}
+
 /** Flags (uint8) -> uint32 for the scan, and the scatter of flagged indices. */
 struct FlagsToWords {
   static constexpr const char* kName = "flagsToWords";
@@ -82,6 +91,7 @@ void sortPairs(Stage& st, uint32_t* keys, uint32_t* values, size_t n, uint32_t k
 }
 
 Dedupe dedupe(Stage& st, const int64_t* keys, size_t n, bool occurrenceLists) {
+  checkBatch(n);
   Exec& ex = st.exec();
   Dedupe d;
   d.n = n;
@@ -149,6 +159,7 @@ void selectKeep(Stage& st, const SelectCandidate* c, size_t n, size_t keep, uint
 }
 
 uint32_t compactIndices(Stage& st, const uint8_t* flags, size_t n, uint32_t* out, uint32_t base) {
+  checkBatch(n);
   if (n == 0) return 0;
   Exec& ex = st.exec();
   uint32_t* pos = st.scratch<uint32_t>(n, "compaction positions");

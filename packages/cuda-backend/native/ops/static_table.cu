@@ -164,8 +164,9 @@ void StaticTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, dou
   Stage st(*ex_);
   const int64_t* keys = checkedKeys(st, bag.keys, bag.n, "ids");
   uint32_t* entryRow = st.scratch<uint32_t>(bag.n, "bag entry rows");
+  const StagedBag b = stageBag(st, bag, dim(), maxNorm, out);
   launchThreads<KeysAsRows>(*ex_, bag.n, {keys, entryRow});
-  combineBag(st, bag, keys, entryRow, store_.view(), initView(), combiner, maxNorm, out);
+  combineBag(*ex_, b, keys, entryRow, store_.view(), initView(), combiner, maxNorm);
   st.finish();
 }
 
