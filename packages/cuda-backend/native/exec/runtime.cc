@@ -79,15 +79,28 @@ DeviceStatus detect() {
   }
   std::string why;
   for (int d = 0; d < count; ++d) {
+    DeviceInfo info;
+    info.ordinal = d;  // an entry per ordinal, even when its properties fail: devices[d] stays device d
     cudaDeviceProp p;
-    if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
-    s.devices.push_back({d, p.name, p.totalGlobalMem, p.major, p.minor, p.multiProcessorCount});
-    std::string w;
-    if (deviceRunsKernels(d, w)) {
+    const cudaError_t pe = cudaGetDeviceProperties(&p, d);
+    if (pe != cudaSuccess) {
+      cudaGetLastError();
+      info.name = "(unknown)";
+      info.why = "device " + std::to_string(d) + ": cudaGetDeviceProperties failed with " + describeCuda(pe);
+    } else {
+      info.name = p.name;
+      info.totalMemory = p.totalGlobalMem;
+      info.computeMajor = p.major;
+      info.computeMinor = p.minor;
+      info.multiprocessors = p.multiProcessorCount;
+      info.runsKernels = deviceRunsKernels(d, info.why);
+    }
+    if (info.runsKernels) {
       s.usable = true;
     } else if (why.empty()) {
-      why = w;
+      why = info.why;
     }
+    s.devices.push_back(info);
   }
   if (!s.usable) {
     s.reason = "no device runs this build's kernels (compiled for architectures " + s.architectures + "): " + why +
@@ -322,7 +335,13 @@ std::shared_ptr<Exec> Exec::device(int ordinal) {
   std::shared_ptr<Exec> ex(new Exec());
   ex->onDevice_ = true;
   ex->ordinal_ = ordinal;
-  ex->multiprocessors_ = s.devices[static_cast<size_t>(ordinal)].multiprocessors;
+  const DeviceInfo& d = s.devices[static_cast<size_t>(ordinal)];
+  // With several GPUs another one may be the usable one: this one's kernels would fail at their first launch.
+  ES_CHECK(d.runsKernels, kFailedPrecondition,
+           "Expected CUDA device " << ordinal << " to run this build's kernels (compiled for architectures "
+                                   << s.architectures << ") but " << d.why
+                                   << "; rebuild with EMBEDSTACK_CUDA_ARCHITECTURES including its architecture");
+  ex->multiprocessors_ = d.multiprocessors;
   ES_CUDA(cudaSetDevice(ordinal), "selecting the device");
   // Stream-ordered allocation needs memory pools (absent on some virtualised GPUs and old drivers).
   int pools = 0;

@@ -43,6 +43,8 @@ struct DeviceInfo {
   int computeMajor = 0;
   int computeMinor = 0;
   int multiprocessors = 0;
+  bool runsKernels = false;  // has an image (or PTX) of this build's kernels
+  std::string why;           // why not (its properties or the kernel probe failed)
 };
 struct DeviceStatus {
   bool compiled = false;  // built with nvcc (device kernels present)
@@ -51,7 +53,7 @@ struct DeviceStatus {
   int runtimeVersion = 0;
   int driverVersion = 0;
   std::string architectures;  // the CMAKE_CUDA_ARCHITECTURES compiled in ("80;90"), empty for host builds
-  std::vector<DeviceInfo> devices;
+  std::vector<DeviceInfo> devices;  // devices[d] is ordinal d
 };
 /** Detected once per process (cudaGetDeviceCount and friends; never throws). */
 const DeviceStatus& deviceStatus();
