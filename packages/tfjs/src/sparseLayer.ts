@@ -313,9 +313,13 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     const s = b.step;
     if (s) {
       if (s.sealed || s.tape !== tape) {
-        throw new FailedPreconditionError(`Layer "${this.name}": the batch was already differentiated (one sparse step per lookup): look up the next batch first`, {
-          argument: 'lookup',
-        });
+        throw new FailedPreconditionError(
+          `Layer "${this.name}": the batch was already differentiated (one sparse step per lookup): look up the next batch first ` +
+            `(model.fit: one epoch per lookup, with a batchSize of at least the lookup's ${b.batch} examples)`,
+          {
+            argument: 'lookup',
+          },
+        );
       }
       // another use of the layer in the same backward (two slices, a shared layer): its gradient adds up
       if (!s.owned) {

@@ -114,6 +114,33 @@ describe('several uses of the layer in one backward', () => {
   });
 });
 
+describe('model.fit over one lookup', () => {
+  it('a batchSize below the lookup batch: the first mini-batch trains its rows, the second is FAILED_PRECONDITION saying so', async () => {
+    const { layer, rows, variable } = await tfraFixture();
+    const input = tfl.input({ shape: [1], dtype: 'int32' });
+    const model = tfl.model({ inputs: input, outputs: tfl.layers.dense({ units: 1, kernelInitializer: 'ones', biasInitializer: 'zeros' }).apply(layer.apply(input)) as tfl.SymbolicTensor });
+    model.compile({ optimizer: tf.train.sgd(0.1), loss: 'meanSquaredError' });
+    const x = await layer.lookup(BigInt64Array.of(1n, 2n, 3n, 4n));
+    const y = tf.tensor2d([[0], [0], [0], [0]]);
+    const err = await model.fit(x, y, { batchSize: 2, shuffle: false, epochs: 1, verbose: 0 }).then(
+      () => null,
+      (e: unknown) => e as EmbeddingError,
+    );
+    expect(err).toBeInstanceOf(EmbeddingError);
+    expect(err!.code).toBe('FAILED_PRECONDITION');
+    expect(err!.argument).toBe('lookup');
+    expect(err!.message).toContain("batchSize of at least the lookup's 4 examples");
+    await layer.flush();
+    // mini-batch 1 (keys 1, 2): mean squared error over 2, d/de = (2 / 2) (e . [1, 1]) [1, 1]; SGD lr 0.5 on the rows
+    const after = await rows();
+    expect(after.slice(2, 6)).toEqual([1 - LR * 11, 10 - LR * 11, 2 - LR * 22, 20 - LR * 22]);
+    expect(after.slice(6, 10)).toEqual([3, 30, 4, 40]);
+    y.dispose();
+    model.dispose();
+    variable.dispose();
+  });
+});
+
 describe('a lookup the layer rejects after the facade looked it up', () => {
   it("TPUEmbedding, output 'concat' with a rank-3 activation: SHAPE_MISMATCH, and the previous batch can no longer train the rejected rows", async () => {
     const table = new TableConfig({ vocabularySize: 6, dim: 1, name: 't', initializer: (s) => Float32Array.from({ length: s[0] * s[1] }, (_, i) => 10 * i) });
