@@ -18,9 +18,10 @@ export interface PreparedBatch {
   training: boolean;
   /**
    * Hands the gradients of the loss with respect to each part (same layouts) to the
-   * facade's sparse optimizer. Called once per batch, right after the tfjs backward that
-   * computed them (in a microtask: the uses of the layer in one backward are summed
-   * first); the returned promise is awaited by `flush()` and the next `lookup()`.
+   * facade's sparse optimizer. Called once per batch, synchronously from the tfjs backward
+   * once every use of the layer in its forward has its gradient (the uses' gradients
+   * summed), else in a microtask right after that backward; the returned promise is
+   * awaited by `flush()` and the next `lookup()`.
    */
   apply(grads: Float32Array[]): Promise<void>;
 }
@@ -56,6 +57,8 @@ interface Batch {
   handle: tf.Tensor1D;
   /** The batch's sparse step once a backward reached it, else null. */
   step: SparseStep | null;
+  /** The tfjs tape of the last gradient computation whose forward applied the layer, and how often it did. */
+  uses: { tape: unknown; count: number } | null;
 }
 
 /** The gradient of one batch, summed over the uses of the layer in one tfjs backward, until it is handed over. */
@@ -65,8 +68,16 @@ interface SparseStep {
   /** d loss / d combined, [batch, Σ widths]; tfjs's own array until a second use is added (then a copy). */
   sum: Float32Array;
   owned: boolean;
+  /** Uses whose gradient has arrived. */
+  received: number;
   /** True once handed to the facade: a later backward is a second step. */
   sealed: boolean;
+}
+
+/** tfjs's tape while a gradient computation records its forward, else null. */
+function activeTape(): unknown {
+  const state = tf.engine().state;
+  return state.gradientDepth > 0 ? state.activeTape : null;
 }
 
 const ANCHOR = 'sparse_anchor';
@@ -234,7 +245,7 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     const widths = parts.map((p) => p.shape.slice(1).reduce((a, d) => a * d, 1)); // from shapes: an empty batch is fine
     const combined = tf.tensor2d(parts.length === 1 ? parts[0]!.data : interleave(parts.map((p) => p.data), widths, batch), [batch, sum(widths)]);
     this.release();
-    this.#batch = { prepared, batch, widths, combined: tf.keep(combined), handle: tf.keep(tf.range(0, batch, 1, 'int32') as tf.Tensor1D), step: null };
+    this.#batch = { prepared, batch, widths, combined: tf.keep(combined), handle: tf.keep(tf.range(0, batch, 1, 'int32') as tf.Tensor1D), step: null, uses: null };
     return this.#batch.handle;
   }
 
@@ -280,6 +291,9 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     const x = Array.isArray(inputs) ? inputs[0] : inputs;
     const positions = this.#positions(x as tf.Tensor, b);
     const anchor = this.#anchor!.read();
+    // uses in one recorded forward: their gradients are summed, then handed over with the last one
+    const tape = activeTape();
+    if (tape !== null) b.uses = { tape, count: b.uses !== null && b.uses.tape === tape ? b.uses.count + 1 : 1 };
     return tf.tidy(() => {
       // the one input is `anchor`: its gradient is zeros; the sparse step runs in #backward
       const forward: Parameters<typeof tf.customGrad>[0] = () => ({
@@ -309,10 +323,11 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     }
     // On the cpu backend dataSync returns the backend's own array (not reused after dispose); others return copies.
     const d = dy.dataSync() as Float32Array;
+    // the tape being back-propagated (tfjs ends the recording before the backward, but keeps this array until after it)
     const tape: unknown = tf.engine().state.activeTape;
-    const s = b.step;
-    if (s) {
-      if (s.sealed || s.tape !== tape) {
+    let step = b.step;
+    if (step) {
+      if (step.sealed || step.tape !== tape) {
         throw new FailedPreconditionError(
           `Layer "${this.name}": the batch was already differentiated (one sparse step per lookup): look up the next batch first ` +
             `(model.fit: one epoch per lookup, with a batchSize of at least the lookup's ${b.batch} examples)`,
@@ -322,27 +337,40 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
         );
       }
       // another use of the layer in the same backward (two slices, a shared layer): its gradient adds up
-      if (!s.owned) {
-        s.sum = Float32Array.from(s.sum); // never write into tfjs's array
-        s.owned = true;
+      if (!step.owned) {
+        step.sum = Float32Array.from(step.sum); // never write into tfjs's array
+        step.owned = true;
       }
-      for (let i = 0; i < d.length; i++) s.sum[i]! += d[i]!;
-      return;
+      for (let i = 0; i < d.length; i++) step.sum[i]! += d[i]!;
+      step.received++;
+    } else {
+      step = b.step = { tape, sum: d, owned: false, received: 1, sealed: false };
+      // A use whose gradient never comes (not connected to the loss) leaves the count short: the backward is
+      // synchronous, so this microtask hands the sum over after it in that case.
+      const fallback = step;
+      queueMicrotask(() => this.#handOver(b, fallback));
     }
-    const step: SparseStep = { tape, sum: d, owned: false, sealed: false };
-    b.step = step;
-    // The backward is synchronous: this microtask runs after every use of the layer in it has added its gradient.
-    const settled = Promise.resolve()
-      .then(() => {
-        step.sealed = true;
-        return b.prepared.apply(b.widths.length === 1 ? [step.sum] : deinterleave(step.sum, b.widths, b.batch));
-      })
-      .then(
-        () => undefined,
-        (error: unknown) => {
-          this.#failure ??= { error };
-        },
-      );
+    // Every use recorded in the forward has its gradient: hand over now, in the backward (the facade's step
+    // then starts before anything the caller does next, as with one use).
+    if (b.uses !== null && b.uses.tape === tape && step.received >= b.uses.count) this.#handOver(b, step);
+  }
+
+  /** Hands the summed gradient of `step` to the facade's sparse optimizer, once. */
+  #handOver(b: Batch, step: SparseStep): void {
+    if (step.sealed) return;
+    step.sealed = true;
+    let started: Promise<void>;
+    try {
+      started = b.prepared.apply(b.widths.length === 1 ? [step.sum] : deinterleave(step.sum, b.widths, b.batch));
+    } catch (e) {
+      started = Promise.reject(e);
+    }
+    const settled = started.then(
+      () => undefined,
+      (error: unknown) => {
+        this.#failure ??= { error };
+      },
+    );
     this.#pending = Promise.all([this.#pending, settled]).then(() => undefined);
   }
 

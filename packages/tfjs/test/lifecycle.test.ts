@@ -86,6 +86,39 @@ describe('several uses of the layer in one backward', () => {
     variable.dispose();
   });
 
+  it('the facade gets the step inside the backward when every use has its gradient, else right after it', async () => {
+    const { variable, rows } = await tfraFixture();
+    const real = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: LR }));
+    let calls = 0;
+    const optimizer = { applyGradients: (g: Parameters<typeof real.applyGradients>[0]) => (calls++, real.applyGradients(g)) };
+    const layer = new TfraEmbeddingLayer({ variable, optimizer: optimizer as never });
+    const step = async (loss: () => tf.Scalar) => {
+      calls = 0;
+      const { value, grads } = tf.variableGrads(loss);
+      tf.dispose([value, ...Object.values(grads)]);
+      const atReturn = calls; // before any await: a step started in the backward
+      await layer.flush();
+      return [atReturn, calls];
+    };
+    let x = await layer.lookup(BigInt64Array.of(1n));
+    expect(await step(() => tf.sum(layer.apply(x) as tf.Tensor) as tf.Scalar)).toEqual([1, 1]); // one use
+    x = await layer.lookup(BigInt64Array.of(2n));
+    expect(await step(() => tf.add(tf.sum(layer.apply(x) as tf.Tensor), tf.sum(layer.apply(x) as tf.Tensor)) as tf.Scalar)).toEqual([1, 1]); // two uses, summed
+    x = await layer.lookup(BigInt64Array.of(3n));
+    // two uses, one not on the loss: its gradient never comes, the step goes right after the backward
+    expect(
+      await step(() => {
+        layer.apply(x);
+        return tf.sum(layer.apply(x) as tf.Tensor) as tf.Scalar;
+      }),
+    ).toEqual([0, 1]);
+    // by hand, SGD: row 1 -= lr, row 2 -= 2 lr, row 3 -= lr
+    const expected = Array.from(initialRows()).map((v, i) => v - LR * ([0, 1, 2, 1][Math.floor(i / 2)] ?? 0));
+    expect(await rows()).toEqual(expected);
+    layer.dispose();
+    variable.dispose();
+  });
+
   it('a layer shared by two inputs of one functional model, trained by model.fit with Adam', async () => {
     const { layer, rows, variable } = await tfraFixture();
     const users = tfl.input({ shape: [1], dtype: 'int32' });
