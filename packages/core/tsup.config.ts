@@ -7,7 +7,8 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'es2022',
-  external: ['vitest', 'fast-check'],
+  // tsup: imported by testing's bundleChild when it runs (a devDependency of the repository, never bundled)
+  external: ['vitest', 'fast-check', 'tsup'],
   // import.meta.url in the CJS build (loadDefaultBackend resolves @embedstack/cpu-backend from it)
   shims: true,
 });

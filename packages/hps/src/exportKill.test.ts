@@ -1,11 +1,9 @@
 // kill -9 at each table boundary of a multi-table exportModel: a server loading the model
-// afterwards must see the whole previous export, never a mix of two (core's kill test pattern:
+// afterwards must see the whole previous export, never a mix of two (core's kill test helpers:
 // the child is bundled from source into a temp .mjs, so no prior build of this package is needed).
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { build } from 'tsup';
+import { bundleChild, kill9, runChildUntil, type ChildRun } from '@embedstack/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HPS } from './index.js';
 import { tempDir } from '../test/fixtures.js';
@@ -18,57 +16,15 @@ let childScript: string;
 
 beforeAll(async () => {
   work = tempDir('hps-export-kill-');
-  const outDir = join(work.dir, 'bin');
-  await build({
-    entry: { exportChild: fileURLToPath(new URL('../test/exportChild.ts', import.meta.url)) },
-    outDir,
-    format: ['esm'],
-    platform: 'node',
-    target: 'node20',
-    dts: false,
-    sourcemap: false,
-    splitting: false,
-    clean: false,
-    silent: true,
-    config: false,
-    noExternal: [/^@embedstack\//], // the child runs from a temp folder: bundle core in
-    outExtension: () => ({ js: '.mjs' }),
-  });
-  childScript = join(outDir, 'exportChild.mjs');
+  // the child runs from a temp folder: core and this package are bundled in
+  childScript = await bundleChild(new URL('../test/exportChild.ts', import.meta.url), join(work.dir, 'bin'), { noExternal: [/^@embedstack\//] });
 }, 60_000);
 
 afterAll(() => work?.cleanup());
 
-/** Runs the child; resolves with it once it printed `until` (or exited, for 'done'). */
-function runChild(dir: string, gen: number, stopAt: number): Promise<{ child: ChildProcess; lines: string[] }> {
-  const child = spawn(process.execPath, [childScript, dir, String(TABLES), String(ROWS), String(gen), String(stopAt)], { stdio: ['pipe', 'pipe', 'pipe'] });
-  const lines: string[] = [];
-  let stderr = '';
-  let buf = '';
-  const until = stopAt < 0 ? 'done' : `at ${stopAt}`;
-  return new Promise((resolve, reject) => {
-    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const parts = buf.split('\n');
-      buf = parts.pop()!;
-      for (const l of parts) {
-        lines.push(l);
-        if (l === until && stopAt >= 0) resolve({ child, lines });
-      }
-    });
-    child.on('exit', (code, signal) => {
-      if (stopAt < 0 && code === 0 && lines.includes('done')) resolve({ child, lines });
-      else if (!lines.includes(until)) reject(new Error(`child exited (${code ?? signal}) before "${until}": ${lines.join('|')} ${stderr}`));
-    });
-  });
-}
-
-function kill9(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    child.on('exit', () => resolve());
-    child.kill('SIGKILL');
-  });
+/** Runs the child; resolves with it once it printed `at <stopAt>` (or 'done' with stopAt -1). */
+function runChild(dir: string, gen: number, stopAt: number): Promise<ChildRun> {
+  return runChildUntil(childScript, [dir, String(TABLES), String(ROWS), String(gen), String(stopAt)], stopAt < 0 ? 'done' : `at ${stopAt}`);
 }
 
 /** The ps config of model m as exportModel returns it (written here independently). */

@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../errors.js';
 import { loadTable, saveTable } from './index.js';
 import { setCrashHookForTesting } from './layout.js';
-import { bundleChild } from '../../test/checkpoint/bundleChild.js';
+import { bundleChild } from '../testing/child.js';
 import { concurrentTable, emptyConcurrentTable, generationOf } from '../../test/checkpoint/concurrentTable.js';
 import { rejection, withTempDir } from '../../test/checkpoint/testUtil.js';
 
@@ -24,7 +24,7 @@ let childScript: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'embedstack-conc-'));
-  childScript = await bundleChild('saveLoopChild', join(work, 'bin'));
+  childScript = await bundleChild(new URL('../../test/checkpoint/saveLoopChild.ts', import.meta.url), join(work, 'bin'));
 });
 
 afterAll(async () => {

@@ -1,10 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTable, saveTable } from './index.js';
-import { bundleChild } from '../../test/checkpoint/bundleChild.js';
+import { bundleChild, runChildUntil, type ChildRun } from '../testing/child.js';
 import { checkingTable, generatedTable } from '../../test/checkpoint/generatedTable.js';
 
 /**
@@ -23,38 +22,17 @@ let childScript: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'embedstack-kill-'));
-  childScript = await bundleChild('crashChild', join(work, 'bin'));
+  childScript = await bundleChild(new URL('../../test/checkpoint/crashChild.ts', import.meta.url), join(work, 'bin'));
 });
 
 afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true });
 });
 
-interface Round {
-  child: ChildProcess;
-  lines: string[];
-}
+type Round = ChildRun;
 
 function startChild(dir: string, firstGen: number): Promise<Round> {
-  const child = spawn(process.execPath, [childScript, dir, String(ROWS), String(firstGen)], { stdio: ['pipe', 'pipe', 'pipe'] });
-  const lines: string[] = [];
-  let stderr = '';
-  let buf = '';
-  return new Promise((resolve, reject) => {
-    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const parts = buf.split('\n');
-      buf = parts.pop()!;
-      for (const l of parts) {
-        lines.push(l);
-        if (l === 'ready') resolve({ child, lines });
-      }
-    });
-    child.on('exit', (code, signal) => {
-      if (!lines.includes('ready')) reject(new Error(`child exited (${code ?? signal}) before it was ready: ${stderr}`));
-    });
-  });
+  return runChildUntil(childScript, [dir, String(ROWS), String(firstGen)], 'ready');
 }
 
 function killAfter(r: Round, ms: number): Promise<void> {
