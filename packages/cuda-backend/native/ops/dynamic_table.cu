@@ -47,6 +47,14 @@ ScoreClock DynamicTable::beginCall() {
   return t;
 }
 
+ScoreClock DynamicTable::peekCall() const {
+  ScoreClock t;
+  t.clock = clock_.load(std::memory_order_relaxed) + 1;
+  t.epoch = epoch_.load(std::memory_order_relaxed);
+  t.now = config_.scorePolicy == ScorePolicy::kTimestamp ? nowSeconds() : 0;
+  return t;
+}
+
 void DynamicTable::reserveIndex(size_t rows) {
   const size_t wanted = bucketsFor(rows);
   if (wanted <= buckets_) return;

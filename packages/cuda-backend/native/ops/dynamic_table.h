@@ -68,7 +68,16 @@ class DynamicTable final : public DeviceTable {
 
   IndexView index() const;
   ScoreView scoreView(const ScoreClock& t) const;
+  /** A read call's clock (readers under the shared lock advance it concurrently). */
   ScoreClock beginCall();
+  /**
+   * A write call's clock, not yet counted: under the exclusive lock no other call takes one,
+   * so endWrite() counts it once the call can no longer fail (a call that runs out of memory
+   * leaves the clock, and so later calls' scores, as they were).
+   */
+  ScoreClock peekCall() const;
+  /** Counts the write's clock (the last step before waiting for its kernels), then finish(). */
+  void endWrite(Write& w);
   /** Index room for `rows` keys at load <= 1/2 (rebuilding the index when it grows). */
   void reserveIndex(size_t rows);
   /** Row store room for `rows` rows (doubling). */
@@ -88,7 +97,7 @@ class DynamicTable final : public DeviceTable {
   /** Scores (and with `values`, writes) each resident unique from its last occurrence. */
   void writeUniques(Write& w, const float* values, const float* const* slots, bool explicitScores,
                     bool resetSlots);
-  /** findOrInsert's body under the exclusive lock (staged keys and scores). */
+  /** findOrInsert's body under the exclusive lock (staged keys and scores); counts the clock, the caller finishes. */
   void findOrInsertLocked(Write& w, const int64_t* keys, size_t n, const uint64_t* scores);
 
   bool capped_;

@@ -28,8 +28,8 @@ void DynamicTable::startWrite(Write& w, const int64_t* keys, size_t n, const uin
   w.present = w.st.scratch<uint8_t>(w.d.unique, "presence flags");
   const ScoreView none{};
   launchGroups<LookupRows>(*ex_, w.d.unique, {index(), meta_.data(), w.d.uniqueKeys, w.rowOf, none, 0});
-  // The clock advances only once the call can no longer fail for lack of scratch memory.
-  w.clock = beginCall();
+  // Counted by endWrite(), once the call can no longer fail for lack of memory.
+  w.clock = peekCall();
 }
 
 void DynamicTable::admit(Write& w, const uint8_t* wants, bool explicitScores, bool fill) {
@@ -108,6 +108,12 @@ void DynamicTable::findOrInsertLocked(Write& w, const int64_t* keys, size_t n, c
   startWrite(w, keys, n, scores, false);
   admit(w, nullptr, false, true);
   writeUniques(w, nullptr, nullptr, false, false);
+  clock_.store(w.clock.clock, std::memory_order_relaxed);  // the callers' remaining steps allocate nothing
+}
+
+void DynamicTable::endWrite(Write& w) {
+  clock_.store(w.clock.clock, std::memory_order_relaxed);
+  w.st.finish();
 }
 
 void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
@@ -120,7 +126,7 @@ void DynamicTable::upsert(const int64_t* keys, size_t n, const float* values, co
   startWrite(w, k, n, s, false);
   admit(w, nullptr, false, false);  // every admitted row gets its value below
   writeUniques(w, v, nullptr, false, false);
-  w.st.finish();
+  endWrite(w);
 }
 
 void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, const uint64_t* scores) {
@@ -132,7 +138,7 @@ void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, co
   const float* v = w.st.in(values, n * config_.dim, "values");
   startWrite(w, k, n, s, false);
   writeUniques(w, v, nullptr, false, false);
-  w.st.finish();
+  endWrite(w);
 }
 
 void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, const uint8_t* exists,
@@ -153,7 +159,7 @@ void DynamicTable::accum(const int64_t* keys, size_t n, const float* deltas, con
   launchGroups<AccumUniques>(*ex_, w.d.unique,
                              {meta_.data(), store_.view(), w.rowOf, w.present, w.d.occOffsets, w.d.occList, d, ex,
                               w.given, scoreView(w.clock)});
-  w.st.finish();
+  endWrite(w);
 }
 
 void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values, const float* const* slots,
@@ -169,7 +175,7 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
   startWrite(w, k, n, s, false);
   admit(w, nullptr, explicitScores, false);
   writeUniques(w, v, sl, explicitScores, true);
-  w.st.finish();
+  endWrite(w);
 }
 
 void DynamicTable::trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
@@ -182,7 +188,7 @@ void DynamicTable::trainRows(const int64_t* keys, size_t n, const float* grads, 
   launchGroups<ApplyOptimizer>(*ex_, w.d.unique,
                                {meta_.data(), store_.view(), w.rowOf, w.d.occOffsets, w.d.occList, grads, opt,
                                 scoreView(w.clock)});
-  w.st.finish();
+  endWrite(w);
 }
 
 void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {

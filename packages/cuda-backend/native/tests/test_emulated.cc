@@ -221,6 +221,51 @@ TEST(a_write_that_runs_out_of_device_memory_changes_nothing) {
   EXPECT_TRUE(made > 200);  // the ops allocate: every one of those allocations was made to fail once
 }
 
+TEST(a_write_that_failed_for_memory_leaves_the_clock_and_so_later_scores_as_they_were) {
+  // lru scores are the clock of the call that touched a row: a failed call must not count
+  TableConfig c = config(70);
+  c.scorePolicy = ScorePolicy::kLru;
+  const std::vector<int64_t> old = range(-40, 60, 7);
+  std::vector<int64_t> mixed = range(1000, 30, 3);
+  mixed.insert(mixed.end(), old.begin(), old.begin() + 20);
+  const std::vector<float> oldValues = valuesFor(old, 0.25f);
+  const std::vector<float> v = valuesFor(mixed, 1.5f);
+  std::vector<uint8_t> ex(mixed.size(), 0);
+  const std::vector<std::pair<const char*, std::function<void(Table&)>>> ops = {
+      {"upsert", [&](Table& t) { t.upsert(mixed.data(), mixed.size(), v.data(), nullptr); }},
+      {"accum", [&](Table& t) { t.accum(mixed.data(), mixed.size(), v.data(), ex.data(), nullptr); }},
+      {"applyGradients", [&](Table& t) { t.applyGradients(mixed.data(), mixed.size(), v.data(), adagrad()); }},
+      {"findOrInsert", [&](Table& t) { t.findOrInsert(mixed.data(), mixed.size(), nullptr); }},
+  };
+  size_t failures = 0;
+  for (const auto& [what, op] : ops) {
+    for (long long k = 0;; ++k) {
+      std::shared_ptr<Table> retried = cuda::createTable(c, emulated());
+      std::shared_ptr<Table> once = cuda::createTable(c, emulated());
+      for (Table* t : {retried.get(), once.get()}) t->upsert(old.data(), old.size(), oldValues.data(), nullptr);
+      Exec& e = dynamic_cast<DeviceTable&>(*retried).exec();
+      e.failAllocation(k);
+      bool failed = false;
+      try {
+        op(*retried);
+      } catch (const EmbedError&) {
+        failed = true;
+      }
+      e.failAllocation(-1);
+      if (!failed) break;
+      ++failures;
+      op(*retried);
+      op(*once);
+      if (!(snapshot(*retried, old) == snapshot(*once, old))) {
+        estest::fail(__FILE__, __LINE__, std::string(what) + ": a failure at allocation " + std::to_string(k) +
+                                             " changed the scores of the retried call");
+        break;
+      }
+    }
+  }
+  EXPECT_TRUE(failures > 50);
+}
+
 TEST(imported_slots_reach_their_rows_when_the_copies_run_after_the_call_returned) {
   std::shared_ptr<Table> t = cuda::createTable(config(), emulated());
   const std::vector<int64_t> keys = {5, -9, 1LL << 40};
