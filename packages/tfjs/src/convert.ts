@@ -190,6 +190,13 @@ export function fromTfSparse(parts: TfSparse, options?: FromTfOptions | null): S
   if (parts.values.rank !== 1) throw invalidParameter('parts.values', 'a tensor of shape [nnz]', `shape [${parts.values.shape.join(', ')}]`, ShapeMismatchError);
   const shape = Array.isArray(parts.denseShape) ? parts.denseShape : parts.denseShape === undefined ? undefined : null;
   if (!shape) throw invalidParameter('parts.denseShape', 'an array of dimensions', parts.denseShape, InvalidTypeError);
+  const [nnz, rank] = parts.indices.shape as [number, number];
+  if (rank !== shape.length) {
+    throw invalidParameter('parts.indices', `shape [nnz, ${shape.length}] (one column per dimension of parts.denseShape)`, `shape [${nnz}, ${rank}]`, ShapeMismatchError);
+  }
+  if (nnz !== parts.values.shape[0]) {
+    throw invalidParameter('parts.values', `shape [${nnz}] (one value per row of parts.indices)`, `shape [${parts.values.shape[0]}]`, ShapeMismatchError);
+  }
   const indices = parts.indices.dataSync() as Int32Array;
   return new SparseTensor(indices, coreData(parts.values, o.keys, 'parts.values'), shape);
 }

@@ -127,6 +127,11 @@ describe('sparse and ragged parts', () => {
     expectCoded(() => fromTfSparse({ indices: i1 as never, values: v, denseShape: [1] }), 'SHAPE_MISMATCH', 'parts.indices');
     expectCoded(() => fromTfSparse({ indices: i2, values: 3 as never, denseShape: [1] }), 'INVALID_TYPE', 'parts.values');
     expectCoded(() => fromTfSparse({ indices: i2, values: v, denseShape: 'x' as never }), 'INVALID_TYPE', 'parts.denseShape');
+    // indices [1, 1] against a rank-2 dense shape; 2 index rows for 1 value
+    expectCoded(() => fromTfSparse({ indices: i2, values: v, denseShape: [2, 2] }), 'SHAPE_MISMATCH', 'parts.indices');
+    const i22 = tf.tensor2d([[0, 1], [1, 1]], [2, 2], 'int32');
+    expectCoded(() => fromTfSparse({ indices: i22, values: v, denseShape: [2, 2] }), 'SHAPE_MISMATCH', 'parts.values');
+    i22.dispose();
     expectCoded(() => fromTfRagged({ values: v, rowSplits: v }), 'INVALID_TYPE', 'parts.rowSplits');
     expectCoded(() => fromTfRagged({ values: v, rowSplits: tf.tensor1d([0, 2], 'int32') }), 'INVALID_ARGUMENT', 'rowSplits');
     tf.dispose([i1, v, i2]);
