@@ -1,0 +1,102 @@
+// Servers killed (SIGKILL) while they use versions of a shared Redis L2: what they leave is deleted once
+// their lease expires, and nothing a live server reads ever is. Children bundled from source (core/testing).
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { bundleChild, childExit, kill9, runChildUntil, type ChildRun } from '@embedstack/core/testing';
+import { RedisStore } from '@embedstack/store-redis';
+import { startRedisServer, type RedisServerHandle } from '@embedstack/store-redis/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HPS } from './index.js';
+import { expectedRows, psConfig, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+
+const work = tempDir('hps-shared-kill-');
+let childScript: string;
+let server: RedisServerHandle;
+let client: RedisStore;
+const children: ChildRun[] = [];
+
+beforeAll(async () => {
+  // the child runs from a temp folder: the workspace packages are bundled in, their npm dependencies linked
+  const from = (pkg: string) => createRequire(import.meta.url).resolve(`../../${pkg}/package.json`);
+  childScript = await bundleChild(new URL('../test/sharedChild.ts', import.meta.url), join(work.dir, 'bin'), {
+    noExternal: [/^@embedstack\//],
+    links: { ioredis: from('store-redis'), 'rocksdb-native': from('store-rocksdb') },
+  });
+  server = await startRedisServer();
+  client = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of children) c.child.kill('SIGKILL');
+  await client?.close();
+  await server?.stop();
+  work.cleanup();
+});
+
+/** The table prefixes of model ko in Redis. */
+async function tables(): Promise<string[]> {
+  const [r] = await client.connection.exec([{ route: Buffer.from('k'), name: 'KEYS', args: ['hps:ko.*'] }], true);
+  return [...new Set((r!.value as Buffer[]).map((b) => b.toString('latin1').replace(/\{.*$/s, '')))].sort();
+}
+
+async function until(check: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 1000 && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
+}
+
+const start = async (mode: string, line: RegExp): Promise<ChildRun> => {
+  const run = await runChildUntil(childScript, [`${server.host}:${server.port}`, work.dir, mode], line);
+  children.push(run);
+  return run;
+};
+
+/** Sends "check" to a reader child; resolves with its answer. */
+async function check(reader: ChildRun): Promise<string> {
+  const n = reader.lines.length;
+  reader.child.stdin!.write('check\n');
+  await until(() => reader.lines.length > n);
+  return reader.lines[n]!;
+}
+
+describe('servers killed while they use a shared Redis L2', () => {
+  it("a killed server's half-loaded version is deleted once its lease expires; the version a live server reads stays until that one dies too", async () => {
+    const ks = spreadKeys(2000);
+    for (const salt of [0, 1, 2, 3]) writeTable(join(work.dir, `ko-${salt}`), ks, 8, { salt });
+    const v = (n: number) => [`hps:ko.sparse_embedding0.v${n}.p0`, `hps:ko.sparse_embedding0.v${n}.p1`];
+    const stable = ['hps:ko.sparse_embedding0.p0', 'hps:ko.sparse_embedding0.p1'];
+    // a loader: stable tables (seq 1), a reload published as .v2, then a reload to .v3 it never finishes
+    const loader = await start('loader', /^midload$/);
+    expect(loader.lines).toContain('published 2');
+    // a reader attached to .v2 (it keeps it: followReloads false)
+    const reader = await start('reader', /^serving /);
+    expect(reader.lines).toContain('serving 2');
+    await kill9(loader.child);
+    expect(await tables()).toEqual([...stable, ...v(2), ...v(3)]);
+    // a new loader: the stable tables again (seq 4), then a reload published as .v5
+    const p = await HPS.create({
+      psConfig: { ...psConfig([], [8], {}, { volatile_db: { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 } }), models: [(psConfig([join(work.dir, 'ko-2')], [8], { model: 'ko', gpucache: false }).models as Record<string, unknown>[])[0]!] },
+      sharedL2: { pollIntervalMs: 100, leaseMs: 1000 },
+    });
+    try {
+      await p.loadModel((psConfig([join(work.dir, 'ko-2')], [8], { model: 'ko', gpucache: false }).models as Record<string, unknown>[])[0]!);
+      expect(p.modelInfo('ko').sharedL2).toMatchObject({ seq: 5, suffix: '.v5', loadedHere: true });
+      // the dead loader's lease expires (1 s): p's polls delete .v3; .v2 stays, the live reader reads it
+      await until(async () => !(await tables()).includes(v(3)[0]!));
+      expect(await tables()).toEqual([...stable, ...v(2), ...v(5)]);
+      expect(await check(reader)).toBe('ok');
+      expect(Array.from((await p.lookup(ks, 'ko', 0)).data as Float32Array)).toEqual(expectedRows(ks, 8, new Set(ks), -1, 2));
+      // the reader dies too: once its lease expires, .v2 goes (it is not the published version)
+      await kill9(reader.child);
+      await until(async () => (await tables()).length === 4);
+      expect(await tables()).toEqual([...stable, ...v(5)]);
+    } finally {
+      await p.close();
+    }
+  }, 120_000);
+
+  it('the shared-L2 timer never keeps the process alive (unref\'d): a running server adds no ref\'d timer; close ends the process', async () => {
+    const run = await start('timers', /^timers /);
+    const [before, after] = run.lines.find((l) => l.startsWith('timers '))!.split(' ').slice(1).map(Number);
+    expect(after).toBe(before);
+    expect(await childExit(run.child)).toEqual({ code: 0, signal: null });
+  }, 60_000);
+});

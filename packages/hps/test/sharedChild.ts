@@ -1,0 +1,72 @@
+// Child process of the shared-L2 kill test (bundled to plain .mjs by the test, run by `node`).
+// Usage: node sharedChild.mjs <redis host:port> <folder> <mode>
+// Model "ko" (one table, 2000 keys of dim 8) on the Redis L2, tables <folder>/ko-<salt> written by the parent.
+// - loader: starts (writes the stable tables), reloads salt 1 and prints "published <seq>", then reloads
+//   salt 3 and, at its second batch, prints "midload" and blocks its event loop for good (the parent kills it).
+// - reader: attaches (followReloads false) and prints "serving <seq>"; on each "check" line on stdin it
+//   looks every key up and prints "ok" when every row is salt 1's, else "bad <detail>".
+// - timers: prints "timers <before> <after>": the ref'd timers (process.getActiveResourcesInfo) before a
+//   loading server starts and after (its shared-L2 timer must not be one: it never keeps the process alive).
+import { writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { referenceBackend } from '@embedstack/core';
+import { HPS } from '../src/index.js';
+import { psConfig, rowOf, spreadKeys } from './fixtures.js';
+
+const [address, folder, mode] = process.argv.slice(2) as [string, string, string];
+const keys = spreadKeys(2000);
+const entry = (salt: number) => (psConfig([join(folder, `ko-${salt}`)], [8], { model: 'ko', gpucache: false }).models as Record<string, unknown>[])[0]!;
+const say = (line: string): void => void writeSync(1, `${line}\n`);
+const volatile = { type: 'redis_cluster', address, num_partitions: 2 };
+const sharedL2 = { pollIntervalMs: 100, leaseMs: 1000 };
+
+if (mode === 'timers') {
+  const timers = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+  const before = timers();
+  const s = await HPS.create({ psConfig: { ...psConfig([], [8], {}, { volatile_db: volatile }), models: [entry(0)] }, backend: referenceBackend, sharedL2 });
+  await new Promise((r) => setTimeout(r, 350)); // a few polls
+  say(`timers ${before} ${timers()}`);
+  await s.close();
+} else {
+  process.stdin.on('end', () => process.exit(2));
+  setTimeout(() => process.exit(3), 120_000).unref();
+  if (mode === 'loader') {
+    let blockAt = Infinity;
+    const s = await HPS.create({
+      psConfig: { ...psConfig([], [8], {}, { volatile_db: volatile }), models: [entry(0)] },
+      backend: referenceBackend,
+      sharedL2,
+      loadBatchSize: 500,
+      onProgress: (p) => {
+        if (p.rowsLoaded < blockAt) return;
+        say('midload');
+        for (;;); // the reload never finishes: its .v<N> tables are half written, registered, never published
+      },
+    });
+    await s.loadModel(entry(1));
+    say(`published ${s.modelInfo('ko').sharedL2!.seq}`);
+    blockAt = 1000;
+    await s.loadModel(entry(3));
+  } else {
+    const s = await HPS.create({ psConfig: { ...psConfig([], [8], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, backend: referenceBackend, sharedL2: { ...sharedL2, followReloads: false } });
+    say(`serving ${s.modelInfo('ko').sharedL2!.seq}`);
+    let buf = '';
+    process.stdin.on('data', (d: Buffer) => {
+      buf += d.toString();
+      const lines = buf.split('\n');
+      buf = lines.pop()!;
+      for (const l of lines) {
+        if (l !== 'check') continue;
+        void s.lookup(keys, 'ko', 0).then(
+          (r) => {
+            const got = Array.from(r.data as Float32Array);
+            const want = keys.flatMap((k) => rowOf(k, 8, 1));
+            const bad = got.findIndex((v, i) => v !== want[i]);
+            say(bad < 0 ? 'ok' : `bad row ${Math.floor(bad / 8)}: ${got[bad]} != ${want[bad]}`);
+          },
+          (e: unknown) => say(`bad ${(e as Error).message}`),
+        );
+      }
+    });
+  }
+}
