@@ -72,6 +72,8 @@ interface SparseStep {
   received: number;
   /** True once handed to the facade: a later backward is a second step. */
   sealed: boolean;
+  /** Settles `flush()`'s wait for this step (given the facade's step when it is handed over). */
+  settle: (facadeStep: Promise<void>) => void;
 }
 
 /** tfjs's tape while a gradient computation records its forward, else null. */
@@ -344,7 +346,13 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
       for (let i = 0; i < d.length; i++) step.sum[i]! += d[i]!;
       step.received++;
     } else {
-      step = b.step = { tape, sum: d, owned: false, received: 1, sealed: false };
+      let settle!: (facadeStep: Promise<void>) => void;
+      // flush() waits for this step from now on, also while it is not handed over yet
+      const handed = new Promise<void>((resolve) => {
+        settle = resolve;
+      });
+      this.#pending = Promise.all([this.#pending, handed]).then(() => undefined);
+      step = b.step = { tape, sum: d, owned: false, received: 1, sealed: false, settle };
       // A use whose gradient never comes (not connected to the loss) leaves the count short: the backward is
       // synchronous, so this microtask hands the sum over after it in that case.
       const fallback = step;
@@ -365,13 +373,14 @@ export abstract class SparseEmbeddingLayer extends tfl.layers.Layer {
     } catch (e) {
       started = Promise.reject(e);
     }
-    const settled = started.then(
-      () => undefined,
-      (error: unknown) => {
-        this.#failure ??= { error };
-      },
+    step.settle(
+      started.then(
+        () => undefined,
+        (error: unknown) => {
+          this.#failure ??= { error };
+        },
+      ),
     );
-    this.#pending = Promise.all([this.#pending, settled]).then(() => undefined);
   }
 
   /**

@@ -90,14 +90,23 @@ describe('several uses of the layer in one backward', () => {
     const { variable, rows } = await tfraFixture();
     const real = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: LR }));
     let calls = 0;
-    const optimizer = { applyGradients: (g: Parameters<typeof real.applyGradients>[0]) => (calls++, real.applyGradients(g)) };
+    let done = 0;
+    // a facade step that takes a while: flush() must wait for it however it was handed over
+    const slow = (g: Parameters<typeof real.applyGradients>[0]) =>
+      real
+        .applyGradients(g)
+        .then(() => new Promise((resolve) => setTimeout(resolve, 20)))
+        .then(() => void done++);
+    const optimizer = { applyGradients: (g: Parameters<typeof real.applyGradients>[0]) => (calls++, slow(g)) };
     const layer = new TfraEmbeddingLayer({ variable, optimizer: optimizer as never });
     const step = async (loss: () => tf.Scalar) => {
       calls = 0;
+      done = 0;
       const { value, grads } = tf.variableGrads(loss);
       tf.dispose([value, ...Object.values(grads)]);
       const atReturn = calls; // before any await: a step started in the backward
       await layer.flush();
+      expect(done).toBe(1);
       return [atReturn, calls];
     };
     let x = await layer.lookup(BigInt64Array.of(1n));
