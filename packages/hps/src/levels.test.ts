@@ -1,7 +1,9 @@
 // L2 and L3 behaviour the other suites do not pin down: cache_missed_embeddings write-back, the in-process
 // hash map's per-partition overflow_margin with each policy, and the latency percentiles of stats().
 import { afterEach, describe, expect, it } from 'vitest';
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { RocksStore } from '@embedstack/store-rocksdb';
 import { loadDefaultBackend } from '@embedstack/core';
 import { HPS, resolvePsConfig } from './index.js';
 import { HashMapDb } from './volatileDb.js';
@@ -75,6 +77,36 @@ describe('L2 / L3', () => {
     const got = Array.from((await second.lookup(ask, 'm', 0)).data as Float32Array);
     expect(got).toEqual([...rowOf(keys[10]!, 4, 1), -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1]);
   });
+
+  it("the RocksDB tables of a superseded reload give their disk back (emptied and compacted): the folder holds about two versions while serving, one after close", async () => {
+    const t = tempDir('hps-l3disk-');
+    cleanups.push(t.cleanup);
+    const ks = spreadKeys(100_000);
+    const rocks = join(t.dir, 'rocks');
+    // table files and write-ahead logs in the folder
+    const bytes = (): number => readdirSync(rocks).reduce((a, f) => a + (/\.(sst|log)$/.test(f) ? statSync(join(rocks, f)).size : 0), 0);
+    const version = ks.length * (8 + 16 * 4); // one version's keys and rows
+    const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `d-${salt}`), ks, 16, { salt })], [16], { model: 'd', gpucache: false }).models as Record<string, unknown>[])[0]!;
+    const s = await HPS.create({ psConfig: { ...psConfig([], [16], {}, { volatile_db: { type: 'disabled' }, persistent_db: { type: 'rocks_db', path: rocks } }), models: [entry(0)] } });
+    cleanups.push(() => s.close());
+    for (const salt of [1, 2, 3]) {
+      await s.loadModel(entry(salt));
+      // the stable tables (first load) and the live reload; each earlier reload emptied and compacted
+      expect(bytes()).toBeLessThan(2.5 * version);
+      expect(Array.from((await s.lookup(ks.slice(0, 1000), 'd', 0)).data as Float32Array)).toEqual(expectedRows(ks.slice(0, 1000), 16, new Set(ks), -1, salt));
+    }
+    await s.close();
+    expect(bytes()).toBeLessThan(1.5 * version);
+    // the emptied column families stay (rocksdb-native cannot drop one), empty
+    const l3 = await RocksStore.open({ path: rocks });
+    try {
+      expect(l3.tables().sort()).toEqual(['d.sparse_embedding0', 'd.sparse_embedding0.v2', 'd.sparse_embedding0.v3', 'd.sparse_embedding0.v4']);
+      expect((await l3.multiGet('d.sparse_embedding0.v3', BigInt64Array.from(ks), 16)).hits).toBe(0);
+      expect((await l3.multiGet('d.sparse_embedding0', BigInt64Array.from(ks), 16)).hits).toBe(ks.length);
+    } finally {
+      await l3.close();
+    }
+  }, 120_000);
 
   it('hash map evict_oldest: each partition over overflow_margin is cut to overflow_resolution_target of it, keeping the newest rows', async () => {
     const parts = 2;

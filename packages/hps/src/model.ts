@@ -473,8 +473,9 @@ export class ModelState {
 
   /**
    * Once no lookup, refresh or update is in flight on this version: frees the L1 caches and
-   * the in-process L2 tables, and empties the L3 tables of a reload (version >= 2, named
-   * `<model>.<table>.v<N>`) that this version filled. On a shared (Redis) L2 the version's
+   * the in-process L2 tables, and empties and compacts the L3 tables of a reload (version >= 2,
+   * named `<model>.<table>.v<N>`) that this version filled (their disk comes back; the empty column
+   * family stays: rocksdb-native cannot drop one). On a shared (Redis) L2 the version's
    * tables are only forgotten here: `onDisposed` ends this server's use of them and deletes the
    * `.v<seq>` sets no live server uses (the stable `<model>.<table>` names always stay).
    */
@@ -491,7 +492,7 @@ export class ModelState {
       t.caches.clear();
       // in-process: frees the version's tables; shared: forgets them here (onDisposed deletes what no server uses)
       if (l2 && this.#opened.has(t.l2Name)) jobs.push(l2.dropTable(t.l2Name));
-      if (l3 && reloaded && this.#wrote.l3.has(t.l3Name)) jobs.push(l3.clear(t.l3Name));
+      if (l3 && reloaded && this.#wrote.l3.has(t.l3Name)) jobs.push(l3.clear(t.l3Name).then(() => l3.compact(t.l3Name)));
     }
     // concurrently: an unreachable store costs one timeout, not one per table
     await Promise.allSettled(jobs);

@@ -45,6 +45,10 @@ declare module 'rocksdb-native' {
     write(opts?: { capacity?: number; autoDestroy?: boolean }): WriteBatch;
     iterator(range?: { gt?: Uint8Array; gte?: Uint8Array; lt?: Uint8Array; lte?: Uint8Array; limit?: number }, opts?: { values?: boolean }): RocksIterator;
     flush(): Promise<void>;
+    /** Compacts keys in [start, end) (byte order) of this column family. */
+    compactRange(start: Uint8Array, end: Uint8Array, opts?: { exclusive?: boolean; bottommostLevelCompaction?: number }): Promise<void>;
+    /** NONE 0, SKIP 1, FORCE 2 (RocksDB's BottommostLevelCompaction). */
+    static readonly constants: { bottommostLevelCompaction: { NONE: number; SKIP: number; FORCE: number } };
   }
   export = RocksDB;
 }

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RocksStore } from './index.js';
 import { tempDir } from '../test/tmp.js';
@@ -55,6 +55,29 @@ describe('RocksStore', () => {
     expect(Array.from(got.found)).toEqual([0, 1]);
     expect(Array.from(got.values)).toEqual([0, 0, 9, 9]);
     await expect(ro.put('a', [3n], new Float32Array([1, 1]))).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
+  });
+
+  it("compact gives a cleared table's disk back (its table files); the other table is untouched, the cleared one stays open and empty", async () => {
+    const { store, dir } = await openTemp();
+    const bytes = (): number => readdirSync(dir).reduce((a, f) => a + (/\.(sst|log)$/.test(f) ? statSync(join(dir, f)).size : 0), 0);
+    const n = 100_000; // 100000 rows of 16 floats: 6.4 MB of values
+    const keys = BigInt64Array.from({ length: n }, (_, i) => BigInt(i));
+    await store.put('a', keys, Float32Array.from({ length: n * 16 }, (_, j) => j % 977));
+    await store.put('b', [1n, 2n], new Float32Array([1, 1, 2, 2]));
+    await store.compact('a'); // flushed into table files (the log of the writes can go)
+    await store.compact('b');
+    const full = bytes();
+    expect(full).toBeGreaterThan(n * 64);
+    await store.clear('a');
+    expect(bytes()).toBeGreaterThan(n * 64); // a range deletion alone frees nothing
+    await store.compact('a');
+    expect(bytes()).toBeLessThan(n * 4); // the table files of 'a' are deleted
+    expect((await store.multiGet('a', keys.subarray(0, 1000), 16)).hits).toBe(0);
+    expect(Array.from((await store.multiGet('b', [1n, 2n], 2)).values)).toEqual([1, 1, 2, 2]);
+    expect(store.tables()).toEqual(['a', 'b']);
+    await store.put('a', [5n], new Float32Array(16).fill(3));
+    expect(Array.from((await store.multiGet('a', [5n], 16)).values)).toEqual(Array.from({ length: 16 }, () => 3));
+    await expect(store.compact('zz')).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
   it('clears one table: every key gone (the extreme keys too), the other table untouched, writable after', async () => {

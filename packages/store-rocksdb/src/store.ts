@@ -277,6 +277,23 @@ export class RocksStore {
   }
 
   /**
+   * Compacts `table` over its whole key range down to the last level (RocksDB's CompactRange,
+   * bottommost level forced; the table's memtable is flushed first): the disk space of rows that
+   * `remove` or `clear` deleted is given back once it resolves, as their table files are rewritten
+   * or deleted. The write-ahead log is shared by all tables and is freed when every table has been
+   * flushed (at the latest at `close`). The table itself stays: rocksdb-native cannot drop a
+   * column family, so an emptied table is an empty column family.
+   * @throws NotFoundError, FailedPreconditionError (read-only), DisposedError, IOError
+   */
+  async compact(table: string): Promise<void> {
+    if (this.#reopening) await this.#settled();
+    const cf = this.#writable(table);
+    await cf.compactRange(new Uint8Array(0), new Uint8Array(KEY_BYTES + 1).fill(0xff), { bottommostLevelCompaction: RocksDB.constants.bottommostLevelCompaction.FORCE }).catch((e: unknown) => {
+      throw asStoreError(e, `compacting table '${table}'`);
+    });
+  }
+
+  /**
    * Streams batches of rows into `table` (a model file read in chunks): memory stays
    * bounded by one batch.
    * @returns the number of rows written
