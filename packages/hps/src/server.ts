@@ -112,6 +112,8 @@ const tablesOf = (cfg: PsConfig['models'][number]): VersionTable[] => cfg.embedd
 interface Adoption {
   version: PublishedVersion;
   release: () => void;
+  /** The version a running server switches from (null at load): gone by the end of the load = the model was unloaded. */
+  replaces?: ModelState | null;
 }
 const CREATE_TOKEN = Symbol('HPS.create');
 
@@ -215,6 +217,7 @@ export class HPS {
    * tables.
    */
   async #loadOrAttach(cfg: PsConfig['models'][number]): Promise<ModelState> {
+    this.#sharedError.delete(cfg.model); // a load asked for tries again a version that failed before
     if (this.#shared && !this.#writesL2()) {
       const adoption = await this.#leaseLive(cfg);
       if (adoption) {
@@ -310,6 +313,11 @@ export class HPS {
       throw closed();
     }
     const old = this.#models.get(cfg.model);
+    if (adoption?.replaces && !old) {
+      // the model was unloaded while this server prepared the switch: it stays unloaded
+      await state.dispose();
+      throw new NotFoundError(`Model ${JSON.stringify(cfg.model)} was unloaded while it switched to published version ${state.seq}`);
+    }
     if (old && (old.seq > state.seq || (old.seq === state.seq && old.version > version))) {
       // a later load of this model (a later loadModel, a newer published version) finished first:
       // it stays, this version is discarded as if replaced at once
@@ -411,10 +419,10 @@ export class HPS {
       return;
     }
     try {
-      await this.#load(m.config, adoption);
+      await this.#load(m.config, { ...adoption, replaces: m });
       this.#sharedError.delete(m.name);
     } catch (e) {
-      if (!this.#closed) this.#sharedError.set(m.name, { seq: adoption.version.seq, message: `could not load published version ${adoption.version.seq}: ${(e as Error).message}` });
+      if (!this.#closed && this.#models.has(m.name)) this.#sharedError.set(m.name, { seq: adoption.version.seq, message: `could not load published version ${adoption.version.seq}: ${(e as Error).message}` });
     }
   }
 

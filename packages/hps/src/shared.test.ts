@@ -137,6 +137,36 @@ describe('servers sharing a Redis L2', () => {
     expect(await r.tables()).toEqual([...stable, ...v(3)]);
   }, 60000);
 
+  it('a model unloaded while its server prepares the switch to a newer version stays unloaded', async () => {
+    const r = await redis('ul');
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    const small = ks.slice(0, 2000);
+    const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `ul-${salt}`), small, 8, { salt })], [8], { model: 'ul', gpucache: false }).models as Record<string, unknown>[])[0]!;
+    const a = await serve({ psConfig: { ...psConfig([], [8], {}, { volatile_db: volatile }), models: [entry(0)] } });
+    let loads = 0;
+    let unloading: Promise<void> | null = null;
+    let switched = false;
+    const b = await serve({
+      psConfig: { ...psConfig([], [8], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 }, persistent_db: { type: 'rocks_db', path: join(t.dir, 'ul-rocks') } }), models: [entry(0)] },
+      sharedL2: { pollIntervalMs: 50 },
+      loadBatchSize: 500,
+      onProgress: (p) => {
+        if (p.rowsLoaded === 500 && ++loads === 2) unloading = b.unloadModel('ul'); // the switch to a's reload has begun
+        if (loads === 2 && p.rowsLoaded === p.rows) switched = true;
+      },
+    });
+    await a.loadModel(entry(1));
+    await until(() => switched && unloading !== null);
+    await unloading;
+    await new Promise((res) => setTimeout(res, 200)); // the switch's end, and a few polls
+    expect(b.models()).toEqual([]);
+    await expect(b.lookup(small, 'ul', 0)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    // loaded again, b attaches to the published version
+    await b.loadModel(entry(0));
+    expect(b.modelInfo('ul').sharedL2).toMatchObject({ seq: a.modelInfo('ul').sharedL2!.seq, error: null });
+    expect(Array.from((await b.lookup(small, 'ul', 0)).data as Float32Array)).toEqual(expectedRows(small, 8, new Set(small), -1, 1));
+  }, 60000);
+
   it('rejects bad sharedL2 options with coded errors', async () => {
     const folder = writeTable(join(t.dir, 'opt'), ks.slice(0, 5), 4);
     const config = psConfig([folder], [4]);

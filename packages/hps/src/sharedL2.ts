@@ -64,6 +64,8 @@ export class SharedL2Control {
   readonly id = randomUUID();
   /** Per model: table suffix -> how many of this server's versions use it. */
   readonly #uses = new Map<string, Map<string, number>>();
+  /** Models whose `servers` set this server has pruned once (the ids of killed servers go then, or at a collection). */
+  readonly #pruned = new Set<string>();
 
   constructor(
     private readonly store: RedisStore,
@@ -114,9 +116,10 @@ export class SharedL2Control {
       models.map((m) =>
         this.#run(
           m,
+          // the lease first: a server found in `servers` always has its lease written already
           [
-            ['SADD', ctlKey(m, 'servers'), this.id],
             ['SET', ctlKey(m, `lease:${this.id}`), JSON.stringify(this.uses(m)), 'PX', this.leaseMs],
+            ['SADD', ctlKey(m, 'servers'), this.id],
           ],
           false,
         ),
@@ -153,7 +156,8 @@ export class SharedL2Control {
   async collect(model: string, drop: (suffix: string, tables: VersionTable[]) => Promise<void>): Promise<string[]> {
     const [gens] = await this.#run(model, [['HGETALL', ctlKey(model, 'gens')]], true);
     const flat = gens as Buffer[];
-    if (flat.length === 0) return [];
+    if (flat.length === 0 && this.#pruned.has(model)) return [];
+    this.#pruned.add(model);
     const registered = new Map<string, VersionTable[]>();
     for (let i = 0; i < flat.length; i += 2) registered.set(flat[i]!.toString('utf8'), JSON.parse(flat[i + 1]!.toString('utf8')) as VersionTable[]);
     const live = await this.live(model);
