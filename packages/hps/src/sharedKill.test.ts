@@ -14,6 +14,7 @@ let childScript: string;
 let server: RedisServerHandle;
 let client: RedisStore;
 const children: ChildRun[] = [];
+const ks = spreadKeys(2000);
 
 beforeAll(async () => {
   // the child runs from a temp folder: the workspace packages are bundled in, their npm dependencies linked
@@ -22,6 +23,7 @@ beforeAll(async () => {
     noExternal: [/^@embedstack\//],
     links: { ioredis: from('store-redis'), 'rocksdb-native': from('store-rocksdb') },
   });
+  for (const salt of [0, 1, 2, 3]) writeTable(join(work.dir, `ko-${salt}`), ks, 8, { salt });
   server = await startRedisServer();
   client = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
 }, 60_000);
@@ -59,8 +61,6 @@ async function check(reader: ChildRun): Promise<string> {
 
 describe('servers killed while they use a shared Redis L2', () => {
   it("a killed server's half-loaded version is deleted once its lease expires; the version a live server reads stays until that one dies too", async () => {
-    const ks = spreadKeys(2000);
-    for (const salt of [0, 1, 2, 3]) writeTable(join(work.dir, `ko-${salt}`), ks, 8, { salt });
     const v = (n: number) => [`hps:ko.sparse_embedding0.v${n}.p0`, `hps:ko.sparse_embedding0.v${n}.p1`];
     const stable = ['hps:ko.sparse_embedding0.p0', 'hps:ko.sparse_embedding0.p1'];
     // a loader: stable tables (seq 1), a reload published as .v2, then a reload to .v3 it never finishes
