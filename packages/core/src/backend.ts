@@ -6,6 +6,7 @@ import type { RawCache, ResolvedCacheOptions } from './cache.js';
 import type { RawTable } from './rawTable.js';
 import { referenceBackend } from './reference/backend.js';
 import type { ResolvedTableOptions } from './tableOptions.js';
+import { checkOptions } from './validation.js';
 
 /** A device a backend places tables on, as listed by `EmbeddingBackend.devices()`. */
 export interface DeviceInfo {
@@ -239,8 +240,7 @@ export interface LoadDefaultBackendOptions {
  *   `backend` that is neither a name nor a backend
  */
 export function loadDefaultBackend(options: LoadDefaultBackendOptions | null = {}): EmbeddingBackend {
-  const o = options ?? {};
-  if (typeof o !== 'object') throw invalidParameter('options', 'an options object ({ backend, from, load })', options, InvalidTypeError);
+  const o = checkOptions<LoadDefaultBackendOptions>(options, ['backend', 'from', 'load'], 'options', { expected: 'an options object ({ backend, from, load })' });
   if (o.load !== undefined && typeof o.load !== 'function') throw invalidParameter('options.load', 'a function', o.load, InvalidTypeError);
   if (o.from !== undefined && typeof o.from !== 'string' && !(o.from instanceof URL)) throw invalidParameter('options.from', 'a file URL or path', o.from, InvalidTypeError);
   const backend = o.backend ?? undefined;

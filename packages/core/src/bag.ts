@@ -3,6 +3,7 @@ import type { KeyDtype, Keys } from './dtypes.js';
 import { InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
 import { normalizeKeys, takeKeys } from './keys.js';
 import { orderedRowSplits, RaggedTensor, SparseTensor } from './sparse.js';
+import { unknownKeys } from './validation.js';
 
 /** Ids for a pooled lookup: a SparseTensor (rows = its first index column), a RaggedTensor, or an already normalised {@link Bag}. */
 export type BagInput = SparseTensor | RaggedTensor | Bag<Keys>;
@@ -34,6 +35,9 @@ export interface OrderedBag {
   /** [nnz] bag entry of each input entry, or null when entries kept their positions. */
   order: Int32Array | null;
 }
+
+/** The fields of a Bag given as a plain object. */
+const BAG_FIELDS: readonly string[] = Object.freeze(['rowSplits', 'keys', 'weights']);
 
 /** {@link toBag}, also saying how a SparseTensor's entries were reordered (only when they were not in row order). */
 export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids'): OrderedBag {
@@ -106,6 +110,8 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
     return { bag: { rowSplits: splits, keys, weights: w }, order };
   }
   if (typeof ids === 'object' && ids !== null && 'rowSplits' in ids && 'keys' in ids) {
+    // a misspelt `weights` would otherwise weigh every id 1, silently
+    unknownKeys(ids, BAG_FIELDS, argument, 'fields');
     const keys = normalizeKeys(ids.keys, keyDtype, `${argument}.keys`);
     const s = ids.rowSplits;
     if (!(s instanceof Int32Array) || s.length < 1 || s[0] !== 0 || s[s.length - 1] !== keys.length) {

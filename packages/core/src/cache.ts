@@ -256,8 +256,7 @@ export class EmbeddingCache {
  */
 export function createCache(options: CacheOptions, opts: { backend?: string | EmbeddingBackend } | null = {}): EmbeddingCache {
   const resolved = resolveCacheOptions(options);
-  if (opts !== null && opts !== undefined && typeof opts !== 'object') throw invalidParameter('opts', 'an object ({ backend })', opts, InvalidTypeError);
-  const b = opts?.backend ?? undefined;
+  const b = checkOptions<{ backend?: string | EmbeddingBackend }>(opts, ['backend'], 'opts', { expected: 'an object ({ backend })' }).backend ?? undefined;
   if (typeof b === 'object' && (b === null || typeof b.name !== 'string')) throw invalidParameter('opts.backend', 'a backend name or an EmbeddingBackend', b, InvalidTypeError);
   const backend = typeof b === 'object' ? b : getBackend(b);
   if (typeof backend.createCache !== 'function') {

@@ -131,6 +131,7 @@ export type { CacheOptions, ResolvedCacheOptions, RawCache, CacheQueryResult, Ca
 export { validateValues, validateExists } from './values.js';
 export {
   checkOptions,
+  checkKnownKeys,
   checkBoolean,
   checkInteger,
   checkNumber,

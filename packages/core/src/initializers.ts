@@ -1,6 +1,6 @@
 import { InvalidArgumentError, InvalidTypeError, invalidParameter } from './errors.js';
 import { asTypedArray } from './typed.js';
-import { errorClassFor } from './validation.js';
+import { errorClassFor, unknownKeys } from './validation.js';
 import {
   keyWords,
   randomWord,
@@ -116,6 +116,19 @@ function firstNonFinite(list: ArrayLike<unknown>): number {
   return -1;
 }
 
+/** The fields of each kind's spec. */
+const FIELDS: Readonly<Record<string, readonly string[]>> = Object.freeze({
+  zeros: ['kind'],
+  ones: ['kind'],
+  constant: ['kind', 'value'],
+  row: ['kind', 'values'],
+  array: ['kind', 'values'],
+  uniform: ['kind', 'min', 'max'],
+  normal: ['kind', 'mean', 'std'],
+  truncatedNormal: ['kind', 'mean', 'std'],
+  function: ['kind', 'fn'],
+});
+
 /**
  * A spec of `kind` with its fields checked, each error naming `at(field)`: what every builder
  * returns, and what resolveInitializer makes of a spec written as a plain object. Arrays are
@@ -179,7 +192,7 @@ export const initializers = {
   fromFunction: (fn: (shape: [number, number]) => Float32Array | ArrayLike<number>): InitializerSpec => checkedSpec({ kind: 'function', fn }, asBuilt, true),
 } as const;
 
-const KINDS = new Set(['zeros', 'ones', 'constant', 'row', 'uniform', 'normal', 'truncatedNormal', 'array', 'function']);
+const KINDS = new Set(Object.keys(FIELDS));
 
 /** Whether `value` looks like an initializer spec (an object whose `kind` is a known initializer kind). */
 export function isInitializerSpec(value: unknown): value is InitializerSpec {
@@ -200,7 +213,9 @@ export function resolveInitializer(
   if (!isInitializerSpec(spec)) {
     throw invalidParameter(argument, 'an initializer spec (see `initializers`)', spec, InvalidTypeError);
   }
-  // A spec may be a plain object: the builders' checks again (a Float32Array is not copied).
+  // A spec may be a plain object: a field of another kind or misspelt (stddev, minval, seed) would be
+  // ignored, silently, so it is refused; then the builders' checks again (a Float32Array is not copied).
+  unknownKeys(spec, FIELDS[spec.kind]!, argument, 'fields');
   spec = checkedSpec(spec as unknown as Record<string, unknown>, (field) => `${argument}.${field}`, false);
   switch (spec.kind) {
     case 'row':

@@ -1,6 +1,6 @@
 import type { Keys } from './dtypes.js';
 import { InvalidTypeError, invalidParameter, OutOfRangeError, argName } from './errors.js';
-import { errorClassFor } from './validation.js';
+import { errorClassFor, unknownKeys } from './validation.js';
 
 /**
  * Where the keys of one logical table live when it is split over N shards (one
@@ -68,6 +68,13 @@ export interface PlanTarget {
 
 const MAX_SHARDS = 1 << 20;
 
+/** The fields of each placement's plan. */
+const FIELDS: Readonly<Record<ShardPlacement, readonly string[]>> = Object.freeze({
+  mod: ['placement', 'numShards', 'shard'],
+  range: ['placement', 'start', 'end'],
+  localized: ['placement'],
+});
+
 /**
  * Validates `plan` for a table.
  * @throws InvalidTypeError (not a plan object), InvalidArgumentError naming the field
@@ -89,6 +96,9 @@ export function resolveShardPlan(plan: unknown, table: PlanTarget, argument = 'p
     }
     return v;
   };
+  // a field of another placement or misspelt would be ignored, silently (no allocation: per call of find)
+  const fields = typeof p.placement === 'string' && Object.prototype.hasOwnProperty.call(FIELDS, p.placement) ? FIELDS[p.placement as ShardPlacement] : undefined;
+  if (fields !== undefined) unknownKeys(p, fields, argument, 'fields');
   switch (p.placement) {
     case 'mod': {
       const numShards = int('numShards', 1, MAX_SHARDS);

@@ -2,6 +2,7 @@ import { type DataArray, type Dtype, dtypeOf, isDataArray, type TypedArrayFor } 
 import { InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
 import { validateShape } from './shape.js';
 import { Tensor, toTypedArray } from './tensor.js';
+import { checkOptions } from './validation.js';
 
 /** One row of ids of a ragged nested array (`RaggedTensor.fromNestedArray`). */
 export type Row = readonly (number | bigint)[];
@@ -116,7 +117,7 @@ export class SparseTensor<D extends DataArray = DataArray> {
   static fromNestedArray<T extends Dtype>(rows: readonly Row[], options: { dtype: T }): SparseTensor<TypedArrayFor<T>>;
   static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype | null } | null = {}): SparseTensor {
     if (!Array.isArray(rows)) throw invalidParameter('rows', 'an array of rows', rows, InvalidTypeError);
-    const dtype = (typeof options === 'object' && options !== null ? options.dtype : undefined) ?? 'int64';
+    const dtype = checkOptions<{ dtype?: Dtype | null }>(options, ['dtype']).dtype ?? 'int64';
     const idx: number[] = [];
     const flat: (number | bigint)[] = [];
     let width = 0;
@@ -268,7 +269,7 @@ export class RaggedTensor<D extends DataArray = DataArray> {
   static fromNestedArray<T extends Dtype>(rows: readonly Row[], options: { dtype: T }): RaggedTensor<TypedArrayFor<T>>;
   static fromNestedArray(rows: readonly Row[], options: { dtype?: Dtype | null } | null = {}): RaggedTensor {
     if (!Array.isArray(rows)) throw invalidParameter('rows', 'an array of rows', rows, InvalidTypeError);
-    const dtype = (typeof options === 'object' && options !== null ? options.dtype : undefined) ?? 'int64';
+    const dtype = checkOptions<{ dtype?: Dtype | null }>(options, ['dtype']).dtype ?? 'int64';
     const splits = new Int32Array(rows.length + 1);
     const flat: (number | bigint)[] = [];
     rows.forEach((row, r) => {

@@ -20,7 +20,7 @@ import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } fro
 import type { StorageDtype } from './storageDtype.js';
 import { Tensor } from './tensor.js';
 import { asTypedArray } from './typed.js';
-import { checkInteger, checkRowIndices, errorClassFor } from './validation.js';
+import { checkInteger, checkRowIndices, errorClassFor, unknownKeys } from './validation.js';
 import { type ExistsInput, validateExists, validateValues, type ValuesInput } from './values.js';
 
 export type { ExistsInput, ValuesInput } from './values.js';
@@ -123,6 +123,7 @@ const COMBINER = ['weights', 'combiner', 'maxNorm'];
 const OPTION_NAMES = Object.freeze({
   find: names('out', 'plan'),
   findOrInsert: names('out', 'plan', 'scores'),
+  findOut: names('values', 'exists'),
   write: names('scores'),
   range: names('offset', 'limit'),
   lookupCombined: names(...COMBINER, 'insertMissing', 'out'),
@@ -134,6 +135,9 @@ const OPTION_NAMES = Object.freeze({
   applyCombinedGradientsShards: names(...COMBINER),
   createTable: names('backend'),
 });
+
+/** The fields of a TableShard (lookupCombinedShards, applyCombinedGradientsShards). */
+const SHARD_FIELDS: readonly string[] = Object.freeze(['table', 'plan']);
 
 /**
  * Refuses an options object with a name `known` lacks (undefined, null and non-objects pass: the
@@ -437,6 +441,7 @@ export class EmbeddingTable {
       return [keys, plan ? { values: new Float32Array(n * this.dim), exists: new Uint8Array(n) } : null, plan];
     }
     if (typeof given !== 'object') throw invalidParameter('out', 'an object { values, exists? }', given, InvalidTypeError);
+    checkOptionNames(given, OPTION_NAMES.findOut, method, 'out'); // a misspelt `exists` would leave the caller's flags unwritten
     const values = floatOut(given.values, n * this.dim, 'out.values')!;
     let exists: Uint8Array;
     const givenExists = asTypedArray(given.exists, Uint8Array, 'out.exists');
@@ -785,6 +790,7 @@ export class EmbeddingTable {
     const tables = Array.from(shards, (s: unknown, d) => {
       const t = typeof s === 'object' && s !== null ? (s as TableShard).table : undefined;
       if (!(t instanceof EmbeddingTable)) throw invalidParameter(`shards[${d}].table`, 'an EmbeddingTable', t, InvalidTypeError);
+      unknownKeys(s as object, SHARD_FIELDS, `shards[${d}]`, 'fields');
       return t;
     });
     const first = tables[0]!;

@@ -1,6 +1,7 @@
 import { type DataArray, type Dtype, dtypeOf, isDataArray } from './dtypes.js';
 import { InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
 import { formatShape, shapeSize, validateShape } from './shape.js';
+import { checkOptions } from './validation.js';
 
 /** A number, a bigint, or a nested array of them (the input and output of the nested-array conversions). */
 export type Nested = number | bigint | readonly Nested[];
@@ -76,7 +77,7 @@ export class Tensor<D extends DataArray = DataArray> {
    * Rows must be rectangular. dtype defaults to 'float32'.
    */
   static fromNestedArray(rows: Nested, options: { dtype?: Dtype } | null = {}): Tensor {
-    const dtype = (typeof options === 'object' && options !== null ? options.dtype : undefined) ?? 'float32';
+    const dtype = checkOptions<{ dtype?: Dtype }>(options, ['dtype']).dtype ?? 'float32';
     const shape: number[] = [];
     let probe: Nested = rows;
     while (Array.isArray(probe)) {

@@ -17,29 +17,61 @@ export interface OptionsCheck {
   required?: boolean;
 }
 
+const NO_CHECK: OptionsCheck = Object.freeze({});
+/** What checkOptions returns for undefined / null (frozen and shared: no object per call). */
+const NO_OPTIONS: object = Object.freeze({});
+
+/** An array of strings (a loop, not `some`: no closure per call). */
+function isNameList(known: unknown): known is readonly string[] {
+  if (!Array.isArray(known)) return false;
+  for (let i = 0; i < known.length; i++) if (typeof known[i] !== 'string') return false;
+  return true;
+}
+
 /**
- * An options object whose keys are all in `known` (undefined / null: `{}`).
+ * An options object whose keys are all in `known` (undefined / null: a frozen `{}`).
  * @throws InvalidTypeError (not a plain object), InvalidArgumentError naming `argument.key` for an unknown key
  */
 export function checkOptions<T extends object = Record<string, unknown>>(
   options: unknown,
   known: readonly string[],
   argument = 'options',
-  check: OptionsCheck = {},
+  check: OptionsCheck = NO_CHECK,
 ): Partial<T> {
-  if (!Array.isArray(known) || known.some((k) => typeof k !== 'string')) throw invalidParameter('known', 'an array of option names', known, InvalidTypeError);
+  if (!isNameList(known)) throw invalidParameter('known', 'an array of option names', known, InvalidTypeError);
   if (typeof argument !== 'string') throw invalidParameter('argument', 'a string', argument, InvalidTypeError);
   if (typeof check !== 'object' || check === null) throw invalidParameter('check', 'an object', check, InvalidTypeError);
   const expected = typeof check.expected === 'string' ? check.expected : 'an options object';
   if (options === undefined || options === null) {
     if (check.required) throw invalidParameter(argument, expected, options, InvalidTypeError);
-    return {};
+    return NO_OPTIONS as Partial<T>;
   }
   if (typeof options !== 'object' || Array.isArray(options)) throw invalidParameter(argument, expected, options, InvalidTypeError);
-  for (const k of Object.keys(options)) {
-    if (!known.includes(k)) throw invalidParameter(`${argument}.${k}`, `one of the known options (${known.join(', ')})`, k);
-  }
+  unknownKeys(options, known, argument, 'options');
   return options as Partial<T>;
+}
+
+/**
+ * Refuses an object with an own enumerable key `known` lacks (what {@link checkOptions} checks
+ * of an options object, for the other plain objects an API takes: a spec, a plan, a bag, an
+ * entry of a list). No allocation unless it throws (for...in, no key array), so hot paths use it.
+ * @throws InvalidArgumentError naming `argument.key`, listing the known names (`what`: 'options', 'fields')
+ */
+export function checkKnownKeys(obj: object, known: readonly string[], argument: string, what = 'options'): void {
+  if (typeof obj !== 'object' || obj === null) throw invalidParameter('obj', 'an object', obj, InvalidTypeError);
+  if (!isNameList(known)) throw invalidParameter('known', 'an array of names', known, InvalidTypeError);
+  if (typeof argument !== 'string') throw invalidParameter('argument', 'a string', argument, InvalidTypeError);
+  if (typeof what !== 'string') throw invalidParameter('what', 'a string', what, InvalidTypeError);
+  unknownKeys(obj, known, argument, what);
+}
+
+/** checkKnownKeys without its argument checks, for core's own callers (their arguments are constants). */
+export function unknownKeys(obj: object, known: readonly string[], argument: string, what: string): void {
+  for (const k in obj) {
+    if (!known.includes(k) && Object.prototype.hasOwnProperty.call(obj, k)) {
+      throw invalidParameter(`${argument}.${k}`, `one of the known ${what} (${known.join(', ')})`, k);
+    }
+  }
 }
 
 /** A boolean; `fallback` for undefined / null. @throws InvalidTypeError */

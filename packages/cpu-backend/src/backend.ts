@@ -2,6 +2,7 @@ import { cpus, totalmem } from 'node:os';
 import {
   type BackendCapabilities,
   BackendUnavailableError,
+  checkOptions,
   InvalidTypeError,
   invalidParameter,
   type DeviceInfo,
@@ -47,10 +48,8 @@ export class CpuBackend implements EmbeddingBackend {
   readonly #clearResultCache: () => number;
 
   constructor(options: CpuBackendOptions | null = {}) {
-    const o = options ?? {};
-    if (typeof o !== 'object' || (o.load !== undefined && typeof o.load !== 'function')) {
-      throw invalidParameter('options', 'an options object ({ load?: () => AddonLoad })', options, InvalidTypeError);
-    }
+    const o = checkOptions<CpuBackendOptions>(options, ['load'], 'options', { expected: 'an options object ({ load?: () => AddonLoad })' });
+    if (o.load !== undefined && typeof o.load !== 'function') throw invalidParameter('options.load', 'a function () => AddonLoad', o.load, InvalidTypeError);
     const { load, clearResultCache } = backendLoad(o.load, addon, CPU_PACKAGE);
     this.#load = load;
     this.#clearResultCache = clearResultCache;

@@ -1,5 +1,5 @@
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { AlreadyExistsError, InvalidArgumentError, invalidParameter, InvalidTypeError } from '@embedstack/core';
+import { AlreadyExistsError, checkKnownKeys, InvalidArgumentError, invalidParameter, InvalidTypeError } from '@embedstack/core';
 import { checkArray, checkEnum, checkFlag, checkHpsName, checkInt, checkNum, checkSection } from './configKeys.js';
 import { readJsoncFile } from './jsonc.js';
 
@@ -347,6 +347,7 @@ export function resolvePsConfig(value: unknown, base: string = process.cwd()): P
 export async function loadPsConfig(options: { psConfigFile?: unknown; psConfig?: unknown }, where = 'options'): Promise<PsConfig> {
   if (typeof where !== 'string') throw invalidParameter('where', 'a string', where, InvalidTypeError);
   if (options === null || typeof options !== 'object') throw invalidParameter(where, 'an object with psConfigFile or psConfig', options, InvalidTypeError);
+  checkKnownKeys(options, ['psConfigFile', 'psConfig'], where); // a misspelt psConfig would read as "neither" or be dropped
   const file = options.psConfigFile;
   const obj = options.psConfig;
   if ((file === undefined || file === null) === (obj === undefined || obj === null)) {

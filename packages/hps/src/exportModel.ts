@@ -1,6 +1,7 @@
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
+  checkKnownKeys,
   checkOptions,
   createTable,
   EmbeddingError,
@@ -130,6 +131,8 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
   if (!Array.isArray(o.tables) || o.tables.length === 0) throw invalidParameter('options.tables', 'a non-empty array of tables', o.tables, InvalidTypeError);
   const tables = o.tables.map((t, i) => {
     const bare = isExportable(t);
+    // { table, name }: a misspelt name would export under sparse_embedding<i>, silently
+    if (!bare && typeof t === 'object' && t !== null && Object.getPrototypeOf(t) === Object.prototype) checkKnownKeys(t, ['table', 'name'], `options.tables[${i}]`, 'fields');
     const table = bare ? t : (t as { table?: unknown })?.table;
     const given: unknown = Array.isArray(t) ? t : table;
     if (Array.isArray(given) && given.length > 0 && given.every((x) => x instanceof EmbeddingTable)) {

@@ -168,7 +168,7 @@ export class HPS {
     const batch = o.loadBatchSize ?? 65536;
     if (typeof batch !== 'number' || !Number.isSafeInteger(batch) || batch < 1) throw invalidParameter('options.loadBatchSize', 'an integer >= 1', batch);
     const shared = resolveSharedL2(o.sharedL2);
-    const config = await loadPsConfig(o);
+    const config = await loadPsConfig({ psConfigFile: o.psConfigFile, psConfig: o.psConfig });
     if (config.updateSource.type === 'kafka_message_queue') {
       throw new UnsupportedError("update_source.type 'kafka_message_queue' is not supported here (no Kafka broker can run with this package): use 'redis_stream', which takes HugeCTR's message format from a Redis stream");
     }

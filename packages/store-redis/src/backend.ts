@@ -1,4 +1,4 @@
-import { type BackendCapabilities, type DeviceInfo, type EmbeddingBackend, InvalidTypeError, invalidParameter, type RawTable, type ResolvedTableOptions } from '@embedstack/core';
+import { type BackendCapabilities, checkOptions, type DeviceInfo, type EmbeddingBackend, InvalidTypeError, invalidParameter, type RawTable, type ResolvedTableOptions } from '@embedstack/core';
 import type { RedisStoreOptions, RedisTableLayout } from './options.js';
 import { RedisStore } from './store.js';
 
@@ -28,7 +28,7 @@ export interface RedisBackend extends EmbeddingBackend {
  * Static and capped tables are UNSUPPORTED (thrown by createTable).
  */
 export function createRedisBackend(options: RedisBackendOptions): RedisBackend {
-  if (typeof options !== 'object' || options === null) throw invalidParameter('options', 'an options object ({ store, layout, name, priority })', options, InvalidTypeError);
+  checkOptions(options, ['store', 'layout', 'name', 'priority'], 'options', { required: true, expected: 'an options object ({ store, layout, name, priority })' });
   if (options.name !== undefined && typeof options.name !== 'string') throw invalidParameter('options.name', 'a string', options.name, InvalidTypeError);
   if (options.priority !== undefined && (typeof options.priority !== 'number' || !Number.isFinite(options.priority))) throw invalidParameter('options.priority', 'a finite number', options.priority);
   const store = options.store instanceof RedisStore ? options.store : new RedisStore(options.store);

@@ -1,6 +1,7 @@
 import {
   checkBoolean,
   checkInteger,
+  checkKnownKeys,
   checkOptions,
   invalidParameter,
   InvalidTypeError,
@@ -182,6 +183,7 @@ export function resolveStoreOptions(options: RedisStoreOptions = {}): ResolvedRe
   if (!Array.isArray(hostsIn) || hostsIn.length === 0) throw invalidParameter('hosts', 'a non-empty array of { host, port }', hostsIn);
   const hosts = hostsIn.map((h, i) => {
     if (typeof h !== 'object' || h === null) throw invalidParameter(`hosts[${i}]`, 'a { host, port } object', h, InvalidTypeError);
+    checkKnownKeys(h, ['host', 'port'], `hosts[${i}]`, 'fields');
     if (typeof h.host !== 'string' || h.host.length === 0) throw invalidParameter(`hosts[${i}].host`, 'a non-empty string', h.host);
     return { host: h.host, port: int(h.port, `hosts[${i}].port`, 1, 65535) };
   });

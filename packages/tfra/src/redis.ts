@@ -224,8 +224,9 @@ export class RedisTableConfig implements Readonly<Required<RedisTableConfigField
     if (unknown.length > 0) {
       throw new InvalidArgumentError(
         `Expected only TFRA Redis config fields but received unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k}"`).join(', ')}` +
-          (path ? ` in "${path}"` : ''),
-        { argument: unknown[0] },
+          (path ? ` in "${path}"` : '') +
+          ` (the known fields: ${FIELDS.join(', ')})`,
+        { argument: `config.${unknown[0]}` },
       );
     }
     const merged: Record<string, unknown> = { ...DEFAULTS, ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) };

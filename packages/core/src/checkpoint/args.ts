@@ -2,7 +2,7 @@ import { InvalidTypeError, invalidParameter } from '../errors.js';
 import type { EmbeddingTable } from '../table.js';
 import { checkInteger } from '../validation.js';
 
-export { checkBoolean, checkOptions } from '../validation.js';
+export { checkBoolean, checkKnownKeys, checkOptions } from '../validation.js';
 
 /** Argument checks shared by the checkpoint entry points (messages name the argument). */
 

@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { FailedPreconditionError, InternalError, InvalidArgumentError, InvalidTypeError, invalidParameter } from '../errors.js';
 import type { EmbeddingTable } from '../table.js';
-import { checkBatchSize, checkDir, checkOptions, checkTable } from './args.js';
+import { checkBatchSize, checkDir, checkKnownKeys, checkOptions, checkTable } from './args.js';
 import { DataFileWriter, leBytes, writeSmallFile } from './fsio.js';
 import { MANIFEST_FILE } from './layout.js';
 import { commitVersion } from './versionedDir.js';
@@ -37,6 +37,7 @@ export interface SaveTableOptions {
 function checkShard(v: unknown): { index: number; count: number } {
   if (v === undefined || v === null) return { index: 0, count: 1 };
   const s = v as { index?: unknown; count?: unknown };
+  if (typeof s === 'object' && !Array.isArray(s)) checkKnownKeys(s, ['index', 'count'], 'shard', 'fields');
   const ok =
     typeof s === 'object' &&
     Number.isSafeInteger(s.count) &&

@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { checkOptions } from '../validation.js';
 
 /** Options of {@link bundleChild}. */
 export interface BundleChildOptions {
@@ -40,7 +41,8 @@ function packageFolder(name: string, from: string | URL): string {
 export async function bundleChild(entry: string | URL, outDir: string, options: BundleChildOptions = {}): Promise<string> {
   const file = entry instanceof URL || entry.startsWith('file:') ? fileURLToPath(entry) : entry;
   const name = basename(file).replace(/\.[cm]?ts$/, '');
-  const links = options.links ?? {};
+  const o = checkOptions<BundleChildOptions>(options, ['noExternal', 'links']);
+  const links = o.links ?? {};
   const { build } = await import('tsup');
   await build({
     entry: { [name]: file },
@@ -54,7 +56,7 @@ export async function bundleChild(entry: string | URL, outDir: string, options: 
     clean: false,
     silent: true,
     config: false,
-    noExternal: options.noExternal ?? [],
+    noExternal: o.noExternal ?? [],
     external: Object.keys(links),
     outExtension: () => ({ js: '.mjs' }),
   });

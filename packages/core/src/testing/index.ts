@@ -10,3 +10,5 @@ export { describeJunkSuite, junkArbitrary, codedOrOk, junkTarget } from './junk.
 export type { JunkTarget, JunkSuiteOptions } from './junk.js';
 export { bundleChild, runChildUntil, childExit, kill9 } from './child.js';
 export type { BundleChildOptions, ChildRun } from './child.js';
+export { checkOptionNames, describeOptionNames, misspellings, onFresh } from './optionNames.js';
+export type { FreshCase, OptionNamesCase } from './optionNames.js';
