@@ -111,6 +111,7 @@ export {
 export type { StorageDtype } from './storageDtype.js';
 export type { TableOptions, ResolvedTableOptions } from './tableOptions.js';
 export { rawTableFromSync } from './rawTable.js';
+export { checkedRawOps } from './rawArgs.js';
 export type { ShardPart, RawTable, RawTableSync, RawTableAsync, FindResult, ExportBatch, Promisified } from './rawTable.js';
 export {
   registerBackend,

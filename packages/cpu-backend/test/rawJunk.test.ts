@@ -3,7 +3,7 @@
 // junk types, wrong sizes and detached buffers in place of valid arguments, either runs or
 // rejects with a coded EmbeddingError (never a raw TypeError, never a crash), and a rejected
 // call leaves the table as it was.
-import { codedOrOk, junkArbitrary } from '@embedstack/core/testing';
+import { codedOrOk, rawJunkArbitrary, rawTableExamples } from '@embedstack/core/testing';
 import { createTable, type EmbeddingTable, optimizers, resolveOptimizer, resolveShardPlan, resolveTableOptions } from '@embedstack/core';
 import { CpuRawCache, CpuRawTable, cpuBackend, loadAddon } from '@embedstack/cpu-backend';
 import * as fc from 'fast-check';
@@ -12,72 +12,17 @@ import { describe, expect, it } from 'vitest';
 const DIM = 4;
 const options = resolveTableOptions({ dim: DIM, optimizer: optimizers.adagrad(), scorePolicy: 'customized' });
 
-/** A typed array whose buffer is detached (transferred away). */
-function detached<T extends ArrayBufferView>(make: (n: number) => T, n = 4): T {
-  const a = make(n);
-  structuredClone(a.buffer, { transfer: [a.buffer as ArrayBuffer] });
-  return a;
-}
-
-/** Junk plus what a raw table's caller gets wrong most: detached buffers and arrays of the wrong size or type. */
-const junk: fc.Arbitrary<unknown> = fc.oneof(
-  { weight: 4, arbitrary: junkArbitrary() },
-  {
-    weight: 2,
-    arbitrary: fc.constantFrom<() => unknown>(
-      () => detached((n) => new BigInt64Array(n)),
-      () => detached((n) => new Int32Array(n)),
-      () => detached((n) => new Float32Array(n)),
-      () => detached((n) => new Uint8Array(n)),
-      () => detached((n) => new BigUint64Array(n)),
-      () => new Float32Array(3),
-      () => new Float32Array(1 << 12),
-      () => BigInt64Array.from([1n, 1n << 62n, -5n]),
-      () => new Int32Array([0, 5, 2]),
-      () => ({ rowSplits: new Int32Array([0, 3]), keys: detached((n) => new BigInt64Array(n), 3), weights: null }),
-      () => ({ rowSplits: new Int32Array([0, 9]), keys: BigInt64Array.from([1n]), weights: null }),
-      () => ({ values: detached((n) => new Float32Array(n), 8), exists: new Uint8Array(2) }),
-      () => ({ kind: 'adam', lr: 1n }),
-      () => ({ ...resolveOptimizer(optimizers.adagrad(), 1), lr: '0.1' }),
-      () => ({ placement: 'mod', numShards: 0, shard: 0, start: 0, end: 0 }),
-      () => [{ raw: {}, plan: null }],
-      () => 2 ** 40,
-      () => -1,
-    ).map((f) => f()),
-  },
-);
+/** Junk plus what a raw table's caller gets wrong most (core/testing's, shared with the JS backends' fuzz). */
+const junk = rawJunkArbitrary(options);
 
 const keys = () => BigInt64Array.from([1n, 2n]);
 const values = () => Float32Array.from({ length: 2 * DIM }, (_, i) => i / 8);
-const scores = () => BigUint64Array.from([3n, 4n]);
 const bag = () => ({ rowSplits: Int32Array.from([0, 1, 2]), keys: keys(), weights: null });
-const out = () => ({ values: new Float32Array(2 * DIM), exists: new Uint8Array(2) });
 const plan = () => resolveShardPlan({ placement: 'mod', numShards: 1, shard: 0 }, options);
 const opt = () => resolveOptimizer(optimizers.adagrad(), 1);
-const slots = () => [new Float32Array(2 * DIM)];
 
-/** Valid argument lists per method (each position is replaced by junk in turn). */
-const EXAMPLES: Record<string, () => unknown[]> = {
-  find: () => [keys(), out(), plan()],
-  findOrInsert: () => [keys(), scores(), out(), null],
-  upsert: () => [keys(), values(), scores()],
-  assign: () => [keys(), values(), null],
-  accum: () => [keys(), values(), Uint8Array.from([1, 0]), scores()],
-  remove: () => [keys()],
-  clear: () => [],
-  size: () => [],
-  capacity: () => [],
-  memoryUsage: () => [],
-  exportBatch: () => [0, 10],
-  importRows: () => [keys(), values(), slots(), scores()],
-  lookupCombined: () => [bag(), 'sum', 0, false, new Float32Array(2 * DIM)],
-  lookupCombinedPartial: () => [bag(), 'mean', 0, false, plan(), new Float64Array(2 * DIM)],
-  lookupCombinedBackward: () => [bag(), values(), 'sum', 0, null, new Float32Array(2 * DIM)],
-  applyCombinedGradients: () => [bag(), values(), 'sum', 0, null, opt()],
-  applyGradients: () => [keys(), values(), opt(), null],
-  restrict: () => [1],
-  setEpoch: () => [1],
-};
+/** Valid argument lists per method (each position is replaced by junk in turn; core/testing's, shared with the JS backends' fuzz). */
+const EXAMPLES = rawTableExamples(options);
 
 /** Methods of the class itself (the fused shard ops take `parts` of this backend's tables). */
 function classExamples(raw: CpuRawTable): Record<string, () => unknown[]> {

@@ -2,7 +2,13 @@ import {
   type Bag,
   type Combiner,
   type LookupCombiner,
+  checkBoolean,
+  checkedRawOps,
+  checkInteger,
+  checkOptions,
   DisposedError,
+  InvalidTypeError,
+  invalidParameter,
   type FindResult,
   type Keys,
   type RawTable,
@@ -14,10 +20,10 @@ import {
   slotFloatsPerRow,
   UnsupportedError,
 } from '@embedstack/core';
-import type { RedisConnection } from './connection.js';
+import { RedisConnection } from './connection.js';
 import type { ExportCursor } from './exporter.js';
 import type { TableKeyspace } from './keyspace.js';
-import type { ResolvedRedisTableLayout } from './options.js';
+import { type ResolvedRedisStoreOptions, type ResolvedRedisTableLayout, resolveTableLayout } from './options.js';
 import { find, findOrInsert } from './readOps.js';
 import { RwLock } from './rwLock.js';
 import { exportBatch, restrict } from './scanOps.js';
@@ -67,10 +73,21 @@ export class RedisRawTable implements RawTable {
   readonly #export: { cursor: ExportCursor | null } = { cursor: null };
   #disposed = false;
 
-  /** @throws UnsupportedError for a capped table without scores, or a storageDtype other than 'float32' */
+  /**
+   * @throws InvalidTypeError / InvalidArgumentError for junk in `init` (every field checked: a caller of
+   *   `table.raw`'s class may pass anything); UnsupportedError for a capped table without scores, or a
+   *   storageDtype other than 'float32'
+   */
   constructor(init: RedisRawTableInit) {
+    checkOptions(init, ['conn', 'ownsConnection', 'options', 'layout'], 'init', { required: true, expected: 'a RedisRawTableInit ({ conn, ownsConnection, options, layout })' });
+    if (!(init.conn instanceof RedisConnection)) throw invalidParameter('init.conn', 'a RedisConnection', init.conn, InvalidTypeError);
+    const owns = checkBoolean(init.ownsConnection, 'init.ownsConnection', false);
     const o = init.options;
-    if (o.maxCapacity !== Infinity && !init.layout.trackScores) {
+    // the options are checked by checkedRawOps below, before anything reads them
+    checkedRawOps({}, o, true);
+    // a resolved layout resolves to itself: every field checked
+    const layout = resolveTableLayout(init.layout, o.name, { keysSendingSize: 1 } as ResolvedRedisStoreOptions);
+    if (o.maxCapacity !== Infinity && !layout.trackScores) {
       throw new UnsupportedError(
         `Expected layout.trackScores to be true for the capped table "${o.name}" (maxCapacity ${o.maxCapacity}) but received false: eviction ranks rows by score`,
         { argument: 'layout.trackScores' },
@@ -83,10 +100,11 @@ export class RedisRawTable implements RawTable {
         { argument: 'storageDtype' },
       );
     }
-    this.#core = new TableCore(init.conn, o, init.layout);
-    this.#owns = init.ownsConnection;
+    this.#core = new TableCore(init.conn, o, layout);
+    this.#owns = owns;
     const c = this.#core;
-    this.async = {
+    // every argument checked (core's rawArgs.ts) before a command is sent: junk is a coded rejection that changes nothing
+    const ops: RawTableAsync = {
       find: (k, out, plan) => this.#read(() => this.#plannedRead(k, null, out, plan, (keys) => find(c, keys, 'find'))),
       findOrInsert: (k, s, out, plan) =>
         this.#write(() => this.#plannedRead(k, s, out, plan, (keys, scores) => findOrInsert(c, keys, scores, 'findOrInsert'))),
@@ -107,6 +125,7 @@ export class RedisRawTable implements RawTable {
       },
       restrict: (n) => this.#write(() => restrict(c, n)),
     };
+    this.async = checkedRawOps(ops, o, true);
   }
 
   /** The table's resolved core options. */
@@ -146,7 +165,7 @@ export class RedisRawTable implements RawTable {
 
   /** Epoch of the epochLru / epochLfu policies, for this table object. */
   setEpoch(epoch: number): void {
-    this.#core.epoch = epoch;
+    this.#core.epoch = checkInteger(epoch, 'epoch', { min: 0, max: 0xffffffff });
   }
 
   /** Marks the table disposed and closes the connection when the table owns it. The data stays in Redis. */

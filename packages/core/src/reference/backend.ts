@@ -1,5 +1,6 @@
 import type { BackendCapabilities, DeviceInfo, EmbeddingBackend } from '../backend.js';
 import type { RawCache, ResolvedCacheOptions } from '../cache.js';
+import { checkedRawOps } from '../rawArgs.js';
 import { type RawTable, rawTableFromSync } from '../rawTable.js';
 import type { ResolvedTableOptions } from '../tableOptions.js';
 import { ReferenceCache } from './cache.js';
@@ -29,8 +30,10 @@ export class ReferenceBackend implements EmbeddingBackend {
     return [{ id: 'js:0', kind: 'js', name: 'JavaScript heap' }];
   }
 
+  /** The table's raw operations check their arguments (rawArgs.ts): junk from a caller of `table.raw` is a coded error, and changes nothing. */
   createTable(options: ResolvedTableOptions): RawTable {
-    return rawTableFromSync(options.kind === 'static' ? new ReferenceStaticTable(options) : new ReferenceDynamicTable(options));
+    const table = options.kind === 'static' ? new ReferenceStaticTable(options) : new ReferenceDynamicTable(options);
+    return rawTableFromSync(checkedRawOps(table, options, false));
   }
 
   createCache(options: ResolvedCacheOptions): RawCache {

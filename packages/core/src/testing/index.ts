@@ -12,3 +12,5 @@ export { bundleChild, runChildUntil, childExit, kill9 } from './child.js';
 export type { BundleChildOptions, ChildRun } from './child.js';
 export { checkOptionNames, describeOptionNames, misspellings, onFresh } from './optionNames.js';
 export type { FreshCase, OptionNamesCase } from './optionNames.js';
+export { describeRawTableFuzz, rawJunkArbitrary, rawTableExamples } from './rawFuzz.js';
+export type { RawFuzzTarget } from './rawFuzz.js';
