@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
 import { RocksStore } from '@embedstack/store-rocksdb';
 import { freePort, startRedisCluster, startRedisServer, type RedisClusterHandle } from '@embedstack/store-redis/testing';
-import { HPS, updateMessageFields } from './index.js';
+import { HPS, updateMessageFields, type HpsOptions } from './index.js';
 import { expectedRows, partOf, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
 
 let cluster: RedisClusterHandle;
@@ -29,8 +29,8 @@ const present = new Set(keys);
 
 const bySigned = (a: bigint, b: bigint): number => (a < b ? -1 : a > b ? 1 : 0);
 
-async function serve(config: Record<string, unknown>): Promise<HPS> {
-  const s = await HPS.create({ psConfig: config });
+async function serve(config: Record<string, unknown>, options: Omit<HpsOptions, 'psConfig'> = {}): Promise<HPS> {
+  const s = await HPS.create({ psConfig: config, ...options });
   cleanups.push(() => s.close());
   return s;
 }
@@ -124,7 +124,8 @@ describe('HPS on Redis', () => {
     const v1 = writeTable(join(t.dir, 'r1'), keys, 4);
     const v2 = writeTable(join(t.dir, 'r2'), keys, 4, { salt: 3 });
     const l2 = { type: 'redis_cluster', address };
-    const a = await serve(psConfig([v1], [4], { model: 'p', hit_rate_threshold: 2, refresh_interval: 0.05 }, { volatile_db: l2 }));
+    // a keeps its version (followReloads false): the second server's load reaches it through the refresh alone
+    const a = await serve(psConfig([v1], [4], { model: 'p', hit_rate_threshold: 2, refresh_interval: 0.05 }, { volatile_db: l2 }), { sharedL2: { followReloads: false } });
     const ask = keys.slice(0, 20);
     expect(Array.from((await a.lookup(ask, 'p', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
     // a second server loads other values of the same model into the shared L2
@@ -143,7 +144,8 @@ describe('HPS on Redis', () => {
     const v1 = writeTable(join(t.dir, 'e1'), keys, 4);
     const v2 = writeTable(join(t.dir, 'e2'), keys, 4, { salt: 7 });
     const l2 = { type: 'redis_cluster', address };
-    const a = await serve(psConfig([v1], [4], { model: 'e', hit_rate_threshold: 2 }, { volatile_db: l2 }));
+    // a keeps its version (followReloads false): the second server's load reaches it through the refresh alone
+    const a = await serve(psConfig([v1], [4], { model: 'e', hit_rate_threshold: 2 }, { volatile_db: l2 }), { sharedL2: { followReloads: false } });
     const ask = keys.slice(0, 30);
     expect(Array.from((await a.lookup(ask, 'e', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
     await serve(psConfig([v2], [4], { model: 'e', gpucache: false }, { volatile_db: l2 }));
