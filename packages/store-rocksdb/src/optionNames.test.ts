@@ -3,7 +3,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeOptionNames } from '@embedstack/core/testing';
-import { afterAll, expect } from 'vitest';
+import { afterAll, expect, it } from 'vitest';
 import { resolveRocksStoreOptions, RocksStore } from './index.js';
 import { tempDir } from '../test/tmp.js';
 
@@ -49,3 +49,30 @@ describeOptionNames('store-rocksdb: option names', [
     },
   },
 ]);
+
+describeOptionNames('store-rocksdb: the batches of bulkLoad', [
+  {
+    label: 'RocksStore.bulkLoad(table, [batch])',
+    argument: 'batches[i]',
+    names: ['keys', 'values'],
+    full: () => ({ keys: [4n], values: Float32Array.from([1, 2]) }),
+    reset,
+    call: async (o) => {
+      const store = await RocksStore.open({ path, tables: ['t'] });
+      stores.push(store);
+      return [store, await store.bulkLoad('t', [o as never])];
+    },
+    check: async (r) => {
+      const [store, rows] = r as [RocksStore, number];
+      expect([rows, Array.from((await store.multiGet('t', [4n], 2)).values)]).toEqual([1, [1, 2]]);
+    },
+  },
+]);
+
+it('bulkLoad refuses a batch with a field it would drop ({ keys, values, scores }), writing nothing', async () => {
+  reset();
+  const store = await RocksStore.open({ path, tables: ['t'] });
+  stores.push(store);
+  await expect(store.bulkLoad('t', [{ keys: [4n], values: Float32Array.from([1, 2]), scores: [1n] } as never])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', argument: 'batches[i].scores' });
+  expect((await store.multiGet('t', [4n], 2)).hits).toBe(0);
+});

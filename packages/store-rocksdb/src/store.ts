@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import RocksDB from 'rocksdb-native';
 import {
   checkInteger,
+  checkKnownKeys,
   checkName,
   CheckpointCorruptError,
   DisposedError,
@@ -306,6 +307,7 @@ export class RocksStore {
     let rows = 0;
     for await (const b of batches) {
       if (b === null || typeof b !== 'object') throw invalidParameter('batches[i]', 'an object { keys, values }', b, InvalidTypeError);
+      checkKnownKeys(b, ['keys', 'values'], 'batches[i]', 'fields'); // { keys, values, scores }: scores would be dropped, silently
       await this.put(table, b.keys, b.values);
       rows += normalizeKeys(b.keys, 'int64').length;
     }

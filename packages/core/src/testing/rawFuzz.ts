@@ -195,6 +195,8 @@ type Op =
   | { op: 'accum'; keys: bigint[]; values: number[]; exists: boolean[] }
   | { op: 'applyGradients'; keys: bigint[]; values: number[] }
   | { op: 'lookupCombined'; keys: bigint[]; splits: number[]; insert: boolean }
+  | { op: 'findPlanned'; keys: bigint[]; shard: number; insert: boolean }
+  | { op: 'exportPaged'; page: number }
   | { op: 'clear' | 'size' | 'export' };
 
 const KEY = fc.integer({ min: -4, max: 12 }).map(BigInt);
@@ -212,6 +214,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   keysArb.chain((keys) =>
     fc.tuple(fc.array(fc.nat(keys.length), { maxLength: 3 }), fc.boolean()).map(([cuts, insert]) => ({ op: 'lookupCombined' as const, keys, splits: [0, ...cuts.sort((a, b) => a - b), keys.length], insert })),
   ),
+  fc.tuple(keysArb, fc.nat(1), fc.boolean()).map(([keys, shard, insert]) => ({ op: 'findPlanned' as const, keys, shard, insert })),
+  fc.integer({ min: 1, max: 4 }).map((page) => ({ op: 'exportPaged' as const, page })),
   fc.constantFrom<Op>({ op: 'clear' }, { op: 'size' }, { op: 'export' }),
 );
 
@@ -295,6 +299,34 @@ async function step(raw: RawTable, m: Model, op: Op, keyDtype: 'int64' | 'int32'
     case 'size':
       expect(raw.size(), label).toBe(m.rows.size);
       return;
+    case 'findPlanned': {
+      // shard `shard` of 2 under 'mod': the owned keys (floorMod(k, 2) === shard) read or inserted at their
+      // positions of the caller's out; the others' positions keep what was there (-9, and flag 7)
+      const owned = op.keys.map((k) => ((k % 2n) + 2n) % 2n === BigInt(op.shard));
+      const want = {
+        values: op.keys.flatMap((k, i) => (owned[i] ? m.row(k) : new Array<number>(DIM).fill(-9))),
+        exists: op.keys.map((k, i) => (owned[i] ? (m.rows.has(k) ? 1 : 0) : 7)),
+      };
+      if (op.insert) op.keys.forEach((k, i) => owned[i] && m.insert(k));
+      const plan = { placement: 'mod' as const, numShards: 2, shard: op.shard, start: 0, end: 0, roundRobin: false };
+      const out = { values: new Float32Array(op.keys.length * DIM).fill(-9), exists: new Uint8Array(op.keys.length).fill(7) };
+      const r = op.insert ? await raw.async.findOrInsert(K(), null, out, plan) : await raw.async.find(K(), out, plan);
+      expect(r === out, `${label}: the caller's out is returned`).toBe(true);
+      expect({ values: Array.from(out.values), exists: Array.from(out.exists) }, label).toEqual(want);
+      return;
+    }
+    case 'exportPaged': {
+      // pages of `page` rows while the table is not written: every row exactly once
+      const seen: bigint[] = [];
+      for (let offset = 0; ; offset += op.page) {
+        const b = await raw.async.exportBatch(offset, op.page);
+        seen.push(...Array.from(b.keys as ArrayLike<bigint | number>, BigInt));
+        if (b.keys.length < op.page) break;
+      }
+      const sorted = (a: bigint[]) => a.slice().sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
+      expect(sorted(seen), label).toEqual(sorted([...m.rows.keys()]));
+      return;
+    }
     case 'export': {
       const s = (await state(raw)) as { keys: bigint[]; values: number[][] };
       const keys = [...m.rows.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
