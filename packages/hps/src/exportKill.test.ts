@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { bundleChild, kill9, runChildUntil, type ChildRun } from '@embedstack/core/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HPS } from './index.js';
-import { tempDir } from '../test/fixtures.js';
+import { tempDir, workspaceSources } from '../test/fixtures.js';
 
 const TABLES = 3;
 const ROWS = 500;
@@ -16,8 +16,8 @@ let childScript: string;
 
 beforeAll(async () => {
   work = tempDir('hps-export-kill-');
-  // the child runs from a temp folder: core and this package are bundled in
-  childScript = await bundleChild(new URL('../test/exportChild.ts', import.meta.url), join(work.dir, 'bin'), { noExternal: [/^@embedstack\//] });
+  // the child runs from a temp folder: core (its sources) and this package are bundled in
+  childScript = await bundleChild(new URL('../test/exportChild.ts', import.meta.url), join(work.dir, 'bin'), { noExternal: [/^@embedstack\//], alias: workspaceSources() });
 }, 60_000);
 
 afterAll(() => work?.cleanup());

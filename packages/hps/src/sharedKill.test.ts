@@ -7,7 +7,7 @@ import { RedisStore } from '@embedstack/store-redis';
 import { startRedisServer, type RedisServerHandle } from '@embedstack/store-redis/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HPS } from './index.js';
-import { expectedRows, psConfig, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+import { expectedRows, psConfig, spreadKeys, tempDir, workspaceSources, writeTable } from '../test/fixtures.js';
 
 const work = tempDir('hps-shared-kill-');
 let childScript: string;
@@ -17,10 +17,11 @@ const children: ChildRun[] = [];
 const ks = spreadKeys(2000);
 
 beforeAll(async () => {
-  // the child runs from a temp folder: the workspace packages are bundled in, their npm dependencies linked
+  // the child runs from a temp folder: the workspace packages are bundled in from their sources, their npm dependencies linked
   const from = (pkg: string) => createRequire(import.meta.url).resolve(`../../${pkg}/package.json`);
   childScript = await bundleChild(new URL('../test/sharedChild.ts', import.meta.url), join(work.dir, 'bin'), {
     noExternal: [/^@embedstack\//],
+    alias: workspaceSources(),
     links: { ioredis: from('store-redis'), 'rocksdb-native': from('store-rocksdb') },
   });
   for (const salt of [0, 1, 2, 3]) writeTable(join(work.dir, `ko-${salt}`), ks, 8, { salt });

@@ -2,6 +2,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /** Value of column c of key k in the test tables (exact in float32). */
 export function cell(k: bigint, c: number, salt = 0): number {
@@ -93,4 +94,10 @@ export function partOf(k: bigint, parts: number): number {
   const hi = Number(u >> 32n);
   const h = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> 0;
   return (h >>> 16) % parts;
+}
+
+/** The workspace packages hps imports, resolved to their sources (bundleChild's alias: a child runs the code under test, not the last build). */
+export function workspaceSources(): Record<string, string> {
+  const src = (pkg: string) => fileURLToPath(new URL(`../../${pkg}/src/index.ts`, import.meta.url));
+  return { '@embedstack/core': src('core'), '@embedstack/store-redis': src('store-redis'), '@embedstack/store-rocksdb': src('store-rocksdb') };
 }

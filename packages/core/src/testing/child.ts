@@ -19,6 +19,12 @@ export interface BundleChildOptions {
    * Default none.
    */
   links?: Record<string, string | URL>;
+  /**
+   * Imports resolved to other files (esbuild's alias): package name -> absolute path, e.g. the
+   * workspace packages to their TypeScript sources, so the child runs the sources under test rather
+   * than their last build. Only for packages bundled in (see noExternal). Default none.
+   */
+  alias?: Record<string, string>;
 }
 
 /** The folder of package `name` as resolved from `from` (a file or folder path or URL). */
@@ -41,7 +47,7 @@ function packageFolder(name: string, from: string | URL): string {
 export async function bundleChild(entry: string | URL, outDir: string, options: BundleChildOptions = {}): Promise<string> {
   const file = entry instanceof URL || entry.startsWith('file:') ? fileURLToPath(entry) : entry;
   const name = basename(file).replace(/\.[cm]?ts$/, '');
-  const o = checkOptions<BundleChildOptions>(options, ['noExternal', 'links']);
+  const o = checkOptions<BundleChildOptions>(options, ['noExternal', 'links', 'alias']);
   const links = o.links ?? {};
   const { build } = await import('tsup');
   await build({
@@ -59,6 +65,9 @@ export async function bundleChild(entry: string | URL, outDir: string, options: 
     noExternal: o.noExternal ?? [],
     external: Object.keys(links),
     outExtension: () => ({ js: '.mjs' }),
+    esbuildOptions: (esbuild) => {
+      esbuild.alias = { ...esbuild.alias, ...o.alias };
+    },
   });
   for (const [pkg, from] of Object.entries(links)) {
     const at = join(outDir, 'node_modules', pkg);
