@@ -3,6 +3,7 @@ import { basename, dirname, join } from 'node:path';
 import {
   type CacheQueryResult,
   CheckpointCorruptError,
+  DisposedError,
   EmbeddingError,
   FailedPreconditionError,
   inspectHugeCTRModel,
@@ -141,6 +142,8 @@ export class ModelState {
   get wroteL2(): boolean {
     return this.#wrote.l2.size > 0;
   }
+  /** Checked before each streamed batch of {@link load}: true stops the load (DisposedError). */
+  stopped: (() => boolean) | null = null;
   /** Runs at the end of {@link dispose} (the shared L2's bookkeeping: ends this version's lease, collects). */
   onDisposed: (() => Promise<void>) | null = null;
 
@@ -175,6 +178,14 @@ export class ModelState {
 
   get name(): string {
     return this.config.model;
+  }
+
+  /**
+   * Whether lookups read L3: a read-only L3 holds only the tables it was opened with (version 1's
+   * stable names), so a later version (an attached server following a reload) reads none.
+   */
+  get #readsL3(): boolean {
+    return !this.ctx.config.persistentDb.readOnly || this.version === 1;
   }
 
   /**
@@ -260,6 +271,7 @@ export class ModelState {
       if (!readFiles) continue;
       let loaded = 0;
       for await (const b of readHugeCTRModel(files[t.id]!, t.dim, { keyFormat, allowEmpty: false, batchSize })) {
+        if (this.stopped?.()) throw new DisposedError(`the load of model ${JSON.stringify(c.model)} was stopped (its server is closing)`);
         const n = b.keys.length;
         const jobs: Promise<unknown>[] = [];
         if (l2 && loaded < l2Rows) {
@@ -426,7 +438,7 @@ export class ModelState {
       hits = r.hits;
       t.stats.count(1, r.hits, n - r.hits);
     }
-    if (l3 && hits < n) {
+    if (l3 && this.#readsL3 && hits < n) {
       const pos = missing(found);
       const sub = gatherKeys(keys, pos);
       const r = await l3.multiGet(t.l3Name, sub, dim);

@@ -190,8 +190,10 @@ export class HPS {
         server.#sharedSettings = shared;
       }
       try {
-        for (const m of config.models) await server.#loadOrAttach(m);
+        // the timer renews this server's lease while the models load (a lease taken at the start of a
+        // long load would lapse, and the version it names could be deleted under the load)
         server.#startSharedTimer();
+        for (const m of config.models) await server.#loadOrAttach(m);
         if (config.updateSource.type === 'redis_stream') server.#updates = await startUpdateSource(config.updateSource, () => server.#tags(), (tag, keys, values) => server.#applyUpdate(tag, keys, values));
       } catch (e) {
         await server.close();
@@ -282,7 +284,8 @@ export class HPS {
       let seq = adoption?.version.seq ?? 0;
       if (!adoption && this.#writesL2()) {
         // a global number (not per process): two servers' reloads never share table names
-        seq = await ctl.nextSeq(cfg.model);
+        // above every seq this server knows: a counter that went back (an evicted or lost key) would make this load lose to them
+        seq = await ctl.nextSeq(cfg.model, Math.max(this.#models.get(cfg.model)?.seq ?? 0, (await ctl.live(cfg.model))?.seq ?? 0));
         suffix = version === 1 ? '' : `.v${seq}`;
         publish = true;
         release = ctl.use(cfg.model, suffix);
@@ -299,6 +302,7 @@ export class HPS {
       const end = release;
       state.onDisposed = () => this.#released(cfg.model, end);
     }
+    state.stopped = () => this.#closed; // close() does not wait for the rest of a load
     const closed = (cause?: unknown): DisposedError =>
       new DisposedError(`HPS server was closed while model ${JSON.stringify(cfg.model)} was loading: nothing was loaded`, cause === undefined ? undefined : { cause });
     try {

@@ -47,6 +47,9 @@ export interface SharedL2Options {
   followReloads?: boolean;
 }
 
+/** INCR of KEYS[1], raised to ARGV[1] + 1 when it is not above ARGV[1]. */
+const NEXT_SEQ = "local v = redis.call('INCR', KEYS[1]) local f = tonumber(ARGV[1]) if v <= f then v = f + 1 redis.call('SET', KEYS[1], v) end return v";
+
 /** The Redis keys of a model's bookkeeping: one hash tag per model, so one cluster slot. */
 const ctlKey = (model: string, what: string): string => `hps-ctl:{${model}}:${what}`;
 
@@ -83,9 +86,12 @@ export class SharedL2Control {
     return replies.map((r) => r.value);
   }
 
-  /** The next global load number of `model`. */
-  async nextSeq(model: string): Promise<number> {
-    const [v] = await this.#run(model, [['INCR', ctlKey(model, 'seq')]], false);
+  /**
+   * The next global load number of `model`, above `floor` (the highest seq the caller knows):
+   * the counter is raised past it when it went back (an evicted key, a failover that lost writes).
+   */
+  async nextSeq(model: string, floor = 0): Promise<number> {
+    const [v] = await this.#run(model, [['EVAL', NEXT_SEQ, 1, ctlKey(model, 'seq'), floor]], false);
     return Number(v);
   }
 

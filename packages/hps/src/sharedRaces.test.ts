@@ -1,0 +1,205 @@
+// Races and failures of the shared-L2 follow protocol (real redis-server processes; a 3-master cluster).
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { RedisStore } from '@embedstack/store-redis';
+import { startRedisCluster, startRedisServer } from '@embedstack/store-redis/testing';
+import { HPS, type HpsOptions } from './index.js';
+import { RocksStore } from '@embedstack/store-rocksdb';
+import { expectedRows, psConfig, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+
+const t = tempDir('hps-races-');
+const cleanups: (() => unknown)[] = [];
+afterAll(() => t.cleanup());
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function serve(options: HpsOptions): Promise<HPS> {
+  const s = await HPS.create(options);
+  cleanups.push(() => s.close());
+  return s;
+}
+
+interface R {
+  address: string;
+  cmd: (name: string, ...args: string[]) => Promise<unknown>;
+  server: { stop(): Promise<void> };
+}
+async function redis(cluster = false): Promise<R> {
+  const c = cluster ? await startRedisCluster({ masters: 3 }) : null;
+  const server = c ?? (await startRedisServer());
+  cleanups.push(() => server.stop());
+  const hosts = c ? c.hosts : [{ host: server.host, port: server.port }];
+  const client = new RedisStore({ mode: cluster ? 'cluster' : 'standalone', hosts });
+  cleanups.push(() => client.close());
+  const cmd = async (name: string, ...args: string[]) => {
+    const [r] = await client.connection.exec([{ route: Buffer.from(args[0] ?? 'k'), name, args }], false);
+    if (r!.error) throw r!.error;
+    return r!.value;
+  };
+  return { address: hosts.map((h) => `${h.host}:${h.port}`).join(','), cmd, server };
+}
+
+async function until(check: () => boolean | Promise<boolean>, n = 750): Promise<void> {
+  for (let i = 0; i < n && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
+}
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const dim = 16;
+const ks = spreadKeys(4000);
+const all = new Set(ks);
+const rowsOf = async (s: HPS, model: string): Promise<number[]> => Array.from((await s.lookup(ks, model, 0)).data as Float32Array);
+/** Rows (of dim floats) that differ. */
+const wrongRows = (got: number[], want: number[]): number => {
+  let n = 0;
+  for (let i = 0; i < want.length; i += dim) if (got.slice(i, i + dim).some((v, j) => v !== want[i + j])) n++;
+  return n;
+};
+const entryOf = (model: string) => (salt: number) => (psConfig([writeTable(join(t.dir, `${model}-${salt}`), ks, dim, { salt })], [dim], { model, gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
+
+describe('shared L2: races and failures', () => {
+  it('Redis Cluster (3 masters): an attached server follows reloads, the superseded set is collected (no CROSSSLOT)', async () => {
+    const r = await redis(true);
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 3 };
+    const entry = entryOf('cl');
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    expect(await rowsOf(b, 'cl')).toEqual(expectedRows(ks, dim, all, -1));
+    for (const salt of [1, 2, 3]) {
+      await a.loadModel(entry(salt));
+      const seq = a.modelInfo('cl').sharedL2!.seq;
+      await until(() => b.modelInfo('cl').sharedL2!.seq === seq);
+      expect(b.modelInfo('cl').sharedL2).toEqual({ seq, suffix: `.v${seq}`, loadedHere: false, error: null });
+      expect(await rowsOf(b, 'cl')).toEqual(expectedRows(ks, dim, all, -1, salt));
+    }
+    await sleep(300);
+    const gens = (await r.cmd('HKEYS', 'hps-ctl:{cl}:gens')) as Buffer[];
+    expect(gens.map(String)).toEqual([`.v${a.modelInfo('cl').sharedL2!.seq}`]);
+  }, 90000);
+
+  it('two writers reload at once; an attached server and both writers end on the highest seq, only its set (and the stable one) stay', async () => {
+    const r = await redis();
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    const entry = entryOf('cc');
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    const c = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 }, loadBatchSize: 200 });
+    const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    for (let round = 0; round < 3; round++) {
+      const sa = 10 + 2 * round;
+      const sc = 11 + 2 * round;
+      await Promise.all([a.loadModel(entry(sa)), c.loadModel(entry(sc))]);
+      const seq = Math.max(a.modelInfo('cc').sharedL2!.seq, c.modelInfo('cc').sharedL2!.seq);
+      await until(() => [a, b, c].every((s) => s.modelInfo('cc').sharedL2!.seq === seq));
+      const live = JSON.parse(String(((await r.cmd('ZRANGE', 'hps-ctl:{cc}:live', '-1', '-1')) as Buffer[])[0])) as { seq: number; files: string[] };
+      const salt = live.files[0]!.includes(`cc-${sa}`) ? sa : sc;
+      for (const s of [a, b, c]) {
+        expect(s.modelInfo('cc').sharedL2!.seq).toBe(seq);
+        expect(wrongRows(await rowsOf(s, 'cc'), expectedRows(ks, dim, all, -1, salt))).toBe(0);
+      }
+      await sleep(300);
+      expect(((await r.cmd('HKEYS', 'hps-ctl:{cc}:gens')) as Buffer[]).map(String)).toEqual([`.v${seq}`]);
+    }
+  }, 90000);
+
+  it('an attached server with a read-only RocksDB L3 follows a reload: lookups of keys L2 lacks still answer (L3 or default)', async () => {
+    const r = await redis();
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    const entry = entryOf('ro');
+    const rocks = join(t.dir, 'ro-rocks');
+    // a RocksDB written once (HugeCTR's offline L3), then opened read-only by the attached server
+    await (await HPS.create({ psConfig: { ...psConfig([], [dim], {}, { persistent_db: { type: 'rocks_db', path: rocks } }), models: [entry(0)] } })).close();
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 }, persistent_db: { type: 'rocks_db', path: rocks, read_only: true } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    await a.loadModel(entry(1));
+    const seq = a.modelInfo('ro').sharedL2!.seq;
+    await until(() => b.modelInfo('ro').sharedL2!.seq === seq || b.modelInfo('ro').sharedL2!.error !== null);
+    const absent = [123456789n, 987654321n];
+    const got = await b.lookup(absent, 'ro', 0).then((x) => Array.from(x.data as Float32Array), (e: Error & { code?: string }) => `${e.code}: ${e.message}`); // was NOT_FOUND (no table <model>.<table>.v2 in the read-only L3)
+    expect(got).toEqual(expectedRows(absent, dim, new Set(), -1));
+  }, 60000);
+
+  it('a server attaching at start whose startup load outlasts leaseMs: the version it leased is not deleted under it (its lease is renewed while it loads)', async () => {
+    const r = await redis();
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    const entry = entryOf('sl');
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    await a.loadModel(entry(1)); // .v2 live
+    let reload: Promise<void> | null = null;
+    let t0: number | null = null;
+    // b's L3 writes are slow (a big model, a slow disk): 1 ms per batch
+    const put = RocksStore.prototype.put;
+    cleanups.push(() => (RocksStore.prototype.put = put));
+    RocksStore.prototype.put = async function (this: RocksStore, ...args: Parameters<RocksStore['put']>) {
+      await sleep(1);
+      return put.apply(this, args);
+    } as RocksStore['put'];
+    const b = await serve({
+      psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 }, persistent_db: { type: 'rocks_db', path: join(t.dir, 'sl-rocks') } }), models: [entry(0)] },
+      sharedL2: { pollIntervalMs: 50, leaseMs: 150 },
+      loadBatchSize: 4, // a long startup load (1000 batches into RocksDB)
+      onProgress: () => {
+        t0 ??= Date.now();
+        // .v3 published while b still loads .v2, once b's lease (150 ms) has expired
+        if (!reload && Date.now() - t0 > 300) reload = a.loadModel(entry(2));
+      },
+    });
+    expect(reload).not.toBeNull(); // else b loaded in under 300 ms: inconclusive
+    await reload;
+    const info = b.modelInfo('sl').sharedL2!;
+    const keys = ((await r.cmd('KEYS', `hps:sl.*${info.suffix}*`)) as Buffer[]).length;
+    // b serves the version it leased at its start (.v2), or already followed .v3: the set it serves exists
+    expect(keys).toBeGreaterThan(0);
+  }, 60000);
+
+  it('control keys lost (allkeys-lru eviction, a control shard restarted / failed over without the last writes): a reload is still served', async () => {
+    const r = await redis();
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    const entry = entryOf('lk');
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    await a.loadModel(entry(1)); // seq 2, .v2
+    await a.loadModel(entry(2)); // seq 3, .v3
+    await r.cmd('DEL', 'hps-ctl:{lk}:seq'); // what eviction / a lost write leaves
+    await a.loadModel(entry(3)); // was: INCR -> 1, and the load lost to the served seq 3 (discarded)
+    expect(wrongRows(await rowsOf(a, 'lk'), expectedRows(ks, dim, all, -1, 3))).toBe(0);
+  }, 60000);
+
+  it('close() during a follow stops streaming the published files into L3 (does not wait for the whole load)', async () => {
+    const r = await redis();
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    const entry = entryOf('cf');
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    let loads = 0;
+    let afterClose = 0;
+    let closing: Promise<void> | null = null;
+    const b: HPS = await HPS.create({
+      psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 }, persistent_db: { type: 'rocks_db', path: join(t.dir, 'cf-rocks') } }), models: [entry(0)] },
+      sharedL2: { pollIntervalMs: 50 },
+      loadBatchSize: 100,
+      onProgress: (p) => {
+        if (closing) afterClose++;
+        if (p.rowsLoaded === 100 && ++loads === 2) closing = b.close();
+      },
+    });
+    await a.loadModel(entry(1));
+    await until(() => closing !== null);
+    await closing;
+    // 40 batches: all but the first were streamed after close() was called
+    expect(afterClose).toBeLessThan(5);
+  }, 60000);
+
+  it('Redis killed under running servers: polls fail quietly, close() returns, no unhandled rejection', async () => {
+    const r = await redis();
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    const entry = entryOf('rd');
+    const a = await HPS.create({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    const b = await HPS.create({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    const rejections: unknown[] = [];
+    const on = (e: unknown) => rejections.push(e);
+    process.on('unhandledRejection', on);
+    cleanups.push(() => process.off('unhandledRejection', on));
+    await r.server.stop();
+    await sleep(2000);
+    await Promise.all([a.close(), b.close()]);
+    expect(rejections).toEqual([]);
+  }, 90000);
+});
