@@ -52,7 +52,11 @@ export interface SharedL2Info {
   suffix: string;
   /** True when this server wrote it into L2 (and published it); false when it attached to it. */
   loadedHere: boolean;
-  /** Why the last published version could not be followed, or this one published (null: no such failure). */
+  /**
+   * Why the last published version could not be followed, or this one published; else what
+   * happened after this server's lease lapsed; else why the last renewal of its lease failed
+   * (null: none of these).
+   */
   error: string | null;
 }
 
@@ -142,6 +146,12 @@ export class HPS {
   #adopting = new Map<string, Promise<void>>();
   /** Per model: the published seq that could not be followed (or this server's version not published), and why. */
   #sharedError = new Map<string, { seq: number; message: string }>();
+  /** Per model: what happened after this server's lease lapsed (until the next version it loads). */
+  #lapseNote = new Map<string, string>();
+  /** Why the last renewal of this server's lease failed (null: it succeeded). */
+  #renewError: string | null = null;
+  /** When a renewal of this server's lease last succeeded (Date.now()). */
+  #renewedAt = Date.now();
   /** Versions loaded here whose publication failed (retried by the timer). */
   #unpublished = new Set<ModelState>();
 
@@ -220,6 +230,7 @@ export class HPS {
    */
   async #loadOrAttach(cfg: PsConfig['models'][number]): Promise<ModelState> {
     this.#sharedError.delete(cfg.model); // a load asked for tries again a version that failed before
+    this.#lapseNote.delete(cfg.model);
     if (this.#shared && !this.#writesL2()) {
       const adoption = await this.#leaseLive(cfg);
       if (adoption) {
@@ -392,7 +403,23 @@ export class HPS {
   /** One poll of the shared L2 (errors are kept for modelInfo; the next poll tries again). */
   async #tick(): Promise<void> {
     const ctl = this.#shared!;
-    await ctl.renew().catch(() => undefined);
+    try {
+      await ctl.renew();
+      this.#renewError = null;
+      this.#renewedAt = Date.now();
+    } catch (e) {
+      this.#renewError =
+        `renewing this server's lease in Redis failed (${(e as Error).message}): once none succeeds for ` +
+        `leaseMs (${this.#sharedSettings.leaseMs} ms), other servers may delete the versions it serves`;
+    }
+    for (const name of ctl.takeLapsed()) {
+      const m = this.#models.get(name);
+      if (!m || this.#closed || this.#adopting.has(name)) continue;
+      const job = this.#afterLapse(m)
+        .catch(() => undefined)
+        .finally(() => this.#adopting.delete(name));
+      this.#adopting.set(name, job);
+    }
     for (const state of [...this.#unpublished]) {
       if (this.#closed) return;
       if (this.#models.get(state.name) === state) await this.#publish(state);
@@ -407,6 +434,44 @@ export class HPS {
       }
       await this.#collect(name).catch(() => undefined);
     }
+  }
+
+  /**
+   * After this server's lease lapsed: another server's collection may have deleted the reload
+   * version `m` serves (every version but the live one and the stable tables can go), so unless
+   * it serves one of those, it registers that version again (keys written into it since, by L3
+   * write-backs or updates, are collected once nothing uses it) and switches to the live version,
+   * whatever `followReloads` says. What happened is kept for modelInfo.
+   */
+  async #afterLapse(m: ModelState): Promise<void> {
+    const ctl = this.#shared!;
+    const lapse = `this server's lease lapsed (no renewal reached Redis for ${this.#sharedSettings.leaseMs} ms)`;
+    const live = await ctl.live(m.name);
+    if (m.l2Suffix === '' || live?.suffix === m.l2Suffix) return; // never collected
+    const kept = await ctl.registered(m.name, m.l2Suffix);
+    if (!kept) await ctl.register(m.name, m.l2Suffix, tablesOf(m.config));
+    const what = `while it served version ${m.seq} (${m.l2Suffix}), not the live one${kept ? '' : ', and another server deleted that version'}`;
+    const adoption = live ? await this.#leaseLive(m.config) : null;
+    if (!adoption) {
+      this.#lapseNote.set(m.name, `${lapse} ${what}; no live version to switch to: lookups may return initial values`);
+      return;
+    }
+    this.#lapseNote.set(m.name, `${lapse} ${what}; switching to the live version ${adoption.version.seq}`);
+    try {
+      const state = await this.#load(m.config, { ...adoption, replaces: m });
+      const now = state.seq === adoption.version.seq ? `switched to the live version ${state.seq}` : `a later load (version ${state.seq}) is served`;
+      this.#lapseNote.set(m.name, `${lapse} ${what}; ${now}`);
+    } catch (e) {
+      this.#lapseNote.set(m.name, `${lapse} ${what}; switching to the live version ${adoption.version.seq} failed: ${(e as Error).message}`);
+    }
+  }
+
+  /** A renewal of this server's lease that has not succeeded for half of leaseMs (Redis slow or unreachable), else null. */
+  #renewLate(): string | null {
+    const { leaseMs } = this.#sharedSettings;
+    const ms = Date.now() - this.#renewedAt;
+    if (this.#closed || ms <= leaseMs / 2) return null;
+    return `no renewal of this server's lease in Redis has succeeded for ${ms} ms (Redis slow or unreachable): after leaseMs (${leaseMs} ms) other servers may delete the versions it serves`;
   }
 
   /** Switches model `m` to a newer version published in the shared L2, if any. */
@@ -425,6 +490,7 @@ export class HPS {
     try {
       await this.#load(m.config, { ...adoption, replaces: m });
       this.#sharedError.delete(m.name);
+      this.#lapseNote.delete(m.name);
     } catch (e) {
       if (!this.#closed && this.#models.has(m.name)) this.#sharedError.set(m.name, { seq: adoption.version.seq, message: `could not load published version ${adoption.version.seq}: ${(e as Error).message}` });
     }
@@ -476,8 +542,8 @@ export class HPS {
       const deviceRows = Math.min(t.rows, Math.floor(c.gpucacheper * t.rows));
       return { type: 'uvm', rows, deviceRows, hostRows: t.rows - deviceRows };
     };
-    const err = this.#sharedError.get(m.name);
-    const sharedL2 = this.#shared ? { seq: m.seq, suffix: m.l2Suffix, loadedHere: m.wroteL2, error: err ? err.message : null } : null;
+    const error = this.#sharedError.get(m.name)?.message ?? this.#lapseNote.get(m.name) ?? this.#renewError ?? this.#renewLate();
+    const sharedL2 = this.#shared ? { seq: m.seq, suffix: m.l2Suffix, loadedHere: m.wroteL2, error } : null;
     return { model: m.name, version: m.version, tables: m.tables.map((t) => ({ name: t.name, dim: t.dim, rows: t.rows, maxKeys: t.maxKeys, cache: cacheOf(t) })), sharedL2 };
   }
 

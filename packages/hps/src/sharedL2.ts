@@ -69,6 +69,10 @@ export class SharedL2Control {
   readonly #uses = new Map<string, Map<string, number>>();
   /** Models whose `servers` set this server has pruned once (the ids of killed servers go then, or at a collection). */
   readonly #pruned = new Set<string>();
+  /** Models whose lease this server has written (a later renewal that finds it gone reports a lapse). */
+  readonly #leased = new Set<string>();
+  /** Models whose lease a renewal found lapsed, until takeLapsed. */
+  readonly #lapsed = new Set<string>();
 
   constructor(
     private readonly store: RedisStore,
@@ -115,22 +119,42 @@ export class SharedL2Control {
     return [...(this.#uses.get(model)?.keys() ?? [])];
   }
 
-  /** Writes this server's lease for `model` (or every model it uses): the versions it uses, for leaseMs. */
+  /**
+   * Writes this server's lease for `model` (or every model it uses): the versions it uses, for leaseMs.
+   * A renewal that finds the lease it wrote before gone (it lapsed: no renewal reached Redis for
+   * leaseMs, or Redis lost the key) notes the model for {@link takeLapsed}: other servers may have
+   * deleted the versions the lease named.
+   */
   async renew(model?: string): Promise<void> {
     const models = model === undefined ? [...this.#uses.keys()] : [model];
     await Promise.all(
-      models.map((m) =>
-        this.#run(
+      models.map(async (m) => {
+        const [previous] = await this.#run(
           m,
           // the lease first: a server found in `servers` always has its lease written already
           [
-            ['SET', ctlKey(m, `lease:${this.id}`), JSON.stringify(this.uses(m)), 'PX', this.leaseMs],
+            ['SET', ctlKey(m, `lease:${this.id}`), JSON.stringify(this.uses(m)), 'PX', this.leaseMs, 'GET'],
             ['SADD', ctlKey(m, 'servers'), this.id],
           ],
           false,
-        ),
-      ),
+        );
+        if (previous === null && this.#leased.has(m)) this.#lapsed.add(m);
+        this.#leased.add(m);
+      }),
     );
+  }
+
+  /** The models whose lease was found lapsed since the last call (then forgotten). */
+  takeLapsed(): string[] {
+    const models = [...this.#lapsed];
+    this.#lapsed.clear();
+    return models;
+  }
+
+  /** Whether reload version `suffix` of `model` is still registered (not deleted by a collection). */
+  async registered(model: string, suffix: string): Promise<boolean> {
+    const [r] = await this.#run(model, [['HEXISTS', ctlKey(model, 'gens'), suffix]], true);
+    return r === 1;
   }
 
   /** Registers a reload version's table set (before its tables are created), so that it is found if its server dies. */

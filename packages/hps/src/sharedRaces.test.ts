@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
 import { startRedisCluster, startRedisServer } from '@embedstack/store-redis/testing';
 import { HPS, type HpsOptions } from './index.js';
+import { SharedL2Control } from './sharedL2.js';
 import { RocksStore } from '@embedstack/store-rocksdb';
 import { expectedRows, psConfig, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
 
@@ -187,18 +188,74 @@ describe('shared L2: races and failures', () => {
     expect(afterClose).toBeLessThan(5);
   }, 60000);
 
+  it('a server whose lease lapsed while alive (stall, partition) notices at its next renewal: the deleted version it served is registered again and it switches to the live one', async () => {
+    const r = await redis();
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    const entry = entryOf('lp');
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    await a.loadModel(entry(1)); // .v<s1>
+    const s1 = a.modelInfo('lp').sharedL2!.suffix;
+    const before = new Set(((await r.cmd('SMEMBERS', 'hps-ctl:{lp}:servers')) as Buffer[]).map(String));
+    // b keeps the version it took (followReloads false) and writes what it reads from its L3 back into L2
+    const b = await serve({
+      psConfig: {
+        ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0, cache_missed_embeddings: true }, persistent_db: { type: 'rocks_db', path: join(t.dir, 'lp-rocks') } }),
+        models: [entry(0)],
+      },
+      sharedL2: { pollIntervalMs: 50, leaseMs: 150, followReloads: false },
+    });
+    const bId = ((await r.cmd('SMEMBERS', 'hps-ctl:{lp}:servers')) as Buffer[]).map(String).find((id) => !before.has(id))!;
+    expect(b.modelInfo('lp').sharedL2!.suffix).toBe(s1);
+    await a.loadModel(entry(2)); // only b's lease keeps s1 now
+    const s2 = a.modelInfo('lp').sharedL2!.suffix;
+    const keysOf = async (suffix: string) => ((await r.cmd('KEYS', `hps:lp.*${suffix}*`)) as Buffer[]).length;
+    // b's renewals do not reach Redis for 600 ms: a's collection deletes s1
+    const renew = SharedL2Control.prototype.renew;
+    let stalled = true;
+    cleanups.push(() => (SharedL2Control.prototype.renew = renew));
+    SharedL2Control.prototype.renew = async function (this: SharedL2Control, model?: string) {
+      if (stalled && this.id === bId) return;
+      return renew.call(this, model);
+    };
+    await until(async () => (await keysOf(s1)) === 0);
+    expect(await keysOf(s1)).toBe(0);
+    expect(((await r.cmd('HKEYS', 'hps-ctl:{lp}:gens')) as Buffer[]).map(String)).toEqual([s2]);
+    // before b's next renewal: its L3 answers with s1's rows, written back into the deleted set
+    expect(wrongRows(await rowsOf(b, 'lp'), expectedRows(ks, dim, all, -1, 1))).toBe(0);
+    stalled = false;
+    expect(await keysOf(s1)).toBeGreaterThan(0);
+    await until(() => b.modelInfo('lp').sharedL2!.error?.endsWith('switched to the live version ' + s2.slice(2)) === true);
+    const info = b.modelInfo('lp').sharedL2!;
+    expect(info.suffix).toBe(s2);
+    expect(info.error).toBe(
+      `this server's lease lapsed (no renewal reached Redis for 150 ms) while it served version ${s1.slice(2)} (${s1}), not the live one, ` +
+        `and another server deleted that version; switched to the live version ${s2.slice(2)}`,
+    );
+    expect(wrongRows(await rowsOf(b, 'lp'), expectedRows(ks, dim, all, -1, 2))).toBe(0);
+    // the keys b wrote into s1 are collected (s1 was registered again; b no longer uses it)
+    await until(async () => (await keysOf(s1)) === 0);
+    expect(await keysOf(s1)).toBe(0);
+    expect(((await r.cmd('HKEYS', 'hps-ctl:{lp}:gens')) as Buffer[]).map(String)).toEqual([s2]);
+  }, 90000);
+
   it('Redis killed under running servers: polls fail quietly, close() returns, no unhandled rejection', async () => {
     const r = await redis();
     const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
     const entry = entryOf('rd');
     const a = await HPS.create({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
-    const b = await HPS.create({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    const b = await HPS.create({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 1000 } });
     const rejections: unknown[] = [];
     const on = (e: unknown) => rejections.push(e);
     process.on('unhandledRejection', on);
     cleanups.push(() => process.off('unhandledRejection', on));
+    expect(b.modelInfo('rd').sharedL2!.error).toBeNull();
     await r.server.stop();
     await sleep(2000);
+    // the failing renewals are visible (the lease will lapse)
+    const error = b.modelInfo('rd').sharedL2!.error!;
+    const late = /^no renewal of this server's lease in Redis has succeeded for (\d+) ms \(Redis slow or unreachable\): after leaseMs \(1000 ms\) other servers may delete the versions it serves$/.exec(error);
+    const failed = /^renewing this server's lease in Redis failed \(.+\): once none succeeds for leaseMs \(1000 ms\)/.test(error);
+    expect(failed || (late !== null && Number(late[1]) > 500)).toBe(true);
     await Promise.all([a.close(), b.close()]);
     expect(rejections).toEqual([]);
   }, 90000);
