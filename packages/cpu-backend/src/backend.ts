@@ -87,9 +87,10 @@ export class CpuBackend implements EmbeddingBackend {
 
   /**
    * Gives the idle blocks of the addon's result cache back to the system and returns their
-   * bytes. Results of 1 MiB or more that the addon allocates (`exportBatch`, raw calls
-   * without `out`) return their blocks to a process-wide cache of up to 128 MiB
-   * (EMBEDSTACK_CPU_RESULT_CACHE_MB) once collected, which stays mapped for the life of
+   * bytes. Results of 1 MiB or more that the addon allocates (`exportBatch`, the Promise
+   * forms of find / findOrInsert / lookupCombined without `out`, raw calls without `out`)
+   * return their blocks to a process-wide cache of up to 1/16 of the machine's memory,
+   * 128 MiB to 1 GiB (EMBEDSTACK_CPU_RESULT_CACHE_MB), once collected, which stays mapped for the life of
    * the process unless this is called; results still alive return theirs later.
    *
    * Never loads the addon: it empties the caches of the CPU addons `loadAddon` loaded in

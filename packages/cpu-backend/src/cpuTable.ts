@@ -17,7 +17,7 @@ import { EmbeddingError, InvalidTypeError, invalidParameter } from '@embedstack/
 import { encodeOptimizer, encodePlan, encodePlans, encodeTable } from './abi.js';
 import { call, callAsync } from './errors.js';
 import { checkBag, checkFindOut, checkOptimizer, checkParts, checkPlan, combinerId, lengthOf } from './rawArgs.js';
-import type { NativeExportResult, NativeTableFunctions, NativeTableHandle } from './native.js';
+import type { NativeExportResult, NativeFindResult, NativeTableFunctions, NativeTableHandle } from './native.js';
 
 /**
  * Calls doing at least this much work (keys * dim floats moved) run on the addon's
@@ -27,11 +27,20 @@ import type { NativeExportResult, NativeTableFunctions, NativeTableHandle } from
 export const ASYNC_MIN_WORK = 1 << 17;
 
 const toExport = ([keys, values, slots, scores]: NativeExportResult): ExportBatch => ({ keys, values, slots, scores });
+const toFind = ([values, exists]: NativeFindResult): FindResult => ({ values, exists });
 
 /**
- * A fresh Float32Array the addon fills completely. Large ones come uninitialised from
- * Node's allocator (no zero fill; the garbage collector frees them without waiting for
- * the event loop, so memory is reused even by tight synchronous loops).
+ * A fresh Float32Array the addon fills completely: the result of a sync call (and of a
+ * Promise call small enough to run inline) without `out`. Large ones come uninitialised
+ * from Node's allocator (no zero fill; the garbage collector frees them without waiting
+ * for the event loop, so memory is reused even by tight synchronous loops).
+ *
+ * A Promise call on the pool without `out` (find, findOrInsert without a plan,
+ * lookupCombined) does not use these: the addon allocates its result from its result
+ * cache and the job writes it in place (nothing else can reach that array before the call
+ * settles, so unlike a caller's array it needs no private copy and no copy back), and the
+ * block returns to the cache once V8 collected the array and Node ran its finalizer, as
+ * the event loop turns, which a caller awaiting each call lets it do.
  */
 function floats(n: number): Float32Array {
   if (n * 4 < 65536) return new Float32Array(n);
@@ -183,12 +192,16 @@ export class CpuRawTable implements RawTable {
     this.async = {
       find: (keys, out, p) => {
         if (!big(lengthOf(keys))) return inline(() => sync.find(keys, out, p));
+        checkFindOut(out);
+        if ((out === null || out === undefined) && !p) return callAsync(() => b.findAsync(h, keys)).then(toFind);
         const r = findOut(keys, out);
         const run = p ? () => b.findPlannedAsync(h, keys, plan(p)!, r.values, r.exists) : () => b.findAsync(h, keys, r.values, r.exists);
         return callAsync<unknown>(run).then(() => r);
       },
       findOrInsert: (keys, scores, out, p) => {
         if (!big(lengthOf(keys))) return inline(() => sync.findOrInsert(keys, scores, out, p));
+        checkFindOut(out);
+        if ((out === null || out === undefined) && !p) return callAsync(() => b.findOrInsertAsync(h, keys, scores)).then(toFind);
         const r = findOut(keys, out);
         const run = p
           ? () => b.findOrInsertPlannedAsync(h, keys, scores, plan(p)!, r.values, r.exists)
@@ -215,10 +228,14 @@ export class CpuRawTable implements RawTable {
           : inline(() => sync.importRows(keys, values, slots, scores)),
       lookupCombined: (bag, combiner, maxNorm, insertMissing, given) => {
         if (!big(lengthOf(checkBag(bag).keys))) return inline(() => sync.lookupCombined(bag, combiner, maxNorm, insertMissing, given));
-        const out = bagOut(bag, given);
+        if (given === null || given === undefined) {
+          return callAsync(() => b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing)).then(
+            (fresh) => fresh!,
+          );
+        }
         return callAsync(() =>
-          b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, out),
-        ).then(() => out);
+          b.lookupCombinedAsync(h, bag.rowSplits, bag.keys, bag.weights, comb(combiner), maxNorm, insertMissing, given),
+        ).then(() => given);
       },
       lookupCombinedPartial: (bag, combiner, maxNorm, insertMissing, p, out) => {
         if (!big(lengthOf(checkBag(bag).keys))) return inline(() => sync.lookupCombinedPartial(bag, combiner, maxNorm, insertMissing, p, out));

@@ -30,7 +30,7 @@ export interface NativeInfo {
   napiVersion: number;
   /**
    * What the addon did to glibc malloc's thresholds at load (README, Design: "glibc malloc's thresholds"): 'tuned'
-   * (mmap threshold 32 MiB, trim threshold 64 MiB, so multi-MB results freed by the
+   * (mmap threshold 32 MiB, trim threshold 256 MiB, so multi-MB results freed by the
    * garbage collector are reused without page faults), 'opted-out'
    * (EMBEDSTACK_TUNE_MALLOC=0), 'user-set' (GLIBC_TUNABLES or MALLOC_*_THRESHOLD_ set
    * them), 'unsupported' (not glibc).
@@ -41,7 +41,7 @@ export interface NativeInfo {
    * mapped blocks that the result's ArrayBuffer returns to this cache once V8 collected it
    * and Node ran its finalizer (as the event loop turns), and the next result of a similar
    * size reuses, its pages still present. `capBytes`
-   * (EMBEDSTACK_CPU_RESULT_CACHE_MB, default 128 MiB) bounds `heldBytes`; `hits` and
+   * (EMBEDSTACK_CPU_RESULT_CACHE_MB; default 1/16 of physicalMemory, 128 MiB to 1 GiB) bounds `heldBytes`; `hits` and
    * `misses` count the requests of 1 MiB or more since the process started.
    */
   resultCache: {

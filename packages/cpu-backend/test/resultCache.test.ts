@@ -14,6 +14,9 @@ import { describe, expect, it } from 'vitest';
 const require = createRequire(import.meta.url);
 const cpuPackage = require.resolve('@embedstack/cpu-backend');
 const corePackage = require.resolve('@embedstack/core');
+const MiB = 1024 * 1024;
+/** The cache's default cap for a machine of `physical` bytes (memory.h): 1/16 of it, at least 128 MiB and at most 1 GiB. */
+const defaultCap = (physical: number): number => Math.min(1024 * MiB, Math.max(128 * MiB, Math.floor(physical / 16)));
 
 const script = `
 const cpu = require(${JSON.stringify(cpuPackage)});
@@ -56,6 +59,7 @@ const turn = () => new Promise((r) => setImmediate(r));
     for (let k = 0; k < 200 && b.info().resultCache.heldBlocks === 0; k++) { global.gc(); await turn(); }
   }
   report.cache = b.info().resultCache;
+  report.physical = b.info().physicalMemory;
   console.log(JSON.stringify(report));
 })();
 `;
@@ -70,7 +74,7 @@ const h = b.createTable(e.config, e.slotWidths, e.slotInitial, e.initValues);
 const splits = new Int32Array(4097).map((_, i) => i), ids = new Int32Array(4096).map((_, i) => i % 10);
 const turn = () => new Promise((r) => setImmediate(r));
 (async () => {
-  const report = { start: b.info().resultCache };
+  const report = { start: b.info().resultCache, physical: b.info().physicalMemory };
   b.lookupCombined(h, splits, ids, null, 0, 0, false); // 4096 x 64 floats, dropped at once
   for (let k = 0; k < 200 && b.info().resultCache.heldBlocks === 0; k++) { global.gc(); await turn(); }
   report.filled = b.info().resultCache;
@@ -85,12 +89,12 @@ describe('result cache', () => {
   it('a recycled result block full of NaNs never reaches the next result (empty bags are zeros)', () => {
     const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, EMBEDSTACK_CPU_RESULT_CACHE_MB: undefined } });
     expect(r.status, r.stderr).toBe(0);
-    const report = JSON.parse(r.stdout.trim()) as { wrong: number; hits: number[]; calls: number; cache: { capBytes: number; heldBytes: number } };
+    const report = JSON.parse(r.stdout.trim()) as { wrong: number; hits: number[]; calls: number; cache: { capBytes: number; heldBytes: number }; physical: number };
     expect(report.calls).toBe(4);
     expect(report.wrong).toBe(0);
     // the blocks were recycled: calls 2 to 4 each took the block the previous result left
     expect(report.hits[3]! - report.hits[0]!).toBe(3);
-    expect(report.cache.capBytes).toBe(128 * 1024 * 1024);
+    expect(report.cache.capBytes).toBe(defaultCap(report.physical));
     expect(report.cache.heldBytes).toBeLessThanOrEqual(report.cache.capBytes);
   }, 60_000);
 
@@ -98,26 +102,30 @@ describe('result cache', () => {
     const r = spawnSync(process.execPath, ['--expose-gc', '-e', clearScript], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, EMBEDSTACK_CPU_RESULT_CACHE_MB: undefined } });
     expect(r.status, r.stderr).toBe(0);
     type Stats = { capBytes: number; heldBytes: number; heldBlocks: number; hits: number; misses: number };
-    const report = JSON.parse(r.stdout.trim()) as { start: Stats; filled: Stats; released: number; cleared: Stats; again: number };
-    const MiB = 1024 * 1024;
+    const report = JSON.parse(r.stdout.trim()) as { start: Stats; filled: Stats; released: number; cleared: Stats; again: number; physical: number };
+    const cap = defaultCap(report.physical);
     expect(report.start).toMatchObject({ heldBytes: 0, heldBlocks: 0, hits: 0, misses: 0 });
     // the one result of 4096 x 64 floats (exactly 1 MiB) mapped a block, and its collection cached it
-    expect(report.filled).toMatchObject({ capBytes: 128 * MiB, heldBytes: MiB, heldBlocks: 1, hits: 0, misses: 1 });
+    expect(report.filled).toMatchObject({ capBytes: cap, heldBytes: MiB, heldBlocks: 1, hits: 0, misses: 1 });
     expect(report.released).toBe(MiB);
-    expect(report.cleared).toMatchObject({ capBytes: 128 * MiB, heldBytes: 0, heldBlocks: 0, hits: 0, misses: 1 });
+    expect(report.cleared).toMatchObject({ capBytes: cap, heldBytes: 0, heldBlocks: 0, hits: 0, misses: 1 });
     expect(report.again).toBe(0);
   }, 60_000);
 
   it('EMBEDSTACK_CPU_RESULT_CACHE_MB sets the cap (0 turns the cache off); the loader refuses other values (nativeEnv.test.ts)', () => {
     const cap = (v: string): string => {
-      const s = `const l = require(${JSON.stringify(cpuPackage)}).loadAddon(); console.log(l.binding ? l.binding.info().resultCache.capBytes : l.reason)`;
+      const s = `const l = require(${JSON.stringify(cpuPackage)}).loadAddon(); console.log(l.binding ? l.binding.info().resultCache.capBytes + ' ' + l.binding.info().physicalMemory : l.reason)`;
       const r = spawnSync(process.execPath, ['-e', s], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, EMBEDSTACK_CPU_RESULT_CACHE_MB: v } });
       expect(r.status, r.stderr).toBe(0);
       return r.stdout.trim();
     };
-    expect(cap('16')).toBe(String(16 * 1024 * 1024));
-    expect(cap('0')).toBe('0');
-    expect(cap('')).toBe(String(128 * 1024 * 1024));
+    const capOf = (v: string): number => Number(cap(v).split(' ')[0]);
+    expect(capOf('16')).toBe(16 * MiB);
+    expect(capOf('0')).toBe(0);
+    expect(capOf('1024')).toBe(1024 * MiB);
+    // unset: the default, 1/16 of the machine's memory within [128 MiB, 1 GiB]
+    const [unset, physical] = cap('').split(' ').map(Number) as [number, number];
+    expect(unset).toBe(defaultCap(physical));
     expect(cap('12x')).toContain('EMBEDSTACK_CPU_RESULT_CACHE_MB="12x" is not accepted');
   }, 60_000);
 });

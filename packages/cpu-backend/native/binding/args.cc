@@ -260,6 +260,35 @@ void* CallCopies::take(const Napi::Value& array, void* data, size_t bytes, size_
   return copy;
 }
 
+void* CallCopies::fresh(Napi::Env env, napi_typedarray_type type, size_t length, size_t elementSize, napi_ref* array) {
+  const size_t bytes = checkedMul(length, elementSize, "a result array");
+  void* data = nullptr;
+  napi_value buffer;
+  napi_value ab;
+  napi_value typed;
+  napi_typedarray_type bufferType;
+  size_t bufferLength = 0;
+  size_t offset = 1;
+  bool ok = napi_create_buffer(env, bytes, &data, &buffer) == napi_ok && data != nullptr &&
+            napi_get_typedarray_info(env, buffer, &bufferType, &bufferLength, nullptr, &ab, &offset) == napi_ok;
+  size_t abBytes = 0;
+  // A Buffer of its own ArrayBuffer (never a pool's slice), so the result's buffer is exactly its bytes.
+  ok = ok && offset == 0 && napi_get_arraybuffer_info(env, ab, nullptr, &abBytes) == napi_ok && abBytes == bytes &&
+       napi_create_typedarray(env, type, length, ab, 0, &typed) == napi_ok;
+  if (!ok) {
+    bool pending = false;
+    napi_is_exception_pending(env, &pending);
+    if (pending) {
+      napi_value ignored;
+      napi_get_and_clear_last_exception(env, &ignored);
+    }
+    return nullptr;
+  }
+  pinned_.push_back(Napi::Persistent(Napi::Object(env, typed)));
+  *array = pinned_.back();
+  return data;
+}
+
 void CallCopies::writeBack() {
   std::vector<unsigned char*> to(outputs_.size());
   for (size_t i = 0; i < outputs_.size(); ++i) {

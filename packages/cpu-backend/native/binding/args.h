@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "memory.h"
 #include "table.h"
 
 namespace embedstack {
@@ -83,6 +84,26 @@ class CallCopies {
    * (kInput, kInOut) or an unfilled buffer (kOutput); outputs are recorded for writeBack().
    */
   void* take(const Napi::Value& array, void* data, size_t bytes, size_t elementSize, Use use, const char* name);
+
+  /**
+   * Promise calls without an output array: results below this size are made by fresh()
+   * (Node's allocator: the C heap, which keeps and reuses freed blocks below malloc's mmap
+   * threshold); larger ones come from the addon's result cache (memory.h resultAllocate),
+   * which reuses them where malloc would map fresh memory for each.
+   */
+  static constexpr size_t kFreshMaxBytes = kMallocMmapThreshold;
+
+  /**
+   * A result array this Promise call makes on the JS thread, as its parsing runs: `length`
+   * elements of `type` (elementSize bytes each, `length` > 0), uninitialised, in an
+   * ArrayBuffer of exactly their bytes from Node's allocator (freed by V8's collector, like
+   * Buffer.allocUnsafeSlow's). No JS holds it before the call settles, so nothing can detach,
+   * transfer or shrink it: the job writes it in place, with no private copy. It is kept
+   * alive until the call ends; `*array` is the reference the settlement reads it from
+   * (valid until then). Returns its memory, or null when Node could not make it (the
+   * caller then lets the job allocate its result).
+   */
+  void* fresh(Napi::Env env, napi_typedarray_type type, size_t length, size_t elementSize, napi_ref* array);
 
   /**
    * JS thread, once the job succeeded: copies each output into its caller's array. First

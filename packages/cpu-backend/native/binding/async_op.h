@@ -3,11 +3,13 @@
 // C++ job plus a converter of its result to JS), then either runs it at once
 // (sync) or posts it to the native thread pool in a PoolOp (async):
 //  - every JS value is converted to plain C++ before posting; the job touches no JS
-//    and no JS memory: a Promise call's typed arrays are copied into memory it owns
-//    while its arguments are parsed, and its outputs are written there and copied into
-//    the caller's arrays when it settles, once checked to be still there (CallCopies:
-//    JS may detach, transfer or shrink a buffer while the job runs, and Node-API
-//    cannot pin one);
+//    and no JS memory a caller can reach: a Promise call's typed arrays are copied into
+//    memory it owns while its arguments are parsed, and its outputs are written there and
+//    copied into the caller's arrays when it settles, once checked to be still there
+//    (CallCopies: JS may detach, transfer or shrink a buffer while the job runs, and
+//    Node-API cannot pin one); a call without an output array writes its result in place,
+//    into an array it made itself (CallCopies::fresh, which no JS holds until it settles)
+//    or the addon's own memory;
 //  - the job runs on a pool worker, and its parallel parts are helped by the other
 //    workers: the same threads as the sync form (no libuv thread, which would also
 //    take a slot of the pool Node's fs, dns and zlib share);
@@ -16,8 +18,8 @@
 //    while ops are pending;
 //  - a JS Error captured at call time gives native errors the caller's stack.
 // Per async call: one copy of each input typed array (int32 keys of key ops are widened to
-// int64 at call time instead; row splits are copied anyway) and of each output (out,
-// exists), and a few small allocations: the PoolOp, the argument records (KeysArg, the
+// int64 at call time instead; row splits are copied anyway) and of each output the caller
+// gave (out, exists), and a few small allocations: the PoolOp, the argument records (KeysArg, the
 // job's captures), and one Node-API reference per output array.
 #pragma once
 

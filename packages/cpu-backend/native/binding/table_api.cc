@@ -29,17 +29,58 @@ const uint64_t* optionalScores(const Napi::CallbackInfo& info, size_t i, size_t 
   return s.present ? s.data : nullptr;
 }
 
-/** Caller-provided result arrays (both, or neither: then the addon allocates them). */
+/**
+ * A Promise call's result array made by CallCopies::fresh() when it has no output and its
+ * result is below CallCopies::kFreshMaxBytes: its memory, or null (then the job allocates
+ * its result from the addon's memory, as a sync call does).
+ */
+void* freshResult(const Napi::CallbackInfo& info, napi_typedarray_type type, size_t length, size_t elementSize,
+                  napi_ref* array) {
+  CallCopies* copies = CallCopies::active();
+  if (copies == nullptr || length == 0 || checkedMul(length, elementSize, "a result array") >= CallCopies::kFreshMaxBytes) {
+    return nullptr;
+  }
+  return copies->fresh(info.Env(), type, length, elementSize, array);
+}
+
+/** A fresh result array's JS value, at the settlement (its reference is held until the call ends). */
+Napi::Value freshValue(Napi::Env env, napi_ref array) {
+  napi_value v;
+  ES_CHECK(napi_get_reference_value(env, array, &v) == napi_ok && v != nullptr, kInternal,
+           "Expected a fresh result array to still be referenced when its call settled");
+  return Napi::Value(env, v);
+}
+
+/**
+ * Caller-provided result arrays (both, or neither: then the addon allocates them, or a
+ * Promise call makes them in JS memory first: freshResult).
+ */
 struct FindOutputs {
   float* values = nullptr;
   uint8_t* exists = nullptr;
+  napi_ref freshValues = nullptr;  // fresh result arrays (both or neither), returned by the call
+  napi_ref freshExists = nullptr;
 };
 
 FindOutputs findOutputs(const Napi::CallbackInfo& info, size_t i, size_t n, size_t dim) {
   FindOutputs o;
   const bool given = info.Length() > i && !info[i].IsUndefined() && !info[i].IsNull();
   const bool givenExists = info.Length() > i + 1 && !info[i + 1].IsUndefined() && !info[i + 1].IsNull();
-  if (!given && !givenExists) return o;
+  if (!given && !givenExists) {
+    const size_t count = checkedMul(n, dim, "find values");
+    napi_ref values = nullptr;
+    napi_ref exists = nullptr;
+    void* v = freshResult(info, napi_float32_array, count, sizeof(float), &values);
+    void* e = v != nullptr ? freshResult(info, napi_uint8_array, n, 1, &exists) : nullptr;
+    if (e != nullptr) {
+      o.values = static_cast<float*>(v);
+      o.exists = static_cast<uint8_t*>(e);
+      o.freshValues = values;
+      o.freshExists = exists;
+      adviseHugePages(o.values, count * sizeof(float));
+    }
+    return o;
+  }
   TypedArg<float> v = floatArg(info, i, "outValues", false, Use::kOutput);
   TypedArg<uint8_t> e = uint8Arg(info, i + 1, "outExists", Use::kOutput);
   checkLength(v.length, checkedMul(n, dim, "outValues"), "outValues", "floats (keys * dim)");
@@ -56,8 +97,19 @@ struct FindOutcome {
   bool filled = false;
 };
 
-Napi::Value findOutcomeToJs(Napi::Env env, FindOutcome& r) {
-  return r.filled ? env.Undefined() : findToJs(env, r.owned);
+/** The call's value: undefined (caller arrays), [values, exists] (fresh or the addon's arrays). */
+std::function<Napi::Value(Napi::Env, FindOutcome&)> findOutcomeToJs(const FindOutputs& out) {
+  const napi_ref values = out.freshValues;
+  const napi_ref exists = out.freshExists;
+  return [values, exists](Napi::Env env, FindOutcome& r) -> Napi::Value {
+    if (values != nullptr) {
+      Napi::Array a = Napi::Array::New(env, 2);
+      a.Set(0u, freshValue(env, values));
+      a.Set(1u, freshValue(env, exists));
+      return a;
+    }
+    return r.filled ? env.Undefined() : findToJs(env, r.owned);
+  };
 }
 
 // ---- ops ------------------------------------------------------------------------
@@ -86,7 +138,7 @@ Op<FindOutcome> prepareFind(const Napi::CallbackInfo& info) {
     }
     return r;
   };
-  op.toJs = findOutcomeToJs;
+  op.toJs = findOutcomeToJs(out);
   return op;
 }
 
@@ -108,7 +160,7 @@ Op<FindOutcome> prepareFindOrInsert(const Napi::CallbackInfo& info) {
     }
     return r;
   };
-  op.toJs = findOutcomeToJs;
+  op.toJs = findOutcomeToJs(out);
   return op;
 }
 
@@ -251,11 +303,16 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   const double maxNorm = maxNormArg(info, 5);
   const bool insertMissing = boolArg(info, 6, "insertMissing");
   float* outData = nullptr;
+  napi_ref fresh = nullptr;
   if (info.Length() > 7 && !info[7].IsUndefined() && !info[7].IsNull()) {
     TypedArg<float> o = floatArg(info, 7, "out", false, Use::kOutput);
     checkLength(o.length, checkedMul(given.rows, h->dim, "out"), "out", "floats (rows * dim)");
     outData = const_cast<float*>(o.data);
     adviseHugePages(outData, o.length * sizeof(float));
+  } else {
+    const size_t count = checkedMul(given.rows, h->dim, "lookupCombined output");
+    outData = static_cast<float*>(freshResult(info, napi_float32_array, count, sizeof(float), &fresh));
+    if (outData != nullptr) adviseHugePages(outData, count * sizeof(float));
   }
   op.job = [t, keys, given, c, maxNorm, insertMissing, outData] {
     BagInput bag = given;
@@ -273,7 +330,8 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
     }
     return r;
   };
-  op.toJs = [](Napi::Env env, BagOutcome& r) -> Napi::Value {
+  op.toJs = [fresh](Napi::Env env, BagOutcome& r) -> Napi::Value {
+    if (fresh != nullptr) return freshValue(env, fresh);
     return r.filled ? env.Undefined() : Napi::Value(toFloat32Array(env, r.owned));
   };
   return op;

@@ -170,7 +170,8 @@ size_t scratchCachedBytes() { return scratchCache().held(); }
 
 namespace {
 constexpr size_t kResultGrain = size_t{64} << 10;  // mapped blocks are whole 64 KiB
-// The result cache's most entries: enough for a cap of 256 MiB of 1 MiB blocks.
+// The result cache's most entries (past them the oldest go, whatever the cap): 256 MiB of the
+// smallest blocks, 1 MiB; a cap larger than that holds larger blocks.
 constexpr size_t kResultMaxEntries = 256;
 constexpr size_t kResultCacheMaxMb = 65536;
 
@@ -204,7 +205,7 @@ class ResultCache {
  public:
   ResultCache() {
     const long mb = envWhole("EMBEDSTACK_CPU_RESULT_CACHE_MB", 0, static_cast<long>(kResultCacheMaxMb), -1);
-    cap_ = mb < 0 ? kResultCacheBytes : static_cast<size_t>(mb) << 20;
+    cap_ = mb < 0 ? resultCacheDefaultCap(physicalMemoryBytes()) : static_cast<size_t>(mb) << 20;
   }
 
   // The smallest cached block of `bytes` to bytes + bytes / 4 (the newest of equals), or {}.

@@ -40,12 +40,17 @@ enum class AllocatorTuning : int { kNotRun = 0, kTuned, kOptedOut, kUserSet, kUn
  * are alive at once; with glibc's adaptive thresholds the heap then trims its top on a
  * free and the next result faults every page back in (a 26 MB bag output: 1,300-1,600
  * page faults per call and up to 2x the call's time). With these thresholds the freed
- * results stay in the heap and are reused (4-5 faults per call). Explicit trims
- * (ScratchRelease) still return memory after large writes. The same effect as starting
- * Node with GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864.
+ * results stay in the heap and are reused (4-5 faults per call). The trim threshold is
+ * 256 MiB, not 64: V8 collects once some 64 MiB of array buffers have piled up, so up to
+ * 64 MiB plus a result below the mmap threshold (32 MiB) are freed at once, and at 64 MiB
+ * the heap still gave its top back after most collections (64K-key findSync at dim 64,
+ * 16 MiB results: 50-110 faults per call, 7 at 256 MiB; 30 MiB results: 194 -> 6).
+ * Explicit trims (ScratchRelease) still return memory after large writes. The same effect
+ * as starting Node with
+ * GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456.
  */
 constexpr size_t kMallocMmapThreshold = size_t{32} << 20;
-constexpr size_t kMallocTrimThreshold = size_t{64} << 20;
+constexpr size_t kMallocTrimThreshold = size_t{256} << 20;
 AllocatorTuning tuneAllocator() noexcept;
 /** What tuneAllocator() did (kNotRun before it ran). */
 AllocatorTuning allocatorTuning() noexcept;
@@ -184,7 +189,7 @@ class Block {
  * 1/4 larger) takes one back with its pages present. Without it every such request
  * was fresh memory, a page fault per 4 KiB written (a 26.6 MB result: 6,650 faults, on
  * the order of the call's own work), whenever the C heap had given the freed blocks back
- * to the system. The cache holds at most resultCacheStats().capBytes (kResultCacheBytes,
+ * to the system. The cache holds at most resultCacheStats().capBytes (resultCacheDefaultCap,
  * or EMBEDSTACK_CPU_RESULT_CACHE_MB; 0 turns it off): past the cap the oldest blocks are
  * unmapped, and a block larger than the cap is unmapped when freed. A block is cached
  * only once its owner freed it (a JS result: once V8 collected its ArrayBuffer and Node
@@ -194,11 +199,27 @@ class Block {
  *
  * Node runs an external ArrayBuffer's finalizer as its event loop turns, not during the
  * collection: a synchronous loop gets no block back until it yields. That is why the
- * public API's find and bag fill arrays that JS allocates (cpuTable.ts), which V8 frees
- * in the collection itself.
+ * public API's sync find and bag fill arrays that JS allocates (cpuTable.ts), which V8 frees
+ * in the collection itself. Their Promise forms without an output (which the caller awaits,
+ * so the loop turns) take their results from here from CallCopies::kFreshMaxBytes (32 MiB)
+ * on; below it, from Node's allocator (binding/args.h, CallCopies::fresh).
  */
 constexpr size_t kResultMinBlock = size_t{1} << 20;
-constexpr size_t kResultCacheBytes = size_t{128} << 20;
+/**
+ * The cache's default cap: 1/16 of the machine's memory, at least kResultCacheMinBytes and
+ * at most kResultCacheMaxBytes (kResultCacheMinBytes when the memory is unknown). From
+ * 8 GiB of memory it holds two 256 MiB results of a 1M-key find at dim 64: a loop of awaited
+ * calls has two in turn (the next call starts before V8 collected the previous result), and
+ * a fresh one faulted 65,536 pages per call (at a 512 MiB cap, every other call did).
+ */
+constexpr size_t kResultCacheMinBytes = size_t{128} << 20;
+constexpr size_t kResultCacheMaxBytes = size_t{1024} << 20;
+/** The default cap for a machine with `physicalBytes` of memory (0: unknown). */
+constexpr size_t resultCacheDefaultCap(size_t physicalBytes) {
+  return physicalBytes / 16 < kResultCacheMinBytes   ? kResultCacheMinBytes
+         : physicalBytes / 16 > kResultCacheMaxBytes ? kResultCacheMaxBytes
+                                                     : physicalBytes / 16;
+}
 
 /** A result block: its address and its size (at least what was asked). */
 struct ResultBlock {

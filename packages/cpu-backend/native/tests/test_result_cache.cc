@@ -2,6 +2,7 @@
 // by the next request of a similar size, within a cap. The tests recycle a block full of
 // garbage into real results and check every element against values computed here.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -161,4 +162,28 @@ TEST(result_cache_is_shared_by_threads) {
   for (auto& th : threads) th.join();
   for (size_t t = 0; t < 4; ++t) EXPECT_EQ(wrong[t], size_t{0});
   EXPECT_TRUE(resultCacheStats().heldBytes <= (size_t{16} << 20));
+}
+
+TEST(result_cache_default_cap_is_a_sixteenth_of_memory_within_128_mib_to_1_gib) {
+  constexpr size_t MiB = size_t{1} << 20;
+  EXPECT_EQ(resultCacheDefaultCap(0), 128 * MiB);  // memory unknown
+  EXPECT_EQ(resultCacheDefaultCap(1024 * MiB), 128 * MiB);
+  EXPECT_EQ(resultCacheDefaultCap(2048 * MiB), 128 * MiB);
+  EXPECT_EQ(resultCacheDefaultCap(4096 * MiB + 16), 256 * MiB + 1);
+  EXPECT_EQ(resultCacheDefaultCap(8192 * MiB), 512 * MiB);
+  EXPECT_EQ(resultCacheDefaultCap(16384 * MiB), 1024 * MiB);
+  EXPECT_EQ(resultCacheDefaultCap(size_t{1} << 40), 1024 * MiB);
+  // the process's cache starts at that default (unless EMBEDSTACK_CPU_RESULT_CACHE_MB is set)
+  if (std::getenv("EMBEDSTACK_CPU_RESULT_CACHE_MB") == nullptr) {
+    EXPECT_EQ(resultCacheStats().capBytes, resultCacheDefaultCap(physicalMemoryBytes()));
+  }
+  // and it holds 256 MiB blocks (a 1M-key find at dim 64) when the machine has 8 GiB or more
+  CacheCap big(resultCacheDefaultCap(8192 * MiB));
+  HostArray<float> r(size_t{1} << 26);  // 256 MiB
+  void* p = r.data();
+  r = HostArray<float>();
+  EXPECT_EQ(resultCacheStats().heldBytes, 256 * MiB);
+  HostArray<float> again(size_t{1} << 26);
+  EXPECT_TRUE(again.data() == p);
+  EXPECT_EQ(resultCacheStats().heldBytes, size_t{0});
 }
