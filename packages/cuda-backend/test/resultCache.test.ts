@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { totalmem } from 'node:os';
 import { CudaBackend, type CudaAddonLoad, type CudaBinding } from '@embedstack/cuda-backend';
 import { describe, expect, it } from 'vitest';
 
@@ -49,14 +50,16 @@ describe('CudaBackend.clearResultCache()', () => {
       first: number; addons: number; addonsAfter: number; start: Stats; filled: Stats; cpuReleased: number; released: number; cleared: Stats; again: number;
     };
     const MiB = 1024 * 1024;
+    // the cache's default cap (cpu-backend memory.h): 1/16 of the machine's memory, 128 MiB to 1 GiB
+    const cap = Math.min(1024 * MiB, Math.max(128 * MiB, Math.floor(totalmem() / 16)));
     expect(report.first).toBe(0);
     expect(report.addons).toBe(0);
     expect(report.addonsAfter).toBe(1);
-    expect(report.start).toEqual({ capBytes: 128 * MiB, heldBytes: 0, heldBlocks: 0, hits: 0, misses: 0 });
-    expect(report.filled).toEqual({ capBytes: 128 * MiB, heldBytes: MiB, heldBlocks: 1, hits: 0, misses: 1 });
+    expect(report.start).toEqual({ capBytes: cap, heldBytes: 0, heldBlocks: 0, hits: 0, misses: 0 });
+    expect(report.filled).toEqual({ capBytes: cap, heldBytes: MiB, heldBlocks: 1, hits: 0, misses: 1 });
     expect(report.cpuReleased).toBe(0);
     expect(report.released).toBe(MiB);
-    expect(report.cleared).toEqual({ capBytes: 128 * MiB, heldBytes: 0, heldBlocks: 0, hits: 0, misses: 1 });
+    expect(report.cleared).toEqual({ capBytes: cap, heldBytes: 0, heldBlocks: 0, hits: 0, misses: 1 });
     expect(report.again).toBe(0);
   }, 60_000);
 
