@@ -1,24 +1,14 @@
 // Servers sharing a Redis L2 follow each other's reloads (a real redis-server per test).
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
 import { startRedisServer } from '@embedstack/store-redis/testing';
-import { HPS, type HpsOptions } from './index.js';
+import { HPS } from './index.js';
 import { PartitionedDb } from './volatileDb.js';
-import { expectedRows, psConfig, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+import { expectedRows, psConfig, spreadKeys, writeTable } from '../test/fixtures.js';
+import { serverScope } from '../test/servers.js';
 
-const t = tempDir('hps-shared-');
-const cleanups: (() => unknown)[] = [];
-afterAll(() => t.cleanup());
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function serve(options: HpsOptions): Promise<HPS> {
-  const s = await HPS.create(options);
-  cleanups.push(() => s.close());
-  return s;
-}
+const { t, cleanups, serve } = serverScope('hps-shared-');
 
 /** A redis-server for one test, and what it holds: the table prefixes of `model` (read by an independent client). */
 async function redis(model: string): Promise<{ address: string; tables: () => Promise<string[]> }> {

@@ -1,25 +1,15 @@
 // Races and failures of the shared-L2 follow protocol (real redis-server processes; a 3-master cluster).
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
 import { startRedisCluster, startRedisServer } from '@embedstack/store-redis/testing';
-import { HPS, type HpsOptions } from './index.js';
+import { HPS } from './index.js';
 import { SharedL2Control } from './sharedL2.js';
 import { RocksStore } from '@embedstack/store-rocksdb';
-import { expectedRows, psConfig, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+import { expectedRows, psConfig, spreadKeys, writeTable } from '../test/fixtures.js';
+import { serverScope } from '../test/servers.js';
 
-const t = tempDir('hps-races-');
-const cleanups: (() => unknown)[] = [];
-afterAll(() => t.cleanup());
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function serve(options: HpsOptions): Promise<HPS> {
-  const s = await HPS.create(options);
-  cleanups.push(() => s.close());
-  return s;
-}
+const { t, cleanups, serve } = serverScope('hps-races-');
 
 interface R {
   address: string;
