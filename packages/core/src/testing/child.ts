@@ -118,8 +118,16 @@ export function runChildUntil(script: string, args: readonly string[], until: st
   });
 }
 
+/** How a child process ended. */
+export interface ChildExit {
+  /** Its exit code, or null when a signal ended it. */
+  code: number | null;
+  /** The signal that ended it, or null when it exited. */
+  signal: NodeJS.Signals | null;
+}
+
 /** Resolves with the child's exit code (null after a signal) and signal once it has exited. */
-export function childExit(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+export function childExit(child: ChildProcess): Promise<ChildExit> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
 }

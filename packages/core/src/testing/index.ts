@@ -8,7 +8,7 @@ export { expectClose, expectSameState, snapshot, opsFor } from './harness.js';
 export type { Form, Ops, RowState } from './harness.js';
 export { describeJunkSuite, junkArbitrary, codedOrOk, junkTarget } from './junk.js';
 export type { JunkTarget, JunkSuiteOptions } from './junk.js';
-export { bundleChild, runChildUntil, childExit, kill9 } from './child.js';
+export { bundleChild, runChildUntil, childExit, kill9, type ChildExit } from './child.js';
 export type { BundleChildOptions, ChildRun } from './child.js';
 export { checkOptionNames, describeOptionNames, misspellings, onFresh } from './optionNames.js';
 export type { FreshCase, OptionNamesCase } from './optionNames.js';
