@@ -414,11 +414,7 @@ export class HPS {
     }
     for (const name of ctl.takeLapsed()) {
       const m = this.#models.get(name);
-      if (!m || this.#closed || this.#adopting.has(name)) continue;
-      const job = this.#afterLapse(m)
-        .catch(() => undefined)
-        .finally(() => this.#adopting.delete(name));
-      this.#adopting.set(name, job);
+      if (m && !this.#closed) this.#adopt(name, () => this.#afterLapse(m).catch(() => undefined));
     }
     for (const state of [...this.#unpublished]) {
       if (this.#closed) return;
@@ -427,13 +423,18 @@ export class HPS {
     }
     for (const [name, m] of [...this.#models]) {
       if (this.#closed) return;
-      if (this.#sharedSettings.followReloads && !this.#adopting.has(name)) {
-        // in the background: a switch that streams files into L3 must not stop the lease renewals
-        const job = this.#follow(m).finally(() => this.#adopting.delete(name));
-        this.#adopting.set(name, job);
-      }
+      if (this.#sharedSettings.followReloads) this.#adopt(name, () => this.#follow(m));
       await this.#collect(name).catch(() => undefined);
     }
+  }
+
+  /**
+   * Runs `switchTo` for model `name` in the background unless a switch of it already runs (a
+   * switch that streams files into L3 must not stop the lease renewals); close() waits for it.
+   */
+  #adopt(name: string, switchTo: () => Promise<void>): void {
+    if (this.#adopting.has(name)) return;
+    this.#adopting.set(name, switchTo().finally(() => this.#adopting.delete(name)));
   }
 
   /**
