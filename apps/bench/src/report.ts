@@ -47,12 +47,15 @@ export interface Target {
    * own, and the ratio of the two medians for comparison (printed with the target).
    */
   paired?: { rounds: number; roundsMeeting: number; ofMedians: number };
-  op: '>=' | '<=';
+  op: TargetOp;
   bound: number;
   pass: boolean;
   /** How the measured figure reads: 'ratio' (formatted 12.3x) or a unit. */
   unit: string;
 }
+
+/** How a target's measured figure compares with its bound ('<': strictly below, as the spec's "p99 < 10 ms"). */
+export type TargetOp = '>=' | '<=' | '<';
 
 export interface SuiteResult {
   suite: string;
@@ -127,7 +130,7 @@ function find(g: Group, name: string): Figure {
 }
 
 /** A target on the ratio of two figures of a group: ours / peer op bound ({@link pairedRatio}). */
-export function ratioTarget(g: Group, ours: string, peer: string, op: '>=' | '<=', bound: number, text: string): Target {
+export function ratioTarget(g: Group, ours: string, peer: string, op: TargetOp, bound: number, text: string): Target {
   const o = find(g, ours);
   const p = find(g, peer);
   const { value: measured, rounds, perRound } = pairedRatio(o, p);
@@ -136,13 +139,22 @@ export function ratioTarget(g: Group, ours: string, peer: string, op: '>=' | '<=
   return { text, measured, ...paired, op, bound, unit: 'ratio', pass: check(measured, op, bound) };
 }
 
-/** A target on an absolute figure. */
-export function valueTarget(measured: number, op: '>=' | '<=', bound: number, unit: string, text: string): Target {
+/** A target on an absolute figure (NaN or an infinite figure never passes). */
+export function valueTarget(measured: number, op: TargetOp, bound: number, unit: string, text: string): Target {
   return { text, measured, op, bound, unit, pass: check(measured, op, bound) };
 }
 
-function check(v: number, op: '>=' | '<=', bound: number): boolean {
-  return Number.isFinite(v) && (op === '>=' ? v >= bound : v <= bound);
+/**
+ * A target against a peer that must compute what we compute: when `same` is false (the peer's
+ * output differs from ours, or could not be checked) the target MISSes whatever its ratio, and
+ * its text says why: a fast peer that returns other values measures nothing.
+ */
+export function requireSameOutput(t: Target, same: boolean, why: string): Target {
+  return same ? t : { ...t, pass: false, text: `${t.text} (not comparable: ${why})` };
+}
+
+function check(v: number, op: TargetOp, bound: number): boolean {
+  return Number.isFinite(v) && (op === '>=' ? v >= bound : op === '<=' ? v <= bound : v < bound);
 }
 
 export function formatValue(v: number, unit: string): string {

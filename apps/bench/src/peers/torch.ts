@@ -114,6 +114,18 @@ export interface TorchPeer {
 /** How long the bench waits after each PyTorch call before the next job (ChildPeerOptions.quietMs). */
 export const TORCH_QUIET_MS = 25;
 
+/**
+ * Why a PyTorch child did not get to `ready`, from the lines it printed and the start error: torch
+ * missing (with how to install it), or torch present (it printed its version) but unable to run
+ * this peer (e.g. torch 1.13 has no CPU bfloat16 EmbeddingBag), which no install fixes.
+ */
+export function torchFailure(lines: readonly string[], startError: string, python = torchPython()): string {
+  const last = lines.filter((l) => /Error|error/.test(l)).pop()?.trim() ?? startError.split('\n')[0];
+  const version = lines.map((l) => /^version (\S+)/.exec(l)).find((m) => m)?.[1];
+  if (version !== undefined) return `PyTorch ${version} cannot run this peer (${python}: ${last})`;
+  return `PyTorch unavailable (${python}: ${last}); install it with: apt-get install -y python3-torch`;
+}
+
 /** Starts `script` on torchPython() with `ids` in a temporary file (its path replaces the arg 'IDS'). */
 async function startTorch(script: string, args: readonly string[], ids: Uint32Array, threads: number): Promise<TorchPeer | string> {
   const dir = mkdtempSync(join(tmpdir(), 'embedstack-torch-'));
@@ -131,8 +143,7 @@ async function startTorch(script: string, args: readonly string[], ids: Uint32Ar
     const version = lines.map((l) => /^version (\S+)/.exec(l)).find((m) => m)?.[1] ?? '?';
     return { peer, version, setup: lines, close: () => peer.close() };
   } catch (e) {
-    const last = lines.filter((l) => /Error|error/.test(l)).pop();
-    return `PyTorch unavailable (${torchPython()}${last ? `: ${last.trim()}` : `: ${(e as Error).message.split('\n')[0]}`}); install it with: apt-get install -y python3-torch`;
+    return torchFailure(lines, (e as Error).message);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -10,12 +10,12 @@ import { measure } from '../harness.js';
 import { jsGatherReduce } from '../peers/jsBag.js';
 import { startTorchBag } from '../peers/torch.js';
 import { type TfjsBackendName, tfjsBag, tfjsTable, useTfjs } from '../peers/tfjs.js';
-import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
+import { type Figure, type Group, ratioTarget, requireSameOutput, type SuiteResult, type Target } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
 import { staticTable, valuePattern } from '../tables.js';
 import { type Entry, figure, measuredFigure, runEntries, settle, threadLabel } from './common.js';
-import { bagDtypeGroups } from './dtypes.js';
+import { bagDtypeGroups, sumsAgree } from './dtypes.js';
 import type { Suite } from './types.js';
 
 const DIM = 64;
@@ -91,12 +91,13 @@ export const bagSuite: Suite = {
       const torch = await startTorchBag({ rows: ROWS, dim: DIM, threads: ctx.threads, mode: combiner, ids, perBag: IDS });
       const torchName = `PyTorch EmbeddingBag (${threadLabel(ctx.threads)})`;
       let torchNote = '';
+      let torchAgrees = false;
       if (typeof torch === 'string') ctx.log(`bag: ${torch}`);
       else {
         let ours = 0;
         for (const x of stat.lookupCombinedSync(staticBag, opts)) ours += x;
-        const agree = Math.abs(ours - torch.checksum) <= 1e-5 * Math.max(1, Math.abs(ours));
-        torchNote = `torch ${torch.version}, nn.EmbeddingBag mode=${combiner}, no_grad; ${agree ? 'output sum equals ours' : `OUTPUT DIFFERS: sum ${torch.checksum} vs ours ${ours}`}`;
+        torchAgrees = sumsAgree(ours, torch.checksum, 1e-5);
+        torchNote = `torch ${torch.version}, nn.EmbeddingBag mode=${combiner}, no_grad; ${torchAgrees ? 'output sum equals ours' : `OUTPUT DIFFERS: sum ${torch.checksum} vs ours ${ours}`}`;
       }
       const measured = await runEntries(
         [
@@ -129,7 +130,10 @@ export const bagSuite: Suite = {
       const o = 'static lookupCombinedSync';
       // the native loop writes into a reused buffer: compared with ours into a reused out
       targets.push(ratioTarget(g, `${o}, reused out`, `native loop (${threadLabel(ctx.threads)})`, '>=', 0.8, `bag ${combiner} (static, reused out) >= 0.8x native loop (${threadLabel(ctx.threads)})`));
-      if (typeof torch !== 'string') targets.push(ratioTarget(g, o, torchName, '>=', 1, `bag ${combiner} (static) >= 1.0x PyTorch EmbeddingBag (${threadLabel(ctx.threads)})`));
+      if (typeof torch !== 'string') {
+        const t = ratioTarget(g, o, torchName, '>=', 1, `bag ${combiner} (static) >= 1.0x PyTorch EmbeddingBag (${threadLabel(ctx.threads)})`);
+        targets.push(requireSameOutput(t, torchAgrees, "PyTorch's output sum differs from ours"));
+      }
       targets.push(ratioTarget(g, o, 'JS loop', '>=', 5, `bag ${combiner} (static) >= 5x JS loop`));
       targets.push(ratioTarget(g, 'dynamic lookupCombinedSync', o, '>=', 0.8, `bag ${combiner}: dynamic table >= 0.8x static table`));
       const best = g.figures.filter((f) => f.name.startsWith('tfjs-core') && Number.isFinite(f.value)).sort((a, b) => b.value - a.value)[0];

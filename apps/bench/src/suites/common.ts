@@ -108,6 +108,15 @@ export function gatherEntry(
   return { job: { label, fn, items: batch }, name, kind: 'peer', unit: 'keys/s', isolated: freshOutput };
 }
 
+/**
+ * Bytes per key beyond the value bytes, from a measured bytes-per-key figure: NaN when the figure
+ * is below the value bytes themselves (or not finite), which no table can take, so such a figure
+ * is a broken measurement (an RSS read that missed the table) and its `<=` target must not PASS.
+ */
+export function overheadBeyond(bytesPerKey: number, valueBytes: number): number {
+  return Number.isFinite(bytesPerKey) && bytesPerKey >= valueBytes ? bytesPerKey - valueBytes : NaN;
+}
+
 /** Releases garbage and gives the event loop a turn (lets timers and GC settle). */
 export async function settle(): Promise<void> {
   const gc = (globalThis as { gc?: () => void }).gc;

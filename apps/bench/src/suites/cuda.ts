@@ -11,7 +11,7 @@
  */
 import { resolveTableOptions } from '@embedstack/core';
 import { CudaRawTable } from '@embedstack/cuda-backend';
-import type { Group, SuiteResult } from '../report.js';
+import { type Group, type SuiteResult, valueTarget } from '../report.js';
 import { drawIndices, makeKeys, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
 import { FILL_BATCH, valuePattern } from '../tables.js';
@@ -60,8 +60,7 @@ export const cudaSuite: Suite = {
       };
       result.groups.push(group);
       if (device) {
-        const ratio = kernel / HKV_A100_FIND;
-        result.targets.push({ text: 'find kernel, dim 64, load 1/2 >= 0.5x HKV A100 (within 2x)', measured: ratio, op: '>=', bound: 0.5, pass: ratio >= 0.5, unit: 'ratio' });
+        result.targets.push(valueTarget(kernel / HKV_A100_FIND, '>=', 0.5, 'ratio', 'find kernel, dim 64, load 1/2 >= 0.5x HKV A100 (within 2x)'));
       } else {
         result.notes.push('host mode: the same kernels run by the host grid launcher on CPU threads; the HKV target applies on a GPU (--backend cuda there)');
       }

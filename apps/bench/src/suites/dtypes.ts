@@ -6,7 +6,7 @@
  */
 import type { Bag, EmbeddingTable, StorageDtype } from '@embedstack/core';
 import { startTorchBag, startTorchIndexSelect, type TorchPeer } from '../peers/torch.js';
-import { type Figure, type Group, ratioTarget, type Target, valueTarget } from '../report.js';
+import { type Figure, type Group, ratioTarget, requireSameOutput, type Target, valueTarget } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
 import { dynamicTable, staticTable } from '../tables.js';
@@ -30,6 +30,15 @@ function torchEntries(peers: readonly Peer[], label: string, items: number, unit
 /** Measured figures in entry order, with a NaN figure (and its reason) for each unavailable peer. */
 function withMissing(measured: Figure[], peers: readonly Peer[], unit: string): Figure[] {
   return [...measured, ...peers.flatMap((p) => (typeof p.peer === 'string' ? [figure(p.name, 'peer', NaN, unit, { note: p.peer })] : []))];
+}
+
+/**
+ * Whether PyTorch's output sum `theirs` matches ours within `relative` of ours (at least 1 in
+ * magnitude): false for a missing or non-finite checksum, so a peer whose output was not seen
+ * never counts as computing what we compute.
+ */
+export function sumsAgree(ours: number, theirs: number, relative: number): boolean {
+  return Number.isFinite(ours) && Number.isFinite(theirs) && Math.abs(ours - theirs) <= relative * Math.max(1, Math.abs(ours));
 }
 
 /** Bytes per key of each table, beyond nothing (the whole table / keys), and its ratio to float32's. */
@@ -98,6 +107,8 @@ export async function bagDtypeGroups(
   }
   const title = `storage dtypes: sum, ${o.title}`;
   const ours = (t: EmbeddingTable): number => t.lookupCombinedSync(bag, { combiner: 'sum' }).reduce((a, x) => a + x, 0);
+  // torch accumulates half types in their own precision; ours in double from the stored values
+  const agrees = new Map<StorageDtype, boolean>();
   const entries: Entry[] = [
     ...STORAGE_DTYPES.map((d, i) => ({
       job: { label: `${title}: ${d}`, fn: () => void tables[i]!.lookupCombinedSync(bag, { combiner: 'sum' }), items: o.ids.length },
@@ -109,8 +120,8 @@ export async function bagDtypeGroups(
       const d = peers.find((x) => x.peer === p)!.dtype;
       const mine = ours(tables[STORAGE_DTYPES.indexOf(d)]!);
       const theirs = sums.get(d)!;
-      // torch accumulates half types in their own precision; ours in double from the stored values
-      const agree = Math.abs(mine - theirs) <= (d === 'float32' ? 1e-5 : 2e-2) * Math.max(1, Math.abs(mine));
+      const agree = sumsAgree(mine, theirs, d === 'float32' ? 1e-5 : 2e-2);
+      agrees.set(d, agree);
       return `torch ${p.version}, mode=sum, weight of dtype ${d}, no_grad; output sum ${agree ? 'agrees with ours' : `DIFFERS: ${theirs} vs ours ${mine}`}`;
     }),
   ];
@@ -121,7 +132,10 @@ export async function bagDtypeGroups(
   for (const d of STORAGE_DTYPES.slice(1)) {
     targets.push(ratioTarget(g, `static lookupCombinedSync ${d}`, 'static lookupCombinedSync float32', '>=', 0.9, `bag sum ${d} (static) >= 0.9x float32`));
     const torch = peers.find((p) => p.dtype === d)!;
-    if (typeof torch.peer !== 'string') targets.push(ratioTarget(g, `static lookupCombinedSync ${d}`, torch.name, '>=', 1, `bag sum ${d} (static) >= 1.0x PyTorch EmbeddingBag ${d}`));
+    if (typeof torch.peer !== 'string') {
+      const t = ratioTarget(g, `static lookupCombinedSync ${d}`, torch.name, '>=', 1, `bag sum ${d} (static) >= 1.0x PyTorch EmbeddingBag ${d}`);
+      targets.push(requireSameOutput(t, agrees.get(d) === true, "PyTorch's output sum differs from ours"));
+    }
   }
   const bytes = bytesGroup(`storage dtypes: static table, ${formatCount(o.rows)} rows`, tables, o.rows, targets);
   for (const t of narrow) t.dispose();

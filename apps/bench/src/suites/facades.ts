@@ -36,7 +36,7 @@ import { type Figure, type Group, ratioTarget, type SuiteResult, type Target, va
 import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
 import { FILL_BATCH, valuePattern } from '../tables.js';
-import { type Entry, figure, POOL_BATCHES, rotating, runEntries, settle } from './common.js';
+import { type Entry, figure, overheadBeyond, POOL_BATCHES, rotating, runEntries, settle } from './common.js';
 import { hotKeys, hpsFixture } from './hps.js';
 import { type MemoryChildResult, runMemoryChild } from './memory.js';
 import type { Suite, SuiteContext } from './types.js';
@@ -368,7 +368,7 @@ async function memoryGroup(ctx: SuiteContext, s: Sizes, groups: Group[], targets
     figure('value bytes', 'peer', valueBytes, 'B/key', { lowerIsBetter: true, note: `dim ${DIM} x 4` }),
   ];
   groups.push({ title: `tfra memory: ${s.keys.toLocaleString('en-US')} keys, dim ${DIM} (fresh child process per figure)`, params: { keys: s.keys, dim: DIM }, figures });
-  targets.push(valueTarget(perKey(tfra) - valueBytes, '<=', 24, 'B/key', `tfra Variable overhead beyond value bytes <= 24 B/key at ${formatCount(s.keys)} keys`));
+  targets.push(valueTarget(overheadBeyond(perKey(tfra), valueBytes), '<=', 24, 'B/key', `tfra Variable overhead beyond value bytes <= 24 B/key at ${formatCount(s.keys)} keys`));
 }
 
 /** hps: the L1-hit path of HPS.lookup against core findSync of the same keys on the model's table. */
