@@ -15,7 +15,9 @@ namespace embedstack {
 
 namespace {
 
-const napi_type_tag kTableTag = {0x656d626564737461ULL, 0x636b2d7461626c65ULL};  // "embedstack-table"
+// The tag names the addon and its version (EMBEDSTACK_HANDLE_TAG, cmake/handle_tag.cmake): a
+// table handle of the other addon, or of another installed version, is refused.
+const napi_type_tag kTableTag = {EMBEDSTACK_HANDLE_TAG, 0x636b2d7461626c65ULL};  // "ck-table" in the low word
 
 const char* typedArrayName(napi_typedarray_type t) {
   switch (t) {

@@ -15,7 +15,8 @@ namespace embedstack {
 
 namespace {
 
-const napi_type_tag kCacheTag = {0x656d626564737461ULL, 0x636b2d6361636865ULL};  // "embedstack-cache"
+// Per addon and version, as the table handles' tag (args.cc).
+const napi_type_tag kCacheTag = {EMBEDSTACK_HANDLE_TAG, 0x636b2d6361636865ULL};  // "ck-cache" in the low word
 
 struct CacheHolder {
   std::unique_ptr<SetCache> cache;
