@@ -489,7 +489,7 @@ export class ModelState {
    * named `<model>.<table>.v<N>`) that this version filled (their disk comes back; the empty column
    * family stays: rocksdb-native cannot drop one). On a shared (Redis) L2 the version's
    * tables are only forgotten here: `onDisposed` ends this server's use of them and deletes the
-   * `.v<seq>` sets no live server uses (the stable `<model>.<table>` names always stay).
+   * registered versions no live server uses (never the published one).
    */
   async dispose(): Promise<void> {
     if (this.#disposed) return;

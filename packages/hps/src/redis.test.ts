@@ -120,16 +120,39 @@ describe('HPS on Redis', () => {
     expect(Array.from((await s.lookup(ask, 'l3x', 0)).data as Float32Array)).toEqual(before);
   }, 30000);
 
+  /**
+   * Another server, attached to the L2 tables model `model` serves (it writes nothing into L2 at
+   * start: a startup load would go beside them), applies an online update of every key (rows of
+   * `salt`) to them; resolves once its own lookups (L2 only) return the new rows.
+   */
+  async function rewriteL2(model: string, folder: string, salt: number): Promise<void> {
+    const other = await serve(
+      psConfig([folder], [4], { model, gpucache: false }, {
+        volatile_db: { type: 'redis_cluster', address, initial_cache_rate: 0 },
+        update_source: { type: 'redis_stream', brokers: address, poll_timeout_ms: 20 },
+      }),
+    );
+    const producer = new RedisStore({ mode: 'cluster', hosts: cluster.hosts });
+    cleanups.push(() => producer.close());
+    const tag = `hps_et.${model}.sparse_embedding0`;
+    const rows = keys.flatMap((k) => rowOf(k, 4, salt));
+    await producer.connection.exec([{ route: Buffer.from(tag), name: 'XADD', args: [tag, '*', ...updateMessageFields(BigInt64Array.from(keys), new Float32Array(rows))] }], false);
+    let got: number[] = [];
+    for (let i = 0; i < 500 && JSON.stringify(got) !== JSON.stringify(rows); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      got = Array.from((await other.lookup(keys, model, 0)).data as Float32Array);
+    }
+    expect(got).toEqual(rows);
+  }
+
   it('refreshes L1 periodically (refresh_interval) from an L2 another server rewrote', async () => {
     const v1 = writeTable(join(t.dir, 'r1'), keys, 4);
-    const v2 = writeTable(join(t.dir, 'r2'), keys, 4, { salt: 3 });
     const l2 = { type: 'redis_cluster', address };
-    // a keeps its version (followReloads false): the second server's load reaches it through the refresh alone
+    // a keeps its version (followReloads false): the other server's writes reach it through the refresh alone
     const a = await serve(psConfig([v1], [4], { model: 'p', hit_rate_threshold: 2, refresh_interval: 0.05 }, { volatile_db: l2 }), { sharedL2: { followReloads: false } });
     const ask = keys.slice(0, 20);
     expect(Array.from((await a.lookup(ask, 'p', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
-    // a second server loads other values of the same model into the shared L2
-    await serve(psConfig([v2], [4], { model: 'p', gpucache: false }, { volatile_db: l2 }));
+    await rewriteL2('p', v1, 3);
     const want = JSON.stringify(ask.flatMap((k) => rowOf(k, 4, 3)));
     let got = '';
     for (let i = 0; i < 100 && got !== want; i++) {
@@ -142,13 +165,12 @@ describe('HPS on Redis', () => {
 
   it('refreshEmbeddingCache re-reads every cached row from an L2 another server rewrote (no misses, new rows)', async () => {
     const v1 = writeTable(join(t.dir, 'e1'), keys, 4);
-    const v2 = writeTable(join(t.dir, 'e2'), keys, 4, { salt: 7 });
     const l2 = { type: 'redis_cluster', address };
-    // a keeps its version (followReloads false): the second server's load reaches it through the refresh alone
+    // a keeps its version (followReloads false): the other server's writes reach it through the refresh alone
     const a = await serve(psConfig([v1], [4], { model: 'e', hit_rate_threshold: 2 }, { volatile_db: l2 }), { sharedL2: { followReloads: false } });
     const ask = keys.slice(0, 30);
     expect(Array.from((await a.lookup(ask, 'e', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
-    await serve(psConfig([v2], [4], { model: 'e', gpucache: false }, { volatile_db: l2 }));
+    await rewriteL2('e', v1, 7);
     // L1 still holds the old rows until the refresh
     expect(Array.from((await a.lookup(ask, 'e', 0)).data as Float32Array)).toEqual(expectedRows(ask, 4, present, -1));
     await a.refreshEmbeddingCache('e');
@@ -265,7 +287,7 @@ describe('HPS on Redis', () => {
     expect(Array.from((await attached.lookup(kept.slice(150), 'rl', 0)).data as Float32Array)).toEqual(expectedRows(kept.slice(150), 4, new Set(), -1));
   }, 30000);
 
-  it("loadModel in a running server deletes the superseded version's Redis L2 tables (their score clocks included) and empties its L3 tables once no lookup reads them; HugeCTR's stable names and the published version stay", async () => {
+  it("loadModel in a running server deletes the superseded version's Redis L2 tables (their score clocks included) and empties its L3 tables once no lookup reads them; the published version stays; the first load's stable tables go once superseded", async () => {
     const server = await startRedisServer();
     cleanups.push(() => server.stop());
     // evict_oldest: each partition keeps a score clock in Redis, which a deleted table must not leave behind
@@ -296,7 +318,7 @@ describe('HPS on Redis', () => {
     expect(await tablesInRedis()).toEqual(stable);
     await s.loadModel(entry(1));
     expect(await rows()).toEqual(expectedRows(ks, dim, all, -1, 1));
-    expect(await tablesInRedis()).toEqual([...stable, ...v(2)]);
+    expect(await tablesInRedis()).toEqual(v(2)); // the first load (stable names) is read by no server now
     // a lookup on version 2 still in flight when version 3 takes over: version 2 is deleted only after it
     let inFlight: Promise<number[]> | null = null;
     atLastBatch = () => {
@@ -307,17 +329,17 @@ describe('HPS on Redis', () => {
     expect(inFlight).not.toBeNull();
     expect(await inFlight!).toEqual(expectedRows(ks, dim, all, -1, 1));
     expect(await rows()).toEqual(expectedRows(ks, dim, all, -1, 2));
-    expect(await tablesInRedis()).toEqual([...stable, ...v(3)]);
+    expect(await tablesInRedis()).toEqual(v(3));
     // a server attaching to the shared L2 (no L3 of its own) serves the version s published: the last reload's rows
     const attached = await serve({ ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] });
     expect(attached.modelInfo('gc').sharedL2).toEqual({ seq: 3, suffix: '.v3', loadedHere: false, error: null });
     expect(Array.from((await attached.lookup(ks, 'gc', 0)).data as Float32Array)).toEqual(expectedRows(ks, dim, all, -1, 2));
     // s stops serving the model: the published version stays for the servers attached to it (and those starting later)
     await s.unloadModel('gc');
-    expect(await tablesInRedis()).toEqual([...stable, ...v(3)]);
+    expect(await tablesInRedis()).toEqual(v(3));
     await s.close();
     await attached.close();
-    expect(await tablesInRedis()).toEqual([...stable, ...v(3)]);
+    expect(await tablesInRedis()).toEqual(v(3));
     // L3: the reloads' column families are empty, the stable one holds the first load
     const l3 = await RocksStore.open({ path: rocks });
     try {

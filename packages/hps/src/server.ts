@@ -294,21 +294,43 @@ export class HPS {
       let suffix = adoption?.version.suffix ?? '';
       let seq = adoption?.version.seq ?? 0;
       if (!adoption && this.#writesL2()) {
-        // a global number (not per process): two servers' reloads never share table names
+        const live = await ctl.live(cfg.model);
+        // a global number (not per process): two servers' loads never share table names
         // above every seq this server knows: a counter that went back (an evicted or lost key) would make this load lose to them
-        seq = await ctl.nextSeq(cfg.model, Math.max(this.#models.get(cfg.model)?.seq ?? 0, (await ctl.live(cfg.model))?.seq ?? 0));
-        suffix = version === 1 ? '' : `.v${seq}`;
+        seq = await ctl.nextSeq(cfg.model, Math.max(this.#models.get(cfg.model)?.seq ?? 0, live?.seq ?? 0));
         publish = true;
+        // HugeCTR's stable names only for the first load of the model (nothing published, and no
+        // other server loading them): a load then never empties tables another server serves (a
+        // restarted loading server loads `.v<seq>` beside the version the others serve)
+        const stable = version === 1 && live === null;
+        suffix = stable ? '' : `.v${seq}`;
         release = ctl.use(cfg.model, suffix);
         try {
           await ctl.renew(cfg.model); // leased before it is registered: never collected while it loads
-          if (suffix) await ctl.register(cfg.model, suffix, tablesOf(cfg));
+          if (!stable) await ctl.register(cfg.model, suffix, tablesOf(cfg));
+          else if (!(await ctl.claim(cfg.model, '', tablesOf(cfg)))) {
+            // another server registered the stable tables first (it loads or serves them)
+            release();
+            suffix = `.v${seq}`;
+            release = ctl.use(cfg.model, suffix);
+            await ctl.renew(cfg.model);
+            await ctl.register(cfg.model, suffix, tablesOf(cfg));
+          }
         } catch (e) {
           release();
           throw e;
         }
       }
-      release ??= ctl.use(cfg.model, suffix);
+      if (!release) {
+        // serving the stable tables, nothing published: leased at once (they may be registered, so collectable)
+        release = ctl.use(cfg.model, suffix);
+        try {
+          await ctl.renew(cfg.model);
+        } catch (e) {
+          release();
+          throw e;
+        }
+      }
       state = new ModelState(cfg, this.#ctx, version, suffix, seq);
       const end = release;
       state.onDisposed = () => this.#released(cfg.model, end);
@@ -438,9 +460,9 @@ export class HPS {
   }
 
   /**
-   * After this server's lease lapsed: another server's collection may have deleted the reload
-   * version `m` serves (every version but the live one and the stable tables can go), so unless
-   * it serves one of those, it registers that version again (keys written into it since, by L3
+   * After this server's lease lapsed: another server's collection may have deleted the version
+   * `m` serves (every registered version but the live one can go, the stable tables included),
+   * so unless it serves the live one, it registers that version again (keys written into it since, by L3
    * write-backs or updates, are collected once nothing uses it) and switches to the live version,
    * whatever `followReloads` says. What happened is kept for modelInfo.
    */
@@ -448,7 +470,7 @@ export class HPS {
     const ctl = this.#shared!;
     const lapse = `this server's lease lapsed (no renewal reached Redis for ${this.#sharedSettings.leaseMs} ms)`;
     const live = await ctl.live(m.name);
-    if (m.l2Suffix === '' || live?.suffix === m.l2Suffix) return; // never collected
+    if (live?.suffix === m.l2Suffix) return; // never collected
     const kept = await ctl.registered(m.name, m.l2Suffix);
     if (!kept) await ctl.register(m.name, m.l2Suffix, tablesOf(m.config));
     const what = `while it served version ${m.seq} (${m.l2Suffix}), not the live one${kept ? '' : ', and another server deleted that version'}`;

@@ -17,7 +17,7 @@ export interface VersionTable {
 export interface PublishedVersion {
   /** Global sequence number of the load (INCR of the model's `seq` key): higher = newer. */
   seq: number;
-  /** Suffix of the L2 table names: '' for HugeCTR's stable `<model>.<table>`, `.v<seq>` for a reload. */
+  /** Suffix of the L2 table names: '' for HugeCTR's stable `<model>.<table>` (a model's first load only), `.v<seq>` for every later load. */
   suffix: string;
   /** The tables, with the rows of each table's model files. */
   tables: (VersionTable & { rows: number })[];
@@ -50,25 +50,63 @@ export interface SharedL2Options {
 /** INCR of KEYS[1], raised to ARGV[1] + 1 when it is not above ARGV[1]. */
 const NEXT_SEQ = "local v = redis.call('INCR', KEYS[1]) local f = tonumber(ARGV[1]) if v <= f then v = f + 1 redis.call('SET', KEYS[1], v) end return v";
 
+/** Redis's clock in milliseconds (lease expiries are Redis times: servers' clocks never matter). */
+const NOW = "if redis.replicate_commands then redis.replicate_commands() end local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) ";
+
+/**
+ * A renewal: KEYS leases, uses; ARGV id, leaseMs, the suffixes used (JSON). Writes the server's
+ * expiry (now + leaseMs) and its suffixes; returns 1 when its previous lease was still running,
+ * 0 when it had expired or was gone (never written, or forgotten by a collection).
+ */
+const RENEW =
+  NOW +
+  "local prev = redis.call('ZSCORE', KEYS[1], ARGV[1]) " +
+  "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) " +
+  'if prev and tonumber(prev) >= now then return 1 end return 0';
+
+/**
+ * A collection's reads, at one instant: KEYS gens, live, leases, uses; ARGV the caller's suffixes
+ * (JSON). Forgets expired leases, then returns `[suffix, tables, ...]` of the registered versions
+ * that are not live, not the caller's, and named by no running lease. The leases are read only
+ * when some registered version is neither live nor the caller's (a poll in the steady state reads
+ * two keys).
+ */
+const COLLECT =
+  NOW +
+  "local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now) " +
+  "for _, id in ipairs(dead) do redis.call('ZREM', KEYS[3], id) redis.call('HDEL', KEYS[4], id) end " +
+  "local gens = redis.call('HGETALL', KEYS[1]) if #gens == 0 then return {} end " +
+  'local used = {} ' +
+  "local top = redis.call('ZRANGE', KEYS[2], -1, -1) if top[1] then used[cjson.decode(top[1]).suffix] = true end " +
+  'for _, s in ipairs(cjson.decode(ARGV[1])) do used[s] = true end ' +
+  'local cand = {} for i = 1, #gens, 2 do if not used[gens[i]] then cand[#cand + 1] = i end end ' +
+  'if #cand == 0 then return {} end ' +
+  "local leases = redis.call('HVALS', KEYS[4]) " +
+  'for _, l in ipairs(leases) do for _, s in ipairs(cjson.decode(l)) do used[s] = true end end ' +
+  'local out = {} for _, i in ipairs(cand) do if not used[gens[i]] then out[#out + 1] = gens[i] out[#out + 1] = gens[i + 1] end end ' +
+  'return out';
+
 /** The Redis keys of a model's bookkeeping: one hash tag per model, so one cluster slot. */
 const ctlKey = (model: string, what: string): string => `hps-ctl:{${model}}:${what}`;
 
 /**
- * The Redis side of servers sharing an L2 (all keys `hps-ctl:{<model>}:*`):
+ * The Redis side of servers sharing an L2 (all keys `hps-ctl:{<model>}:*`, one cluster slot):
  * - `seq`: a counter; every load that writes a model into the L2 takes the next value;
  * - `live`: a sorted set of published versions, scored by seq (the highest is the live one);
- * - `gens`: a hash of the reload versions (`.v<seq>` table sets) created, with their tables;
- * - `servers` + `lease:<id>`: the servers using the model, each with a lease (a key with a TTL)
- *   listing the versions it uses (served, draining, being loaded).
- * A `.v<seq>` set is deleted only when it is registered, not live, and named by no lease.
+ * - `gens`: a hash of the versions (table sets: `.v<seq>`, and '' for HugeCTR's stable names)
+ *   created, with their tables;
+ * - `leases`: a sorted set of the servers using the model, scored by when their lease expires
+ *   (Redis's clock, ms), and `uses`: a hash of the versions each of them uses (served, draining,
+ *   being loaded).
+ * A version is deleted only when it is registered, not live, and named by no running lease.
+ * A poll costs a fixed number of round trips and commands however many servers share the model
+ * (one script renews, one reads what may be deleted).
  */
 export class SharedL2Control {
-  /** This server's id (its lease key). */
+  /** This server's id (its lease). */
   readonly id = randomUUID();
   /** Per model: table suffix -> how many of this server's versions use it. */
   readonly #uses = new Map<string, Map<string, number>>();
-  /** Models whose `servers` set this server has pruned once (the ids of killed servers go then, or at a collection). */
-  readonly #pruned = new Set<string>();
   /** Models whose lease this server has written (a later renewal that finds it gone reports a lapse). */
   readonly #leased = new Set<string>();
   /** Models whose lease a renewal found lapsed, until takeLapsed. */
@@ -121,24 +159,16 @@ export class SharedL2Control {
 
   /**
    * Writes this server's lease for `model` (or every model it uses): the versions it uses, for leaseMs.
-   * A renewal that finds the lease it wrote before gone (it lapsed: no renewal reached Redis for
-   * leaseMs, or Redis lost the key) notes the model for {@link takeLapsed}: other servers may have
+   * A renewal that finds the lease it wrote before expired or gone (no renewal reached Redis for
+   * leaseMs, or Redis lost the keys) notes the model for {@link takeLapsed}: other servers may have
    * deleted the versions the lease named.
    */
   async renew(model?: string): Promise<void> {
     const models = model === undefined ? [...this.#uses.keys()] : [model];
     await Promise.all(
       models.map(async (m) => {
-        const [previous] = await this.#run(
-          m,
-          // the lease first: a server found in `servers` always has its lease written already
-          [
-            ['SET', ctlKey(m, `lease:${this.id}`), JSON.stringify(this.uses(m)), 'PX', this.leaseMs, 'GET'],
-            ['SADD', ctlKey(m, 'servers'), this.id],
-          ],
-          false,
-        );
-        if (previous === null && this.#leased.has(m)) this.#lapsed.add(m);
+        const [alive] = await this.#run(m, [['EVAL', RENEW, 2, ctlKey(m, 'leases'), ctlKey(m, 'uses'), this.id, this.leaseMs, JSON.stringify(this.uses(m))]], false);
+        if (alive !== 1 && this.#leased.has(m)) this.#lapsed.add(m);
         this.#leased.add(m);
       }),
     );
@@ -162,6 +192,15 @@ export class SharedL2Control {
     await this.#run(model, [['HSET', ctlKey(model, 'gens'), suffix, JSON.stringify(tables.map((t) => ({ name: t.name, dim: t.dim })))]], false);
   }
 
+  /**
+   * Registers version `suffix` unless it is registered already (HSETNX): true when this call
+   * registered it (the caller may create its tables), false when another server had.
+   */
+  async claim(model: string, suffix: string, tables: readonly VersionTable[]): Promise<boolean> {
+    const [r] = await this.#run(model, [['HSETNX', ctlKey(model, 'gens'), suffix, JSON.stringify(tables.map((t) => ({ name: t.name, dim: t.dim })))]], false);
+    return r === 1;
+  }
+
   /** Publishes a version; a version published later with a lower seq never becomes the live one. */
   async publish(model: string, v: PublishedVersion): Promise<void> {
     const key = ctlKey(model, 'live');
@@ -176,36 +215,21 @@ export class SharedL2Control {
   }
 
   /**
-   * Deletes (through `drop`) every registered reload version of `model` that is not live, not
-   * used by this server, and named by no other server's lease (expired leases are forgotten).
-   * Reads in this order: registry, live, leases; a server registers and leases a version before
-   * creating it, and leases one before checking that it is still live and switching to it, so a
-   * version a live server uses or is about to use is never deleted.
+   * Deletes (through `drop`) every registered version of `model` that is not live, not used by
+   * this server, and named by no running lease (expired leases are forgotten). The registry, the
+   * live version and the leases are read by one script, at one instant; a server registers and
+   * leases a version before creating it, and leases one before checking that it is still live and
+   * switching to it, so a version a live server uses or is about to use is never deleted.
    * @returns the suffixes deleted
    */
   async collect(model: string, drop: (suffix: string, tables: VersionTable[]) => Promise<void>): Promise<string[]> {
-    const [gens] = await this.#run(model, [['HGETALL', ctlKey(model, 'gens')]], true);
-    const flat = gens as Buffer[];
-    if (flat.length === 0 && this.#pruned.has(model)) return [];
-    this.#pruned.add(model);
-    const registered = new Map<string, VersionTable[]>();
-    for (let i = 0; i < flat.length; i += 2) registered.set(flat[i]!.toString('utf8'), JSON.parse(flat[i + 1]!.toString('utf8')) as VersionTable[]);
-    const live = await this.live(model);
-    const [members] = await this.#run(model, [['SMEMBERS', ctlKey(model, 'servers')]], true);
-    const others = (members as Buffer[]).map((b) => b.toString('utf8')).filter((id) => id !== this.id);
-    const leases = others.length === 0 ? [] : await this.#run(model, others.map((id) => ['GET', ctlKey(model, `lease:${id}`)] as [string, ...RedisArg[]]), true);
-    const used = new Set(this.uses(model));
-    if (live) used.add(live.suffix);
-    const gone: string[] = [];
-    leases.forEach((l, i) => {
-      if (l === null) gone.push(others[i]!);
-      else for (const s of JSON.parse((l as Buffer).toString('utf8')) as string[]) used.add(s);
-    });
-    if (gone.length > 0) await this.#run(model, [['SREM', ctlKey(model, 'servers'), ...gone]], false);
+    const keys = ['gens', 'live', 'leases', 'uses'].map((k) => ctlKey(model, k));
+    const [r] = await this.#run(model, [['EVAL', COLLECT, keys.length, ...keys, JSON.stringify(this.uses(model))]], false);
+    const flat = r as Buffer[];
     const deleted: string[] = [];
-    for (const [suffix, tables] of registered) {
-      if (used.has(suffix)) continue;
-      await drop(suffix, tables);
+    for (let i = 0; i < flat.length; i += 2) {
+      const suffix = flat[i]!.toString('utf8');
+      await drop(suffix, JSON.parse(flat[i + 1]!.toString('utf8')) as VersionTable[]);
       await this.#run(model, [['HDEL', ctlKey(model, 'gens'), suffix]], false);
       deleted.push(suffix);
     }
@@ -219,8 +243,8 @@ export class SharedL2Control {
         this.#run(
           m,
           [
-            ['DEL', ctlKey(m, `lease:${this.id}`)],
-            ['SREM', ctlKey(m, 'servers'), this.id],
+            ['ZREM', ctlKey(m, 'leases'), this.id],
+            ['HDEL', ctlKey(m, 'uses'), this.id],
           ],
           false,
         ),
