@@ -46,8 +46,8 @@ async function until(check: () => boolean | Promise<boolean>): Promise<void> {
   for (let i = 0; i < 1000 && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
 }
 
-const start = async (mode: string, line: RegExp): Promise<ChildRun> => {
-  const run = await runChildUntil(childScript, [`${server.host}:${server.port}`, work.dir, mode], line);
+const start = async (mode: string, line: RegExp, ...args: string[]): Promise<ChildRun> => {
+  const run = await runChildUntil(childScript, [`${server.host}:${server.port}`, work.dir, mode, ...args], line);
   children.push(run);
   return run;
 };
@@ -91,6 +91,43 @@ describe('servers killed while they use a shared Redis L2', () => {
       expect(await tables()).toEqual(v(5));
     } finally {
       await p.close();
+    }
+  }, 120_000);
+
+  it('the one loading server crashes and starts again: the attached servers serve the version they have, all of it, until its new load is complete, then switch', async () => {
+    await client.connection.exec([{ route: Buffer.from('k'), name: 'FLUSHALL', args: [] }], false);
+    const stable = ['hps:ko.sparse_embedding0.p0', 'hps:ko.sparse_embedding0.p1'];
+    const loader = await start('start', /^published /, '0');
+    expect(loader.lines).toContain("published 1 ''"); // the first load: HugeCTR's stable names
+    const entry = (psConfig([join(work.dir, 'ko-0')], [8], { model: 'ko', gpucache: false }).models as Record<string, unknown>[])[0]!;
+    const b = await HPS.create({
+      psConfig: { ...psConfig([], [8], {}, { volatile_db: { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2, initial_cache_rate: 0 } }), models: [entry] },
+      sharedL2: { pollIntervalMs: 50, leaseMs: 1000 },
+    });
+    try {
+      const rows = async () => Array.from((await b.lookup(ks, 'ko', 0)).data as Float32Array);
+      expect(b.modelInfo('ko').sharedL2).toEqual({ seq: 1, suffix: '', loadedHere: false, error: null });
+      expect(await rows()).toEqual(expectedRows(ks, 8, new Set(ks), -1, 0));
+      await kill9(loader.child);
+      // the loader starts again with the next export; its load stops halfway (1000 of 2000 rows written)
+      const again = await start('start', /^midload$/, '1', 'pause');
+      await new Promise((r) => setTimeout(r, 300)); // several of b's polls
+      // was: the restart emptied the stable tables b serves (half of b's rows the default value, a quarter the new export's)
+      expect(await rows()).toEqual(expectedRows(ks, 8, new Set(ks), -1, 0));
+      expect(b.modelInfo('ko').sharedL2).toEqual({ seq: 1, suffix: '', loadedHere: false, error: null });
+      expect(await tables()).toEqual([...stable, 'hps:ko.sparse_embedding0.v2.p0', 'hps:ko.sparse_embedding0.v2.p1']);
+      again.child.stdin!.write('go\n');
+      await until(() => again.lines.some((l) => l.startsWith('published ')));
+      expect(again.lines).toContain('published 2 .v2');
+      await until(() => b.modelInfo('ko').sharedL2!.seq === 2);
+      expect(b.modelInfo('ko').sharedL2).toEqual({ seq: 2, suffix: '.v2', loadedHere: false, error: null });
+      expect(await rows()).toEqual(expectedRows(ks, 8, new Set(ks), -1, 1));
+      // the stable tables go once the crashed loader's lease has expired and b has left them
+      await until(async () => (await tables()).length === 2);
+      expect(await tables()).toEqual(['hps:ko.sparse_embedding0.v2.p0', 'hps:ko.sparse_embedding0.v2.p1']);
+      await kill9(again.child);
+    } finally {
+      await b.close();
     }
   }, 120_000);
 

@@ -5,6 +5,9 @@
 //   salt 3 and, at its second batch, prints "midload" and blocks its event loop for good (the parent kills it).
 // - reader: attaches (followReloads false) and prints "serving <seq>"; on each "check" line on stdin it
 //   looks every key up and prints "ok" when every row is salt 1's, else "bad <detail>".
+// - start <salt> [pause]: a loading server (a first start, or a restart) of ko-<salt>; it prints "published <seq>
+//   <suffix>" once it serves. With pause, its L2 writes stop after 1000 rows (its event loop runs on: the lease is
+//   renewed) until a "go" line on stdin; it prints "midload" then.
 // - timers: prints "timers <before> <after>": the ref'd timers (process.getActiveResourcesInfo) before a
 //   loading server starts and the fewest seen while it runs (its shared-L2 timer must not be one: it never
 //   keeps the process alive).
@@ -12,6 +15,7 @@ import { writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { referenceBackend } from '@embedstack/core';
 import { HPS } from '../src/index.js';
+import { PartitionedDb } from '../src/volatileDb.js';
 import { psConfig, rowOf, spreadKeys } from './fixtures.js';
 
 const [address, folder, mode] = process.argv.slice(2) as [string, string, string];
@@ -37,7 +41,28 @@ if (mode === 'timers') {
 } else {
   process.stdin.on('end', () => process.exit(2));
   setTimeout(() => process.exit(3), 120_000).unref();
-  if (mode === 'loader') {
+  if (mode === 'start') {
+    let go = (): void => undefined;
+    const resume = new Promise<void>((r) => (go = r));
+    process.stdin.on('data', (d: Buffer) => {
+      if (d.toString().includes('go')) go();
+    });
+    let written = 0;
+    let paused = process.argv[6] !== 'pause';
+    const insert = PartitionedDb.prototype.insert;
+    PartitionedDb.prototype.insert = async function (this: PartitionedDb, name, k, v) {
+      if (written >= 1000 && !paused) {
+        paused = true;
+        say('midload');
+        await resume;
+      }
+      written += k.length;
+      return insert.call(this, name, k, v);
+    };
+    const s = await HPS.create({ psConfig: { ...psConfig([], [8], {}, { volatile_db: volatile }), models: [entry(Number(process.argv[5]))] }, backend: referenceBackend, sharedL2, loadBatchSize: 500 });
+    const info = s.modelInfo('ko').sharedL2!;
+    say(`published ${info.seq} ${info.suffix || "''"}`);
+  } else if (mode === 'loader') {
     let blockAt = Infinity;
     const s = await HPS.create({
       psConfig: { ...psConfig([], [8], {}, { volatile_db: volatile }), models: [entry(0)] },
