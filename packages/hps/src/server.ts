@@ -473,7 +473,7 @@ export class HPS {
     if (live?.suffix === m.l2Suffix) return; // never collected
     const kept = await ctl.registered(m.name, m.l2Suffix);
     if (!kept) await ctl.register(m.name, m.l2Suffix, tablesOf(m.config));
-    const what = `while it served version ${m.seq} (${m.l2Suffix}), not the live one${kept ? '' : ', and another server deleted that version'}`;
+    const what = `while it served version ${m.seq} (${m.l2Suffix || 'the stable tables'}), not the live one${kept ? '' : ', and another server deleted that version'}`;
     const adoption = live ? await this.#leaseLive(m.config) : null;
     if (!adoption) {
       this.#lapseNote.set(m.name, `${lapse} ${what}; no live version to switch to: lookups may return initial values`);

@@ -230,6 +230,105 @@ describe('shared L2: races and failures', () => {
     expect(((await r.cmd('HKEYS', 'hps-ctl:{lp}:gens')) as Buffer[]).map(String)).toEqual([s2]);
   }, 90000);
 
+  it('a poll costs the same Redis round trips and commands with 2 servers as with 8 (was: one GET per other server lease in every collection)', async () => {
+    const r = await redis();
+    const hosts = [{ host: r.address.split(':')[0]!, port: Number(r.address.split(':')[1]) }];
+    const tables = [{ name: 'sparse_embedding0', dim }];
+    const poll = async (servers: number) => {
+      const model = `n${servers}`;
+      const ctls = Array.from({ length: servers }, () => {
+        const store = new RedisStore({ mode: 'standalone', hosts });
+        cleanups.push(() => store.close());
+        return new SharedL2Control(store, 60_000);
+      });
+      // server i uses .v<i + 1>; .v<servers + 1> is registered and used by no server
+      for (const [i, c] of ctls.entries()) {
+        c.use(model, `.v${i + 1}`);
+        await c.renew(model);
+        await c.register(model, `.v${i + 1}`, tables);
+      }
+      await ctls[0]!.register(model, `.v${servers + 1}`, tables);
+      await ctls[0]!.publish(model, { seq: servers, suffix: `.v${servers}`, tables: [{ ...tables[0]!, rows: 1 }], files: [] });
+      const conn = (ctls[0] as unknown as { store: RedisStore }).store.connection;
+      const exec = conn.exec.bind(conn);
+      let trips = 0;
+      let commands = 0;
+      conn.exec = ((cmds: Parameters<typeof exec>[0], readOnly: boolean) => {
+        trips++;
+        commands += cmds.length;
+        return exec(cmds, readOnly);
+      }) as typeof conn.exec;
+      await ctls[0]!.renew(model);
+      const dropped: string[] = [];
+      const deleted = await ctls[0]!.collect(model, async (suffix) => void dropped.push(suffix));
+      const gens = ((await r.cmd('HKEYS', `hps-ctl:{${model}}:gens`)) as Buffer[]).map(String).sort();
+      return { trips, commands, deleted, dropped, gens };
+    };
+    const want = (n: number) => ({
+      trips: 3, // the renewal, the collection's reads (one script), the HDEL of the one version deleted
+      commands: 3,
+      deleted: [`.v${n + 1}`],
+      dropped: [`.v${n + 1}`],
+      gens: Array.from({ length: n }, (_, i) => `.v${i + 1}`).sort(),
+    });
+    expect(await poll(2)).toEqual(want(2));
+    expect(await poll(8)).toEqual(want(8));
+  }, 60000);
+
+  it('five servers share the L2 (one writer, three following, one keeping its version): reloads are followed; the lapsed lease of the one keeping the first load is noticed, it switches', async () => {
+    const r = await redis();
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    const entry = entryOf('fv');
+    const attached = { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] };
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+    const followers = [await serve({ psConfig: attached, sharedL2: { pollIntervalMs: 50 } }), await serve({ psConfig: attached, sharedL2: { pollIntervalMs: 50 } }), await serve({ psConfig: attached, sharedL2: { pollIntervalMs: 50 } })];
+    const leased = async () => ((await r.cmd('ZRANGE', 'hps-ctl:{fv}:leases', '0', '-1')) as Buffer[]).map(String);
+    const before = new Set(await leased());
+    // e keeps the first load (the stable tables) and is the only one reading it once the others follow a's reload
+    const e = await serve({ psConfig: attached, sharedL2: { pollIntervalMs: 50, leaseMs: 1000, followReloads: false } });
+    const eId = (await leased()).find((id) => !before.has(id))!;
+    expect(eId).toBeDefined();
+    expect(await leased()).toHaveLength(5);
+    const stableKeys = async () => ((await r.cmd('KEYS', 'hps:fv.sparse_embedding0.p*')) as Buffer[]).length;
+    for (const salt of [1, 2]) {
+      await a.loadModel(entry(salt));
+      const seq = a.modelInfo('fv').sharedL2!.seq;
+      await until(() => followers.every((s) => s.modelInfo('fv').sharedL2!.seq === seq));
+      for (const s of followers) {
+        expect(s.modelInfo('fv').sharedL2).toEqual({ seq, suffix: `.v${seq}`, loadedHere: false, error: null });
+        expect(wrongRows(await rowsOf(s, 'fv'), expectedRows(ks, dim, all, -1, salt))).toBe(0);
+      }
+    }
+    await sleep(300); // several polls of every server: the stable tables stay, e reads them
+    expect(e.modelInfo('fv').sharedL2).toEqual({ seq: 1, suffix: '', loadedHere: false, error: null });
+    expect(wrongRows(await rowsOf(e, 'fv'), expectedRows(ks, dim, all, -1, 0))).toBe(0);
+    expect(await stableKeys()).toBeGreaterThan(0);
+    // e's renewals do not reach Redis: once its lease expires, the others delete the stable tables
+    const renew = SharedL2Control.prototype.renew;
+    let stalled = true;
+    cleanups.push(() => (SharedL2Control.prototype.renew = renew));
+    SharedL2Control.prototype.renew = async function (this: SharedL2Control, model?: string) {
+      if (stalled && this.id === eId) return;
+      return renew.call(this, model);
+    };
+    await until(async () => (await stableKeys()) === 0);
+    expect(await stableKeys()).toBe(0);
+    expect(await leased()).toHaveLength(4); // e's expired lease was forgotten
+    stalled = false;
+    const seq = a.modelInfo('fv').sharedL2!.seq;
+    await until(() => e.modelInfo('fv').sharedL2!.error?.endsWith(`switched to the live version ${seq}`) === true);
+    expect(e.modelInfo('fv').sharedL2).toEqual({
+      seq,
+      suffix: `.v${seq}`,
+      loadedHere: false,
+      error: `this server's lease lapsed (no renewal reached Redis for 1000 ms) while it served version 1 (the stable tables), not the live one, and another server deleted that version; switched to the live version ${seq}`,
+    });
+    expect(wrongRows(await rowsOf(e, 'fv'), expectedRows(ks, dim, all, -1, 2))).toBe(0);
+    expect(await leased()).toHaveLength(5);
+    await sleep(300);
+    expect(((await r.cmd('HKEYS', 'hps-ctl:{fv}:gens')) as Buffer[]).map(String)).toEqual([`.v${seq}`]);
+  }, 90000);
+
   it('Redis killed under running servers: polls fail quietly, close() returns, no unhandled rejection', async () => {
     const r = await redis();
     const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
