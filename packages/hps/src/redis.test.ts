@@ -84,41 +84,61 @@ describe('HPS on Redis', () => {
       update_source: { type: 'redis_stream', brokers: address, poll_timeout_ms: 20 },
     });
     const models = config.models as Record<string, unknown>[];
-    models.push({ ...models[0]!, model: 'l3x' });
+    // l3x holds the keys in an L1, which an update reaches whatever the filters: its L1 rows show that its message was read
+    models.push({ ...models[0]!, model: 'l3x', gpucache: true, gpucacheper: 1, hit_rate_threshold: 2 });
     const s = await serve(config);
     const ask = keys.slice(0, 50);
     const before = expectedRows(ask, 4, present, -1);
     const after = ask.flatMap((k) => rowOf(k, 4, 9));
+    const rows = async (model: string) => Array.from((await s.lookup(ask, model, 0)).data as Float32Array);
+    expect(await rows('l3x')).toEqual(before); // now in l3x's L1
     const producer = new RedisStore({ mode: 'cluster', hosts: cluster.hosts });
     cleanups.push(() => producer.close());
-    const publish = (tag: string) => producer.connection.exec([{ route: Buffer.from(tag), name: 'XADD', args: [tag, '*', ...updateMessageFields(BigInt64Array.from(ask), new Float32Array(after))] }], false);
-    // 8 lookups at a time keep running while the messages arrive and are applied
+    const publish = async (tag: string) => {
+      const [r] = await producer.connection.exec([{ route: Buffer.from(tag), name: 'XADD', args: [tag, '*', ...updateMessageFields(BigInt64Array.from(ask), new Float32Array(after))] }], false);
+      if (r!.error) throw r!.error;
+    };
+    /** Polls (every 20 ms, at most ~60 s: no wall-clock bound tighter than the test's own) until `check` holds. */
+    const until = async (check: () => Promise<boolean> | boolean) => {
+      for (let i = 0; i < 3000 && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
+    };
+    // 8 lookups at a time keep running while the messages arrive and are applied. Each row is the old
+    // one or the new one; a lookup started once a lookup has returned every new row returns them all.
+    let applied = false;
     let done = false;
-    let answers = 0;
-    const readers = Array.from({ length: 8 }, async () => {
+    const afterApplied = new Array<number>(8).fill(0);
+    const readers = Array.from({ length: 8 }, async (_, reader) => {
       while (!done) {
-        const got = Array.from((await s.lookup(ask, 'l3u', 0)).data as Float32Array);
+        const started = applied;
+        const got = await rows('l3u');
         for (let i = 0; i < ask.length; i++) {
           const row = JSON.stringify(got.slice(i * 4, i * 4 + 4));
           expect([JSON.stringify(before.slice(i * 4, i * 4 + 4)), JSON.stringify(after.slice(i * 4, i * 4 + 4))]).toContain(row);
         }
-        answers++;
+        if (started) {
+          expect(got).toEqual(after);
+          afterApplied[reader]!++;
+        }
       }
     });
-    await publish('hps_et.l3x.sparse_embedding0'); // filtered out (and there is no L2)
+    await publish('hps_et.l3x.sparse_embedding0'); // filtered out of L3 (and there is no L2)
     await publish('hps_et.l3u.sparse_embedding0');
-    let got = '';
-    for (let i = 0; i < 200 && got !== JSON.stringify(after); i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      got = JSON.stringify(Array.from((await s.lookup(ask, 'l3u', 0)).data as Float32Array));
-    }
-    await new Promise((r) => setTimeout(r, 200)); // more polls: both streams have been read by now
+    let got: number[] = [];
+    await until(async () => JSON.stringify((got = await rows('l3u'))) === JSON.stringify(after));
+    expect(got).toEqual(after);
+    applied = true;
+    // every reader runs two lookups after that (counted, not timed: a loaded machine only takes longer)
+    await until(() => afterApplied.every((n) => n >= 2));
     done = true;
     await Promise.all(readers);
-    expect(got).toBe(JSON.stringify(after));
-    expect(answers).toBeGreaterThan(8);
-    expect(Array.from((await s.lookup(ask, 'l3x', 0)).data as Float32Array)).toEqual(before);
-  }, 30000);
+    expect(afterApplied.every((n) => n >= 2)).toBe(true);
+    // l3x's message was read: its L1 rows are the new ones ...
+    await until(async () => JSON.stringify(await rows('l3x')) === JSON.stringify(after));
+    expect(await rows('l3x')).toEqual(after);
+    // ... and its L3 kept the old ones (the filter): L1 refreshed from L3 brings them back
+    await s.refreshEmbeddingCache('l3x');
+    expect(await rows('l3x')).toEqual(before);
+  }, 90000);
 
   /**
    * Another server, attached to the L2 tables model `model` serves (it writes nothing into L2 at
