@@ -38,7 +38,7 @@ export interface HpsOptions {
   loadBatchSize?: number;
   /**
    * Servers sharing a Redis L2 (`volatile_db.type: redis_cluster`): how this one follows the
-   * versions others load and keeps its lease (README "L2 on Redis Cluster"). Default
+   * versions others load and keeps its lease (README "Servers sharing a Redis L2"). Default
    * `{ pollIntervalMs: 1000, leaseMs: 15000, followReloads: true }`; ignored without a Redis L2.
    */
   sharedL2?: SharedL2Options | null;
