@@ -250,10 +250,11 @@ export class HPS {
    * checked again (so that no server deletes it in between), or null (none, one that failed
    * before, or one without the entry's tables).
    */
-  async #leaseLive(cfg: PsConfig['models'][number], newerThan = -1): Promise<Adoption | null> {
+  async #leaseLive(cfg: PsConfig['models'][number], newerThan = -1, served: ModelState | null = null): Promise<Adoption | null> {
     const ctl = this.#shared!;
     for (let attempt = 0; attempt < 5; attempt++) {
       const v = await ctl.live(cfg.model);
+      if (attempt === 0 && served) await this.#republishLost(served, v);
       if (!v || v.seq <= newerThan || v.seq === this.#sharedError.get(cfg.model)?.seq) return null;
       const misfit = this.#misfit(cfg, v);
       if (misfit) {
@@ -271,6 +272,17 @@ export class HPS {
       release(); // a newer version was published meanwhile: lease that one
     }
     return null;
+  }
+
+  /**
+   * A version this server loaded and published, served now, that is no longer (or not yet) found in
+   * `live` while nothing newer is (`live` read as `v`): its publication was lost (a failover that
+   * lost the write, an evicted key). It is published again at the next poll while its tables are
+   * still registered.
+   */
+  async #republishLost(served: ModelState, v: PublishedVersion | null): Promise<void> {
+    if (!served.wroteL2 || (v && v.seq >= served.seq) || this.#unpublished.has(served) || this.#models.get(served.name) !== served) return;
+    if (await this.#shared!.registered(served.name, served.l2Suffix)) this.#unpublished.add(served);
   }
 
   /** Why a published version cannot serve this entry (its table names and dims differ), or ''. */
@@ -446,6 +458,7 @@ export class HPS {
     for (const [name, m] of [...this.#models]) {
       if (this.#closed) return;
       if (this.#sharedSettings.followReloads) this.#adopt(name, () => this.#follow(m));
+      else if (m.wroteL2) await this.#republishLost(m, await this.#shared!.live(name)).catch(() => undefined);
       await this.#collect(name).catch(() => undefined);
     }
   }
@@ -501,7 +514,7 @@ export class HPS {
   async #follow(m: ModelState): Promise<void> {
     let adoption: Adoption | null;
     try {
-      adoption = await this.#leaseLive(m.config, m.seq);
+      adoption = await this.#leaseLive(m.config, m.seq, m);
     } catch {
       return; // Redis unreachable: the next poll tries again
     }

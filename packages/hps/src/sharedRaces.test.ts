@@ -329,6 +329,38 @@ describe('shared L2: races and failures', () => {
     expect(((await r.cmd('HKEYS', 'hps-ctl:{fv}:gens')) as Buffer[]).map(String)).toEqual([`.v${seq}`]);
   }, 90000);
 
+  it('a publish lost (a failover that lost the write): the loading server publishes its version again at a poll, the attached server follows', async () => {
+    const r = await redis();
+    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
+    for (const followReloads of [true, false]) {
+      const model = followReloads ? 'pf' : 'pk';
+      const entry = entryOf(model);
+      const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, followReloads } });
+      const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+      await a.loadModel(entry(1));
+      const s1 = a.modelInfo(model).sharedL2!.seq;
+      await until(() => b.modelInfo(model).sharedL2!.seq === s1);
+      // a's next publish reaches no Redis that lasts: it resolves, and nothing was written
+      const publish = SharedL2Control.prototype.publish;
+      let lost = 0;
+      SharedL2Control.prototype.publish = async function (this: SharedL2Control, ...args: Parameters<SharedL2Control['publish']>) {
+        if (lost++ === 0) return;
+        return publish.apply(this, args);
+      };
+      try {
+        await a.loadModel(entry(2));
+      } finally {
+        SharedL2Control.prototype.publish = publish;
+      }
+      expect(lost).toBe(1);
+      const s2 = a.modelInfo(model).sharedL2!.seq;
+      expect(s2).toBeGreaterThan(s1);
+      await until(() => b.modelInfo(model).sharedL2!.seq === s2); // was: b kept s1 for good
+      expect(b.modelInfo(model).sharedL2).toEqual({ seq: s2, suffix: `.v${s2}`, loadedHere: false, error: null });
+      expect(wrongRows(await rowsOf(b, model), expectedRows(ks, dim, all, -1, 2))).toBe(0);
+    }
+  }, 90000);
+
   it('Redis killed under running servers: polls fail quietly, close() returns, no unhandled rejection', async () => {
     const r = await redis();
     const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
