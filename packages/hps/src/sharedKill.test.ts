@@ -70,8 +70,10 @@ describe('servers killed while they use a shared Redis L2', () => {
     // a reader attached to .v2 (it keeps it: followReloads false)
     const reader = await start('reader', /^serving /);
     expect(reader.lines).toContain('serving 2');
-    await kill9(loader.child);
+    // the loader's lease is renewed while it waits halfway: its .v3 stays (the reader's polls collect)
+    await new Promise((r) => setTimeout(r, 300));
     expect(await tables()).toEqual([...v(2), ...v(3)]);
+    await kill9(loader.child);
     // a new loader: a version is published, so its startup load goes beside it (.v4, not the stable tables), then a reload published as .v5
     const p = await HPS.create({
       psConfig: { ...psConfig([], [8], {}, { volatile_db: { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 } }), models: [(psConfig([join(work.dir, 'ko-2')], [8], { model: 'ko', gpucache: false }).models as Record<string, unknown>[])[0]!] },

@@ -2,7 +2,7 @@
 // Usage: node sharedChild.mjs <redis host:port> <folder> <mode>
 // Model "ko" (one table, 2000 keys of dim 8) on the Redis L2, tables <folder>/ko-<salt> written by the parent.
 // - loader: starts (writes the stable tables), reloads salt 1 and prints "published <seq>", then reloads
-//   salt 3 and, at its second batch, prints "midload" and blocks its event loop for good (the parent kills it).
+//   salt 3 and, halfway, prints "midload" and waits for good (its lease is renewed until the parent kills it).
 // - reader: attaches (followReloads false) and prints "serving <seq>"; on each "check" line on stdin it
 //   looks every key up and prints "ok" when every row is salt 1's, else "bad <detail>".
 // - start <salt> [pause]: a loading server (a first start, or a restart) of ko-<salt>; it prints "published <seq>
@@ -23,7 +23,7 @@ const keys = spreadKeys(2000);
 const entry = (salt: number) => (psConfig([join(folder, `ko-${salt}`)], [8], { model: 'ko', gpucache: false }).models as Record<string, unknown>[])[0]!;
 const say = (line: string): void => void writeSync(1, `${line}\n`);
 const volatile = { type: 'redis_cluster', address, num_partitions: 2 };
-const sharedL2 = { pollIntervalMs: 100, leaseMs: 1000 };
+const sharedL2 = { pollIntervalMs: 100, leaseMs: 2000 }; // a child starved for 2 s on a loaded machine would be taken for dead
 
 if (mode === 'timers') {
   const timers = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
@@ -41,43 +41,36 @@ if (mode === 'timers') {
 } else {
   process.stdin.on('end', () => process.exit(2));
   setTimeout(() => process.exit(3), 120_000).unref();
+  // L2 writes stop (asynchronously: the event loop runs on, the lease is renewed) once `pauseAt` rows have been
+  // written, printing "midload", until a "go" line on stdin
+  let pauseAt = Infinity;
+  let written = 0;
+  let go = (): void => undefined;
+  const resume = new Promise<void>((r) => (go = r));
+  process.stdin.on('data', (d: Buffer) => {
+    if (d.toString().includes('go')) go();
+  });
+  const insert = PartitionedDb.prototype.insert;
+  PartitionedDb.prototype.insert = async function (this: PartitionedDb, name, k, v) {
+    if (written >= pauseAt) {
+      pauseAt = Infinity;
+      say('midload');
+      await resume;
+    }
+    written += k.length;
+    return insert.call(this, name, k, v);
+  };
   if (mode === 'start') {
-    let go = (): void => undefined;
-    const resume = new Promise<void>((r) => (go = r));
-    process.stdin.on('data', (d: Buffer) => {
-      if (d.toString().includes('go')) go();
-    });
-    let written = 0;
-    let paused = process.argv[6] !== 'pause';
-    const insert = PartitionedDb.prototype.insert;
-    PartitionedDb.prototype.insert = async function (this: PartitionedDb, name, k, v) {
-      if (written >= 1000 && !paused) {
-        paused = true;
-        say('midload');
-        await resume;
-      }
-      written += k.length;
-      return insert.call(this, name, k, v);
-    };
+    if (process.argv[6] === 'pause') pauseAt = 1000;
     const s = await HPS.create({ psConfig: { ...psConfig([], [8], {}, { volatile_db: volatile }), models: [entry(Number(process.argv[5]))] }, backend: referenceBackend, sharedL2, loadBatchSize: 500 });
     const info = s.modelInfo('ko').sharedL2!;
     say(`published ${info.seq} ${info.suffix || "''"}`);
   } else if (mode === 'loader') {
-    let blockAt = Infinity;
-    const s = await HPS.create({
-      psConfig: { ...psConfig([], [8], {}, { volatile_db: volatile }), models: [entry(0)] },
-      backend: referenceBackend,
-      sharedL2,
-      loadBatchSize: 500,
-      onProgress: (p) => {
-        if (p.rowsLoaded < blockAt) return;
-        say('midload');
-        for (;;); // the reload never finishes: its .v<N> tables are half written, registered, never published
-      },
-    });
+    const s = await HPS.create({ psConfig: { ...psConfig([], [8], {}, { volatile_db: volatile }), models: [entry(0)] }, backend: referenceBackend, sharedL2, loadBatchSize: 500 });
     await s.loadModel(entry(1));
     say(`published ${s.modelInfo('ko').sharedL2!.seq}`);
-    blockAt = 1000;
+    written = 0;
+    pauseAt = 1000; // the reload never finishes: its .v<N> tables are half written, registered, never published
     await s.loadModel(entry(3));
   } else {
     const s = await HPS.create({ psConfig: { ...psConfig([], [8], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, backend: referenceBackend, sharedL2: { ...sharedL2, followReloads: false } });
