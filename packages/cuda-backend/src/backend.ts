@@ -38,8 +38,46 @@ export interface CudaBackendOptions {
    * (HierarchicalKV's hybrid mode). Default Infinity: every row in HBM.
    */
   hbmBudgetBytes?: number;
+  /**
+   * Bytes of freed device memory kept mapped for reuse (device mode): the release threshold
+   * (`cudaMemPoolAttrReleaseThreshold`) of the memory pool the tables' device memory comes
+   * from. A call's scratch (staged keys and values, dedupe and sort buffers) is freed when
+   * the call returns; with threshold 0, CUDA's default, every stream sync gives it back to
+   * the driver and the next call maps it again. An integer >= 0 or Infinity (keep all).
+   * Default: {@link defaultPoolReleaseThreshold} of the device's memory (1/16 of it, at most
+   * 1 GiB). The cached bytes are not in memoryReport(); an allocation that runs out of
+   * memory gives them back and is tried once more. Tables of backends with the same device
+   * and threshold share one pool (the addon's own, never the device's default pool, which
+   * other CUDA libraries in the process share). Ignored in host mode and on devices without
+   * memory pools.
+   */
+  poolReleaseThresholdBytes?: number;
   /** How the addon is loaded (tests point it elsewhere). Default: the process-wide load. */
   load?: () => CudaAddonLoad;
+}
+
+/** The most {@link defaultPoolReleaseThreshold} keeps: 1 GiB. */
+const POOL_RELEASE_CAP = 2 ** 30;
+
+/**
+ * The default memory pool release threshold of a device with `deviceMemoryBytes` of memory:
+ * 1/16 of it, at most 1 GiB (rounded down to whole MiB). Large enough to keep the scratch of
+ * calls of a million keys at dim 64 (roughly 0.3 GiB for a find or a training step) mapped
+ * between calls, small enough that the cache never holds back more than 1/16 of the memory
+ * the tables grow into (and it is given back when an allocation runs short).
+ * @throws InvalidArgumentError unless deviceMemoryBytes is a byte count (integer >= 0)
+ */
+export function defaultPoolReleaseThreshold(deviceMemoryBytes: number): number {
+  if (typeof deviceMemoryBytes !== 'number') throw invalidParameter('deviceMemoryBytes', 'a byte count (integer >= 0)', deviceMemoryBytes, InvalidTypeError);
+  if (!Number.isSafeInteger(deviceMemoryBytes) || deviceMemoryBytes < 0) throw invalidParameter('deviceMemoryBytes', 'a byte count (integer >= 0)', deviceMemoryBytes);
+  const mib = 2 ** 20;
+  return Math.min(POOL_RELEASE_CAP, Math.floor(deviceMemoryBytes / 16 / mib) * mib);
+}
+
+/** A byte-count option: an integer >= 0 or Infinity. */
+function bytesOption(value: unknown, name: string): number {
+  if (typeof value !== 'number' || !(value === Infinity || (Number.isSafeInteger(value) && value >= 0))) throw invalidParameter(name, 'a byte count (integer >= 0) or Infinity', value);
+  return value;
 }
 
 /** What a backend's live tables hold, by memory kind. */
@@ -62,24 +100,24 @@ export class CudaBackend implements EmbeddingBackend {
   readonly mode: CudaMode;
   readonly #device: number;
   readonly #hbmBudget: number;
+  readonly #poolReleaseThreshold: number | undefined;
   readonly #load: () => CudaAddonLoad;
   readonly #clearResultCache: () => number;
   readonly #tables = new Set<WeakRef<CudaRawTable>>();
 
   constructor(options: CudaBackendOptions | null = {}) {
-    const o = checkOptions<CudaBackendOptions>(options, ['mode', 'name', 'device', 'hbmBudgetBytes', 'load'], 'options');
+    const o = checkOptions<CudaBackendOptions>(options, ['mode', 'name', 'device', 'hbmBudgetBytes', 'poolReleaseThresholdBytes', 'load'], 'options');
     if (o.mode !== undefined && o.mode !== 'device' && o.mode !== 'host') throw invalidParameter('options.mode', "'device' or 'host'", o.mode);
     if (o.name !== undefined && (typeof o.name !== 'string' || o.name === '')) throw invalidParameter('options.name', 'a non-empty string', o.name, InvalidTypeError);
     if (o.load !== undefined && typeof o.load !== 'function') throw invalidParameter('options.load', 'a function', o.load, InvalidTypeError);
-    const budget = o.hbmBudgetBytes ?? Infinity;
-    if (typeof budget !== 'number' || !(budget === Infinity || (Number.isSafeInteger(budget) && budget >= 0))) {
-      throw invalidParameter('options.hbmBudgetBytes', 'a byte count (integer >= 0) or Infinity', budget);
-    }
+    const budget = bytesOption(o.hbmBudgetBytes ?? Infinity, 'options.hbmBudgetBytes');
+    const poolReleaseThreshold = o.poolReleaseThresholdBytes === undefined ? undefined : bytesOption(o.poolReleaseThresholdBytes, 'options.poolReleaseThresholdBytes');
     this.mode = o.mode ?? 'device';
     this.name = o.name ?? (this.mode === 'device' ? 'cuda' : 'cuda-host');
     this.priority = this.mode === 'device' ? 20 : 1;
     this.#device = checkInteger(o.device, 'options.device', { min: 0, max: 1023, fallback: 0 });
     this.#hbmBudget = budget;
+    this.#poolReleaseThreshold = poolReleaseThreshold;
     const { load, clearResultCache } = backendLoad(o.load, cudaAddon, CUDA_PACKAGE);
     this.#load = load;
     this.#clearResultCache = clearResultCache;
@@ -115,6 +153,19 @@ export class CudaBackend implements EmbeddingBackend {
     return b.deviceStatus().devices.map((d) => ({ id: `cuda:${d.ordinal}`, kind: 'cuda', memoryBytes: d.totalMemory, name: d.name }));
   }
 
+  /**
+   * The release threshold, in bytes, of the memory pool this backend's tables allocate from
+   * (see {@link CudaBackendOptions.poolReleaseThresholdBytes}): the option when given, else
+   * {@link defaultPoolReleaseThreshold} of the device's memory. 0 in host mode and when the
+   * device is not usable (no pool).
+   */
+  poolReleaseThreshold(): number {
+    if (this.mode === 'host' || this.unavailableReason() !== undefined) return 0;
+    if (this.#poolReleaseThreshold !== undefined) return this.#poolReleaseThreshold;
+    const d = this.#load().binding?.deviceStatus().devices[this.#device];
+    return defaultPoolReleaseThreshold(d?.totalMemory ?? 0);
+  }
+
   /** @throws BackendUnavailableError with the reason when the backend is not usable */
   createTable(options: ResolvedTableOptions): RawTable {
     const reason = this.unavailableReason();
@@ -124,6 +175,7 @@ export class CudaBackend implements EmbeddingBackend {
     placement[PlacementField.device] = this.mode === 'device' ? 1 : 0;
     placement[PlacementField.ordinal] = this.#device;
     placement[PlacementField.hbmBudget] = this.#hbmBudget;
+    placement[PlacementField.poolReleaseThreshold] = this.poolReleaseThreshold();
     const table = new CudaRawTable(binding, options, placement);
     this.#tables.add(new WeakRef(table));
     return table;

@@ -46,7 +46,10 @@ export class CudaRawTable extends CpuRawTable {
   /**
    * The find kernel's own rate: seconds per call over `keys` (the table's key dtype)
    * kept in the table's memory with outputs left there, averaged over `iterations`.
-   * What a caller whose keys and results stay on the GPU sees (no PCIe copies).
+   * What a caller whose keys and results stay on the GPU sees (no PCIe copies). The kernel
+   * scores its reads as find does; the keys' scores and the table's clock are put back
+   * afterwards, so a measurement leaves the table as it was (it holds the table's write lock
+   * meanwhile).
    * @throws UNSUPPORTED for static tables
    */
   findKernelSeconds(keys: BigInt64Array | Int32Array, iterations = 10): number {

@@ -5,7 +5,7 @@
 import { registerBackend } from '@embedstack/core';
 import { cudaBackend, cudaHostBackend } from './backend.js';
 
-export { CudaBackend, cudaBackend, cudaHostBackend } from './backend.js';
+export { CudaBackend, cudaBackend, cudaHostBackend, defaultPoolReleaseThreshold } from './backend.js';
 export type { CudaBackendOptions, CudaMode, MemoryReport } from './backend.js';
 export { CudaRawTable } from './cudaTable.js';
 export type { MemoryBreakdown } from './cudaTable.js';

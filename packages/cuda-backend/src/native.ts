@@ -77,7 +77,8 @@ export interface CudaBinding extends Omit<NativeBinding, 'info' | 'createTable' 
   /**
    * As the CPU addon's createTable, plus `placement` (PlacementField layout: device 0/1
    * (2 / 3: an emulated device, host memory through the device protocol, for tests),
-   * ordinal, HBM budget in bytes or Infinity); null or omitted: host mode.
+   * ordinal, HBM budget in bytes or Infinity, memory pool release threshold in bytes or
+   * Infinity); null or omitted: host mode.
    * @throws FAILED_PRECONDITION (the detection's reason) for a device placement without a usable device
    */
   createTable(
@@ -112,6 +113,8 @@ export const PlacementField = {
   ordinal: 1,
   /** Bytes of rows kept in device memory (Infinity: all). */
   hbmBudget: 2,
+  /** Bytes of freed device memory the table's memory pool keeps mapped (Infinity: all); device mode only. */
+  poolReleaseThreshold: 3,
 } as const;
 /** Length of the placement vector (one slot per {@link PlacementField}). */
-export const PLACEMENT_FIELDS = 3;
+export const PLACEMENT_FIELDS = 4;

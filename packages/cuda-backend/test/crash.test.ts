@@ -28,12 +28,18 @@ describe('cuda backend: no input crashes the process', () => {
       b.createTable(config, new Uint32Array(0), new Float32Array(0), null, placement as Float64Array);
     for (const [bad, code] of [
       [new Float64Array(2), 'SHAPE_MISMATCH'],
-      [new Float64Array([4, 0, Infinity]), 'INVALID_ARGUMENT'],
-      [new Float64Array([1.5, 0, Infinity]), 'INVALID_ARGUMENT'],
-      [new Float64Array([0, -1, Infinity]), 'INVALID_ARGUMENT'],
-      [new Float64Array([0, 0, -5]), 'INVALID_ARGUMENT'],
-      [new Float64Array([0, 0, NaN]), 'INVALID_ARGUMENT'],
-      [new Float32Array(3), 'INVALID_TYPE'],
+      [new Float64Array([0, 0, Infinity]), 'SHAPE_MISMATCH'], // the layout before poolReleaseThreshold
+      [new Float64Array([4, 0, Infinity, 0]), 'INVALID_ARGUMENT'],
+      [new Float64Array([1.5, 0, Infinity, 0]), 'INVALID_ARGUMENT'],
+      [new Float64Array([0, -1, Infinity, 0]), 'INVALID_ARGUMENT'],
+      [new Float64Array([0, 0, -5, 0]), 'INVALID_ARGUMENT'],
+      [new Float64Array([0, 0, NaN, 0]), 'INVALID_ARGUMENT'],
+      [new Float64Array([0, 0, Infinity, -1]), 'INVALID_ARGUMENT'],
+      [new Float64Array([0, 0, Infinity, 0.5]), 'INVALID_ARGUMENT'],
+      [new Float64Array([0, 0, Infinity, NaN]), 'INVALID_ARGUMENT'],
+      [new Float64Array([0, 0, Infinity, -Infinity]), 'INVALID_ARGUMENT'],
+      [new Float64Array([0, 0, Infinity, 2 ** 53]), 'INVALID_ARGUMENT'],
+      [new Float32Array(4), 'INVALID_TYPE'],
       ['x', 'INVALID_TYPE'],
     ] as const) {
       expect(make(bad)).toThrow(expect.objectContaining({ code }));

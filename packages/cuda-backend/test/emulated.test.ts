@@ -20,7 +20,7 @@ function emulatedLoad(device: 2 | 3): () => CudaAddonLoad {
   const emulated: CudaBinding = {
     ...binding,
     createTable: (config, slotWidths, slotInitial, initValues, placement) => {
-      const p = Float64Array.from(placement ?? [0, 0, Infinity]);
+      const p = Float64Array.from(placement ?? [0, 0, Infinity, 0]);
       p[PlacementField.device] = device;
       return binding.createTable(config, slotWidths, slotInitial, initValues, p);
     },

@@ -11,8 +11,8 @@ describeOptionNames('cuda-backend: option names', [
   {
     label: 'new CudaBackend(options)',
     argument: 'options',
-    names: ['mode', 'name', 'device', 'hbmBudgetBytes', 'load'],
-    full: () => ({ mode: 'host', name: 'cuda-opts', device: 0, hbmBudgetBytes: 1 << 20, load: () => loadCudaAddon() }),
+    names: ['mode', 'name', 'device', 'hbmBudgetBytes', 'poolReleaseThresholdBytes', 'load'],
+    full: () => ({ mode: 'host', name: 'cuda-opts', device: 0, hbmBudgetBytes: 1 << 20, poolReleaseThresholdBytes: 1 << 20, load: () => loadCudaAddon() }),
     call: (o) => new CudaBackend(o as never),
     check: (b) => {
       const backend = b as CudaBackend;

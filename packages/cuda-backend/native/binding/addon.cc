@@ -23,10 +23,18 @@ namespace cuda {
 
 namespace {
 
-// [device, ordinal, hbmBudget bytes (Infinity: all)]; device: 0 host mode, 1 a CUDA device,
-// 2 / 3 an emulated device (host memory through the device protocol, exec/runtime.h; a test
-// aid), its launches' items and lanes in order (2) or reversed (3).
-constexpr int kPlacementFields = 3;
+// [device, ordinal, hbmBudget bytes (Infinity: all), poolReleaseThreshold bytes (Infinity:
+// never release)]; device: 0 host mode, 1 a CUDA device, 2 / 3 an emulated device (host memory
+// through the device protocol, exec/runtime.h; a test aid), its launches' items and lanes in
+// order (2) or reversed (3). The pool threshold is used by device mode only.
+constexpr int kPlacementFields = 4;
+
+/** A placement field holding a byte count or Infinity (SIZE_MAX). */
+size_t bytesOrInfinity(double v, const char* name) {
+  ES_CHECK(v == INFINITY || (v == std::floor(v) && v >= 0 && v <= 9007199254740991.0), kInvalidArgument,
+           "Expected placement." << name << " to be a byte count or Infinity but received " << v);
+  return v == INFINITY ? SIZE_MAX : static_cast<size_t>(v);
+}
 
 Placement placementArg(const Napi::CallbackInfo& info, size_t i) {
   Placement p;
@@ -34,22 +42,21 @@ Placement placementArg(const Napi::CallbackInfo& info, size_t i) {
   TypedArg<double> a = float64Arg(info, i, "placement", kPlacementFields);
   const double device = a.data[0];
   const double ordinal = a.data[1];
-  const double budget = a.data[2];
   ES_CHECK(device == 0 || device == 1 || device == 2 || device == 3, kInvalidArgument,
            "Expected placement.device to be 0 (host mode), 1 (a CUDA device), 2 or 3 (an emulated device, a test aid) "
            "but received "
                << device);
   ES_CHECK(std::isfinite(ordinal) && ordinal == std::floor(ordinal) && ordinal >= 0 && ordinal < 1024, kInvalidArgument,
            "Expected placement.ordinal to be an integer in [0, 1024) but received " << ordinal);
-  ES_CHECK(budget == INFINITY || (budget == std::floor(budget) && budget >= 0 && budget <= 9007199254740991.0),
-           kInvalidArgument,
-           "Expected placement.hbmBudget to be a byte count or Infinity but received " << budget);
+  const size_t budget = bytesOrInfinity(a.data[2], "hbmBudget");
+  const size_t poolThreshold = bytesOrInfinity(a.data[3], "poolReleaseThreshold");
   p.device = device == 1;
   p.emulated = device >= 2;
   p.emulation.reverseItems = device == 3;
   p.emulation.reverseLanes = device == 3;
   p.ordinal = static_cast<int>(ordinal);
-  p.hbmBudget = budget == INFINITY ? SIZE_MAX : static_cast<size_t>(budget);
+  p.hbmBudget = budget;
+  p.poolReleaseThreshold = poolThreshold;
   return p;
 }
 

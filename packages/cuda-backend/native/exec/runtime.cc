@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <sstream>
+#include <utility>
 
 #include "errors.h"
 
@@ -40,6 +42,50 @@ void checkCuda(cudaError_t e, const std::string& what, const char* file, int lin
 
 cudaStream_t streamOf(void* s) {
   return static_cast<cudaStream_t>(s);
+}
+
+// This addon's memory pools: one per (device, release threshold), created on first use and
+// kept for the process (a handful at most; a pool with live allocations cannot be destroyed).
+struct Pools {
+  std::mutex mutex;
+  std::map<std::pair<int, size_t>, cudaMemPool_t> byKey;
+};
+Pools& pools() {
+  static Pools* p = new Pools();  // never destroyed: tables may free into a pool at exit
+  return *p;
+}
+
+cudaMemPool_t poolFor(int ordinal, size_t threshold) {
+  Pools& all = pools();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  const auto key = std::make_pair(ordinal, threshold);
+  auto it = all.byKey.find(key);
+  if (it != all.byKey.end()) return it->second;
+  cudaMemPoolProps props;
+  std::memset(&props, 0, sizeof props);
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = ordinal;
+  cudaMemPool_t pool;
+  ES_CUDA(cudaMemPoolCreate(&pool, &props), "creating a memory pool on device " + std::to_string(ordinal));
+  uint64_t keep = threshold == SIZE_MAX ? ~uint64_t{0} : static_cast<uint64_t>(threshold);  // cuuint64_t
+  const cudaError_t e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  if (e != cudaSuccess) {
+    cudaMemPoolDestroy(pool);
+    ES_CUDA(e, "setting the memory pool's release threshold");
+  }
+  all.byKey.emplace(key, pool);
+  return pool;
+}
+
+/** Gives the cached (freed, still mapped) memory of this addon's pools on `ordinal` back to the driver. */
+void trimPools(int ordinal) {
+  Pools& all = pools();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  for (const auto& [key, pool] : all.byKey) {
+    if (key.first == ordinal) cudaMemPoolTrimTo(pool, 0);
+  }
 }
 
 std::string driverReason(cudaError_t e, const DeviceStatus& s) {
@@ -175,7 +221,17 @@ void* Exec::allocate(size_t bytes, MemoryKind kind, const char* what) {
   const std::string doing = "allocating " + std::to_string(bytes) + " bytes for " + what;
   if (kind == MemoryKind::kDevice) {
     if (memoryPools_) {
-      ES_CUDA(cudaMallocAsync(&p, bytes, streamOf(stream_)), doing);
+      cudaMemPool_t pool = static_cast<cudaMemPool_t>(pool_);
+      cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, pool, streamOf(stream_));
+      if (e == cudaErrorMemoryAllocation) {
+        // Memory this addon's pools keep cached (up to their thresholds) may be what is missing:
+        // wait for this stream's frees, give the cache back, and try once more.
+        cudaGetLastError();
+        cudaStreamSynchronize(streamOf(stream_));
+        trimPools(ordinal_);
+        e = cudaMallocFromPoolAsync(&p, bytes, pool, streamOf(stream_));
+      }
+      ES_CUDA(e, doing);
     } else {
       ES_CUDA(cudaMalloc(&p, bytes), doing);
     }
@@ -327,7 +383,7 @@ void Exec::checkLaunch(const char* kernel) {
 
 #if defined(EMBEDSTACK_WITH_CUDA)
 
-std::shared_ptr<Exec> Exec::device(int ordinal) {
+std::shared_ptr<Exec> Exec::device(int ordinal, size_t poolReleaseThreshold) {
   const DeviceStatus& s = deviceStatus();
   ES_CHECK(s.usable, kFailedPrecondition, "Expected a usable CUDA device but " << s.reason);
   ES_CHECK(ordinal >= 0 && static_cast<size_t>(ordinal) < s.devices.size(), kInvalidArgument,
@@ -344,9 +400,10 @@ std::shared_ptr<Exec> Exec::device(int ordinal) {
   ex->multiprocessors_ = d.multiprocessors;
   ES_CUDA(cudaSetDevice(ordinal), "selecting the device");
   // Stream-ordered allocation needs memory pools (absent on some virtualised GPUs and old drivers).
-  int pools = 0;
-  ES_CUDA(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal), "asking for memory pool support");
-  ex->memoryPools_ = pools != 0;
+  int poolsSupported = 0;
+  ES_CUDA(cudaDeviceGetAttribute(&poolsSupported, cudaDevAttrMemoryPoolsSupported, ordinal), "asking for memory pool support");
+  ex->memoryPools_ = poolsSupported != 0;
+  if (ex->memoryPools_) ex->pool_ = poolFor(ordinal, poolReleaseThreshold);
   cudaStream_t stream;
   ES_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
   ex->stream_ = stream;
@@ -363,7 +420,7 @@ Exec::~Exec() {
 
 #else
 
-std::shared_ptr<Exec> Exec::device(int) {
+std::shared_ptr<Exec> Exec::device(int, size_t) {
   ES_FAIL(kFailedPrecondition, "Expected a usable CUDA device but " << deviceStatus().reason);
 }
 

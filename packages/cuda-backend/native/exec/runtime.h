@@ -70,8 +70,18 @@ class Exec {
  public:
   /** The host mode (one shared instance). */
   static std::shared_ptr<Exec> host();
-  /** CUDA device `ordinal` with a fresh stream. Throws FAILED_PRECONDITION (the reason) when unusable. */
-  static std::shared_ptr<Exec> device(int ordinal);
+  /**
+   * CUDA device `ordinal` with a fresh stream. Throws FAILED_PRECONDITION (the reason) when unusable.
+   * Its device memory comes from a memory pool of this addon's own (one per device and
+   * threshold, shared by the tables that ask for the same), never the device's default pool:
+   * that one is the process's, shared with other CUDA libraries. The pool keeps up to
+   * `poolReleaseThreshold` bytes of freed memory mapped across stream syncs
+   * (cudaMemPoolAttrReleaseThreshold; SIZE_MAX: all), so a call's scratch is not mapped
+   * and unmapped again on every call. An allocation that runs out of memory gives the
+   * cached memory of this addon's pools on the device back (cudaMemPoolTrimTo) and is
+   * tried once more. Devices without memory pools use cudaMalloc / cudaFree (no cache).
+   */
+  static std::shared_ptr<Exec> device(int ordinal, size_t poolReleaseThreshold);
   /** An emulated device of its own (see the top of this file). */
   static std::shared_ptr<Exec> emulated(const Emulation& options);
 
@@ -128,6 +138,7 @@ class Exec {
   void* stream_ = nullptr;
   int multiprocessors_ = 0;
   bool memoryPools_ = true;  // device: stream-ordered allocation (cudaMallocAsync) is supported
+  void* pool_ = nullptr;     // device with memory pools: the cudaMemPool_t its device memory comes from
   bool emulated_ = false;
   Emulation emulation_;
   std::mutex queueMutex_;  // guards queue_

@@ -50,6 +50,28 @@ struct FreshFlags {
   }
 };
 
+/**
+ * The read half of a read-then-train step (applyCombinedGradients' clipping), scored once
+ * the step can no longer fail: each unique resident before the call (present[u]) gets the
+ * score its countOf[u] read occurrences would have given it, one after the other (lru-style:
+ * the read's clock; lfu-style: the count added, saturating as per occurrence).
+ */
+struct TouchReadUniques {
+  static constexpr const char* kName = "touchReadUniques";
+  struct Args {
+    RowMeta* meta;
+    const uint32_t* rowOf;
+    const uint8_t* present;
+    const uint32_t* countOf;
+    ScoreView score;
+  };
+  ES_HD static void thread(const Args& a, size_t u) {
+    if (!a.present[u] || a.rowOf[u] == kNoRow) return;
+    uint64_t* s = &a.meta[a.rowOf[u]].score;
+    *s = nextScore(a.score.policy, *s, a.countOf[u], false, 0, a.score.clock);
+  }
+};
+
 /** wants[uniqueOf[i]] = 1 for each occurrence with exists[i] == 0 (accum inserts only from those). */
 struct WantsFromExists {
   static constexpr const char* kName = "wantsFromExists";

@@ -6,6 +6,7 @@
 // kernels, and copies results back before returning.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "buffer.h"
@@ -21,6 +22,7 @@ struct Placement {
   bool device = false;       // false: host mode
   int ordinal = 0;           // CUDA device
   size_t hbmBudget = SIZE_MAX;  // bytes of rows allowed in HBM; the rest spill to pinned host memory
+  size_t poolReleaseThreshold = 0;  // device mode: bytes its memory pool keeps cached (SIZE_MAX: all); runtime.h
   bool emulated = false;     // (host mode) an emulated device of the table's own: runtime.h, a test aid
   Emulation emulation;       // its order options
 };
@@ -68,6 +70,16 @@ class DeviceTable : public Table, public PlannedOps {
                         uint8_t* exists) = 0;
   /** applyGradients of keys and grads [n * dim] already in the table's memory. Takes the table lock. */
   virtual void trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) = 0;
+  /**
+   * A find of `keys` into rows [n * dim] / exists [n], then `gradients()` (kernels that make
+   * grads [n * dim] from those rows), then trainRows(keys, n, grads, opt): one call under one
+   * exclusive lock, ending exactly as the three in turn (the find's read scores and its clock
+   * included), but the read is scored only once the step can no longer fail, so a step that
+   * fails (out of memory) changes nothing. All in the table's memory.
+   */
+  virtual void readThenTrain(const int64_t* keys, size_t n, float* rows, uint8_t* exists,
+                             const std::function<void()>& gradients, const float* grads,
+                             const OptimizerParams& opt) = 0;
 
   /** Under the table lock. */
   virtual size_t deviceBytes() const = 0;

@@ -55,6 +55,8 @@ class DynamicTable final : public DeviceTable {
   void readRows(const int64_t* keys, size_t n, bool insert, const uint64_t* scores, float* out,
                 uint8_t* exists) override;
   void trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
+  void readThenTrain(const int64_t* keys, size_t n, float* rows, uint8_t* exists, const std::function<void()>& gradients,
+                     const float* grads, const OptimizerParams& opt) override;
   /** One write call: its clock, distinct keys, and per unique its row (kNoRow: absent or refused). */
   struct Write {
     explicit Write(Exec& ex) : st(ex) {}
@@ -97,6 +99,14 @@ class DynamicTable final : public DeviceTable {
   /** Scores (and with `values`, writes) each resident unique from its last occurrence. */
   void writeUniques(Write& w, const float* values, const float* const* slots, bool explicitScores,
                     bool resetSlots);
+  /**
+   * applyGradients' body under the exclusive lock: admits the missing keys, steps the rows.
+   * With `readFirst` it ends as a find of the same keys, then the step: the read's scores
+   * (its own clock, before the step's) are given once nothing can fail. Counts the clock and
+   * finishes.
+   */
+  void trainLocked(Write& w, const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt,
+                   bool readFirst);
   /** findOrInsert's body under the exclusive lock (staged keys and scores); counts the clock, the caller finishes. */
   void findOrInsertLocked(Write& w, const int64_t* keys, size_t n, const uint64_t* scores);
 

@@ -178,17 +178,43 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
   endWrite(w);
 }
 
+void DynamicTable::trainLocked(Write& w, const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt,
+                               bool readFirst) {
+  startWrite(w, keys, n, nullptr, true);
+  const ScoreClock read = w.clock;  // a find first counts a clock of its own, the step the next
+  if (readFirst) ++w.clock.clock;
+  admit(w, nullptr, false, true);
+  // Nothing below can fail: the read's scores now (the rows present before the call are
+  // exactly those the find found, under this same lock), then the step's on top of them.
+  if (readFirst && scoresOnRead(config_.scorePolicy)) {
+    launchThreads<TouchReadUniques>(*ex_, w.d.unique, {meta_.data(), w.rowOf, w.present, w.d.countOf, scoreView(read)});
+  }
+  launchGroups<ApplyOptimizer>(*ex_, w.d.unique,
+                               {meta_.data(), store_.view(), w.rowOf, w.d.occOffsets, w.d.occList, grads, opt,
+                                scoreView(w.clock)});
+  endWrite(w);
+}
+
 void DynamicTable::trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
   checkOptimizer(opt);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   Write w(*ex_);
-  startWrite(w, keys, n, nullptr, true);
-  admit(w, nullptr, false, true);
-  launchGroups<ApplyOptimizer>(*ex_, w.d.unique,
-                               {meta_.data(), store_.view(), w.rowOf, w.d.occOffsets, w.d.occList, grads, opt,
-                                scoreView(w.clock)});
-  endWrite(w);
+  trainLocked(w, keys, n, grads, opt, false);
+}
+
+void DynamicTable::readThenTrain(const int64_t* keys, size_t n, float* rows, uint8_t* exists,
+                                 const std::function<void()>& gradients, const float* grads,
+                                 const OptimizerParams& opt) {
+  checkOptimizer(opt);
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  Write w(*ex_);
+  // The find, unscored (trainLocked scores it once the step cannot fail); it changes nothing.
+  const ScoreView unscored{config_.scorePolicy, ScoreClock{}, 0};
+  launchGroups<FindRows>(*ex_, n, {index(), meta_.data(), store_.view(), initView(), unscored, keys, rows, exists});
+  gradients();
+  trainLocked(w, keys, n, grads, opt, true);
 }
 
 void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {

@@ -13,7 +13,7 @@ std::shared_ptr<Table> createTable(TableConfig config, const Placement& placemen
   ES_CHECK(config.storage == StorageDtype::kFloat32, kUnsupported,
            "Expected storageDtype 'float32' (the CUDA backend stores float32 only) but received '"
                << storageName(config.storage) << "'");
-  std::shared_ptr<Exec> ex = placement.device     ? Exec::device(placement.ordinal)
+  std::shared_ptr<Exec> ex = placement.device     ? Exec::device(placement.ordinal, placement.poolReleaseThreshold)
                             : placement.emulated ? Exec::emulated(placement.emulation)
                                                  : Exec::host();
   if (config.isStatic) return std::make_shared<StaticTable>(std::move(config), std::move(ex), placement);

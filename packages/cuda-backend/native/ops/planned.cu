@@ -124,19 +124,25 @@ void DeviceTable::lookupCombinedBackward(const BagInput& bag, const float* grads
 
 void DeviceTable::applyCombinedGradients(const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                                          const ShardPlan& plan, const OptimizerParams& opt) {
-  checkOptimizer(opt);  // before the row read below changes any read score
+  checkOptimizer(opt);  // before any staging
   Stage st(*ex_);
   const uint32_t d = dim();
   const PlannedBag p = planBag(st, bag, c, plan, d, maxNorm > 0);
   float* entryGrads = st.scratch<float>(static_cast<size_t>(p.owned.count) * d, "owned entry gradients");
   const float* pooled = st.in(grads, bag.rows * d, "pooled gradients");
+  const auto backward = [&] {
+    launchThreads<BagBackward>(*ex_, bag.rows,
+                               {p.splits, p.owned.index, p.weights, pooled, p.denom, p.rows, maxNorm, d, 1, entryGrads});
+  };
   if (maxNorm > 0) {
+    // Clipping reads the rows: the read and the step are one table call, so a step that
+    // fails leaves the read's scores and the clock as they were.
     uint8_t* found = st.scratch<uint8_t>(p.owned.count, "owned exists flags");
-    readRows(p.owned.local, p.owned.count, false, nullptr, p.rows, found);
+    readThenTrain(p.owned.local, p.owned.count, p.rows, found, backward, entryGrads, opt);
+  } else {
+    backward();
+    trainRows(p.owned.local, p.owned.count, entryGrads, opt);
   }
-  launchThreads<BagBackward>(*ex_, bag.rows,
-                             {p.splits, p.owned.index, p.weights, pooled, p.denom, p.rows, maxNorm, d, 1, entryGrads});
-  trainRows(p.owned.local, p.owned.count, entryGrads, opt);
   st.finish();
 }
 

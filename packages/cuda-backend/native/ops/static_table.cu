@@ -183,6 +183,26 @@ void StaticTable::trainRows(const int64_t* keys, size_t n, const float* grads, c
   st.finish();
 }
 
+void StaticTable::readThenTrain(const int64_t* keys, size_t n, float* out, uint8_t* exists,
+                                const std::function<void()>& gradients, const float* grads,
+                                const OptimizerParams& opt) {
+  checkOptimizer(opt);
+  std::unique_lock<std::shared_mutex> lock(mutex_);  // one lock: no write between the read and the step
+  checkAlive();
+  Stage st(*ex_);
+  checkKeys(st, keys, n, "keys");
+  uint32_t* rows = st.scratch<uint32_t>(n, "rows of the keys");
+  const Dedupe d = dedupe(st, keys, n, true);
+  uint32_t* unique = uniqueRows(st, d);
+  // Static rows have no scores: the read changes nothing, and every allocation is above.
+  launchThreads<KeysAsRows>(*ex_, n, {keys, rows});
+  launchGroups<GatherOccurrences>(*ex_, n, {store_.view(), initView(), keys, nullptr, rows, nullptr, out, exists});
+  gradients();
+  launchGroups<ApplyOptimizer>(*ex_, d.unique,
+                               {nullptr, store_.view(), unique, d.occOffsets, d.occList, grads, opt, ScoreView{}});
+  st.finish();
+}
+
 void StaticTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
   checkOptimizer(opt);
   Stage st(*ex_);

@@ -40,6 +40,8 @@ class StaticTable final : public DeviceTable {
   void readRows(const int64_t* keys, size_t n, bool insert, const uint64_t* scores, float* out,
                 uint8_t* exists) override;
   void trainRows(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
+  void readThenTrain(const int64_t* keys, size_t n, float* rows, uint8_t* exists, const std::function<void()>& gradients,
+                     const float* grads, const OptimizerParams& opt) override;
   /** Throws OUT_OF_RANGE (naming `argument`[i] and its value) unless every staged key is a row. */
   void checkKeys(Stage& st, const int64_t* keys, size_t n, const char* argument);
   /** Stages host keys, then checkKeys. */

@@ -93,6 +93,7 @@ Snapshot snapshot(Table& t, const std::vector<int64_t>& probe) {
       for (size_t c = 0; c < w; ++c) s.slots.push_back(slot[i * w + c]);
     }
   }
+  if (probe.empty()) return s;  // no find: under read-scoring policies a find changes scores and the clock
   FindResult f = t.find(probe.data(), probe.size());
   s.found.assign(f.exists.data(), f.exists.data() + probe.size());
   return s;
@@ -372,4 +373,109 @@ TEST(a_batch_must_index_below_the_uint32_sentinel) {
   uint8_t flag = 1;
   uint32_t out = 0;
   EXPECT_THROW_CODE(compactIndices(st, &flag, size_t{1} << 32, &out), kInvalidArgument);
+}
+
+namespace {
+
+/** A bag over `keys`: rows of 3, 0, 4, then the rest; per-entry weights. */
+struct TestBag {
+  std::vector<int32_t> splits;
+  std::vector<float> weights;
+  BagInput in;
+  TestBag(const std::vector<int64_t>& keys) {
+    const int32_t n = static_cast<int32_t>(keys.size());
+    splits = {0, 3, 3, 7, n};
+    for (int32_t i = 0; i < n; ++i) weights.push_back(0.5f + static_cast<float>(i % 4) * 0.25f);
+    in.rowSplits = splits.data();
+    in.rows = splits.size() - 1;
+    in.keys = keys.data();
+    in.n = keys.size();
+    in.weights = weights.data();
+  }
+};
+
+}  // namespace
+
+TEST(a_training_step_that_fails_at_any_stage_leaves_scores_values_slots_size_and_clock_as_they_were) {
+  // Read-scoring policies: the fused step with clipping reads the rows (a find) before it
+  // trains, and that read must not score until the step can no longer fail.
+  const std::vector<int64_t> old = range(-40, 60, 7);
+  std::vector<int64_t> mixed = range(1000, 24, 3);  // new keys
+  mixed.insert(mixed.end(), old.begin(), old.begin() + 30);
+  mixed.insert(mixed.end(), old.begin(), old.begin() + 8);  // duplicates
+  mixed.insert(mixed.end(), mixed.begin(), mixed.begin() + 5);
+  const std::vector<float> oldValues = valuesFor(old, 0.25f);
+  const std::vector<float> g = valuesFor(mixed, -0.75f);
+  const TestBag bag(mixed);
+  std::vector<float> pooled(bag.in.rows * kDim);
+  for (size_t i = 0; i < pooled.size(); ++i) pooled[i] = 0.125f * static_cast<float>(i % 11) - 0.5f;
+  ShardPlan all;
+  ShardPlan half;
+  half.kind = ShardPlan::kMod;
+  half.numShards = 2;
+  half.shard = 1;
+  using Op = std::function<void(Table&)>;
+  const std::vector<std::pair<const char*, Op>> ops = {
+      {"applyGradients", [&](Table& t) { t.applyGradients(mixed.data(), mixed.size(), g.data(), adagrad()); }},
+      {"applyCombinedGradients, maxNorm",
+       [&](Table& t) {
+         dynamic_cast<DeviceTable&>(t).applyCombinedGradients(bag.in, pooled.data(), Combiner::kMean, 2.5, all, adagrad());
+       }},
+      {"applyCombinedGradients, maxNorm, a shard's part",
+       [&](Table& t) {
+         dynamic_cast<DeviceTable&>(t).applyCombinedGradients(bag.in, pooled.data(), Combiner::kSqrtn, 0.75, half, adagrad());
+       }},
+      {"applyCombinedGradients, no maxNorm",
+       [&](Table& t) {
+         dynamic_cast<DeviceTable&>(t).applyCombinedGradients(bag.in, pooled.data(), Combiner::kSum, 0, all, adagrad());
+       }},
+      {"applyGradients with a plan",
+       [&](Table& t) { dynamic_cast<DeviceTable&>(t).plannedApplyGradients(mixed.data(), mixed.size(), g.data(), half, adagrad()); }},
+  };
+  size_t failures = 0;
+  for (ScorePolicy policy : {ScorePolicy::kLfu, ScorePolicy::kLru, ScorePolicy::kEpochLfu, ScorePolicy::kEpochLru}) {
+    for (size_t cap : {SIZE_MAX, size_t{70}}) {  // 70: the new keys evict
+      TableConfig c = config(cap);
+      c.scorePolicy = policy;
+      for (const auto& [what, op] : ops) {
+        for (long long k = 0;; ++k) {
+          std::shared_ptr<Table> failed = cuda::createTable(c, emulated(k % 2 == 1));
+          std::shared_ptr<Table> once = cuda::createTable(c, emulated());
+          for (Table* t : {failed.get(), once.get()}) {
+            t->setEpoch(3);
+            t->upsert(old.data(), old.size(), oldValues.data(), nullptr);
+            FindResult warm = t->find(old.data(), 20);  // read scores to build on
+            (void)warm;
+          }
+          const Snapshot before = snapshot(*failed, {});
+          Exec& ex = dynamic_cast<DeviceTable&>(*failed).exec();
+          ex.failAllocation(k);
+          bool threw = false;
+          try {
+            op(*failed);
+          } catch (const EmbedError& e) {
+            threw = true;
+            if (e.code() != ErrorCode::kFailedPrecondition) estest::fail(__FILE__, __LINE__, std::string(what) + ": " + e.what());
+          }
+          ex.failAllocation(-1);
+          if (!threw) break;
+          ++failures;
+          const std::string at = std::string(what) + " (policy " + std::to_string(static_cast<int>(policy)) + ", cap " +
+                                 std::to_string(cap) + "), allocation " + std::to_string(k);
+          if (!(snapshot(*failed, {}) == before)) {
+            estest::fail(__FILE__, __LINE__, at + " failed and the table changed");
+            break;
+          }
+          // The clock: the same step now, on the table that failed and on one that never did.
+          op(*failed);
+          op(*once);
+          if (!(snapshot(*failed, {}) == snapshot(*once, {}))) {
+            estest::fail(__FILE__, __LINE__, at + " failed and the clock changed (a later step scores differently)");
+            break;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(failures > 300);
 }
