@@ -26,8 +26,7 @@ DynamicTable::DynamicTable(TableConfig config, std::shared_ptr<Exec> ex, const P
   capped_ = config_.maxCapacity <= kMaxRows;
   cap_ = capped_ ? config_.maxCapacity : kMaxRows;
   const size_t initial = std::min(std::max<size_t>(config_.initCapacity, 1), cap_);
-  reserveRows(initial);
-  reserveIndex(std::min<size_t>(initial, size_t{1} << 26));
+  reserve(initial, std::min<size_t>(initial, size_t{1} << 26));
   ex_->sync();
 }
 
@@ -55,38 +54,49 @@ ScoreClock DynamicTable::peekCall() const {
   return t;
 }
 
-void DynamicTable::reserveIndex(size_t rows) {
-  const size_t wanted = bucketsFor(rows);
-  if (wanted <= buckets_) return;
-  const size_t slots = checkedMul(wanted, kBucketSlots, "the key index");
-  DeviceArray<uint32_t> slotRow(*ex_, slots, "the key index");
-  DeviceArray<uint8_t> digests(*ex_, slots, "the key index");
-  DeviceArray<uint32_t> occupied(*ex_, wanted * kOccupancyWords, "the key index");
-  DeviceArray<uint32_t> overflow(*ex_, wanted + 1, "the key index");  // + the insert failure flag
-  ex_->zero(occupied.data(), occupied.bytes());
-  ex_->zero(overflow.data(), overflow.bytes());
-  const IndexView fresh{slotRow.data(), digests.data(), occupied.data(), overflow.data(),
-                        static_cast<uint64_t>(wanted - 1)};
-  uint32_t* failed = overflow.data() + wanted;
-  launchGroups<IndexInsert>(*ex_, size_, {fresh, nullptr, meta_.data(), nullptr, 0, failed});
-  ES_CHECK(readBack(*ex_, failed) == 0, kInternal, "The key index ran out of room while rebuilding");
-  slotRow_ = std::move(slotRow);
-  digests_ = std::move(digests);
-  occupied_ = std::move(occupied);
-  overflow_ = std::move(overflow);
-  buckets_ = wanted;
-}
-
-void DynamicTable::reserveRows(size_t rows) {
+void DynamicTable::reserve(size_t rows, size_t indexRows) {
   ES_CHECK(rows <= cap_, kFailedPrecondition,
            "Expected the table to hold at most " << cap_ << " rows but the call needs " << rows);
-  if (rows <= store_.capacity()) return;
-  size_t next = store_.capacity() == 0 ? rows : store_.capacity();  // initCapacity exactly, then doubling
-  while (next < rows) next = next > cap_ / 2 ? cap_ : std::min(next * 2, cap_);
-  DeviceArray<RowMeta> meta(*ex_, next, "the keys and scores");
-  ex_->copy(meta.data(), meta_.data(), size_ * sizeof(RowMeta));
-  store_.reserve(next, size_);
-  meta_ = std::move(meta);
+  // The row store's new arrays and its meta (keys and scores).
+  RowStore::Growth grown;
+  DeviceArray<RowMeta> meta;
+  if (rows > store_.capacity()) {
+    size_t next = store_.capacity() == 0 ? rows : store_.capacity();  // initCapacity exactly, then doubling
+    while (next < rows) next = next > cap_ / 2 ? cap_ : std::min(next * 2, cap_);
+    meta.reset(*ex_, next, "the keys and scores");
+    grown = store_.prepare(next);
+  }
+  // The index's new arrays, rebuilt from the rows as they are (the new meta is a copy of them).
+  const size_t wanted = bucketsFor(indexRows);
+  DeviceArray<uint32_t> slotRow, occupied, overflow;
+  DeviceArray<uint8_t> digests;
+  if (wanted > buckets_) {
+    const size_t slots = checkedMul(wanted, kBucketSlots, "the key index");
+    slotRow.reset(*ex_, slots, "the key index");
+    digests.reset(*ex_, slots, "the key index");
+    occupied.reset(*ex_, wanted * kOccupancyWords, "the key index");
+    overflow.reset(*ex_, wanted + 1, "the key index");  // + the insert failure flag
+    ex_->zero(occupied.data(), occupied.bytes());
+    ex_->zero(overflow.data(), overflow.bytes());
+    const IndexView fresh{slotRow.data(), digests.data(), occupied.data(), overflow.data(),
+                          static_cast<uint64_t>(wanted - 1)};
+    uint32_t* failed = overflow.data() + wanted;
+    launchGroups<IndexInsert>(*ex_, size_, {fresh, nullptr, meta_.data(), nullptr, 0, failed});
+    ES_CHECK(readBack(*ex_, failed) == 0, kInternal, "The key index ran out of room while rebuilding");
+  }
+  // Nothing below allocates or fails.
+  if (meta.data()) {
+    ex_->copy(meta.data(), meta_.data(), size_ * sizeof(RowMeta));
+    store_.commit(std::move(grown), size_);
+    meta_ = std::move(meta);
+  }
+  if (slotRow.data()) {
+    slotRow_ = std::move(slotRow);
+    digests_ = std::move(digests);
+    occupied_ = std::move(occupied);
+    overflow_ = std::move(overflow);
+    buckets_ = wanted;
+  }
 }
 
 void DynamicTable::readRows(const int64_t* keys, size_t n, bool insert, const uint64_t* scores, float* out,
@@ -185,30 +195,37 @@ ExportResult DynamicTable::exportBatch(size_t offset, size_t limit) {
   return exportRange(offset, limit, size_, meta_.data());
 }
 
-void DynamicTable::removeRows(Stage& st, const uint32_t* list, size_t count) {
-  if (count == 0) return;
+DynamicTable::Removal DynamicTable::planRemoval(Stage& st, const uint32_t* list, size_t count) {
+  Removal r;
+  r.list = list;
+  r.count = count;
+  if (count == 0) return r;
   const size_t newSize = size_ - count;
-  // The compaction's lists first: they need only the removed rows' flags, and making
-  // them allocates, so that nothing can fail once the index changes below.
+  // The compaction's lists: they need only the removed rows' flags, and making them
+  // allocates, so that nothing can fail once the index changes (removeRows).
   uint8_t* dead = st.scratch<uint8_t>(size_, "removed-row flags");
   ex_->zero(dead, size_);
   launchThreads<MarkListed>(*ex_, count, {list, dead, 1});
   // Holes below the new size are filled by the surviving rows above it, in order.
-  uint32_t* holes = st.scratch<uint32_t>(newSize + 1, "compaction holes");
-  const uint32_t h = compactIndices(st, dead, newSize, holes);
-  uint32_t* movers = nullptr;
-  if (h > 0) {
+  r.holes = st.scratch<uint32_t>(newSize + 1, "compaction holes");
+  r.moved = compactIndices(st, dead, newSize, r.holes);
+  if (r.moved > 0) {
     uint8_t* alive = st.scratch<uint8_t>(count, "surviving-row flags");
     launchThreads<RowFlags>(*ex_, count, {nullptr, dead + newSize, alive});
-    movers = st.scratch<uint32_t>(count, "moved rows");
-    compactIndices(st, alive, count, movers, static_cast<uint32_t>(newSize));
+    r.movers = st.scratch<uint32_t>(count, "moved rows");
+    compactIndices(st, alive, count, r.movers, static_cast<uint32_t>(newSize));
   }
-  launchGroups<IndexErase>(*ex_, count, {index(), meta_.data(), list});
-  if (h > 0) {
-    launchGroups<MoveRows>(*ex_, h, {meta_.data(), store_.view(), movers, holes});
-    launchGroups<IndexRelink>(*ex_, h, {index(), meta_.data(), holes});
+  return r;
+}
+
+void DynamicTable::removeRows(const Removal& r) {
+  if (r.count == 0) return;
+  launchGroups<IndexErase>(*ex_, r.count, {index(), meta_.data(), r.list});
+  if (r.moved > 0) {
+    launchGroups<MoveRows>(*ex_, r.moved, {meta_.data(), store_.view(), r.movers, r.holes});
+    launchGroups<IndexRelink>(*ex_, r.moved, {index(), meta_.data(), r.holes});
   }
-  size_ = newSize;
+  size_ -= r.count;
 }
 
 size_t DynamicTable::remove(const int64_t* keys, size_t n) {
@@ -225,7 +242,7 @@ size_t DynamicTable::remove(const int64_t* keys, size_t n) {
   const uint32_t count = compactIndices(st, found, d.unique, positions);
   uint32_t* list = st.scratch<uint32_t>(count, "removed rows");
   launchThreads<Gather<uint32_t>>(*ex_, count, {positions, rows, list});
-  removeRows(st, list, count);
+  removeRows(planRemoval(st, list, count));
   st.finish();
   return count;
 }
@@ -245,7 +262,7 @@ size_t DynamicTable::restrict(size_t numReserved) {
   launchThreads<SplitDecisions>(*ex_, size_, {c, state, drop, unused});
   uint32_t* list = st.scratch<uint32_t>(size_, "dropped rows");
   const uint32_t count = compactIndices(st, drop, size_, list);
-  removeRows(st, list, count);
+  removeRows(planRemoval(st, list, count));
   st.finish();
   return count;
 }

@@ -80,10 +80,13 @@ class DynamicTable final : public DeviceTable {
   ScoreClock peekCall() const;
   /** Counts the write's clock (the last step before waiting for its kernels), then finish(). */
   void endWrite(Write& w);
-  /** Index room for `rows` keys at load <= 1/2 (rebuilding the index when it grows). */
-  void reserveIndex(size_t rows);
-  /** Row store room for `rows` rows (doubling). */
-  void reserveRows(size_t rows);
+  /**
+   * Room for `rows` rows in the row store (doubling) and `indexRows` keys in the index at
+   * load <= 1/2 (rebuilt when it grows). Everything is allocated, and the index rebuilt into
+   * its new arrays, before either replaces the old: a failure changes nothing, capacity and
+   * memoryUsage included.
+   */
+  void reserve(size_t rows, size_t indexRows);
 
   // write path (dynamic_write.cu); keys and scores are in the table's memory (staged)
   void startWrite(Write& w, const int64_t* keys, size_t n, const uint64_t* scores, bool occurrenceLists);
@@ -94,8 +97,18 @@ class DynamicTable final : public DeviceTable {
    * reserved before the first change.
    */
   void admit(Write& w, const uint8_t* wants, bool explicitScores, bool fill);
-  /** Removes rows list[0..count) (distinct, < size): index erase, then the last rows move into the holes. */
-  void removeRows(Stage& st, const uint32_t* list, size_t count);
+  /** A removal of rows list[0..count) (distinct, < size), planned: the compaction's lists. */
+  struct Removal {
+    const uint32_t* list = nullptr;
+    size_t count = 0;
+    uint32_t* holes = nullptr;   // [moved] rows below the new size that the removal empties
+    uint32_t* movers = nullptr;  // [moved] rows above it that fill them, in order
+    uint32_t moved = 0;
+  };
+  /** Plans the removal (every allocation it needs; no change). */
+  Removal planRemoval(Stage& st, const uint32_t* list, size_t count);
+  /** Carries it out (allocates nothing): index erase, then the last rows move into the holes. */
+  void removeRows(const Removal& r);
   /** Scores (and with `values`, writes) each resident unique from its last occurrence. */
   void writeUniques(Write& w, const float* values, const float* const* slots, bool explicitScores,
                     bool resetSlots);

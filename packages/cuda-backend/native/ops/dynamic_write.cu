@@ -74,16 +74,15 @@ void DynamicTable::admit(Write& w, const uint8_t* wants, bool explicitScores, bo
     uint32_t* keptList = st.scratch<uint32_t>(u, "admitted keys");
     a = compactIndices(st, keep, u, keptList);
     admitted = keptList;
-    reserveRows(size_ - e + a);
-    reserveIndex(size_ - e + a);
-    // From here on nothing allocates table memory.
-    removeRows(st, evictList, e);
+    const Removal evictions = planRemoval(st, evictList, e);
+    reserve(size_ - e + a, size_ - e + a);
+    // From here on nothing allocates.
+    removeRows(evictions);
     // Evictions moved rows: look the present keys up again.
     const ScoreView none{};
     launchGroups<LookupRows>(*ex_, u, {index(), meta_.data(), w.d.uniqueKeys, w.rowOf, none, 0});
   } else {
-    reserveRows(size_ + f);
-    reserveIndex(size_ + f);
+    reserve(size_ + f, size_ + f);
   }
   if (a == 0) return;
   const uint32_t base = static_cast<uint32_t>(size_);

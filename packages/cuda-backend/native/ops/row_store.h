@@ -22,6 +22,17 @@ class RowStore {
 
   /** Grows to at least `rows` rows (never shrinks), keeping rows [0, keep). Throws, unchanged, on failure. */
   void reserve(size_t rows, size_t keep);
+  /** The arrays of a larger store, allocated (prepare) before anything changes, then taken (commit). */
+  struct Growth {
+    size_t rows = 0;  // 0: no growth
+    size_t hbmRows = 0;
+    DeviceArray<float> hbm;
+    DeviceArray<float> spill;
+  };
+  /** Allocates room for `rows` rows (nothing when they fit); throws on failure, the store unchanged. */
+  Growth prepare(size_t rows);
+  /** Copies rows [0, keep) into the growth's arrays and takes them (allocates nothing). */
+  void commit(Growth&& g, size_t keep);
 
   RowsView view() const { return {hbm_.data(), spill_.data(), hbmRows_, stride_, dim_}; }
   size_t capacity() const { return capacity_; }

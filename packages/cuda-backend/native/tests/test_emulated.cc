@@ -70,15 +70,19 @@ struct Snapshot {
   std::vector<uint64_t> scores;
   std::vector<uint8_t> found;
   size_t size = 0;
+  size_t capacity = 0;  // a failed call must not have grown the table either (capacity(), memoryUsage())
+  size_t memory = 0;
   bool operator==(const Snapshot& o) const {
     return keys == o.keys && estest::differingBits(values, o.values) == 0 && estest::differingBits(slots, o.slots) == 0 &&
-           scores == o.scores && found == o.found && size == o.size;
+           scores == o.scores && found == o.found && size == o.size && capacity == o.capacity && memory == o.memory;
   }
 };
 
 Snapshot snapshot(Table& t, const std::vector<int64_t>& probe) {
   Snapshot s;
   s.size = t.size();
+  s.capacity = t.capacity();
+  s.memory = t.memoryUsage();
   ExportResult e = t.exportBatch(0, SIZE_MAX);
   const size_t n = e.keys.size();
   std::vector<size_t> order(n);
