@@ -4,13 +4,13 @@
 // allocation at every stage); here: the same scores, values and slots as the CPU backend
 // (which reads, then trains) under every read-scoring policy, and the same for a measurement
 // of the find kernel, which must leave the table as it was.
-import { type BackendName, createTable, type EmbeddingBackend, type ExportBatch, optimizers, RaggedTensor, type ScorePolicyName, type Table } from '@embedstack/core';
+import { createTable, type EmbeddingBackend, type EmbeddingTable, type ExportBatch, optimizers, RaggedTensor, type ScorePolicy } from '@embedstack/core';
 import { cpuBackend } from '@embedstack/cpu-backend';
 import { type CudaAddonLoad, CudaBackend, type CudaBinding, CudaRawTable, cudaHostBackend, loadCudaAddon, PlacementField } from '@embedstack/cuda-backend';
 import { describe, expect, it } from 'vitest';
 
 const DIM = 6;
-const POLICIES: ScorePolicyName[] = ['lru', 'lfu', 'epochLru', 'epochLfu', 'timestamp', 'frequency'];
+const POLICIES: ScorePolicy[] = ['lru', 'lfu', 'epochLru', 'epochLfu', 'timestamp', 'frequency'];
 
 /** Every table created on an emulated device in reverse order (placement.device 3). */
 function emulated(): CudaBackend {
@@ -40,7 +40,7 @@ function rows(e: ExportBatch): string {
 }
 
 /** A seeded workload of bags trained with clipping on a capped table (evictions), with reads between. */
-function workload(backend: EmbeddingBackend | BackendName, scorePolicy: ScorePolicyName): { table: Table; steps: () => void } {
+function workload(backend: EmbeddingBackend, scorePolicy: ScorePolicy): { table: EmbeddingTable; steps: () => void } {
   const table = createTable(
     { dim: DIM, maxCapacity: 90, scorePolicy, optimizer: optimizers.adagrad({ learningRate: 0.3 }), initializer: { kind: 'uniform', min: -1, max: 1 }, seed: 11 },
     { backend },
