@@ -104,6 +104,24 @@ Snapshot snapshot(Table& t, const std::vector<int64_t>& probe) {
 }
 
 /**
+ * Runs `op` on `t` with the k-th allocation from now failing; true when it threw (which must
+ * be the out-of-memory error), false when it made fewer than k + 1 allocations and ran through.
+ */
+bool failsAt(Table& t, long long k, const std::function<void(Table&)>& op, const std::string& what) {
+  Exec& ex = dynamic_cast<DeviceTable&>(t).exec();
+  ex.failAllocation(k);
+  bool failed = false;
+  try {
+    op(t);
+  } catch (const EmbedError& e) {
+    failed = true;
+    if (e.code() != ErrorCode::kFailedPrecondition) estest::fail(__FILE__, __LINE__, what + ": " + e.what());
+  }
+  ex.failAllocation(-1);
+  return failed;
+}
+
+/**
  * For k = 0, 1, ...: a fresh table set up by `setup`, then `op` with the k-th allocation
  * of the op failing, until the op makes fewer than k allocations. Every failed op must
  * be the out-of-memory error and leave the table exactly as before it. Returns how
@@ -115,17 +133,7 @@ size_t everyAllocationFails(const TableConfig& c, const std::function<void(Table
     std::shared_ptr<Table> t = cuda::createTable(c, emulated());
     setup(*t);
     const Snapshot before = snapshot(*t, probe);
-    Exec& ex = dynamic_cast<DeviceTable&>(*t).exec();
-    ex.failAllocation(k);
-    bool failed = false;
-    try {
-      op(*t);
-    } catch (const EmbedError& e) {
-      failed = true;
-      if (e.code() != ErrorCode::kFailedPrecondition) estest::fail(__FILE__, __LINE__, std::string(what) + ": " + e.what());
-    }
-    ex.failAllocation(-1);
-    if (!failed) return static_cast<size_t>(k);
+    if (!failsAt(*t, k, op, what)) return static_cast<size_t>(k);
     if (!(snapshot(*t, probe) == before)) {
       estest::fail(__FILE__, __LINE__,
                    std::string(what) + ": allocation " + std::to_string(k) + " failed and the table changed");
@@ -248,16 +256,7 @@ TEST(a_write_that_failed_for_memory_leaves_the_clock_and_so_later_scores_as_they
       std::shared_ptr<Table> retried = cuda::createTable(c, emulated());
       std::shared_ptr<Table> once = cuda::createTable(c, emulated());
       for (Table* t : {retried.get(), once.get()}) t->upsert(old.data(), old.size(), oldValues.data(), nullptr);
-      Exec& e = dynamic_cast<DeviceTable&>(*retried).exec();
-      e.failAllocation(k);
-      bool failed = false;
-      try {
-        op(*retried);
-      } catch (const EmbedError&) {
-        failed = true;
-      }
-      e.failAllocation(-1);
-      if (!failed) break;
+      if (!failsAt(*retried, k, op, what)) break;
       ++failures;
       op(*retried);
       op(*once);
@@ -452,17 +451,7 @@ TEST(a_training_step_that_fails_at_any_stage_leaves_scores_values_slots_size_and
             (void)warm;
           }
           const Snapshot before = snapshot(*failed, {});
-          Exec& ex = dynamic_cast<DeviceTable&>(*failed).exec();
-          ex.failAllocation(k);
-          bool threw = false;
-          try {
-            op(*failed);
-          } catch (const EmbedError& e) {
-            threw = true;
-            if (e.code() != ErrorCode::kFailedPrecondition) estest::fail(__FILE__, __LINE__, std::string(what) + ": " + e.what());
-          }
-          ex.failAllocation(-1);
-          if (!threw) break;
+          if (!failsAt(*failed, k, op, what)) break;
           ++failures;
           const std::string at = std::string(what) + " (policy " + std::to_string(static_cast<int>(policy)) + ", cap " +
                                  std::to_string(cap) + "), allocation " + std::to_string(k);
