@@ -72,6 +72,26 @@ struct TouchReadUniques {
   }
 };
 
+/** saved[i] = the score of row rows[i] (restore: the other way); kNoRow rows are skipped. */
+struct CopyScores {
+  static constexpr const char* kName = "copyScores";
+  struct Args {
+    RowMeta* meta;
+    const uint32_t* rows;
+    uint64_t* saved;
+    uint8_t restore;
+  };
+  ES_HD static void thread(const Args& a, size_t i) {
+    const uint32_t row = a.rows[i];
+    if (row == kNoRow) return;
+    if (a.restore) {
+      a.meta[row].score = a.saved[i];
+    } else {
+      a.saved[i] = a.meta[row].score;
+    }
+  }
+};
+
 /** wants[uniqueOf[i]] = 1 for each occurrence with exists[i] == 0 (accum inserts only from those). */
 struct WantsFromExists {
   static constexpr const char* kName = "wantsFromExists";
