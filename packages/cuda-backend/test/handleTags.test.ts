@@ -27,7 +27,7 @@ describe('table handles are refused by the other addon', () => {
 
   it('a CPU table handle given to the CUDA addon, and the reverse, is INVALID_TYPE; each works in its own addon', () => {
     const cpuTable = cpu.createTable(dynamicDim4(), new Uint32Array(0), new Float32Array(0), null);
-    const cudaTable = cuda.createTable(dynamicDim4(), new Uint32Array(0), new Float32Array(0), null, new Float64Array([0, 0, Infinity]));
+    const cudaTable = cuda.createTable(dynamicDim4(), new Uint32Array(0), new Float32Array(0), null, new Float64Array([0, 0, Infinity, 0]));
     const keys = new BigInt64Array([7n, 9n]);
     const values = new Float32Array([1, 2, 3, 4, 5, 6, 7, 8]);
     cpu.upsert(cpuTable, keys, values, null);
