@@ -471,4 +471,22 @@ TEST(a_training_step_that_fails_at_any_stage_leaves_scores_values_slots_size_and
     }
   }
   EXPECT_TRUE(failures > 300);
+  // A static table (no scores; its clipping read and step are one call too): values and slots.
+  TableConfig st = config();
+  st.isStatic = true;
+  st.vocabularySize = 2000;
+  std::vector<int64_t> rowsOf = mixed;
+  for (int64_t& k : rowsOf) k = (k % 1000 + 1000) % 1000;
+  const TestBag staticBag(rowsOf);
+  size_t made = 0;
+  for (double maxNorm : {0.0, 2.5}) {
+    made += everyAllocationFails(
+        st, [&](Table& t) { t.upsert(rowsOf.data(), 40, valuesFor(rowsOf, 0.5f).data(), nullptr); },
+        [&](Table& t) {
+          dynamic_cast<DeviceTable&>(t).applyCombinedGradients(staticBag.in, pooled.data(), Combiner::kMean, maxNorm, all,
+                                                              adagrad());
+        },
+        {}, "static applyCombinedGradients");
+  }
+  EXPECT_TRUE(made > 20);
 }
