@@ -51,7 +51,8 @@ async function tfjsFigure(ctx: SuiteContext, kind: TfjsOptimizerName, rows: numb
 export const trainSuite: Suite = {
   name: 'train',
   description: 'fused applyGradients (SGD, Adagrad, Adam) vs tfjs dense update and find',
-  steps: () => KINDS.length * 4,
+  // per optimizer: the step, two finds and tfjs; Adagrad also PyTorch
+  steps: () => KINDS.length * 4 + 1,
   async run(ctx) {
     const rows = ctx.args.full ? 1 << 20 : 1 << 18;
     const keys = makeKeys(rows, 5);
