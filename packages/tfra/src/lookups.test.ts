@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as de from './index.js';
 import { expectError, rowsOf, uniqueName, useTestBackend } from '../test/setup.js';
+import { currentRecord, holdRecord } from './shadow.js';
 
 beforeAll(async () => {
   await useTestBackend();
@@ -212,4 +213,101 @@ describe("lookups into the caller's buffer (out)", () => {
       v.dispose();
     });
   }
+});
+
+describe("the recorded copies of the caller's arrays (reused between lookups)", () => {
+  const sgd = () => de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }));
+  /** One bag per row of `ids` (each entry at column j of its row). */
+  const bagsOf = (values: BigInt64Array, rows: number[][]) => {
+    const indices = rows.flatMap((r, b) => r.map((_, j) => [b, j]));
+    return new de.SparseTensor(indices, values, [rows.length, Math.max(1, ...rows.map((r) => r.length))]);
+  };
+
+  for (const devices of [['a'], ['a', 'b', 'c']]) {
+    it(`a loop that refills one ids buffer trains each step on that batch's ids, with batches of changing size (${devices.length} shard(s))`, async () => {
+      const v = await table({ devices });
+      const opt = sgd();
+      const buffer = new BigInt64Array(4);
+      // batches: [[1, 2], [3]] then [[4], [5, 6, 7]] then [[8]] (1 entry: a view of the reused copy), sum;
+      // each output row gets gradient [1, 1]: every id's row drops by 1 per occurrence
+      const batches = [[[1n, 2n], [3n]], [[4n], [5n, 6n, 7n]], [[8n]]];
+      for (const rows of batches) {
+        const flat = rows.flat();
+        buffer.fill(0n);
+        buffer.set(flat);
+        const values = buffer.subarray(0, flat.length);
+        await de.embeddingLookupSparse(v, bagsOf(values, rows.map((r) => r.map(Number))), null, { combiner: 'sum', name: 'loop' });
+        buffer.fill(9n); // the caller refills its buffer before the step
+        const t = v.getTrainableByName('loop/embedding_lookup') as de.ShadowVariable;
+        await opt.applyGradients([[new Float32Array(rows.length * 2).fill(1), t]]);
+      }
+      // keys 1..8 trained once each; 9 (the refill value) and 0 (the padding) never
+      const got = await v.lookup([0n, 1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n]);
+      close(got.data, [row(0), ...[1, 2, 3, 4, 5, 6, 7, 8].map((k) => [k - 1, 10 * k - 1]), row(9)]);
+    });
+  }
+
+  it('ids read through the trainable stay as they were after later lookups', async () => {
+    const v = await table();
+    const values = new BigInt64Array([1n, 2n, 3n]);
+    const sp = bagsOf(values, [[1, 2, 3]]);
+    await de.embeddingLookupSparse(v, sp, null, { name: 'keep' });
+    const t = v.getTrainableByName('keep/embedding_lookup') as de.ShadowVariable;
+    const first = t.ids!;
+    for (const k of [4n, 5n, 6n]) {
+      values.fill(k);
+      await de.embeddingLookupSparse(v, sp, null, { name: 'keep' });
+    }
+    expect(Array.from(first as BigInt64Array)).toEqual([1n, 2n, 3n]);
+    expect(Array.from(t.ids as BigInt64Array)).toEqual([6n, 6n, 6n]);
+  });
+
+  it('the dense lookup trains the ids as they were at the call when the caller overwrites its array', async () => {
+    const v = await table();
+    const ids = new BigInt64Array([2n, 5n, 2n]);
+    await de.embeddingLookup(v, ids, { name: 'dense' });
+    ids.fill(7n);
+    const t = v.getTrainableByName('dense') as de.ShadowVariable;
+    const opt = sgd();
+    // per-id gradients [1, 2], [3, 4], [5, 6]: key 2 gets [6, 8], key 5 [3, 4]
+    await opt.applyGradients([[Float32Array.from([1, 2, 3, 4, 5, 6]), t]]);
+    close((await v.lookup([2n, 5n, 7n])).data, [[2 - 6, 20 - 8], [5 - 3, 50 - 4], row(7)]);
+    // a Tensor's data is the caller's too
+    const data = new BigInt64Array([4n]);
+    await de.embeddingLookup(v, new de.Tensor(data, [1]), { name: 'dense' });
+    data[0] = 8n;
+    await opt.applyGradients([[Float32Array.from([1, 1]), t]]);
+    close((await v.lookup([4n, 8n])).data, [[3, 39], row(8)]);
+  });
+
+  it('a held record keeps its arrays while later lookups record; once released they are reused', async () => {
+    const v = await table();
+    const values = new BigInt64Array([1n, 2n]);
+    const sp = bagsOf(values, [[1, 2]]);
+    const look = async (k: bigint) => {
+      values.fill(k);
+      await de.embeddingLookupSparse(v, sp, null, { name: 'held' });
+    };
+    await look(1n);
+    const t = v.getTrainableByName('held/embedding_lookup') as de.ShadowVariable;
+    await look(2n);
+    const lease = holdRecord(t)!;
+    expect(Array.from(lease.record.ids as BigInt64Array)).toEqual([2n, 2n]);
+    for (const k of [3n, 4n, 5n, 6n]) await look(k);
+    expect(Array.from(lease.record.ids as BigInt64Array)).toEqual([2n, 2n]);
+    const heldBuffer = lease.record.ids.buffer;
+    lease.release();
+    lease.release(); // idempotent
+    // nothing held: two buffers alternate (the released one is dropped, a spare of its size being there)
+    const buffers: ArrayBufferLike[] = [];
+    for (const k of [7n, 8n, 9n, 10n]) {
+      await look(k);
+      buffers.push(currentRecord(t)!.ids.buffer);
+    }
+    expect(new Set(buffers).size).toBe(2);
+    expect(buffers[0]).toBe(buffers[2]);
+    expect(buffers[1]).toBe(buffers[3]);
+    expect(buffers).not.toContain(heldBuffer);
+    expect(Array.from(currentRecord(t)!.ids as BigInt64Array)).toEqual([10n, 10n]);
+  });
 });

@@ -17,7 +17,7 @@ import {
   validateMaxNorm,
 } from '@embedstack/core';
 import { storageDtype, takeKeys, toKeys, type VariableKeys } from './keys.js';
-import { getModelMode, type LookupRecord, ShadowVariable } from './shadow.js';
+import { copyForRecord, getModelMode, type LookupRecord, type RecordCopies, recordLookup, ShadowVariable } from './shadow.js';
 import type { AnyVariable } from './variable.js';
 import { stateOf, type VariableState } from './variableState.js';
 
@@ -76,25 +76,46 @@ function trainableOf(v: AnyVariable, st: VariableState, name: string, maxNorm: n
   return t;
 }
 
-/**
- * The ids a lookup records in train mode: a copy of the caller's (the caller may
- * reuse its array before the training step), or `keys` itself when `owned` (an array
- * the lookup made); null in inference mode (nothing is recorded).
- */
-function recordedIds(keys: Keys, owned: boolean): Keys | null {
-  if (getModelMode() !== 'train') return null;
-  return owned ? keys : (keys.slice() as Keys);
+/** The intrinsic `buffer` getter of typed arrays (no getter of the caller's runs). */
+const bufferOf = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype) as object, 'buffer')!.get!;
+
+/** Whether `a` lies in the memory of one of `callers` (the caller's arrays, which it may reuse before the training step). */
+function inCallers(a: ArrayBufferView | null, callers: readonly unknown[]): boolean {
+  if (a === null) return false;
+  const buffer = bufferOf.call(a) as ArrayBufferLike;
+  return callers.some((c) => ArrayBuffer.isView(c) && bufferOf.call(c) === buffer);
+}
+
+/** What a lookup records of its ids and weights; null in inference mode (nothing is recorded). */
+interface Recorded {
+  ids: Keys;
+  weights: Float32Array | null;
+  copies: RecordCopies | null;
 }
 
 /**
- * Records a lookup on its trainable (`r.ids` from {@link recordedIds}; null: inference
+ * The ids (and weights) a lookup records in train mode: those in the memory of
+ * `callers` (the caller may reuse its arrays before the training step) copied into
+ * the trainable's buffers (reused from an earlier record when free), arrays the
+ * lookup made as they are. Called while the backend works (the copies overlap it).
+ */
+function recorded(t: ShadowVariable, keys: Keys, weights: Float32Array | null, callers: readonly unknown[]): Recorded | null {
+  if (getModelMode() !== 'train') return null;
+  const copyKeys = inCallers(keys, callers);
+  const copyWeights = inCallers(weights, callers);
+  if (!copyKeys && !copyWeights) return { ids: keys, weights, copies: null };
+  const c = copyForRecord(t, copyKeys ? keys : null, copyWeights ? weights : null);
+  return { ids: c.keys ?? keys, weights: c.weights ?? weights, copies: c.copies };
+}
+
+/**
+ * Records a lookup on its trainable (`rec` from {@link recorded}; null: inference
  * mode, nothing). Remote stores (written by other processes) get the rows read now;
  * in-memory variables copy them lazily (shadow.ts).
  */
-async function record(st: VariableState, t: ShadowVariable, r: Omit<LookupRecord, 'ids'> & { ids: Keys | null }): Promise<void> {
-  const ids = r.ids;
-  if (ids === null) return;
-  t.record({ ...r, ids }, st.cfg.kvCreator.local ? null : await st.find(ids));
+async function record(st: VariableState, t: ShadowVariable, rec: Recorded | null, r: Omit<LookupRecord, 'ids'>): Promise<void> {
+  if (rec === null) return;
+  recordLookup(t, { ...r, ids: rec.ids }, st.cfg.kvCreator.local ? null : await st.find(rec.ids), rec.copies);
 }
 
 /** One bag row per id (identity row splits). */
@@ -118,8 +139,10 @@ function denseArgs(params: unknown, ids: unknown, options: unknown, defaultName:
 async function denseLookup(params: unknown, ids: unknown, options: unknown, defaultName: string): Promise<Tensor<Float32Array> | WithTrainable<Tensor<Float32Array>>> {
   const { v, st, k, name, maxNorm, returnTrainable, out } = denseArgs(params, ids, options, defaultName);
   const trainable = trainableOf(v, st, name, maxNorm);
-  const rows = maxNorm > 0 ? await st.pool(rowsBag(k.keys), 'sum', maxNorm, out) : (await st.find(k.keys, out ? { values: out } : undefined)).values;
-  await record(st, trainable, { ids: recordedIds(k.keys, false), shape: k.shape, bag: null, maxNorm });
+  const pending = maxNorm > 0 ? st.pool(rowsBag(k.keys), 'sum', maxNorm, out) : st.find(k.keys, out ? { values: out } : undefined).then((r) => r.values);
+  const rec = recorded(trainable, k.keys, null, [ids, ids instanceof Tensor ? ids.data : null]);
+  const rows = await pending;
+  await record(st, trainable, rec, { shape: k.shape, bag: null, maxNorm });
   const t = new Tensor(rows, [...k.shape, v.dim]);
   return returnTrainable ? [t, trainable] : t;
 }
@@ -193,11 +216,9 @@ export async function pooledLookup(
 ): Promise<[Tensor<Float32Array>, ShadowVariable]> {
   const trainable = trainableOf(v, st, name, maxNorm);
   const pending = st.pool(bag, combiner, maxNorm, out);
-  const ids = recordedIds(bag.keys, !callers.includes(bag.keys));
-  const w = bag.weights;
-  const weights = ids !== null && w !== null && callers.includes(w) ? w.slice() : w;
+  const rec = recorded(trainable, bag.keys, bag.weights, callers);
   const pooled = await pending;
-  await record(st, trainable, { ids, shape, bag: { rowSplits: bag.rowSplits, weights, combiner }, maxNorm });
+  await record(st, trainable, rec, { shape, bag: rec && { rowSplits: bag.rowSplits, weights: rec.weights, combiner }, maxNorm });
   return [new Tensor(pooled, [...shape, v.dim]), trainable];
 }
 

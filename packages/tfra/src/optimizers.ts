@@ -12,7 +12,7 @@ import {
   type OptimizerSpec,
   validateValues,
 } from '@embedstack/core';
-import { getModelMode, ShadowVariable } from './shadow.js';
+import { currentRecord, getModelMode, ShadowVariable } from './shadow.js';
 import { bind, checkBindable, trainStep } from './training.js';
 import type { VariableValues } from './values.js';
 import { stateOf } from './variableState.js';
@@ -158,7 +158,7 @@ export abstract class Optimizer {
       if (!(t instanceof ShadowVariable)) {
         throw invalidParameter(`gradsAndVars[${i}][1]`, 'a trainable from embeddingLookup (getTrainableByName)', t, InvalidTypeError);
       }
-      const r = t.lookupRecord;
+      const r = currentRecord(t);
       if (r === null) {
         throw new FailedPreconditionError(`Trainable "${t.name}" has no recorded lookup: look ids up with embeddingLookup in train mode first`, {
           argument: `gradsAndVars[${i}][1]`,

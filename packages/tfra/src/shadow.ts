@@ -47,6 +47,65 @@ export interface LookupRecord {
 }
 
 /**
+ * The arrays a lookup copied its caller's ids (and weights) into, owned by the
+ * trainable: `keys` / `weights` hold the record's values in their first entries (null:
+ * not copied). Once a later lookup replaced the record and no reader holds it (no
+ * training step or capture in progress; never handed out through `ids` or
+ * `lookupRecord`), they take the next lookup's copies: no fresh array per lookup.
+ */
+export interface RecordCopies {
+  keys: Keys | null;
+  weights: Float32Array | null;
+  /** Internal readers in progress (a training step, a capture). */
+  leases: number;
+  /** Handed out to the user, or already reused: never reused (again). */
+  kept: boolean;
+}
+
+/** A lookup's copies of the caller's arrays and the views of them it records. */
+export interface CopiedArrays {
+  /** The copied ids (the first `keys.length` of the copy), or null when not copied. */
+  keys: Keys | null;
+  /** The copied weights, or null when not copied. */
+  weights: Float32Array | null;
+  /** The trainable's buffers behind them. */
+  copies: RecordCopies;
+}
+
+/** An internal reader's hold on a trainable's record: its buffers are not reused until `release()`. */
+export interface RecordLease {
+  /** The record read. */
+  record: LookupRecord;
+  /** Ends the hold (idempotent). */
+  release(): void;
+}
+
+let copyArrays: (t: ShadowVariable, keys: Keys | null, weights: Float32Array | null) => CopiedArrays;
+let recordCopied: (t: ShadowVariable, r: LookupRecord, v0: { values: Float32Array; exists: Uint8Array } | null, copies: RecordCopies | null) => void;
+let leaseRecord: (t: ShadowVariable) => RecordLease | null;
+let peekRecord: (t: ShadowVariable) => LookupRecord | null;
+
+/** A reusable buffer of `src`'s kind with room for `src` (`spare` when it fits), holding `src` in its first entries. */
+function copyInto<A extends Keys | Float32Array>(src: A, spare: A | null): A {
+  const fits = spare !== null && spare.constructor === src.constructor && spare.length >= src.length;
+  const buf = fits ? spare : (new (src.constructor as new (n: number) => A)(src.length));
+  (buf as Float32Array).set(src as Float32Array);
+  return buf;
+}
+
+/** The first `n` entries of `buf` (buf itself when that is all of it). */
+function head<A extends Keys | Float32Array>(buf: A, n: number): A {
+  return (buf.length === n ? buf : buf.subarray(0, n)) as A;
+}
+
+/** The larger of two spare buffers of the same kind (either may be null). */
+function larger<A extends Keys | Float32Array>(a: A | null, b: A | null): A | null {
+  if (a === null) return b;
+  if (b === null || b.constructor !== a.constructor) return a;
+  return b.length > a.length ? b : a;
+}
+
+/**
  * The trainable view of a Variable (TFRA's ShadowVariable / TrainableWrapper),
  * registered by the embedding lookups (`embeddingLookup(params, ids, { name })`,
  * the sparse lookups and the layers) and returned by `params.getTrainableByName(name)`.
@@ -57,7 +116,9 @@ export interface LookupRecord {
  *
  * v0 is copied lazily: while nothing writes the variable, its rows are v0, and the
  * first write after the lookup (another trainable's step, an upsert, ...) copies
- * them first. Host memory; not shared between threads.
+ * them first. The caller's ids (and weights) are copied into two buffers the
+ * trainable keeps and reuses from lookup to lookup.
+ * Host memory; not shared between threads.
  */
 export class ShadowVariable {
   /** Name of this trainable view on `params`. */
@@ -69,6 +130,11 @@ export class ShadowVariable {
   readonly #state: VariableState;
   #record: LookupRecord | null = null;
   #v0: { values: Float32Array; exists: Uint8Array } | null = null;
+  /** The buffers the current record's copied arrays live in (null: nothing copied). */
+  #copies: RecordCopies | null = null;
+  /** Buffers free for the next lookup's copies. */
+  #spareKeys: Keys | null = null;
+  #spareWeights: Float32Array | null = null;
 
   /** @throws InvalidTypeError when params is not a de.Variable or name not a non-empty string; InvalidArgumentError for a bad maxNorm */
   constructor(params: Variable<TfraKeyDtype>, name: string, maxNorm = 0) {
@@ -92,8 +158,9 @@ export class ShadowVariable {
     return this.params.dim;
   }
 
-  /** Ids of the last lookup (flat, stored key type), or null before the first. */
+  /** Ids of the last lookup (flat, stored key type), or null before the first. Later lookups do not change the array returned. */
   get ids(): Keys | null {
+    this.#keep();
     return this.#record?.ids ?? null;
   }
 
@@ -102,8 +169,9 @@ export class ShadowVariable {
     return this.#record?.shape ?? [];
   }
 
-  /** The last lookup (internal: the training step reads it). */
+  /** The last lookup (internal: the training step reads it). Later lookups do not change its arrays. */
   get lookupRecord(): LookupRecord | null {
+    this.#keep();
     return this.#record;
   }
 
@@ -123,10 +191,49 @@ export class ShadowVariable {
    * step), is kept; otherwise it is copied before the variable's next write.
    */
   record(r: LookupRecord, v0: { values: Float32Array; exists: Uint8Array } | null = null): void {
+    this.#setRecord(r, v0, null);
+  }
+
+  #setRecord(r: LookupRecord, v0: { values: Float32Array; exists: Uint8Array } | null, copies: RecordCopies | null): void {
+    const old = this.#copies;
     this.#record = r;
     this.#v0 = v0;
+    this.#copies = copies;
     if (v0) this.#state.pending.delete(this);
     else this.#state.pending.add(this);
+    if (old) this.#reuse(old);
+  }
+
+  /** The current record's arrays are handed out: its buffers are never reused. */
+  #keep(): void {
+    if (this.#copies) this.#copies.kept = true;
+  }
+
+  /** Makes `c`'s buffers spares once no record and no reader uses them. */
+  #reuse(c: RecordCopies): void {
+    if (c.kept || c.leases > 0 || c === this.#copies) return;
+    c.kept = true;
+    this.#spareKeys = larger(this.#spareKeys, c.keys);
+    this.#spareWeights = larger(this.#spareWeights, c.weights);
+  }
+
+  /** Holds the current record for an internal reader (see {@link RecordLease}); null before the first lookup. */
+  #lease(): RecordLease | null {
+    const record = this.#record;
+    if (!record) return null;
+    const c = this.#copies;
+    if (!c) return { record, release: () => {} };
+    c.leases++;
+    let held = true;
+    return {
+      record,
+      release: () => {
+        if (!held) return;
+        held = false;
+        c.leases--;
+        this.#reuse(c);
+      },
+    };
   }
 
   /** Copies v0 now if it was not yet (the rows are still those the lookup read). */
@@ -136,11 +243,20 @@ export class ShadowVariable {
     /** Per id: 1 when it was in the table. */
     exists: Uint8Array;
   } | null> {
-    if (this.#v0 || !this.#record) return this.#v0;
-    const r = await this.#state.find(this.#record.ids);
-    this.#v0 = r;
-    this.#state.pending.delete(this);
-    return r;
+    if (this.#v0) return this.#v0;
+    const lease = this.#lease();
+    if (!lease) return null;
+    try {
+      const r = await this.#state.find(lease.record.ids);
+      // a lookup that recorded meanwhile keeps its own (pending) rows
+      if (this.#record === lease.record) {
+        this.#v0 = r;
+        this.#state.pending.delete(this);
+      }
+      return r;
+    } finally {
+      lease.release();
+    }
   }
 
   /** {@link capture} through synchronous reads. */
@@ -154,4 +270,50 @@ export class ShadowVariable {
   get captured(): boolean {
     return this.#v0 !== null;
   }
+
+  static {
+    copyArrays = (t, keys, weights) => {
+      const copies: RecordCopies = { keys: null, weights: null, leases: 0, kept: false };
+      if (keys) {
+        copies.keys = copyInto(keys, t.#spareKeys);
+        if (copies.keys === t.#spareKeys) t.#spareKeys = null;
+      }
+      if (weights) {
+        copies.weights = copyInto(weights, t.#spareWeights);
+        if (copies.weights === t.#spareWeights) t.#spareWeights = null;
+      }
+      return {
+        keys: keys && copies.keys ? head(copies.keys, keys.length) : null,
+        weights: weights && copies.weights ? head(copies.weights, weights.length) : null,
+        copies,
+      };
+    };
+    recordCopied = (t, r, v0, copies) => t.#setRecord(r, v0, copies);
+    leaseRecord = (t) => t.#lease();
+    peekRecord = (t) => t.#record;
+  }
+}
+
+/**
+ * Copies a lookup's `keys` / `weights` (null: not copied) into buffers of trainable
+ * `t` for its record (`recordLookup`): a spare of an earlier record when one is
+ * free, else fresh arrays.
+ */
+export function copyForRecord(t: ShadowVariable, keys: Keys | null, weights: Float32Array | null): CopiedArrays {
+  return copyArrays(t, keys, weights);
+}
+
+/** {@link ShadowVariable.record} of a lookup whose arrays are (partly) in `copies` (from {@link copyForRecord}). */
+export function recordLookup(t: ShadowVariable, r: LookupRecord, v0: { values: Float32Array; exists: Uint8Array } | null, copies: RecordCopies | null): void {
+  recordCopied(t, r, v0, copies);
+}
+
+/** Holds `t`'s record while an internal reader (the training step) reads it: its buffers are not reused meanwhile. Null before the first lookup. */
+export function holdRecord(t: ShadowVariable): RecordLease | null {
+  return leaseRecord(t);
+}
+
+/** `t`'s record for a quick internal look (no await before the last use; nothing handed out). */
+export function currentRecord(t: ShadowVariable): LookupRecord | null {
+  return peekRecord(t);
 }

@@ -8,7 +8,7 @@ import {
 import { uniqueKeys } from './keys.js';
 import { CuckooHashTableCreator, shardScores } from './kvCreators.js';
 import { gatherFlags, gatherRows } from './partition.js';
-import type { LookupRecord, ShadowVariable } from './shadow.js';
+import { holdRecord, type LookupRecord, type ShadowVariable } from './shadow.js';
 import type { Binding, VariableState } from './variableState.js';
 
 /**
@@ -135,7 +135,16 @@ async function perIdGradients(r: LookupRecord, grads: Float32Array, rows: Float3
  */
 export async function trainStep(state: VariableState, b: Binding, t: ShadowVariable, grads: Float32Array, step: number, sequential: boolean): Promise<void> {
   state.checkAlive();
-  const r = t.lookupRecord!;
+  // held for the step: a lookup recording meanwhile does not reuse its arrays
+  const lease = holdRecord(t)!;
+  try {
+    await stepOn(state, b, t, lease.record, grads, step, sequential);
+  } finally {
+    lease.release();
+  }
+}
+
+async function stepOn(state: VariableState, b: Binding, t: ShadowVariable, r: LookupRecord, grads: Float32Array, step: number, sequential: boolean): Promise<void> {
   const creator = state.cfg.kvCreator;
   const epoch = creator.epochFor(step);
   if (epoch !== null) for (const table of state.tables) table.setEpoch(epoch);

@@ -66,6 +66,40 @@ describe('worked examples (TFRA tests)', () => {
     expect(await contents(v)).toEqual(new Map([[1n, [3, 4]], [2n, [5, 6]]]));
   });
 
+  it("the API block's accum after clear: export's keys are none, so exists from the 3-key lookup is refused (as TFRA's partition of exists is); accum on a cleared table follows the bp_v2 rule", async () => {
+    const v = new de.Variable({ keyDtype: 'int64', dim: 2, initializer: [-1, -2], name: uniqueName(), devices: ['cpu:0', 'cpu:1'] });
+    await v.upsert([0n, 1n, 2n, 3n], new Float32Array([0, 1, 2, 3, 4, 5, 6, 7]));
+    const { values, exists } = await v.lookup([0n, 1n, 4n], { returnExists: true });
+    await v.remove([3n, 4n]);
+    await v.clear();
+    const [keys, vals] = await v.export();
+    expect(keys.length).toBe(0);
+    expect(vals.shape).toEqual([0, 2]);
+    // the block's call with export's (empty) keys: 0 old / new rows, 3 flags
+    await expectError(v.accum(keys, vals, vals, exists), 'SHAPE_MISMATCH', 'exists');
+    await v.accum(keys, vals, vals, []);
+    expect(await v.size()).toBe(0);
+    // the looked-up keys, after the clear: 0 and 1 existed at the lookup and are absent now (nothing);
+    // 4 did not exist and is absent (inserted with its new value)
+    await v.accum([0n, 1n, 4n], values, [10, 11, 12, 13, 14, 15], exists);
+    expect(await contents(v)).toEqual(new Map([[4n, [14, 15]]]));
+  });
+
+  for (const bpV2 of [false, true]) {
+    it(`a training step after clear() (bpV2 ${bpV2}): ${bpV2 ? 'accum inserts only the ids new at the lookup' : 'the step writes every looked-up row back as f(v0)'}`, async () => {
+      const v = new de.Variable({ dim: 2, name: uniqueName(), devices: ['a', 'b'], bpV2 });
+      await v.upsert([1n], [1, 10]);
+      const t = (await de.embeddingLookup(v, [1n, 5n], { name: 'bp', returnTrainable: true }))[1];
+      await v.clear();
+      const opt = de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }));
+      await opt.applyGradients([[Float32Array.from([1, 1, 2, 2]), t]]);
+      // f(v0) = v0 - g: key 1 [1 - 1, 10 - 1], key 5 (missing: zeros) [0 - 2, 0 - 2]
+      const want = new Map([[5n, [-2, -2]]]);
+      if (!bpV2) want.set(1n, [0, 9]); // TFRA's default upserts f(v0) for every id
+      expect(await contents(v)).toEqual(want);
+    });
+  }
+
   it('4: two shards with the default partitioner', async () => {
     const v = new de.Variable({ dim: 1, name: uniqueName(), devices: ['cpu:0', 'cpu:1'] });
     await v.upsert([0n, 1n, 2n, 3n, 4n], [0, 1, 2, 3, 4]);
