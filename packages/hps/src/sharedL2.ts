@@ -86,6 +86,17 @@ const COLLECT =
   'local out = {} for _, i in ipairs(cand) do if not used[gens[i]] then out[#out + 1] = gens[i] out[#out + 1] = gens[i + 1] end end ' +
   'return out';
 
+/**
+ * The end of a deletion: KEYS gens, leases, uses; ARGV the suffix. Unregisters the version unless a
+ * running lease names it now (a server whose lease lapsed and that renewed it since the collection's
+ * reads: it still uses the version, writes into it, and must find it registered).
+ */
+const UNREGISTER =
+  NOW +
+  "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], now, '+inf')) do " +
+  "local u = redis.call('HGET', KEYS[3], id) if u then for _, s in ipairs(cjson.decode(u)) do if s == ARGV[1] then return 0 end end end end " +
+  "redis.call('HDEL', KEYS[1], ARGV[1]) return 1";
+
 /** The Redis keys of a model's bookkeeping: one hash tag per model, so one cluster slot. */
 const ctlKey = (model: string, what: string): string => `hps-ctl:{${model}}:${what}`;
 
@@ -219,7 +230,8 @@ export class SharedL2Control {
    * this server, and named by no running lease (expired leases are forgotten). The registry, the
    * live version and the leases are read by one script, at one instant; a server registers and
    * leases a version before creating it, and leases one before checking that it is still live and
-   * switching to it, so a version a live server uses or is about to use is never deleted.
+   * switching to it, so a version a live server uses or is about to use is never deleted. A deleted
+   * version stays registered when a lease names it again by then (a lapsed server renewed meanwhile).
    * @returns the suffixes deleted
    */
   async collect(model: string, drop: (suffix: string, tables: VersionTable[]) => Promise<void>): Promise<string[]> {
@@ -230,7 +242,7 @@ export class SharedL2Control {
     for (let i = 0; i < flat.length; i += 2) {
       const suffix = flat[i]!.toString('utf8');
       await drop(suffix, JSON.parse(flat[i + 1]!.toString('utf8')) as VersionTable[]);
-      await this.#run(model, [['HDEL', ctlKey(model, 'gens'), suffix]], false);
+      await this.#run(model, [['EVAL', UNREGISTER, 3, ctlKey(model, 'gens'), ctlKey(model, 'leases'), ctlKey(model, 'uses'), suffix]], false);
       deleted.push(suffix);
     }
     return deleted;

@@ -275,6 +275,38 @@ describe('shared L2: races and failures', () => {
     expect(await poll(8)).toEqual(want(8));
   }, 60000);
 
+  it('a lapsed server that renews while another deletes the version it uses finds that version still registered, then (unused) deleted again (was: unregistered after the lapsed server had seen it registered)', async () => {
+    const r = await redis();
+    const store = new RedisStore({ mode: 'standalone', hosts: [{ host: r.address.split(':')[0]!, port: Number(r.address.split(':')[1]) }] });
+    cleanups.push(() => store.close());
+    const tables = [{ name: 'sparse_embedding0', dim }];
+    const model = 'ur';
+    const a = new SharedL2Control(store, 60_000);
+    const b = new SharedL2Control(store, 1000);
+    const release = b.use(model, '.v1');
+    await b.renew(model);
+    await b.register(model, '.v1', tables);
+    a.use(model, '.v2');
+    await a.renew(model);
+    await a.register(model, '.v2', tables);
+    await a.publish(model, { seq: 2, suffix: '.v2', tables: [{ ...tables[0]!, rows: 1 }], files: [] });
+    await sleep(1100); // b's lease expires (Redis's clock)
+    // a deletes .v1; meanwhile (between a's reads and its unregistering) b renews, learns of the lapse and checks .v1
+    let seen: boolean | null = null;
+    const deleted = await a.collect(model, async () => {
+      await b.renew(model);
+      seen = await b.registered(model, '.v1');
+    });
+    expect(deleted).toEqual(['.v1']);
+    expect(b.takeLapsed()).toEqual([model]);
+    expect(seen).toBe(true);
+    expect(await b.registered(model, '.v1')).toBe(true); // b uses it: keys it writes there will be collected
+    release();
+    await b.renew(model);
+    expect(await a.collect(model, async () => undefined)).toEqual(['.v1']);
+    expect(await b.registered(model, '.v1')).toBe(false);
+  }, 60000);
+
   it('five servers share the L2 (one writer, three following, one keeping its version): reloads are followed; the lapsed lease of the one keeping the first load is noticed, it switches', async () => {
     const r = await redis();
     const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
