@@ -68,19 +68,21 @@ function inProcess(v: SokVariable): boolean {
 
 /**
  * Pooled lookup of `bag` [nrows rows] on `v`: float32 [nrows * dim] (`combiner` over
- * each row; missing dynamic keys inserted when `insert`).
+ * each row; missing dynamic keys inserted when `insert`), written into `given` [nrows * dim]
+ * when not null (then the result is `given`).
  */
-export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combiner, insert: boolean): Promise<Float32Array> {
+export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combiner, insert: boolean, given: Float32Array | null = null): Promise<Float32Array> {
   const dim = v.dimension;
   const nrows = bag.rowSplits.length - 1;
   const one = whole(v);
-  if (one) return one.table.lookupCombined(bag, { combiner, insertMissing: insert });
+  const opts = given ? { combiner, insertMissing: insert, out: given } : { combiner, insertMissing: insert };
+  if (one) return written(one.table.lookupCombined(bag, opts), given);
   if (inProcess(v)) {
     // Every device is in this process: one core call pools the whole batch over every
     // shard, rounding once (the CPU backend: one native call, chunks of the batch's rows in
     // parallel on its pool, each row's entries in bag order as on one device; core's
     // fallback: the partials in device order, the values of the exchange below).
-    return lookupCombinedShards(v.shards.map((s) => ({ table: s.table, plan: s.plan! })), bag, { combiner, insertMissing: insert });
+    return written(lookupCombinedShards(v.shards.map((s) => ({ table: s.table, plan: s.plan! })), bag, opts), given);
   }
   const comm = v.ctx.communicator;
   const chunks = chunkRows(nrows, comm.numDevices);
@@ -91,7 +93,7 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
   // Each owner pools its entries of the whole batch into its send buffer; the reduce-scatter
   // brings chunk e of every device's partial sums to device e, adds them and rounds them
   // to float32 once, straight into the chunk's rows of the output.
-  const out = new Float32Array(nrows * dim);
+  const out = given ?? new Float32Array(nrows * dim);
   await comm.reduceScatter(
     chunks.map(([r0, r1]) => out.subarray(r0 * dim, r1 * dim)),
     async (device, send) => {
@@ -100,6 +102,11 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
     },
   );
   return out;
+}
+
+/** A core op's result, or the caller's array `given` it wrote into (no extra step without one). */
+function written(result: Promise<Float32Array>, given: Float32Array | null): Promise<Float32Array> {
+  return given ? result.then(() => given) : result;
 }
 
 /** The pooled gradients of every device's chunk, as every device sees them (allgather). */

@@ -8,6 +8,7 @@ import {
   FailedPreconditionError,
   RaggedTensor,
   SparseTensor,
+  InvalidArgumentError,
   InvalidTypeError,
   invalidParameter,
   type KeyInput,
@@ -33,6 +34,14 @@ export interface LookupSparseOptions {
   tape?: GradientTape | null;
   /** Training (SOK's lookups): missing dynamic keys are inserted; false: inference, nothing is inserted [true]. */
   training?: boolean | null;
+  /**
+   * Per table: a Float32Array of exactly batch_i * dim_i floats that result i is written into
+   * (the returned Tensor's data is that array), or null for a new array. Reusing arrays from
+   * call to call saves making (and the collector reclaiming) one per call; two tables' arrays
+   * may not share memory. If the call fails after its checks, their contents are unspecified.
+   * Default none.
+   */
+  out?: readonly (Float32Array | null | undefined)[] | null;
 }
 
 /** Options of `embeddingLookup`. */
@@ -70,19 +79,52 @@ function checkWeights(w: BagWeights, i: number): BagWeights {
   return w;
 }
 
-/** Runs one pooled lookup of each variable concurrently, then the hybrid trim and the tape record. */
-async function run(vars: SokVariable[], bags: Bag<Keys>[], combiners: Combiner[], shapes: number[][], insert: boolean, tape: GradientTape | null): Promise<Tensor<Float32Array>[]> {
+/** The engine's own getters of a typed array (no getter of a subclass or Proxy runs). */
+const typedGet = (name: string): ((this: unknown) => unknown) => Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), name)!.get!;
+const tagOf = typedGet(Symbol.toStringTag as unknown as string);
+const lengthOf = typedGet('length');
+const bufferOf = typedGet('buffer');
+const byteOffsetOf = typedGet('byteOffset');
+const byteLengthOf = typedGet('byteLength');
+
+/**
+ * options.out of lookupSparse, checked before any device works: per table a Float32Array of
+ * exactly floats[i] elements or null; no two of them sharing memory.
+ */
+function checkOuts(out: unknown, floats: number[]): (Float32Array | null)[] {
+  if (out === undefined || out === null) return floats.map(() => null);
+  if (!Array.isArray(out) || out.length !== floats.length) {
+    throw invalidParameter('options.out', `an array of ${floats.length} Float32Arrays or nulls (one per param)`, out, InvalidTypeError);
+  }
+  const outs = floats.map((n, i): Float32Array | null => {
+    const o: unknown = out[i];
+    if (o === undefined || o === null) return null;
+    if (!ArrayBuffer.isView(o) || tagOf.call(o) !== 'Float32Array') throw invalidParameter(`options.out[${i}]`, `a Float32Array [${n}] or null`, o, InvalidTypeError);
+    const length = lengthOf.call(o) as number;
+    if (length !== n) throw new ShapeMismatchError(`Expected options.out[${i}] to hold ${n} floats (batch * dim) but it holds ${length}`, { argument: `options.out[${i}]` });
+    return o as Float32Array;
+  });
+  const spans = outs.map((o) => (o === null ? null : { buffer: bufferOf.call(o), start: byteOffsetOf.call(o) as number, end: (byteOffsetOf.call(o) as number) + (byteLengthOf.call(o) as number) }));
+  spans.forEach((a, j) => {
+    const i = a === null ? -1 : spans.findIndex((b, k) => k < j && b !== null && b.buffer === a.buffer && b.start < a.end && a.start < b.end);
+    if (i >= 0) throw new InvalidArgumentError(`Expected options.out[${j}] not to share memory with options.out[${i}] (each table writes its own result)`, { argument: `options.out[${j}]` });
+  });
+  return outs;
+}
+
+/** Runs one pooled lookup of each variable concurrently (into outs[i] when given), then the hybrid trim and the tape record. */
+async function run(vars: SokVariable[], bags: Bag<Keys>[], combiners: Combiner[], shapes: number[][], insert: boolean, tape: GradientTape | null, outs: (Float32Array | null)[] = []): Promise<Tensor<Float32Array>[]> {
   stamp(vars);
-  const pending = Promise.all(vars.map((v, i) => poolRows(v, bags[i]!, combiners[i]!, insert)));
+  const pending = Promise.all(vars.map((v, i) => poolRows(v, bags[i]!, combiners[i]!, insert, outs[i] ?? null)));
   // The tape keeps copies, made while the devices pool: the bags hold the caller's arrays
   // (ids, weights, row splits), which it may reuse before tape.gradient.
   const recorded = tape ? bags.map(copyBag) : null;
-  const outs = await pending;
+  const results = await pending;
   if (insert) {
     await Promise.all([...new Set(vars)].map((v) => (v instanceof DynamicVariable ? trimToRatio(v, v.deviceCapacity, v.filterRatio) : undefined)));
   }
   if (tape) vars.forEach((v, i) => tape.record({ variable: v, bag: recorded![i]!, combiner: combiners[i]!, shape: shapes[i]! }));
-  return outs.map((data, i) => new Tensor(data, shapes[i]!));
+  return results.map((data, i) => new Tensor(data, shapes[i]!));
 }
 
 /** A copy of a bag's arrays. */
@@ -108,13 +150,14 @@ export async function lookupBags(vars: SokVariable[], bags: Bag<Keys>[], combine
  * vectors travel back (see exchange.ts). Missing dynamic keys are inserted (SOK's
  * lookups do) unless `training: false` (inference: they read their initial value). The
  * tape, when given, records either way. Every input is validated before any device
- * works: a rejected call changes nothing.
+ * works: a rejected call changes nothing. `options.out` gives arrays to write the results
+ * into (see {@link LookupSparseOptions.out}).
  *
  * @throws FailedPreconditionError (before init, tape used), InvalidArgumentError / InvalidTypeError / ShapeMismatchError / OutOfRangeError naming the argument
  */
 export async function lookupSparse(params: readonly SokVariable[], spIds: readonly BagInput[], options: LookupSparseOptions = {}): Promise<Tensor<Float32Array>[]> {
   context();
-  const o = checkOptions<LookupSparseOptions>(options, ['spWeights', 'combiners', 'tape', 'training'], 'options');
+  const o = checkOptions<LookupSparseOptions>(options, ['spWeights', 'combiners', 'tape', 'training', 'out'], 'options');
   if (!Array.isArray(params) || params.length === 0) throw invalidParameter('params', 'a non-empty array of SOK variables', params, InvalidTypeError);
   const vars = params.map((v, i) => checkVariable(v, `params[${i}]`));
   if (!Array.isArray(spIds) || spIds.length !== vars.length) throw invalidParameter('spIds', `an array of ${vars.length} SparseTensor or RaggedTensor ids (one per param)`, spIds, InvalidTypeError);
@@ -130,7 +173,8 @@ export async function lookupSparse(params: readonly SokVariable[], spIds: readon
   const insert = checkBoolean(o.training, 'options.training', true);
   const bags = vars.map((v, i) => bagFor(v, spIds[i]!, checkWeights(w?.[i] ?? null, i), `spIds[${i}]`));
   const shapes = vars.map((v, i) => [bags[i]!.rowSplits.length - 1, v.dimension]);
-  return run(vars, bags, combiners, shapes, insert, tape);
+  const outs = checkOuts(o.out, shapes.map(([rows, dim]) => rows! * dim!));
+  return run(vars, bags, combiners, shapes, insert, tape, outs);
 }
 
 /**

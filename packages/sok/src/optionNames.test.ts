@@ -67,8 +67,8 @@ describeOptionNames('sok: option names', [
   onVariable('embeddingLookup(param, ids, options)', ['tape', 'training'], layerCall, (v, o) => sok.embeddingLookup(v, [2n], o), (r) => expect(Array.from((r as Tensor<Float32Array>).data)).toEqual([3, 4])),
   onVariable(
     'lookupSparse(params, spIds, options)',
-    ['spWeights', 'combiners', 'tape', 'training'],
-    () => ({ spWeights: [RaggedTensor.fromNestedArray([[1, 2]], { dtype: 'float32' })], combiners: 'sum', ...layerCall() }),
+    ['spWeights', 'combiners', 'tape', 'training', 'out'],
+    () => ({ spWeights: [RaggedTensor.fromNestedArray([[1, 2]], { dtype: 'float32' })], combiners: 'sum', ...layerCall(), out: [new Float32Array(2)] }),
     (v, o) => sok.lookupSparse([v], [RaggedTensor.fromNestedArray([[1n, 2n]])], o),
     (r) => expect(Array.from((r as Tensor<Float32Array>[])[0]!.data)).toEqual([7, 10]),
   ),
