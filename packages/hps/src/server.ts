@@ -10,6 +10,7 @@ import {
   normalizeKeys,
   NotFoundError,
   OutOfRangeError,
+  StoreUnavailableError,
   Tensor,
   UnsupportedError,
   type EmbeddingBackend,
@@ -300,6 +301,8 @@ export class HPS {
     const ctl = this.#shared;
     let state: ModelState;
     let publish = false;
+    /** A load that writes L2: the lapses of this server's lease counted once its version was registered. */
+    let lapseMark: number | null = null;
     if (!ctl) state = new ModelState(cfg, this.#ctx, version);
     else {
       let release = adoption?.release ?? null;
@@ -332,6 +335,7 @@ export class HPS {
           release();
           throw e;
         }
+        lapseMark = ctl.lapses(cfg.model);
       }
       if (!release) {
         // serving the stable tables, nothing published: leased at once (they may be registered, so collectable)
@@ -361,6 +365,7 @@ export class HPS {
       await state.dispose();
       throw closed();
     }
+    if (ctl && lapseMark !== null) await this.#checkLease(state, lapseMark);
     const old = this.#models.get(cfg.model);
     if (adoption?.replaces && !old) {
       // the model was unloaded while this server prepared the switch: it stays unloaded
@@ -378,6 +383,32 @@ export class HPS {
     if (publish && state.wroteL2) await this.#publish(state);
     if (old) await old.dispose(); // waits for the lookups in flight on the old version
     return state;
+  }
+
+  /**
+   * Before a version this server wrote into the shared L2 is served and published: its lease must
+   * have run through the load (a renewal now, and no lapse found since the version was registered).
+   * Else another server's collection may have deleted the tables while they were written (registered,
+   * not live, named by no running lease): the version is discarded (registered again, so that what
+   * is left of it is deleted) and the load fails; the version served before stays.
+   * @throws StoreUnavailableError
+   */
+  async #checkLease(state: ModelState, lapseMark: number): Promise<void> {
+    const ctl = this.#shared!;
+    let cause: unknown;
+    try {
+      await ctl.renew(state.name);
+      if (ctl.lapses(state.name) === lapseMark) return;
+    } catch (e) {
+      cause = e;
+    }
+    await ctl.register(state.name, state.l2Suffix, tablesOf(state.config)).catch(() => undefined);
+    await state.dispose();
+    const why =
+      cause === undefined
+        ? `this server's lease lapsed while it loaded (no renewal reached Redis for ${this.#sharedSettings.leaseMs} ms): other servers may have deleted part of it`
+        : `its lease could not be renewed at the end of the load (${(cause as Error).message})`;
+    throw new StoreUnavailableError(`Model ${JSON.stringify(state.name)}: version ${state.seq} (${state.l2Suffix || 'the stable tables'}) was discarded, not served or published: ${why}; load the model again`, cause === undefined ? undefined : { cause });
   }
 
   /** Publishes a version this server wrote into the shared L2 (retried by the timer when Redis fails). */

@@ -122,6 +122,8 @@ export class SharedL2Control {
   readonly #leased = new Set<string>();
   /** Models whose lease a renewal found lapsed, until takeLapsed. */
   readonly #lapsed = new Set<string>();
+  /** Per model: how many renewals found its lease lapsed (never reset). */
+  readonly #lapseCount = new Map<string, number>();
 
   constructor(
     private readonly store: RedisStore,
@@ -179,10 +181,22 @@ export class SharedL2Control {
     await Promise.all(
       models.map(async (m) => {
         const [alive] = await this.#run(m, [['EVAL', RENEW, 2, ctlKey(m, 'leases'), ctlKey(m, 'uses'), this.id, this.leaseMs, JSON.stringify(this.uses(m))]], false);
-        if (alive !== 1 && this.#leased.has(m)) this.#lapsed.add(m);
+        if (alive !== 1 && this.#leased.has(m)) {
+          this.#lapsed.add(m);
+          this.#lapseCount.set(m, this.lapses(m) + 1);
+        }
         this.#leased.add(m);
       }),
     );
+  }
+
+  /**
+   * How many renewals have found this server's lease of `model` lapsed: unchanged between two
+   * calls (the second one after a renewal) = the lease ran all along, so no collection deleted a
+   * version it named meanwhile.
+   */
+  lapses(model: string): number {
+    return this.#lapseCount.get(model) ?? 0;
   }
 
   /** The models whose lease was found lapsed since the last call (then forgotten). */

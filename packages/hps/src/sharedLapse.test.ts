@@ -1,0 +1,106 @@
+// A loading server whose lease lapses while it loads (real redis-server): the version another server's
+// collection deleted meanwhile is never served or published.
+import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { RedisStore } from '@embedstack/store-redis';
+import { startRedisServer } from '@embedstack/store-redis/testing';
+import type { HPS } from './index.js';
+import { SharedL2Control } from './sharedL2.js';
+import { PartitionedDb } from './volatileDb.js';
+import { expectedRows, psConfig, spreadKeys, writeTable } from '../test/fixtures.js';
+import { serverScope } from '../test/servers.js';
+
+const { t, cleanups, serve } = serverScope('hps-lapse-');
+
+async function until(check: () => boolean | Promise<boolean>, n = 750): Promise<void> {
+  for (let i = 0; i < n && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
+}
+const dim = 16;
+const ks = spreadKeys(4000);
+const all = new Set(ks);
+const rowsOf = async (s: HPS, model: string): Promise<number[]> => Array.from((await s.lookup(ks, model, 0)).data as Float32Array);
+/** Rows (of dim floats) that differ. */
+const wrongRows = (got: number[], want: number[]): number => {
+  let n = 0;
+  for (let i = 0; i < want.length; i += dim) if (got.slice(i, i + dim).some((v, j) => v !== want[i + j])) n++;
+  return n;
+};
+
+describe('shared L2: a lapse during a load', () => {
+  it('a loading server whose lease lapses mid-load (its half-written version collected by another server) discards it: nothing serves or publishes it, what is left is deleted', async () => {
+    const server = await startRedisServer();
+    cleanups.push(() => server.stop());
+    const client = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
+    cleanups.push(() => client.close());
+    const cmd = async (name: string, ...args: string[]) => {
+      const [r] = await client.connection.exec([{ route: Buffer.from(args[0]!), name, args }], false);
+      if (r!.error) throw r!.error;
+      return (r!.value as Buffer[]).map(String);
+    };
+    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 };
+    const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `ll-${salt}`), ks, dim, { salt })], [dim], { model: 'll', gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 150 }, loadBatchSize: 500 });
+    const [aId] = await cmd('ZRANGE', 'hps-ctl:{ll}:leases', '0', '-1');
+    // b collects (its own lease long: a loaded machine must not make it lapse too)
+    const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 5000 } });
+    const want0 = expectedRows(ks, dim, all, -1, 0);
+    expect(wrongRows(await rowsOf(b, 'll'), want0)).toBe(0);
+    // a's reload stops writing L2 after 1000 rows (its event loop runs on) until `go`
+    const insert = PartitionedDb.prototype.insert;
+    cleanups.push(() => (PartitionedDb.prototype.insert = insert));
+    let written = 0;
+    let paused = false;
+    let go = (): void => undefined;
+    const resume = new Promise<void>((r) => (go = r));
+    PartitionedDb.prototype.insert = async function (this: PartitionedDb, name, k, v) {
+      if (name.endsWith('.v2') || name.includes('.v2.')) {
+        if (written >= 1000 && !paused) {
+          paused = true;
+          await resume;
+        }
+        written += k.length;
+      }
+      return insert.call(this, name, k, v);
+    };
+    // a's renewals do not reach Redis while `stalled` (a GC or event-loop stall, a partition)
+    const renew = SharedL2Control.prototype.renew;
+    cleanups.push(() => (SharedL2Control.prototype.renew = renew));
+    let stalled = false;
+    SharedL2Control.prototype.renew = async function (this: SharedL2Control, model?: string) {
+      if (stalled && this.id === aId) return;
+      return renew.call(this, model);
+    };
+    const load = a.loadModel(entry(1)).then(
+      () => 'loaded',
+      (e: Error & { code?: string }) => `${e.code}: ${e.message}`,
+    );
+    await until(() => paused);
+    expect(await cmd('HKEYS', 'hps-ctl:{ll}:gens')).toEqual(['', '.v2']);
+    stalled = true;
+    await until(async () => !(await cmd('HKEYS', 'hps-ctl:{ll}:gens')).includes('.v2')); // b's collection deleted a's .v2
+    expect(await cmd('HKEYS', 'hps-ctl:{ll}:gens')).toEqual(['']);
+    stalled = false;
+    go();
+    // was 'loaded': a then served and published .v2 with 1000 of 4000 rows missing (the default value
+    // on a and on b, which followed), and .v2's keys stayed in Redis after the next reload (unregistered)
+    expect(await load).toBe(
+      `STORE_UNAVAILABLE: Model "ll": version 2 (.v2) was discarded, not served or published: this server's lease lapsed while it loaded ` +
+        `(no renewal reached Redis for 150 ms): other servers may have deleted part of it; load the model again`,
+    );
+    expect(a.modelInfo('ll').sharedL2).toMatchObject({ seq: 1, suffix: '' });
+    expect(wrongRows(await rowsOf(a, 'll'), want0)).toBe(0);
+    expect(wrongRows(await rowsOf(b, 'll'), want0)).toBe(0);
+    // what the load wrote after the collection is deleted
+    await until(async () => (await cmd('KEYS', '*ll.*.v2*')).length === 0);
+    expect(await cmd('KEYS', '*ll.*.v2*')).toEqual([]);
+    expect(await cmd('HKEYS', 'hps-ctl:{ll}:gens')).toEqual(['']);
+    // loaded again, it is served and followed whole
+    await a.loadModel(entry(1));
+    const seq = a.modelInfo('ll').sharedL2!.seq;
+    await until(() => b.modelInfo('ll').sharedL2!.seq === seq);
+    expect(b.modelInfo('ll').sharedL2).toEqual({ seq, suffix: `.v${seq}`, loadedHere: false, error: null });
+    const want1 = expectedRows(ks, dim, all, -1, 1);
+    expect(wrongRows(await rowsOf(a, 'll'), want1)).toBe(0);
+    expect(wrongRows(await rowsOf(b, 'll'), want1)).toBe(0);
+  }, 90000);
+});
