@@ -119,6 +119,8 @@ interface Adoption {
   release: () => void;
   /** The version a running server switches from (null at load): gone by the end of the load = the model was unloaded. */
   replaces?: ModelState | null;
+  /** Replace `replaces` even when it is newer (a version of this server that may have been deleted under it). */
+  force?: boolean;
 }
 const CREATE_TOKEN = Symbol('HPS.create');
 
@@ -155,6 +157,8 @@ export class HPS {
   #renewedAt = Date.now();
   /** Versions loaded here whose publication failed (retried by the timer). */
   #unpublished = new Set<ModelState>();
+  /** Versions loaded here: the lapses of this server's lease counted when the version was registered (SharedL2Control.lapses). */
+  #lapseMarks = new WeakMap<ModelState, number>();
 
   /** Use {@link HPS.create}. @throws FailedPreconditionError-like NOT allowed: called directly it throws INVALID_ARGUMENT */
   constructor(token: unknown, ctx: unknown, loadBatchSize: unknown, onProgress: unknown) {
@@ -372,7 +376,7 @@ export class HPS {
       await state.dispose();
       throw new NotFoundError(`Model ${JSON.stringify(cfg.model)} was unloaded while it switched to published version ${state.seq}`);
     }
-    if (old && (old.seq > state.seq || (old.seq === state.seq && old.version > version))) {
+    if (old && !(adoption?.force && old === adoption.replaces) && (old.seq > state.seq || (old.seq === state.seq && old.version > version))) {
       // a later load of this model (a later loadModel, a newer published version) finished first:
       // it stays, this version is discarded as if replaced at once
       await state.dispose();
@@ -398,7 +402,10 @@ export class HPS {
     let cause: unknown;
     try {
       await ctl.renew(state.name);
-      if (ctl.lapses(state.name) === lapseMark) return;
+      if (ctl.lapses(state.name) === lapseMark) {
+        this.#lapseMarks.set(state, lapseMark);
+        return;
+      }
     } catch (e) {
       cause = e;
     }
@@ -411,8 +418,22 @@ export class HPS {
     throw new StoreUnavailableError(`Model ${JSON.stringify(state.name)}: version ${state.seq} (${state.l2Suffix || 'the stable tables'}) was discarded, not served or published: ${why}; load the model again`, cause === undefined ? undefined : { cause });
   }
 
-  /** Publishes a version this server wrote into the shared L2 (retried by the timer when Redis fails). */
+  /** Whether this server's lease lapsed since version `state`, loaded here, was registered (another server may have deleted it). */
+  #lost(state: ModelState): boolean {
+    const mark = this.#lapseMarks.get(state);
+    return mark !== undefined && this.#shared!.lapses(state.name) !== mark;
+  }
+
+  /**
+   * Publishes a version this server wrote into the shared L2 (retried by the timer when Redis fails),
+   * unless this server's lease lapsed since (#afterLapse then switches it to the live version).
+   */
   async #publish(state: ModelState): Promise<void> {
+    if (this.#lost(state)) {
+      this.#unpublished.delete(state);
+      this.#sharedError.set(state.name, { seq: state.seq, message: `version ${state.seq} was not published: this server's lease lapsed before it was (another server may have deleted it)` });
+      return;
+    }
     try {
       await this.#shared!.publish(state.name, {
         seq: state.seq,
@@ -525,7 +546,7 @@ export class HPS {
     }
     this.#lapseNote.set(m.name, `${lapse} ${what}; switching to the live version ${adoption.version.seq}`);
     try {
-      const state = await this.#load(m.config, { ...adoption, replaces: m });
+      const state = await this.#load(m.config, { ...adoption, replaces: m, force: !kept || this.#lost(m) });
       const now = state.seq === adoption.version.seq ? `switched to the live version ${state.seq}` : `a later load (version ${state.seq}) is served`;
       this.#lapseNote.set(m.name, `${lapse} ${what}; ${now}`);
     } catch (e) {

@@ -56,13 +56,14 @@ const NOW = "if redis.replicate_commands then redis.replicate_commands() end loc
 /**
  * A renewal: KEYS leases, uses; ARGV id, leaseMs, the suffixes used (JSON). Writes the server's
  * expiry (now + leaseMs) and its suffixes; returns 1 when its previous lease was still running,
- * 0 when it had expired or was gone (never written, or forgotten by a collection).
+ * 0 when it had expired (but no collection has run since: one forgets expired leases first), -1
+ * when it was gone (never written, forgotten by a collection, or lost by Redis).
  */
 const RENEW =
   NOW +
   "local prev = redis.call('ZSCORE', KEYS[1], ARGV[1]) " +
   "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) " +
-  'if prev and tonumber(prev) >= now then return 1 end return 0';
+  'if not prev then return -1 end if tonumber(prev) >= now then return 1 end return 0';
 
 /**
  * A collection's reads, at one instant: KEYS gens, live, leases, uses; ARGV the caller's suffixes
@@ -122,7 +123,7 @@ export class SharedL2Control {
   readonly #leased = new Set<string>();
   /** Models whose lease a renewal found lapsed, until takeLapsed. */
   readonly #lapsed = new Set<string>();
-  /** Per model: how many renewals found its lease lapsed (never reset). */
+  /** Per model: how many renewals found its lease gone (forgotten by a collection, or lost; never reset). */
   readonly #lapseCount = new Map<string, number>();
 
   constructor(
@@ -183,7 +184,7 @@ export class SharedL2Control {
         const [alive] = await this.#run(m, [['EVAL', RENEW, 2, ctlKey(m, 'leases'), ctlKey(m, 'uses'), this.id, this.leaseMs, JSON.stringify(this.uses(m))]], false);
         if (alive !== 1 && this.#leased.has(m)) {
           this.#lapsed.add(m);
-          this.#lapseCount.set(m, this.lapses(m) + 1);
+          if (alive === -1) this.#lapseCount.set(m, this.lapses(m) + 1);
         }
         this.#leased.add(m);
       }),
@@ -191,9 +192,10 @@ export class SharedL2Control {
   }
 
   /**
-   * How many renewals have found this server's lease of `model` lapsed: unchanged between two
-   * calls (the second one after a renewal) = the lease ran all along, so no collection deleted a
-   * version it named meanwhile.
+   * How many renewals have found this server's lease of `model` gone (a collection forgot it once
+   * it had expired, or Redis lost it): unchanged between two calls (the second one after a
+   * renewal) = no collection ran without it, so none deleted a version it named meanwhile (one
+   * that expired and was renewed before any collection did no harm).
    */
   lapses(model: string): number {
     return this.#lapseCount.get(model) ?? 0;

@@ -39,7 +39,7 @@ describe('shared L2: a lapse during a load', () => {
     };
     const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 };
     const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `ll-${salt}`), ks, dim, { salt })], [dim], { model: 'll', gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
-    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 150 }, loadBatchSize: 500 });
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 1000 }, loadBatchSize: 500 });
     const [aId] = await cmd('ZRANGE', 'hps-ctl:{ll}:leases', '0', '-1');
     // b collects (its own lease long: a loaded machine must not make it lapse too)
     const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 5000 } });
@@ -85,7 +85,7 @@ describe('shared L2: a lapse during a load', () => {
     // on a and on b, which followed), and .v2's keys stayed in Redis after the next reload (unregistered)
     expect(await load).toBe(
       `STORE_UNAVAILABLE: Model "ll": version 2 (.v2) was discarded, not served or published: this server's lease lapsed while it loaded ` +
-        `(no renewal reached Redis for 150 ms): other servers may have deleted part of it; load the model again`,
+        `(no renewal reached Redis for 1000 ms): other servers may have deleted part of it; load the model again`,
     );
     expect(a.modelInfo('ll').sharedL2).toMatchObject({ seq: 1, suffix: '' });
     expect(wrongRows(await rowsOf(a, 'll'), want0)).toBe(0);
@@ -102,5 +102,55 @@ describe('shared L2: a lapse during a load', () => {
     const want1 = expectedRows(ks, dim, all, -1, 1);
     expect(wrongRows(await rowsOf(a, 'll'), want1)).toBe(0);
     expect(wrongRows(await rowsOf(b, 'll'), want1)).toBe(0);
+  }, 90000);
+  it('a version whose publication failed is not published after its lease lapsed (another server may have deleted it): its server switches to the live version', async () => {
+    const server = await startRedisServer();
+    cleanups.push(() => server.stop());
+    const client = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
+    cleanups.push(() => client.close());
+    const cmd = async (name: string, ...args: string[]) => {
+      const [r] = await client.connection.exec([{ route: Buffer.from(args[0]!), name, args }], false);
+      if (r!.error) throw r!.error;
+      return (r!.value as Buffer[]).map(String);
+    };
+    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 };
+    const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `lp-${salt}`), ks, dim, { salt })], [dim], { model: 'lp', gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 1000 } });
+    const [aId] = await cmd('ZRANGE', 'hps-ctl:{lp}:leases', '0', '-1');
+    const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 5000 } });
+    await a.loadModel(entry(1)); // .v2, published
+    await until(() => b.modelInfo('lp').sharedL2!.seq === 2);
+    // a's next publication fails, then its renewals do not reach Redis (a partition from Redis)
+    const publish = SharedL2Control.prototype.publish;
+    cleanups.push(() => (SharedL2Control.prototype.publish = publish));
+    let failPublish = true;
+    SharedL2Control.prototype.publish = async function (this: SharedL2Control, ...args: Parameters<SharedL2Control['publish']>) {
+      if (failPublish && this.id === aId) throw new Error('Redis unreachable (test)');
+      return publish.apply(this, args);
+    };
+    const renew = SharedL2Control.prototype.renew;
+    cleanups.push(() => (SharedL2Control.prototype.renew = renew));
+    let stalled = false;
+    SharedL2Control.prototype.renew = async function (this: SharedL2Control, model?: string) {
+      if (stalled && this.id === aId) return;
+      return renew.call(this, model);
+    };
+    await a.loadModel(entry(2)); // .v3: served by a, its publication retried at a's polls
+    expect(a.modelInfo('lp').sharedL2).toMatchObject({ seq: 3, suffix: '.v3', error: 'could not publish version 3: Redis unreachable (test)' });
+    stalled = true;
+    await until(async () => !(await cmd('HKEYS', 'hps-ctl:{lp}:gens')).includes('.v3')); // b's collection deleted .v3
+    expect(await cmd('HKEYS', 'hps-ctl:{lp}:gens')).toEqual(['.v2']);
+    stalled = false;
+    failPublish = false;
+    await until(() => a.modelInfo('lp').sharedL2!.seq === 2);
+    // was: a published .v3 at its next poll (b followed it: every row the default value) and kept serving it
+    expect(a.modelInfo('lp').sharedL2!.seq).toBe(2);
+    expect(((await cmd('ZRANGE', 'hps-ctl:{lp}:live', '0', '-1')) as string[]).map((v) => (JSON.parse(v) as { seq: number }).seq)).toEqual([2]);
+    const want1 = expectedRows(ks, dim, all, -1, 1);
+    expect(wrongRows(await rowsOf(a, 'lp'), want1)).toBe(0);
+    expect(b.modelInfo('lp').sharedL2).toEqual({ seq: 2, suffix: '.v2', loadedHere: false, error: null });
+    expect(wrongRows(await rowsOf(b, 'lp'), want1)).toBe(0);
+    await until(async () => (await cmd('KEYS', '*lp.*.v3*')).length === 0);
+    expect(await cmd('KEYS', '*lp.*.v3*')).toEqual([]);
   }, 90000);
 });
