@@ -456,8 +456,8 @@ export class HPS {
     await this.#collect(model);
   }
 
-  /** Deletes the `.v<seq>` table sets of `model` that no live server uses (SharedL2Control.collect). */
-  async #collect(model: string): Promise<string[]> {
+  /** Deletes the `.v<seq>` table sets of `model` that no live server uses (SharedL2Control.collect; `leaving`: this server's lease ends first). */
+  async #collect(model: string, leaving = false): Promise<string[]> {
     const l2 = this.#ctx.volatileDb!;
     return this.#shared!.collect(model, async (suffix, tables) => {
       await Promise.all(
@@ -467,7 +467,7 @@ export class HPS {
           await l2.deleteTable(name);
         }),
       );
-    });
+    }, leaving);
   }
 
   /** Starts the shared-L2 timer: renews the lease, follows newer published versions, collects (never holds the process open). */
@@ -756,7 +756,8 @@ export class HPS {
     const names = [...this.#models.keys()];
     this.#models.clear();
     // concurrently: an unreachable Redis costs one timeout
-    if (this.#shared) await Promise.allSettled([...names.map((n) => this.#collect(n)), this.#shared.close()]);
+    // (each collection ends this server's lease of its model first, so what only this server used goes too)
+    if (this.#shared) await Promise.allSettled([...names.map((n) => this.#collect(n, true)), this.#shared.close()]);
     await this.#ctx.volatileDb?.close();
     await this.#ctx.persistentDb?.close();
   }

@@ -67,13 +67,14 @@ const RENEW =
 
 /**
  * A collection's reads, at one instant: KEYS gens, live, leases, uses; ARGV the caller's suffixes
- * (JSON). Forgets expired leases, then returns `[suffix, tables, ...]` of the registered versions
+ * (JSON), and the caller's id when it leaves (its lease is removed first). Forgets expired leases, then returns `[suffix, tables, ...]` of the registered versions
  * that are not live, not the caller's, and named by no running lease. The leases are read only
  * when some registered version is neither live nor the caller's (a poll in the steady state reads
  * two keys).
  */
 const COLLECT =
   NOW +
+  "if ARGV[2] then redis.call('ZREM', KEYS[3], ARGV[2]) redis.call('HDEL', KEYS[4], ARGV[2]) end " +
   "local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now) " +
   "for _, id in ipairs(dead) do redis.call('ZREM', KEYS[3], id) redis.call('HDEL', KEYS[4], id) end " +
   "local gens = redis.call('HGETALL', KEYS[1]) if #gens == 0 then return {} end " +
@@ -248,11 +249,13 @@ export class SharedL2Control {
    * leases a version before creating it, and leases one before checking that it is still live and
    * switching to it, so a version a live server uses or is about to use is never deleted. A deleted
    * version stays registered when a lease names it again by then (a lapsed server renewed meanwhile).
+   * @param leaving this server's lease of `model` ends first (close): what only it used is deleted too
    * @returns the suffixes deleted
    */
-  async collect(model: string, drop: (suffix: string, tables: VersionTable[]) => Promise<void>): Promise<string[]> {
+  async collect(model: string, drop: (suffix: string, tables: VersionTable[]) => Promise<void>, leaving = false): Promise<string[]> {
     const keys = ['gens', 'live', 'leases', 'uses'].map((k) => ctlKey(model, k));
-    const [r] = await this.#run(model, [['EVAL', COLLECT, keys.length, ...keys, JSON.stringify(this.uses(model))]], false);
+    const args: RedisArg[] = leaving ? ['[]', this.id] : [JSON.stringify(this.uses(model))];
+    const [r] = await this.#run(model, [['EVAL', COLLECT, keys.length, ...keys, ...args]], false);
     const flat = r as Buffer[];
     const deleted: string[] = [];
     for (let i = 0; i < flat.length; i += 2) {

@@ -1,5 +1,5 @@
 // A loading server whose lease lapses while it loads (real redis-server): the version another server's
-// collection deleted meanwhile is never served or published.
+// collection deleted meanwhile is never served or published. close() during a load deletes the half-written version.
 import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
@@ -26,7 +26,7 @@ const wrongRows = (got: number[], want: number[]): number => {
   return n;
 };
 
-describe('shared L2: a lapse during a load', () => {
+describe('shared L2: a lapse during a load, close() during a load', () => {
   it('a loading server whose lease lapses mid-load (its half-written version collected by another server) discards it: nothing serves or publishes it, what is left is deleted', async () => {
     const server = await startRedisServer();
     cleanups.push(() => server.stop());
@@ -152,5 +152,47 @@ describe('shared L2: a lapse during a load', () => {
     expect(wrongRows(await rowsOf(b, 'lp'), want1)).toBe(0);
     await until(async () => (await cmd('KEYS', '*lp.*.v3*')).length === 0);
     expect(await cmd('KEYS', '*lp.*.v3*')).toEqual([]);
+  }, 90000);
+  it('close() while a reload loads deletes the half-written version (no other server uses it)', async () => {
+    const server = await startRedisServer();
+    cleanups.push(() => server.stop());
+    const client = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
+    cleanups.push(() => client.close());
+    const cmd = async (name: string, ...args: string[]) => {
+      const [r] = await client.connection.exec([{ route: Buffer.from(args[0]!), name, args }], false);
+      if (r!.error) throw r!.error;
+      return (r!.value as Buffer[]).map(String);
+    };
+    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 };
+    const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `lc-${salt}`), ks, dim, { salt })], [dim], { model: 'lc', gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
+    const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 }, loadBatchSize: 500 });
+    // the reload's L2 writes stop after 1000 rows (until the end of the test)
+    const insert = PartitionedDb.prototype.insert;
+    cleanups.push(() => (PartitionedDb.prototype.insert = insert));
+    let written = 0;
+    let paused = false;
+    let go = (): void => undefined;
+    const resume = new Promise<void>((r) => (go = r));
+    cleanups.push(() => go());
+    PartitionedDb.prototype.insert = async function (this: PartitionedDb, name, k, v) {
+      if (name.includes('.v2')) {
+        if (written >= 1000) {
+          paused = true;
+          await resume;
+        }
+        written += k.length;
+      }
+      return insert.call(this, name, k, v);
+    };
+    void a.loadModel(entry(1)).catch(() => undefined);
+    await until(() => paused);
+    expect(await cmd('HKEYS', 'hps-ctl:{lc}:gens')).toEqual(['', '.v2']);
+    expect((await cmd('KEYS', '*lc.*.v2*')).length).toBeGreaterThan(0);
+    await a.close();
+    // was: gens ['', '.v2'] and .v2's keys left (close() collected while its own lease still named .v2)
+    expect(await cmd('HKEYS', 'hps-ctl:{lc}:gens')).toEqual(['']);
+    expect(await cmd('KEYS', '*lc.*.v2*')).toEqual([]);
+    expect(await cmd('ZRANGE', 'hps-ctl:{lc}:leases', '0', '-1')).toEqual([]);
+    expect(await cmd('HKEYS', 'hps-ctl:{lc}:uses')).toEqual([]);
   }, 90000);
 });
