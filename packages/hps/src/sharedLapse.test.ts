@@ -26,19 +26,25 @@ const wrongRows = (got: number[], want: number[]): number => {
   return n;
 };
 
+/** A redis-server for the test: `cmd` runs one command (array replies as strings), `volatile` is a volatile_db on it. */
+async function redis() {
+  const server = await startRedisServer();
+  cleanups.push(() => server.stop());
+  const client = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
+  cleanups.push(() => client.close());
+  const cmd = async (name: string, ...args: string[]) => {
+    const [r] = await client.connection.exec([{ route: Buffer.from(args[0]!), name, args }], false);
+    if (r!.error) throw r!.error;
+    return (r!.value as Buffer[]).map(String);
+  };
+  return { cmd, volatile: { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 } };
+}
+const entryOf = (model: string) => (salt: number) => (psConfig([writeTable(join(t.dir, `${model}-${salt}`), ks, dim, { salt })], [dim], { model, gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
+
 describe('shared L2: a lapse during a load, close() during a load', () => {
   it('a loading server whose lease lapses mid-load (its half-written version collected by another server) discards it: nothing serves or publishes it, what is left is deleted', async () => {
-    const server = await startRedisServer();
-    cleanups.push(() => server.stop());
-    const client = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
-    cleanups.push(() => client.close());
-    const cmd = async (name: string, ...args: string[]) => {
-      const [r] = await client.connection.exec([{ route: Buffer.from(args[0]!), name, args }], false);
-      if (r!.error) throw r!.error;
-      return (r!.value as Buffer[]).map(String);
-    };
-    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 };
-    const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `ll-${salt}`), ks, dim, { salt })], [dim], { model: 'll', gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
+    const { cmd, volatile } = await redis();
+    const entry = entryOf('ll');
     const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 1000 }, loadBatchSize: 500 });
     const [aId] = await cmd('ZRANGE', 'hps-ctl:{ll}:leases', '0', '-1');
     // b collects (its own lease long: a loaded machine must not make it lapse too)
@@ -104,17 +110,8 @@ describe('shared L2: a lapse during a load, close() during a load', () => {
     expect(wrongRows(await rowsOf(b, 'll'), want1)).toBe(0);
   }, 90000);
   it('a version whose publication failed is not published after its lease lapsed (another server may have deleted it): its server switches to the live version', async () => {
-    const server = await startRedisServer();
-    cleanups.push(() => server.stop());
-    const client = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
-    cleanups.push(() => client.close());
-    const cmd = async (name: string, ...args: string[]) => {
-      const [r] = await client.connection.exec([{ route: Buffer.from(args[0]!), name, args }], false);
-      if (r!.error) throw r!.error;
-      return (r!.value as Buffer[]).map(String);
-    };
-    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 };
-    const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `lp-${salt}`), ks, dim, { salt })], [dim], { model: 'lp', gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
+    const { cmd, volatile } = await redis();
+    const entry = entryOf('lp');
     const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 1000 } });
     const [aId] = await cmd('ZRANGE', 'hps-ctl:{lp}:leases', '0', '-1');
     const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, leaseMs: 5000 } });
@@ -154,17 +151,8 @@ describe('shared L2: a lapse during a load, close() during a load', () => {
     expect(await cmd('KEYS', '*lp.*.v3*')).toEqual([]);
   }, 90000);
   it('close() while a reload loads deletes the half-written version (no other server uses it)', async () => {
-    const server = await startRedisServer();
-    cleanups.push(() => server.stop());
-    const client = new RedisStore({ mode: 'standalone', hosts: [{ host: server.host, port: server.port }] });
-    cleanups.push(() => client.close());
-    const cmd = async (name: string, ...args: string[]) => {
-      const [r] = await client.connection.exec([{ route: Buffer.from(args[0]!), name, args }], false);
-      if (r!.error) throw r!.error;
-      return (r!.value as Buffer[]).map(String);
-    };
-    const volatile = { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 };
-    const entry = (salt: number) => (psConfig([writeTable(join(t.dir, `lc-${salt}`), ks, dim, { salt })], [dim], { model: 'lc', gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
+    const { cmd, volatile } = await redis();
+    const entry = entryOf('lc');
     const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 }, loadBatchSize: 500 });
     // the reload's L2 writes stop after 1000 rows (until the end of the test)
     const insert = PartitionedDb.prototype.insert;
