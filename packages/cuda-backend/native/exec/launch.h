@@ -82,6 +82,7 @@ void launchThreads(Exec& ex, size_t n, const typename K::Args& a) {
   }
 #endif
   if (ex.deferred()) {
+    ex.emulatedLaunch(K::kName);
     ex.enqueue([a, n, reverse = ex.emulation().reverseItems] {
       for (size_t k = 0; k < n; ++k) K::thread(a, reverse ? n - 1 - k : k);
     });
@@ -111,6 +112,7 @@ void launchGroups(Exec& ex, size_t items, const typename K::Args& a) {
   }
 #endif
   if (ex.deferred()) {
+    ex.emulatedLaunch(K::kName);
     ex.enqueue([a, items, order = ex.emulation()] {
       std::unique_ptr<char[]> shared(K::kSharedBytes > 0 ? new char[K::kSharedBytes] : nullptr);
       HostGroup g;

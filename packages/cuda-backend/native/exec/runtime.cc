@@ -46,46 +46,77 @@ cudaStream_t streamOf(void* s) {
 
 // This addon's memory pools: one per (device, release threshold), created on first use and
 // kept for the process (a handful at most; a pool with live allocations cannot be destroyed).
+// A pool is trimmed to 0 when its last table goes (~Exec): the cache it kept is then given
+// back to the driver, for other CUDA libraries of the process too.
+struct PoolEntry {
+  cudaMemPool_t pool = nullptr;  // null: the device cannot create pools (the device's current pool is used)
+  size_t users = 0;              // live Execs allocating from it
+};
 struct Pools {
   std::mutex mutex;
-  std::map<std::pair<int, size_t>, cudaMemPool_t> byKey;
+  std::map<std::pair<int, size_t>, PoolEntry> byKey;
 };
 Pools& pools() {
   static Pools* p = new Pools();  // never destroyed: tables may free into a pool at exit
   return *p;
 }
 
-cudaMemPool_t poolFor(int ordinal, size_t threshold) {
+/**
+ * The pool of (ordinal, threshold), created on first use, one user more. Null when the device
+ * does not support creating pools (cudaMemPoolCreate: cudaErrorNotSupported): its allocations
+ * then come from the device's current pool (cudaMallocAsync), as before the addon had its own.
+ */
+cudaMemPool_t acquirePool(int ordinal, size_t threshold) {
   Pools& all = pools();
   std::lock_guard<std::mutex> lock(all.mutex);
   const auto key = std::make_pair(ordinal, threshold);
   auto it = all.byKey.find(key);
-  if (it != all.byKey.end()) return it->second;
+  if (it != all.byKey.end()) {
+    ++it->second.users;
+    return it->second.pool;
+  }
   cudaMemPoolProps props;
   std::memset(&props, 0, sizeof props);
   props.allocType = cudaMemAllocationTypePinned;
   props.handleTypes = cudaMemHandleTypeNone;
   props.location.type = cudaMemLocationTypeDevice;
   props.location.id = ordinal;
-  cudaMemPool_t pool;
-  ES_CUDA(cudaMemPoolCreate(&pool, &props), "creating a memory pool on device " + std::to_string(ordinal));
+  cudaMemPool_t pool = nullptr;
+  const cudaError_t created = cudaMemPoolCreate(&pool, &props);
+  if (created == cudaErrorNotSupported) {
+    cudaGetLastError();
+    all.byKey.emplace(key, PoolEntry{nullptr, 1});
+    return nullptr;
+  }
+  ES_CUDA(created, "creating a memory pool on device " + std::to_string(ordinal));
   uint64_t keep = threshold == SIZE_MAX ? ~uint64_t{0} : static_cast<uint64_t>(threshold);  // cuuint64_t
   const cudaError_t e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
   if (e != cudaSuccess) {
     cudaMemPoolDestroy(pool);
     ES_CUDA(e, "setting the memory pool's release threshold");
   }
-  all.byKey.emplace(key, pool);
+  all.byKey.emplace(key, PoolEntry{pool, 1});
   return pool;
 }
 
-/** Gives the cached (freed, still mapped) memory of this addon's pools on `ordinal` back to the driver. */
-void trimPools(int ordinal) {
+/** One user less; the last one gives the pool's cached memory back to the driver. Never throws. */
+void releasePool(int ordinal, size_t threshold) noexcept {
   Pools& all = pools();
   std::lock_guard<std::mutex> lock(all.mutex);
-  for (const auto& [key, pool] : all.byKey) {
-    if (key.first == ordinal) cudaMemPoolTrimTo(pool, 0);
+  auto it = all.byKey.find(std::make_pair(ordinal, threshold));
+  if (it == all.byKey.end() || it->second.users == 0) return;
+  if (--it->second.users == 0 && it->second.pool) cudaMemPoolTrimTo(it->second.pool, 0);
+  cudaGetLastError();  // an ignored error is not for the next launch check to report
+}
+
+/** Gives the cached (freed, still mapped) memory of this addon's pools on `ordinal` back to the driver. */
+void trimPools(int ordinal) noexcept {
+  Pools& all = pools();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  for (const auto& [key, entry] : all.byKey) {
+    if (key.first == ordinal && entry.pool) cudaMemPoolTrimTo(entry.pool, 0);
   }
+  cudaGetLastError();
 }
 
 std::string driverReason(cudaError_t e, const DeviceStatus& s) {
@@ -207,6 +238,18 @@ void Exec::failAllocation(long long k) {
   failCountdown_.store(k < 0 ? -1 : k, std::memory_order_relaxed);
 }
 
+void Exec::failLaunch(long long k) {
+  failLaunchCountdown_.store(k < 0 ? -1 : k, std::memory_order_relaxed);
+}
+
+void Exec::emulatedLaunch(const char* kernel) {
+  if (failLaunchCountdown_.load(std::memory_order_relaxed) >= 0 &&
+      failLaunchCountdown_.fetch_sub(1, std::memory_order_relaxed) == 0) {
+    ES_FAIL(kInternal, "CUDA error cudaErrorLaunchFailure (unspecified launch failure) while launching "
+                           << kernel << " (emulated device: an injected failure)");
+  }
+}
+
 void* Exec::allocate(size_t bytes, MemoryKind kind, const char* what) {
   if (bytes == 0) return nullptr;
   if (emulated_ && failCountdown_.load(std::memory_order_relaxed) >= 0 &&
@@ -222,14 +265,18 @@ void* Exec::allocate(size_t bytes, MemoryKind kind, const char* what) {
   if (kind == MemoryKind::kDevice) {
     if (memoryPools_) {
       cudaMemPool_t pool = static_cast<cudaMemPool_t>(pool_);
-      cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, pool, streamOf(stream_));
+      const auto attempt = [&] {
+        return pool ? cudaMallocFromPoolAsync(&p, bytes, pool, streamOf(stream_))
+                    : cudaMallocAsync(&p, bytes, streamOf(stream_));
+      };
+      cudaError_t e = attempt();
       if (e == cudaErrorMemoryAllocation) {
         // Memory this addon's pools keep cached (up to their thresholds) may be what is missing:
         // wait for this stream's frees, give the cache back, and try once more.
         cudaGetLastError();
         cudaStreamSynchronize(streamOf(stream_));
-        trimPools(ordinal_);
-        e = cudaMallocFromPoolAsync(&p, bytes, pool, streamOf(stream_));
+        trimPools(ordinal_);  // clears the last error: the sync's is not the retry's (a sticky one comes back)
+        e = attempt();
       }
       ES_CUDA(e, doing);
     } else {
@@ -275,6 +322,9 @@ void Exec::release(void* p, MemoryKind kind) noexcept {
     cudaStreamSynchronize(streamOf(stream_));  // queued kernels may still read it
     cudaFreeHost(p);
   }
+  // The errors of these calls are ignored (a free cannot fail the call): the runtime keeps the
+  // last one for cudaGetLastError, where the next launch check would report it as its own.
+  cudaGetLastError();
 #else
   (void)kind;
 #endif
@@ -403,7 +453,11 @@ std::shared_ptr<Exec> Exec::device(int ordinal, size_t poolReleaseThreshold) {
   int poolsSupported = 0;
   ES_CUDA(cudaDeviceGetAttribute(&poolsSupported, cudaDevAttrMemoryPoolsSupported, ordinal), "asking for memory pool support");
   ex->memoryPools_ = poolsSupported != 0;
-  if (ex->memoryPools_) ex->pool_ = poolFor(ordinal, poolReleaseThreshold);
+  if (ex->memoryPools_) {
+    ex->pool_ = acquirePool(ordinal, poolReleaseThreshold);
+    ex->poolHeld_ = true;
+    ex->poolThreshold_ = poolReleaseThreshold;
+  }
   cudaStream_t stream;
   ES_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
   ex->stream_ = stream;
@@ -412,10 +466,14 @@ std::shared_ptr<Exec> Exec::device(int ordinal, size_t poolReleaseThreshold) {
 
 Exec::~Exec() {
   if (emulated_) syncQuietly();
-  if (!stream_) return;
+  if (!onDevice_) return;
   cudaSetDevice(ordinal_);
-  cudaStreamSynchronize(streamOf(stream_));
-  cudaStreamDestroy(streamOf(stream_));
+  if (stream_) {
+    cudaStreamSynchronize(streamOf(stream_));  // the table's frees are done (and seen): trimmable
+    cudaStreamDestroy(streamOf(stream_));
+  }
+  if (poolHeld_) releasePool(ordinal_, poolThreshold_);
+  cudaGetLastError();
 }
 
 #else

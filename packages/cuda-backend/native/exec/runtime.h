@@ -79,7 +79,9 @@ class Exec {
    * (cudaMemPoolAttrReleaseThreshold; SIZE_MAX: all), so a call's scratch is not mapped
    * and unmapped again on every call. An allocation that runs out of memory gives the
    * cached memory of this addon's pools on the device back (cudaMemPoolTrimTo) and is
-   * tried once more. Devices without memory pools use cudaMalloc / cudaFree (no cache).
+   * tried once more; the last Exec of a pool gives its cache back when it goes. Devices
+   * without memory pools use cudaMalloc / cudaFree (no cache); devices that have pools but
+   * cannot create one (cudaErrorNotSupported) use the device's current pool (cudaMallocAsync).
    */
   static std::shared_ptr<Exec> device(int ordinal, size_t poolReleaseThreshold);
   /** An emulated device of its own (see the top of this file). */
@@ -103,6 +105,14 @@ class Exec {
    * before the first change" rule.
    */
   void failAllocation(long long k);
+  /**
+   * Emulated device: the kernel launch `k` launches from now (0: the next) throws the
+   * INTERNAL error of a launch that failed on a device (the kernel does not run); negative:
+   * none. For tests of what a call leaves behind when a launch fails half-way.
+   */
+  void failLaunch(long long k);
+  /** Emulated device: throws when failLaunch's countdown reaches this launch of `kernel`. */
+  void emulatedLaunch(const char* kernel);
   int ordinal() const { return ordinal_; }
   /** The cudaStream_t of device mode (null in host mode). */
   void* stream() const { return stream_; }
@@ -138,13 +148,16 @@ class Exec {
   void* stream_ = nullptr;
   int multiprocessors_ = 0;
   bool memoryPools_ = true;  // device: stream-ordered allocation (cudaMallocAsync) is supported
-  void* pool_ = nullptr;     // device with memory pools: the cudaMemPool_t its device memory comes from
+  void* pool_ = nullptr;     // device with memory pools: the cudaMemPool_t its device memory comes from (null: the device's current pool)
+  bool poolHeld_ = false;    // counted as a user of the addon's pool (ordinal_, poolThreshold_), released by ~Exec
+  size_t poolThreshold_ = 0;
   bool emulated_ = false;
   Emulation emulation_;
   std::mutex queueMutex_;  // guards queue_
   std::mutex drainMutex_;  // one drain at a time: a wait returns after everything queued before it ran
   std::vector<std::function<void()>> queue_;
   std::atomic<long long> failCountdown_{-1};
+  std::atomic<long long> failLaunchCountdown_{-1};
 };
 
 }  // namespace cuda

@@ -152,13 +152,29 @@ double DynamicTable::findKernelSeconds(const int64_t* keys, size_t n, int iterat
                             st.scratch<uint8_t>(n, "exists flags")};
   launchGroups<LookupRows>(*ex_, n, {index(), meta_.data(), args.keys, rows, ScoreView{}, 0});
   launchThreads<CopyScores>(*ex_, n, {meta_.data(), rows, saved, 0});
-  launchGroups<FindRows>(*ex_, n, args);  // warm-up
-  ex_->sync();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) launchGroups<FindRows>(*ex_, n, args);
-  ex_->sync();
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - t0;
-  launchThreads<CopyScores>(*ex_, n, {meta_.data(), rows, saved, 1});  // duplicates restore the same score
+  const auto restore = [&] {  // duplicates restore the same score
+    launchThreads<CopyScores>(*ex_, n, {meta_.data(), rows, saved, 1});
+  };
+  std::chrono::duration<double> elapsed{};
+  try {
+    launchGroups<FindRows>(*ex_, n, args);  // warm-up
+    ex_->sync();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iterations; ++i) launchGroups<FindRows>(*ex_, n, args);
+    ex_->sync();
+    elapsed = std::chrono::steady_clock::now() - t0;
+  } catch (...) {
+    // A launch or a wait that failed after some runs scored: the scores go back all the same
+    // (queued after the runs; an error that sticks to the device fails this too, and then
+    // every later call of the table fails anyway).
+    try {
+      restore();
+    } catch (...) {
+    }
+    ex_->syncQuietly();
+    throw;
+  }
+  restore();
   st.finish();
   return elapsed.count() / iterations;
 }

@@ -490,3 +490,57 @@ TEST(a_training_step_that_fails_at_any_stage_leaves_scores_values_slots_size_and
   }
   EXPECT_TRUE(made > 20);
 }
+
+TEST(a_find_kernel_measurement_whose_launch_fails_half_way_leaves_the_scores_and_clock_as_they_were) {
+  // findKernelSeconds scores its reads (as find does) and puts the scores back: also when a
+  // launch fails after some runs have scored (on a device: a launch error, or one seen at a
+  // wait). Launch k fails, for each launch before the restore's own (lookup, save, warm-up,
+  // 3 timed runs; a failing restore cannot be helped: a launch that fails once fails again).
+  const std::vector<int64_t> old = range(-40, 60, 7);
+  std::vector<int64_t> probe = range(-40, 30, 7);
+  probe.insert(probe.end(), old.begin(), old.begin() + 10);  // duplicates
+  probe.push_back(123456);                                   // missing
+  const std::vector<float> oldValues = valuesFor(old, 0.25f);
+  size_t failures = 0;
+  for (ScorePolicy policy : {ScorePolicy::kLfu, ScorePolicy::kLru, ScorePolicy::kEpochLfu}) {
+    TableConfig c = config();
+    c.scorePolicy = policy;
+    for (long long k = 0; k < 6; ++k) {
+      std::shared_ptr<Table> measured = cuda::createTable(c, emulated(k % 2 == 1));
+      std::shared_ptr<Table> twin = cuda::createTable(c, emulated());
+      for (Table* t : {measured.get(), twin.get()}) {
+        t->setEpoch(2);
+        t->upsert(old.data(), old.size(), oldValues.data(), nullptr);
+        FindResult warm = t->find(old.data(), 20);
+        (void)warm;
+      }
+      const Snapshot before = snapshot(*measured, {});
+      Exec& ex = dynamic_cast<DeviceTable&>(*measured).exec();
+      ex.failLaunch(k);
+      bool failed = false;
+      try {
+        dynamic_cast<DeviceTable&>(*measured).findKernelSeconds(probe.data(), probe.size(), 3);
+      } catch (const EmbedError& e) {
+        failed = true;
+        EXPECT_TRUE(e.code() == ErrorCode::kInternal);
+      }
+      ex.failLaunch(-1);
+      const std::string at = "policy " + std::to_string(static_cast<int>(policy)) + ", launch " + std::to_string(k);
+      if (!(snapshot(*measured, {}) == before)) {
+        estest::fail(__FILE__, __LINE__, at + (failed ? " failed" : " (none failed)") + " and the scores changed");
+        break;
+      }
+      // The clock: a later find scores the same on the measured table as on its twin.
+      for (Table* t : {measured.get(), twin.get()}) {
+        FindResult later = t->find(probe.data(), probe.size());
+        (void)later;
+      }
+      if (!(snapshot(*measured, {}) == snapshot(*twin, {}))) {
+        estest::fail(__FILE__, __LINE__, at + ": a later find scores differently");
+        break;
+      }
+      if (failed) ++failures;
+    }
+  }
+  EXPECT_TRUE(failures == 3 * 6);
+}
