@@ -67,10 +67,11 @@ const RENEW =
 
 /**
  * A collection's reads, at one instant: KEYS gens, live, leases, uses; ARGV the caller's suffixes
- * (JSON), and the caller's id when it leaves (its lease is removed first). Forgets expired leases, then returns `[suffix, tables, ...]` of the registered versions
- * that are not live, not the caller's, and named by no running lease. The leases are read only
- * when some registered version is neither live nor the caller's (a poll in the steady state reads
- * two keys).
+ * (JSON), and the caller's id when it leaves (its lease is removed first). Forgets expired leases,
+ * then returns `[suffix, tables, ...]` of the registered versions that are not live, not the
+ * caller's, and named by no running lease (a `uses` entry without a lease, left by a removal of
+ * which only the ZREM was applied, is forgotten). The leases are read only when some registered
+ * version is neither live nor the caller's (a poll in the steady state reads two keys).
  */
 const COLLECT =
   NOW +
@@ -83,8 +84,10 @@ const COLLECT =
   'for _, s in ipairs(cjson.decode(ARGV[1])) do used[s] = true end ' +
   'local cand = {} for i = 1, #gens, 2 do if not used[gens[i]] then cand[#cand + 1] = i end end ' +
   'if #cand == 0 then return {} end ' +
-  "local leases = redis.call('HVALS', KEYS[4]) " +
-  'for _, l in ipairs(leases) do for _, s in ipairs(cjson.decode(l)) do used[s] = true end end ' +
+  "local uses = redis.call('HGETALL', KEYS[4]) " +
+  'for i = 1, #uses, 2 do ' +
+  "if redis.call('ZSCORE', KEYS[3], uses[i]) then for _, s in ipairs(cjson.decode(uses[i + 1])) do used[s] = true end " +
+  "else redis.call('HDEL', KEYS[4], uses[i]) end end " +
   'local out = {} for _, i in ipairs(cand) do if not used[gens[i]] then out[#out + 1] = gens[i] out[#out + 1] = gens[i + 1] end end ' +
   'return out';
 

@@ -26,7 +26,7 @@ const wrongRows = (got: number[], want: number[]): number => {
   return n;
 };
 
-/** A redis-server for the test: `cmd` runs one command (array replies as strings), `volatile` is a volatile_db on it. */
+/** A redis-server for the test: `cmd` runs one command (its reply as strings), `volatile` is a volatile_db on it. */
 async function redis() {
   const server = await startRedisServer();
   cleanups.push(() => server.stop());
@@ -35,7 +35,7 @@ async function redis() {
   const cmd = async (name: string, ...args: string[]) => {
     const [r] = await client.connection.exec([{ route: Buffer.from(args[0]!), name, args }], false);
     if (r!.error) throw r!.error;
-    return (r!.value as Buffer[]).map(String);
+    return Array.isArray(r!.value) ? (r!.value as Buffer[]).map(String) : [String(r!.value)];
   };
   return { cmd, volatile: { type: 'redis_cluster', address: `${server.host}:${server.port}`, num_partitions: 2 } };
 }
@@ -183,4 +183,26 @@ describe('shared L2: a lapse during a load, close() during a load', () => {
     expect(await cmd('ZRANGE', 'hps-ctl:{lc}:leases', '0', '-1')).toEqual([]);
     expect(await cmd('HKEYS', 'hps-ctl:{lc}:uses')).toEqual([]);
   }, 90000);
+  it('a lease removed without its uses entry (the HDEL of a removal lost: a connection or a failover between the two) does not keep its versions forever', async () => {
+    const { cmd, volatile } = await redis();
+    const [host, port] = volatile.address.split(':') as [string, string];
+    const ctl = () => {
+      const store = new RedisStore({ mode: 'standalone', hosts: [{ host, port: Number(port) }] });
+      cleanups.push(() => store.close());
+      return new SharedL2Control(store, 60_000);
+    };
+    const [a, b] = [ctl(), ctl()];
+    const tables = [{ name: 'sparse_embedding0', dim }];
+    a.use('lu', '.v1');
+    await a.renew('lu');
+    await a.register('lu', '.v1', tables);
+    await b.register('lu', '.v2', tables);
+    await b.publish('lu', { seq: 2, suffix: '.v2', tables: [{ ...tables[0]!, rows: 1 }], files: [] });
+    expect(await b.collect('lu', async () => undefined)).toEqual([]); // a's lease names .v1
+    await cmd('ZREM', 'hps-ctl:{lu}:leases', a.id); // a left; its uses entry stayed
+    // was []: the uses entry without a lease kept .v1 for good
+    expect(await b.collect('lu', async () => undefined)).toEqual(['.v1']);
+    expect(await cmd('HKEYS', 'hps-ctl:{lu}:gens')).toEqual(['.v2']);
+    expect(await cmd('HKEYS', 'hps-ctl:{lu}:uses')).toEqual([]);
+  }, 60000);
 });
