@@ -87,12 +87,17 @@ const bufferOf = typedGet('buffer');
 const byteOffsetOf = typedGet('byteOffset');
 const byteLengthOf = typedGet('byteLength');
 
+/** No output arrays given (shared: nothing is written into it). */
+const NO_OUTS: readonly (Float32Array | null)[] = Object.freeze([]);
+
 /**
- * options.out of lookupSparse, checked before any device works: per table a Float32Array of
- * exactly floats[i] elements or null; no two of them sharing memory.
+ * options.out of lookupSparse, checked before any device works: per table (shapes[i] =
+ * [rows, dim]) a Float32Array of exactly rows * dim elements or null; no two of them
+ * sharing memory. NO_OUTS when none is given.
  */
-function checkOuts(out: unknown, floats: number[]): (Float32Array | null)[] {
-  if (out === undefined || out === null) return floats.map(() => null);
+function checkOuts(out: unknown, shapes: number[][]): readonly (Float32Array | null)[] {
+  if (out === undefined || out === null) return NO_OUTS;
+  const floats = shapes.map(([rows, dim]) => rows! * dim!);
   if (!Array.isArray(out) || out.length !== floats.length) {
     throw invalidParameter('options.out', `an array of ${floats.length} Float32Arrays or nulls (one per param)`, out, InvalidTypeError);
   }
@@ -113,7 +118,7 @@ function checkOuts(out: unknown, floats: number[]): (Float32Array | null)[] {
 }
 
 /** Runs one pooled lookup of each variable concurrently (into outs[i] when given), then the hybrid trim and the tape record. */
-async function run(vars: SokVariable[], bags: Bag<Keys>[], combiners: Combiner[], shapes: number[][], insert: boolean, tape: GradientTape | null, outs: (Float32Array | null)[] = []): Promise<Tensor<Float32Array>[]> {
+async function run(vars: SokVariable[], bags: Bag<Keys>[], combiners: Combiner[], shapes: number[][], insert: boolean, tape: GradientTape | null, outs: readonly (Float32Array | null)[] = NO_OUTS): Promise<Tensor<Float32Array>[]> {
   stamp(vars);
   const pending = Promise.all(vars.map((v, i) => poolRows(v, bags[i]!, combiners[i]!, insert, outs[i] ?? null)));
   // The tape keeps copies, made while the devices pool: the bags hold the caller's arrays
@@ -173,7 +178,7 @@ export async function lookupSparse(params: readonly SokVariable[], spIds: readon
   const insert = checkBoolean(o.training, 'options.training', true);
   const bags = vars.map((v, i) => bagFor(v, spIds[i]!, checkWeights(w?.[i] ?? null, i), `spIds[${i}]`));
   const shapes = vars.map((v, i) => [bags[i]!.rowSplits.length - 1, v.dimension]);
-  const outs = checkOuts(o.out, shapes.map(([rows, dim]) => rows! * dim!));
+  const outs = checkOuts(o.out, shapes);
   return run(vars, bags, combiners, shapes, insert, tape, outs);
 }
 
