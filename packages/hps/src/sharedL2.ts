@@ -47,8 +47,15 @@ export interface SharedL2Options {
   followReloads?: boolean;
 }
 
-/** INCR of KEYS[1], raised to ARGV[1] + 1 when it is not above ARGV[1]. */
-const NEXT_SEQ = "local v = redis.call('INCR', KEYS[1]) local f = tonumber(ARGV[1]) if v <= f then v = f + 1 redis.call('SET', KEYS[1], v) end return v";
+/**
+ * INCR of KEYS[1] (seq), raised above ARGV[1] and above every `.v<n>` registered in KEYS[2] (gens: a
+ * version another server is loading, not published yet) when it is not: a counter that went back
+ * never hands out a number in use.
+ */
+const NEXT_SEQ =
+  "local v = redis.call('INCR', KEYS[1]) local f = tonumber(ARGV[1]) " +
+  "for _, s in ipairs(redis.call('HKEYS', KEYS[2])) do local n = tonumber(string.match(s, '^%.v(%d+)$')) if n and n > f then f = n end end " +
+  "if v <= f then v = f + 1 redis.call('SET', KEYS[1], v) end return v";
 
 /** Redis's clock in milliseconds (lease expiries are Redis times: servers' clocks never matter). */
 const NOW = "if redis.replicate_commands then redis.replicate_commands() end local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) ";
@@ -147,11 +154,12 @@ export class SharedL2Control {
   }
 
   /**
-   * The next global load number of `model`, above `floor` (the highest seq the caller knows):
-   * the counter is raised past it when it went back (an evicted key, a failover that lost writes).
+   * The next global load number of `model`, above `floor` (the highest seq the caller knows) and
+   * above every registered `.v<n>`: the counter is raised past them when it went back (an evicted
+   * key, a failover that lost writes).
    */
   async nextSeq(model: string, floor = 0): Promise<number> {
-    const [v] = await this.#run(model, [['EVAL', NEXT_SEQ, 1, ctlKey(model, 'seq'), floor]], false);
+    const [v] = await this.#run(model, [['EVAL', NEXT_SEQ, 2, ctlKey(model, 'seq'), ctlKey(model, 'gens'), floor]], false);
     return Number(v);
   }
 
