@@ -117,24 +117,26 @@ describe('shared L2: races and failures', () => {
     await a.loadModel(entry(1)); // .v2 live
     let reload: Promise<void> | null = null;
     let t0: number | null = null;
-    // b's L3 writes are slow (a big model, a slow disk): 1 ms per batch
+    // b's L3 writes are slow (a big model, a slow disk): 2 ms per batch, so its load lasts > 2 s
     const put = RocksStore.prototype.put;
     cleanups.push(() => (RocksStore.prototype.put = put));
     RocksStore.prototype.put = async function (this: RocksStore, ...args: Parameters<RocksStore['put']>) {
-      await sleep(1);
+      await sleep(2);
       return put.apply(this, args);
     } as RocksStore['put'];
     const b = await serve({
       psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 }, persistent_db: { type: 'rocks_db', path: join(t.dir, 'sl-rocks') } }), models: [entry(0)] },
-      sharedL2: { pollIntervalMs: 50, leaseMs: 150 },
+      // The lease is 4x the poll interval and 600 ms: a CI machine's stall of a few hundred ms
+      // must not lapse it for real (what this test checks is the renewal during the load)
+      sharedL2: { pollIntervalMs: 50, leaseMs: 600 },
       loadBatchSize: 4, // a long startup load (1000 batches into RocksDB)
       onProgress: () => {
         t0 ??= Date.now();
-        // .v3 published while b still loads .v2, once b's lease (150 ms) has expired
-        if (!reload && Date.now() - t0 > 300) reload = a.loadModel(entry(2));
+        // .v3 published while b still loads .v2, well after b's first lease (600 ms) would have expired
+        if (!reload && Date.now() - t0 > 1300) reload = a.loadModel(entry(2));
       },
     });
-    expect(reload).not.toBeNull(); // else b loaded in under 300 ms: inconclusive
+    expect(reload).not.toBeNull(); // else b loaded in under 1300 ms: inconclusive
     await reload;
     const info = b.modelInfo('sl').sharedL2!;
     const keys = ((await r.cmd('KEYS', `hps:sl.*${info.suffix}*`)) as Buffer[]).length;
