@@ -31,8 +31,8 @@ export interface OwnedEntries {
 }
 
 /** Entries of `bag` owned under `plan` (null: all, local key = key). */
-export function ownedEntries(bag: Bag<Keys>, plan: ResolvedShardPlan | null): OwnedEntries {
-  if (plan === null) return { count: bag.keys.length, index: null, local: bag.keys };
+export function ownedEntries(bag: Bag<Keys>, plan: ResolvedShardPlan | null | undefined): OwnedEntries {
+  if (!plan) return { count: bag.keys.length, index: null, local: bag.keys }; // null or undefined: no plan (as rawArgs.ts accepts)
   const { positions, local } = planEntries(bag.keys, plan);
   const index = new Int32Array(bag.keys.length).fill(-1);
   for (let i = 0; i < positions.length; i++) index[positions[i]!] = i;
