@@ -341,29 +341,44 @@ size_t residentBytes() {
   const long page = sysconf(_SC_PAGESIZE);
   return page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
 }
-// The lowest RSS seen since the last trim (right after it, its RSS).
-std::atomic<size_t> rssBaseline{0};
+// RSS growth inside write calls (beyond their refill of the scratch cache) since the last trim.
+std::atomic<size_t> grownSinceTrim{0};
+std::atomic<uint64_t> trimCount{0};
+// ScratchReleases alive on this thread: only the outermost one of nested write calls decides.
+thread_local unsigned releaseDepth = 0;
 }  // namespace
 
+ScratchRelease::ScratchRelease(size_t items)
+    : active_(releaseDepth++ == 0 && items >= kMinItems), large_(active_ && items >= kLargeItems) {
+  if (active_ && !large_) {
+    cachedBefore_ = scratchCache().held();
+    rssBefore_ = residentBytes();
+  }
+}
+
 ScratchRelease::~ScratchRelease() {
+  --releaseDepth;
   if (!active_) return;
   if (!large_) {
     const size_t rss = residentBytes();
-    if (rss != 0) {
-      size_t base = rssBaseline.load(std::memory_order_relaxed);
-      if (rss < base) {
-        rssBaseline.store(rss, std::memory_order_relaxed);
-        return;
-      }
-      if (base != 0 && rss - base < kTrimGrowthBytes) return;
+    if (rss != 0 && rssBefore_ != 0) {
+      const size_t cached = scratchCache().held();
+      const size_t refill = cached > cachedBefore_ ? cached - cachedBefore_ : 0;
+      const size_t grew = rss > rssBefore_ + refill ? rss - rssBefore_ - refill : 0;
+      if (grownSinceTrim.fetch_add(grew, std::memory_order_relaxed) + grew < kTrimGrowthBytes) return;
     }
   }
   scratchCache().clear();
   malloc_trim(0);
-  rssBaseline.store(residentBytes(), std::memory_order_relaxed);
+  grownSinceTrim.store(0, std::memory_order_relaxed);
+  trimCount.fetch_add(1, std::memory_order_relaxed);
 }
+
+uint64_t scratchTrims() noexcept { return trimCount.load(std::memory_order_relaxed); }
 #else
+ScratchRelease::ScratchRelease(size_t items) : active_(items >= kMinItems), large_(items >= kLargeItems) {}
 ScratchRelease::~ScratchRelease() = default;
+uint64_t scratchTrims() noexcept { return 0; }
 #endif
 
 namespace {

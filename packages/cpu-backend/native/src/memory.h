@@ -115,19 +115,26 @@ using ScratchVector = std::vector<T, ScratchAllocator<T>>;
  * them) it may return the C library's free memory (in every arena, including what
  * other threads of the process freed) to the system with malloc_trim(0):
  *  - after every call of at least kLargeItems keys (its scratch is tens of MB);
- *  - after a call of at least kMinItems keys when the process's RSS has grown by
- *    kTrimGrowthBytes or more since the last trim (or the lowest RSS seen since).
+ *  - after a call of at least kMinItems keys once the RSS has grown by kTrimGrowthBytes
+ *    or more inside such calls since the last trim. Each call counts the growth between
+ *    its start and its end (/proc/self/statm, about 4-7 us a read), less what it put back
+ *    into the scratch cache: the new rows and index of a fill, scratch past the cache
+ *    freed to the heap. What grows the RSS between calls (the caller's result arrays, other
+ *    code) does not count, nor does the cache's refill after a trim.
  * A trim also empties the scratch cache, so right after one the process keeps none
- * of its scratch. A loop of same-sized calls that leaves the RSS flat (a training
- * step on resident keys) does not trim and reuses its scratch through the cache:
- * trimming after every 64K-key write made each call fault its scratch back in and pay
- * the madvise's TLB shootdowns (a fused Adagrad step ran 2.2x slower). Without any
- * trim the C library kept 9-14 MB of free memory at the end of the bench's 1M-key
- * fill, most of it freed by other threads of the process (V8's helpers).
+ * of its scratch. Nested write calls (a planned call around a table's write) decide once,
+ * in the outermost. A loop of writes on resident keys does not trim, even between
+ * lookups that return fresh 16 MiB results, and reuses its scratch through the cache:
+ * a trim after every 64K-key write made each call fault its scratch back in and pay
+ * the madvise's TLB shootdowns (a fused Adagrad step ran 2.2x slower; a findSync without
+ * `out` then an upsertSync of 64K keys 1.4x, when the RSS since the last trim decided).
+ * A fill trims after most calls (each adds its rows): without any trim the C library kept
+ * 9-14 MB of free memory at the end of the bench's 1M-key fill, most of it freed by other
+ * threads of the process (V8's helpers).
  */
 class ScratchRelease {
  public:
-  explicit ScratchRelease(size_t items) : active_(items >= kMinItems), large_(items >= kLargeItems) {}
+  explicit ScratchRelease(size_t items);
   ~ScratchRelease();
   ScratchRelease(const ScratchRelease&) = delete;
   ScratchRelease& operator=(const ScratchRelease&) = delete;
@@ -139,7 +146,12 @@ class ScratchRelease {
  private:
   bool active_;
   bool large_;
+  size_t rssBefore_ = 0;     // the RSS as the call started (0: unknown)
+  size_t cachedBefore_ = 0;  // scratchCachedBytes() as the call started
 };
+
+/** The trims ScratchRelease has made in this process (tests and tools). */
+uint64_t scratchTrims() noexcept;
 
 class Block {
  public:

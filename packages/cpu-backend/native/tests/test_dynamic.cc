@@ -7,6 +7,10 @@
 #include <random>
 #include <unordered_map>
 
+#if defined(__linux__) && defined(__GLIBC__)
+#include <sys/mman.h>
+#endif
+
 #include "memory.h"
 #include "planned_ops.h"
 #include "table_helpers.h"
@@ -498,6 +502,109 @@ TEST(stream_of_large_writes_reads_back_the_last_values) {
   }
   EXPECT_EQ(wrong, size_t{0});
 }
+
+#if defined(__linux__) && defined(__GLIBC__)
+namespace {
+// `bytes` of fresh anonymous memory, every page written: RSS the process gains.
+struct Touched {
+  explicit Touched(size_t b) : bytes(b) {
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    std::memset(p, 1, bytes);
+  }
+  ~Touched() { munmap(p, bytes); }
+  Touched(const Touched&) = delete;
+  Touched& operator=(const Touched&) = delete;
+  void* p;
+  size_t bytes;
+};
+}  // namespace
+
+// ScratchRelease trims once the RSS grew kTrimGrowthBytes inside write calls since the
+// last trim (summed over calls); what grows between calls does not count, nor do calls
+// of fewer than kMinItems keys or the inner one of nested calls. A call of kLargeItems
+// keys always trims (which also starts the count afresh).
+TEST(scratch_trim_counts_growth_inside_write_calls) {
+  const size_t mib = size_t{1} << 20;
+  static_assert(ScratchRelease::kTrimGrowthBytes == (size_t{4} << 20), "the sizes below assume 4 MiB");
+  { ScratchRelease large(ScratchRelease::kLargeItems); }
+  uint64_t trims = scratchTrims();
+  EXPECT_TRUE(trims > 0);
+  std::vector<std::unique_ptr<Touched>> kept;
+  // 3 MiB inside a call: below the threshold; 3 more in the next call: past it.
+  {
+    ScratchRelease call(ScratchRelease::kMinItems);
+    kept.push_back(std::make_unique<Touched>(3 * mib));
+  }
+  EXPECT_EQ(scratchTrims(), trims);
+  {
+    ScratchRelease call(ScratchRelease::kMinItems);
+    kept.push_back(std::make_unique<Touched>(3 * mib));
+  }
+  EXPECT_EQ(scratchTrims(), trims + 1);
+  trims = scratchTrims();
+  // 24 MiB between calls, then calls that grow nothing: no trim.
+  kept.push_back(std::make_unique<Touched>(24 * mib));
+  for (int i = 0; i < 3; ++i) {
+    ScratchRelease call(ScratchRelease::kMinItems);
+  }
+  EXPECT_EQ(scratchTrims(), trims);
+  // A call below kMinItems, and a nested call, decide nothing; the outer call counts the
+  // growth inside the inner one once.
+  {
+    ScratchRelease small(ScratchRelease::kMinItems - 1);
+    kept.push_back(std::make_unique<Touched>(8 * mib));
+  }
+  EXPECT_EQ(scratchTrims(), trims);
+  {
+    ScratchRelease outer(ScratchRelease::kMinItems);
+    {
+      ScratchRelease inner(ScratchRelease::kMinItems);
+      kept.push_back(std::make_unique<Touched>(8 * mib));
+    }
+    EXPECT_EQ(scratchTrims(), trims);
+  }
+  EXPECT_EQ(scratchTrims(), trims + 1);
+  trims = scratchTrims();
+  { ScratchRelease large(ScratchRelease::kLargeItems); }
+  EXPECT_EQ(scratchTrims(), trims + 1);
+}
+
+// Through a table: a write that adds 64K rows of 256 bytes trims; writes of the same keys
+// with 16 MiB of other memory made between them (a lookup's fresh result) do not; every
+// value read back is the last one written.
+TEST(scratch_trim_after_rows_added_not_after_other_memory) {
+  const size_t dim = 64, n = 65536;
+  auto t = createTable(dynamicConfig(dim, n));
+  std::vector<int64_t> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = static_cast<int64_t>(i * 7919 + 13);
+  std::vector<float> vals(n * dim);
+  auto fill = [&](int call) {
+    for (size_t i = 0; i < n * dim; ++i) vals[i] = static_cast<float>(call * 100000 + static_cast<int>(i % 99991));
+  };
+  fill(0);
+  uint64_t trims = scratchTrims();
+  t->upsert(keys.data(), n, vals.data(), nullptr);
+  EXPECT_TRUE(scratchTrims() > trims);
+  t->upsert(keys.data(), n, vals.data(), nullptr);  // refills the scratch cache (not counted)
+  trims = scratchTrims();
+  std::vector<std::unique_ptr<Touched>> results;
+  for (int call = 1; call <= 4; ++call) {
+    results.push_back(std::make_unique<Touched>(size_t{16} << 20));
+    fill(call);
+    t->upsert(keys.data(), n, vals.data(), nullptr);
+  }
+  EXPECT_EQ(scratchTrims(), trims);
+  EXPECT_TRUE(scratchCachedBytes() > 0);
+  auto r = t->find(keys.data(), n);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) {
+    wrong += !r.exists[i];
+    for (size_t c = 0; c < dim; ++c) wrong += r.values[i * dim + c] != vals[i * dim + c];
+  }
+  EXPECT_EQ(wrong, size_t{0});
+}
+#endif
 
 // The read probe checks the home group's first fragment match and falls back to a
 // full probe: keys that overflowed their home group (a chain of full groups), present
