@@ -21,8 +21,6 @@ class BatchDedupe {
   const int64_t* keys() const { return keys_.data(); }
   /** Unique id of occurrence i. */
   uint32_t uniqueOf(size_t i) const { return ids_[i]; }
-  /** uniqueOf(i) for every occurrence i. */
-  const uint32_t* uniqueIds() const { return ids_.data(); }
   uint32_t count(size_t u) const { return counts_[u]; }
   uint32_t firstOccurrence(size_t u) const { return first_[u]; }
   uint32_t lastOccurrence(size_t u) const { return last_[u]; }

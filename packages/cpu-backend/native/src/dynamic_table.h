@@ -306,8 +306,6 @@ class DynamicTable final : public Table {
     *s = explicitScores ? wb.given(u)
                         : nextScore(config_.scorePolicy, *s, wb.dedupe.count(u), wb.hasGiven(u), wb.given(u), wb.clock);
   }
-  /** applyGradients' update of every resident unique from a gradient array, float32 values (dynamic_write.cc). */
-  void updateInOrder(const WriteBatch& wb, size_t n, const ArrayGradientSums& sums, const OptimizerParams& opt);
   /** Writes each resident unique's value from its last occurrence, and scores it. */
   void writeLastValues(WriteBatch& wb, const float* values);
   /** findOrInsert's body under the exclusive lock: rows per unique, refused keys left absent. */

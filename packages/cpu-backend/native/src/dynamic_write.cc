@@ -175,14 +175,9 @@ void DynamicTable::applyGradientSums(const int64_t* keys, size_t n, const Gradie
   checkAlive();
   WriteBatch wb;
   startWrite(wb, keys, n, nullptr);
-  // A batch of many repeated keys (a quarter of its entries or more) in one pass on one
-  // thread (updateInOrder); one of mostly distinct keys keeps the loop split over the pool.
-  const auto* array = dynamic_cast<const ArrayGradientSums*>(&sums);
-  const bool inOrder = array != nullptr && wide() && (n - wb.dedupe.uniqueCount()) * 4 >= n;
-  if (!inOrder) wb.dedupe.buildOccurrenceLists();
+  wb.dedupe.buildOccurrenceLists();
   ScratchVector<uint32_t> admitted = admit(wb, nullptr, false);
   insertAdmitted(wb, admitted, true);
-  if (inOrder) return updateInOrder(wb, n, *array, opt);
   const BatchDedupe& d = wb.dedupe;
   const uint32_t* occ = d.occurrenceList();
   forEachRange(
@@ -214,59 +209,6 @@ void DynamicTable::applyGradientSums(const int64_t* keys, size_t n, const Gradie
         }
       },
       256);
-}
-
-// Every key updated at its last occurrence, in one pass over the batch in input order: the
-// gradient array is read once, front to back, where summing key by key reads a hot key's
-// rows scattered over all of it (a Zipf batch's hottest keys occur thousands of times). A
-// key's gradients are added in the same order as sumGradientRows (its occurrences in order,
-// from 0), and the update is the same: the same bits. One thread: the pass reads the array
-// once, two threads splitting the keys would each stream all of it (0.82x the CPU time).
-void DynamicTable::updateInOrder(const WriteBatch& wb, size_t n, const ArrayGradientSums& sums, const OptimizerParams& opt) {
-  const BatchDedupe& d = wb.dedupe;
-  const uint32_t* ids = d.uniqueIds();
-  const size_t u = d.uniqueCount();
-  constexpr uint32_t kOnce = UINT32_MAX;
-  ScratchVector<uint32_t> slot(u);  // per unique: its running sum in `running`, or kOnce
-  uint32_t multi = 0;
-  for (size_t j = 0; j < u; ++j) slot[j] = d.count(j) > 1 ? multi++ : kOnce;
-  ScratchVector<float> running(static_cast<size_t>(multi) * dim_);
-  std::vector<float> sum(dim_);
-  std::vector<double> scratch(dim_);
-  const float* grads = sums.grads();
-  const uint32_t* rowIndex = sums.rowIndex();
-  const auto gradAt = [&](size_t i) { return grads + static_cast<size_t>(rowIndex ? rowIndex[i] : i) * dim_; };
-  const size_t gradBytes = dim_ * sizeof(float) < 512 ? dim_ * sizeof(float) : 512;
-  constexpr size_t kAhead = 16;
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
-      const size_t j = i + kAhead;
-      const uint32_t ahead = ids[j];
-      const uint32_t row = wb.rows[ahead];
-      if (row != KeyIndex::kNoRow && d.lastOccurrence(ahead) == j) {
-        prefetchRow(row, rowBytes());
-        __builtin_prefetch(scoreOf(row), 1);
-      }
-      const char* g = reinterpret_cast<const char*>(gradAt(j));
-      for (size_t off = 0; off < gradBytes; off += 64) __builtin_prefetch(g + off);
-    }
-    const uint32_t k = ids[i];
-    const uint32_t row = wb.rows[k];
-    if (row == KeyIndex::kNoRow) continue;
-    float* w = static_cast<float*>(valuesOf(row));
-    if (slot[k] == kOnce) {
-      const uint32_t one = static_cast<uint32_t>(i);
-      sums.update(opt, w, slotsOf(row), &one, 1, dim_, sum.data(), scratch.data());
-      touchUnique(wb, k, false);
-      continue;
-    }
-    float* r = running.data() + static_cast<size_t>(slot[k]) * dim_;
-    addGradientRow(r, gradAt(i), dim_, d.firstOccurrence(k) == i);
-    if (d.lastOccurrence(k) == i) {
-      applyOptimizerRow(opt, w, slotsOf(row), r, dim_, scratch.data());
-      touchUnique(wb, k, false);
-    }
-  }
 }
 
 }  // namespace embedstack

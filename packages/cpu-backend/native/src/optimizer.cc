@@ -103,15 +103,6 @@ void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t cou
 }
 
 ES_MULTIVERSION
-void addGradientRow(float* __restrict sum, const float* __restrict g, size_t dim, bool first) {
-  if (first) {
-    for (size_t c = 0; c < dim; ++c) sum[c] = 0.0f + g[c];
-  } else {
-    for (size_t c = 0; c < dim; ++c) sum[c] = sum[c] + g[c];
-  }
-}
-
-ES_MULTIVERSION
 void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
                       size_t count, size_t dim, const uint32_t* rowIndex, float* sum, double* scratch) {
   sumRowsOf(grads, occurrences, count, dim, rowIndex, sum);

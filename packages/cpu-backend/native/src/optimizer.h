@@ -69,12 +69,6 @@ void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const f
 void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim, const uint32_t* rowIndex,
                      float* sum);
 
-/**
- * One step of sumGradientRows: sum [dim] = 0 + g (`first`), else sum + g, in float. A key's
- * occurrences added in order this way give sumGradientRows' bits. Multiversioned.
- */
-void addGradientRow(float* sum, const float* g, size_t dim, bool first);
-
 /** sumGradientRows then applyOptimizerRow(sum), in one call (the tables' update of a key from a gradient array). */
 void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
                       size_t count, size_t dim, const uint32_t* rowIndex, float* sum, double* scratch);
