@@ -6,7 +6,7 @@ import { startRedisServer } from '@embedstack/store-redis/testing';
 import { HPS } from './index.js';
 import { PartitionedDb } from './volatileDb.js';
 import { expectedRows, psConfig, spreadKeys, writeTable } from '../test/fixtures.js';
-import { serverScope } from '../test/servers.js';
+import { modelRows, serverScope, until } from '../test/servers.js';
 
 const { t, cleanups, serve } = serverScope('hps-shared-');
 
@@ -24,14 +24,11 @@ async function redis(model: string): Promise<{ address: string; tables: () => Pr
 }
 
 /** Polls `check` (every 20 ms, at most ~15 s) until it returns true. */
-async function until(check: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 750 && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
-}
 
 const dim = 64; // 10000 keys are 3 lookup chunks: a lookup spans loop turns
 const ks = spreadKeys(10000);
 const all = new Set(ks);
-const rowsOf = async (s: HPS, model: string): Promise<number[]> => Array.from((await s.lookup(ks, model, 0)).data as Float32Array);
+const { rowsOf } = modelRows(ks, dim);
 
 describe('servers sharing a Redis L2', () => {
   it("an attached server follows another server's reloads: new rows within a poll, its L1 emptied, the superseded version deleted once it switched", async () => {

@@ -8,6 +8,7 @@ import { startRedisServer, type RedisServerHandle } from '@embedstack/store-redi
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HPS } from './index.js';
 import { expectedRows, psConfig, spreadKeys, tempDir, workspaceSources, writeTable } from '../test/fixtures.js';
+import { until } from '../test/servers.js';
 
 const work = tempDir('hps-shared-kill-');
 let childScript: string;
@@ -42,9 +43,6 @@ async function tables(): Promise<string[]> {
   return [...new Set((r!.value as Buffer[]).map((b) => b.toString('latin1').replace(/\{.*$/s, '')))].sort();
 }
 
-async function until(check: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 1000 && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
-}
 
 const start = async (mode: string, line: RegExp, ...args: string[]): Promise<ChildRun> => {
   const run = await runChildUntil(childScript, [`${server.host}:${server.port}`, work.dir, mode, ...args], line);
@@ -56,7 +54,7 @@ const start = async (mode: string, line: RegExp, ...args: string[]): Promise<Chi
 async function check(reader: ChildRun): Promise<string> {
   const n = reader.lines.length;
   reader.child.stdin!.write('check\n');
-  await until(() => reader.lines.length > n);
+  await until(() => reader.lines.length > n, 1000);
   return reader.lines[n]!;
 }
 
@@ -83,13 +81,13 @@ describe('servers killed while they use a shared Redis L2', () => {
       await p.loadModel((psConfig([join(work.dir, 'ko-2')], [8], { model: 'ko', gpucache: false }).models as Record<string, unknown>[])[0]!);
       expect(p.modelInfo('ko').sharedL2).toMatchObject({ seq: 5, suffix: '.v5', loadedHere: true });
       // the dead loader's lease expires (1 s): p's polls delete .v3; .v2 stays, the live reader reads it
-      await until(async () => !(await tables()).includes(v(3)[0]!));
+      await until(async () => !(await tables()).includes(v(3)[0]!), 1000);
       expect(await tables()).toEqual([...v(2), ...v(5)]);
       expect(await check(reader)).toBe('ok');
       expect(Array.from((await p.lookup(ks, 'ko', 0)).data as Float32Array)).toEqual(expectedRows(ks, 8, new Set(ks), -1, 2));
       // the reader dies too: once its lease expires, .v2 goes (it is not the published version)
       await kill9(reader.child);
-      await until(async () => (await tables()).length === 2);
+      await until(async () => (await tables()).length === 2, 1000);
       expect(await tables()).toEqual(v(5));
     } finally {
       await p.close();
@@ -119,13 +117,13 @@ describe('servers killed while they use a shared Redis L2', () => {
       expect(b.modelInfo('ko').sharedL2).toEqual({ seq: 1, suffix: '', loadedHere: false, error: null });
       expect(await tables()).toEqual([...stable, 'hps:ko.sparse_embedding0.v2.p0', 'hps:ko.sparse_embedding0.v2.p1']);
       again.child.stdin!.write('go\n');
-      await until(() => again.lines.some((l) => l.startsWith('published ')));
+      await until(() => again.lines.some((l) => l.startsWith('published ')), 1000);
       expect(again.lines).toContain('published 2 .v2');
-      await until(() => b.modelInfo('ko').sharedL2!.seq === 2);
+      await until(() => b.modelInfo('ko').sharedL2!.seq === 2, 1000);
       expect(b.modelInfo('ko').sharedL2).toEqual({ seq: 2, suffix: '.v2', loadedHere: false, error: null });
       expect(await rows()).toEqual(expectedRows(ks, 8, new Set(ks), -1, 1));
       // the stable tables go once the crashed loader's lease has expired and b has left them
-      await until(async () => (await tables()).length === 2);
+      await until(async () => (await tables()).length === 2, 1000);
       expect(await tables()).toEqual(['hps:ko.sparse_embedding0.v2.p0', 'hps:ko.sparse_embedding0.v2.p1']);
       await kill9(again.child);
     } finally {

@@ -5,27 +5,17 @@ import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { RedisStore } from '@embedstack/store-redis';
 import { startRedisServer } from '@embedstack/store-redis/testing';
-import type { HPS } from './index.js';
 import { SharedL2Control } from './sharedL2.js';
 import { PartitionedDb } from './volatileDb.js';
 import { expectedRows, psConfig, spreadKeys, writeTable } from '../test/fixtures.js';
-import { serverScope } from '../test/servers.js';
+import { modelRows, serverScope, until } from '../test/servers.js';
 
 const { t, cleanups, serve } = serverScope('hps-lapse-');
 
-async function until(check: () => boolean | Promise<boolean>, n = 750): Promise<void> {
-  for (let i = 0; i < n && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
-}
 const dim = 16;
 const ks = spreadKeys(4000);
 const all = new Set(ks);
-const rowsOf = async (s: HPS, model: string): Promise<number[]> => Array.from((await s.lookup(ks, model, 0)).data as Float32Array);
-/** Rows (of dim floats) that differ. */
-const wrongRows = (got: number[], want: number[]): number => {
-  let n = 0;
-  for (let i = 0; i < want.length; i += dim) if (got.slice(i, i + dim).some((v, j) => v !== want[i + j])) n++;
-  return n;
-};
+const { rowsOf, wrongRows } = modelRows(ks, dim);
 
 /** A redis-server for the test: `cmd` runs one command (its reply as strings), `volatile` is a volatile_db on it. */
 async function redis() {

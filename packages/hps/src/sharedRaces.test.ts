@@ -7,7 +7,7 @@ import { HPS } from './index.js';
 import { SharedL2Control } from './sharedL2.js';
 import { RocksStore } from '@embedstack/store-rocksdb';
 import { expectedRows, psConfig, spreadKeys, writeTable } from '../test/fixtures.js';
-import { serverScope } from '../test/servers.js';
+import { modelRows, serverScope, until } from '../test/servers.js';
 
 const { t, cleanups, serve } = serverScope('hps-races-');
 
@@ -31,21 +31,12 @@ async function redis(cluster = false): Promise<R> {
   return { address: hosts.map((h) => `${h.host}:${h.port}`).join(','), cmd, server };
 }
 
-async function until(check: () => boolean | Promise<boolean>, n = 750): Promise<void> {
-  for (let i = 0; i < n && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
-}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const dim = 16;
 const ks = spreadKeys(4000);
 const all = new Set(ks);
-const rowsOf = async (s: HPS, model: string): Promise<number[]> => Array.from((await s.lookup(ks, model, 0)).data as Float32Array);
-/** Rows (of dim floats) that differ. */
-const wrongRows = (got: number[], want: number[]): number => {
-  let n = 0;
-  for (let i = 0; i < want.length; i += dim) if (got.slice(i, i + dim).some((v, j) => v !== want[i + j])) n++;
-  return n;
-};
+const { rowsOf, wrongRows } = modelRows(ks, dim);
 const entryOf = (model: string) => (salt: number) => (psConfig([writeTable(join(t.dir, `${model}-${salt}`), ks, dim, { salt })], [dim], { model, gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
 
 describe('shared L2: races and failures', () => {

@@ -18,3 +18,26 @@ export function serverScope(prefix: string): { t: ReturnType<typeof tempDir>; cl
   };
   return { t, cleanups, serve };
 }
+
+/** Calls `check` every 20 ms until it holds, at most `n` times; then returns either way (the test's expect decides). */
+export async function until(check: () => boolean | Promise<boolean>, n = 750): Promise<void> {
+  for (let i = 0; i < n && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
+}
+
+/**
+ * A test model's reads: `rowsOf(server, model)` the rows (`dim` floats each) a server returns
+ * for `keys`, `wrongRows(got, want)` how many of those rows differ from the expected ones.
+ */
+export function modelRows(keys: readonly bigint[], dim: number): {
+  rowsOf: (s: HPS, model: string) => Promise<number[]>;
+  wrongRows: (got: number[], want: number[]) => number;
+} {
+  return {
+    rowsOf: async (s, model) => Array.from((await s.lookup([...keys], model, 0)).data as Float32Array),
+    wrongRows: (got, want) => {
+      let n = 0;
+      for (let i = 0; i < want.length; i += dim) if (got.slice(i, i + dim).some((v, j) => v !== want[i + j])) n++;
+      return n;
+    },
+  };
+}
