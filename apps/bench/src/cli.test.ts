@@ -75,6 +75,15 @@ describe('embedstack-bench (the built CLI) on mistakes', () => {
     }
   }, 60_000);
 
+  // Node 20's mkdirSync(dir, { recursive: true }) never returns for such a path; in a child with a timeout a
+  // regression fails here (status null) instead of hanging the test run.
+  it.runIf(process.platform === 'linux')('--plot into a folder that cannot be made (/proc/x/y): refused, without hanging', () => {
+    expectUsageError(
+      run(cli, ['--suite', 'limit', '--plot', '/proc/x/y']),
+      `error: option '--plot <dir>' argument '/proc/x/y' is invalid. Expected a folder the charts can be written to but received "/proc/x/y" (it cannot be made there).`,
+    );
+  }, 60_000);
+
   it('an empty --suite is refused (it would have run every suite)', () => {
     const r = run(cli, ['--suite', '']);
     expect(r.stderr).toContain(`argument '' is invalid. Expected a suite name or a comma list of names`);

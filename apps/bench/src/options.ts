@@ -4,6 +4,7 @@
  * default, and commander's errors for unknown or malformed options.
  */
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { BenchArgs, Suite } from './suites/types.js';
 
@@ -190,6 +191,20 @@ export function ignoredSuiteOptions(program: Command, spec: ProgramSpec, args: B
 }
 
 /**
+ * mkdir -p, one level at a time from the nearest existing ancestor. Node 20's
+ * `mkdirSync(dir, { recursive: true })` never returns for a path under a folder that refuses
+ * new entries with ENOENT (e.g. `/proc/x`); a plain mkdir throws there.
+ */
+function makeFolders(dir: string): void {
+  const missing: string[] = [];
+  for (let d = resolve(dir); statSync(d, { throwIfNoEntry: false }) === undefined; d = dirname(d)) {
+    missing.push(d);
+    if (dirname(d) === d) break;
+  }
+  for (const d of missing.reverse()) mkdirSync(d);
+}
+
+/**
  * Makes folder `dir` (and its parents) and checks that it is a writable folder; `existing` may refuse a
  * folder that is already there. `what` ends the message ("a folder the charts can be written to").
  * @returns what is wrong, or null
@@ -200,12 +215,14 @@ export function prepareFolder(dir: string, what: string, existing?: (dir: string
     if (st?.isDirectory() === false) return `Expected a folder but received "${dir}", which is a file.`;
     const refused = st && existing ? existing(dir) : null;
     if (refused !== null) return refused;
-    mkdirSync(dir, { recursive: true });
+    makeFolders(dir);
     accessSync(dir, constants.W_OK);
     return null;
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
-    const why = err.code === 'ENOTDIR' || err.code === 'EEXIST' ? 'a file is in the way' : err.code === 'EACCES' || err.code === 'EPERM' || err.code === 'EROFS' ? 'not writable' : (err.code ?? err.message);
+    const why = err.code === 'ENOTDIR' || err.code === 'EEXIST' ? 'a file is in the way' 
+        : err.code === 'EACCES' || err.code === 'EPERM' || err.code === 'EROFS' ? 'not writable'
+          : err.code === 'ENOENT' ? 'it cannot be made there' : (err.code ?? err.message);
     return `Expected ${what} but received "${dir}" (${why}).`;
   }
 }

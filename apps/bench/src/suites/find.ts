@@ -57,8 +57,9 @@ const tableBytes = (c: FindConfig): number => c.keys * (c.dim * 4 + 48);
  * Promise form: the same lookups without the per-call 16 MB result allocation, so that
  * the gap to the gather (which writes into a reused buffer) shows how much of it is the
  * table and how much the fresh output. A loop of awaited calls with fresh multi-MB
- * results is bound by V8's garbage collector (a mark-compact after each call in a small
- * heap; packages/cpu-backend/README.md), which the reused output takes away.
+ * results is bound by V8's garbage collector: each dropped result counts as external
+ * memory against the old generation's room, so most calls start a full marking, which
+ * finishes in event-loop turns (packages/cpu-backend/README.md); the reused output takes it away.
  * The reused output lives in a SharedArrayBuffer, as the cpu-backend README advises for a
  * Promise loop: a Promise call writes such memory in place, while an output in a plain
  * ArrayBuffer (which JS could detach while the call runs) gets a private buffer copied into
@@ -201,7 +202,7 @@ export const findSuite: Suite = {
     notes.push('storage dtypes: the same keys, values and batches on float32, bfloat16 and float16 tables (values rounded to nearest-even when stored, returned as float32), interleaved with PyTorch index_select on a tensor of each dtype');
     notes.push('ours and the native gathers are sampled interleaved, before the JS Map is built; the JS Map (and the fresh-output gather, whose 16 MB allocations would bring GCs into our samples) are then timed on their own, on the same key batches');
     notes.push('the static gather copies arena rows into a reused output buffer (and, on the headline row, into a fresh one per call); find and the JS Map allocate their output per call (on the headline row, the "reused out" rows fill one reused FindOptions.out instead: like for like with the gather, and what the targets compare)');
-    notes.push('find (Promise) with a fresh 16 MB result per awaited call is bound by V8\'s garbage collector (a full mark-compact per call in a default-sized heap), not by the table: with a reused out, or node --initial-old-space-size=512, it runs at the speed of findSync');
+    notes.push('find (Promise) with a fresh 16 MB result per awaited call is bound by V8\'s garbage collector (each dropped result counts as external memory, so most calls start a full marking that finishes in event-loop turns, which a findSync loop never turns), not by the table: with a reused out, or node --initial-old-space-size=512, it runs at the speed of findSync');
     notes.push('the reused out of the Promise row is over a SharedArrayBuffer, which a Promise call writes in place; the row "reused out in an ArrayBuffer" pays the copy a Promise call makes into memory JS could detach while it runs (cpu-backend README)');
     notes.push('JS Map rows are Float32Array views into 64 MiB slabs (a faster setup than one ArrayBuffer per key, and no slower to look up)');
     const charts: Chart[] = [
