@@ -341,37 +341,88 @@ size_t residentBytes() {
   const long page = sysconf(_SC_PAGESIZE);
   return page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
 }
-// RSS growth inside write calls (beyond their refill of the scratch cache) since the last trim.
-std::atomic<size_t> grownSinceTrim{0};
+// The RSS growth inside write calls since the last trim, counted once over the union of the
+// calls' windows: every window's opening and closing reads the RSS and the scratch cache, and
+// the growth between two readings counts when a window was open in between (less the
+// cache's refill). So two writes at once, a write waiting for a table lock while another
+// one writes, or a planned call and the table writes it runs on pool threads, count each
+// byte of growth once; one window alone counts its own growth, from its start to its end.
+// Never destroyed (pool threads may write while the process exits).
+class GrowthCount {
+ public:
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    read(open_ > 0);
+    ++open_;
+  }
+
+  // Closes a window; true when the caller is to trim: the count reached kTrimGrowthBytes or
+  // the RSS could not be read (then every call trims, as before the count existed).
+  bool close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const bool known = read(true);
+    --open_;
+    return !known || grown_ >= ScratchRelease::kTrimGrowthBytes;
+  }
+
+  // After a trim: the count starts again, and windows still open measure from the RSS and the cache as they are now.
+  void trimmed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    grown_ = 0;
+    lastRss_ = residentBytes();
+    lastCached_ = scratchCache().held();
+  }
+
+ private:
+  // Reads the RSS and the cache's bytes; adds the growth since the previous reading when
+  // `count`. False when the RSS is unknown now or was at the previous reading.
+  bool read(bool count) {
+    const size_t rss = residentBytes();
+    const size_t cached = scratchCache().held();
+    const bool known = rss != 0 && lastRss_ != 0;
+    if (count && known) {
+      const size_t refill = cached > lastCached_ ? cached - lastCached_ : 0;
+      if (rss > lastRss_ + refill) grown_ += rss - lastRss_ - refill;
+    }
+    lastRss_ = rss;
+    lastCached_ = cached;
+    return known;
+  }
+
+  std::mutex mutex_;
+  unsigned open_ = 0;      // windows open now
+  size_t lastRss_ = 0;     // the RSS at the last reading (0: unknown)
+  size_t lastCached_ = 0;  // scratchCachedBytes() at the last reading
+  size_t grown_ = 0;       // growth counted since the last trim
+};
+
+GrowthCount& growthCount() {
+  static GrowthCount* count = new GrowthCount();
+  return *count;
+}
+
 std::atomic<uint64_t> trimCount{0};
-// ScratchReleases alive on this thread: only the outermost one of nested write calls decides.
+// ScratchReleases alive on this thread: only the outermost one of nested write calls on one thread opens a window.
 thread_local unsigned releaseDepth = 0;
+
+void trimNow() noexcept {
+  scratchCache().clear();
+  malloc_trim(0);
+  growthCount().trimmed();
+  trimCount.fetch_add(1, std::memory_order_relaxed);
+}
 }  // namespace
 
 ScratchRelease::ScratchRelease(size_t items)
-    : active_(releaseDepth++ == 0 && items >= kMinItems), large_(active_ && items >= kLargeItems) {
-  if (active_ && !large_) {
-    cachedBefore_ = scratchCache().held();
-    rssBefore_ = residentBytes();
-  }
+    : active_(releaseDepth == 0 && items >= kMinItems), large_(active_ && items >= kLargeItems) {
+  if (active_ && !large_) growthCount().open();
+  ++releaseDepth;  // last: a constructor that threw leaves the depth as it was
 }
 
 ScratchRelease::~ScratchRelease() {
   --releaseDepth;
   if (!active_) return;
-  if (!large_) {
-    const size_t rss = residentBytes();
-    if (rss != 0 && rssBefore_ != 0) {
-      const size_t cached = scratchCache().held();
-      const size_t refill = cached > cachedBefore_ ? cached - cachedBefore_ : 0;
-      const size_t grew = rss > rssBefore_ + refill ? rss - rssBefore_ - refill : 0;
-      if (grownSinceTrim.fetch_add(grew, std::memory_order_relaxed) + grew < kTrimGrowthBytes) return;
-    }
-  }
-  scratchCache().clear();
-  malloc_trim(0);
-  grownSinceTrim.store(0, std::memory_order_relaxed);
-  trimCount.fetch_add(1, std::memory_order_relaxed);
+  if (large_ || growthCount().close()) trimNow();
 }
 
 uint64_t scratchTrims() noexcept { return trimCount.load(std::memory_order_relaxed); }

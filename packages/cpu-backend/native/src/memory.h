@@ -120,10 +120,13 @@ using ScratchVector = std::vector<T, ScratchAllocator<T>>;
  *    its start and its end (/proc/self/statm, about 4-7 us a read), less what it put back
  *    into the scratch cache: the new rows and index of a fill, scratch past the cache
  *    freed to the heap. What grows the RSS between calls (the caller's result arrays, other
- *    code) does not count, nor does the cache's refill after a trim.
+ *    code) does not count, nor does the cache's refill after a trim. Calls that overlap
+ *    in time (two tables written at once, a write waiting for another's lock, a planned
+ *    call's table writes on pool threads) count the growth of the time any of them was
+ *    open once, not once per call. When the RSS cannot be read, every such call trims.
  * A trim also empties the scratch cache, so right after one the process keeps none
- * of its scratch. Nested write calls (a planned call around a table's write) decide once,
- * in the outermost. A loop of writes on resident keys does not trim, even between
+ * of its scratch. Nested write calls on one thread (a planned call around a table's write)
+ * decide once, in the outermost; on pool threads their growth is counted once (above). A loop of writes on resident keys does not trim, even between
  * lookups that return fresh 16 MiB results, and reuses its scratch through the cache:
  * a trim after every 64K-key write made each call fault its scratch back in and pay
  * the madvise's TLB shootdowns (a fused Adagrad step ran 2.2x slower; a findSync without
@@ -146,8 +149,6 @@ class ScratchRelease {
  private:
   bool active_;
   bool large_;
-  size_t rssBefore_ = 0;     // the RSS as the call started (0: unknown)
-  size_t cachedBefore_ = 0;  // scratchCachedBytes() as the call started
 };
 
 /** The trims ScratchRelease has made in this process (tests and tools). */

@@ -1,10 +1,14 @@
 // Dynamic table semantics (core's reference dynamic table is the specification).
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <unordered_map>
 
 #if defined(__linux__) && defined(__GLIBC__)
@@ -567,6 +571,72 @@ TEST(scratch_trim_counts_growth_inside_write_calls) {
   EXPECT_EQ(scratchTrims(), trims + 1);
   trims = scratchTrims();
   { ScratchRelease large(ScratchRelease::kLargeItems); }
+  EXPECT_EQ(scratchTrims(), trims + 1);
+}
+
+// Write calls open at the same time on two threads (two tables written at once, a planned
+// call's table writes on pool threads) count the growth made while both are open once, not
+// once per call: 3 MiB grown inside both windows stays below the 4 MiB that trims (each
+// call counting it made 6 MiB and a trim), whichever call ends first; the growth is still
+// counted (1.5 MiB more in a later call trims).
+TEST(scratch_trim_counts_growth_of_overlapping_calls_once) {
+  const size_t mib = size_t{1} << 20;
+  static_assert(ScratchRelease::kTrimGrowthBytes == (size_t{4} << 20), "the sizes below assume 4 MiB");
+  std::vector<std::unique_ptr<Touched>> kept;
+  uint64_t trims = 0;
+  // The other thread's call opens and ends inside this thread's call.
+  { ScratchRelease large(ScratchRelease::kLargeItems); }
+  trims = scratchTrims();
+  {
+    ScratchRelease mine(ScratchRelease::kMinItems);
+    std::unique_ptr<Touched> grown;
+    std::thread other([&grown] {
+      ScratchRelease call(ScratchRelease::kMinItems);
+      grown = std::make_unique<Touched>(3 * mib);
+    });
+    other.join();
+    kept.push_back(std::move(grown));
+    EXPECT_EQ(scratchTrims(), trims);
+  }
+  EXPECT_EQ(scratchTrims(), trims);
+  // This thread's call ends first, while the other's is still open.
+  { ScratchRelease large(ScratchRelease::kLargeItems); }
+  trims = scratchTrims();
+  {
+    std::mutex m;
+    std::condition_variable cv;
+    int stage = 0;
+    const auto reach = [&](int s) {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        stage = s;
+      }
+      cv.notify_all();
+    };
+    const auto await = [&](int s) {
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, [&] { return stage >= s; });
+    };
+    std::unique_ptr<Touched> grown;
+    auto mine = std::make_unique<ScratchRelease>(ScratchRelease::kMinItems);
+    std::thread other([&] {
+      ScratchRelease call(ScratchRelease::kMinItems);
+      grown = std::make_unique<Touched>(3 * mib);
+      reach(1);
+      await(2);
+    });
+    await(1);
+    mine.reset();
+    EXPECT_EQ(scratchTrims(), trims);
+    reach(2);
+    other.join();
+    kept.push_back(std::move(grown));
+  }
+  EXPECT_EQ(scratchTrims(), trims);
+  {
+    ScratchRelease call(ScratchRelease::kMinItems);
+    kept.push_back(std::make_unique<Touched>(3 * mib / 2));
+  }
   EXPECT_EQ(scratchTrims(), trims + 1);
 }
 
