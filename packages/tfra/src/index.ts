@@ -26,7 +26,7 @@ export { TimestampRestrictPolicy, FrequencyRestrictPolicy } from './restrictPoli
 
 // lookups and training
 export { ShadowVariable, enableInferenceMode, enableTrainMode, getModelMode } from './shadow.js';
-export type { ModelMode, LookupRecord, RecordedBag } from './shadow.js';
+export type { ModelMode, LookupRecord, RecordedBag, RecordRows } from './shadow.js';
 export { embeddingLookup, embeddingLookupUnique, embeddingLookupSparse, safeEmbeddingLookupSparse } from './lookups.js';
 export type { EmbeddingLookupOptions, SparseLookupOptions, SafeSparseLookupOptions, WithTrainable } from './lookups.js';
 export {

@@ -311,3 +311,74 @@ describe("the recorded copies of the caller's arrays (reused between lookups)", 
     expect(Array.from(currentRecord(t)!.ids as BigInt64Array)).toEqual([10n, 10n]);
   });
 });
+
+describe('a lookup of the same trainable recording while its training step runs (a pipelined next batch)', () => {
+  const sgd = (bpV2: boolean) => de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 }), { bpV2 });
+  const bag = (ids: bigint[]) => new de.SparseTensor(ids.map((_, j) => [0, j]), BigInt64Array.from(ids), [1, ids.length]);
+
+  for (const bpV2 of [false, true]) {
+    for (const kind of ['dense', 'sparse'] as const) {
+      it(`the step trains the lookup it was asked for, the next lookup stays recorded and trains after (${kind}, bpV2 ${bpV2})`, async () => {
+        const v = await table();
+        const opt = sgd(bpV2);
+        const name = `pipe_${kind}`;
+        const look = (ids: bigint[]) =>
+          kind === 'dense' ? de.embeddingLookup(v, BigInt64Array.from(ids), { name }) : de.embeddingLookupSparse(v, bag(ids), null, { combiner: 'sum', name });
+        const t = () => v.getTrainableByName(kind === 'dense' ? name : `${name}/embedding_lookup`) as de.ShadowVariable;
+        await look([1n, 2n]);
+        // gradient 1 per output element: dense, one row per id; sparse, one summed row (each id gets it)
+        const step = opt.applyGradients([[new Float32Array(kind === 'dense' ? 4 : 2).fill(1), t()]]);
+        const next = look([3n, 4n, 5n]); // records while the step runs
+        await Promise.all([step, next]);
+        close((await v.lookup([1n, 2n, 3n, 4n, 5n])).data, [[0, 9], [1, 19], row(3), row(4), row(5)]);
+        expect(Array.from(t().ids as BigInt64Array)).toEqual([3n, 4n, 5n]);
+        // the next batch's step: gradient 2 per element
+        await opt.applyGradients([[new Float32Array(kind === 'dense' ? 6 : 2).fill(2), t()]]);
+        close((await v.lookup([1n, 2n, 3n, 4n, 5n])).data, [[0, 9], [1, 19], [1, 28], [2, 38], [3, 48]]);
+      });
+    }
+  }
+
+  for (const bpV2 of [false, true]) {
+    for (const kind of ['dense', 'sparse'] as const) {
+      it(`a record made right after applyGradients is called does not change what the step trains (${kind}, bpV2 ${bpV2})`, async () => {
+        const v = await table();
+        const opt = sgd(bpV2);
+        const name = `now_${kind}`;
+        if (kind === 'dense') await de.embeddingLookup(v, [1n, 2n], { name });
+        else await de.embeddingLookupSparse(v, bag([1n, 2n]), null, { combiner: 'sum', name });
+        const t = v.getTrainableByName(kind === 'dense' ? name : `${name}/embedding_lookup`) as de.ShadowVariable;
+        const step = opt.applyGradients([[new Float32Array(kind === 'dense' ? 4 : 2).fill(1), t]]);
+        // what the next batch's lookup of ids [3, 4, 5] records, before the step has run a line
+        const ids = new BigInt64Array([3n, 4n, 5n]);
+        t.record(kind === 'dense' ? { ids, shape: [3], bag: null, maxNorm: 0 } : { ids, shape: [1], bag: { rowSplits: Int32Array.from([0, 3]), weights: null, combiner: 'sum' }, maxNorm: 0 });
+        await step;
+        close((await v.lookup([1n, 2n, 3n, 4n, 5n])).data, [[0, 9], [1, 19], row(3), row(4), row(5)]);
+        await opt.applyGradients([[new Float32Array(kind === 'dense' ? 6 : 2).fill(2), t]]);
+        close((await v.lookup([1n, 2n, 3n, 4n, 5n])).data, [[0, 9], [1, 19], [1, 28], [2, 38], [3, 48]]);
+      });
+    }
+  }
+
+  it("a record replaced while its step waits keeps its rows as read through another trainable's write before the step", async () => {
+    const v = await table({ devices: ['a'] });
+    const opt = sgd(false);
+    // trainables a and b both look id 1 up ([1, 10]); b's step comes second in the call
+    await de.embeddingLookup(v, [1n], { name: 'a' });
+    await de.embeddingLookup(v, [1n], { name: 'b' });
+    const a = v.getTrainableByName('a') as de.ShadowVariable;
+    const b = v.getTrainableByName('b') as de.ShadowVariable;
+    const step = opt.applyGradients([
+      [Float32Array.from([1, 1]), a],
+      [Float32Array.from([2, 2]), b],
+    ]);
+    // b records its next lookup (id 7) before a's step writes id 1
+    b.record({ ids: new BigInt64Array([7n]), shape: [1], bag: null, maxNorm: 0 });
+    await step;
+    // TFRA: b's step sets f(v0) of b's lookup, v0 = the row b read ([1, 10]): [1 - 2, 10 - 2], over a's update; id 7 untouched
+    close((await v.lookup([1n, 7n])).data, [[-1, 8], row(7)]);
+    // b's new record kept its own rows (copied before the writes): its step trains id 7 from [7, 70]
+    await opt.applyGradients([[Float32Array.from([1, 1]), b]]);
+    close((await v.lookup([1n, 7n])).data, [[-1, 8], [6, 69]]);
+  });
+});

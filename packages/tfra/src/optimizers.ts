@@ -12,7 +12,7 @@ import {
   type OptimizerSpec,
   validateValues,
 } from '@embedstack/core';
-import { currentRecord, getModelMode, ShadowVariable } from './shadow.js';
+import { currentRecord, getModelMode, holdRecord, type RecordLease, ShadowVariable } from './shadow.js';
 import { bind, checkBindable, trainStep } from './training.js';
 import type { VariableValues } from './values.js';
 import { stateOf } from './variableState.js';
@@ -152,31 +152,39 @@ export abstract class Optimizer {
     if (!Array.isArray(gradsAndVars)) throw invalidParameter('gradsAndVars', 'an array of [grad, trainable] pairs', gradsAndVars, InvalidTypeError);
     // Keras's "No gradients provided for any variable" (a ValueError): no step is counted.
     if (gradsAndVars.length === 0) throw new InvalidArgumentError('No gradients provided for any variable: gradsAndVars is empty (no step is applied or counted)', { argument: 'gradsAndVars' });
-    const work = gradsAndVars.map((pair, i) => {
-      if (!Array.isArray(pair) || pair.length !== 2) throw invalidParameter(`gradsAndVars[${i}]`, 'a [grad, trainable] pair', pair, InvalidTypeError);
-      const [grad, t] = pair as [unknown, unknown];
-      if (!(t instanceof ShadowVariable)) {
-        throw invalidParameter(`gradsAndVars[${i}][1]`, 'a trainable from embeddingLookup (getTrainableByName)', t, InvalidTypeError);
+    // Each pair's record is held from here: the step trains the lookup current now, even if
+    // a lookup of the same trainable records while earlier pairs train (a pipelined next batch).
+    const leases: RecordLease[] = [];
+    try {
+      const work = gradsAndVars.map((pair, i) => {
+        if (!Array.isArray(pair) || pair.length !== 2) throw invalidParameter(`gradsAndVars[${i}]`, 'a [grad, trainable] pair', pair, InvalidTypeError);
+        const [grad, t] = pair as [unknown, unknown];
+        if (!(t instanceof ShadowVariable)) {
+          throw invalidParameter(`gradsAndVars[${i}][1]`, 'a trainable from embeddingLookup (getTrainableByName)', t, InvalidTypeError);
+        }
+        if (currentRecord(t) === null) {
+          throw new FailedPreconditionError(`Trainable "${t.name}" has no recorded lookup: look ids up with embeddingLookup in train mode first`, {
+            argument: `gradsAndVars[${i}][1]`,
+          });
+        }
+        const g = validateValues(grad, currentRecord(t)!.shape, t.dim, `gradsAndVars[${i}][0]`);
+        const lease = holdRecord(t)!;
+        leases.push(lease);
+        return { t, g, lease, state: stateOf(t.params)! };
+      });
+      // Every variable must be trainable by this optimizer before any row is written.
+      for (const { t, state } of work) if (t.params.trainable) checkBindable(state, this);
+      const spec = this.spec;
+      const step = this.iterations + 1;
+      for (const { t, g, lease, state } of work) {
+        if (!t.params.trainable) continue;
+        const b = await bind(state, this, spec, this.slotNames, this.name, t.params.bpV2 || this.#bpV2);
+        await trainStep(state, b, t, lease, g, step, this.#synchronous);
       }
-      const r = currentRecord(t);
-      if (r === null) {
-        throw new FailedPreconditionError(`Trainable "${t.name}" has no recorded lookup: look ids up with embeddingLookup in train mode first`, {
-          argument: `gradsAndVars[${i}][1]`,
-        });
-      }
-      const g = validateValues(grad, r.shape, t.dim, `gradsAndVars[${i}][0]`);
-      return { t, g, state: stateOf(t.params)! };
-    });
-    // Every variable must be trainable by this optimizer before any row is written.
-    for (const { t, state } of work) if (t.params.trainable) checkBindable(state, this);
-    const spec = this.spec;
-    const step = this.iterations + 1;
-    for (const { t, g, state } of work) {
-      if (!t.params.trainable) continue;
-      const b = await bind(state, this, spec, this.slotNames, this.name, t.params.bpV2 || this.#bpV2);
-      await trainStep(state, b, t, g, step, this.#synchronous);
+      this.iterations = step;
+    } finally {
+      for (const lease of leases) lease.release();
     }
-    this.iterations = step;
   }
 
   static {

@@ -56,10 +56,27 @@ export interface LookupRecord {
 export interface RecordCopies {
   keys: Keys | null;
   weights: Float32Array | null;
-  /** Internal readers in progress (a training step, a capture). */
-  leases: number;
   /** Handed out to the user, or already reused: never reused (again). */
   kept: boolean;
+}
+
+/** The rows of a record's ids as its lookup read them, and which ids were in the table. */
+export interface RecordRows {
+  /** Rows, [n * dim]. */
+  values: Float32Array;
+  /** Per id: 1 when it was in the table. */
+  exists: Uint8Array;
+}
+
+/** A record and what belongs to it: its rows once copied (v0), its buffers, its readers. */
+interface RecordState {
+  record: LookupRecord;
+  v0: RecordRows | null;
+  copies: RecordCopies | null;
+  /** Internal readers in progress (a training step, a capture). */
+  leases: number;
+  /** A training step trained it: its rows are no longer copied before writes. */
+  trained: boolean;
 }
 
 /** A lookup's copies of the caller's arrays and the views of them it records. */
@@ -72,16 +89,26 @@ export interface CopiedArrays {
   copies: RecordCopies;
 }
 
-/** An internal reader's hold on a trainable's record: its buffers are not reused until `release()`. */
+/**
+ * An internal reader's hold on a trainable's record (the training step): its buffers are
+ * not reused, and its rows are copied before a write, until `release()`, also when a later
+ * lookup replaced it meanwhile.
+ */
 export interface RecordLease {
   /** The record read. */
   record: LookupRecord;
+  /** The record's rows as its lookup read them once copied (the variable was written since), else null. */
+  readonly v0: RecordRows | null;
+  /** The record's rows as its lookup read them (copied now when not yet). */
+  capture(): Promise<RecordRows>;
+  /** A training step trained the record: writes no longer copy its rows first. */
+  trained(): void;
   /** Ends the hold (idempotent). */
   release(): void;
 }
 
 let copyArrays: (t: ShadowVariable, keys: Keys | null, weights: Float32Array | null) => CopiedArrays;
-let recordCopied: (t: ShadowVariable, r: LookupRecord, v0: { values: Float32Array; exists: Uint8Array } | null, copies: RecordCopies | null) => void;
+let recordCopied: (t: ShadowVariable, r: LookupRecord, v0: RecordRows | null, copies: RecordCopies | null) => void;
 let leaseRecord: (t: ShadowVariable) => RecordLease | null;
 let peekRecord: (t: ShadowVariable) => LookupRecord | null;
 
@@ -128,10 +155,10 @@ export class ShadowVariable {
   /** L2 clip norm of the looked-up rows (0: none); training differentiates through it. */
   maxNorm: number;
   readonly #state: VariableState;
-  #record: LookupRecord | null = null;
-  #v0: { values: Float32Array; exists: Uint8Array } | null = null;
-  /** The buffers the current record's copied arrays live in (null: nothing copied). */
-  #copies: RecordCopies | null = null;
+  /** The last lookup's record, its rows once copied and its buffers (null before the first). */
+  #cur: RecordState | null = null;
+  /** Earlier records a training step still holds whose rows were not copied yet: copied before writes too. */
+  readonly #held = new Set<RecordState>();
   /** Buffers free for the next lookup's copies. */
   #spareKeys: Keys | null = null;
   #spareWeights: Float32Array | null = null;
@@ -161,28 +188,28 @@ export class ShadowVariable {
   /** Ids of the last lookup (flat, stored key type), or null before the first. Later lookups do not change the array returned. */
   get ids(): Keys | null {
     this.#keep();
-    return this.#record?.ids ?? null;
+    return this.#cur?.record.ids ?? null;
   }
 
   /** Shape of the last lookup's output without dim (the gradient is shape + [dim]). */
   get shape(): readonly number[] {
-    return this.#record?.shape ?? [];
+    return this.#cur?.record.shape ?? [];
   }
 
   /** The last lookup (internal: the training step reads it). Later lookups do not change its arrays. */
   get lookupRecord(): LookupRecord | null {
     this.#keep();
-    return this.#record;
+    return this.#cur?.record ?? null;
   }
 
   /** Rows of the last lookup's ids as read (v0), [n * dim], once copied (see the class doc); else null. */
   get values(): Float32Array | null {
-    return this.#v0?.values ?? null;
+    return this.#cur?.v0?.values ?? null;
   }
 
   /** Per id of the last lookup: 1 when it was in the table (once v0 was copied); else null. */
   get exists(): Uint8Array | null {
-    return this.#v0?.exists ?? null;
+    return this.#cur?.v0?.exists ?? null;
   }
 
   /**
@@ -190,28 +217,35 @@ export class ShadowVariable {
    * already has the rows (a remote store, where others may write between lookup and
    * step), is kept; otherwise it is copied before the variable's next write.
    */
-  record(r: LookupRecord, v0: { values: Float32Array; exists: Uint8Array } | null = null): void {
+  record(r: LookupRecord, v0: RecordRows | null = null): void {
     this.#setRecord(r, v0, null);
   }
 
-  #setRecord(r: LookupRecord, v0: { values: Float32Array; exists: Uint8Array } | null, copies: RecordCopies | null): void {
-    const old = this.#copies;
-    this.#record = r;
-    this.#v0 = v0;
-    this.#copies = copies;
-    if (v0) this.#state.pending.delete(this);
-    else this.#state.pending.add(this);
+  #setRecord(r: LookupRecord, v0: RecordRows | null, copies: RecordCopies | null): void {
+    const old = this.#cur;
+    this.#cur = { record: r, v0, copies, leases: 0, trained: false };
+    // a step holding the old record still needs its rows as read: copied before writes too
+    if (old && old.leases > 0 && !old.v0 && !old.trained) this.#held.add(old);
+    this.#syncPending();
     if (old) this.#reuse(old);
+  }
+
+  /** In the variable's pending set while a record's rows may still need copying before a write. */
+  #syncPending(): void {
+    const c = this.#cur;
+    if ((c && !c.v0 && !c.trained) || this.#held.size > 0) this.#state.pending.add(this);
+    else this.#state.pending.delete(this);
   }
 
   /** The current record's arrays are handed out: its buffers are never reused. */
   #keep(): void {
-    if (this.#copies) this.#copies.kept = true;
+    if (this.#cur?.copies) this.#cur.copies.kept = true;
   }
 
-  /** Makes `c`'s buffers spares once no record and no reader uses them. */
-  #reuse(c: RecordCopies): void {
-    if (c.kept || c.leases > 0 || c === this.#copies) return;
+  /** Makes the buffers of `st` spares once it is no longer the record and no reader holds it. */
+  #reuse(st: RecordState): void {
+    const c = st.copies;
+    if (!c || c.kept || st.leases > 0 || st === this.#cur) return;
     c.kept = true;
     this.#spareKeys = larger(this.#spareKeys, c.keys);
     this.#spareWeights = larger(this.#spareWeights, c.weights);
@@ -219,61 +253,69 @@ export class ShadowVariable {
 
   /** Holds the current record for an internal reader (see {@link RecordLease}); null before the first lookup. */
   #lease(): RecordLease | null {
-    const record = this.#record;
-    if (!record) return null;
-    const c = this.#copies;
-    if (!c) return { record, release: () => {} };
-    c.leases++;
+    const st = this.#cur;
+    if (!st) return null;
+    st.leases++;
     let held = true;
     return {
-      record,
+      record: st.record,
+      get v0() {
+        return st.v0;
+      },
+      capture: () => this.#captureState(st),
+      trained: () => {
+        st.trained = true;
+        this.#held.delete(st);
+        this.#syncPending();
+      },
       release: () => {
         if (!held) return;
         held = false;
-        c.leases--;
-        this.#reuse(c);
+        st.leases--;
+        if (st.leases === 0 && this.#held.delete(st)) this.#syncPending();
+        this.#reuse(st);
       },
     };
   }
 
-  /** Copies v0 now if it was not yet (the rows are still those the lookup read). */
-  async capture(): Promise<{
-    /** Rows of the last lookup's ids as read, [n * dim]. */
-    values: Float32Array;
-    /** Per id: 1 when it was in the table. */
-    exists: Uint8Array;
-  } | null> {
-    if (this.#v0) return this.#v0;
-    const lease = this.#lease();
-    if (!lease) return null;
+  /** The rows of record `st` as read, copied now if they were not yet (nothing wrote its ids since the lookup). */
+  async #captureState(st: RecordState): Promise<RecordRows> {
+    if (st.v0) return st.v0;
+    st.leases++; // its buffers stay while the read is in flight
     try {
-      const r = await this.#state.find(lease.record.ids);
-      // a lookup that recorded meanwhile keeps its own (pending) rows
-      if (this.#record === lease.record) {
-        this.#v0 = r;
-        this.#state.pending.delete(this);
-      }
-      return r;
+      const r = await this.#state.find(st.record.ids);
+      st.v0 ??= r;
     } finally {
-      lease.release();
+      st.leases--;
     }
+    this.#held.delete(st);
+    this.#syncPending();
+    this.#reuse(st);
+    return st.v0!;
+  }
+
+  /** Copies v0 now if it was not yet (the rows are still those the lookup read); also of earlier records a training step holds. */
+  async capture(): Promise<RecordRows | null> {
+    for (const st of [...this.#held]) await this.#captureState(st);
+    const st = this.#cur;
+    return st ? this.#captureState(st) : null;
   }
 
   /** {@link capture} through synchronous reads. */
   captureSync(): void {
-    if (this.#v0 || !this.#record) return;
-    this.#v0 = this.#state.findSync(this.#record.ids);
-    this.#state.pending.delete(this);
+    for (const st of [this.#cur, ...this.#held]) if (st && !st.v0) st.v0 = this.#state.findSync(st.record.ids);
+    this.#held.clear();
+    this.#syncPending();
   }
 
   /** True when v0 was copied because the variable was written after the lookup. */
   get captured(): boolean {
-    return this.#v0 !== null;
+    return (this.#cur?.v0 ?? null) !== null;
   }
 
   static {
     copyArrays = (t, keys, weights) => {
-      const copies: RecordCopies = { keys: null, weights: null, leases: 0, kept: false };
+      const copies: RecordCopies = { keys: null, weights: null, kept: false };
       if (keys) {
         copies.keys = copyInto(keys, t.#spareKeys);
         if (copies.keys === t.#spareKeys) t.#spareKeys = null;
@@ -290,7 +332,7 @@ export class ShadowVariable {
     };
     recordCopied = (t, r, v0, copies) => t.#setRecord(r, v0, copies);
     leaseRecord = (t) => t.#lease();
-    peekRecord = (t) => t.#record;
+    peekRecord = (t) => t.#cur?.record ?? null;
   }
 }
 
@@ -304,11 +346,15 @@ export function copyForRecord(t: ShadowVariable, keys: Keys | null, weights: Flo
 }
 
 /** {@link ShadowVariable.record} of a lookup whose arrays are (partly) in `copies` (from {@link copyForRecord}). */
-export function recordLookup(t: ShadowVariable, r: LookupRecord, v0: { values: Float32Array; exists: Uint8Array } | null, copies: RecordCopies | null): void {
+export function recordLookup(t: ShadowVariable, r: LookupRecord, v0: RecordRows | null, copies: RecordCopies | null): void {
   recordCopied(t, r, v0, copies);
 }
 
-/** Holds `t`'s record while an internal reader (the training step) reads it: its buffers are not reused meanwhile. Null before the first lookup. */
+/**
+ * Holds `t`'s current record while an internal reader (the training step) reads it: its
+ * buffers are not reused and its rows are copied before writes meanwhile, also after a
+ * later lookup replaced it. Null before the first lookup.
+ */
 export function holdRecord(t: ShadowVariable): RecordLease | null {
   return leaseRecord(t);
 }

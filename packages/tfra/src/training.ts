@@ -8,7 +8,7 @@ import {
 import { uniqueKeys } from './keys.js';
 import { CuckooHashTableCreator, shardScores } from './kvCreators.js';
 import { gatherFlags, gatherRows } from './partition.js';
-import { holdRecord, type LookupRecord, type ShadowVariable } from './shadow.js';
+import type { LookupRecord, RecordLease, ShadowVariable } from './shadow.js';
 import type { Binding, VariableState } from './variableState.js';
 
 /**
@@ -125,26 +125,18 @@ async function perIdGradients(r: LookupRecord, grads: Float32Array, rows: Float3
 }
 
 /**
- * One optimizer step on the rows of trainable `t`'s last lookup, `grads` being the
- * gradient of that lookup's output. Fused (slots beside the rows): when the
+ * One optimizer step on the rows of the lookup `lease` holds (trainable `t`'s last
+ * lookup when the step was asked for; a lookup recording meanwhile does not change it),
+ * `grads` being the gradient of that lookup's output. Fused (slots beside the rows): when the
  * variable was written after the lookup, the looked-up rows v0 are written back
  * first (TFRA sets f(v0)); then core's fused update runs on every shard. Otherwise
  * (bpV2, slots in companion tables): each shard's state table computes f(v0) and
  * the variable is set (upsert) or, with bpV2, accumulated (accum of f(v0) - v0 for
  * keys that existed at the lookup).
  */
-export async function trainStep(state: VariableState, b: Binding, t: ShadowVariable, grads: Float32Array, step: number, sequential: boolean): Promise<void> {
+export async function trainStep(state: VariableState, b: Binding, t: ShadowVariable, lease: RecordLease, grads: Float32Array, step: number, sequential: boolean): Promise<void> {
   state.checkAlive();
-  // held for the step: a lookup recording meanwhile does not reuse its arrays
-  const lease = holdRecord(t)!;
-  try {
-    await stepOn(state, b, t, lease.record, grads, step, sequential);
-  } finally {
-    lease.release();
-  }
-}
-
-async function stepOn(state: VariableState, b: Binding, t: ShadowVariable, r: LookupRecord, grads: Float32Array, step: number, sequential: boolean): Promise<void> {
+  const r = lease.record;
   const creator = state.cfg.kvCreator;
   const epoch = creator.epochFor(step);
   if (epoch !== null) for (const table of state.tables) table.setEpoch(epoch);
@@ -155,8 +147,8 @@ async function stepOn(state: VariableState, b: Binding, t: ShadowVariable, r: Lo
   };
   if (b.fused) {
     // 'customized' scores come with writes only: the rows are written back with them first.
-    if (creator.givesScores) await t.capture();
-    const v0 = t.captured ? { values: t.values!, exists: t.exists! } : null;
+    if (creator.givesScores) await lease.capture();
+    const v0 = lease.v0;
     if (v0) {
       const p = state.partition(r.ids);
       const scores = shardScores(creator, p.keys); // every shard's, checked before the first write
@@ -186,7 +178,7 @@ async function stepOn(state: VariableState, b: Binding, t: ShadowVariable, r: Lo
       });
     }
   } else {
-    const v0 = (await t.capture())!;
+    const v0 = await lease.capture();
     const g = await perIdGradients(r, grads, v0.values, state);
     const p = state.partition(r.ids);
     const unique = p.keys.map((keys) => uniqueKeys(keys));
@@ -196,7 +188,7 @@ async function stepOn(state: VariableState, b: Binding, t: ShadowVariable, r: Lo
       await companionStep(state, b, s, p.keys[s]!, unique[s]!, p.positions[s]!, g, v0, step, scores[s]);
     });
   }
-  state.pending.delete(t);
+  lease.trained();
   if (state.restrictPolicy) await state.restrictPolicy.applyUpdate(r.ids);
 }
 
