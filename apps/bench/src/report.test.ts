@@ -81,11 +81,24 @@ describe('targets', () => {
     expect(t.pass).toBe(false);
   });
   it('pairs costs round by round too (inverted) and skips rounds without a finite ratio', () => {
-    const ours: Figure = { name: 'table', kind: 'ours', value: 100, unit: 'ms', lowerIsBetter: true, samples: [100, 0, 200, 100], interleaved: 3 };
-    const peer: Figure = { name: 'peer', kind: 'peer', value: 300, unit: 'ms', lowerIsBetter: true, samples: [300, 300, 400, NaN], interleaved: 3 };
-    // rounds 1 and 3: 300/100, 400/200; round 2 (ours 0) and 4 (peer NaN) have no ratio; sqrt(3 x 2)
-    expect(pairedRatio(ours, peer)).toEqual({ value: Math.sqrt(6), rounds: 2, perRound: [3, 2] });
-    expect(groupRatios({ title: 'g', params: {}, figures: [ours, peer] })).toEqual({ table: { peer: Math.sqrt(6) } });
+    const ours: Figure = { name: 'table', kind: 'ours', value: 100, unit: 'ms', lowerIsBetter: true, samples: [100, 0, 200, 100, 100], interleaved: 3 };
+    const peer: Figure = { name: 'peer', kind: 'peer', value: 300, unit: 'ms', lowerIsBetter: true, samples: [300, 300, 400, NaN, 200], interleaved: 3 };
+    // rounds 1, 3 and 5: 300/100, 400/200, 200/100; round 2 (ours 0) and 4 (peer NaN) have no ratio
+    expect(pairedRatio(ours, peer)).toEqual({ value: 2, rounds: 3, perRound: [3, 2, 2] });
+    expect(groupRatios({ title: 'g', params: {}, figures: [ours, peer] })).toEqual({ table: { peer: 2 } });
+  });
+  it('gives no ratio (no PASS) when half the rounds or more have none: a side broken in most rounds measures nothing', () => {
+    const ours: Figure = { name: 'ours', kind: 'ours', value: 100, unit: 'x/s', samples: [100, 100, 100, 100], interleaved: 4 };
+    const half: Figure = { name: 'peer', kind: 'peer', value: 50, unit: 'x/s', samples: [50, 50, 0, NaN], interleaved: 4 };
+    expect(pairedRatio(ours, half)).toEqual({ value: NaN, rounds: 0, perRound: [] });
+    // one good round of four (the others 0 or infinite rates): it alone would read 2x and PASS
+    const broken: Figure = { name: 'peer', kind: 'peer', value: NaN, unit: 'x/s', samples: [50, Infinity, 0, NaN], interleaved: 4 };
+    const t = ratioTarget({ title: 'g', params: {}, figures: [ours, broken] }, 'ours', 'peer', '>=', 1, 'ours >= 1x peer');
+    expect(t.measured).toBeNaN();
+    expect(t.pass).toBe(false);
+    expect(groupRatios({ title: 'g', params: {}, figures: [ours, broken] })).toEqual({ ours: {} });
+    // three of four good rounds: their median
+    expect(pairedRatio(ours, { ...half, samples: [50, 50, 25, NaN] }).value).toBe(2);
   });
   it('value targets compare with <= and >=', () => {
     expect(valueTarget(20, '<=', 24, 'B/key', 'x').pass).toBe(true);

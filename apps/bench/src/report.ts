@@ -76,7 +76,10 @@ export interface SuiteResult {
  * hundred milliseconds apart, under about the same machine load, while the load of a
  * shared machine moves between rounds; the ratio of the two medians would then compare
  * samples from different rounds (each median falls where its own job's samples happen to
- * split). Other pairs: the ratio of the medians. `rounds` is 0 when not paired.
+ * split). Rounds without a finite positive ratio (a broken sample on either side) are left
+ * out, but only a majority of good rounds gives a ratio: NaN otherwise (a side broken in most
+ * rounds measures nothing, and its one good round must not decide a target). Other pairs:
+ * the ratio of the medians. `rounds` is 0 when not paired.
  */
 export function pairedRatio(ours: Figure, peer: Figure): { value: number; rounds: number; perRound: number[] } {
   const lower = ours.lowerIsBetter ?? false;
@@ -84,7 +87,8 @@ export function pairedRatio(ours: Figure, peer: Figure): { value: number; rounds
   const b = peer.samples;
   if (ours.interleaved !== undefined && ours.interleaved === peer.interleaved && a && b && a.length === b.length && a.length > 0) {
     const perRound = a.map((x, i) => ratio(x, b[i]!, lower)).filter((r) => Number.isFinite(r) && r > 0);
-    if (perRound.length > 0) return { value: ratioMedian(perRound), rounds: perRound.length, perRound };
+    if (perRound.length * 2 > a.length) return { value: ratioMedian(perRound), rounds: perRound.length, perRound };
+    return { value: NaN, rounds: 0, perRound: [] };
   }
   return { value: ratio(ours.value, peer.value, lower), rounds: 0, perRound: [] };
 }
