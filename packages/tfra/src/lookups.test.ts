@@ -382,3 +382,18 @@ describe('a lookup of the same trainable recording while its training step runs 
     close((await v.lookup([1n, 7n])).data, [[-1, 8], [6, 69]]);
   });
 });
+
+describe("the record's copy of a caller's array that carries its own `constructor` property", () => {
+  it('is made by the array\'s engine type, and the step trains its ids', async () => {
+    const v = await table();
+    const values = new BigInt64Array([3n, 4n]);
+    // a property of the caller's object: the copy must not build a Float64Array from it (a BigInt TypeError)
+    Object.defineProperty(values, 'constructor', { value: Float64Array });
+    const sp = new de.SparseTensor([[0, 0], [0, 1]], values, [1, 2]);
+    await de.embeddingLookupSparse(v, sp, null, { combiner: 'sum', name: 'ctor' });
+    values.fill(9n);
+    const t = v.getTrainableByName('ctor/embedding_lookup') as de.ShadowVariable;
+    await de.DynamicEmbeddingOptimizer(new de.optimizers.SGD({ learningRate: 1 })).applyGradients([[Float32Array.from([1, 2]), t]]);
+    close((await v.lookup([3n, 4n, 9n])).data, [[2, 28], [3, 38], row(9)]);
+  });
+});

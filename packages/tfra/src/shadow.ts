@@ -112,10 +112,19 @@ let recordCopied: (t: ShadowVariable, r: LookupRecord, v0: RecordRows | null, co
 let leaseRecord: (t: ShadowVariable) => RecordLease | null;
 let peekRecord: (t: ShadowVariable) => LookupRecord | null;
 
+/** The engine's getters of typed arrays (no getter or property of the caller's array runs). */
+const typedGetter = (name: PropertyKey): ((this: unknown) => unknown) => Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype) as object, name)!.get!;
+const tagOf = typedGetter(Symbol.toStringTag);
+const lengthOf = typedGetter('length');
+/** The constructors of the arrays a record copies, by their engine tag (not by the array's own `constructor`, which a caller may set). */
+const COPY_KINDS: Readonly<Record<string, new (n: number) => Keys | Float32Array>> = Object.freeze({ BigInt64Array, Int32Array, Float32Array });
+
 /** A reusable buffer of `src`'s kind with room for `src` (`spare` when it fits), holding `src` in its first entries. */
 function copyInto<A extends Keys | Float32Array>(src: A, spare: A | null): A {
-  const fits = spare !== null && spare.constructor === src.constructor && spare.length >= src.length;
-  const buf = fits ? spare : (new (src.constructor as new (n: number) => A)(src.length));
+  const kind = tagOf.call(src) as string;
+  const n = lengthOf.call(src) as number;
+  const fits = spare !== null && tagOf.call(spare) === kind && spare.length >= n;
+  const buf = fits ? spare : (new COPY_KINDS[kind]!(n) as A);
   (buf as Float32Array).set(src as Float32Array);
   return buf;
 }
@@ -128,7 +137,7 @@ function head<A extends Keys | Float32Array>(buf: A, n: number): A {
 /** The larger of two spare buffers of the same kind (either may be null). */
 function larger<A extends Keys | Float32Array>(a: A | null, b: A | null): A | null {
   if (a === null) return b;
-  if (b === null || b.constructor !== a.constructor) return a;
+  if (b === null || tagOf.call(b) !== tagOf.call(a)) return a;
   return b.length > a.length ? b : a;
 }
 
