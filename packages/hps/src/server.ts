@@ -121,7 +121,15 @@ interface Adoption {
   replaces?: ModelState | null;
   /** Replace `replaces` even when it is newer (a version of this server that may have been deleted under it). */
   force?: boolean;
+  /** The lapses of this server's lease counted once the version was leased and found live (SharedL2Control.lapses). */
+  lapseMark: number;
 }
+
+/**
+ * A published version this server prepared a switch to, whose lease lapsed meanwhile and that is no
+ * longer live (another server's collection may have deleted it): discarded; the caller takes the live one.
+ */
+class AdoptionLapsed extends StoreUnavailableError {}
 const CREATE_TOKEN = Symbol('HPS.create');
 
 /**
@@ -237,13 +245,17 @@ export class HPS {
     this.#sharedError.delete(cfg.model); // a load asked for tries again a version that failed before
     this.#lapseNote.delete(cfg.model);
     if (this.#shared && !this.#writesL2()) {
-      const adoption = await this.#leaseLive(cfg);
-      if (adoption) {
+      // a version whose lease lapsed while it was prepared, then replaced: the next live one
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const adoption = await this.#leaseLive(cfg);
+        if (!adoption) break;
         try {
           return await this.#load(cfg, adoption);
         } catch (e) {
           if (this.#closed) throw e;
+          if (e instanceof AdoptionLapsed) continue;
           this.#sharedError.set(cfg.model, { seq: adoption.version.seq, message: `could not load published version ${adoption.version.seq}: ${(e as Error).message}` });
+          break;
         }
       }
     }
@@ -266,10 +278,10 @@ export class HPS {
         this.#sharedError.set(cfg.model, { seq: v.seq, message: `published version ${v.seq} does not fit this server's model entry: ${misfit}` });
         return null;
       }
-      const release = ctl.use(cfg.model, v.suffix);
+      const release = ctl.use(cfg.model, v.suffix, v.tables.map((t) => ({ name: t.name, dim: t.dim })));
       try {
         await ctl.renew(cfg.model);
-        if ((await ctl.live(cfg.model))?.seq === v.seq) return { version: v, release };
+        if ((await ctl.live(cfg.model))?.seq === v.seq) return { version: v, release, lapseMark: ctl.lapses(cfg.model) };
       } catch (e) {
         release();
         throw e;
@@ -323,7 +335,7 @@ export class HPS {
         // restarted loading server loads `.v<seq>` beside the version the others serve)
         const stable = version === 1 && live === null;
         suffix = stable ? '' : `.v${seq}`;
-        release = ctl.use(cfg.model, suffix);
+        release = ctl.use(cfg.model, suffix, tablesOf(cfg));
         try {
           await ctl.renew(cfg.model); // leased before it is registered: never collected while it loads
           if (!stable) await ctl.register(cfg.model, suffix, tablesOf(cfg));
@@ -331,7 +343,7 @@ export class HPS {
             // another server registered the stable tables first (it loads or serves them)
             release();
             suffix = `.v${seq}`;
-            release = ctl.use(cfg.model, suffix);
+            release = ctl.use(cfg.model, suffix, tablesOf(cfg));
             await ctl.renew(cfg.model);
             await ctl.register(cfg.model, suffix, tablesOf(cfg));
           }
@@ -343,7 +355,7 @@ export class HPS {
       }
       if (!release) {
         // serving the stable tables, nothing published: leased at once (they may be registered, so collectable)
-        release = ctl.use(cfg.model, suffix);
+        release = ctl.use(cfg.model, suffix, tablesOf(cfg));
         try {
           await ctl.renew(cfg.model);
         } catch (e) {
@@ -370,6 +382,7 @@ export class HPS {
       throw closed();
     }
     if (ctl && lapseMark !== null) await this.#checkLease(state, lapseMark);
+    if (ctl && adoption) await this.#checkAdoption(state, adoption);
     const old = this.#models.get(cfg.model);
     if (adoption?.replaces && !old) {
       // the model was unloaded while this server prepared the switch: it stays unloaded
@@ -384,9 +397,39 @@ export class HPS {
     }
     this.#models.set(cfg.model, state); // atomic: new lookups see the complete new version
     state.startRefresh();
-    if (publish && state.wroteL2) await this.#publish(state);
+    if (publish && state.wroteL2 && !(await this.#publish(state))) {
+      // the lease was gone when the publication reached Redis (a stall or partition after the last renewal
+      // longer than leaseMs): the version served before comes back, this one is discarded as in #checkLease
+      if (this.#models.get(cfg.model) === state) {
+        if (old) this.#models.set(cfg.model, old);
+        else this.#models.delete(cfg.model);
+      } else await old?.dispose(); // a later load replaced this one meanwhile (and disposes it)
+      await this.#discard(state, `this server's lease lapsed before the version was published (no renewal reached Redis for ${this.#sharedSettings.leaseMs} ms)`);
+    }
     if (old) await old.dispose(); // waits for the lookups in flight on the old version
     return state;
+  }
+
+  /**
+   * Before this server switches to a published version it prepared: when its lease lapsed since the
+   * version was leased (a renewal now) and the version is no longer live, another server's collection
+   * may have deleted it: it is discarded (AdoptionLapsed; the caller takes the live version).
+   */
+  async #checkAdoption(state: ModelState, adoption: Adoption): Promise<void> {
+    const ctl = this.#shared!;
+    try {
+      await ctl.renew(state.name);
+    } catch {
+      return; // Redis unreachable: the switch goes on; a lapse is found by a later renewal (#afterLapse)
+    }
+    if (ctl.lapses(state.name) === adoption.lapseMark) return;
+    const live = await ctl.live(state.name).catch(() => null);
+    if (live?.seq === adoption.version.seq) return; // still live: not collected (the live version never is)
+    await state.dispose();
+    throw new AdoptionLapsed(
+      `Model ${JSON.stringify(state.name)}: published version ${state.seq} was not switched to: this server's lease lapsed while it prepared the switch ` +
+        `(no renewal reached Redis for ${this.#sharedSettings.leaseMs} ms) and a newer version replaced it (another server may have deleted it)`,
+    );
   }
 
   /**
@@ -409,12 +452,21 @@ export class HPS {
     } catch (e) {
       cause = e;
     }
-    await ctl.register(state.name, state.l2Suffix, tablesOf(state.config)).catch(() => undefined);
-    await state.dispose();
     const why =
       cause === undefined
         ? `this server's lease lapsed while it loaded (no renewal reached Redis for ${this.#sharedSettings.leaseMs} ms): other servers may have deleted part of it`
         : `its lease could not be renewed at the end of the load (${(cause as Error).message})`;
+    await this.#discard(state, why, cause);
+  }
+
+  /**
+   * Discards version `state` this server wrote into the shared L2 and may have lost: registered again
+   * (what is left of it is deleted once no server uses it), disposed; the load fails.
+   * @throws StoreUnavailableError
+   */
+  async #discard(state: ModelState, why: string, cause?: unknown): Promise<never> {
+    await this.#shared!.register(state.name, state.l2Suffix, tablesOf(state.config)).catch(() => undefined);
+    await state.dispose();
     throw new StoreUnavailableError(`Model ${JSON.stringify(state.name)}: version ${state.seq} (${state.l2Suffix || 'the stable tables'}) was discarded, not served or published: ${why}; load the model again`, cause === undefined ? undefined : { cause });
   }
 
@@ -426,26 +478,25 @@ export class HPS {
 
   /**
    * Publishes a version this server wrote into the shared L2 (retried by the timer when Redis fails),
-   * unless this server's lease lapsed since (#afterLapse then switches it to the live version).
+   * unless this server's lease lapsed since (#afterLapse then switches it to the live version): checked
+   * here (the lapses its renewals found) and by the publishing script (the lease must exist in Redis).
+   * @returns false when it was not published for a lapse (never retried), true when it was or will be retried
    */
-  async #publish(state: ModelState): Promise<void> {
-    if (this.#lost(state)) {
-      this.#unpublished.delete(state);
-      this.#sharedError.set(state.name, { seq: state.seq, message: `version ${state.seq} was not published: this server's lease lapsed before it was (another server may have deleted it)` });
-      return;
-    }
+  async #publish(state: ModelState): Promise<boolean> {
+    let published = !this.#lost(state);
     try {
-      await this.#shared!.publish(state.name, {
-        seq: state.seq,
-        suffix: state.l2Suffix,
-        tables: state.tables.map((t) => ({ name: t.name, dim: t.dim, rows: t.rows })),
-        files: state.files ?? [],
-      });
-      this.#unpublished.delete(state);
+      if (published) {
+        const version = { seq: state.seq, suffix: state.l2Suffix, tables: state.tables.map((t) => ({ name: t.name, dim: t.dim, rows: t.rows })), files: state.files ?? [] };
+        published = await this.#shared!.publish(state.name, version, this.#lapseMarks.get(state));
+      }
     } catch (e) {
       this.#unpublished.add(state);
       this.#sharedError.set(state.name, { seq: state.seq, message: `could not publish version ${state.seq}: ${(e as Error).message}` });
+      return true;
     }
+    this.#unpublished.delete(state);
+    if (!published) this.#sharedError.set(state.name, { seq: state.seq, message: `version ${state.seq} was not published: this server's lease lapsed before it was (another server may have deleted it)` });
+    return published;
   }
 
   /** A version's end on a shared L2: its use ends, the lease says so, and versions no server uses are deleted. */
@@ -499,8 +550,11 @@ export class HPS {
         `leaseMs (${this.#sharedSettings.leaseMs} ms), other servers may delete the versions it serves`;
     }
     for (const name of ctl.takeLapsed()) {
-      const m = this.#models.get(name);
-      if (m && !this.#closed) this.#adopt(name, () => this.#afterLapse(m).catch(() => undefined));
+      // the versions it used that a collection deleted were registered again by the renewal that found
+      // the lapse; the served one is checked once no switch of the model runs (one running is
+      // checked at its end: #checkAdoption, #checkLease)
+      const again = ctl.takeRegisteredAgain(name);
+      if (!this.#closed) this.#adopt(name, () => this.#afterLapse(name, again).catch(() => undefined), true);
     }
     for (const state of [...this.#unpublished]) {
       if (this.#closed) return;
@@ -509,7 +563,8 @@ export class HPS {
     }
     for (const [name, m] of [...this.#models]) {
       if (this.#closed) return;
-      if (this.#sharedSettings.followReloads) this.#adopt(name, () => this.#follow(m));
+      // a server that found nothing published (the stable tables, seq 0) takes the first version published, whatever followReloads says
+      if (this.#sharedSettings.followReloads || (m.seq === 0 && !m.wroteL2)) this.#adopt(name, () => this.#follow(m));
       else if (m.wroteL2) await this.#republishLost(m, await this.#shared!.live(name)).catch(() => undefined);
       await this.#collect(name).catch(() => undefined);
     }
@@ -517,27 +572,43 @@ export class HPS {
 
   /**
    * Runs `switchTo` for model `name` in the background unless a switch of it already runs (a
-   * switch that streams files into L3 must not stop the lease renewals); close() waits for it.
+   * switch that streams files into L3 must not stop the lease renewals); `queue`: after that one
+   * instead. close() waits for it.
    */
-  #adopt(name: string, switchTo: () => Promise<void>): void {
-    if (this.#adopting.has(name)) return;
-    this.#adopting.set(name, switchTo().finally(() => this.#adopting.delete(name)));
+  #adopt(name: string, switchTo: () => Promise<void>, queue = false): void {
+    const running = this.#adopting.get(name);
+    if (running && !queue) return;
+    const p: Promise<void> = (running ? running.catch(() => undefined).then(switchTo) : switchTo()).finally(() => {
+      if (this.#adopting.get(name) === p) this.#adopting.delete(name);
+    });
+    this.#adopting.set(name, p);
   }
 
   /**
-   * After this server's lease lapsed: another server's collection may have deleted the version
-   * `m` serves (every registered version but the live one can go, the stable tables included),
-   * so unless it serves the live one, it registers that version again (keys written into it since, by L3
-   * write-backs or updates, are collected once nothing uses it) and switches to the live version,
-   * whatever `followReloads` says. What happened is kept for modelInfo.
+   * After this server's lease lapsed (run once no switch of model `name` runs): another server's
+   * collection may have deleted the version it serves (every registered version but the live one can
+   * go, the stable tables included; `again`: the suffixes found deleted, registered again by the renewal
+   * that found the lapse, so that keys written into them since, by L3 write-backs or updates, are
+   * collected once nothing uses them), so unless it serves the live one, it switches to the live version, whatever
+   * `followReloads` says. What happened is kept for modelInfo.
    */
-  async #afterLapse(m: ModelState): Promise<void> {
+  async #afterLapse(name: string, again: readonly string[]): Promise<void> {
     const ctl = this.#shared!;
+    const m = this.#models.get(name);
+    if (!m || this.#closed) return; // unloaded, or still loading (#checkAdoption / #checkLease check its end)
     const lapse = `this server's lease lapsed (no renewal reached Redis for ${this.#sharedSettings.leaseMs} ms)`;
     const live = await ctl.live(m.name);
-    if (live?.suffix === m.l2Suffix) return; // never collected
-    const kept = await ctl.registered(m.name, m.l2Suffix);
-    if (!kept) await ctl.register(m.name, m.l2Suffix, tablesOf(m.config));
+    if (live?.suffix === m.l2Suffix) {
+      // never collected; other versions it used may have been (a replaced one that lookups in flight still read)
+      if (again.length) this.#lapseNote.set(m.name, `${lapse}; another server deleted versions it still used (${again.map((s) => s || 'the stable tables').join(', ')}): registered again, so that what is written into them is deleted once no server uses them`);
+      return;
+    }
+    let kept = !again.includes(m.l2Suffix);
+    if (kept && !(await ctl.registered(m.name, m.l2Suffix))) {
+      // not named by the lease when the lapse was found, or deleted since
+      kept = false;
+      await ctl.register(m.name, m.l2Suffix, tablesOf(m.config));
+    }
     const what = `while it served version ${m.seq} (${m.l2Suffix || 'the stable tables'}), not the live one${kept ? '' : ', and another server deleted that version'}`;
     const adoption = live ? await this.#leaseLive(m.config) : null;
     if (!adoption) {
@@ -564,23 +635,29 @@ export class HPS {
 
   /** Switches model `m` to a newer version published in the shared L2, if any. */
   async #follow(m: ModelState): Promise<void> {
-    let adoption: Adoption | null;
-    try {
-      adoption = await this.#leaseLive(m.config, m.seq, m);
-    } catch {
-      return; // Redis unreachable: the next poll tries again
-    }
-    if (!adoption) return;
-    if (this.#closed || this.#models.get(m.name) !== m) {
-      adoption.release();
-      return;
-    }
-    try {
-      await this.#load(m.config, { ...adoption, replaces: m });
-      this.#sharedError.delete(m.name);
-      this.#lapseNote.delete(m.name);
-    } catch (e) {
-      if (!this.#closed && this.#models.has(m.name)) this.#sharedError.set(m.name, { seq: adoption.version.seq, message: `could not load published version ${adoption.version.seq}: ${(e as Error).message}` });
+    // a version whose lease lapsed while it was prepared, then replaced: the next live one
+    for (let attempt = 0; attempt < 5; attempt++) {
+      let adoption: Adoption | null;
+      try {
+        adoption = await this.#leaseLive(m.config, m.seq, m);
+      } catch {
+        return; // Redis unreachable: the next poll tries again
+      }
+      if (!adoption) return;
+      if (this.#closed || this.#models.get(m.name) !== m) {
+        adoption.release();
+        return;
+      }
+      try {
+        await this.#load(m.config, { ...adoption, replaces: m });
+        this.#sharedError.delete(m.name);
+        this.#lapseNote.delete(m.name);
+        return;
+      } catch (e) {
+        if (e instanceof AdoptionLapsed) continue;
+        if (!this.#closed && this.#models.has(m.name)) this.#sharedError.set(m.name, { seq: adoption.version.seq, message: `could not load published version ${adoption.version.seq}: ${(e as Error).message}` });
+        return;
+      }
     }
   }
 

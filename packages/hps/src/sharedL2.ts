@@ -42,7 +42,8 @@ export interface SharedL2Options {
   /**
    * Switch to a newer version another server publishes while this one runs. Default true. With
    * false, an attaching server takes the version published when it starts (or loads the model)
-   * and keeps it.
+   * and keeps it; one that finds none published (it serves the stable tables) takes the first
+   * version published after.
    */
   followReloads?: boolean;
 }
@@ -60,17 +61,37 @@ const NEXT_SEQ =
 /** Redis's clock in milliseconds (lease expiries are Redis times: servers' clocks never matter). */
 const NOW = "if redis.replicate_commands then redis.replicate_commands() end local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) ";
 
+/** The number at the end of a `uses` value (the lapses its server's renewals found), in `n`: the higher of the two. */
+const LAPSES_IN = (value: string, n: string) =>
+  `if ${value} then local e = cjson.decode(${value}) local last = e[#e] if type(last) == 'number' and last > ${n} then ${n} = last end end `;
+
 /**
- * A renewal: KEYS leases, uses; ARGV id, leaseMs, the suffixes used (JSON). Writes the server's
- * expiry (now + leaseMs) and its suffixes; returns 1 when its previous lease was still running,
- * 0 when it had expired (but no collection has run since: one forgets expired leases first), -1
- * when it was gone (never written, forgotten by a collection, or lost by Redis).
+ * A renewal: KEYS leases, uses, gens, live; ARGV id, leaseMs, the suffixes used (JSON), their `gens`
+ * values (JSON, in the same order), '1' when this server wrote this lease before, the lapses this server
+ * counted. Writes the server's expiry (now + leaseMs) and, in `uses`, its suffixes followed by the lapses
+ * of its lease (the count it sent, + 1 when this renewal finds a lapse, never less than the count
+ * stored: a renewal in flight, or one whose reply was lost, may have found one the server has not
+ * counted yet). Returns {1, lapses} when its previous lease was still running,
+ * {0, lapses} when it had expired (but no collection has run since: one forgets expired leases first),
+ * {-1, lapses, suffixes...} when it was gone (never written, forgotten by a collection, or lost by
+ * Redis). A lease written before and found gone may have let a collection delete what it named: each
+ * version used that is neither live nor registered is registered again (keys written into it since,
+ * by lookups' write-backs or updates, are deleted once no server uses it) and listed after the count.
  */
 const RENEW =
   NOW +
-  "local prev = redis.call('ZSCORE', KEYS[1], ARGV[1]) " +
-  "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) " +
-  'if not prev then return -1 end if tonumber(prev) >= now then return 1 end return 0';
+  "local prev = redis.call('ZSCORE', KEYS[1], ARGV[1]) local held = ARGV[5] == '1' local n = tonumber(ARGV[6]) " +
+  "if prev then local u = redis.call('HGET', KEYS[2], ARGV[1]) " +
+  LAPSES_IN('u', 'n') +
+  'elseif held then n = n + 1 end ' +
+  'local sfx = cjson.decode(ARGV[3]) local rec = {} for i, s in ipairs(sfx) do rec[i] = s end rec[#rec + 1] = n ' +
+  "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) redis.call('HSET', KEYS[2], ARGV[1], cjson.encode(rec)) " +
+  'if prev then if tonumber(prev) >= now then return {1, n} end return {0, n} end ' +
+  'local out = {-1, n} if not held then return out end ' +
+  "local top = redis.call('ZRANGE', KEYS[4], -1, -1) local live = nil if top[1] then live = cjson.decode(top[1]).suffix end " +
+  'local tabs = cjson.decode(ARGV[4]) ' +
+  "for i, s in ipairs(sfx) do if s ~= live and redis.call('HEXISTS', KEYS[3], s) == 0 then redis.call('HSET', KEYS[3], s, tabs[i]) out[#out + 1] = s end end " +
+  'return out';
 
 /**
  * A collection's reads, at one instant: KEYS gens, live, leases, uses; ARGV the caller's suffixes
@@ -109,6 +130,23 @@ const UNREGISTER =
   "local u = redis.call('HGET', KEYS[3], id) if u then for _, s in ipairs(cjson.decode(u)) do if s == ARGV[1] then return 0 end end end end " +
   "redis.call('HDEL', KEYS[1], ARGV[1]) return 1";
 
+/**
+ * A publication: KEYS live, leases, uses; ARGV seq, the version (JSON), the publisher's id, the lapses
+ * it had counted when it registered the version. Publishes the version (ZADD, then all but the highest
+ * seq removed) only while the publisher's lease exists and found no lapse since (the count its `uses`
+ * entry holds): a lease a collection forgot, or forgot and a renewal of the same server wrote again
+ * (whose reply the server has not read yet), refuses it, since the version, registered but not live,
+ * may have been deleted meanwhile. Returns 1 when published, 0 when refused. A lease that expired but
+ * that no collection forgot is accepted (a collection forgets expired leases before it picks versions,
+ * so none deleted the version).
+ */
+const PUBLISH =
+  "if not redis.call('ZSCORE', KEYS[2], ARGV[3]) then return 0 end " +
+  "local n = tonumber(ARGV[4]) local u = redis.call('HGET', KEYS[3], ARGV[3]) " +
+  LAPSES_IN('u', 'n') +
+  "if n > tonumber(ARGV[4]) then return 0 end " +
+  "redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2]) redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -2) return 1";
+
 /** The Redis keys of a model's bookkeeping: one hash tag per model, so one cluster slot. */
 const ctlKey = (model: string, what: string): string => `hps-ctl:{${model}}:${what}`;
 
@@ -128,14 +166,16 @@ const ctlKey = (model: string, what: string): string => `hps-ctl:{${model}}:${wh
 export class SharedL2Control {
   /** This server's id (its lease). */
   readonly id = randomUUID();
-  /** Per model: table suffix -> how many of this server's versions use it. */
-  readonly #uses = new Map<string, Map<string, number>>();
+  /** Per model: table suffix -> how many of this server's versions use it, and its tables. */
+  readonly #uses = new Map<string, Map<string, { n: number; tables: readonly VersionTable[] }>>();
   /** Models whose lease this server has written (a later renewal that finds it gone reports a lapse). */
   readonly #leased = new Set<string>();
   /** Models whose lease a renewal found lapsed, until takeLapsed. */
   readonly #lapsed = new Set<string>();
   /** Per model: how many renewals found its lease gone (forgotten by a collection, or lost; never reset). */
   readonly #lapseCount = new Map<string, number>();
+  /** Per model: the versions its renewals registered again after a lapse, until takeRegisteredAgain. */
+  readonly #again = new Map<string, Set<string>>();
 
   constructor(
     private readonly store: RedisStore,
@@ -163,18 +203,22 @@ export class SharedL2Control {
     return Number(v);
   }
 
-  /** Counts one use of `suffix` by this server; the returned function ends it (idempotent). */
-  use(model: string, suffix: string): () => void {
+  /**
+   * Counts one use of version `suffix` (of `tables`) by this server; the returned function ends it
+   * (idempotent).
+   */
+  use(model: string, suffix: string, tables: readonly VersionTable[]): () => void {
     let m = this.#uses.get(model);
     if (!m) this.#uses.set(model, (m = new Map()));
-    m.set(suffix, (m.get(suffix) ?? 0) + 1);
+    const u = m.get(suffix);
+    if (u) u.n++;
+    else m.set(suffix, { n: 1, tables });
     let done = false;
     return () => {
       if (done) return;
       done = true;
-      const n = m.get(suffix)! - 1;
-      if (n > 0) m.set(suffix, n);
-      else m.delete(suffix);
+      const e = m.get(suffix)!;
+      if (--e.n === 0) m.delete(suffix);
     };
   }
 
@@ -187,25 +231,46 @@ export class SharedL2Control {
    * Writes this server's lease for `model` (or every model it uses): the versions it uses, for leaseMs.
    * A renewal that finds the lease it wrote before expired or gone (no renewal reached Redis for
    * leaseMs, or Redis lost the keys) notes the model for {@link takeLapsed}: other servers may have
-   * deleted the versions the lease named.
+   * deleted the versions the lease named. When it was gone, the same script registers again each
+   * version it uses that is neither live nor registered ({@link takeRegisteredAgain}).
    */
   async renew(model?: string): Promise<void> {
     const models = model === undefined ? [...this.#uses.keys()] : [model];
     await Promise.all(
       models.map(async (m) => {
-        const [alive] = await this.#run(m, [['EVAL', RENEW, 2, ctlKey(m, 'leases'), ctlKey(m, 'uses'), this.id, this.leaseMs, JSON.stringify(this.uses(m))]], false);
-        if (alive !== 1 && this.#leased.has(m)) {
-          this.#lapsed.add(m);
-          if (alive === -1) this.#lapseCount.set(m, this.lapses(m) + 1);
+        const used = [...(this.#uses.get(m) ?? [])];
+        const keys = ['leases', 'uses', 'gens', 'live'].map((k) => ctlKey(m, k));
+        const gens = used.map(([, u]) => JSON.stringify(u.tables.map((t) => ({ name: t.name, dim: t.dim }))));
+        const args = [this.id, this.leaseMs, JSON.stringify(used.map(([s]) => s)), JSON.stringify(gens), this.#leased.has(m) ? 1 : 0, this.lapses(m)];
+        const [r] = await this.#run(m, [['EVAL', RENEW, keys.length, ...keys, ...args]], false);
+        const [alive, stored, ...again] = r as [number, number, ...Buffer[]];
+        if (this.#leased.has(m)) {
+          // the count Redis keeps counts the lapses of replies this server never read (lost, or not yet read)
+          const before = this.lapses(m);
+          const count = Math.max(before + (alive === -1 ? 1 : 0), Number(stored));
+          if (alive !== 1 || count !== before) this.#lapsed.add(m);
+          this.#lapseCount.set(m, count);
+        }
+        if (again.length) {
+          let set = this.#again.get(m);
+          if (!set) this.#again.set(m, (set = new Set()));
+          for (const s of again) set.add(s.toString('utf8'));
         }
         this.#leased.add(m);
       }),
     );
   }
 
+  /** The versions of `model` that renewals registered again after a lapse (deleted meanwhile) since the last call (then forgotten). */
+  takeRegisteredAgain(model: string): string[] {
+    const again = [...(this.#again.get(model) ?? [])];
+    this.#again.delete(model);
+    return again;
+  }
+
   /**
    * How many renewals have found this server's lease of `model` gone (a collection forgot it once
-   * it had expired, or Redis lost it): unchanged between two calls (the second one after a
+   * it had expired, or Redis lost it; also those whose reply was lost, from the count Redis keeps): unchanged between two calls (the second one after a
    * renewal) = no collection ran without it, so none deleted a version it named meanwhile (one
    * that expired and was renewed before any collection did no harm).
    */
@@ -240,10 +305,21 @@ export class SharedL2Control {
     return r === 1;
   }
 
-  /** Publishes a version; a version published later with a lower seq never becomes the live one. */
-  async publish(model: string, v: PublishedVersion): Promise<void> {
-    const key = ctlKey(model, 'live');
-    await this.#run(model, [['ZADD', key, v.seq, JSON.stringify(v)], ['ZREMRANGEBYRANK', key, 0, -2]], false);
+  /**
+   * Publishes a version while this server's lease of `model` exists and has found no lapse since
+   * the version was registered (one script: the checks and the write at one instant); a version
+   * published later with a lower seq never becomes the live one.
+   * @param lapseMark {@link lapses} when the version was registered (default: now)
+   * @returns false when the lease was gone, or had lapsed since (a collection forgot it: the version
+   *   may have been deleted): nothing was published, and the lapse is noted as a renewal's would be ({@link takeLapsed})
+   */
+  async publish(model: string, v: PublishedVersion, lapseMark = this.lapses(model)): Promise<boolean> {
+    const keys = ['live', 'leases', 'uses'].map((k) => ctlKey(model, k));
+    const [r] = await this.#run(model, [['EVAL', PUBLISH, keys.length, ...keys, v.seq, JSON.stringify(v), this.id, lapseMark]], false);
+    if (r === 1) return true;
+    this.#lapsed.add(model);
+    this.#lapseCount.set(model, this.lapses(model) + 1);
+    return false;
   }
 
   /** The live version of `model` (the highest published), or null. */

@@ -236,7 +236,7 @@ describe('shared L2: races and failures', () => {
       });
       // server i uses .v<i + 1>; .v<servers + 1> is registered and used by no server
       for (const [i, c] of ctls.entries()) {
-        c.use(model, `.v${i + 1}`);
+        c.use(model, `.v${i + 1}`, tables);
         await c.renew(model);
         await c.register(model, `.v${i + 1}`, tables);
       }
@@ -276,10 +276,10 @@ describe('shared L2: races and failures', () => {
     const model = 'ur';
     const a = new SharedL2Control(store, 60_000);
     const b = new SharedL2Control(store, 1000);
-    const release = b.use(model, '.v1');
+    const release = b.use(model, '.v1', tables);
     await b.renew(model);
     await b.register(model, '.v1', tables);
-    a.use(model, '.v2');
+    a.use(model, '.v2', tables);
     await a.renew(model);
     await a.register(model, '.v2', tables);
     await a.publish(model, { seq: 2, suffix: '.v2', tables: [{ ...tables[0]!, rows: 1 }], files: [] });
@@ -369,7 +369,7 @@ describe('shared L2: races and failures', () => {
       const publish = SharedL2Control.prototype.publish;
       let lost = 0;
       SharedL2Control.prototype.publish = async function (this: SharedL2Control, ...args: Parameters<SharedL2Control['publish']>) {
-        if (lost++ === 0) return;
+        if (lost++ === 0) return true;
         return publish.apply(this, args);
       };
       try {
