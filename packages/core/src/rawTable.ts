@@ -171,7 +171,8 @@ export interface RawTable {
    * out[r] = Σ_d partial_d[r], where partial_d is `lookupCombinedPartial` of
    * `parts[d]` (its raw table and plan) over the whole bag; the float64 partials are
    * added in part order (((p_0 + p_1) + p_2) + ...) and rounded once to float32, into
-   * `out` [nrows * dim] (written whole), which is returned. Where every key has exactly
+   * `out` [nrows * dim] (written whole), which is returned; `out` null: into a new array
+   * the backend makes (core passes null when its caller gave no `out`), returned. Where every key has exactly
    * one owner (floorMod plans over one N owning every residue) a backend may instead sum
    * each row's entries in bag order in float64, each from its owner's table, as one
    * table holding every row does (the CPU backend), rounded once: bit for bit that
@@ -187,7 +188,7 @@ export interface RawTable {
     combiner: Combiner,
     maxNorm: number,
     insertMissing: boolean,
-    out: Float32Array,
+    out: Float32Array | null,
   ): Promise<Float32Array> | null;
   /**
    * Optional: every part's `applyCombinedGradients` (its raw table and plan) from one bag

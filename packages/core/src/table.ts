@@ -811,13 +811,12 @@ export class EmbeddingTable {
     return { tables, parts, first, a };
   }
 
-  /** Validated arguments of lookupCombinedShards: the parts, the bag (validated once), combiner, maxNorm, insert, out. */
-  static #shardsArgs(shards: readonly TableShard[], ids: BagInput, o: ShardsLookupOptions, method: string): [ShardPart[], Bag<Keys>, Combiner, number, boolean, Float32Array, EmbeddingTable[]] {
+  /** Validated arguments of lookupCombinedShards: the parts, the bag (validated once), combiner, maxNorm, insert, the caller's out or null, the result's size, the tables. */
+  static #shardsArgs(shards: readonly TableShard[], ids: BagInput, o: ShardsLookupOptions, method: string): [ShardPart[], Bag<Keys>, Combiner, number, boolean, Float32Array | null, number, EmbeddingTable[]] {
     checkOptionNames(o, OPTION_NAMES.lookupCombinedShards, method);
     const { tables, parts, first, a } = EmbeddingTable.#shardParts(shards, ids, o);
     const n = (a.bag.rowSplits.length - 1) * first.dim;
-    const out = floatOut(o.out, n, 'out') ?? new Float32Array(n);
-    return [parts, a.bag, a.combiner, a.maxNorm, first.#insertArg(o.insertMissing), out, tables];
+    return [parts, a.bag, a.combiner, a.maxNorm, first.#insertArg(o.insertMissing), floatOut(o.out, n, 'out'), n, tables];
   }
 
   /** Validated arguments of applyCombinedGradientsShards: the parts, bag, grads, combiner, maxNorm, the optimizer (every table's slots checked), the tables. */
@@ -849,13 +848,14 @@ export class EmbeddingTable {
    * @throws InvalidTypeError / ShapeMismatchError naming shards[d], ids, out; DisposedError
    */
   static async lookupCombinedShards(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Promise<Float32Array> {
-    const [parts, bag, combiner, maxNorm, insert, out, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts, 'lookupCombinedShards');
+    const [parts, bag, combiner, maxNorm, insert, out, n, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts, 'lookupCombinedShards');
     const run = async (): Promise<Float32Array> => {
+      // Without out, a fused backend makes the result itself (the CPU backend's Promise call: written in place, no copies).
       const fused = parts[0]!.raw.lookupCombinedShards?.(parts, bag, combiner, maxNorm, insert, out) ?? null;
       if (fused) return fused;
-      const partials = parts.map(() => new Float64Array(out.length));
+      const partials = parts.map(() => new Float64Array(n));
       await Promise.all(parts.map((p, d) => p.raw.async.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, partials[d]!)));
-      return sumShardPartials(partials, out);
+      return sumShardPartials(partials, out ?? new Float32Array(n));
     };
     return insert ? EmbeddingTable.#allWritten(tables, run()) : run();
   }
@@ -868,10 +868,10 @@ export class EmbeddingTable {
    * @throws UnsupportedError on async-only backends
    */
   static lookupCombinedShardsSync(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Float32Array {
-    const [parts, bag, combiner, maxNorm, insert, out, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts, 'lookupCombinedShardsSync');
+    const [parts, bag, combiner, maxNorm, insert, out, n, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts, 'lookupCombinedShardsSync');
     const sync = tables.map((t) => (insert ? t.#writeSync() : t.#syncOps));
-    const partials = parts.map((p, d) => sync[d]!.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, new Float64Array(out.length)));
-    return sumShardPartials(partials, out);
+    const partials = parts.map((p, d) => sync[d]!.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, new Float64Array(n)));
+    return sumShardPartials(partials, out ?? new Float32Array(n));
   }
 
   /**

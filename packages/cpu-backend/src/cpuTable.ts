@@ -284,19 +284,27 @@ export class CpuRawTable implements RawTable {
    * row's entries in bag order in float64, rounded once: bit for bit one table holding
    * every row. Other plans: every shard's entries of the chunk's rows pooled and the
    * shards' float64 partial sums added in shard order, rounded once (bit for bit the
-   * partials added in order).
+   * partials added in order). Into `out`, or without it into a new array: a Promise call
+   * on the pool gets the addon's fresh result, written in place (as lookupCombined's: no
+   * private copy and no copy back on the JS thread).
    * Null (core adds the partials) when a part is not a table of this class on the same
    * addon (a CUDA table, another backend's, or one of another loaded CPU level).
    */
-  lookupCombinedShards(parts: readonly ShardPart[], bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, insertMissing: boolean, out: Float32Array): Promise<Float32Array> | null {
+  lookupCombinedShards(parts: readonly ShardPart[], bag: Bag<Keys>, combiner: LookupCombiner, maxNorm: number, insertMissing: boolean, out: Float32Array | null): Promise<Float32Array> | null {
     const b = this.#b;
     checkBag(bag);
     const handles = this.#fusedHandles(checkParts(parts));
     if (handles === null) return null;
     const plans = encodePlans(parts.map((p) => p.plan));
-    const args = [handles, plans, bag.rowSplits, bag.keys, bag.weights, combinerId(combiner), maxNorm, insertMissing, out] as const;
-    if (!this.#big(bag)) return inline(() => (call(() => b.lookupCombinedShards(...args)), out));
-    return callAsync(() => b.lookupCombinedShardsAsync(...args)).then(() => out);
+    const c = combinerId(combiner);
+    if (!this.#big(bag)) {
+      const into = out ?? floats(Math.max(0, lengthOf(bag.rowSplits) - 1) * this.#dim);
+      return inline(() => (call(() => b.lookupCombinedShards(handles, plans, bag.rowSplits, bag.keys, bag.weights, c, maxNorm, insertMissing, into)), into));
+    }
+    if (out === null || out === undefined) {
+      return callAsync(() => b.lookupCombinedShardsAsync(handles, plans, bag.rowSplits, bag.keys, bag.weights, c, maxNorm, insertMissing)).then((fresh) => fresh!);
+    }
+    return callAsync(() => b.lookupCombinedShardsAsync(handles, plans, bag.rowSplits, bag.keys, bag.weights, c, maxNorm, insertMissing, out)).then(() => out);
   }
 
   /**

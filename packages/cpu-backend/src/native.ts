@@ -264,10 +264,11 @@ export interface NativeBinding {
   ): Promise<void>;
   /**
    * The whole bag over shard tables (one dim and key dtype) with their plans (Float64Array
-   * [tables.length * PLAN_FIELDS]), rounded once into out (Float32Array [nrows*dim]): when
-   * the plans split keys by floorMod over one N and own every residue, each row's entries
-   * summed in float64 in bag order, each from its owner's table (one table's arithmetic);
-   * otherwise each shard's float64 partial added in shard order.
+   * [tables.length * PLAN_FIELDS]), rounded once: when the plans split keys by floorMod over
+   * one N and own every residue, each row's entries summed in float64 in bag order, each from
+   * its owner's table (one table's arithmetic); otherwise each shard's float64 partial added
+   * in shard order. Fills `out` ([nrows*dim], written whole) and returns undefined, or
+   * without `out` returns a fresh [nrows*dim].
    */
   lookupCombinedShards(
     tables: NativeTableHandle[],
@@ -278,9 +279,12 @@ export interface NativeBinding {
     combiner: number,
     maxNorm: number,
     insertMissing: boolean,
-    out: Float32Array,
-  ): void;
-  /** As the method without `Async`, run on the native thread pool on copies of its arrays. */
+    out?: Float32Array | null,
+  ): Float32Array | undefined;
+  /**
+   * As the method without `Async`, run on the native thread pool on copies of its arrays;
+   * without `out`, the fresh result (as lookupCombinedAsync's) is written in place.
+   */
   lookupCombinedShardsAsync(
     tables: NativeTableHandle[],
     plans: Float64Array,
@@ -290,8 +294,8 @@ export interface NativeBinding {
     combiner: number,
     maxNorm: number,
     insertMissing: boolean,
-    out: Float32Array,
-  ): Promise<void>;
+    out?: Float32Array | null,
+  ): Promise<Float32Array | undefined>;
   /**
    * applyCombinedGradients of every shard table (one dim and key dtype) with its plan
    * (Float64Array [tables.length * PLAN_FIELDS]) from one bag and its pooled grads

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "abi.h"
+#include "convert.h"
 
 namespace embedstack {
 
@@ -120,6 +121,45 @@ ShardPlan planOf(const double* v, const Table& t) {
     p.end = static_cast<int64_t>(integer(abi::kEnd, "end", static_cast<double>(p.start), kMaxSafe));
   }
   return p;
+}
+
+void* freshResult(const Napi::CallbackInfo& info, napi_typedarray_type type, size_t length, size_t elementSize,
+                  napi_ref* array) {
+  CallCopies* copies = CallCopies::active();
+  if (copies == nullptr || length == 0 || checkedMul(length, elementSize, "a result array") >= CallCopies::kFreshMaxBytes) {
+    return nullptr;
+  }
+  return copies->fresh(info.Env(), type, length, elementSize, array);
+}
+
+Napi::Value freshValue(Napi::Env env, napi_ref array) {
+  napi_value v;
+  ES_CHECK(napi_get_reference_value(env, array, &v) == napi_ok && v != nullptr, kInternal,
+           "Expected a fresh result array to still be referenced when its call settled");
+  return Napi::Value(env, v);
+}
+
+BagOut bagOutArg(const Napi::CallbackInfo& info, size_t i, size_t rows, size_t dim, const char* what) {
+  BagOut out;
+  if (info.Length() > i && !info[i].IsUndefined() && !info[i].IsNull()) {
+    TypedArg<float> o = floatArg(info, i, "out", false, Use::kOutput);
+    checkLength(o.length, checkedMul(rows, dim, "out"), "out", "floats (rows * dim)");
+    out.data = const_cast<float*>(o.data);
+    adviseHugePages(out.data, o.length * sizeof(float));
+    return out;
+  }
+  const size_t count = checkedMul(rows, dim, what);
+  out.data = static_cast<float*>(freshResult(info, napi_float32_array, count, sizeof(float), &out.fresh));
+  if (out.data != nullptr) adviseHugePages(out.data, count * sizeof(float));
+  return out;
+}
+
+std::function<Napi::Value(Napi::Env, BagOutcome&)> bagOutcomeToJs(const BagOut& out) {
+  const napi_ref fresh = out.fresh;
+  return [fresh](Napi::Env env, BagOutcome& r) -> Napi::Value {
+    if (fresh != nullptr) return freshValue(env, fresh);
+    return r.filled ? env.Undefined() : Napi::Value(toFloat32Array(env, r.owned));
+  };
 }
 
 }  // namespace embedstack

@@ -115,24 +115,35 @@ ShardsArgs shardsArgs(const Napi::CallbackInfo& info) {
 }
 
 // lookupCombinedShards(tables: handle[], plans: Float64Array [parts * kPlanFields], rowSplits, keys, weights,
-//                      combiner, maxNorm, insertMissing, out: Float32Array [rows * dim])
-Op<Unit> prepareShards(const Napi::CallbackInfo& info) {
+//                      combiner, maxNorm, insertMissing, out?: Float32Array [rows * dim])
+// Without out (undefined / null) the call returns its result: a Promise call's a fresh
+// array the job writes in place (no private copy, no copy back), as lookupCombined's.
+Op<BagOutcome> prepareShards(const Napi::CallbackInfo& info) {
   const ShardsArgs s = shardsArgs(info);
-  Op<Unit> op;
+  Op<BagOutcome> op;
   BagArg b = bagArg(info, 2, *s.first);
   const Combiner c = combinerArg(info, 5);
   const double maxNorm = maxNormArg(info, 6);
   const bool insert = boolArg(info, 7, "insertMissing");
-  float* out = floatOut(info, 8, "out", checkedMul(b.input.rows, s.first->dim, "out"));
+  const BagOut out = bagOutArg(info, 8, b.input.rows, s.first->dim, "lookupCombinedShards output");
+  float* outData = out.data;
   auto keys = b.keys;
   const BagInput bag = b.input;
   if (lookupCombinedShardsSplits(s.raw().data(), s.tables.size(), bag)) op.helpers = ThreadPool::shared().threads() - 1;
-  op.job = [s, keys, bag, c, maxNorm, insert, out] {
+  const size_t count = bag.rows * s.first->dim;  // checked by bagOutArg
+  op.job = [s, keys, bag, c, maxNorm, insert, outData, count] {
     std::vector<Table*> t = s.raw();
-    lookupCombinedShards(t.data(), s.plans.data(), t.size(), bag, c, maxNorm, insert, out);
-    return Unit{};
+    BagOutcome r;
+    float* into = outData;
+    if (into == nullptr) {
+      r.owned = HostArray<float>(count);
+      into = r.owned.data();
+    }
+    lookupCombinedShards(t.data(), s.plans.data(), t.size(), bag, c, maxNorm, insert, into);
+    r.filled = outData != nullptr;
+    return r;
   };
-  op.toJs = undefinedToJs;
+  op.toJs = bagOutcomeToJs(out);
   return op;
 }
 
@@ -239,8 +250,8 @@ void registerPlanFunctions(Napi::Env env, Napi::Object exports) {
   def("findOrInsertPlannedAsync", asyncFn<Unit, preparePlannedFind<true>>);
   def("lookupCombinedPartial", syncFn<Unit, preparePartial>);
   def("lookupCombinedPartialAsync", asyncFn<Unit, preparePartial>);
-  def("lookupCombinedShards", syncFn<Unit, prepareShards>);
-  def("lookupCombinedShardsAsync", asyncFn<Unit, prepareShards>);
+  def("lookupCombinedShards", syncFn<BagOutcome, prepareShards>);
+  def("lookupCombinedShardsAsync", asyncFn<BagOutcome, prepareShards>);
   def("lookupCombinedBackward", syncFn<Unit, prepareBackward>);
   def("lookupCombinedBackwardAsync", asyncFn<Unit, prepareBackward>);
   def("applyCombinedGradients", syncFn<Unit, prepareApplyCombined>);

@@ -30,28 +30,6 @@ const uint64_t* optionalScores(const Napi::CallbackInfo& info, size_t i, size_t 
 }
 
 /**
- * A Promise call's result array made by CallCopies::fresh() when it has no output and its
- * result is below CallCopies::kFreshMaxBytes: its memory, or null (then the job allocates
- * its result from the addon's memory, as a sync call does).
- */
-void* freshResult(const Napi::CallbackInfo& info, napi_typedarray_type type, size_t length, size_t elementSize,
-                  napi_ref* array) {
-  CallCopies* copies = CallCopies::active();
-  if (copies == nullptr || length == 0 || checkedMul(length, elementSize, "a result array") >= CallCopies::kFreshMaxBytes) {
-    return nullptr;
-  }
-  return copies->fresh(info.Env(), type, length, elementSize, array);
-}
-
-/** A fresh result array's JS value, at the settlement (its reference is held until the call ends). */
-Napi::Value freshValue(Napi::Env env, napi_ref array) {
-  napi_value v;
-  ES_CHECK(napi_get_reference_value(env, array, &v) == napi_ok && v != nullptr, kInternal,
-           "Expected a fresh result array to still be referenced when its call settled");
-  return Napi::Value(env, v);
-}
-
-/**
  * Caller-provided result arrays (both, or neither: then the addon allocates them, or a
  * Promise call makes them in JS memory first: freshResult).
  */
@@ -285,12 +263,6 @@ Op<Unit> prepareImport(const Napi::CallbackInfo& info) {
   return op;
 }
 
-/** lookupCombined's result: in the caller's array (undefined) or a fresh one. */
-struct BagOutcome {
-  HostArray<float> owned;
-  bool filled = false;
-};
-
 // lookupCombined(t, rowSplits, keys, weights, combiner, maxNorm, insertMissing, out?)
 Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   TableHolder* h;
@@ -302,18 +274,8 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
   const Combiner c = lookupCombinerArg(info, 4);
   const double maxNorm = maxNormArg(info, 5);
   const bool insertMissing = boolArg(info, 6, "insertMissing");
-  float* outData = nullptr;
-  napi_ref fresh = nullptr;
-  if (info.Length() > 7 && !info[7].IsUndefined() && !info[7].IsNull()) {
-    TypedArg<float> o = floatArg(info, 7, "out", false, Use::kOutput);
-    checkLength(o.length, checkedMul(given.rows, h->dim, "out"), "out", "floats (rows * dim)");
-    outData = const_cast<float*>(o.data);
-    adviseHugePages(outData, o.length * sizeof(float));
-  } else {
-    const size_t count = checkedMul(given.rows, h->dim, "lookupCombined output");
-    outData = static_cast<float*>(freshResult(info, napi_float32_array, count, sizeof(float), &fresh));
-    if (outData != nullptr) adviseHugePages(outData, count * sizeof(float));
-  }
+  const BagOut out = bagOutArg(info, 7, given.rows, h->dim, "lookupCombined output");
+  float* outData = out.data;
   op.job = [t, keys, given, c, maxNorm, insertMissing, outData] {
     BagInput bag = given;
     if (bag.keys32 && !t->readsInt32Bags()) {
@@ -330,10 +292,7 @@ Op<BagOutcome> prepareLookupCombined(const Napi::CallbackInfo& info) {
     }
     return r;
   };
-  op.toJs = [fresh](Napi::Env env, BagOutcome& r) -> Napi::Value {
-    if (fresh != nullptr) return freshValue(env, fresh);
-    return r.filled ? env.Undefined() : Napi::Value(toFloat32Array(env, r.owned));
-  };
+  op.toJs = bagOutcomeToJs(out);
   return op;
 }
 
