@@ -138,6 +138,9 @@ const OPTION_NAMES = Object.freeze({
 
 /** The fields of a TableShard (lookupCombinedShards, applyCombinedGradientsShards). */
 const SHARD_FIELDS: readonly string[] = Object.freeze(['table', 'plan']);
+/** The argument names of the first shards and their plans (made once, not per call). */
+const SHARD_ARGS: readonly string[] = Object.freeze(Array.from({ length: 8 }, (_, d) => `shards[${d}]`));
+const SHARD_PLAN_ARGS: readonly string[] = Object.freeze(SHARD_ARGS.map((a) => `${a}.plan`));
 
 /**
  * Refuses an options object with a name `known` lacks (undefined, null and non-objects pass: the
@@ -786,28 +789,36 @@ export class EmbeddingTable {
   /** The shards' tables (one dim and key dtype) and parts, and the bag validated once (static ids checked by every plan). */
   static #shardParts(shards: readonly TableShard[], ids: BagInput, o: CombinerOptions) {
     if (!Array.isArray(shards) || shards.length === 0) throw invalidParameter('shards', 'a non-empty array of { table, plan }', shards, InvalidTypeError);
-    // Array.from visits the holes of a sparse array (as undefined), which map would skip
-    const tables = Array.from(shards, (s: unknown, d) => {
+    // Plain loops (no closure per call: every sharded step runs this). A sparse array's holes
+    // read as undefined (refused as tables), as Array.from would visit them.
+    const n = shards.length;
+    const tables = new Array<EmbeddingTable>(n);
+    for (let d = 0; d < n; d++) {
+      const s: unknown = shards[d];
       const t = typeof s === 'object' && s !== null ? (s as TableShard).table : undefined;
       if (!(t instanceof EmbeddingTable)) throw invalidParameter(`shards[${d}].table`, 'an EmbeddingTable', t, InvalidTypeError);
-      unknownKeys(s as object, SHARD_FIELDS, `shards[${d}]`, 'fields');
-      return t;
-    });
+      unknownKeys(s as object, SHARD_FIELDS, SHARD_ARGS[d] ?? `shards[${d}]`, 'fields');
+      tables[d] = t;
+    }
     const first = tables[0]!;
-    tables.forEach((t, d) => {
+    for (let d = 0; d < n; d++) {
+      const t = tables[d]!;
       if (t.dim !== first.dim || t.keyDtype !== first.keyDtype) {
         throw new ShapeMismatchError(
           `Expected shards[${d}].table ("${t.name}") to have dim ${first.dim} and key dtype ${first.keyDtype} like shards[0].table but it has dim ${t.dim} and key dtype ${t.keyDtype}`,
           { argument: `shards[${d}].table` },
         );
       }
-    });
-    const plans = tables.map((t, d) => resolveShardPlan(shards[d]!.plan, t.options, `shards[${d}].plan`));
+    }
+    const plans = new Array<ResolvedShardPlan>(n);
+    for (let d = 0; d < n; d++) plans[d] = resolveShardPlan(shards[d]!.plan, tables[d]!.options, SHARD_PLAN_ARGS[d] ?? `shards[${d}].plan`);
     const a = first.#combinerArgs(ids, o, plans[0]!);
-    tables.forEach((t, d) => {
-      if (d > 0 && t.kind === 'static') t.#keys(a.bag.keys, 'ids', plans[d]!);
-    });
-    const parts: ShardPart[] = tables.map((t, d) => ({ raw: t.raw, plan: plans[d]! }));
+    for (let d = 1; d < n; d++) {
+      const t = tables[d]!;
+      if (t.kind === 'static') t.#keys(a.bag.keys, 'ids', plans[d]!);
+    }
+    const parts = new Array<ShardPart>(n);
+    for (let d = 0; d < n; d++) parts[d] = { raw: tables[d]!.raw, plan: plans[d]! };
     return { tables, parts, first, a };
   }
 
@@ -849,15 +860,27 @@ export class EmbeddingTable {
    */
   static async lookupCombinedShards(shards: readonly TableShard[], ids: BagInput, opts: ShardsLookupOptions = {}): Promise<Float32Array> {
     const [parts, bag, combiner, maxNorm, insert, out, n, tables] = EmbeddingTable.#shardsArgs(shards, ids, opts, 'lookupCombinedShards');
-    const run = async (): Promise<Float32Array> => {
+    const run = EmbeddingTable.#shardsRun(parts, bag, combiner, maxNorm, insert, out, n);
+    return insert ? EmbeddingTable.#allWritten(tables, run) : run;
+  }
+
+  /** The work of lookupCombinedShards: the backend's fused call, or the parts' partials added in part order. */
+  static #shardsRun(parts: ShardPart[], bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insert: boolean, out: Float32Array | null, n: number): Promise<Float32Array> {
+    let fused: Promise<Float32Array> | null;
+    try {
       // Without out, a fused backend makes the result itself (the CPU backend's Promise call: written in place, no copies).
-      const fused = parts[0]!.raw.lookupCombinedShards?.(parts, bag, combiner, maxNorm, insert, out) ?? null;
-      if (fused) return fused;
-      const partials = parts.map(() => new Float64Array(n));
-      await Promise.all(parts.map((p, d) => p.raw.async.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, partials[d]!)));
-      return sumShardPartials(partials, out ?? new Float32Array(n));
-    };
-    return insert ? EmbeddingTable.#allWritten(tables, run()) : run();
+      fused = parts[0]!.raw.lookupCombinedShards?.(parts, bag, combiner, maxNorm, insert, out) ?? null;
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return fused ?? EmbeddingTable.#shardsByParts(parts, bag, combiner, maxNorm, insert, out, n);
+  }
+
+  /** lookupCombinedShards where no backend fuses it: each part's partial (concurrently), added in part order. */
+  static async #shardsByParts(parts: ShardPart[], bag: Bag<Keys>, combiner: Combiner, maxNorm: number, insert: boolean, out: Float32Array | null, n: number): Promise<Float32Array> {
+    const partials = parts.map(() => new Float64Array(n));
+    await Promise.all(parts.map((p, d) => p.raw.async.lookupCombinedPartial(bag, combiner, maxNorm, insert, p.plan, partials[d]!)));
+    return sumShardPartials(partials, out ?? new Float32Array(n));
   }
 
   /**

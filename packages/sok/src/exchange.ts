@@ -1,4 +1,4 @@
-import { applyCombinedGradientsShards, type Bag, type Combiner, type Keys, lookupCombinedShards, type OptimizerSpec } from '@embedstack/core';
+import { applyCombinedGradientsShards, type Bag, type Combiner, type Keys, lookupCombinedShards, type OptimizerSpec, type TableShard } from '@embedstack/core';
 import { InProcessCommunicator } from './communicator.js';
 import type { DeviceShard, SokVariable } from './variable.js';
 
@@ -66,6 +66,23 @@ function inProcess(v: SokVariable): boolean {
   return Object.getPrototypeOf(v.ctx.communicator) === InProcessCommunicator.prototype;
 }
 
+/** Each variable's shards as core's shard ops take them, kept while its tables stay the same. */
+const partsKept = new WeakMap<SokVariable, readonly TableShard[]>();
+
+/** The shards of `v` as `{ table, plan }` for core's fused shard ops (made again only after its tables changed). */
+function shardParts(v: SokVariable): readonly TableShard[] {
+  const shards = v.shards;
+  const kept = partsKept.get(v);
+  if (kept !== undefined && kept.length === shards.length) {
+    let same = true;
+    for (let d = 0; d < shards.length; d++) if (kept[d]!.table !== shards[d]!.table || kept[d]!.plan !== shards[d]!.plan) same = false;
+    if (same) return kept;
+  }
+  const parts = Object.freeze(shards.map((s) => Object.freeze({ table: s.table, plan: s.plan! })));
+  partsKept.set(v, parts);
+  return parts;
+}
+
 /**
  * Pooled lookup of `bag` [nrows rows] on `v`: float32 [nrows * dim] (`combiner` over
  * each row; missing dynamic keys inserted when `insert`), written into `given` [nrows * dim]
@@ -82,7 +99,7 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
     // shard, rounding once (the CPU backend: one native call, chunks of the batch's rows in
     // parallel on its pool, each row's entries in bag order as on one device; core's
     // fallback: the partials in device order, the values of the exchange below).
-    return written(lookupCombinedShards(v.shards.map((s) => ({ table: s.table, plan: s.plan! })), bag, opts), given);
+    return written(lookupCombinedShards(shardParts(v), bag, opts), given);
   }
   const comm = v.ctx.communicator;
   const chunks = chunkRows(nrows, comm.numDevices);
@@ -123,7 +140,7 @@ export async function applyPooled(v: SokVariable, bag: Bag<Keys>, grads: Float32
   // Every device in this process: the gradients are already where every device sees them,
   // and one core call trains every shard (the CPU backend: one native call, the shards in
   // parallel on its pool, each exactly its own applyCombinedGradients).
-  if (inProcess(v)) return applyCombinedGradientsShards(v.shards.map((s) => ({ table: s.table, plan: s.plan! })), bag, grads, spec, step, { combiner });
+  if (inProcess(v)) return applyCombinedGradientsShards(shardParts(v), bag, grads, spec, step, { combiner });
   const all = await gatherGrads(v, grads, bag.rowSplits.length - 1);
   await Promise.all(v.shards.map((s) => s.table.applyCombinedGradients(bag, all, spec, step, { combiner, plan: s.plan })));
 }

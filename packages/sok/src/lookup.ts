@@ -120,16 +120,22 @@ function checkOuts(out: unknown, shapes: number[][]): readonly (Float32Array | n
 /** Runs one pooled lookup of each variable concurrently (into outs[i] when given), then the hybrid trim and the tape record. */
 async function run(vars: SokVariable[], bags: Bag<Keys>[], combiners: Combiner[], shapes: number[][], insert: boolean, tape: GradientTape | null, outs: readonly (Float32Array | null)[] = NO_OUTS): Promise<Tensor<Float32Array>[]> {
   stamp(vars);
-  const pending = Promise.all(vars.map((v, i) => poolRows(v, bags[i]!, combiners[i]!, insert, outs[i] ?? null)));
+  const n = vars.length;
+  const pending = new Array<Promise<Float32Array>>(n);
+  for (let i = 0; i < n; i++) pending[i] = poolRows(vars[i]!, bags[i]!, combiners[i]!, insert, outs[i] ?? null);
   // The tape keeps copies, made while the devices pool: the bags hold the caller's arrays
   // (ids, weights, row splits), which it may reuse before tape.gradient.
   const recorded = tape ? bags.map(copyBag) : null;
-  const results = await pending;
+  const results = n === 1 ? [await pending[0]!] : await Promise.all(pending);
   if (insert) {
-    await Promise.all([...new Set(vars)].map((v) => (v instanceof DynamicVariable ? trimToRatio(v, v.deviceCapacity, v.filterRatio) : undefined)));
+    const trims: Promise<void>[] = [];
+    for (const v of new Set(vars)) if (v instanceof DynamicVariable) trims.push(trimToRatio(v, v.deviceCapacity, v.filterRatio));
+    await Promise.all(trims);
   }
   if (tape) vars.forEach((v, i) => tape.record({ variable: v, bag: recorded![i]!, combiner: combiners[i]!, shape: shapes[i]! }));
-  return results.map((data, i) => new Tensor(data, shapes[i]!));
+  const tensors = new Array<Tensor<Float32Array>>(n);
+  for (let i = 0; i < n; i++) tensors[i] = new Tensor(results[i]!, shapes[i]!);
+  return tensors;
 }
 
 /** A copy of a bag's arrays. */
@@ -161,26 +167,46 @@ export async function lookupBags(vars: SokVariable[], bags: Bag<Keys>[], combine
  * @throws FailedPreconditionError (before init, tape used), InvalidArgumentError / InvalidTypeError / ShapeMismatchError / OutOfRangeError naming the argument
  */
 export async function lookupSparse(params: readonly SokVariable[], spIds: readonly BagInput[], options: LookupSparseOptions = {}): Promise<Tensor<Float32Array>[]> {
-  context();
-  const o = checkOptions<LookupSparseOptions>(options, ['spWeights', 'combiners', 'tape', 'training', 'out'], 'options');
+  // The checks in the order below, each a plain loop (no closure, object or argument name per
+  // call unless it throws): this runs on every forward step.
+  const ctx = context();
+  const o = checkOptions<LookupSparseOptions>(options, LOOKUP_SPARSE_OPTIONS, 'options');
   if (!Array.isArray(params) || params.length === 0) throw invalidParameter('params', 'a non-empty array of SOK variables', params, InvalidTypeError);
-  const vars = params.map((v, i) => checkVariable(v, `params[${i}]`));
-  if (!Array.isArray(spIds) || spIds.length !== vars.length) throw invalidParameter('spIds', `an array of ${vars.length} SparseTensor or RaggedTensor ids (one per param)`, spIds, InvalidTypeError);
+  const n = params.length;
+  const vars = new Array<SokVariable>(n);
+  for (let i = 0; i < n; i++) {
+    const v: unknown = params[i];
+    vars[i] = v instanceof SokVariable && v.ctx === ctx && v.usable() ? v : checkVariable(v, `params[${i}]`);
+  }
+  if (!Array.isArray(spIds) || spIds.length !== n) throw invalidParameter('spIds', `an array of ${n} SparseTensor or RaggedTensor ids (one per param)`, spIds, InvalidTypeError);
   const w = o.spWeights;
-  if (w !== undefined && w !== null && (!Array.isArray(w) || w.length !== vars.length)) throw invalidParameter('options.spWeights', `an array of ${vars.length} weights (or nulls)`, w, InvalidTypeError);
+  if (w !== undefined && w !== null && (!Array.isArray(w) || w.length !== n)) throw invalidParameter('options.spWeights', `an array of ${n} weights (or nulls)`, w, InvalidTypeError);
   const c = o.combiners ?? 'mean';
-  const combiners = vars.map((_, i) => {
-    const x = typeof c === 'string' ? c : Array.isArray(c) && c.length === vars.length ? c[i] : undefined;
-    if (x !== 'sum' && x !== 'mean') throw invalidParameter(typeof c === 'string' ? 'options.combiners' : `options.combiners[${i}]`, `'sum' or 'mean' (one per param, ${vars.length} in all)`, Array.isArray(c) && c.length === vars.length ? x : c);
-    return x;
-  });
+  const perTable = Array.isArray(c) && c.length === n;
+  const combiners = new Array<Combiner>(n);
+  for (let i = 0; i < n; i++) {
+    const x: unknown = typeof c === 'string' ? c : perTable ? c[i] : undefined;
+    if (x !== 'sum' && x !== 'mean') throw invalidParameter(typeof c === 'string' ? 'options.combiners' : `options.combiners[${i}]`, `'sum' or 'mean' (one per param, ${n} in all)`, perTable ? x : c);
+    combiners[i] = x;
+  }
   const tape = checkTape(o.tape);
   const insert = checkBoolean(o.training, 'options.training', true);
-  const bags = vars.map((v, i) => bagFor(v, spIds[i]!, checkWeights(w?.[i] ?? null, i), `spIds[${i}]`));
-  const shapes = vars.map((v, i) => [bags[i]!.rowSplits.length - 1, v.dimension]);
+  const bags = new Array<Bag<Keys>>(n);
+  const shapes = new Array<number[]>(n);
+  for (let i = 0; i < n; i++) {
+    const v = vars[i]!;
+    const b = bagFor(v, spIds[i]!, checkWeights(w?.[i] ?? null, i), SP_IDS[i] ?? `spIds[${i}]`);
+    bags[i] = b;
+    shapes[i] = [b.rowSplits.length - 1, v.dimension];
+  }
   const outs = checkOuts(o.out, shapes);
   return run(vars, bags, combiners, shapes, insert, tape, outs);
 }
+
+/** lookupSparse's option names. */
+const LOOKUP_SPARSE_OPTIONS: readonly string[] = Object.freeze(['spWeights', 'combiners', 'tape', 'training', 'out']);
+/** The argument names of the first tables' ids (made once). */
+const SP_IDS: readonly string[] = Object.freeze(Array.from({ length: 16 }, (_, i) => `spIds[${i}]`));
 
 /**
  * Rows of `param` for `ids` (SOK `sok.embedding_lookup`): Tensor [...ids.shape, dim]

@@ -115,6 +115,14 @@ export abstract class SokVariable {
     this.shards = shards;
   }
 
+  /** @internal Whether {@link checkUsable} passes (a loop, no closure: the lookups' fast path). */
+  usable(): boolean {
+    if (!this.ctx.live) return false;
+    const s = this.shards;
+    for (let i = 0; i < s.length; i++) if (s[i]!.table.disposed) return false;
+    return true;
+  }
+
   /** @internal @throws FailedPreconditionError after `sok.shutdown()` or when disposed */
   checkUsable(): void {
     if (!this.ctx.live) throw new FailedPreconditionError(`Variable "${this.name}" was created under a sok.init that was shut down; create it again after sok.init`);
