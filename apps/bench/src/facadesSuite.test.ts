@@ -1,10 +1,6 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { type Checks, checkSame } from './suites/facades.js';
-
-const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+import { runSuiteJson } from './suiteRun.testing.js';
 
 /** Every facade/core pairing of the suite: the group's `ours` figure, its peer, and the target over them. */
 const PAIRINGS: [ours: string, peer: string, target: string][] = [
@@ -60,17 +56,7 @@ describe('bench facades suite', () => {
   });
 
   it('--facades-tiny on the reference backend: every pairing prints a ratio and every facade returns its core op\'s values bit for bit', () => {
-    // The test command builds before it tests; run `pnpm build` first when running this file alone.
-    expect(existsSync(cli), `${cli} (run pnpm build first)`).toBe(true);
-    const r = spawnSync(process.execPath, ['--expose-gc', cli, '--suite', 'facades', '--facades-tiny', '--backend', 'reference', '--json'], {
-      encoding: 'utf8',
-      timeout: 170_000,
-      env: { ...process.env, CI: '1', EMBEDSTACK_BACKEND: '' },
-    });
-    expect(r.status, r.stderr).toBe(0);
-    const lines = r.stdout.split('\n').filter((l) => l.startsWith('{'));
-    expect(lines).toHaveLength(1);
-    const result = JSON.parse(lines[0]!) as JsonSuite;
+    const { result, stderr } = runSuiteJson<JsonSuite>('facades', ['--facades-tiny', '--backend', 'reference']);
     expect(result.suite).toBe('facades');
     expect(result.backend).toBe('reference');
     for (const [ours, peer, text] of PAIRINGS) {
@@ -92,6 +78,6 @@ describe('bench facades suite', () => {
     expect(same?.text).toContain('(6 pairs checked before timing)');
     expect(same?.measured).toBe(0);
     expect(same?.pass).toBe(true);
-    expect(r.stderr).not.toMatch(/ differ \(lengths/);
+    expect(stderr).not.toMatch(/ differ \(lengths/);
   }, 180_000);
 });
