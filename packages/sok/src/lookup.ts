@@ -97,24 +97,37 @@ const NO_OUTS: readonly (Float32Array | null)[] = Object.freeze([]);
  */
 function checkOuts(out: unknown, shapes: number[][]): readonly (Float32Array | null)[] {
   if (out === undefined || out === null) return NO_OUTS;
-  const floats = shapes.map(([rows, dim]) => rows! * dim!);
-  if (!Array.isArray(out) || out.length !== floats.length) {
-    throw invalidParameter('options.out', `an array of ${floats.length} Float32Arrays or nulls (one per param)`, out, InvalidTypeError);
+  const n = shapes.length;
+  if (!Array.isArray(out) || out.length !== n) {
+    throw invalidParameter('options.out', `an array of ${n} Float32Arrays or nulls (one per param)`, out, InvalidTypeError);
   }
-  const outs = floats.map((n, i): Float32Array | null => {
+  // Plain loops (a loop reusing its arrays calls this every step).
+  const outs = new Array<Float32Array | null>(n);
+  let given = 0;
+  for (let i = 0; i < n; i++) {
+    const floats = shapes[i]![0]! * shapes[i]![1]!;
     const o: unknown = out[i];
-    if (o === undefined || o === null) return null;
-    if (!ArrayBuffer.isView(o) || tagOf.call(o) !== 'Float32Array') throw invalidParameter(`options.out[${i}]`, `a Float32Array [${n}] or null`, o, InvalidTypeError);
+    if (o === undefined || o === null) {
+      outs[i] = null;
+      continue;
+    }
+    if (!ArrayBuffer.isView(o) || tagOf.call(o) !== 'Float32Array') throw invalidParameter(`options.out[${i}]`, `a Float32Array [${floats}] or null`, o, InvalidTypeError);
     const length = lengthOf.call(o) as number;
-    if (length !== n) throw new ShapeMismatchError(`Expected options.out[${i}] to hold ${n} floats (batch * dim) but it holds ${length}`, { argument: `options.out[${i}]` });
-    return o as Float32Array;
-  });
+    if (length !== floats) throw new ShapeMismatchError(`Expected options.out[${i}] to hold ${floats} floats (batch * dim) but it holds ${length}`, { argument: `options.out[${i}]` });
+    outs[i] = o as Float32Array;
+    given++;
+  }
+  if (given > 1) checkDisjoint(outs);
+  return outs;
+}
+
+/** No two of the given output arrays share memory (the first overlap found is named). */
+function checkDisjoint(outs: readonly (Float32Array | null)[]): void {
   const spans = outs.map((o) => (o === null ? null : { buffer: bufferOf.call(o), start: byteOffsetOf.call(o) as number, end: (byteOffsetOf.call(o) as number) + (byteLengthOf.call(o) as number) }));
   spans.forEach((a, j) => {
     const i = a === null ? -1 : spans.findIndex((b, k) => k < j && b !== null && b.buffer === a.buffer && b.start < a.end && a.start < b.end);
     if (i >= 0) throw new InvalidArgumentError(`Expected options.out[${j}] not to share memory with options.out[${i}] (each table writes its own result)`, { argument: `options.out[${j}]` });
   });
-  return outs;
 }
 
 /** Runs one pooled lookup of each variable concurrently (into outs[i] when given), then the hybrid trim and the tape record. */
