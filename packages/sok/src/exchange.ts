@@ -103,6 +103,10 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
   }
   const comm = v.ctx.communicator;
   const chunks = chunkRows(nrows, comm.numDevices);
+  // The output's chunk views first, before any await (a caller's array on a resizable buffer
+  // cannot have shrunk yet; core's ops check each view's length again when they write).
+  const out = given ?? new Float32Array(nrows * dim);
+  const outChunks = chunks.map(([r0, r1]) => out.subarray(r0 * dim, r1 * dim));
   // allgather: every device sees every device's keys and weights (in-process: a view of the batch).
   const keys = await comm.allgather(chunks.map(([r0, r1]) => entries(bag.keys, bag.rowSplits, r0, r1)));
   const weights = bag.weights ? await comm.allgather(chunks.map(([r0, r1]) => entries(bag.weights!, bag.rowSplits, r0, r1))) : null;
@@ -110,9 +114,8 @@ export async function poolRows(v: SokVariable, bag: Bag<Keys>, combiner: Combine
   // Each owner pools its entries of the whole batch into its send buffer; the reduce-scatter
   // brings chunk e of every device's partial sums to device e, adds them and rounds them
   // to float32 once, straight into the chunk's rows of the output.
-  const out = given ?? new Float32Array(nrows * dim);
   await comm.reduceScatter(
-    chunks.map(([r0, r1]) => out.subarray(r0 * dim, r1 * dim)),
+    outChunks,
     async (device, send) => {
       const s = shardOf(v, device);
       if (s) await s.table.lookupCombinedPartial(gathered, { combiner, plan: s.plan!, insertMissing: insert, out: send });

@@ -36,10 +36,12 @@ export interface LookupSparseOptions {
   training?: boolean | null;
   /**
    * Per table: a Float32Array of exactly batch_i * dim_i floats that result i is written into
-   * (the returned Tensor's data is that array), or null for a new array. Reusing arrays from
-   * call to call saves making (and the collector reclaiming) one per call; two tables' arrays
-   * may not share memory. If the call fails after its checks, their contents are unspecified.
-   * Default none.
+   * (the returned Tensor's data is that array; for a subclass of Float32Array, or an array with
+   * its own `length`, `buffer` or `byteOffset` property, a plain Float32Array over the same
+   * memory), or null for a new array. Reusing arrays from call to call saves making (and the
+   * collector reclaiming) one per call. No two tables' arrays may share memory, nor an array
+   * share memory with the call's ids, row splits or weights (a detached array is refused too).
+   * If the call fails after its checks, their contents are unspecified. Default none.
    */
   out?: readonly (Float32Array | null | undefined)[] | null;
 }
@@ -90,12 +92,40 @@ const byteLengthOf = typedGet('byteLength');
 /** No output arrays given (shared: nothing is written into it). */
 const NO_OUTS: readonly (Float32Array | null)[] = Object.freeze([]);
 
+/** A typed array's memory as a byte range of its (intrinsic) buffer. */
+interface Span {
+  buffer: unknown;
+  start: number;
+  end: number;
+}
+const spanOf = (a: ArrayBufferView): Span => {
+  const start = byteOffsetOf.call(a) as number;
+  return { buffer: bufferOf.call(a), start, end: start + (byteLengthOf.call(a) as number) };
+};
+const overlap = (a: Span, b: Span): boolean => a.buffer === b.buffer && a.start < b.end && b.start < a.end;
+
+/** Whether a Float32Array's buffer was detached (transferred): only a 0-length view can be on one. */
+function detached(o: ArrayBufferView): boolean {
+  const buffer = bufferOf.call(o);
+  if (!(buffer instanceof ArrayBuffer)) return false; // a SharedArrayBuffer cannot be detached
+  try {
+    new Uint8Array(buffer);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 /**
  * options.out of lookupSparse, checked before any device works: per table (shapes[i] =
- * [rows, dim]) a Float32Array of exactly rows * dim elements or null; no two of them
- * sharing memory. NO_OUTS when none is given.
+ * [rows, dim]) a Float32Array of exactly rows * dim elements (by the engine's length; a
+ * subclass or an array shadowing `length`, `buffer` or `byteOffset` is taken as a plain view of
+ * its memory, so the Tensor sees that length too) on a live buffer, or null; no two of them
+ * sharing memory, and none sharing memory with the bags' arrays (ids, row splits, weights:
+ * a table's result written before another table reads its inputs would change them, in an
+ * order that depends on the device count). NO_OUTS when none is given.
  */
-function checkOuts(out: unknown, shapes: number[][]): readonly (Float32Array | null)[] {
+function checkOuts(out: unknown, shapes: number[][], bags: Bag<Keys>[]): readonly (Float32Array | null)[] {
   if (out === undefined || out === null) return NO_OUTS;
   const n = shapes.length;
   if (!Array.isArray(out) || out.length !== n) {
@@ -113,21 +143,42 @@ function checkOuts(out: unknown, shapes: number[][]): readonly (Float32Array | n
     }
     if (!ArrayBuffer.isView(o) || tagOf.call(o) !== 'Float32Array') throw invalidParameter(`options.out[${i}]`, `a Float32Array [${floats}] or null`, o, InvalidTypeError);
     const length = lengthOf.call(o) as number;
+    if (length === 0 && detached(o)) throw new InvalidArgumentError(`Expected options.out[${i}] to be a Float32Array on a live buffer but its buffer was detached (transferred)`, { argument: `options.out[${i}]` });
     if (length !== floats) throw new ShapeMismatchError(`Expected options.out[${i}] to hold ${floats} floats (batch * dim) but it holds ${length}`, { argument: `options.out[${i}]` });
-    outs[i] = o as Float32Array;
+    const plain = Object.getPrototypeOf(o) === Float32Array.prototype && !Object.hasOwn(o, 'length') && !Object.hasOwn(o, 'buffer') && !Object.hasOwn(o, 'byteOffset');
+    outs[i] = plain ? (o as Float32Array) : new Float32Array(bufferOf.call(o) as ArrayBuffer, byteOffsetOf.call(o) as number, length);
     given++;
   }
-  if (given > 1) checkDisjoint(outs);
+  checkApart(outs, given, bags);
   return outs;
 }
 
-/** No two of the given output arrays share memory (the first overlap found is named). */
-function checkDisjoint(outs: readonly (Float32Array | null)[]): void {
-  const spans = outs.map((o) => (o === null ? null : { buffer: bufferOf.call(o), start: byteOffsetOf.call(o) as number, end: (byteOffsetOf.call(o) as number) + (byteLengthOf.call(o) as number) }));
-  spans.forEach((a, j) => {
-    const i = a === null ? -1 : spans.findIndex((b, k) => k < j && b !== null && b.buffer === a.buffer && b.start < a.end && a.start < b.end);
-    if (i >= 0) throw new InvalidArgumentError(`Expected options.out[${j}] not to share memory with options.out[${i}] (each table writes its own result)`, { argument: `options.out[${j}]` });
-  });
+/** The first given output whose memory overlaps `a`'s (below `before` when given), or -1. */
+function firstOverlap(spans: readonly (Span | null)[], a: Span, before = spans.length): number {
+  for (let i = 0; i < before; i++) if (spans[i] !== null && overlap(spans[i]!, a)) return i;
+  return -1;
+}
+
+/** No two given outputs share memory, and none shares memory with a bag's arrays (the first overlap found is named; loops, names made only then). */
+function checkApart(outs: readonly (Float32Array | null)[], given: number, bags: Bag<Keys>[]): void {
+  const spans = new Array<Span | null>(outs.length);
+  for (let j = 0; j < outs.length; j++) spans[j] = outs[j] === null ? null : spanOf(outs[j]!);
+  if (given > 1) {
+    for (let j = 1; j < spans.length; j++) {
+      const i = spans[j] === null ? -1 : firstOverlap(spans, spans[j]!, j);
+      if (i >= 0) throw new InvalidArgumentError(`Expected options.out[${j}] not to share memory with options.out[${i}] (each table writes its own result)`, { argument: `options.out[${j}]` });
+    }
+  }
+  const apart = (a: ArrayBufferView | null, what: () => string): void => {
+    const i = a === null ? -1 : firstOverlap(spans, spanOf(a));
+    if (i >= 0) throw new InvalidArgumentError(`Expected options.out[${i}] not to share memory with ${what()} (the call reads them while results are written)`, { argument: `options.out[${i}]` });
+  };
+  for (let j = 0; j < bags.length; j++) {
+    const b = bags[j]!;
+    apart(b.keys, () => `spIds[${j}]'s ids`);
+    apart(b.rowSplits, () => `spIds[${j}]'s row splits`);
+    apart(b.weights, () => `spWeights[${j}]`);
+  }
 }
 
 /** Runs one pooled lookup of each variable concurrently (into outs[i] when given), then the hybrid trim and the tape record. */
@@ -212,7 +263,7 @@ export async function lookupSparse(params: readonly SokVariable[], spIds: readon
     bags[i] = b;
     shapes[i] = [b.rowSplits.length - 1, v.dimension];
   }
-  const outs = checkOuts(o.out, shapes);
+  const outs = checkOuts(o.out, shapes, bags);
   return run(vars, bags, combiners, shapes, insert, tape, outs);
 }
 

@@ -138,6 +138,74 @@ describe.each([
       w.dispose();
     }
   });
+
+  it('refuses, before any device works, an out on a detached buffer (even for 0 rows) or sharing memory with the call\'s ids, row splits or weights', async () => {
+    await init();
+    const v = await filled(`out_apart_${n}_${kind}`, 2, [1, 2, 3]);
+    const w = await filled(`out_apart_w_${n}_${kind}`, 2, [1, 2, 3]);
+    try {
+      // Key 77 is missing: a call that ran would insert it into v (and into w where w reads it).
+      const ids = ragged([[1, 77], [2]]);
+      const empty = RaggedTensor.fromRowSplits(new BigInt64Array(0), Int32Array.from([0]));
+      const gone = new Float32Array(0);
+      structuredClone(gone.buffer, { transfer: [gone.buffer] });
+      await expectError(sok.lookupSparse([v, w], [ids, empty], { combiners: 'sum', out: [null, gone] }), 'INVALID_ARGUMENT', 'options.out[1]', 'detached');
+      // Table w's weights are a view of out[0]'s buffer.
+      const buf = new Float32Array(4);
+      const weights = buf.subarray(0, 3);
+      weights.set([1, 2, 3]);
+      await expectError(sok.lookupSparse([v, w], [ids, ids], { combiners: 'sum', spWeights: [null, weights], out: [buf, null] }), 'INVALID_ARGUMENT', 'options.out[0]', 'spWeights[1]');
+      // out[1] over the memory of table v's ids (BigInt64Array [3]: 24 bytes) or of its row splits.
+      const idBytes = new ArrayBuffer(24 + 16);
+      const idView = new BigInt64Array(idBytes, 0, 3);
+      idView.set([1n, 77n, 2n]);
+      const sharedIds = RaggedTensor.fromRowSplits(idView, Int32Array.from([0, 2, 3]));
+      await expectError(sok.lookupSparse([v, w], [sharedIds, ids], { combiners: 'sum', out: [null, new Float32Array(idBytes, 8, 4)] }), 'INVALID_ARGUMENT', 'options.out[1]', "spIds[0]'s ids");
+      const splitBytes = new ArrayBuffer(12 + 16);
+      const splitView = new Int32Array(splitBytes, 0, 3);
+      splitView.set([0, 2, 3]);
+      const sharedSplits = RaggedTensor.fromRowSplits(BigInt64Array.from([1n, 77n, 2n]), splitView);
+      await expectError(sok.lookupSparse([v, w], [ids, sharedSplits], { combiners: 'sum', out: [new Float32Array(splitBytes, 8, 4), null] }), 'INVALID_ARGUMENT', 'options.out[0]', "spIds[1]'s row splits");
+      expect(await v.size()).toBe(3);
+      expect(await w.size()).toBe(3);
+      // Beside the inputs in the same buffer (no byte in common): accepted.
+      const [r] = await sok.lookupSparse([v, w], [ids, sharedIds], { combiners: 'sum', out: [new Float32Array(idBytes, 24, 4), null] });
+      expect(Array.from(r!.data)).toEqual(plainPool([[1], [2]], 2, 'sum'));
+      expect(await v.size()).toBe(4);
+    } finally {
+      v.dispose();
+      w.dispose();
+    }
+  });
+
+  it('a Float32Array subclass or an array shadowing length: written in its memory, the Tensor a plain view of it (nothing refused after the devices worked)', async () => {
+    await init();
+    const v = await filled(`out_odd_${n}_${kind}`, 2, [1, 2, 3]);
+    const w = await filled(`out_odd_w_${n}_${kind}`, 2, [1, 2, 3]);
+    try {
+      class Odd extends Float32Array {
+        override get length(): number {
+          return 3;
+        }
+      }
+      const odd = new Odd(4);
+      const own = new Float32Array(4);
+      Object.defineProperty(own, 'length', { value: 9 });
+      const ids = ragged([[1, 2], [3]]);
+      const [a, b] = await sok.lookupSparse([v, w], [ids, ids], { combiners: 'sum', out: [odd, own] });
+      const want = plainPool([[1, 2], [3]], 2, 'sum');
+      for (const [t, o] of [[a!, odd], [b!, own]] as const) {
+        expect(Object.getPrototypeOf(t.data)).toBe(Float32Array.prototype);
+        expect(t.data.length).toBe(4);
+        expect(t.data.buffer).toBe(new Float32Array(o.buffer).buffer);
+        expect(Array.from(new Float32Array(o.buffer))).toEqual(want);
+        expect(t.shape).toEqual([2, 2]);
+      }
+    } finally {
+      v.dispose();
+      w.dispose();
+    }
+  });
 });
 
 describe.each([1, 2, 4])('a batch on %i devices large enough for the CPU backend\'s pool (a Promise job), into options.out', (n) => {
