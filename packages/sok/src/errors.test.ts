@@ -232,6 +232,16 @@ describe('lookups and training', () => {
     expect(new sok.OptimizerWrapper('FTRL').optimizer.name).toBe('Ftrl');
   });
 
+  it('a hole in params is INVALID_TYPE naming it, before the other checks and before any device works (rev36s R1: an uncoded TypeError before stop 36)', async () => {
+    const v = new sok.DynamicVariable({ dimension: 2 });
+    const ids = (): RaggedTensor => RaggedTensor.fromNestedArray([[1, 2]]);
+    const holed = [v, , v] as unknown as sok.SokVariable[];
+    await expectError(sok.lookupSparse(holed, [ids(), ids(), ids()]), 'INVALID_TYPE', 'params[1]');
+    // the hole is named even when a later option is bad too (params are checked first)
+    await expectError(sok.lookupSparse(holed, [ids(), ids(), ids()], { combiners: 'max' as never }), 'INVALID_TYPE', 'params[1]');
+    expect(await v.size()).toBe(0);
+  });
+
   it('a bad gradient pair is refused before any device works: rows, slots and iterations unchanged', async () => {
     const v = new sok.DynamicVariable({ dimension: 2, initializer: '1' });
     const w = new sok.Variable({ shape: [4, 2], initializer: 'zeros' });
