@@ -25,11 +25,13 @@
  * for like too), with the reused-output ratio beside it in the notes.
  *
  * The batch (512 bags x 26 ids = 13,312 ids per call) stays under the CPU backend's
- * 16K-key threshold for splitting one call over its thread pool, so one call uses one
- * native thread: that is a device's "own thread" of the spec, and the devices' calls
- * (each over 128K floats, so on the addon's thread pool as Promise calls) are what runs in parallel. The
- * `--sok-bags` option measures other batches (above the threshold core already splits
- * one call over the pool, and N devices cannot add cores).
+ * 16K-key threshold for splitting one table's call over its thread pool, so the 1-device
+ * run and core's peer use one native thread per call. With 2 or 4 devices every device is
+ * in this process, and sok makes one fused call over all of them (core's
+ * `lookupCombinedShards` / `applyCombinedGradientsShards`), which the CPU backend splits
+ * over its pool from 4,096 ids: that split is the devices running side by side. The
+ * `--sok-bags` option measures other batches (above 16K ids core already splits one
+ * table's call over the pool, and N devices cannot add cores).
  */
 import * as sok from '@embedstack/sok';
 import { type Bag, type EmbeddingTable, optimizers, RaggedTensor, setDefaultBackend, Tensor } from '@embedstack/core';
@@ -92,7 +94,7 @@ async function filledVariable(keys: BigInt64Array): Promise<sok.DynamicVariable>
   return v;
 }
 
-/** One pass of one device count: [sok, core, sok into out, core into out] of the forward, [sok, core] of the training step; sok's first output (the first bag, before any training). */
+/** One pass of one device count: [sok, sok into out, core into out, core] of the forward, [sok, core] of the training step; sok's first output (the first bag, before any training). */
 interface Pass {
   fwd: Measured[];
   bwd: Measured[];
@@ -136,11 +138,14 @@ async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: P
     // The variable is new for each pass and filled alike: every device count must give the same bits.
     await sokFwd(0, sokOut);
     const first = sokOut.slice();
+    // In this order (odd rounds reversed: sF sO cO cF, cF cO sO sF) each reused-out row follows a
+    // fresh-result row in exactly one round of two, its own side's (sO after sF, cO after cF), so
+    // what a fresh row leaves behind (the collector's work on its results) falls on both alike.
     const fwd = await measureInterleaved([
       { label: deviceLabel('sok lookupSparse', n), fn: async (i) => void (await sokFwd(i, null)), items: w.ids, async: true },
-      { label: 'core lookupCombined', fn: async (i) => void (await core.lookupCombined(pick(w.bags, i), { combiner: 'sum' })), items: w.ids, async: true },
       { label: deviceLabel(SOK_OUT, n), fn: async (i) => void (await sokFwd(i, sokOut)), items: w.ids, async: true },
       { label: CORE_OUT, fn: async (i) => void (await core.lookupCombined(pick(w.bags, i), { combiner: 'sum', out: coreOut })), items: w.ids, async: true },
+      { label: 'core lookupCombined', fn: async (i) => void (await core.lookupCombined(pick(w.bags, i), { combiner: 'sum' })), items: w.ids, async: true },
     ] satisfies Job[], MEASURE);
     const trainStep = async (i: number): Promise<number> => {
       const tape = new sok.GradientTape();
@@ -185,15 +190,15 @@ function groupsOf(n: number, passes: readonly Pass[], w: Workload, rows: number)
       params,
       figures: [
         measuredFigure(deviceLabel('sok lookupSparse', n), 'ours', job('fwd', 0), 'ids/s'),
-        measuredFigure('core lookupCombined', 'peer', job('fwd', 1), 'ids/s', 'one table of the same keys and rows'),
+        measuredFigure('core lookupCombined', 'peer', job('fwd', 3), 'ids/s', 'one table of the same keys and rows'),
       ],
     },
     fwdOut: {
       title: `sok forward into reused outputs, ${devices}: ${what}`,
       params,
       figures: [
-        measuredFigure(deviceLabel(SOK_OUT, n), 'ours', job('fwd', 2), 'ids/s', 'lookupSparse(..., { out: [a Float32Array over a SharedArrayBuffer] }), the same array each call'),
-        measuredFigure(CORE_OUT, 'peer', job('fwd', 3), 'ids/s', 'the same table and ids; lookupCombined({ out }) over a SharedArrayBuffer'),
+        measuredFigure(deviceLabel(SOK_OUT, n), 'ours', job('fwd', 1), 'ids/s', 'lookupSparse(..., { out: [a Float32Array over a SharedArrayBuffer] }), the same array each call'),
+        measuredFigure(CORE_OUT, 'peer', job('fwd', 2), 'ids/s', 'the same table and ids; lookupCombined({ out }) over a SharedArrayBuffer'),
       ],
     },
     bwd: {
@@ -286,7 +291,7 @@ export const sokSuite: Suite = {
         `the forward's device-count targets are judged on the reused-output rows (sok lookupSparse({ out }) against core lookupCombined({ out }), both over a SharedArrayBuffer): like for like, neither side allocates a result per call; the fresh-result rows show what V8's collections of a fresh result per call add (information, not judged): nd2 / nd1 ${formatRatio(devicesRatio(f2, f1).value)}, nd4 / nd2 ${formatRatio(devicesRatio(f4, f2).value)}`,
         `nd1 against core, reused outputs (information; the target is on the fresh rows, where both sides allocate): ${formatRatio(toCore(o1).value)}`,
         `two passes over the device counts (${PASSES.map((p) => p.join(', ')).join(' then ')}); each figure pools both passes' samples`,
-        `${bags * IDS} ids per call: ${bags * IDS < 16384 ? 'under' : 'over'} the CPU backend's 16K-id threshold for splitting one call over its pool`,
+        `${bags * IDS} ids per call: ${bags * IDS < 16384 ? 'under' : 'over'} the CPU backend's 16K-id threshold for splitting one table's call over its pool (1 device, core); 2 and 4 devices make one fused call over every device, split over the pool from 4,096 ids`,
         'load average: see the run header; ratios within a group are what counts on a busy machine',
       ],
       charts: [],
