@@ -41,7 +41,10 @@ export interface LookupSparseOptions {
    * memory), or null for a new array. Reusing arrays from call to call saves making (and the
    * collector reclaiming) one per call. No two tables' arrays may share memory, nor an array
    * share memory with the call's ids, row splits or weights (a detached array is refused too).
-   * If the call fails after its checks, their contents are unspecified. Default none.
+   * Memory is compared by buffer object: two SharedArrayBuffer objects over the same memory (one
+   * received back through `postMessage` or `structuredClone`) are not recognised as one, and
+   * such an overlap gives unspecified results. If the call fails after its checks, their
+   * contents are unspecified. Default none.
    */
   out?: readonly (Float32Array | null | undefined)[] | null;
 }
