@@ -46,9 +46,10 @@ ScratchVector<uint32_t> DynamicTable::admit(WriteBatch& wb, const ScratchVector<
       std::push_heap(heap.begin(), heap.end(), worse);
     }
   };
+  const MetaView m = meta();
   for (size_t row = 0; row < size_; ++row) {
     if (touched[row >> 6] & (uint64_t{1} << (row & 63))) continue;
-    consider({*scoreOf(row), keyOf(row), true, static_cast<uint32_t>(row)});
+    consider({m.score(row), m.key(row), true, static_cast<uint32_t>(row)});
   }
   const ScorePolicy policy = config_.scorePolicy;
   for (uint32_t u : fresh) {

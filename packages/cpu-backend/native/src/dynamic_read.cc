@@ -13,9 +13,11 @@
 namespace embedstack {
 
 void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* exists) {
+  widenForRead();
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   const ScoreClock t = beginCall();
+  widenUnderRead(lock, t);
   // The stored values' lines (a float32 dim-64 row: 4), prefetched with the candidate's meta line.
   const bool passes = findInPasses();
   withRowLines(valueLines(), [&](auto prefetch) {
@@ -29,7 +31,7 @@ void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* 
 
 std::atomic<size_t> DynamicTable::findPassesFrom{DynamicTable::kFindPassesFrom};
 
-size_t DynamicTable::readFootprint() const { return index_.bytes() + size_ * (sizeof(RowMeta) + valueLines() * 64); }
+size_t DynamicTable::readFootprint() const { return index_.bytes() + size_ * (metaStride_ + valueLines() * 64); }
 
 bool DynamicTable::readsInPasses(size_t scale) const {
   return readFootprint() / scale >= findPassesFrom.load(std::memory_order_relaxed);
@@ -76,48 +78,33 @@ struct DynamicTable::PassResolver {
   };
 
   KeyIndex::View idx;
-  RowMeta* rowMeta;
+  MetaView rowMeta;
   const char* records;
   size_t stride;
   size_t rows;
-  ScorePolicy policy;
-  ScoreClock t;
-  bool touch;
-  bool clockScore;     // lru / epochLru (the default): one score per call
-  uint64_t readScore;  // that score
+  ReadTouch touchRead;
   Prefetch prefetchRow;
 
   PassResolver(const DynamicTable& table, const ScoreClock& clock, Prefetch prefetch)
       : idx(table.index_.view()), rowMeta(table.meta()), records(table.arena()), stride(table.rowBytes()),
-        rows(table.size_), policy(table.config_.scorePolicy), t(clock), touch(scoresOnRead(policy)),
-        clockScore(readScoreIsClock(policy)), readScore(clockScore ? nextScore(policy, 0, 1, false, 0, t) : 0),
-        prefetchRow(prefetch) {}
+        rows(table.size_), touchRead(table.config_.scorePolicy, clock), prefetchRow(prefetch) {}
 
   /** rowOf[j] = ck[j]'s row or kNoRow, j < m <= kChunk; resident keys' scores touched. */
   __attribute__((always_inline)) void resolve(const int64_t* ck, size_t m, uint32_t* rowOf, Scratch& scratch) const {
     // Locals: kept in registers whatever the loops store.
     const KeyIndex::View idx = this->idx;
-    RowMeta* const rowMeta = this->rowMeta;
+    const MetaView rowMeta = this->rowMeta;
     const char* const records = this->records;
     const size_t stride = this->stride;
     const size_t rows = this->rows;
-    const ScorePolicy policy = this->policy;
-    const ScoreClock t = this->t;
-    const bool touch = this->touch;
-    const bool clockScore = this->clockScore;
-    const uint64_t readScore = this->readScore;
+    const ReadTouch touchRead = this->touchRead;
+    const bool touch = touchRead.touch;
     const Prefetch prefetchRow = this->prefetchRow;
     ProbeSlot* const slot = scratch.slot;
     uint32_t* const later = scratch.later;
-    const auto keyAt = [rowMeta](uint32_t row) { return rowMeta[row].key; };
+    const auto keyAt = [rowMeta](uint32_t row) { return rowMeta.key(row); };
     const auto nextGroup = [&idx](size_t g) { return g + 1 == idx.groups ? 0 : g + 1; };
-    const auto touchScore = [&](uint32_t row) __attribute__((always_inline)) {
-      if (clockScore) {
-        storeReadScore(&rowMeta[row].score, readScore);
-      } else if (touch) {
-        touchOnReadAtomic(&rowMeta[row].score, policy, t);
-      }
-    };
+    const auto touchScore = [&](uint32_t row) __attribute__((always_inline)) { touchRead(rowMeta, row); };
     // A: index groups, candidates.
     const auto hash = [&](size_t j) __attribute__((always_inline)) {
       const uint64_t h = hashKey(ck[j]);
@@ -150,7 +137,7 @@ struct DynamicTable::PassResolver {
     const auto askRecord = [&](size_t j) __attribute__((always_inline)) {
       const uint32_t c = slot[j].candidate;
       if (c < rows) {
-        prefetchRow.meta(rowMeta + c, touch);
+        rowMeta.prefetch(prefetchRow, c, touch);
         prefetchRow(records + static_cast<size_t>(c) * stride);
       }
     };
@@ -160,7 +147,7 @@ struct DynamicTable::PassResolver {
       if (j + kMetaAhead < m) askRecord(j + kMetaAhead);
       const ProbeSlot& s = slot[j];
       const uint32_t c = s.candidate;
-      if (c < rows && rowMeta[c].key == ck[j]) {
+      if (c < rows && rowMeta.key(c) == ck[j]) {
         rowOf[j] = c;
         touchScore(c);
         continue;
@@ -170,7 +157,7 @@ struct DynamicTable::PassResolver {
       const Group group(ctrl);
       for (BitMask mm = group.match(s.fragment); mm; mm.dropLowest()) {
         const uint32_t x = KeyIndex::rowsOf(ctrl)[mm.lowest()];
-        if (x < rows) __builtin_prefetch(rowMeta + x, 0, 3);
+        if (x < rows) rowMeta.prefetch(NoRowPrefetch{}, x, false);
       }
       if (!group.matchEmpty()) __builtin_prefetch(idx.group(nextGroup(s.group)), 0, 3);
       later[nLater++] = static_cast<uint32_t>(j);
@@ -251,29 +238,22 @@ void DynamicTable::findRows(const int64_t* keys, size_t n, float* out, uint8_t* 
     // Everything the per-key body reads, as locals of this range: members and captured
     // references would be reloaded after every row copy (it may write any memory, as far as
     // the compiler knows). Measured: 4-8% of a dim-64 find (MEASUREMENTS.md, Nov 28 2026).
-    const ScoreClock t = clock;
-    const ScorePolicy policy = callPolicy;
-    const bool touch = scoresOnRead(policy);
     // lru / epochLru (the default): the call's score, worked out once.
-    const bool clockScore = readScoreIsClock(policy);
-    const uint64_t readScore = clockScore ? nextScore(policy, 0, 1, false, 0, t) : 0;
+    const ReadTouch touchRead(callPolicy, clock);
+    const bool touch = touchRead.touch;
     const bool stream = callStream;
     const Prefetch prefetchRow = prefetch;
     const size_t dim = dim_;
     const StorageDtype storage = storage_;
     const char* const records = arena();
     const size_t stride = rowBytes();
-    RowMeta* const rowMeta = meta();
+    const MetaView rowMeta = meta();
     probe(keys, b, e, touch, prefetchRow, [&](size_t i, uint32_t row) {
       float* dst = out + i * dim;
       if (row != KeyIndex::kNoRow) {
         readRecordValues(storage, records + static_cast<size_t>(row) * stride, dst, dim, stream);
         exists[i] = 1;
-        if (clockScore) {
-          storeReadScore(&rowMeta[row].score, readScore);
-        } else if (touch) {
-          touchOnReadAtomic(&rowMeta[row].score, policy, t);
-        }
+        touchRead(rowMeta, row);
       } else {
         initialValue(keys[i], dst);
         exists[i] = 0;
@@ -286,19 +266,23 @@ void DynamicTable::findRows(const int64_t* keys, size_t n, float* out, uint8_t* 
 /** Shared lock and one call's clock; lend probes a batch and touches what it finds. */
 class DynamicTable::Lease final : public RowLease {
  public:
-  explicit Lease(DynamicTable& t) : t_(t), lock_(t.mutex_) {
+  explicit Lease(DynamicTable& t) : t_(t), lock_(t.mutex_, std::defer_lock), touchRead_(t.config_.scorePolicy, {}) {
+    t.widenForRead();
+    lock_.lock();
     t.checkAlive();
-    clock_ = t.beginCall();
-    policy_ = t.config_.scorePolicy;
-    touch_ = scoresOnRead(policy_);
+    const ScoreClock clock = t.beginCall();
+    t.widenUnderRead(lock_, clock);
+    touchRead_ = ReadTouch(t.config_.scorePolicy, clock);
+    touch_ = touchRead_.touch;
   }
 
   void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial, bool prefetchRows) override {
     std::vector<size_t> missing;
+    const MetaView meta = t_.meta();
     const auto found = [&](size_t i, uint32_t row) {
       if (row != KeyIndex::kNoRow) {
         rows[i] = static_cast<const float*>(t_.valuesOf(row));
-        if (touch_) touchOnReadAtomic(t_.scoreOf(row), policy_, clock_);
+        touchRead_(meta, row);
       } else {
         missing.push_back(i);
       }
@@ -321,8 +305,7 @@ class DynamicTable::Lease final : public RowLease {
  private:
   DynamicTable& t_;
   std::shared_lock<std::shared_mutex> lock_;
-  ScoreClock clock_;
-  ScorePolicy policy_;
+  ReadTouch touchRead_;
   bool touch_;
 };
 
@@ -418,9 +401,11 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
     return;
   }
 
+  widenForRead();
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   const ScoreClock t = beginCall();
+  widenUnderRead(lock, t);
   const bool passes = bagInPasses();
   withRowLines(valueLines(), [&](auto prefetch) {
     if (passes) {
@@ -441,28 +426,18 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
 template <class Prefetch>
 struct DynamicTable::BagPart {
   ProbeStages<2, Prefetch> stage;
-  RowMeta* rowMeta;
   const Initializer* init;
   size_t dim;
   StorageDtype storage;
-  ScoreClock clock;
-  ScorePolicy policy;
-  bool touch;
-  bool clockScore;     // lru / epochLru (the default): one score per call
-  uint64_t readScore;  // ... that score
+  ReadTouch touchRead;
 
   BagPart(const DynamicTable& t, const ScoreClock& c, Prefetch prefetch)
-      : stage(t, prefetch, scoresOnRead(t.config_.scorePolicy)), rowMeta(t.meta()), init(&t.config_.initializer),
-        dim(t.dim_), storage(t.storage_), clock(c), policy(t.config_.scorePolicy), touch(scoresOnRead(policy)),
-        clockScore(readScoreIsClock(policy)), readScore(clockScore ? nextScore(policy, 0, 1, false, 0, c) : 0) {}
+      : stage(t, prefetch, scoresOnRead(t.config_.scorePolicy)), init(&t.config_.initializer), dim(t.dim_),
+        storage(t.storage_), touchRead(t.config_.scorePolicy, c) {}
 
   /** A found row's record, its score touched as a read touches it. */
   __attribute__((always_inline)) const void* take(uint32_t row) const {
-    if (clockScore) {
-      storeReadScore(&rowMeta[row].score, readScore);
-    } else if (touch) {
-      touchOnReadAtomic(&rowMeta[row].score, policy, clock);
-    }
+    touchRead(stage.rowMeta, row);
     return stage.arena + static_cast<size_t>(row) * stage.stride;
   }
   /** A missing key's initial value (float32, before storage rounding). */
@@ -627,11 +602,28 @@ class DynamicTable::PartsLease final : public BagLease {
     locks_.reserve(parts);
     std::vector<ScoreClock> clocks;
     clocks.reserve(parts);
+    for (size_t d = 0; d < parts; ++d) tables[d]->widenForRead();
     for (size_t d = 0; d < parts; ++d) {
       DynamicTable& t = *tables[d];
       locks_.emplace_back(t.mutex_);
       t.checkAlive();
       clocks.push_back(t.beginCall());
+    }
+    // A table whose records must widen for its clock (only if 2^31 calls started, or its epoch
+    // was set, since widenForRead): every lock dropped, it widens, the locks are taken again.
+    for (size_t d = 0; d < parts; ++d) {
+      DynamicTable& t = *tables[d];
+      if (t.metaStride_ == MetaView::kWide || t.readFitsNarrow(clocks[d])) continue;
+      for (auto& lock : locks_) lock.unlock();
+      {
+        std::unique_lock<std::shared_mutex> exclusive(t.mutex_);
+        t.checkAlive();
+        t.widen();
+      }
+      for (size_t e = 0; e < parts; ++e) {
+        locks_[e].lock();
+        tables[e]->checkAlive();
+      }
     }
     // In passes when the tables together are as large as one table's bag in passes (the
     // bag's lines are random over all of them alike), for up to kMaxPassParts parts (each

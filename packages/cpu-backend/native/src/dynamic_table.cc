@@ -20,7 +20,12 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   capCeiling_ = capped_ ? c.maxCapacity : kMaxRows;
   capacity_ = std::min(std::max<size_t>(c.initCapacity, 1), capCeiling_);
   arena_.allocateZeroed(checkedMul(capacity_, rowBytes(), "the row arena"), "the row arena");
-  meta_.allocateZeroed(checkedMul(capacity_, sizeof(RowMeta), "the keys and scores"), "the keys and scores");
+  // lfu scores count every read occurrence, added under the shared lock by reads that cannot
+  // widen the records (leases lend rows for many batches under one lock): lfu tables are
+  // wide from the start. Every other policy starts narrow (see widenForWrite, widenForRead).
+  metaStride_ = c.scorePolicy == ScorePolicy::kLfu ? MetaView::kWide : MetaView::kNarrow;
+  wideScores_.store(metaStride_ == MetaView::kWide, std::memory_order_relaxed);
+  meta_.allocateZeroed(checkedMul(capacity_, metaStride_, "the keys and scores"), "the keys and scores");
   // The index is sized for initCapacity keys up front (the arena's capacity costs no
   // RSS until used; the index is written now, so it is capped at 2^26 keys' worth), at
   // 10 keys per group like a rebuilt one: presized at the maximum load (11), 1 key in 9
@@ -35,6 +40,93 @@ ScoreClock DynamicTable::beginCall() {
   t.epoch = epoch_.load(std::memory_order_relaxed);
   t.now = config_.scorePolicy == ScorePolicy::kTimestamp ? nowSeconds() : 0;
   return t;
+}
+
+void DynamicTable::widen() {
+  if (metaStride_ == MetaView::kWide) return;
+  Block wide;
+  wide.allocateZeroed(checkedMul(capacity_, MetaView::kWide, "the keys and scores"), "the keys and scores");
+  const MetaView from = meta();
+  const MetaView to{static_cast<char*>(wide.data()), MetaView::kWide};
+  for (size_t row = 0; row < size_; ++row) to.set(row, from.key(row), from.score(row));
+  meta_ = std::move(wide);
+  metaStride_ = MetaView::kWide;
+  wideScores_.store(true, std::memory_order_relaxed);
+}
+
+void DynamicTable::widenForWrite(const WriteBatch& wb, const uint64_t* scores, size_t n, bool explicitScores) {
+  if (metaStride_ == MetaView::kWide) return;
+  const ScorePolicy p = config_.scorePolicy;
+  const ScoreClock& t = wb.clock;
+  uint64_t bound = 0;  // no score the call stores exceeds it
+  if (scores != nullptr && (explicitScores || p == ScorePolicy::kCustomized)) {
+    for (size_t i = 0; i < n; ++i) bound = std::max(bound, scores[i]);
+  }
+  switch (p) {
+    case ScorePolicy::kLru:
+      bound = std::max(bound, t.clock);
+      break;
+    case ScorePolicy::kEpochLru:
+    case ScorePolicy::kEpochLfu:  // epoch 0: (clock or a count saturated at 2^32 - 1) fits
+      if (t.epoch != 0) bound = UINT64_MAX;
+      break;
+    case ScorePolicy::kTimestamp:
+      bound = std::max(bound, t.now);
+      break;
+    case ScorePolicy::kFrequency:
+      // Rows the call stores given scores for (import) hold them; every other touched row adds 1.
+      bound = std::max(bound, explicitScores ? frequencyBound_ : saturatingAdd(frequencyBound_, 1));
+      break;
+    case ScorePolicy::kLfu:  // wide from the start
+    case ScorePolicy::kCustomized:
+      break;
+  }
+  if (bound > kLow32) {
+    try {
+      widen();
+    } catch (...) {
+      clock_.fetch_sub(1, std::memory_order_relaxed);  // exclusive lock: no other call took one since
+      throw;
+    }
+  }
+  if (p == ScorePolicy::kFrequency) frequencyBound_ = bound;
+}
+
+bool DynamicTable::readFitsNarrow(const ScoreClock& t) const {
+  switch (config_.scorePolicy) {
+    case ScorePolicy::kLru:
+      return t.clock <= kLow32;
+    case ScorePolicy::kEpochLru:
+    case ScorePolicy::kEpochLfu:
+      return t.epoch == 0;
+    default:  // lfu: wide; the others do not score on read
+      return true;
+  }
+}
+
+void DynamicTable::widenForRead() {
+  // Records only ever widen: a stale "narrow" here costs one exclusive lock, never a wrong layout
+  // (the read takes the layout under its shared lock).
+  if (wideScores_.load(std::memory_order_relaxed)) return;
+  ScoreClock next;
+  next.clock = clock_.load(std::memory_order_relaxed) + (uint64_t{1} << 31);
+  next.epoch = epoch_.load(std::memory_order_relaxed);
+  if (readFitsNarrow(next)) return;
+  std::unique_lock<std::shared_mutex> lock(mutex_);
+  checkAlive();
+  widen();
+}
+
+void DynamicTable::widenUnderRead(std::shared_lock<std::shared_mutex>& lock, const ScoreClock& t) {
+  if (metaStride_ == MetaView::kWide || readFitsNarrow(t)) return;
+  lock.unlock();
+  {
+    std::unique_lock<std::shared_mutex> exclusive(mutex_);
+    checkAlive();
+    widen();
+  }
+  lock.lock();
+  checkAlive();
 }
 
 void DynamicTable::prefetchRow(uint32_t row, size_t bytes) const {
@@ -56,10 +148,10 @@ void DynamicTable::rebuildIndex(size_t groups) {
   constexpr size_t kRing = 32;
   uint64_t hashes[kRing];
   const KeyIndex::View v = fresh.view();
-  const RowMeta* rowMeta = meta();
+  const MetaView rowMeta = meta();
   for (size_t row = 0; row < size_ + kAhead; ++row) {
     if (row < size_) {
-      const uint64_t h = hashKey(rowMeta[row].key);
+      const uint64_t h = hashKey(rowMeta.key(row));
       hashes[row % kRing] = h;
       __builtin_prefetch(v.group(v.homeGroup(h)), 1);
     }
@@ -80,14 +172,14 @@ void DynamicTable::reserve(size_t finalSize, size_t newEntries) {
     while (cap < finalSize) cap = cap > capCeiling_ / 2 ? capCeiling_ : std::min(cap * 2, capCeiling_);
     // Either block may move; capacity_ changes only once both are large enough.
     arena_.resize(checkedMul(cap, rowBytes(), "the row arena"), "the row arena");
-    meta_.resize(checkedMul(cap, sizeof(RowMeta), "the keys and scores"), "the keys and scores");
+    meta_.resize(checkedMul(cap, metaStride_, "the keys and scores"), "the keys and scores");
     capacity_ = cap;
   }
 }
 
 uint32_t DynamicTable::insertRow(int64_t key, bool fillValue) {
   const uint32_t row = static_cast<uint32_t>(size_);
-  meta()[row] = RowMeta{key, 0};
+  meta().set(row, key, 0);
   if (fillValue) {
     if (wide()) {
       config_.initializer.fill(key, 0, dim_, static_cast<float*>(valuesOf(row)));
@@ -113,7 +205,8 @@ bool DynamicTable::removeKey(int64_t key) {
   if (row != last) {
     const int64_t moved = keyOf(last);
     const size_t movedSlot = index_.find(moved, hashKey(moved), keyAt);
-    meta()[row] = meta()[last];
+    const MetaView m = meta();
+    std::memcpy(m.at(row), m.at(last), m.stride);
     std::memcpy(valuesOf(row), valuesOf(last), rowBytes());
     index_.setRow(movedSlot, row);
   }
@@ -174,7 +267,7 @@ ExportResult DynamicTable::exportBatch(size_t offset, size_t limit) {
     for (size_t i = b; i < e; ++i) {
       const size_t row = start + i;
       r.keys[i] = keyOf(row);
-      r.scores[i] = __atomic_load_n(scoreOf(row), __ATOMIC_RELAXED);
+      r.scores[i] = meta().score(row);
       readValues(static_cast<uint32_t>(row), r.values.data() + i * dim_, false);
       exportSlots(slotsOf(row), r.slots, i);
     }
@@ -191,7 +284,8 @@ size_t DynamicTable::restrict(size_t numReserved) {
     int64_t key;
   };
   std::vector<Ranked> ranked(size_);
-  for (size_t row = 0; row < size_; ++row) ranked[row] = {*scoreOf(row), keyOf(row)};
+  const MetaView m = meta();
+  for (size_t row = 0; row < size_; ++row) ranked[row] = {m.score(row), m.key(row)};
   // Keep the highest scores, ties keep smaller signed keys (every candidate is resident).
   auto keeps = [](const Ranked& a, const Ranked& b) { return a.score != b.score ? a.score > b.score : a.key < b.key; };
   std::nth_element(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(numReserved), ranked.end(), keeps);

@@ -5,15 +5,17 @@
 //    bytes][float slots[slotFloats]], row-major, so one access brings a row and its
 //    optimizer slots (a float32 row of dim 64 is exactly 4 cache lines, as in a
 //    plain [rows, dim] array; bfloat16/float16 halve it);
-//  - meta [capacity] {int64 key, uint64 score} beside it: 16 bytes per row in one
-//    cache line with 3 others, compact enough to stay in cache for millions of
-//    rows, so probing, score updates and eviction scans neither touch nor dirty
-//    the values (a find reads 1 index line + 1 meta line + the row).
+//  - meta [capacity] {int64 key, uint32 score} packed in 12 bytes per row ("narrow")
+//    while every score the table holds fits 32 bits, {int64 key, uint64 score} in 16
+//    ("wide") from the first call whose scores might not (MetaView, widen()): compact
+//    enough to stay in cache for millions of rows, so probing, score updates and
+//    eviction scans neither touch nor dirty the values (a find reads 1 index line +
+//    1 meta line + the row; 2 narrow records in 16 straddle two lines).
 //  Removal moves the last row into the hole, so everything stays dense and export
 //  order is arena order (offset/limit is O(1)). Capacity doubles from
 //  initCapacity, capped at maxCapacity; untouched capacity is address space, not RSS.
 //  - index: KeyIndex (control bytes + 4-byte row per slot), see key_index.h.
-// Overhead per key beyond the value bytes: 16 (key, score) + 5.8..6.4 (index).
+// Overhead per key beyond the value bytes: 12 narrow or 16 wide (key, score) + 5.8..6.4 (index).
 // The key and score stay out of the row on purpose: a [key, score, values] record
 // (tried in Nov 2026) makes a float32 dim-64 row 272 bytes, 5 cache lines and no
 // longer line-aligned, where the separate layout reads 4 aligned lines plus a meta
@@ -27,6 +29,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "dedupe.h"
@@ -42,11 +46,14 @@ namespace embedstack {
  * and of no row (probes reading only index and meta lines: the writes', a lease's).
  */
 struct NoRowPrefetch {
-  __attribute__((always_inline)) void meta(const void* line, bool forWrite) const {
+  /** A record's key/score line(s): `last` is its last byte (a narrow record may straddle two lines). */
+  __attribute__((always_inline)) void meta(const char* first, const char* last, bool forWrite) const {
     if (forWrite) {
-      __builtin_prefetch(line, 1);
+      __builtin_prefetch(first, 1);
+      __builtin_prefetch(last, 1);
     } else {
-      __builtin_prefetch(line);
+      __builtin_prefetch(first);
+      __builtin_prefetch(last);
     }
   }
   __attribute__((always_inline)) void operator()(const char*) const {}
@@ -68,7 +75,10 @@ struct RowLines {
   // keeps the bag's prefetches: without it GCC 12 inlines them late into the bag over several
   // tables (poolBag<ResidueParts>) and deletes them as dead stores (9 prefetch instructions
   // left of 24, Nov 29 2026; -fno-tree-dse kept them; one table's poolBag keeps 6-7 of 21).
-  __attribute__((always_inline)) void meta(const void* line, bool) const { __builtin_prefetch(line, 0, 2); }
+  __attribute__((always_inline)) void meta(const char* first, const char* last, bool) const {
+    __builtin_prefetch(first, 0, 2);
+    __builtin_prefetch(last, 0, 2);
+  }
   __attribute__((always_inline)) void operator()(const char* record) const {
     const size_t count = kLines > 0 ? kLines : lines;
     for (size_t l = 0; l < count; ++l) __builtin_prefetch(record + 64 * l, 0, 2);
@@ -103,6 +113,84 @@ inline void readRecordValues(StorageDtype storage, const void* record, float* ds
     loadValues(storage, record, dst, dim);
   }
 }
+
+/**
+ * A dynamic table's key/score records, one per row, as laid out now: {int64 key, uint32 score}
+ * packed in 12 bytes (narrow) or {int64 key, uint64 score} in 16 (wide). Keys are read
+ * unaligned (odd narrow rows' keys are 4-byte aligned; fine on x86-64 and aarch64); scores are
+ * always aligned to their width, so the read path's relaxed atomics work on either. A
+ * snapshot for hot loops (kept in registers), valid until the table changes under its lock.
+ */
+struct MetaView {
+  static constexpr size_t kNarrow = 12;
+  static constexpr size_t kWide = 16;
+  char* base;
+  size_t stride;  // kNarrow or kWide
+
+  bool narrow() const { return stride == kNarrow; }
+  char* at(size_t row) const { return base + row * stride; }
+  int64_t key(size_t row) const {
+    int64_t k;
+    std::memcpy(&k, at(row), sizeof k);
+    return k;
+  }
+  uint32_t* narrowScore(size_t row) const { return reinterpret_cast<uint32_t*>(at(row) + 8); }
+  uint64_t* wideScore(size_t row) const { return reinterpret_cast<uint64_t*>(at(row) + 8); }
+  /** A row's score (a relaxed atomic load: reads may be touching it). */
+  uint64_t score(size_t row) const {
+    return narrow() ? __atomic_load_n(narrowScore(row), __ATOMIC_RELAXED) : __atomic_load_n(wideScore(row), __ATOMIC_RELAXED);
+  }
+  /** Sets a row's score (under the exclusive lock; narrow: `s` fits, the caller checked). */
+  void setScore(size_t row, uint64_t s) const {
+    if (narrow()) {
+      *narrowScore(row) = static_cast<uint32_t>(s);
+    } else {
+      *wideScore(row) = s;
+    }
+  }
+  void set(size_t row, int64_t key, uint64_t s) const {
+    std::memcpy(at(row), &key, sizeof key);
+    setScore(row, s);
+  }
+  /** Prefetches a row's record (both lines of a narrow record that straddles two). */
+  template <class Prefetch>
+  __attribute__((always_inline)) void prefetch(const Prefetch& p, size_t row, bool forWrite) const {
+    const char* r = at(row);
+    p.meta(r, r + stride - 1, forWrite);
+  }
+};
+
+/**
+ * How one read call touches the scores of the rows it finds (read policies: scores.h), fixed
+ * for the call: lru / epochLru (the default) store the call's one score, lfu / epochLfu count.
+ */
+struct ReadTouch {
+  ScorePolicy policy;
+  ScoreClock t;
+  bool touch;
+  bool clockScore;
+  uint64_t readScore;
+
+  ReadTouch(ScorePolicy p, const ScoreClock& clock)
+      : policy(p), t(clock), touch(scoresOnRead(p)), clockScore(readScoreIsClock(p)),
+        readScore(clockScore ? nextScore(p, 0, 1, false, 0, clock) : 0) {}
+
+  __attribute__((always_inline)) void operator()(const MetaView& m, uint32_t row) const {
+    if (clockScore) {
+      if (m.narrow()) {
+        storeReadScore(m.narrowScore(row), readScore);
+      } else {
+        storeReadScore(m.wideScore(row), readScore);
+      }
+    } else if (touch) {
+      if (m.narrow()) {
+        touchOnReadAtomic(m.narrowScore(row), policy, t);
+      } else {
+        touchOnReadAtomic(m.wideScore(row), policy, t);
+      }
+    }
+  }
+};
 
 class DynamicTable final : public Table {
  public:
@@ -152,6 +240,10 @@ class DynamicTable final : public Table {
   bool bagInPasses() const { return readsInPasses(kBagPassesScale); }
   size_t indexGroups() const { return index_.groups(); }
   size_t indexTombstones() const { return index_.tombstones(); }
+  /** Whether the key/score records are narrow (12 bytes: every score fits 32 bits) or wide (16). */
+  bool narrowScores() const { return meta().narrow(); }
+  /** Sets the clock (the last call's; the next call gets clock + 1): tests reach 2^32 with it. */
+  void setClockForTests(uint64_t clock) { clock_.store(clock, std::memory_order_relaxed); }
 
  private:
   class Lease;
@@ -169,13 +261,8 @@ class DynamicTable final : public Table {
 
   // ---- layout -----------------------------------------------------------------
   char* arena() const { return static_cast<char*>(arena_.data()); }
-  struct RowMeta {
-    int64_t key;
-    uint64_t score;
-  };
-  RowMeta* meta() const { return static_cast<RowMeta*>(meta_.data()); }
-  int64_t keyOf(size_t row) const { return meta()[row].key; }
-  uint64_t* scoreOf(size_t row) const { return &meta()[row].score; }
+  MetaView meta() const { return MetaView{static_cast<char*>(meta_.data()), metaStride_}; }
+  int64_t keyOf(size_t row) const { return meta().key(row); }
   /** A row's stored values ([dim] of storage_; float32 only when storage_ is float32). */
   void* valuesOf(size_t row) const { return arena() + row * rowBytes_; }
   float* slotsOf(size_t row) const { return reinterpret_cast<float*>(arena() + row * rowBytes_ + valueBytes_); }
@@ -196,6 +283,32 @@ class DynamicTable final : public Table {
 
   // ---- primitives (dynamic_table.cc) ----------------------------------------------
   ScoreClock beginCall();
+  /**
+   * Makes the records wide (16 bytes) if they are narrow; under the exclusive lock. Throws,
+   * changing nothing, when the memory is not there.
+   */
+  void widen();
+  /**
+   * A write call's widening, under the exclusive lock, after its clock is taken and before it
+   * changes anything: wide when a score the call may store would not fit 32 bits (its clock,
+   * epoch or time, the caller's scores it stores, frequency's count). On failure the clock is
+   * put back and the error thrown.
+   */
+  void widenForWrite(const WriteBatch& wb, const uint64_t* scores, size_t n, bool explicitScores);
+  /**
+   * A read's widening, before it takes the shared lock: wide once the clock reaches 2^31
+   * (half the range: the reads' clocks stay below 2^32 however many start meanwhile), or, for
+   * the epoch policies, once the epoch is not 0. Takes the exclusive lock only to widen.
+   */
+  void widenForRead();
+  /** Whether a read with this clock stores only scores that fit 32 bits (its policy's, its clock's and epoch's). */
+  bool readFitsNarrow(const ScoreClock& t) const;
+  /**
+   * Under `lock` (shared, held) with the call's clock taken: when the records are narrow and the
+   * read's scores would not fit (only if 2^31 calls started, or the epoch was set, since
+   * widenForRead), drops the lock, widens, takes it again.
+   */
+  void widenUnderRead(std::shared_lock<std::shared_mutex>& lock, const ScoreClock& t);
   uint32_t lookup(int64_t key) const;
   /** Arena room for `finalSize` rows and index room for `newEntries` more keys. Throws, changing nothing. */
   void reserve(size_t finalSize, size_t newEntries);
@@ -288,7 +401,8 @@ class DynamicTable final : public Table {
   void prefetchRow(uint32_t row, size_t bytes) const;
 
   // ---- write path (dynamic_write.cc, dynamic_admit.cc) -------------------------------
-  void startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores);
+  /** Dedupes and probes the call's keys, takes its clock and widens the records if a score it may store needs it. */
+  void startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores, bool explicitScores = false);
   /**
    * Decides which absent uniques with wantsNew[u] are admitted (the eviction rule when
    * the cap is reached), reserves room, evicts losing residents and marks refused
@@ -302,9 +416,10 @@ class DynamicTable final : public Table {
   void touchUnique(const WriteBatch& wb, size_t u, bool explicitScores) {
     const uint32_t row = wb.rows[u];
     if (row == KeyIndex::kNoRow) return;
-    uint64_t* s = scoreOf(row);
-    *s = explicitScores ? wb.given(u)
-                        : nextScore(config_.scorePolicy, *s, wb.dedupe.count(u), wb.hasGiven(u), wb.given(u), wb.clock);
+    const MetaView m = meta();
+    m.setScore(row, explicitScores ? wb.given(u)
+                                   : nextScore(config_.scorePolicy, m.score(row), wb.dedupe.count(u), wb.hasGiven(u),
+                                               wb.given(u), wb.clock));
   }
   /** Writes each resident unique's value from its last occurrence, and scores it. */
   void writeLastValues(WriteBatch& wb, const float* values);
@@ -320,7 +435,10 @@ class DynamicTable final : public Table {
   bool capped_;
 
   Block arena_;  // [capacity * rowFloats] floats
-  Block meta_;   // [capacity] RowMeta
+  Block meta_;   // [capacity] key/score records of metaStride_ bytes (MetaView)
+  size_t metaStride_ = MetaView::kNarrow;
+  std::atomic<bool> wideScores_{false};  // metaStride_ == kWide, readable without the lock (widenForRead)
+  uint64_t frequencyBound_ = 0;  // frequency policy: no score exceeds it (each write call adds 1)
   size_t size_ = 0;
   size_t capacity_ = 0;
   KeyIndex index_;
@@ -346,7 +464,7 @@ struct ProbeSlot {
 template <int kIndexTo, class Prefetch>
 struct DynamicTable::ProbeStages {
   KeyIndex::View idx;
-  const RowMeta* rowMeta;
+  MetaView rowMeta;
   const char* arena;
   size_t stride;
   size_t rows;
@@ -370,7 +488,7 @@ struct DynamicTable::ProbeStages {
     const uint32_t cand = match ? KeyIndex::rowsOf(ctrl)[match.lowest()] : KeyIndex::kNoRow;
     s.candidate = cand;
     if (cand < rows) {
-      prefetchRow.meta(rowMeta + cand, forWrite);
+      rowMeta.prefetch(prefetchRow, cand, forWrite);
       prefetchRow(arena + static_cast<size_t>(cand) * stride);
     } else if (!group.matchEmpty()) {
       // No candidate in a full home group: the key overflowed (most often into the next group) or is absent.
@@ -378,9 +496,9 @@ struct DynamicTable::ProbeStages {
     }
   }
   __attribute__((always_inline)) uint32_t resolve(const ProbeSlot& s, int64_t key) const {
-    const RowMeta* const m = rowMeta;
+    const MetaView m = rowMeta;
     const uint32_t c = s.candidate;
-    return c < rows && m[c].key == key ? c : idx.findRow(key, s.fragment, s.group, [m](uint32_t row) { return m[row].key; });
+    return c < rows && m.key(c) == key ? c : idx.findRow(key, s.fragment, s.group, [m](uint32_t row) { return m.key(row); });
   }
 };
 

@@ -14,7 +14,8 @@
 
 namespace embedstack {
 
-void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores) {
+void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores,
+                              bool explicitScores) {
   wb.dedupe.build(keys, n);
   const size_t u = wb.dedupe.uniqueCount();
   wb.scores = scores;
@@ -29,6 +30,7 @@ void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, con
   });
   // The clock advances only once the call cannot fail for lack of scratch memory.
   wb.clock = beginCall();
+  widenForWrite(wb, scores, n, explicitScores);
 }
 
 void DynamicTable::insertAdmitted(WriteBatch& wb, const ScratchVector<uint32_t>& admitted, bool fillValues) {
@@ -149,7 +151,7 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
   checkAlive();
   const bool explicitScores = scores != nullptr;
   WriteBatch wb;
-  startWrite(wb, keys, n, scores);
+  startWrite(wb, keys, n, scores, explicitScores);
   ScratchVector<uint32_t> admitted = admit(wb, nullptr, explicitScores);
   insertAdmitted(wb, admitted, false);
   forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
@@ -191,7 +193,7 @@ void DynamicTable::applyGradientSums(const int64_t* keys, size_t n, const Gradie
             uint32_t ahead = wb.rows[u + 4];
             if (ahead != KeyIndex::kNoRow) {
               prefetchRow(ahead, rowBytes());
-              __builtin_prefetch(scoreOf(ahead), 1);
+              meta().prefetch(NoRowPrefetch{}, ahead, true);
             }
             sums.prefetch(occ + d.occurrencesBegin(u + 4), d.count(u + 4));
           }

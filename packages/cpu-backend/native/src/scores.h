@@ -64,27 +64,36 @@ ES_HD inline uint64_t nextScore(ScorePolicy p, uint64_t old, uint64_t occurrence
 /** True for the policies whose read score does not depend on the old one (lru, epochLru). */
 inline bool readScoreIsClock(ScorePolicy p) { return p == ScorePolicy::kLru || p == ScorePolicy::kEpochLru; }
 
-/** A read's store of `s`, a readScoreIsClock policy's score of this call (atomic, relaxed). */
-inline void storeReadScore(uint64_t* score, uint64_t s) {
+/**
+ * A read's store of `s`, a readScoreIsClock policy's score of this call (atomic, relaxed), into
+ * a 64-bit score or a 32-bit one (a dynamic table's narrow scores: `s` fits, the table checked).
+ */
+template <class Score>
+inline void storeReadScore(Score* score, uint64_t wide) {
+  const Score s = static_cast<Score>(wide);
   // An unchanged score is not stored (no line dirtied, no ping-pong between threads
   // reading the same hot keys), but without a branch: in a large bag about half the
   // reads find the score already set by the same call, and the branch was mispredicted
   // once every 3 reads (callgrind --branch-sim), each time cutting the memory-level
   // parallelism of the probe. The store goes to a local word instead (a conditional move).
-  uint64_t unused;
-  uint64_t* dst = __atomic_load_n(score, __ATOMIC_RELAXED) != s ? score : &unused;
+  Score unused;
+  Score* dst = __atomic_load_n(score, __ATOMIC_RELAXED) != s ? score : &unused;
   __atomic_store_n(dst, s, __ATOMIC_RELAXED);
 }
 
-/** One read occurrence of a resident row, applied atomically (read policies only). */
-inline void touchOnReadAtomic(uint64_t* score, ScorePolicy p, const ScoreClock& t) {
+/**
+ * One read occurrence of a resident row, applied atomically (read policies only), to a 64-bit
+ * score or a 32-bit one (the new score fits: the table checked).
+ */
+template <class Score>
+inline void touchOnReadAtomic(Score* score, ScorePolicy p, const ScoreClock& t) {
   if (readScoreIsClock(p)) {
     storeReadScore(score, nextScore(p, 0, 1, false, 0, t));
     return;
   }
-  uint64_t old = __atomic_load_n(score, __ATOMIC_RELAXED);
+  Score old = __atomic_load_n(score, __ATOMIC_RELAXED);
   for (;;) {
-    uint64_t s = nextScore(p, old, 1, false, 0, t);
+    Score s = static_cast<Score>(nextScore(p, old, 1, false, 0, t));
     if (__atomic_compare_exchange_n(score, &old, s, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
   }
 }

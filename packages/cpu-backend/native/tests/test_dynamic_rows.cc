@@ -1,6 +1,7 @@
 // The dynamic table's per-row memory: a record [values as stored, padded to 4 bytes]
-// [float slots] in the arena plus a 16-byte {int64 key, uint64 score} entry, plus the
-// index. For every storage type, odd and even dims and slot layouts: the memory the
+// [float slots] in the arena plus a 12-byte {int64 key, uint32 score} entry while every
+// score fits 32 bits (16 bytes, {int64 key, uint64 score}, once one may not, and for lfu
+// tables from the start), plus the index. For every storage type, odd and even dims and slot layouts: the memory the
 // table reports equals that layout computed here by hand (so bytes per key cannot grow
 // unnoticed), and rows moved by removals and evictions keep their own key, score,
 // values and slots (checked against a plain model).
@@ -33,16 +34,16 @@ std::vector<Layout> layouts() {
   return all;
 }
 
-/** Bytes per row of capacity by hand: 16 (key, score) + values padded to 4 + 4 per slot float. */
-size_t rowBytes(const Layout& l) {
+/** Bytes per row of capacity by hand: 12 or 16 (key, score) + values padded to 4 + 4 per slot float. */
+size_t rowBytes(const Layout& l, size_t keyScoreBytes) {
   const size_t valueBytes = (l.dim * (l.storage == StorageDtype::kFloat32 ? 4 : 2) + 3) / 4 * 4;
   size_t slotFloats = 0;
   for (uint32_t w : l.slots) slotFloats += w;
-  return 16 + valueBytes + 4 * slotFloats;
+  return keyScoreBytes + valueBytes + 4 * slotFloats;
 }
 
-TableConfig configOf(const Layout& l, size_t initCap, size_t maxCap) {
-  TableConfig c = dynamicConfig(l.dim, initCap, maxCap);
+TableConfig configOf(const Layout& l, size_t initCap, size_t maxCap, ScorePolicy policy = ScorePolicy::kLru) {
+  TableConfig c = dynamicConfig(l.dim, initCap, maxCap, policy);
   c.storage = l.storage;
   c.slotWidths = l.slots;
   c.slotInitial.assign(l.slots.size(), 0.0f);
@@ -57,16 +58,21 @@ float exact(int64_t key, size_t c) { return static_cast<float>(key % 50) + 0.25f
 TEST(row_memory_is_key_score_values_and_slots) {
   for (const Layout& l : layouts()) {
     for (size_t cap : {size_t{1}, size_t{100}, size_t{4096}}) {
-      auto t = createTable(configOf(l, cap, SIZE_MAX));
-      auto* d = dynamic_cast<DynamicTable*>(t.get());
-      ASSERT_TRUE(d != nullptr);
-      // 64-byte index groups of 12 slots, presized to hold initCapacity keys at 10 per group
-      EXPECT_EQ(d->indexGroups(), cap / 10 + 1);
-      EXPECT_EQ(t->memoryUsage(), cap * rowBytes(l) + d->indexGroups() * 64);
+      // lru starts narrow (12-byte key/score entries), lfu wide (16)
+      for (auto [policy, keyScore] : {std::pair{ScorePolicy::kLru, size_t{12}}, std::pair{ScorePolicy::kLfu, size_t{16}}}) {
+        auto t = createTable(configOf(l, cap, SIZE_MAX, policy));
+        auto* d = dynamic_cast<DynamicTable*>(t.get());
+        ASSERT_TRUE(d != nullptr);
+        EXPECT_EQ(d->narrowScores(), keyScore == 12);
+        // 64-byte index groups of 12 slots, presized to hold initCapacity keys at 10 per group
+        EXPECT_EQ(d->indexGroups(), cap / 10 + 1);
+        EXPECT_EQ(t->memoryUsage(), cap * rowBytes(l, keyScore) + d->indexGroups() * 64);
+      }
     }
   }
-  // A float32 row of dim 64 without slots: 16 + 256 bytes.
-  EXPECT_EQ(rowBytes({64, StorageDtype::kFloat32, {}}), size_t{272});
+  // A float32 row of dim 64 without slots: 12 + 256 bytes narrow, 16 + 256 wide.
+  EXPECT_EQ(rowBytes({64, StorageDtype::kFloat32, {}}, 12), size_t{268});
+  EXPECT_EQ(rowBytes({64, StorageDtype::kFloat32, {}}, 16), size_t{272});
 }
 
 TEST(records_keep_key_score_values_and_slots_through_moves) {
