@@ -91,9 +91,14 @@ struct DynamicTable::PassResolver {
 
   /** rowOf[j] = ck[j]'s row or kNoRow, j < m <= kChunk; resident keys' scores touched. */
   __attribute__((always_inline)) void resolve(const int64_t* ck, size_t m, uint32_t* rowOf, Scratch& scratch) const {
+    withFixedStride(rowMeta, [&](auto meta) __attribute__((always_inline)) { resolveWith(meta, ck, m, rowOf, scratch); });
+  }
+  /** resolve over the records as they are laid out (their size a constant). */
+  template <class Meta>
+  __attribute__((always_inline)) void resolveWith(const Meta rowMeta, const int64_t* ck, size_t m, uint32_t* rowOf,
+                                                  Scratch& scratch) const {
     // Locals: kept in registers whatever the loops store.
     const KeyIndex::View idx = this->idx;
-    const MetaView rowMeta = this->rowMeta;
     const char* const records = this->records;
     const size_t stride = this->stride;
     const size_t rows = this->rows;

@@ -206,7 +206,7 @@ bool DynamicTable::removeKey(int64_t key) {
     const int64_t moved = keyOf(last);
     const size_t movedSlot = index_.find(moved, hashKey(moved), keyAt);
     const MetaView m = meta();
-    std::memcpy(m.at(row), m.at(last), m.stride);
+    std::memcpy(m.at(row), m.at(last), m.stride());
     std::memcpy(valuesOf(row), valuesOf(last), rowBytes());
     index_.setRow(movedSlot, row);
   }
