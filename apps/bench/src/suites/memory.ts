@@ -3,12 +3,16 @@
  * of a fresh child process (so nothing else pollutes the delta) and as the
  * table's own memoryUsage(); against a JS Map<bigint, Float32Array> and the
  * values' own bytes. The child fills through small reused batches, so the
- * inputs add nothing to the delta.
+ * inputs add nothing to the delta. Each RSS reading follows two collections and a trim of the C
+ * heap (the bench's addon: glibc malloc_trim), so the delta is what the filled table keeps
+ * resident: the table's own trims cannot return free heap pages that were resident before the fill
+ * and so lower the figure (they did, by 2.6-3.6 B/key at 10M keys, stop 36).
  */
 import { execFile } from 'node:child_process';
 import os from 'node:os';
 import { createTable, setDefaultBackend } from '@embedstack/core';
 import { loadBackend } from '../backend.js';
+import { loadNative } from '../native.js';
 import { collectGarbage } from '../harness.js';
 import { progress } from '../progress.js';
 import { type Figure, type Group, type SuiteResult, type Target, valueTarget } from '../report.js';
@@ -41,6 +45,8 @@ const rssNow = async (): Promise<number> => {
   collectGarbage();
   await new Promise((r) => setTimeout(r, 50));
   collectGarbage();
+  // false without glibc, where the table's write path does not trim either (memory.cc)
+  loadNative().trimHeap();
   return process.memoryUsage().rss;
 };
 
