@@ -13,11 +13,9 @@
 namespace embedstack {
 
 void DynamicTable::findInto(const int64_t* keys, size_t n, float* out, uint8_t* exists) {
-  widenForRead();
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
-  const ScoreClock t = beginCall();
-  widenUnderRead(lock, t);
+  const ScoreClock t = lockRead(lock);
   // The stored values' lines (a float32 dim-64 row: 4), prefetched with the candidate's meta line.
   const bool passes = findInPasses();
   withRowLines(valueLines(), [&](auto prefetch) {
@@ -268,18 +266,27 @@ void DynamicTable::findRows(const int64_t* keys, size_t n, float* out, uint8_t* 
   });
 }
 
-/** Shared lock and one call's clock; lend probes a batch and touches what it finds. */
+/**
+ * Shared lock and one call's clock; lend probes a batch and touches what it finds. A lease never
+ * widens the records: its caller may hold other tables' leases (lookupCombinedShards takes one per
+ * part, in part order), and waiting for an exclusive lock then could deadlock against a call
+ * taking the same tables in another order. When they would have to widen, it does not lend
+ * (lends() false, no clock taken, the lock let go) and the caller reads through findInto.
+ */
 class DynamicTable::Lease final : public RowLease {
  public:
-  explicit Lease(DynamicTable& t) : t_(t), lock_(t.mutex_, std::defer_lock), touchRead_(t.config_.scorePolicy, {}) {
-    t.widenForRead();
-    lock_.lock();
+  explicit Lease(DynamicTable& t) : t_(t), lock_(t.mutex_), touchRead_(t.config_.scorePolicy, {}) {
     t.checkAlive();
-    const ScoreClock clock = t.beginCall();
-    t.widenUnderRead(lock_, clock);
-    touchRead_ = ReadTouch(t.config_.scorePolicy, clock);
+    uint64_t epoch;
+    lends_ = t.readFits(&epoch);
+    if (!lends_) {
+      lock_.unlock();
+      return;
+    }
+    touchRead_ = ReadTouch(t.config_.scorePolicy, t.beginRead(epoch));
     touch_ = touchRead_.touch;
   }
+  bool lends() const { return lends_; }
 
   void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial, bool prefetchRows) override {
     std::vector<size_t> missing;
@@ -311,12 +318,15 @@ class DynamicTable::Lease final : public RowLease {
   DynamicTable& t_;
   std::shared_lock<std::shared_mutex> lock_;
   ReadTouch touchRead_;
-  bool touch_;
+  bool touch_ = false;
+  bool lends_ = false;
 };
 
 std::unique_ptr<RowLease> DynamicTable::leaseRows() {
   if (!wide()) return nullptr;
-  return std::make_unique<Lease>(*this);
+  auto lease = std::make_unique<Lease>(*this);
+  if (!lease->lends()) return nullptr;  // the records must widen first: the caller reads through findInto
+  return lease;
 }
 
 namespace {
@@ -406,11 +416,9 @@ void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, do
     return;
   }
 
-  widenForRead();
   std::shared_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
-  const ScoreClock t = beginCall();
-  widenUnderRead(lock, t);
+  const ScoreClock t = lockRead(lock);
   const bool passes = bagInPasses();
   withRowLines(valueLines(), [&](auto prefetch) {
     if (passes) {
@@ -607,29 +615,25 @@ class DynamicTable::PartsLease final : public BagLease {
     locks_.reserve(parts);
     std::vector<ScoreClock> clocks;
     clocks.reserve(parts);
-    for (size_t d = 0; d < parts; ++d) tables[d]->widenForRead();
-    for (size_t d = 0; d < parts; ++d) {
-      DynamicTable& t = *tables[d];
-      locks_.emplace_back(t.mutex_);
-      t.checkAlive();
-      clocks.push_back(t.beginCall());
-    }
-    // A table whose records must widen for its clock (only if 2^31 calls started, or its epoch
-    // was set, since widenForRead): every lock dropped, it widens, the locks are taken again.
-    for (size_t d = 0; d < parts; ++d) {
-      DynamicTable& t = *tables[d];
-      if (t.metaStride_ == MetaView::kWide || t.readFitsNarrow(clocks[d])) continue;
-      for (auto& lock : locks_) lock.unlock();
-      {
-        std::unique_lock<std::shared_mutex> exclusive(t.mutex_);
+    // Every lock taken and every table's fit checked before any clock: a table whose records
+    // must widen first makes the lease let every lock go, widen it (holding no other lock) and
+    // start again, so no clock is spent and no read waits for an exclusive lock while holding one.
+    std::vector<uint64_t> epochs(parts);
+    for (;;) {
+      DynamicTable* widens = nullptr;
+      for (size_t d = 0; d < parts && widens == nullptr; ++d) {
+        DynamicTable& t = *tables[d];
+        locks_.emplace_back(t.mutex_);
         t.checkAlive();
-        t.widen();
+        if (!t.readFits(&epochs[d])) widens = &t;
       }
-      for (size_t e = 0; e < parts; ++e) {
-        locks_[e].lock();
-        tables[e]->checkAlive();
-      }
+      if (widens == nullptr) break;
+      locks_.clear();
+      std::unique_lock<std::shared_mutex> exclusive(widens->mutex_);
+      widens->checkAlive();
+      widens->widen();
     }
+    for (size_t d = 0; d < parts; ++d) clocks.push_back(tables[d]->beginRead(epochs[d]));
     // In passes when the tables together are as large as one table's bag in passes (the
     // bag's lines are random over all of them alike), for up to kMaxPassParts parts (each
     // has a bucket of 1024 keys and rows per chunk).

@@ -22,9 +22,8 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   arena_.allocateZeroed(checkedMul(capacity_, rowBytes(), "the row arena"), "the row arena");
   // lfu scores count every read occurrence, added under the shared lock by reads that cannot
   // widen the records (leases lend rows for many batches under one lock): lfu tables are
-  // wide from the start. Every other policy starts narrow (see widenForWrite, widenForRead).
+  // wide from the start. Every other policy starts narrow (see widenForWrite, readFits).
   metaStride_ = c.scorePolicy == ScorePolicy::kLfu ? MetaView::kWide : MetaView::kNarrow;
-  wideScores_.store(metaStride_ == MetaView::kWide, std::memory_order_relaxed);
   meta_.allocateZeroed(checkedMul(capacity_, metaStride_, "the keys and scores"), "the keys and scores");
   // The index is sized for initCapacity keys up front (the arena's capacity costs no
   // RSS until used; the index is written now, so it is capped at 2^26 keys' worth), at
@@ -51,7 +50,6 @@ void DynamicTable::widen() {
   for (size_t row = 0; row < size_; ++row) to.set(row, from.key(row), from.score(row));
   meta_ = std::move(wide);
   metaStride_ = MetaView::kWide;
-  wideScores_.store(true, std::memory_order_relaxed);
 }
 
 void DynamicTable::widenForWrite(const WriteBatch& wb, const uint64_t* scores, size_t n, bool explicitScores) {
@@ -92,41 +90,33 @@ void DynamicTable::widenForWrite(const WriteBatch& wb, const uint64_t* scores, s
   if (p == ScorePolicy::kFrequency) frequencyBound_ = bound;
 }
 
-bool DynamicTable::readFitsNarrow(const ScoreClock& t) const {
+bool DynamicTable::readFits(uint64_t* epoch) const {
+  *epoch = epoch_.load(std::memory_order_relaxed);
+  if (metaStride_ == MetaView::kWide) return true;
   switch (config_.scorePolicy) {
     case ScorePolicy::kLru:
-      return t.clock <= kLow32;
+      return clock_.load(std::memory_order_relaxed) < (uint64_t{1} << 31);
     case ScorePolicy::kEpochLru:
     case ScorePolicy::kEpochLfu:
-      return t.epoch == 0;
+      return *epoch == 0;
     default:  // lfu: wide; the others do not score on read
       return true;
   }
 }
 
-void DynamicTable::widenForRead() {
-  // Records only ever widen: a stale "narrow" here costs one exclusive lock, never a wrong layout
-  // (the read takes the layout under its shared lock).
-  if (wideScores_.load(std::memory_order_relaxed)) return;
-  ScoreClock next;
-  next.clock = clock_.load(std::memory_order_relaxed) + (uint64_t{1} << 31);
-  next.epoch = epoch_.load(std::memory_order_relaxed);
-  if (readFitsNarrow(next)) return;
-  std::unique_lock<std::shared_mutex> lock(mutex_);
-  checkAlive();
-  widen();
-}
-
-void DynamicTable::widenUnderRead(std::shared_lock<std::shared_mutex>& lock, const ScoreClock& t) {
-  if (metaStride_ == MetaView::kWide || readFitsNarrow(t)) return;
-  lock.unlock();
-  {
-    std::unique_lock<std::shared_mutex> exclusive(mutex_);
+ScoreClock DynamicTable::lockRead(std::shared_lock<std::shared_mutex>& lock) {
+  uint64_t epoch;
+  while (!readFits(&epoch)) {
+    lock.unlock();
+    {
+      std::unique_lock<std::shared_mutex> exclusive(mutex_);
+      checkAlive();
+      widen();
+    }
+    lock.lock();
     checkAlive();
-    widen();
   }
-  lock.lock();
-  checkAlive();
+  return beginRead(epoch);
 }
 
 void DynamicTable::prefetchRow(uint32_t row, size_t bytes) const {

@@ -314,19 +314,24 @@ class DynamicTable final : public Table {
    */
   void widenForWrite(const WriteBatch& wb, const uint64_t* scores, size_t n, bool explicitScores);
   /**
-   * A read's widening, before it takes the shared lock: wide once the clock reaches 2^31
-   * (half the range: the reads' clocks stay below 2^32 however many start meanwhile), or, for
-   * the epoch policies, once the epoch is not 0. Takes the exclusive lock only to widen.
+   * Under the shared lock, before a read takes its clock: whether the scores it may store fit the
+   * records (wide; or narrow, its epoch 0 for the epoch policies, and for lru the clock below
+   * 2^31, so the clocks reads take meanwhile stay below 2^32 unless 2^31 calls start in between).
+   * *epoch = the epoch it checked, which the read then uses (beginRead).
    */
-  void widenForRead();
-  /** Whether a read with this clock stores only scores that fit 32 bits (its policy's, its clock's and epoch's). */
-  bool readFitsNarrow(const ScoreClock& t) const;
+  bool readFits(uint64_t* epoch) const;
+  /** A read's clock (under the shared lock, after readFits) with the epoch readFits checked. */
+  ScoreClock beginRead(uint64_t epoch) {
+    ScoreClock t = beginCall();
+    t.epoch = epoch;
+    return t;
+  }
   /**
-   * Under `lock` (shared, held) with the call's clock taken: when the records are narrow and the
-   * read's scores would not fit (only if 2^31 calls started, or the epoch was set, since
-   * widenForRead), drops the lock, widens, takes it again.
+   * A one-table read's clock under `lock` (shared, held, the table alive; the caller holds no
+   * other table's lock): when the records must widen first, lets the lock go, widens under the
+   * exclusive lock and takes it again, all before the clock is taken.
    */
-  void widenUnderRead(std::shared_lock<std::shared_mutex>& lock, const ScoreClock& t);
+  ScoreClock lockRead(std::shared_lock<std::shared_mutex>& lock);
   uint32_t lookup(int64_t key) const;
   /** Arena room for `finalSize` rows and index room for `newEntries` more keys. Throws, changing nothing. */
   void reserve(size_t finalSize, size_t newEntries);
@@ -455,7 +460,6 @@ class DynamicTable final : public Table {
   Block arena_;  // [capacity * rowFloats] floats
   Block meta_;   // [capacity] key/score records of metaStride_ bytes (MetaView)
   size_t metaStride_ = MetaView::kNarrow;
-  std::atomic<bool> wideScores_{false};  // metaStride_ == kWide, readable without the lock (widenForRead)
   uint64_t frequencyBound_ = 0;  // frequency policy: no score exceeds it (each write call adds 1)
   size_t size_ = 0;
   size_t capacity_ = 0;

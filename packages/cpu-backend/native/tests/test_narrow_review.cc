@@ -1,0 +1,160 @@
+// Review tests (rev36m) for the narrow key/score records: a widening must not add a way for
+// reads to block one another. Before narrow records a read only ever took shared locks, so
+// reads holding several tables' read locks at once (lookupCombinedShards' read path: one
+// RowLease per part, taken in part order, planned_ops.cc) could never wait for each other.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#endif
+
+#include "table_helpers.h"
+#include "test.h"
+
+using namespace embedstack;
+using estest::dynamicConfig;
+using estest::snapshot;
+
+namespace {
+
+constexpr size_t kDim = 4;
+
+/** Spins (sleeping) until `flag` is set or `seconds` pass; whether it was set. */
+bool waitFor(const std::atomic<bool>& flag, int seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!flag.load()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+}  // namespace
+
+// Two read calls over the same two tables in opposite part orders (shards [A, B] and [B, A]),
+// each holding its first table's read lease when the epoch is set on both (epochLru: the
+// records must widen for the next read). Each then takes its second lease: with the widening
+// taken under an exclusive lock while the caller still holds the other table's read lock, the
+// two wait for each other for ever. A liveness check (generous time limit), not a timing one.
+TEST(row_leases_in_opposite_part_orders_never_wait_for_each_other_when_records_widen) {
+  struct Shared {
+    std::shared_ptr<Table> a, b;
+    std::atomic<bool> heldA{false}, heldB{false}, go{false}, doneA{false}, doneB{false};
+  };
+  // Leaked on failure: the stuck threads still use it.
+  auto* s = new Shared;
+  s->a = createTable(dynamicConfig(kDim, 8, SIZE_MAX, ScorePolicy::kEpochLru));
+  s->b = createTable(dynamicConfig(kDim, 8, SIZE_MAX, ScorePolicy::kEpochLru));
+  const int64_t keys[] = {1, 2, 3};
+  const float values[3 * kDim] = {};
+  s->a->upsert(keys, 3, values, nullptr);
+  s->b->upsert(keys, 3, values, nullptr);
+  const auto reader = [s, &keys](Table& first, Table& second, std::atomic<bool>& held, std::atomic<bool>& done) {
+    std::vector<const float*> rows(3);
+    std::vector<float> initial;
+    auto l1 = first.leaseRows();  // epoch 0: fits, no widening
+    l1->lend(keys, 3, rows.data(), initial, false);
+    held = true;
+    while (!s->go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto l2 = second.leaseRows();  // epoch 1: second's records must widen: it does not lend
+    if (l2) {
+      l2->lend(keys, 3, rows.data(), initial, false);
+    } else {
+      // as lookupCombinedShards does then: the leases go, each part is read through findInto
+      l1.reset();
+      std::vector<float> out(3 * kDim);
+      std::vector<uint8_t> exists(3);
+      second.findInto(keys, 3, out.data(), exists.data());
+    }
+    done = true;
+  };
+  std::thread ta([s, reader] { reader(*s->a, *s->b, s->heldA, s->doneA); });
+  std::thread tb([s, reader] { reader(*s->b, *s->a, s->heldB, s->doneB); });
+  ASSERT_TRUE(waitFor(s->heldA, 30) && waitFor(s->heldB, 30));
+  s->a->setEpoch(1);
+  s->b->setEpoch(1);
+  s->go = true;
+  const bool finished = waitFor(s->doneA, 20) && waitFor(s->doneB, 20);
+  EXPECT_TRUE(finished);
+  if (!finished) {
+    ta.detach();
+    tb.detach();
+    return;
+  }
+  ta.join();
+  tb.join();
+  delete s;
+}
+
+#if defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
+namespace {
+/** The process's address space now (VmSize), in bytes; 0 if unknown. */
+size_t addressSpaceBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) * 1024;
+  }
+  return 0;
+}
+}  // namespace
+
+// The widening's allocation failing (RLIMIT_AS leaves no room for the 16-byte records) rejects
+// the write and the read that needed it, and leaves the table exactly as it was: narrow, the same
+// keys, values and scores, the same memoryUsage(), no clock spent (the next call's epochLru
+// score, epoch << 32 | clock, shows the clock). Not under ASan (its shadow memory needs RLIMIT_AS).
+TEST(a_widening_without_memory_rejects_the_call_and_changes_nothing) {
+  const size_t cap = size_t{1} << 20;  // narrow records 12 MiB, wide 16 MiB
+  auto t = createTable(dynamicConfig(1, cap, SIZE_MAX, ScorePolicy::kEpochLru));
+  auto* d = dynamic_cast<DynamicTable*>(t.get());
+  ASSERT_TRUE(d != nullptr);
+  const int64_t keys[] = {1, 2, 3};
+  const float values[] = {0.5f, 1.5f, 2.5f};
+  t->upsert(keys, 3, values, nullptr);  // clock 1, epoch 0: score 1
+  t->setEpoch(1);
+  const auto before = snapshot(*t);
+  const size_t memory = t->memoryUsage();
+  ASSERT_TRUE(d->narrowScores());
+  const size_t vm = addressSpaceBytes();
+  ASSERT_TRUE(vm > 0);
+  rlimit old{};
+  ASSERT_TRUE(getrlimit(RLIMIT_AS, &old) == 0);
+  rlimit tight = old;
+  tight.rlim_cur = vm + (size_t{8} << 20);  // room for scratch, not for 16 MiB of records
+  ASSERT_TRUE(setrlimit(RLIMIT_AS, &tight) == 0);
+  const int64_t fresh[] = {4};
+  const float freshValue[] = {4.5f};
+  bool writeThrew = false, readThrew = false;
+  try {
+    t->upsert(fresh, 1, freshValue, nullptr);
+  } catch (const EmbedError& e) {
+    writeThrew = e.code() == ErrorCode::kFailedPrecondition;
+  }
+  float out[3];
+  uint8_t exists[3];
+  try {
+    t->findInto(keys, 3, out, exists);
+  } catch (const EmbedError& e) {
+    readThrew = e.code() == ErrorCode::kFailedPrecondition;
+  }
+  setrlimit(RLIMIT_AS, &old);
+  EXPECT_TRUE(writeThrew);
+  EXPECT_TRUE(readThrew);
+  EXPECT_TRUE(d->narrowScores());
+  EXPECT_EQ(t->memoryUsage(), memory);
+  const auto after = snapshot(*t);
+  EXPECT_TRUE(after.values == before.values);
+  EXPECT_TRUE(after.scores == before.scores);
+  // With memory: the write widens; its clock is 2 (the rejected calls took none).
+  t->upsert(fresh, 1, freshValue, nullptr);
+  EXPECT_TRUE(!d->narrowScores());
+  const auto wide = snapshot(*t);
+  EXPECT_EQ(wide.scores.at(4), (uint64_t{1} << 32) | 2);
+  for (int64_t k : {1, 2, 3}) EXPECT_EQ(wide.scores.at(k), uint64_t{1});
+}
+#endif
