@@ -271,22 +271,21 @@ void DynamicTable::findRows(const int64_t* keys, size_t n, float* out, uint8_t* 
  * widens the records: its caller may hold other tables' leases (lookupCombinedShards takes one per
  * part, in part order), and waiting for an exclusive lock then could deadlock against a call
  * taking the same tables in another order. When they would have to widen, it does not lend
- * (lends() false, no clock taken, the lock let go) and the caller reads through findInto.
+ * (lends() false, the lock let go) and the caller reads through findInto. Its clock is taken by
+ * begin(), once every part's lease is in hand (a call that falls back spends no clock twice).
  */
 class DynamicTable::Lease final : public RowLease {
  public:
   explicit Lease(DynamicTable& t) : t_(t), lock_(t.mutex_), touchRead_(t.config_.scorePolicy, {}) {
     t.checkAlive();
-    uint64_t epoch;
-    lends_ = t.readFits(&epoch);
-    if (!lends_) {
-      lock_.unlock();
-      return;
-    }
-    touchRead_ = ReadTouch(t.config_.scorePolicy, t.beginRead(epoch));
-    touch_ = touchRead_.touch;
+    lends_ = t.readFits(&epoch_);
+    if (!lends_) lock_.unlock();
   }
   bool lends() const { return lends_; }
+  void begin() override {
+    touchRead_ = ReadTouch(t_.config_.scorePolicy, t_.beginRead(epoch_));
+    touch_ = touchRead_.touch;
+  }
 
   void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial, bool prefetchRows) override {
     std::vector<size_t> missing;
@@ -320,6 +319,7 @@ class DynamicTable::Lease final : public RowLease {
   ReadTouch touchRead_;
   bool touch_ = false;
   bool lends_ = false;
+  uint64_t epoch_ = 0;  // the epoch readFits checked (begin's clock)
 };
 
 std::unique_ptr<RowLease> DynamicTable::leaseRows() {

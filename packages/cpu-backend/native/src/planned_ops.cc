@@ -527,6 +527,7 @@ void lookupCombinedShards(Table* const* tables, const ShardPlan* plans, size_t p
       leases.push_back(std::move(l));
     }
     if (leases.size() == parts) {
+      for (const std::unique_ptr<RowLease>& l : leases) l->begin();  // no clock taken before every part lends
       shardsByChunks(tables, plans, parts, bag, c, maxNorm, leases, nullptr, out);
       return;
     }

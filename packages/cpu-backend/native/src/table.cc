@@ -72,6 +72,7 @@ void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_
 bool Table::withRows(const int64_t* keys, size_t n, const std::function<void(const float* const* rows)>& fn) {
   const std::unique_ptr<RowLease> lease = leaseRows();
   if (!lease) return false;
+  lease->begin();
   std::vector<const float*> rows(n);
   std::vector<float> initial;
   lease->lend(keys, n, rows.data(), initial, false);

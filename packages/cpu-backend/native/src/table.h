@@ -112,6 +112,12 @@ class RowLease {
    * keys), for a caller that reads them right after, a few hundred at a time.
    */
   virtual void lend(const int64_t* keys, size_t n, const float** rows, std::vector<float>& initial, bool prefetchRows) = 0;
+  /**
+   * Takes the lease's read clock: once, after every lease the call needs is in hand and before
+   * the first lend, so a call that gives up its leases (a table that does not lend) has spent
+   * no table's clock before it reads another way.
+   */
+  virtual void begin() {}
 };
 
 /**

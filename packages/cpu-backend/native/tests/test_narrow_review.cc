@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #endif
 
+#include "planned_ops.h"
 #include "table_helpers.h"
 #include "test.h"
 
@@ -58,11 +59,13 @@ TEST(row_leases_in_opposite_part_orders_never_wait_for_each_other_when_records_w
     std::vector<const float*> rows(3);
     std::vector<float> initial;
     auto l1 = first.leaseRows();  // epoch 0: fits, no widening
+    l1->begin();
     l1->lend(keys, 3, rows.data(), initial, false);
     held = true;
     while (!s->go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     auto l2 = second.leaseRows();  // epoch 1: second's records must widen: it does not lend
     if (l2) {
+      l2->begin();
       l2->lend(keys, 3, rows.data(), initial, false);
     } else {
       // as lookupCombinedShards does then: the leases go, each part is read through findInto
@@ -89,6 +92,76 @@ TEST(row_leases_in_opposite_part_orders_never_wait_for_each_other_when_records_w
   ta.join();
   tb.join();
   delete s;
+}
+
+// A widening must stay invisible in the scores of the *other* tables of a call too. Shards
+// [A, B] with range plans (lookupCombinedShards' read path: one row lease per part, in part
+// order), epochLru, epoch 1: A already wide, B still narrow. A's lease takes A's clock, B's lease
+// does not lend (B must widen first), and the call falls back to findInto on every part, which
+// takes A's clock a second time: A's rows then score one clock later than when B was already wide,
+// and every later score of A stays one clock ahead. The same call over a wide B is the reference.
+TEST(a_shards_read_that_widens_one_part_takes_each_part_s_clock_once) {
+  std::vector<uint64_t> scoreOfKey1;
+  for (bool bWideBefore : {true, false}) {
+    auto a = createTable(dynamicConfig(kDim, 8, SIZE_MAX, ScorePolicy::kEpochLru));
+    auto b = createTable(dynamicConfig(kDim, 8, SIZE_MAX, ScorePolicy::kEpochLru));
+    const int64_t aKeys[] = {1, 2};
+    const int64_t bKeys[] = {101 - 100, 102 - 100};  // local keys of global 101, 102 (range [100, 200))
+    const float values[2 * kDim] = {1, 2, 3, 4, 5, 6, 7, 8};
+    a->upsert(aKeys, 2, values, nullptr);  // clock 1 (epoch 0)
+    b->upsert(bKeys, 2, values, nullptr);
+    a->setEpoch(1);
+    b->setEpoch(1);
+    float out[2 * kDim];
+    uint8_t exists[2];
+    const int64_t two = 2;
+    a->findInto(&two, 1, out, exists);  // A widens: clock 2
+    if (bWideBefore) b->findInto(&two, 1, out, exists);  // B widens (B's clock only)
+    EXPECT_TRUE(!dynamic_cast<DynamicTable&>(*a).narrowScores());
+    EXPECT_EQ(dynamic_cast<DynamicTable&>(*b).narrowScores(), !bWideBefore);
+    ShardPlan plans[2];
+    plans[0].kind = plans[1].kind = ShardPlan::kRange;
+    plans[0].start = 0, plans[0].end = 100;
+    plans[1].start = 100, plans[1].end = 200;
+    Table* parts[] = {a.get(), b.get()};
+    const int64_t ids[] = {1, 101};
+    const int32_t splits[] = {0, 2};
+    const BagInput bag{splits, 1, ids, 2, nullptr};
+    float pooled[kDim];
+    lookupCombinedShards(parts, plans, 2, bag, Combiner::kSum, 0.0, false, pooled);  // A's clock 3
+    for (size_t c = 0; c < kDim; ++c) EXPECT_FLOAT_BITS(pooled[c], values[c] + values[c]);
+    EXPECT_TRUE(!dynamic_cast<DynamicTable&>(*b).narrowScores());
+    scoreOfKey1.push_back(snapshot(*a).scores.at(1));
+  }
+  EXPECT_EQ(scoreOfKey1[0], (uint64_t{1} << 32) | 3);
+  EXPECT_EQ(scoreOfKey1[1], (uint64_t{1} << 32) | 3);
+}
+
+// The same over a part that never lends (bfloat16 storage: no float32 rows to lend): shards
+// [A float32, B bfloat16], lru, range plans. A's touched rows score A's next clock, 2, exactly as
+// a call that reads each part once (before begin(), A's lease had taken clock 2 and its findInto 3).
+TEST(a_shards_read_over_a_part_that_does_not_lend_takes_each_part_s_clock_once) {
+  auto a = createTable(dynamicConfig(kDim, 8));
+  TableConfig bc = dynamicConfig(kDim, 8);
+  bc.storage = StorageDtype::kBfloat16;
+  auto b = createTable(bc);
+  const int64_t keys[] = {1};
+  const float values[kDim] = {1, 2, 3, 4};
+  a->upsert(keys, 1, values, nullptr);  // clock 1
+  b->upsert(keys, 1, values, nullptr);
+  ShardPlan plans[2];
+  plans[0].kind = plans[1].kind = ShardPlan::kRange;
+  plans[0].start = 0, plans[0].end = 100;
+  plans[1].start = 100, plans[1].end = 200;
+  Table* parts[] = {a.get(), b.get()};
+  const int64_t ids[] = {1, 101};
+  const int32_t splits[] = {0, 2};
+  const BagInput bag{splits, 1, ids, 2, nullptr};
+  float pooled[kDim];
+  lookupCombinedShards(parts, plans, 2, bag, Combiner::kSum, 0.0, false, pooled);
+  for (size_t c = 0; c < kDim; ++c) EXPECT_FLOAT_BITS(pooled[c], values[c] + values[c]);
+  EXPECT_EQ(snapshot(*a).scores.at(1), uint64_t{2});
+  EXPECT_EQ(snapshot(*b).scores.at(1), uint64_t{2});
 }
 
 #if defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
