@@ -94,6 +94,26 @@ TEST(row_leases_in_opposite_part_orders_never_wait_for_each_other_when_records_w
   delete s;
 }
 
+namespace {
+
+// One bag of global keys 1 and 101 over shards [a, b] with range plans [0, 100) and [100, 200)
+// (local key 1 in each), summed: checks the sum against both rows equal to `values`.
+void readGlobalKeys1And101(Table& a, Table& b, const float* values) {
+  ShardPlan plans[2];
+  plans[0].kind = plans[1].kind = ShardPlan::kRange;
+  plans[0].start = 0, plans[0].end = 100;
+  plans[1].start = 100, plans[1].end = 200;
+  Table* parts[] = {&a, &b};
+  const int64_t ids[] = {1, 101};
+  const int32_t splits[] = {0, 2};
+  const BagInput bag{splits, 1, ids, 2, nullptr};
+  float pooled[kDim];
+  lookupCombinedShards(parts, plans, 2, bag, Combiner::kSum, 0.0, false, pooled);
+  for (size_t c = 0; c < kDim; ++c) EXPECT_FLOAT_BITS(pooled[c], values[c] + values[c]);
+}
+
+}  // namespace
+
 // A widening must stay invisible in the scores of the *other* tables of a call too. Shards
 // [A, B] with range plans (lookupCombinedShards' read path: one row lease per part, in part
 // order), epochLru, epoch 1: A already wide, B still narrow. A's lease takes A's clock, B's lease
@@ -119,17 +139,7 @@ TEST(a_shards_read_that_widens_one_part_takes_each_part_s_clock_once) {
     if (bWideBefore) b->findInto(&two, 1, out, exists);  // B widens (B's clock only)
     EXPECT_TRUE(!dynamic_cast<DynamicTable&>(*a).narrowScores());
     EXPECT_EQ(dynamic_cast<DynamicTable&>(*b).narrowScores(), !bWideBefore);
-    ShardPlan plans[2];
-    plans[0].kind = plans[1].kind = ShardPlan::kRange;
-    plans[0].start = 0, plans[0].end = 100;
-    plans[1].start = 100, plans[1].end = 200;
-    Table* parts[] = {a.get(), b.get()};
-    const int64_t ids[] = {1, 101};
-    const int32_t splits[] = {0, 2};
-    const BagInput bag{splits, 1, ids, 2, nullptr};
-    float pooled[kDim];
-    lookupCombinedShards(parts, plans, 2, bag, Combiner::kSum, 0.0, false, pooled);  // A's clock 3
-    for (size_t c = 0; c < kDim; ++c) EXPECT_FLOAT_BITS(pooled[c], values[c] + values[c]);
+    readGlobalKeys1And101(*a, *b, values);  // A's clock 3
     EXPECT_TRUE(!dynamic_cast<DynamicTable&>(*b).narrowScores());
     scoreOfKey1.push_back(snapshot(*a).scores.at(1));
   }
@@ -149,17 +159,7 @@ TEST(a_shards_read_over_a_part_that_does_not_lend_takes_each_part_s_clock_once) 
   const float values[kDim] = {1, 2, 3, 4};
   a->upsert(keys, 1, values, nullptr);  // clock 1
   b->upsert(keys, 1, values, nullptr);
-  ShardPlan plans[2];
-  plans[0].kind = plans[1].kind = ShardPlan::kRange;
-  plans[0].start = 0, plans[0].end = 100;
-  plans[1].start = 100, plans[1].end = 200;
-  Table* parts[] = {a.get(), b.get()};
-  const int64_t ids[] = {1, 101};
-  const int32_t splits[] = {0, 2};
-  const BagInput bag{splits, 1, ids, 2, nullptr};
-  float pooled[kDim];
-  lookupCombinedShards(parts, plans, 2, bag, Combiner::kSum, 0.0, false, pooled);
-  for (size_t c = 0; c < kDim; ++c) EXPECT_FLOAT_BITS(pooled[c], values[c] + values[c]);
+  readGlobalKeys1And101(*a, *b, values);
   EXPECT_EQ(snapshot(*a).scores.at(1), uint64_t{2});
   EXPECT_EQ(snapshot(*b).scores.at(1), uint64_t{2});
 }
