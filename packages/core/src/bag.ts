@@ -21,11 +21,33 @@ function floatValues(w: SparseTensor | RaggedTensor, argument: string): Float32A
  * Converts sparse or ragged ids (and weights of the same kind and layout) to the
  * ragged `Bag` a backend takes. SparseTensor rows are its first index column
  * (any rank >= 2 is segmented by the first index, as TF's embedding_lookup_sparse);
- * entries keep their order within a row.
+ * entries keep their order within a row. Errors name the ids `argument` and the weights
+ * `weightsArgument` (a Bag's own weights as `argument.weights`).
  */
-export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids'): Bag<Keys> {
-  argument = argName(argument, 'ids');
-  return toOrderedBag(ids, weights, keyDtype, argument).bag;
+export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids', weightsArgument = 'weights'): Bag<Keys> {
+  return toOrderedBag(ids, weights, keyDtype, argument, weightsArgument).bag;
+}
+
+/** Where a RaggedTensor's row splits differ from the ids' (for the error message). */
+function splitsDifference(ids: Int32Array, w: Int32Array): string {
+  if (w.length !== ids.length) return `${w.length - 1} rows where the ids have ${ids.length - 1}`;
+  let i = 0;
+  while (i < ids.length - 1 && ids[i] === w[i]) i++;
+  return `rowSplits[${i}] = ${w[i]} where the ids' is ${ids[i]}`;
+}
+
+/** Where a SparseTensor's layout differs from the ids' (for the error message). */
+function layoutDifference(ids: SparseTensor, w: SparseTensor): string {
+  const a = ids.denseShape;
+  const b = w.denseShape;
+  if (a.length !== b.length || a.some((d, i) => d !== b[i])) return `denseShape [${b.join(', ')}] where the ids' is [${a.join(', ')}]`;
+  if (w.nnz !== ids.nnz) return `${w.nnz} entries where the ids have ${ids.nnz}`;
+  const rank = a.length;
+  let i = 0;
+  while (i < ids.indices.length - 1 && ids.indices[i] === w.indices[i]) i++;
+  const entry = Math.floor(i / rank);
+  const at = (x: SparseTensor): string => `[${Array.from(x.indices.subarray(entry * rank, (entry + 1) * rank)).join(', ')}]`;
+  return `entry ${entry} at ${at(w)} where the ids' is at ${at(ids)}`;
 }
 
 /** A bag and where each input entry went: `order[i]` is the bag entry of input entry i (null: the same position). */
@@ -40,22 +62,23 @@ export interface OrderedBag {
 const BAG_FIELDS: readonly string[] = Object.freeze(['rowSplits', 'keys', 'weights']);
 
 /** {@link toBag}, also saying how a SparseTensor's entries were reordered (only when they were not in row order). */
-export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids'): OrderedBag {
+export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, argument = 'ids', weightsArgument = 'weights'): OrderedBag {
   argument = argName(argument, 'ids');
+  const wa = argName(weightsArgument, 'weights');
   if (ids instanceof RaggedTensor) {
     const keys = normalizeKeys(ids.values, keyDtype, `${argument}.values`);
     let w: Float32Array | null = null;
     if (weights !== undefined && weights !== null) {
       if (weights instanceof RaggedTensor) {
-        w = floatValues(weights, 'weights');
+        w = floatValues(weights, wa);
         if (weights.rowSplits.length !== ids.rowSplits.length || weights.rowSplits.some((v, i) => v !== ids.rowSplits[i])) {
-          throw new ShapeMismatchError('Expected weights to have the same row splits as ids', { argument: 'weights' });
+          throw new ShapeMismatchError(`Expected ${wa} to have the same row splits as ${argument} but received ${splitsDifference(ids.rowSplits, weights.rowSplits)}`, { argument: wa });
         }
       } else if (weights instanceof Float32Array) {
         w = weights;
-        if (w.length !== keys.length) throw new ShapeMismatchError(`Expected weights of length ${keys.length} but received ${w.length}`, { argument: 'weights' });
+        if (w.length !== keys.length) throw new ShapeMismatchError(`Expected ${wa} of length ${keys.length} (one per id of ${argument}) but received ${w.length}`, { argument: wa });
       } else {
-        throw invalidParameter('weights', 'a RaggedTensor like ids (or a Float32Array)', weights, InvalidTypeError);
+        throw invalidParameter(wa, `a RaggedTensor like ${argument} (or a Float32Array)`, weights, InvalidTypeError);
       }
     }
     return { bag: { rowSplits: ids.rowSplits, keys, weights: w }, order: null };
@@ -68,15 +91,15 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
     let wsrc: Float32Array | null = null;
     if (weights !== undefined && weights !== null) {
       if (weights instanceof SparseTensor) {
-        wsrc = floatValues(weights, 'weights');
+        wsrc = floatValues(weights, wa);
         if (weights.nnz !== nnz || !weights.sameLayout(ids)) {
-          throw new ShapeMismatchError('Expected weights to have the same indices as ids', { argument: 'weights' });
+          throw new ShapeMismatchError(`Expected ${wa} to have the same indices as ${argument} but received ${layoutDifference(ids, weights)}`, { argument: wa });
         }
       } else if (weights instanceof Float32Array) {
         wsrc = weights;
-        if (wsrc.length !== nnz) throw new ShapeMismatchError(`Expected weights of length ${nnz} but received ${wsrc.length}`, { argument: 'weights' });
+        if (wsrc.length !== nnz) throw new ShapeMismatchError(`Expected ${wa} of length ${nnz} (one per id of ${argument}) but received ${wsrc.length}`, { argument: wa });
       } else {
-        throw invalidParameter('weights', 'a SparseTensor like ids (or a Float32Array)', weights, InvalidTypeError);
+        throw invalidParameter(wa, `a SparseTensor like ${argument} (or a Float32Array)`, weights, InvalidTypeError);
       }
     }
     // Rows in order (found by the constructor's pass): its splits, the entries as they are.
@@ -118,11 +141,15 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
       throw invalidParameter(`${argument}.rowSplits`, `an Int32Array from 0 to ${keys.length}`, s, s instanceof Int32Array ? InvalidArgumentError : InvalidTypeError);
     }
     for (let i = 1; i < s.length; i++) if (s[i]! < s[i - 1]!) throw invalidParameter(`${argument}.rowSplits`, 'non-decreasing', s);
-    const w = ids.weights ?? (weights instanceof Float32Array ? weights : null);
+    // The weights come from the bag or from the weights argument, never both (one would be ignored).
+    const own = ids.weights !== undefined && ids.weights !== null;
+    const given = weights !== undefined && weights !== null;
+    if (own && given) throw new InvalidArgumentError(`Expected the weights in one place, ${argument}.weights or ${wa}, but received both`, { argument: wa });
+    const w: unknown = own ? ids.weights : given ? weights : null;
     if (w !== null && (!(w instanceof Float32Array) || w.length !== keys.length)) {
-      throw invalidParameter('weights', `a Float32Array of length ${keys.length}`, w, w instanceof Float32Array ? InvalidArgumentError : InvalidTypeError);
+      throw invalidParameter(own ? `${argument}.weights` : wa, `a Float32Array of length ${keys.length} (one per id of ${argument})`, w, w instanceof Float32Array ? InvalidArgumentError : InvalidTypeError);
     }
-    return { bag: { rowSplits: s, keys, weights: w }, order: null };
+    return { bag: { rowSplits: s, keys, weights: w as Float32Array | null }, order: null };
   }
   throw invalidParameter(argument, 'a SparseTensor or RaggedTensor', ids, InvalidTypeError);
 }

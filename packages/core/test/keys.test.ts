@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ErrorCodes, floorMod, keyAt, keyShape, normalizeKeys, RaggedTensor, SparseTensor, Tensor, toBag, toOrderedBag } from '@embedstack/core';
+import { type ErrorCode, ErrorCodes, floorMod, keyAt, keyShape, normalizeKeys, RaggedTensor, SparseTensor, Tensor, toBag, toOrderedBag } from '@embedstack/core';
 import { list, throwsCode } from './util.js';
 
 const MIN = -(2n ** 63n);
@@ -127,6 +127,30 @@ describe('toBag', () => {
     throwsCode(() => toBag({ rowSplits: Int32Array.from([0, 2]), keys: BigInt64Array.from([4n]), weights: null }, null, 'int64'), ErrorCodes.INVALID_ARGUMENT, 'ids.rowSplits');
     throwsCode(() => toBag({ rowSplits: Int32Array.from([0, 1, 0, 1]), keys: BigInt64Array.from([4n]), weights: null }, null, 'int64'), ErrorCodes.INVALID_ARGUMENT, 'ids.rowSplits');
     throwsCode(() => toBag({ rowSplits: Int32Array.from([0, 1]), keys: BigInt64Array.from([4n]), weights: new Float32Array(2) }, null, 'int64'), ErrorCodes.INVALID_ARGUMENT, 'weights');
+  });
+
+  it('names the weights by weightsArgument (the ids by argument), a Bag\'s own as argument.weights; a Bag with weights in both places or non-Float32Array weights is refused (ignored before stop 37)', () => {
+    const ids = RaggedTensor.fromNestedArray([[1, 2], [3]]);
+    const named = (fn: () => unknown, code: ErrorCode, argument: string, ...fragments: string[]): void => {
+      const e = throwsCode(fn, code, argument);
+      expect(e.argument).toBe(argument);
+      for (const f of fragments) expect(e.message).toContain(f);
+    };
+    named(() => toBag(ids, Float32Array.of(1), 'int64', 'x.ids', 'x.w'), ErrorCodes.SHAPE_MISMATCH, 'x.w', 'of length 3 (one per id of x.ids) but received 1');
+    named(() => toOrderedBag(ids, RaggedTensor.fromNestedArray([[1], [2, 3]], { dtype: 'float32' }), 'int64', 'x.ids', 'x.w'), ErrorCodes.SHAPE_MISMATCH, 'x.w', 'same row splits as x.ids', 'rowSplits[1] = 1');
+    const sp = new SparseTensor([[0, 0], [0, 1], [1, 0]], [1, 2, 3], [2, 2]);
+    named(() => toBag(sp, new SparseTensor([[0, 0], [1, 0], [1, 1]], Float32Array.of(1, 2, 3), [2, 2]), 'int64', 'x.ids', 'x.w'), ErrorCodes.SHAPE_MISMATCH, 'x.w', 'entry 1 at [1, 0]', 'at [0, 1]');
+    named(() => toBag(sp, new SparseTensor([[0, 0]], Float32Array.of(1), [2, 2]), 'int64', 'x.ids', 'x.w'), ErrorCodes.SHAPE_MISMATCH, 'x.w', '1 entries where the ids have 3');
+    named(() => toBag(sp, ids as never, 'int64', 'x.ids', 'x.w'), ErrorCodes.INVALID_TYPE, 'x.w', 'a SparseTensor like x.ids');
+    // defaults: the names core used before
+    named(() => toBag(ids, Float32Array.of(1), 'int64'), ErrorCodes.SHAPE_MISMATCH, 'weights', 'Expected weights of length 3 (one per id of ids) but received 1');
+    const bag = (weights: Float32Array | null) => ({ rowSplits: Int32Array.of(0, 2), keys: BigInt64Array.of(1n, 2n), weights });
+    named(() => toBag(bag(Float32Array.of(1)), null, 'int64', 'x.ids', 'x.w'), ErrorCodes.INVALID_ARGUMENT, 'x.ids.weights', 'length 2');
+    named(() => toBag(bag(null), Float32Array.of(1), 'int64', 'x.ids', 'x.w'), ErrorCodes.INVALID_ARGUMENT, 'x.w', 'length 2');
+    named(() => toBag(bag(Float32Array.of(1, 2)), Float32Array.of(1, 2), 'int64', 'x.ids', 'x.w'), ErrorCodes.INVALID_ARGUMENT, 'x.w', 'x.ids.weights or x.w', 'both');
+    named(() => toBag(bag(null), RaggedTensor.fromNestedArray([[1, 2]], { dtype: 'float32' }), 'int64', 'x.ids', 'x.w'), ErrorCodes.INVALID_TYPE, 'x.w');
+    expect(list(toBag(bag(Float32Array.of(2, 3)), undefined, 'int64').weights!)).toEqual([2, 3]);
+    expect(list(toBag(bag(null), Float32Array.of(4, 5), 'int64').weights!)).toEqual([4, 5]);
   });
 
   it('rejects mismatched weights, non-float weights, rank-1 sparse ids and other inputs', () => {

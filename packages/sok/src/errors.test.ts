@@ -121,6 +121,62 @@ describe('lookups and training', () => {
     expect(out!.shape).toEqual([2, 2]);
   });
 
+  it('weights unlike their ids name options.spWeights[i] (rev36s R2: named `weights` before stop 37), saying what was expected and received; nothing inserted', async () => {
+    const d = new sok.DynamicVariable({ dimension: 2 });
+    const ok = RaggedTensor.fromNestedArray([[1n]]);
+    const ragged = RaggedTensor.fromNestedArray([[1n, 2n], [3n]]);
+    const sparse = SparseTensor.fromNestedArray([[1, 2], [3]]);
+    const f32 = (rows: number[][]) => RaggedTensor.fromNestedArray(rows, { dtype: 'float32' });
+    const named = async (ids: unknown, weights: unknown, code: string, ...fragments: string[]): Promise<void> => {
+      const e = await expectError(sok.lookupSparse([d, d], [ok, ids as RaggedTensor], { spWeights: [null, weights as Float32Array] }), code, 'options.spWeights[1]', ...fragments);
+      expect((e as Error & { argument?: string }).argument).toBe('options.spWeights[1]');
+    };
+    // ragged ids [[1, 2], [3]]: 3 weights, the same row splits
+    await named(ragged, Float32Array.of(1, 2), 'SHAPE_MISMATCH', 'of length 3', 'spIds[1]', 'received 2');
+    await named(ragged, f32([[1], [2, 3]]), 'SHAPE_MISMATCH', 'same row splits as spIds[1]', 'rowSplits[1] = 1', 'is 2');
+    await named(ragged, f32([[1, 2], [3], []]), 'SHAPE_MISMATCH', 'same row splits as spIds[1]', '3 rows', 'have 2');
+    await named(ragged, SparseTensor.fromNestedArray([[1, 2], [3]], { dtype: 'float32' }), 'INVALID_TYPE', 'a RaggedTensor like spIds[1]', 'received');
+    // sparse ids: entries (0,0) (0,1) (1,0)
+    await named(sparse, Float32Array.of(1), 'SHAPE_MISMATCH', 'of length 3', 'received 1');
+    await named(sparse, SparseTensor.fromNestedArray([[1], [2, 3]], { dtype: 'float32' }), 'SHAPE_MISMATCH', 'same indices as spIds[1]', 'entry 1 at [1, 0]', 'is at [0, 1]');
+    await named(sparse, SparseTensor.fromNestedArray([[1, 2, 3]], { dtype: 'float32' }), 'SHAPE_MISMATCH', 'same indices as spIds[1]', 'denseShape [1, 3]', '[2, 2]');
+    await named(sparse, f32([[1, 2], [3]]), 'INVALID_TYPE', 'a SparseTensor like spIds[1]');
+    // a Bag as ids: its own weights are spIds[1].weights; weights in both places are refused (one was ignored before stop 37)
+    const bag = (weights: Float32Array | null) => ({ rowSplits: Int32Array.of(0, 2), keys: BigInt64Array.of(1n, 2n), weights });
+    await named(bag(null), Float32Array.of(1), 'INVALID_ARGUMENT', 'a Float32Array of length 2', 'received Float32Array(1)');
+    await named(bag(null), f32([[1, 2]]), 'INVALID_TYPE', 'a Float32Array of length 2');
+    await named(bag(Float32Array.of(1, 2)), Float32Array.of(1, 2), 'INVALID_ARGUMENT', 'spIds[1].weights', 'both');
+    const own = await expectError(sok.lookupSparse([d, d], [ok, bag(Float32Array.of(1))]), 'INVALID_ARGUMENT', 'spIds[1].weights', 'length 2');
+    expect((own as Error & { argument?: string }).argument).toBe('spIds[1].weights');
+    expect(await d.size()).toBe(0);
+    // the bag's weights or the option's, either one, weigh the same
+    const byBag = await sok.lookupSparse([d], [bag(Float32Array.of(2, 3))], { combiners: 'sum', training: false });
+    const byOption = await sok.lookupSparse([d], [bag(null)], { spWeights: [Float32Array.of(2, 3)], combiners: 'sum', training: false });
+    expect(Array.from(byBag[0]!.data)).toEqual(Array.from(byOption[0]!.data));
+  });
+
+  it('a used tape given to a lookup is named options.tape (rev36s R2); IndexedSlices refuse a bad denseShape', async () => {
+    const d = new sok.DynamicVariable({ dimension: 2 });
+    const tape = new sok.GradientTape();
+    await sok.embeddingLookup(d, [1n], { tape });
+    tape.gradient([new Float32Array(2)]);
+    for (const p of [sok.lookupSparse([d], [RaggedTensor.fromNestedArray([[2n]])], { tape }), sok.embeddingLookup(d, [2n], { tape })]) {
+      const e = await expectError(p, 'FAILED_PRECONDITION', 'options.tape', 'already used');
+      expect((e as Error & { argument?: string }).argument).toBe('options.tape');
+    }
+    expect(await d.size()).toBe(1);
+    await expectError(() => tape.gradient([]), 'FAILED_PRECONDITION', 'This GradientTape was already used');
+    await expectError(() => new sok.IndexedSlices(new Float32Array(2), [1n], 'x' as never), 'INVALID_TYPE', 'denseShape');
+    await expectError(() => new sok.IndexedSlices(new Float32Array(2), [1n], [4, -2]), 'INVALID_ARGUMENT', 'denseShape[1]');
+    await expectError(() => new sok.IndexedSlices(new Float32Array(2), [1n], [4, 2.5]), 'INVALID_ARGUMENT', 'denseShape[1]');
+    await expectError(() => new sok.IndexedSlices(new Float32Array(2), [1n], [4, 3]), 'SHAPE_MISMATCH', 'denseShape', '[rows, 2]', '[4, 3]');
+    const shape = [4, 2];
+    const g = new sok.IndexedSlices(new Float32Array(2), [1n], shape);
+    shape[1] = 7;
+    expect(g.denseShape).toEqual([4, 2]);
+    expect(new sok.IndexedSlices(new Float32Array(0), [], [4, 3]).dim).toBe(3);
+  });
+
   it.each([1, 2])('Variables only, int32 ids, %i device(s): the OUT_OF_RANGE of core\'s checkRowIndices, before later bad arguments', async (devices) => {
     await initDevices(devices);
     const v = new sok.Variable({ shape: [10, 2] });
@@ -250,7 +306,8 @@ describe('lookups and training', () => {
     const good = tape.gradient([new Tensor(new Float32Array(4).fill(1), [2, 2])]);
     const opt = new sok.OptimizerWrapper(new sok.optimizers.Adam());
     const before = await rowsByKey(v);
-    await expectError(opt.applyGradients([...good, [new sok.IndexedSlices(new Float32Array(3), [1]), w]]), 'SHAPE_MISMATCH', 'gradsAndVars[1][0].values', '[n, 2]', '[1, 3]');
+    const e = await expectError(opt.applyGradients([...good, [new sok.IndexedSlices(new Float32Array(3), [1]), w]]), 'SHAPE_MISMATCH', 'gradsAndVars[1][0].values', '[n, 2]', '[1, 3]');
+    expect((e as Error & { argument?: string }).argument).toBe('gradsAndVars[1][0].values');
     await expectError(opt.applyGradients([...good, [new sok.IndexedSlices(new Float32Array(2), [4]), w]]), 'OUT_OF_RANGE', 'gradsAndVars[1][0].indices[0]');
     await expectError(opt.applyGradients([good[0]!, [good[0]![0], 'v' as never]]), 'INVALID_TYPE', 'gradsAndVars[1][1]');
     expect(opt.iterations).toBe(0);

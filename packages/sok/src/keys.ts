@@ -48,12 +48,12 @@ export function idsFor(v: SokVariable, input: unknown, argument: string): Keys {
 /**
  * Sparse or ragged ids (and weights like them) of `v` as the ragged bag core's ops
  * take (keys in `v`'s key type, checked as {@link idsFor}).
- * @throws InvalidTypeError / ShapeMismatchError / OutOfRangeError naming `argument`
+ * @throws InvalidTypeError / ShapeMismatchError / OutOfRangeError naming `argument` (the ids) or `weightsArgument`
  */
-export function bagFor(v: SokVariable, ids: BagInput, weights: BagWeights, argument: string): Bag<Keys> {
+export function bagFor(v: SokVariable, ids: BagInput, weights: BagWeights, argument: string, weightsArgument = 'weights'): Bag<Keys> {
   // int32 ids stay int32 through the bag (no BigInt round trip per id); idsFor converts to v's key type
   const values = ids instanceof RaggedTensor || ids instanceof SparseTensor ? ids.values : null;
-  const { bag } = toOrderedBag(ids, weights, values instanceof Int32Array ? 'int32' : 'int64', argument);
+  const { bag } = toOrderedBag(ids, weights, values instanceof Int32Array ? 'int32' : 'int64', argument, weightsArgument);
   return { rowSplits: bag.rowSplits, keys: idsFor(v, bag.keys, `${argument}.values`), weights: bag.weights };
 }
 

@@ -69,7 +69,7 @@ export function checkVariable(v: unknown, argument: string): SokVariable {
 function checkTape(t: unknown): GradientTape | null {
   if (t === undefined || t === null) return null;
   if (!(t instanceof GradientTape)) throw invalidParameter('options.tape', 'a sok.GradientTape', t, InvalidTypeError);
-  t.checkOpen();
+  t.checkOpen('options.tape');
   return t;
 }
 
@@ -262,7 +262,7 @@ export async function lookupSparse(params: readonly SokVariable[], spIds: readon
   const shapes = new Array<number[]>(n);
   for (let i = 0; i < n; i++) {
     const v = vars[i]!;
-    const b = bagFor(v, spIds[i]!, checkWeights(w?.[i] ?? null, i), SP_IDS[i] ?? `spIds[${i}]`);
+    const b = bagFor(v, spIds[i]!, checkWeights(w?.[i] ?? null, i), SP_IDS[i] ?? `spIds[${i}]`, SP_WEIGHTS[i] ?? `options.spWeights[${i}]`);
     bags[i] = b;
     shapes[i] = [b.rowSplits.length - 1, v.dimension];
   }
@@ -272,8 +272,9 @@ export async function lookupSparse(params: readonly SokVariable[], spIds: readon
 
 /** lookupSparse's option names. */
 const LOOKUP_SPARSE_OPTIONS: readonly string[] = Object.freeze(['spWeights', 'combiners', 'tape', 'training', 'out']);
-/** The argument names of the first tables' ids (made once). */
+/** The argument names of the first tables' ids and weights (made once). */
 const SP_IDS: readonly string[] = Object.freeze(Array.from({ length: 16 }, (_, i) => `spIds[${i}]`));
+const SP_WEIGHTS: readonly string[] = Object.freeze(Array.from({ length: 16 }, (_, i) => `options.spWeights[${i}]`));
 
 /**
  * Rows of `param` for `ids` (SOK `sok.embedding_lookup`): Tensor [...ids.shape, dim]

@@ -79,7 +79,7 @@ export class OptimizerWrapper {
       if (g.dim !== v.dimension) {
         // A tape gradient's values are computed lazily: its shape is [indices, dim] without computing them.
         const shape = g.pooled ? [g.indices.length, g.dim] : g.values.shape;
-        throw new ShapeMismatchError(`Expected ${arg}[0].values to be [n, ${v.dimension}] (variable "${v.name}") but received ${formatShape(shape)}`, { argument: `${arg}[0]` });
+        throw new ShapeMismatchError(`Expected ${arg}[0].values to be [n, ${v.dimension}] (variable "${v.name}") but received ${formatShape(shape)}`, { argument: `${arg}[0].values` });
       }
       const entry = byVar.get(v) ?? { pooled: [], rows: [] };
       byVar.set(v, entry);

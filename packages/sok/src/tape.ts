@@ -2,6 +2,7 @@ import {
   type Bag,
   type Combiner,
   FailedPreconditionError,
+  InvalidArgumentError,
   InvalidTypeError,
   invalidParameter,
   type KeyInput,
@@ -54,7 +55,8 @@ export class IndexedSlices {
   /**
    * @param values Tensor [n, dim] or Float32Array [n * dim] (then `dim` is taken from denseShape or values / n)
    * @param indices ids [n] (global row ids of a Variable, keys of a DynamicVariable)
-   * @param denseShape optional [rows, dim]
+   * @param denseShape optional [rows, dim] (dim must be the values')
+   * @throws InvalidTypeError / InvalidArgumentError / ShapeMismatchError naming values, indices or denseShape
    */
   constructor(values: Tensor<Float32Array> | Float32Array, indices: KeyInput, denseShape?: readonly number[] | null);
   /** @internal */
@@ -74,14 +76,16 @@ export class IndexedSlices {
     const keys: Keys = idx instanceof BigInt64Array || idx instanceof Int32Array ? idx : normalizeKeys(idx, 'int64', 'indices');
     const data = values instanceof Tensor ? values.data : values;
     if (!(data instanceof Float32Array)) throw invalidParameter('values', 'a float32 Tensor [n, dim] or a Float32Array', values, InvalidTypeError);
+    const dense = checkDenseShape(denseShape);
     const n = keys.length;
-    const dim = values instanceof Tensor && values.shape.length === 2 ? values.shape[1]! : n > 0 ? data.length / n : (denseShape?.[1] ?? 0);
+    const dim = values instanceof Tensor && values.shape.length === 2 ? values.shape[1]! : n > 0 ? data.length / n : (dense?.[1] ?? 0);
     if (!Number.isInteger(dim) || data.length !== n * dim || (values instanceof Tensor && values.shape.length !== 2)) {
       throw new ShapeMismatchError(`Expected values to be [${n}, dim] for ${n} indices but received ${values instanceof Tensor ? formatShape(values.shape) : `${data.length} floats`}`, { argument: 'values' });
     }
+    if (dense !== null && dense[1] !== dim) throw new ShapeMismatchError(`Expected denseShape [rows, ${dim}] (the values' dim) but received ${formatShape(dense)}`, { argument: 'denseShape' });
     this.indices = keys;
     this.dim = dim;
-    this.denseShape = denseShape ?? null;
+    this.denseShape = dense;
     this.#values = values instanceof Tensor ? values : new Tensor(data, [n, dim]);
     this.pooled = null;
     this.#variable = null;
@@ -102,6 +106,17 @@ export class IndexedSlices {
     this.#values = new Tensor(data, [this.indices.length, this.dim]);
     return this.#values;
   }
+}
+
+/** IndexedSlices' denseShape: null, or a copy of a [rows, dim] pair of integers >= 0. */
+function checkDenseShape(s: unknown): readonly number[] | null {
+  if (s === undefined || s === null) return null;
+  if (!Array.isArray(s) || s.length !== 2) throw invalidParameter('denseShape', 'null or a [rows, dim] pair', s, InvalidTypeError);
+  for (let i = 0; i < 2; i++) {
+    const d: unknown = s[i];
+    if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) throw invalidParameter(`denseShape[${i}]`, 'an integer >= 0', d, typeof d === 'number' ? InvalidArgumentError : InvalidTypeError);
+  }
+  return Object.freeze([s[0] as number, s[1] as number]);
 }
 
 /** IndexedSlices of `variable` from the tape: values computed lazily from the pooled gradients. */
@@ -127,9 +142,11 @@ export class GradientTape {
     this.#records.push(r);
   }
 
-  /** @internal throws when the tape was used (checked before a lookup runs) */
-  checkOpen(): void {
-    if (this.#used) throw new FailedPreconditionError('This GradientTape was already used by tape.gradient; record new lookups with a new GradientTape', { argument: 'tape' });
+  /** @internal throws when the tape was used (checked before a lookup runs, naming the lookup's `argument`) */
+  checkOpen(argument?: string): void {
+    if (!this.#used) return;
+    const what = argument === undefined ? 'This GradientTape was' : `Expected ${argument} to be an unused GradientTape but it was`;
+    throw new FailedPreconditionError(`${what} already used by tape.gradient; record new lookups with a new GradientTape`, { argument: argument ?? 'tape' });
   }
 
   /** The number of lookup outputs recorded (one per table of each lookupSparse call). */
