@@ -326,8 +326,11 @@ size_t clearResultCache() { return resultCache().shrink(0, false); }
 
 #if defined(__GLIBC__) && defined(ES_HAVE_MMAP)
 namespace {
+std::atomic<bool> residentReadFails{false};
+
 // The process's resident bytes (/proc/self/statm), or 0 when unknown.
 size_t residentBytes() {
+  if (residentReadFails.load(std::memory_order_relaxed)) return 0;
   const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[128];
@@ -356,19 +359,22 @@ class GrowthCount {
     ++open_;
   }
 
-  // Closes a window; true when the caller is to trim: the count reached kTrimGrowthBytes or
-  // the RSS could not be read (then every call trims, as before the count existed).
-  bool close() {
+  // Closes the window of a call of `items` keys; true when the caller is to trim: the count
+  // reached kTrimGrowthBytes, or, when the RSS could not be read, the keys of such calls since
+  // the last trim reached kTrimItemsUnknownRss.
+  bool close(size_t items) {
     std::lock_guard<std::mutex> lock(mutex_);
     const bool known = read(true);
     --open_;
-    return !known || grown_ >= ScratchRelease::kTrimGrowthBytes;
+    if (!known) unknownItems_ += items;
+    return grown_ >= ScratchRelease::kTrimGrowthBytes || unknownItems_ >= ScratchRelease::kTrimItemsUnknownRss;
   }
 
-  // After a trim: the count starts again, and windows still open measure from the RSS and the cache as they are now.
+  // After a trim: the counts start again, and windows still open measure from the RSS and the cache as they are now.
   void trimmed() {
     std::lock_guard<std::mutex> lock(mutex_);
     grown_ = 0;
+    unknownItems_ = 0;
     lastRss_ = residentBytes();
     lastCached_ = scratchCache().held();
   }
@@ -394,6 +400,7 @@ class GrowthCount {
   size_t lastRss_ = 0;     // the RSS at the last reading (0: unknown)
   size_t lastCached_ = 0;  // scratchCachedBytes() at the last reading
   size_t grown_ = 0;       // growth counted since the last trim
+  size_t unknownItems_ = 0;  // keys of the calls that closed with the RSS unknown, since the last trim
 };
 
 GrowthCount& growthCount() {
@@ -414,7 +421,7 @@ void trimNow() noexcept {
 }  // namespace
 
 ScratchRelease::ScratchRelease(size_t items)
-    : active_(releaseDepth == 0 && items >= kMinItems), large_(active_ && items >= kLargeItems) {
+    : items_(items), active_(releaseDepth == 0 && items >= kMinItems), large_(active_ && items >= kLargeItems) {
   if (active_ && !large_) growthCount().open();
   ++releaseDepth;  // last: a constructor that threw leaves the depth as it was
 }
@@ -422,14 +429,17 @@ ScratchRelease::ScratchRelease(size_t items)
 ScratchRelease::~ScratchRelease() {
   --releaseDepth;
   if (!active_) return;
-  if (large_ || growthCount().close()) trimNow();
+  if (large_ || growthCount().close(items_)) trimNow();
 }
 
 uint64_t scratchTrims() noexcept { return trimCount.load(std::memory_order_relaxed); }
+
+void failResidentReadsForTests(bool fail) noexcept { residentReadFails.store(fail, std::memory_order_relaxed); }
 #else
-ScratchRelease::ScratchRelease(size_t items) : active_(items >= kMinItems), large_(items >= kLargeItems) {}
+ScratchRelease::ScratchRelease(size_t items) : items_(items), active_(items >= kMinItems), large_(items >= kLargeItems) {}
 ScratchRelease::~ScratchRelease() = default;
 uint64_t scratchTrims() noexcept { return 0; }
+void failResidentReadsForTests(bool) noexcept {}
 #endif
 
 namespace {

@@ -123,7 +123,11 @@ using ScratchVector = std::vector<T, ScratchAllocator<T>>;
  *    code) does not count, nor does the cache's refill after a trim. Calls that overlap
  *    in time (two tables written at once, a write waiting for another's lock, a planned
  *    call's table writes on pool threads) count the growth of the time any of them was
- *    open once, not once per call. When the RSS cannot be read, every such call trims.
+ *    open once, not once per call. When the RSS cannot be read (no /proc, no file descriptor
+ *    left), the calls that closed without it count their keys instead, and trim once those
+ *    reach kTrimItemsUnknownRss (1M, the keys that make one call trim): a loop of 64K-key
+ *    writes then trims every 16th call, not every call (which made each fault its scratch
+ *    back in), and keeps at most what 1M keys of writes leave free between trims.
  * A trim also empties the scratch cache, so right after one the process keeps none
  * of its scratch. Nested write calls on one thread (a planned call around a table's write)
  * decide once, in the outermost; on pool threads their growth is counted once (above). A loop of writes on resident keys does not trim, even between
@@ -145,14 +149,18 @@ class ScratchRelease {
   static constexpr size_t kMinItems = 16384;
   static constexpr size_t kLargeItems = size_t{1} << 20;
   static constexpr size_t kTrimGrowthBytes = size_t{4} << 20;
+  static constexpr size_t kTrimItemsUnknownRss = kLargeItems;
 
  private:
+  size_t items_;
   bool active_;
   bool large_;
 };
 
 /** The trims ScratchRelease has made in this process (tests and tools). */
 uint64_t scratchTrims() noexcept;
+/** Tests: while `fail`, ScratchRelease reads the RSS as unknown (as when /proc/self/statm cannot be read). */
+void failResidentReadsForTests(bool fail) noexcept;
 
 class Block {
  public:

@@ -640,6 +640,52 @@ TEST(scratch_trim_counts_growth_of_overlapping_calls_once) {
   EXPECT_EQ(scratchTrims(), trims + 1);
 }
 
+// When the RSS cannot be read (no /proc/self/statm), write calls count their own keys and
+// trim once per kTrimItemsUnknownRss keys (1M: 64 calls of 16K keys), not after every call
+// as before stop 37; calls below kMinItems and inner nested calls count nothing, growth
+// counts nothing, a trim starts the count again; a call of kLargeItems keys still trims.
+TEST(scratch_trim_without_the_rss_counts_keys) {
+  const size_t mib = size_t{1} << 20;
+  static_assert(ScratchRelease::kTrimItemsUnknownRss == 64 * ScratchRelease::kMinItems, "the counts below assume 64 calls");
+  struct Failing {
+    Failing() { failResidentReadsForTests(true); }
+    ~Failing() { failResidentReadsForTests(false); }
+  } failing;
+  std::vector<std::unique_ptr<Touched>> kept;
+  { ScratchRelease large(ScratchRelease::kLargeItems); }
+  uint64_t trims = scratchTrims();
+  for (int call = 0; call < 63; ++call) {
+    ScratchRelease release(ScratchRelease::kMinItems);
+    if (call == 0) kept.push_back(std::make_unique<Touched>(8 * mib));  // growth: not counted
+    { ScratchRelease inner(ScratchRelease::kMinItems); }  // nested: not counted
+  }
+  for (int call = 0; call < 8; ++call) {
+    ScratchRelease small(ScratchRelease::kMinItems - 1);
+  }
+  EXPECT_EQ(scratchTrims(), trims);
+  { ScratchRelease release(ScratchRelease::kMinItems); }
+  EXPECT_EQ(scratchTrims(), trims + 1);
+  // Larger calls: 10 of 100,000 keys stay below 1M (1,048,576), the 11th trims.
+  trims = scratchTrims();
+  for (int call = 0; call < 10; ++call) {
+    ScratchRelease release(100000);
+  }
+  EXPECT_EQ(scratchTrims(), trims);
+  { ScratchRelease release(100000); }
+  EXPECT_EQ(scratchTrims(), trims + 1);
+  // A large call trims and starts the count again.
+  trims = scratchTrims();
+  for (int call = 0; call < 40; ++call) {
+    ScratchRelease release(ScratchRelease::kMinItems);
+  }
+  { ScratchRelease large(ScratchRelease::kLargeItems); }
+  EXPECT_EQ(scratchTrims(), trims + 1);
+  for (int call = 0; call < 40; ++call) {
+    ScratchRelease release(ScratchRelease::kMinItems);
+  }
+  EXPECT_EQ(scratchTrims(), trims + 1);
+}
+
 // Through a table: a write that adds 64K rows of 256 bytes trims; writes of the same keys
 // with 16 MiB of other memory made between them (a lookup's fresh result) do not; every
 // value read back is the last one written.
