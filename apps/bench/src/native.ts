@@ -20,6 +20,8 @@ export interface NativePeers {
   /** out[r] = sum (mean) of the arena rows ids[splits[r]..splits[r+1]). */
   gatherReduce(arena: Arena, splits: Int32Array, ids: Uint32Array, out: Float32Array, mean: boolean, threads: number): void;
   hardwareThreads(): number;
+  /** Tests: the lines gatherReduce prefetches for a row `startByte` past a 64-byte line start, as byte offsets of their starts. */
+  rowLines(startByte: number, rowBytes: number): number[];
   /** Returns the C heap's free pages to the OS (glibc `malloc_trim(0)`); false where the C library has none. */
   trimHeap(): boolean;
 }

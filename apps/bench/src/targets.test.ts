@@ -103,6 +103,22 @@ describe('native gather-reduce (the bag ceiling)', () => {
     }
     return out;
   }
+  it('prefetches every cache line a row spans, once, also rows that do not start on a line (dims not a multiple of 16)', () => {
+    const native = loadNative();
+    for (let dim = 1; dim <= 70; dim++) {
+      const rowBytes = dim * 4;
+      // where the arena's rows start within a line (the arena starts on one)
+      const starts = new Set(Array.from({ length: 64 }, (_, row) => (row * rowBytes) % 64));
+      for (const start of starts) {
+        const want: number[] = [];
+        for (let line = Math.floor(start / 64) * 64; line < start + rowBytes; line += 64) want.push(line);
+        expect(native.rowLines(start, rowBytes), `dim ${dim}, row at byte ${start}`).toEqual(want);
+      }
+    }
+    // the bench's dim 64 on the arena's aligned rows: its four lines, as before
+    expect(native.rowLines(0, 256)).toEqual([0, 64, 128, 192]);
+  });
+
   for (const dim of [64, 200, 8]) {
     it(`sums and averages bags bit for bit as a plain float32 loop (dim ${dim}: ${dim % 64 === 0 ? 'whole 64-column blocks' : 'a partial block'}), on 1 and 2 threads, skipping ids out of range`, () => {
       const native = loadNative();
