@@ -18,19 +18,31 @@ export function torchPython(env: NodeJS.ProcessEnv = process.env): string {
   return env.EMBEDSTACK_PYTHON || '/usr/bin/python3';
 }
 
-// argv: rows dim threads mode ids-file ids-per-bag fill-batch dtype (row r holds valuePattern's row r mod
-// fill-batch, as tables.ts fillTable writes it, converted to dtype: float32, float16 or bfloat16). Prints `checksum <sum of one call's output>`,
-// then `ready`; each `call i` runs the bag once under no_grad and answers its seconds.
+// The weights of the PyTorch peers: row r holds valuePattern's row r mod fill (as tables.ts
+// fillTable writes a table's rows), computed in float32 and converted to dtype (float32, float16
+// or bfloat16); every page written. Python, defined at the top of the scripts that use it.
+const PATTERN_WEIGHT = `
+def pattern_weight(rows, dim, fill, dtype):
+    j = torch.arange(min(rows, fill) * dim, dtype=torch.int64)
+    pattern = ((((j * 7919) % 1000).double() / 1000) - 0.4995).float().view(-1, dim).to(dtype)
+    weight = torch.empty((rows, dim), dtype=dtype)
+    for s in range(0, rows, fill):
+        weight[s:s + fill] = pattern[:min(fill, rows - s)]
+    return weight
+`;
+
+// argv: rows dim threads mode ids-file ids-per-bag fill-batch dtype (the weights: PATTERN_WEIGHT).
+// Prints `checksum <sum of one call's output>`, then `ready`; each `call i` runs the bag once
+// under no_grad and answers its seconds.
 const BAG_SCRIPT = `
 import sys, time
 import numpy as np
 import torch
+${PATTERN_WEIGHT}
 rows, dim, threads, mode, path, per, fill = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6]), int(sys.argv[7])
 torch.set_num_threads(threads)
 print('version', torch.__version__, flush=True)
-j = (torch.arange(rows, dtype=torch.int64) % fill).view(rows, 1) * dim + torch.arange(dim, dtype=torch.int64).view(1, dim)
-weight = ((((j * 7919) % 1000).double() / 1000) - 0.4995).float().view(rows, dim).to(getattr(torch, sys.argv[8]))
-del j
+weight = pattern_weight(rows, dim, fill, getattr(torch, sys.argv[8]))
 bag = torch.nn.EmbeddingBag.from_pretrained(weight, freeze=True, mode=mode)
 ids = torch.from_numpy(np.fromfile(path, dtype=np.uint32).astype(np.int64))
 offsets = torch.arange(0, ids.numel(), per, dtype=torch.int64)
@@ -78,20 +90,23 @@ for line in sys.stdin:
     print(time.perf_counter() - t0, flush=True)
 `;
 
-// argv: rows dim threads ids-file batch dtype. torch.index_select of `batch` row ids (call i: batch
-// i mod the file's batches) from a [rows, dim] tensor of dtype (float32, float16 or bfloat16; every
-// page written), output allocated per call as find's is.
+// argv: rows dim threads ids-file batch dtype fill-batch. torch.index_select of `batch` row ids (call
+// i: batch i mod the file's batches) from a [rows, dim] tensor of dtype (the weights:
+// PATTERN_WEIGHT), output allocated per call as find's is. Prints `checksum <sum of call 0's
+// output>`, then `ready`.
 const INDEX_SELECT_SCRIPT = `
 import sys, time
 import numpy as np
 import torch
-rows, dim, threads, path, batch = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+${PATTERN_WEIGHT}
+rows, dim, threads, path, batch, fill = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[7])
 torch.set_num_threads(threads)
 print('version', torch.__version__, flush=True)
-weight = torch.full((rows, dim), 0.01, dtype=getattr(torch, sys.argv[6]))
+weight = pattern_weight(rows, dim, fill, getattr(torch, sys.argv[6]))
 ids = torch.from_numpy(np.fromfile(path, dtype=np.uint32).astype(np.int64))
 pool = ids.numel() // batch
 batches = [ids[b * batch:(b + 1) * batch] for b in range(pool)]
+print('checksum', float(torch.index_select(weight, 0, batches[0]).double().sum()), flush=True)
 for i in range(3):
     torch.index_select(weight, 0, batches[i % pool])
 print('ready', flush=True)
@@ -159,11 +174,20 @@ export function startTorchAdagrad(o: { rows: number; dim: number; threads: numbe
 }
 
 /**
- * Starts a PyTorch `index_select` peer: rows of a [rows, dim] tensor gathered by `batch` ids
- * (call i: batch i mod the batches of `ids`). Resolves to the peer or why it is unavailable.
+ * Starts a PyTorch `index_select` peer: rows of a [rows, dim] tensor (row r holds valuePattern's
+ * row r mod FILL_BATCH, as a table filled with tables.ts fillTable holds its r-th key) gathered
+ * by `batch` ids (call i: batch i mod the batches of `ids`). Resolves to the peer, with the sum
+ * of call 0's output (the rows of ids[0..batch)), or why it is unavailable.
  */
-export function startTorchIndexSelect(o: { rows: number; dim: number; threads: number; ids: Uint32Array; batch: number; dtype?: StorageDtype }): Promise<TorchPeer | string> {
-  return startTorch(INDEX_SELECT_SCRIPT, [String(o.rows), String(o.dim), String(o.threads), 'IDS', String(o.batch), o.dtype ?? 'float32'], o.ids, o.threads);
+export async function startTorchIndexSelect(o: { rows: number; dim: number; threads: number; ids: Uint32Array; batch: number; dtype?: StorageDtype }): Promise<TorchChecked | string> {
+  const t = await startTorch(INDEX_SELECT_SCRIPT, [String(o.rows), String(o.dim), String(o.threads), 'IDS', String(o.batch), o.dtype ?? 'float32', String(FILL_BATCH)], o.ids, o.threads);
+  return typeof t === 'string' ? t : { ...t, checksum: checksumOf(t.setup) };
+}
+
+/** A PyTorch peer that printed the sum of one call's output. */
+export interface TorchChecked extends TorchPeer {
+  /** Sum of one call's output (float64; NaN when the child printed none), to check PyTorch computes what we do. */
+  checksum: number;
 }
 
 export interface TorchBag {
@@ -173,6 +197,12 @@ export interface TorchBag {
   /** torch.__version__ */
   version: string;
   close(): void;
+}
+
+/** The `checksum <sum>` a child printed during setup (NaN when none). */
+function checksumOf(setup: readonly string[]): number {
+  const sum = setup.map((l) => /^checksum (\S+)/.exec(l)).find((m) => m)?.[1];
+  return sum === undefined ? NaN : Number(sum);
 }
 
 /**
@@ -192,6 +222,5 @@ export async function startTorchBag(o: {
   const args = [String(o.rows), String(o.dim), String(o.threads), o.mode, 'IDS', String(o.perBag), String(FILL_BATCH), o.dtype ?? 'float32'];
   const t = await startTorch(BAG_SCRIPT, args, o.ids, o.threads);
   if (typeof t === 'string') return t;
-  const sum = t.setup.map((l) => /^checksum (\S+)/.exec(l)).find((m) => m)?.[1];
-  return { peer: t.peer, checksum: Number(sum), version: t.version, close: t.close };
+  return { peer: t.peer, checksum: checksumOf(t.setup), version: t.version, close: t.close };
 }

@@ -1,8 +1,8 @@
 /**
  * Reduced-precision storage (core's `storageDtype`) in the find and bag suites: the same
  * op on float32, bfloat16 and float16 tables (same keys, ids and value pattern), interleaved
- * with PyTorch at the same dtype (index_select / nn.EmbeddingBag on a tensor of that dtype),
- * and the bytes each table takes per key.
+ * with PyTorch at the same dtype (index_select / nn.EmbeddingBag on a tensor of that dtype, the
+ * tables' values; each checked by the sum of one call's output), and the bytes each table takes per key.
  */
 import type { Bag, EmbeddingTable, StorageDtype } from '@embedstack/core';
 import { startTorchBag, startTorchIndexSelect, type TorchPeer } from '../peers/torch.js';
@@ -57,7 +57,25 @@ function bytesGroup(title: string, tables: readonly EmbeddingTable[], keys: numb
   };
 }
 
-/** find (findSync) on a float32, a bfloat16 and a float16 dynamic table vs PyTorch index_select at each dtype. */
+/**
+ * The note of a PyTorch peer whose output sum `theirs` was checked against ours (`mine`, the same
+ * call's), and whether they agree (see sumsAgree); `agrees` records it per dtype.
+ */
+function checkedNote(what: string, d: StorageDtype, mine: number, theirs: number, relative: number, agrees: Map<StorageDtype, boolean>): string {
+  const agree = sumsAgree(mine, theirs, relative);
+  agrees.set(d, agree);
+  return `${what}; output sum ${agree ? 'agrees with ours' : `DIFFERS: ${theirs} vs ours ${mine}`}`;
+}
+
+/** The float64 sum of an output. */
+const outputSum = (out: Float32Array): number => out.reduce((a, x) => a + x, 0);
+
+/**
+ * find (findSync) on a float32, a bfloat16 and a float16 dynamic table vs PyTorch index_select at
+ * each dtype. PyTorch's tensor holds the table's rows in the order they were filled (row i: keys[i]'s
+ * values), so its first call's output sum must equal that of our find of the same keys: each
+ * value is one stored value, so the sums agree exactly (to 1e-9 of ours here).
+ */
 export async function findDtypeGroups(ctx: SuiteContext): Promise<{ groups: Group[]; targets: Target[] }> {
   const { dim, keys: n } = DTYPE_FIND;
   const keys = ctx.fixtures.keys(n);
@@ -65,13 +83,21 @@ export async function findDtypeGroups(ctx: SuiteContext): Promise<{ groups: Grou
   const idx = drawIndices(POOL_BATCHES * BATCH, n, 'uniform', 23);
   const pool = pickKeys(keys, idx);
   const peers: Peer[] = [];
+  const sums = new Map<StorageDtype, number>();
   for (const d of STORAGE_DTYPES) {
-    peers.push({ dtype: d, name: `PyTorch index_select ${d} (${threadLabel(ctx.threads)})`, peer: await startTorchIndexSelect({ rows: n, dim, threads: ctx.threads, ids: idx, batch: BATCH, dtype: d }) });
+    const t = await startTorchIndexSelect({ rows: n, dim, threads: ctx.threads, ids: idx, batch: BATCH, dtype: d });
+    if (typeof t !== 'string') sums.set(d, t.checksum);
+    peers.push({ dtype: d, name: `PyTorch index_select ${d} (${threadLabel(ctx.threads)})`, peer: t });
   }
   const title = `storage dtypes: find, dim ${dim}, ${formatCount(n)} keys, uniform, batch ${formatCount(BATCH)}`;
+  const agrees = new Map<StorageDtype, boolean>();
   const entries = [
     ...STORAGE_DTYPES.map((d, i) => findEntry(`${title}: findSync ${d}`, tables[i]!, pool, BATCH, `findSync ${d}`)),
-    ...torchEntries(peers, title, BATCH, 'keys/s', (p) => `torch ${p.version}: rows of a dense tensor by row index, output per call`),
+    ...torchEntries(peers, title, BATCH, 'keys/s', (p) => {
+      const d = peers.find((x) => x.peer === p)!.dtype;
+      const mine = outputSum(tables[STORAGE_DTYPES.indexOf(d)]!.findSync(pool.subarray(0, BATCH)).values);
+      return checkedNote(`torch ${p.version}: rows of a dense tensor (the table's rows, in fill order) by row index, output per call`, d, mine, sums.get(d)!, 1e-9, agrees);
+    }),
   ];
   const measured = await runEntries(entries, { minSamples: 10, minMs: 800 });
   for (const p of peers) if (typeof p.peer !== 'string') p.peer.close();
@@ -80,7 +106,10 @@ export async function findDtypeGroups(ctx: SuiteContext): Promise<{ groups: Grou
   for (const d of STORAGE_DTYPES.slice(1)) {
     targets.push(ratioTarget(g, `findSync ${d}`, 'findSync float32', '>=', 0.9, `find ${d} >= 0.9x find float32 (dim ${dim}, ${formatCount(n)} keys)`));
     const torch = peers.find((p) => p.dtype === d)!;
-    if (typeof torch.peer !== 'string') targets.push(ratioTarget(g, `findSync ${d}`, torch.name, '>=', 1, `find ${d} >= 1.0x PyTorch index_select ${d}`));
+    if (typeof torch.peer !== 'string') {
+      const t = ratioTarget(g, `findSync ${d}`, torch.name, '>=', 1, `find ${d} >= 1.0x PyTorch index_select ${d}`);
+      targets.push(requireSameOutput(t, agrees.get(d) === true, "PyTorch's output sum differs from ours"));
+    }
   }
   const bytes = bytesGroup(`storage dtypes: dynamic table, ${formatCount(n)} keys`, tables, n, targets);
   for (const t of tables) t.dispose();
@@ -106,7 +135,7 @@ export async function bagDtypeGroups(
     peers.push({ dtype: d, name: `PyTorch EmbeddingBag ${d} (${threadLabel(ctx.threads)})`, peer: typeof t === 'string' ? t : { peer: t.peer, version: t.version, setup: [], close: t.close } });
   }
   const title = `storage dtypes: sum, ${o.title}`;
-  const ours = (t: EmbeddingTable): number => t.lookupCombinedSync(bag, { combiner: 'sum' }).reduce((a, x) => a + x, 0);
+  const ours = (t: EmbeddingTable): number => outputSum(t.lookupCombinedSync(bag, { combiner: 'sum' }));
   // torch accumulates half types in their own precision; ours in double from the stored values
   const agrees = new Map<StorageDtype, boolean>();
   const entries: Entry[] = [
@@ -119,10 +148,7 @@ export async function bagDtypeGroups(
     ...torchEntries(peers, title, o.ids.length, 'rows/s', (p) => {
       const d = peers.find((x) => x.peer === p)!.dtype;
       const mine = ours(tables[STORAGE_DTYPES.indexOf(d)]!);
-      const theirs = sums.get(d)!;
-      const agree = sumsAgree(mine, theirs, d === 'float32' ? 1e-5 : 2e-2);
-      agrees.set(d, agree);
-      return `torch ${p.version}, mode=sum, weight of dtype ${d}, no_grad; output sum ${agree ? 'agrees with ours' : `DIFFERS: ${theirs} vs ours ${mine}`}`;
+      return checkedNote(`torch ${p.version}, mode=sum, weight of dtype ${d}, no_grad`, d, mine, sums.get(d)!, d === 'float32' ? 1e-5 : 2e-2, agrees);
     }),
   ];
   const measured = await runEntries(entries, { minSamples: 3 });
