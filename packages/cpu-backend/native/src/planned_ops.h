@@ -90,6 +90,15 @@ void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, C
  * applyCombinedGradients: applyGradients(owned local keys, their per-entry gradients),
  * bit for bit, without the per-entry array: the table sums each key's entries'
  * gradients (combineBackwardSum, in order of appearance) where it updates the key.
+ * With maxNorm > 0 a CPU table's owned rows are first read by a findInto of their own
+ * (readRows: its read lock, released before applyGradientSums takes the write lock). Under
+ * the read-scoring policies (lru, lfu, epochLru, epochLfu) that read scores the rows and
+ * takes the table's clock. So when the step then fails (std::bad_alloc in the step's rowOf, or in
+ * the table's dedupe, admission or growth; DISPOSED when the table is disposed between the
+ * two locks), no row is trained but those scores and the clock stay changed, and a write by
+ * another thread between the two locks can change a row after its clipping read. Unclipped
+ * calls make no such read. Closing it needs an unscored read and the read's touch after the
+ * step can no longer fail, inside the table (as the CUDA backend's readThenTrain does).
  */
 void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, const OptimizerParams& opt);
