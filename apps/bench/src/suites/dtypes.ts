@@ -58,17 +58,23 @@ function bytesGroup(title: string, tables: readonly EmbeddingTable[], keys: numb
 }
 
 /**
- * The note of a PyTorch peer whose output sum `theirs` was checked against ours (`mine`, the same
- * call's), and whether they agree (see sumsAgree); `agrees` records it per dtype.
+ * A PyTorch peer's note `what`, followed by whether its output sum `theirs` agrees with ours
+ * (`mine`, the same call's; see sumsAgree).
  */
-function checkedNote(what: string, d: StorageDtype, mine: number, theirs: number, relative: number, agrees: Map<StorageDtype, boolean>): string {
+export function sumNote(what: string, mine: number, theirs: number, relative: number): { agree: boolean; note: string } {
   const agree = sumsAgree(mine, theirs, relative);
+  return { agree, note: `${what}; output sum ${agree ? 'agrees with ours' : `DIFFERS: ${theirs} vs ours ${mine}`}` };
+}
+
+/** sumNote of dtype d's peer; `agrees` records whether the sums agree. */
+function checkedNote(what: string, d: StorageDtype, mine: number, theirs: number, relative: number, agrees: Map<StorageDtype, boolean>): string {
+  const { agree, note } = sumNote(what, mine, theirs, relative);
   agrees.set(d, agree);
-  return `${what}; output sum ${agree ? 'agrees with ours' : `DIFFERS: ${theirs} vs ours ${mine}`}`;
+  return note;
 }
 
 /** The float64 sum of an output. */
-const outputSum = (out: Float32Array): number => out.reduce((a, x) => a + x, 0);
+export const outputSum = (out: Float32Array): number => out.reduce((a, x) => a + x, 0);
 
 /**
  * find (findSync) on a float32, a bfloat16 and a float16 dynamic table vs PyTorch index_select at

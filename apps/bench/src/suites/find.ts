@@ -31,7 +31,7 @@ import {
   settle,
   threadLabel,
 } from './common.js';
-import { findDtypeGroups } from './dtypes.js';
+import { findDtypeGroups, outputSum, sumNote } from './dtypes.js';
 import type { Suite, SuiteContext } from './types.js';
 
 export interface FindConfig {
@@ -164,7 +164,10 @@ export const findSuite: Suite = {
         const torchName = `PyTorch index_select (${threadLabel(ctx.threads)})`;
         if (typeof torch === 'string') ctx.log(`find: ${torch}`);
         if (torch && typeof torch !== 'string') {
-          entries.push({ job: torch.peer.job(`${r.name}: PyTorch index_select`, BATCH), name: torchName, kind: 'peer', unit: 'keys/s', note: `torch ${torch.version}: rows of a dense [keys, dim] tensor by row index (no hashing), output per call` });
+          // its tensor holds the table's rows in fill order, so its first call's output sum is our find's of the same keys
+          const mine = outputSum(table.findSync(r.pool.subarray(0, BATCH)).values);
+          const { note } = sumNote(`torch ${torch.version}: rows of a dense [keys, dim] tensor (the table's rows) by row index (no hashing), output per call`, mine, torch.checksum, 1e-9);
+          entries.push({ job: torch.peer.job(`${r.name}: PyTorch index_select`, BATCH), name: torchName, kind: 'peer', unit: 'keys/s', note });
         }
         r.figures = await runEntries(entries, r.headline ? { minSamples: 10, minMs: 800 } : {});
         if (torch && typeof torch !== 'string') torch.close();
