@@ -7,6 +7,10 @@
  * heap (the bench's addon: glibc malloc_trim), so the delta is what the filled table keeps
  * resident: the table's own trims cannot return free heap pages that were resident before the fill
  * and so lower the figure (they did, by 2.6-3.6 B/key at 10M keys, stop 36).
+ * The child's V8 young generation is pinned at 1 MiB semi-spaces ({@link CHILD_HEAP_FLAGS}): left
+ * free, V8 grew it while loading modules and shrank it during a 10M-key fill (heapTotal 58 -> 26 MB),
+ * and the RSS delta credited that release to the table (about 1.5 B/key at 10M keys, stop 37). The
+ * child reports V8's heapTotal at both readings; the suite prints the largest change.
  */
 import { execFile } from 'node:child_process';
 import os from 'node:os';
@@ -25,6 +29,9 @@ import type { Suite, SuiteContext } from './types.js';
 const DIM = 64;
 const BATCH = 65536;
 
+/** V8 flags of every memory child: young generation fixed at 1 MiB semi-spaces, so V8's own heap barely moves between the readings. */
+export const CHILD_HEAP_FLAGS = ['--max-semi-space-size=1', '--min-semi-space-size=1'] as const;
+
 export interface MemoryChildSpec {
   /** A core table, a JS Map, or a tfra Variable (the facades suite) on `backend`. */
   what: 'table' | 'jsmap' | 'tfra';
@@ -39,6 +46,8 @@ export interface MemoryChildResult {
   memoryUsage: number | null;
   size: number;
   capacity: number | null;
+  /** V8's heapTotal at the two readings (bytes); their difference is V8's, not the table's. */
+  heapTotal: [number, number];
 }
 
 const rssNow = async (): Promise<number> => {
@@ -58,6 +67,8 @@ export async function memoryChild(spec: MemoryChildSpec): Promise<MemoryChildRes
   const keys = new BigInt64Array(BATCH);
   const values = valuePattern(BATCH, spec.dim);
   const rss0 = await rssNow();
+  const heap0 = process.memoryUsage().heapTotal;
+  const heap = (): [number, number] => [heap0, process.memoryUsage().heapTotal];
   const each = (fn: (k: BigInt64Array, v: Float32Array) => void): void => {
     for (let b = 0; b < spec.keys; b += BATCH) {
       const n = Math.min(BATCH, spec.keys - b);
@@ -70,24 +81,24 @@ export async function memoryChild(spec: MemoryChildSpec): Promise<MemoryChildRes
       for (let i = 0; i < k.length; i++) map.set(k[i]!, v.slice(i * spec.dim, (i + 1) * spec.dim));
     });
     const rss1 = await rssNow();
-    return { rssDelta: rss1 - rss0, memoryUsage: null, size: map.size, capacity: null };
+    return { rssDelta: rss1 - rss0, memoryUsage: null, size: map.size, capacity: null, heapTotal: heap() };
   }
   if (tfra) {
     const v = new tfra.Variable({ keyDtype: 'int64', dim: spec.dim, name: 'bench_memory', ...(spec.presize ? { initSize: spec.keys } : {}) });
     each((k, x) => v.upsertSync(k, x));
     const rss1 = await rssNow();
     const usage = v.tables.reduce((a, t) => a + t.memoryUsage(), 0);
-    return { rssDelta: rss1 - rss0, memoryUsage: usage, size: v.sizeSync(), capacity: v.tables.reduce((a, t) => a + t.capacity(), 0) };
+    return { rssDelta: rss1 - rss0, memoryUsage: usage, size: v.sizeSync(), capacity: v.tables.reduce((a, t) => a + t.capacity(), 0), heapTotal: heap() };
   }
   const table = createTable({ dim: spec.dim, name: 'bench_memory', ...(spec.presize ? { initCapacity: spec.keys } : {}) }, { backend: backend! });
   each((k, v) => table.upsertSync(k, v));
   const rss1 = await rssNow();
-  return { rssDelta: rss1 - rss0, memoryUsage: table.memoryUsage(), size: table.size(), capacity: table.capacity() };
+  return { rssDelta: rss1 - rss0, memoryUsage: table.memoryUsage(), size: table.size(), capacity: table.capacity(), heapTotal: heap() };
 }
 
 function runChild(ctx: SuiteContext, spec: MemoryChildSpec): Promise<MemoryChildResult> {
   const heapMb = Math.floor((os.totalmem() / 2 ** 20) * 0.75);
-  const args = ['--expose-gc', `--max-old-space-size=${heapMb}`, ctx.cliPath, '--memory-child', JSON.stringify(spec)];
+  const args = ['--expose-gc', `--max-old-space-size=${heapMb}`, ...CHILD_HEAP_FLAGS, ctx.cliPath, '--memory-child', JSON.stringify(spec)];
   return new Promise((resolve, reject) => {
     execFile(process.execPath, args, { maxBuffer: 1 << 20, env: { ...process.env, EMBEDSTACK_BENCH_CHILD: '1' } }, (err, stdout, stderr) => {
       if (err) return reject(new Error(`memory child ${JSON.stringify(spec)} failed: ${err.message}\n${stderr}`));
@@ -117,6 +128,15 @@ export async function runMemoryChild(ctx: SuiteContext, label: string, spec: Mem
 const perKey = (r: MemoryChildResult | Error, n: number, pick: (r: MemoryChildResult) => number | null): number =>
   r instanceof Error ? NaN : (pick(r) ?? NaN) / n;
 
+/** The largest change of V8's heapTotal between a table child's two readings (V8's own, inside its RSS delta; a JS Map's is its memory). */
+export function heapChangeNote(children: readonly (MemoryChildResult | Error)[]): string {
+  const changes = children.filter((r): r is MemoryChildResult => !(r instanceof Error)).map((r) => r.heapTotal[1] - r.heapTotal[0]);
+  if (changes.length === 0) return 'V8 heapTotal change between the readings: no child result';
+  const worst = changes.reduce((a, b) => (Math.abs(b) > Math.abs(a) ? b : a));
+  const mb = (worst / 2 ** 20).toFixed(1);
+  return `V8 heapTotal change between a table child's readings: at most ${worst > 0 ? '+' : ''}${mb} MiB (young generation pinned at 1 MiB semi-spaces; 10 MiB would be 1 B/key at 10M keys)`;
+}
+
 export const memorySuite: Suite = {
   name: 'memory',
   description: 'bytes per key (RSS delta, memoryUsage()) vs JS Map and the value bytes',
@@ -125,6 +145,7 @@ export const memorySuite: Suite = {
     const groups: Group[] = [];
     const targets: Target[] = [];
     const valueBytes = DIM * 4;
+    const children: (MemoryChildResult | Error)[] = [];
     for (const n of [1_000_000, 10_000_000]) {
       const base = { keys: n, dim: DIM, backend: ctx.backend.name };
       const grown = await runMemoryChild(ctx, `table ${formatCount(n)} keys (grown)`, { ...base, what: 'table', presize: false });
@@ -133,7 +154,9 @@ export const memorySuite: Suite = {
         figure('table RSS (grown)', 'ours', perKey(grown, n, (r) => r.rssDelta), 'B/key', { lowerIsBetter: true, note: 'from initCapacity 1024' }),
         figure('table RSS (presized)', 'ours', perKey(presized, n, (r) => r.rssDelta), 'B/key', { lowerIsBetter: true, note: 'initCapacity = keys' }),
         figure('table memoryUsage() (grown)', 'ours', perKey(grown, n, (r) => r.memoryUsage), 'B/key', { lowerIsBetter: true }),
+        figure('table memoryUsage() (presized)', 'ours', perKey(presized, n, (r) => r.memoryUsage), 'B/key', { lowerIsBetter: true }),
       ];
+      children.push(grown, presized);
       if (n === 1_000_000 || ctx.args.full) {
         const map = await runMemoryChild(ctx, `JS Map ${formatCount(n)} keys`, { ...base, what: 'jsmap', presize: false });
         figures.push(figure('JS Map RSS', 'peer', perKey(map, n, (r) => r.rssDelta), 'B/key', { lowerIsBetter: true, note: 'Map<bigint, Float32Array>' }));
@@ -154,6 +177,7 @@ export const memorySuite: Suite = {
       notes: [
         'ratios here are cost ratios: "0.9x value bytes" means 10% more than the bare values',
         `the JS Map at 10M keys runs with --full only`,
+        heapChangeNote(children),
       ],
       charts: [],
     };
