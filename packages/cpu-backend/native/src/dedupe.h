@@ -21,9 +21,14 @@ class BatchDedupe {
   const int64_t* keys() const { return keys_.data(); }
   /** Unique id of occurrence i. */
   uint32_t uniqueOf(size_t i) const { return ids_[i]; }
+  /** [n] the unique id of each occurrence. */
+  const uint32_t* uniqueIds() const { return ids_.data(); }
   uint32_t count(size_t u) const { return counts_[u]; }
   uint32_t firstOccurrence(size_t u) const { return first_[u]; }
   uint32_t lastOccurrence(size_t u) const { return last_[u]; }
+  /** [uniqueCount()] each unique's first / last occurrence. */
+  const uint32_t* firstOccurrences() const { return first_.data(); }
+  const uint32_t* lastOccurrences() const { return last_.data(); }
 
   /** Occurrences of each unique in order: occurrences(u) = [begin, end) into occurrenceList(). Built on demand. */
   void buildOccurrenceLists();

@@ -424,8 +424,23 @@ class DynamicTable final : public Table {
   void prefetchRow(uint32_t row, size_t bytes) const;
 
   // ---- write path (dynamic_write.cc, dynamic_admit.cc) -------------------------------
-  /** Dedupes and probes the call's keys, takes its clock and widens the records if a score it may store needs it. */
-  void startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores, bool explicitScores = false);
+  /**
+   * Work a write runs beside its probe, reading only the batch's dedupe (startWrite): prepare()
+   * after the dedupe says whether there is any; then run() runs once, on the calling thread,
+   * while the pool's other threads probe (or before the probe when the pool does not split).
+   */
+  class BesideProbe {
+   public:
+    virtual ~BesideProbe() = default;
+    virtual bool prepare(const BatchDedupe& d) = 0;
+    virtual void run() = 0;
+  };
+  /**
+   * Dedupes and probes the call's keys (with `beside`'s work, if any), takes its clock and
+   * widens the records if a score it may store needs it.
+   */
+  void startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores, bool explicitScores = false,
+                  BesideProbe* beside = nullptr);
   /**
    * Decides which absent uniques with wantsNew[u] are admitted (the eviction rule when
    * the cap is reached), reserves room, evicts losing residents and marks refused
@@ -435,6 +450,11 @@ class DynamicTable final : public Table {
   void insertAdmitted(WriteBatch& wb, const ScratchVector<uint32_t>& admitted, bool fillValues);
   /** Scores every unique resident at the end of the call (write policies). */
   void touchWritten(WriteBatch& wb, bool explicitScores);
+  /** applyGradientSums' sums in input order, taken beside the probe (dynamic_write.cc). */
+  class InOrderSums;
+  /** applyGradientSums' update of every key from InOrderSums (dynamic_write.cc). */
+  void updateFromSums(const WriteBatch& wb, const ArrayGradientSums& sums, const OptimizerParams& opt,
+                      const uint32_t* running, const float* summed);
   /** Scores unique u if it is resident (nextScore with its count, or the caller's score). */
   void touchUnique(const WriteBatch& wb, size_t u, bool explicitScores) {
     const uint32_t row = wb.rows[u];

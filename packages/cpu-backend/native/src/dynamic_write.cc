@@ -15,19 +15,41 @@
 namespace embedstack {
 
 void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores,
-                              bool explicitScores) {
+                              bool explicitScores, BesideProbe* beside) {
   wb.dedupe.build(keys, n);
   const size_t u = wb.dedupe.uniqueCount();
   wb.scores = scores;
   wb.rows.assign(u, KeyIndex::kNoRow);
   wb.present.assign(u, 0);
   wb.refused.assign(u, 0);
-  forEachRange(u, [&](size_t b, size_t e) {
+  const auto probeRange = [&](size_t b, size_t e) {
     probe(wb.dedupe.keys(), b, e, false, NoRowPrefetch{}, [&](size_t j, uint32_t row) {
       wb.rows[j] = row;
       wb.present[j] = row != KeyIndex::kNoRow;
     });
-  });
+  };
+  if (beside != nullptr && beside->prepare(wb.dedupe)) {
+    if (n >= kParallelThreshold && ThreadPool::shared().threads() >= 2) {
+      // Item 0 the work beside, the others the probe's ranges: the caller takes the work beside
+      // and the pool's other threads probe meanwhile (whoever is free takes what is left).
+      const size_t grain = u >= kParallelThreshold ? parallelGrain(u, 2048) : (u > 0 ? u : 1);
+      const size_t ranges = (u + grain - 1) / grain;
+      ThreadPool::shared().parallelFor(ranges + 1, 1, [&](size_t b, size_t e) {
+        for (size_t k = b; k < e; ++k) {
+          if (k == 0) {
+            beside->run();
+          } else {
+            probeRange((k - 1) * grain, k * grain < u ? k * grain : u);
+          }
+        }
+      });
+    } else {
+      beside->run();
+      forEachRange(u, probeRange);
+    }
+  } else {
+    forEachRange(u, probeRange);
+  }
   // The clock advances only once the call cannot fail for lack of scratch memory.
   wb.clock = beginCall();
   widenForWrite(wb, scores, n, explicitScores);
@@ -166,6 +188,64 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
   });
 }
 
+namespace {
+
+// n floats, uninitialised, 64-byte aligned, from the scratch cache (scratchAllocate).
+class ScratchLines {
+ public:
+  explicit ScratchLines(size_t n) : bytes_(n * sizeof(float) + 64), block_(scratchAllocate(bytes_)) {}
+  ~ScratchLines() { scratchFree(block_, bytes_); }
+  ScratchLines(const ScratchLines&) = delete;
+  ScratchLines& operator=(const ScratchLines&) = delete;
+  float* data() const {
+    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(block_) + 63) & ~uintptr_t{63});
+  }
+
+ private:
+  size_t bytes_;
+  void* block_;
+};
+
+}  // namespace
+
+// applyGradients' sums in input order, beside the probe (startWrite): for a gradient array on
+// float32 storage (`array`, else null: never on) and a batch in which a quarter or more of the
+// entries repeat a key, whose hot keys' gradient rows lie scattered over the whole array (the
+// key-by-key loop reads them key by key), the keys of two or more occurrences are summed in one
+// pass over the batch, front to back (sumRowsInOrder: each key's additions in the same order
+// from 0, the same bits). It reads only the batch's dedupe and the gradients, so it runs while
+// the pool's other threads probe the keys.
+class DynamicTable::InOrderSums final : public BesideProbe {
+ public:
+  InOrderSums(const ArrayGradientSums* array, size_t n, size_t dim) : array_(array), n_(n), dim_(dim) {}
+  bool prepare(const BatchDedupe& d) override {
+    const size_t uniques = d.uniqueCount();
+    if (array_ == nullptr || (n_ - uniques) * 4 < n_) return false;
+    dedupe_ = &d;
+    running_.resize(uniques);
+    uint32_t multi = 0;
+    for (size_t u = 0; u < uniques; ++u) running_[u] = d.count(u) > 1 ? multi++ : kNoRunningRow;
+    summed_ = std::make_unique<ScratchLines>(static_cast<size_t>(multi) * dim_);
+    return true;
+  }
+  void run() override {
+    sumRowsInOrder(n_, dedupe_->uniqueIds(), running_.data(), dedupe_->firstOccurrences(), array_->grads(),
+                   array_->rowIndex(), dim_, summed_->data());
+  }
+  bool on() const { return dedupe_ != nullptr; }
+  const ArrayGradientSums* array() const { return array_; }
+  const uint32_t* running() const { return running_.data(); }
+  const float* summed() const { return summed_->data(); }
+
+ private:
+  const ArrayGradientSums* array_;
+  size_t n_;
+  size_t dim_;
+  const BatchDedupe* dedupe_ = nullptr;
+  ScratchVector<uint32_t> running_;
+  std::unique_ptr<ScratchLines> summed_;
+};
+
 void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
   applyGradientSums(keys, n, ArrayGradientSums(grads, dim_), opt);
 }
@@ -176,10 +256,12 @@ void DynamicTable::applyGradientSums(const int64_t* keys, size_t n, const Gradie
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   WriteBatch wb;
-  startWrite(wb, keys, n, nullptr);
-  wb.dedupe.buildOccurrenceLists();
+  InOrderSums inOrder(wide() ? dynamic_cast<const ArrayGradientSums*>(&sums) : nullptr, n, dim_);
+  startWrite(wb, keys, n, nullptr, false, &inOrder);
+  if (!inOrder.on()) wb.dedupe.buildOccurrenceLists();
   ScratchVector<uint32_t> admitted = admit(wb, nullptr, false);
   insertAdmitted(wb, admitted, true);
+  if (inOrder.on()) return updateFromSums(wb, *inOrder.array(), opt, inOrder.running(), inOrder.summed());
   const BatchDedupe& d = wb.dedupe;
   const uint32_t* occ = d.occurrenceList();
   forEachRange(
@@ -206,6 +288,43 @@ void DynamicTable::applyGradientSums(const int64_t* keys, size_t n, const Gradie
             loadValues(storage_, valuesOf(row), widened.data(), dim_);
             sums.update(opt, widened.data(), slotsOf(row), o, d.count(u), dim_, sum.data(), scratch.data());
             writeValues(row, widened.data());
+          }
+          touchUnique(wb, u, false);
+        }
+      },
+      256);
+}
+
+// Every key updated as the key-by-key loop updates it (split by keys over the pool), from its
+// sum (InOrderSums, `running[u]`'s row of `summed`) or, a key of one occurrence, from its own
+// gradient row: the same bits.
+void DynamicTable::updateFromSums(const WriteBatch& wb, const ArrayGradientSums& sums, const OptimizerParams& opt,
+                                  const uint32_t* running, const float* summed) {
+  const uint32_t* first = wb.dedupe.firstOccurrences();
+  // rows (values, slots, score) and a key of one occurrence's gradient row this many keys ahead
+  constexpr size_t kAhead = 8;
+  forEachRange(
+      wb.dedupe.uniqueCount(),
+      [&](size_t b, size_t e) {
+        std::vector<float> sum(dim_);
+        std::vector<double> scratch(dim_);
+        for (size_t u = b; u < e; ++u) {
+          if (u + kAhead < e) {
+            const uint32_t ahead = wb.rows[u + kAhead];
+            if (ahead != KeyIndex::kNoRow) {
+              prefetchRow(ahead, rowBytes());
+              meta().prefetch(NoRowPrefetch{}, ahead, true);
+              if (running[u + kAhead] == kNoRunningRow) sums.prefetch(first + u + kAhead, 1);
+            }
+          }
+          const uint32_t row = wb.rows[u];
+          if (row == KeyIndex::kNoRow) continue;
+          float* w = static_cast<float*>(valuesOf(row));
+          if (running[u] == kNoRunningRow) {
+            sums.update(opt, w, slotsOf(row), first + u, 1, dim_, sum.data(), scratch.data());
+          } else {
+            applyOptimizerRow(opt, w, slotsOf(row), summed + static_cast<size_t>(running[u]) * dim_, dim_,
+                              scratch.data());
           }
           touchUnique(wb, u, false);
         }

@@ -103,6 +103,35 @@ void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t cou
 }
 
 ES_MULTIVERSION
+void sumRowsInOrder(size_t n, const uint32_t* unique, const uint32_t* running, const uint32_t* first, const float* grads,
+                    const uint32_t* rowIndex, size_t dim, float* sums) {
+  const auto gradAt = [&](size_t i) __attribute__((always_inline)) {
+    return grads + static_cast<size_t>(rowIndex ? rowIndex[i] : i) * dim;
+  };
+  // The gradient row this many entries ahead, when it is summed (a shard's rows through rowIndex
+  // ascend, with gaps).
+  constexpr size_t kAhead = 16;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n && running[unique[i + kAhead]] != kNoRunningRow) {
+      const uintptr_t a = reinterpret_cast<uintptr_t>(gradAt(i + kAhead));
+      for (uintptr_t l = a & ~uintptr_t{63}; l < a + dim * sizeof(float); l += 64) {
+        __builtin_prefetch(reinterpret_cast<const void*>(l));
+      }
+    }
+    const uint32_t u = unique[i];
+    const uint32_t k = running[u];
+    if (k == kNoRunningRow) continue;
+    const float* g = gradAt(i);
+    float* __restrict s = sums + static_cast<size_t>(k) * dim;
+    if (first[u] == i) {
+      for (size_t c = 0; c < dim; ++c) s[c] = 0.0f + g[c];
+    } else {
+      for (size_t c = 0; c < dim; ++c) s[c] = s[c] + g[c];
+    }
+  }
+}
+
+ES_MULTIVERSION
 void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
                       size_t count, size_t dim, const uint32_t* rowIndex, float* sum, double* scratch) {
   sumRowsOf(grads, occurrences, count, dim, rowIndex, sum);

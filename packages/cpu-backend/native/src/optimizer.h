@@ -69,6 +69,20 @@ void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const f
 void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim, const uint32_t* rowIndex,
                      float* sum);
 
+/** sumColumnsInOrder's `running` of a key of one occurrence (it gets no running row). */
+constexpr uint32_t kNoRunningRow = UINT32_MAX;
+
+/**
+ * The summed gradient of every key of two or more occurrences in a batch, in one pass over its
+ * entries in input order (the gradient array read front to back): for entry i of unique
+ * u = unique[i] with running[u] = k (not kNoRunningRow), sums[k * dim .. (k + 1) * dim), each
+ * key's gradient rows added in float from 0 in order of occurrence (sumGradientRows' bits;
+ * first[u] is u's first occurrence). Entry i's gradient is row i of grads, or row rowIndex[i]
+ * when rowIndex is not null. Multiversioned.
+ */
+void sumRowsInOrder(size_t n, const uint32_t* unique, const uint32_t* running, const uint32_t* first, const float* grads,
+                    const uint32_t* rowIndex, size_t dim, float* sums);
+
 /** sumGradientRows then applyOptimizerRow(sum), in one call (the tables' update of a key from a gradient array). */
 void applyGradientRow(const OptimizerParams& p, float* w, float* slots, const float* grads, const uint32_t* occurrences,
                       size_t count, size_t dim, const uint32_t* rowIndex, float* sum, double* scratch);

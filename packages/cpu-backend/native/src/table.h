@@ -176,6 +176,9 @@ class ArrayGradientSums final : public GradientSums {
   void update(const OptimizerParams& opt, float* w, float* slots, const uint32_t* occurrences, size_t count, size_t dim,
               float* sum, double* scratch) const override;
   void prefetch(const uint32_t* occurrences, size_t count) const override;
+  const float* grads() const { return grads_; }
+  /** Null when entry i's gradient is row i. */
+  const uint32_t* rowIndex() const { return rowIndex_; }
 
  private:
   const float* grads_;

@@ -305,65 +305,68 @@ void adagradByHand(std::vector<float>& w, std::vector<float>& acc, const std::ve
 // with gradients whose float sums depend on their order (1e7 and 1): two steps, every value and
 // accumulator bit for bit against the formulas; directly and through a mod plan (each part's
 // entries read in place, rows of the batch's gradient array); the scores as an upsert's.
+// Batches and plan parts below 16384 entries sum before the probe, larger ones beside it on the
+// pool (when it has two threads); several dims.
 TEST(apply_gradients_sums_scattered_duplicates_in_order) {
-  const size_t dim = 5;
-  const size_t n = 20000;
   const double lr = 0.05;
-  estest::Draw draw{7};
-  std::vector<int64_t> keys(n);
-  for (size_t i = 0; i < n; ++i) {
-    const size_t r = draw.below(100);
-    keys[i] = r < 40 ? static_cast<int64_t>(r % 5) : static_cast<int64_t>(1000 + draw.below(30000));  // 5 hot keys
-  }
-  const float parts[] = {1e7f, 1.0f, -1e7f, 0.3f, -2.5f, 3e-5f};
-  std::vector<float> grads(n * dim);
-  for (float& g : grads) g = parts[draw.below(6)];
-  OptimizerParams p;
-  p.kind = OptimizerKind::kAdagrad;
-  p.lr = lr;
-  for (int planned = 0; planned < 2; ++planned) {
-    TableConfig c = dynamicConfig(dim, 1024, SIZE_MAX, ScorePolicy::kLfu);
-    c.initializer.kind = InitKind::kOnes;
-    c.slotWidths = {static_cast<uint32_t>(dim)};
-    c.slotInitial = {0.1f};
-    auto t = createTable(c);
-    auto twin = createTable(c);  // upserts of the same keys: the scores to expect
-    const std::vector<ShardPlan> plans = estest::floorModPlans(2);
-    std::map<int64_t, std::vector<const float*>> byKey;  // the entries each part applies, in order
+  const std::pair<size_t, size_t> shapes[] = {{5, 10000}, {5, 40000}, {48, 40000}, {64, 10000}, {64, 40000}};
+  for (const auto& [dim, n] : shapes) {
+    estest::Draw draw{7};
+    std::vector<int64_t> keys(n);
     for (size_t i = 0; i < n; ++i) {
-      int64_t l = keys[i];
-      if (planned && !plans[1].owns(keys[i], &l)) continue;
-      byKey[l].push_back(grads.data() + i * dim);
+      const size_t r = draw.below(100);
+      keys[i] = r < 40 ? static_cast<int64_t>(r % 5) : static_cast<int64_t>(1000 + draw.below(30000));  // 5 hot keys
     }
-    std::map<int64_t, std::vector<float>> w;
-    std::map<int64_t, std::vector<float>> acc;
-    for (auto& [k, g] : byKey) {
-      w[k].assign(dim, 1.0f);
-      acc[k].assign(dim, 0.1f);
-    }
-    std::vector<int64_t> local;
-    for (auto& [k, g] : byKey) {
-      for (size_t r = 0; r < g.size(); ++r) local.push_back(k);
-    }
-    std::vector<float> ones(local.size() * dim, 1.0f);
-    for (int step = 0; step < 2; ++step) {
-      if (planned) {
-        plannedApplyGradients(*t, keys.data(), n, grads.data(), plans[1], p);
-      } else {
-        t->applyGradients(keys.data(), n, grads.data(), p);
+    const float parts[] = {1e7f, 1.0f, -1e7f, 0.3f, -2.5f, 3e-5f};
+    std::vector<float> grads(n * dim);
+    for (float& g : grads) g = parts[draw.below(6)];
+    OptimizerParams p;
+    p.kind = OptimizerKind::kAdagrad;
+    p.lr = lr;
+    for (int planned = 0; planned < 2; ++planned) {
+      TableConfig c = dynamicConfig(dim, 1024, SIZE_MAX, ScorePolicy::kLfu);
+      c.initializer.kind = InitKind::kOnes;
+      c.slotWidths = {static_cast<uint32_t>(dim)};
+      c.slotInitial = {0.1f};
+      auto t = createTable(c);
+      auto twin = createTable(c);  // upserts of the same keys: the scores to expect
+      const std::vector<ShardPlan> plans = estest::floorModPlans(2);
+      std::map<int64_t, std::vector<const float*>> byKey;  // the entries each part applies, in order
+      for (size_t i = 0; i < n; ++i) {
+        int64_t l = keys[i];
+        if (planned && !plans[1].owns(keys[i], &l)) continue;
+        byKey[l].push_back(grads.data() + i * dim);
       }
-      twin->upsert(local.data(), local.size(), ones.data(), nullptr);
-      for (auto& [k, g] : byKey) adagradByHand(w[k], acc[k], g, lr);
-    }
-    const auto s = snapshot(*t);
-    const auto u = snapshot(*twin);
-    EXPECT_EQ(s.values.size(), byKey.size());
-    for (auto& [k, g] : byKey) {
-      for (size_t col = 0; col < dim; ++col) {
-        EXPECT_FLOAT_BITS(s.values.at(k)[col], w[k][col]);
-        EXPECT_FLOAT_BITS(s.slots.at(k)[col], acc[k][col]);
+      std::map<int64_t, std::vector<float>> w;
+      std::map<int64_t, std::vector<float>> acc;
+      for (auto& [k, g] : byKey) {
+        w[k].assign(dim, 1.0f);
+        acc[k].assign(dim, 0.1f);
       }
-      EXPECT_EQ(s.scores.at(k), u.scores.at(k));
+      std::vector<int64_t> local;
+      for (auto& [k, g] : byKey) {
+        for (size_t r = 0; r < g.size(); ++r) local.push_back(k);
+      }
+      std::vector<float> ones(local.size() * dim, 1.0f);
+      for (int step = 0; step < 2; ++step) {
+        if (planned) {
+          plannedApplyGradients(*t, keys.data(), n, grads.data(), plans[1], p);
+        } else {
+          t->applyGradients(keys.data(), n, grads.data(), p);
+        }
+        twin->upsert(local.data(), local.size(), ones.data(), nullptr);
+        for (auto& [k, g] : byKey) adagradByHand(w[k], acc[k], g, lr);
+      }
+      const auto s = snapshot(*t);
+      const auto u = snapshot(*twin);
+      EXPECT_EQ(s.values.size(), byKey.size());
+      for (auto& [k, g] : byKey) {
+        for (size_t col = 0; col < dim; ++col) {
+          EXPECT_FLOAT_BITS(s.values.at(k)[col], w[k][col]);
+          EXPECT_FLOAT_BITS(s.slots.at(k)[col], acc[k][col]);
+        }
+        EXPECT_EQ(s.scores.at(k), u.scores.at(k));
+      }
     }
   }
 }

@@ -2,7 +2,9 @@
 // reads to block one another. Before narrow records a read only ever took shared locks, so
 // reads holding several tables' read locks at once (lookupCombinedShards' read path: one
 // RowLease per part, taken in part order, planned_ops.cc) could never wait for each other.
+// Also (rev37): an applyGradients rejected for want of memory changes nothing.
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <memory>
 #include <fstream>
@@ -15,6 +17,7 @@
 
 #include "planned_ops.h"
 #include "table_helpers.h"
+#include "thread_pool.h"
 #include "test.h"
 
 using namespace embedstack;
@@ -229,5 +232,60 @@ TEST(a_widening_without_memory_rejects_the_call_and_changes_nothing) {
   const auto wide = snapshot(*t);
   EXPECT_EQ(wide.scores.at(4), (uint64_t{1} << 32) | 2);
   for (int64_t k : {1, 2, 3}) EXPECT_EQ(wide.scores.at(k), uint64_t{1});
+}
+
+// rev37: applyGradients (the in-order sums' scratch is taken before any key is admitted).
+// A batch of 4096 entries over 1024 keys (each 4 times, 512 of them new) at dim 2048: summing
+// the repeated keys' gradients needs 8 MiB of scratch. With the address space limited to 2 MiB
+// more than the process holds, the call either succeeds (every key in) or is rejected and the
+// table is exactly as before (size, values, accumulators). Not under ASan (its shadow memory needs RLIMIT_AS).
+TEST(an_apply_gradients_rejected_for_memory_changes_nothing) {
+  constexpr size_t kDim = 2048;
+  constexpr size_t kKeys = 1024;
+  constexpr size_t kN = 4 * kKeys;
+  TableConfig c = dynamicConfig(kDim, 2 * kKeys, SIZE_MAX, ScorePolicy::kLru);
+  c.initializer.kind = InitKind::kOnes;
+  c.slotWidths = {static_cast<uint32_t>(kDim)};
+  c.slotInitial = {0.1f};
+  auto t = createTable(c);
+  std::vector<int64_t> resident(kKeys / 2);
+  for (size_t k = 0; k < resident.size(); ++k) resident[k] = static_cast<int64_t>(2 * k);
+  std::vector<float> ones(resident.size() * kDim, 1.0f);
+  t->upsert(resident.data(), resident.size(), ones.data(), nullptr);
+  std::vector<int64_t> keys(kN);
+  for (size_t i = 0; i < kN; ++i) keys[i] = static_cast<int64_t>((i * 7) % kKeys);  // each key 4 times, scattered
+  std::vector<float> grads(kN * kDim, 0.25f);
+  OptimizerParams p;
+  p.kind = OptimizerKind::kAdagrad;
+  p.lr = 0.5;
+  ThreadPool::shared();  // its threads started before the limit
+  const auto before = snapshot(*t);
+  const size_t sizeBefore = t->size();
+  const size_t vm = addressSpaceBytes();
+  ASSERT_TRUE(vm > 0);
+  rlimit old{};
+  ASSERT_TRUE(getrlimit(RLIMIT_AS, &old) == 0);
+  rlimit tight = old;
+  tight.rlim_cur = vm + (size_t{2} << 20);
+  ASSERT_TRUE(setrlimit(RLIMIT_AS, &tight) == 0);
+  bool threw = false;
+  try {
+    t->applyGradients(keys.data(), kN, grads.data(), p);
+  } catch (const std::exception& e) {
+    threw = true;
+    std::printf("  (%s)\n", e.what());
+  } catch (...) {
+    threw = true;
+  }
+  setrlimit(RLIMIT_AS, &old);
+  if (threw) {
+    EXPECT_EQ(t->size(), sizeBefore);
+    const auto after = snapshot(*t);
+    EXPECT_TRUE(after.values == before.values);
+    EXPECT_TRUE(after.slots == before.slots);
+  } else {
+    EXPECT_EQ(t->size(), kKeys);  // every key in
+  }
+  std::printf("  (rejected: %s)\n", threw ? "yes" : "no");
 }
 #endif
