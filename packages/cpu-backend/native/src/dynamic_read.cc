@@ -123,7 +123,7 @@ struct DynamicTable::PassResolver {
       const uint8_t* ctrl = idx.group(s.group);
       const Group group(ctrl);
       const BitMask match = group.match(s.fragment);
-      s.candidate = match ? KeyIndex::rowsOf(ctrl)[match.lowest()] : KeyIndex::kNoRow;
+      s.candidate = idx.firstRow(ctrl, match);
       if (!match && !group.matchEmpty()) {
         __builtin_prefetch(idx.group(nextGroup(s.group)), 0, 3);
         later[nLater++] = static_cast<uint32_t>(j);
@@ -133,8 +133,7 @@ struct DynamicTable::PassResolver {
     for (size_t o = 0; o < nLater; ++o) {
       ProbeSlot& s = slot[later[o]];
       const uint8_t* ctrl = idx.group(nextGroup(s.group));
-      const BitMask match = Group(ctrl).match(s.fragment);
-      s.candidate = match ? KeyIndex::rowsOf(ctrl)[match.lowest()] : KeyIndex::kNoRow;
+      s.candidate = idx.firstRow(ctrl, Group(ctrl).match(s.fragment));
     }
     // B: keys compared, scores touched.
     const auto askRecord = [&](size_t j) __attribute__((always_inline)) {
@@ -159,7 +158,7 @@ struct DynamicTable::PassResolver {
       const uint8_t* ctrl = idx.group(s.group);
       const Group group(ctrl);
       for (BitMask mm = group.match(s.fragment); mm; mm.dropLowest()) {
-        const uint32_t x = KeyIndex::rowsOf(ctrl)[mm.lowest()];
+        const uint32_t x = idx.row(ctrl, mm.lowest());
         if (x < rows) rowMeta.prefetch(NoRowPrefetch{}, x, false);
       }
       if (!group.matchEmpty()) __builtin_prefetch(idx.group(nextGroup(s.group)), 0, 3);

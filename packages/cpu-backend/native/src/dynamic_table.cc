@@ -27,10 +27,19 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   meta_.allocateZeroed(checkedMul(capacity_, metaStride_, "the keys and scores"), "the keys and scores");
   // The index is sized for initCapacity keys up front (the arena's capacity costs no
   // RSS until used; the index is written now, so it is capped at 2^26 keys' worth), at
-  // 10 keys per group like a rebuilt one: presized at the maximum load (11), 1 key in 9
-  // overflowed its home group and a lookup read 0.35 extra groups on average (0.12 at
-  // 10), which cost find 13-20% and the bag 5-10% (MEASUREMENTS.md).
-  index_.reset(KeyIndex::groupsFor(std::min<size_t>(capacity_, size_t{1} << 26)));
+  // the density of a rebuilt one (13 keys per 16-slot group, 10 per 12-slot group):
+  // presized at the maximum load (11 of 12 then), 1 key in 9 overflowed its home group
+  // and a lookup read 0.35 extra groups on average (0.12 at 10), which cost find 13-20%
+  // and the bag 5-10% (MEASUREMENTS.md). Narrow (3-byte rows) when initCapacity rows fit
+  // 24 bits; a larger presized table starts wide rather than rebuild at 2^24 rows.
+  const bool narrow = narrowIndexFor(capacity_);
+  index_.reset(KeyIndex::groupsFor(std::min<size_t>(capacity_, size_t{1} << 26), narrow), narrow);
+}
+
+std::atomic<size_t> DynamicTable::narrowIndexRows{KeyIndex::kNarrowRows};
+
+bool DynamicTable::narrowIndexFor(size_t rows) {
+  return rows <= std::min(narrowIndexRows.load(std::memory_order_relaxed), KeyIndex::kNarrowRows);
 }
 
 ScoreClock DynamicTable::beginCall() {
@@ -129,9 +138,9 @@ uint32_t DynamicTable::lookup(int64_t key) const {
   return slot == KeyIndex::kNoSlot ? KeyIndex::kNoRow : index_.rowAt(slot);
 }
 
-void DynamicTable::rebuildIndex(size_t groups) {
+void DynamicTable::rebuildIndex(size_t groups, bool narrow) {
   KeyIndex fresh;
-  fresh.reset(groups);
+  fresh.reset(groups, narrow);
   // Keys are read in arena order (sequential); their home groups are prefetched
   // 16 rows ahead so the random inserts overlap their cache misses.
   constexpr size_t kAhead = 16;
@@ -156,7 +165,13 @@ void DynamicTable::rebuildIndex(size_t groups) {
 void DynamicTable::reserve(size_t finalSize, size_t newEntries) {
   ES_CHECK(finalSize <= capCeiling_, kFailedPrecondition,
            "Expected the table to hold at most " << capCeiling_ << " rows but the call needs " << finalSize);
-  if (!index_.fits(newEntries)) rebuildIndex(KeyIndex::groupsFor(index_.used() + newEntries));
+  // The index's layout: narrow (3-byte rows) while every row the table may hold after the
+  // call fits it, so a narrow index is rebuilt wide before the row 2^24 (or the hook's
+  // narrowIndexRows) is inserted; a rebuild for room picks narrow again when the rows fit.
+  const bool narrow = narrowIndexFor(finalSize);
+  if (!index_.fits(newEntries) || (index_.narrow() && !narrow)) {
+    rebuildIndex(KeyIndex::groupsFor(index_.used() + newEntries, narrow), narrow);
+  }
   if (finalSize > capacity_) {
     size_t cap = capacity_;
     while (cap < finalSize) cap = cap > capCeiling_ / 2 ? capCeiling_ : std::min(cap * 2, capCeiling_);

@@ -14,8 +14,10 @@
 //  Removal moves the last row into the hole, so everything stays dense and export
 //  order is arena order (offset/limit is O(1)). Capacity doubles from
 //  initCapacity, capped at maxCapacity; untouched capacity is address space, not RSS.
-//  - index: KeyIndex (control bytes + 4-byte row per slot), see key_index.h.
-// Overhead per key beyond the value bytes: 12 narrow or 16 wide (key, score) + 5.8..6.4 (index).
+//  - index: KeyIndex (control bytes + a 3-byte row per slot, 16 slots per 64-byte group,
+//    while the table holds at most 2^24 rows; a 4-byte row, 12 slots, above), see key_index.h.
+// Overhead per key beyond the value bytes: 12 narrow or 16 wide (key, score) + 4.4..4.9 (index,
+// up to 2^24 rows) or 5.8..6.4 (more rows).
 // The key and score stay out of the row on purpose: a [key, score, values] record
 // (tried in Nov 2026) makes a float32 dim-64 row 272 bytes, 5 cache lines and no
 // longer line-aligned, where the separate layout reads 4 aligned lines plus a meta
@@ -250,6 +252,12 @@ class DynamicTable final : public Table {
    */
   static constexpr size_t kFindPassesFrom = size_t{8} << 20;
   static std::atomic<size_t> findPassesFrom;
+  /**
+   * The index is narrow (3-byte rows, 16 slots a group) while the table's rows fit this many
+   * (KeyIndex::kNarrowRows = 2^24, at most), wide above. Tests lower it to cross the switch on
+   * small tables.
+   */
+  static std::atomic<size_t> narrowIndexRows;
 
   // Introspection for tests and benchmarks.
   /** Whether find runs in passes on this table (footprint >= findPassesFrom). */
@@ -258,6 +266,8 @@ class DynamicTable final : public Table {
   bool bagInPasses() const { return readsInPasses(kBagPassesScale); }
   size_t indexGroups() const { return index_.groups(); }
   size_t indexTombstones() const { return index_.tombstones(); }
+  /** Whether the index holds 3-byte rows (16 slots a group) or 4-byte rows (12 slots). */
+  bool indexNarrow() const { return index_.narrow(); }
   /** Whether the key/score records are narrow (12 bytes: every score fits 32 bits) or wide (16). */
   bool narrowScores() const { return meta().narrow(); }
   /** Sets the clock (the last call's; the next call gets clock + 1): tests reach 2^32 with it. */
@@ -339,7 +349,10 @@ class DynamicTable final : public Table {
   uint32_t insertRow(int64_t key, bool fillValue);
   /** Removes `key` if present (moves the last row into its hole). */
   bool removeKey(int64_t key);
-  void rebuildIndex(size_t groups);
+  /** Rebuilds the index with `groups` groups of the layout (narrow: 3-byte rows) from the records. */
+  void rebuildIndex(size_t groups, bool narrow);
+  /** Whether an index for a table of `rows` rows (rows 0..rows-1) is narrow (narrowIndexRows). */
+  static bool narrowIndexFor(size_t rows);
 
   /**
    * Looks up keys[begin..end) in order, calling fn(i, row) (row = kNoRow when absent).
@@ -526,8 +539,7 @@ struct DynamicTable::ProbeStages {
   __attribute__((always_inline)) void candidate(ProbeSlot& s) const {
     const uint8_t* ctrl = idx.group(s.group);
     const Group group(ctrl);
-    const BitMask match = group.match(s.fragment);
-    const uint32_t cand = match ? KeyIndex::rowsOf(ctrl)[match.lowest()] : KeyIndex::kNoRow;
+    const uint32_t cand = idx.firstRow(ctrl, group.match(s.fragment));
     s.candidate = cand;
     if (cand < rows) {
       rowMeta.prefetch(prefetchRow, cand, forWrite);

@@ -5,9 +5,12 @@
 // a mask, one bit per slot. The SWAR fragment match may report false positives
 // next to a true match; callers compare keys anyway. Empty masks are exact.
 //
-// A group is one 64-byte cache line: 16 control bytes, of which the first 12 are
-// slots (the last 4 are padding, masked out of every result), then the 12 slots'
-// 4-byte row indices. One line brings a probe's fragments and rows together.
+// A group is one 64-byte cache line: 16 control bytes, then the slots' row indices,
+// so one line brings a probe's fragments and rows together. Two layouts (key_index.h):
+// 16 slots with 3-byte rows, or 12 slots with 4-byte rows whose control bytes 12..15
+// are padding held at kCtrlDeleted. The matchers report all 16 bytes: padding never
+// matches a fragment (high bit clear; a SWAR false positive needs a byte equal to the
+// fragment ^ 1) nor matchEmpty, only matchFree, which the index masks to its slots.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +26,6 @@ namespace embedstack {
 constexpr uint8_t kCtrlEmpty = 0x80;
 constexpr uint8_t kCtrlDeleted = 0xFE;
 constexpr size_t kGroupWidth = 16;  // control bytes loaded per probe
-constexpr size_t kGroupSlots = 12;  // live slots per group
-constexpr uint32_t kSlotMask = (1u << kGroupSlots) - 1;
 constexpr size_t kGroupBytes = 64;  // control bytes + row indices of one group
 
 /** Iterates the set bits (slot offsets) of a group mask. */
@@ -56,15 +57,13 @@ class Group {
   /** `ctrl` points at 16 control bytes, 16-byte aligned. */
   explicit Group(const uint8_t* ctrl) : v_(_mm_load_si128(reinterpret_cast<const __m128i*>(ctrl))) {}
   BitMask match(uint8_t fragment) const {
-    return BitMask(kSlotMask & static_cast<uint32_t>(
-                                   _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_set1_epi8(static_cast<char>(fragment)), v_))));
+    return BitMask(static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_set1_epi8(static_cast<char>(fragment)), v_))));
   }
   BitMask matchEmpty() const {
-    return BitMask(kSlotMask & static_cast<uint32_t>(_mm_movemask_epi8(
-                                   _mm_cmpeq_epi8(_mm_set1_epi8(static_cast<char>(kCtrlEmpty)), v_))));
+    return BitMask(static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_set1_epi8(static_cast<char>(kCtrlEmpty)), v_))));
   }
-  /** Empty or deleted: the slots an insert may take (high bit set). */
-  BitMask matchFree() const { return BitMask(kSlotMask & static_cast<uint32_t>(_mm_movemask_epi8(v_))); }
+  /** Empty or deleted (high bit set): the bytes an insert may take, padding included (mask it). */
+  BitMask matchFree() const { return BitMask(static_cast<uint32_t>(_mm_movemask_epi8(v_))); }
 
  private:
   __m128i v_;
@@ -78,11 +77,9 @@ class Group {
     std::memcpy(&lo_, ctrl, 8);
     std::memcpy(&hi_, ctrl + 8, 8);
   }
-  BitMask match(uint8_t fragment) const {
-    return BitMask(kSlotMask & (gather(eq(lo_, fragment)) | (gather(eq(hi_, fragment)) << 8)));
-  }
-  BitMask matchEmpty() const { return BitMask(kSlotMask & (gather(empty(lo_)) | (gather(empty(hi_)) << 8))); }
-  BitMask matchFree() const { return BitMask(kSlotMask & (gather(lo_ & kMsbs) | (gather(hi_ & kMsbs) << 8))); }
+  BitMask match(uint8_t fragment) const { return BitMask(gather(eq(lo_, fragment)) | (gather(eq(hi_, fragment)) << 8)); }
+  BitMask matchEmpty() const { return BitMask(gather(empty(lo_)) | (gather(empty(hi_)) << 8)); }
+  BitMask matchFree() const { return BitMask(gather(lo_ & kMsbs) | (gather(hi_ & kMsbs) << 8)); }
 
  private:
   static constexpr uint64_t kLsbs = 0x0101010101010101ULL;
