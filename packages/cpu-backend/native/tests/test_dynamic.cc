@@ -748,7 +748,7 @@ TEST(find_through_full_groups_and_shared_fragments) {
   const size_t groups = d->indexGroups();
   auto home = [&](int64_t k) { return hashGroup(hashKey(k), groups); };
   std::mt19937_64 rng(99);
-  // 40 keys with home group 3 (3 full groups' worth), then random keys up to ~10 per group.
+  // 40 keys with home group 3 (2.5 full 16-slot groups' worth), then random keys up to ~13 per group.
   std::vector<int64_t> crowded, absent;
   while (crowded.size() < 40) {
     const int64_t k = static_cast<int64_t>(rng());

@@ -64,8 +64,9 @@ TEST(row_memory_is_key_score_values_and_slots) {
         auto* d = dynamic_cast<DynamicTable*>(t.get());
         ASSERT_TRUE(d != nullptr);
         EXPECT_EQ(d->narrowScores(), keyScore == 12);
-        // 64-byte index groups of 12 slots, presized to hold initCapacity keys at 10 per group
-        EXPECT_EQ(d->indexGroups(), cap / 10 + 1);
+        // 64-byte index groups of 16 slots (3-byte rows), presized to hold initCapacity keys at 13 per group
+        EXPECT_TRUE(d->indexNarrow());
+        EXPECT_EQ(d->indexGroups(), cap / 13 + 1);
         EXPECT_EQ(t->memoryUsage(), cap * rowBytes(l, keyScore) + d->indexGroups() * 64);
       }
     }
