@@ -95,39 +95,44 @@ class KeyIndex {
     __attribute__((always_inline)) uint32_t firstRow(const uint8_t* ctrl, BitMask m) const {
       return m ? row(ctrl, m.lowest()) : kNoRow;
     }
-    /** Slot (g * 16 + j) of `key` probing from group g, or kNoSlot. */
-    template <class KeyAt>
-    size_t findSlot(int64_t key, uint8_t fragment, size_t g, const KeyAt& keyAt) const {
+    /**
+     * Probes for `key` from group g: at its slot calls found(slot = group * 16 + j, row) and
+     * returns true; false when it is absent.
+     */
+    template <class KeyAt, class Found>
+    __attribute__((always_inline)) bool probeKey(int64_t key, uint8_t fragment, size_t g, const KeyAt& keyAt,
+                                                 Found&& found) const {
       for (size_t probes = 0; probes < groups; ++probes) {
         const uint8_t* ctrl = group(g);
         Group grp(ctrl);
         for (BitMask m = grp.match(fragment); m; m.dropLowest()) {
           const unsigned j = m.lowest();
           // The SWAR matcher may flag non-full bytes: check the byte before the key.
-          if (ctrl[j] == fragment && keyAt(row(ctrl, j)) == key) return g * kGroupWidth + j;
+          if (ctrl[j] != fragment) continue;
+          const uint32_t r = row(ctrl, j);
+          if (keyAt(r) == key) {
+            found(g * kGroupWidth + j, r);
+            return true;
+          }
         }
-        if (grp.matchEmpty()) return kNoSlot;
+        if (grp.matchEmpty()) return false;
         if (++g == groups) g = 0;
       }
-      return kNoSlot;
+      return false;
+    }
+    /** Slot (g * 16 + j) of `key` probing from group g, or kNoSlot. */
+    template <class KeyAt>
+    size_t findSlot(int64_t key, uint8_t fragment, size_t g, const KeyAt& keyAt) const {
+      size_t slot = kNoSlot;
+      probeKey(key, fragment, g, keyAt, [&](size_t s, uint32_t) { slot = s; });
+      return slot;
     }
     /** Row of `key` probing from group g, or kNoRow. */
     template <class KeyAt>
     uint32_t findRow(int64_t key, uint8_t fragment, size_t g, const KeyAt& keyAt) const {
-      for (size_t probes = 0; probes < groups; ++probes) {
-        const uint8_t* ctrl = group(g);
-        Group grp(ctrl);
-        for (BitMask m = grp.match(fragment); m; m.dropLowest()) {
-          const unsigned j = m.lowest();
-          if (ctrl[j] == fragment) {
-            const uint32_t r = row(ctrl, j);
-            if (keyAt(r) == key) return r;
-          }
-        }
-        if (grp.matchEmpty()) return kNoRow;
-        if (++g == groups) g = 0;
-      }
-      return kNoRow;
+      uint32_t row = kNoRow;
+      probeKey(key, fragment, g, keyAt, [&](size_t, uint32_t r) { row = r; });
+      return row;
     }
   };
   View view() const {
