@@ -235,14 +235,17 @@ TEST(a_widening_without_memory_rejects_the_call_and_changes_nothing) {
 }
 
 // rev37: applyGradients (the in-order sums' scratch is taken before any key is admitted).
-// A batch of 4096 entries over 1024 keys (each 4 times, 512 of them new) at dim 2048: summing
-// the repeated keys' gradients needs 8 MiB of scratch. With the address space limited to 2 MiB
-// more than the process holds, the call either succeeds (every key in) or is rejected and the
-// table is exactly as before (size, values, accumulators). Not under ASan (its shadow memory needs RLIMIT_AS).
+// A batch of 2048 entries over 1024 keys (each twice, 512 of them new) at dim 17000: summing
+// the repeated keys' gradients needs 66 MiB of scratch, more than a glibc thread arena's heap
+// (64 MiB, reserved ahead) can grow into, so it needs new address space even after the earlier
+// tests of the run (with 8 MiB of sums the call went through in the full run, served without new
+// address space, and the test checked nothing). With the address space limited to 2 MiB more
+// than the process holds, the call either succeeds (every key in) or is rejected and the table
+// is exactly as before (size, values, accumulators). Not under ASan (its shadow memory needs RLIMIT_AS).
 TEST(an_apply_gradients_rejected_for_memory_changes_nothing) {
-  constexpr size_t kDim = 2048;
+  constexpr size_t kDim = 17000;
   constexpr size_t kKeys = 1024;
-  constexpr size_t kN = 4 * kKeys;
+  constexpr size_t kN = 2 * kKeys;
   TableConfig c = dynamicConfig(kDim, 2 * kKeys, SIZE_MAX, ScorePolicy::kLru);
   c.initializer.kind = InitKind::kOnes;
   c.slotWidths = {static_cast<uint32_t>(kDim)};
@@ -253,7 +256,7 @@ TEST(an_apply_gradients_rejected_for_memory_changes_nothing) {
   std::vector<float> ones(resident.size() * kDim, 1.0f);
   t->upsert(resident.data(), resident.size(), ones.data(), nullptr);
   std::vector<int64_t> keys(kN);
-  for (size_t i = 0; i < kN; ++i) keys[i] = static_cast<int64_t>((i * 7) % kKeys);  // each key 4 times, scattered
+  for (size_t i = 0; i < kN; ++i) keys[i] = static_cast<int64_t>((i * 7) % kKeys);  // each key twice, scattered
   std::vector<float> grads(kN * kDim, 0.25f);
   OptimizerParams p;
   p.kind = OptimizerKind::kAdagrad;
