@@ -69,7 +69,7 @@ void applyOptimizerRow(const OptimizerParams& p, float* w, float* slots, const f
 void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim, const uint32_t* rowIndex,
                      float* sum);
 
-/** sumColumnsInOrder's `running` of a key of one occurrence (it gets no running row). */
+/** sumRowsInOrder's `running` of a key of one occurrence (it gets no running row). */
 constexpr uint32_t kNoRunningRow = UINT32_MAX;
 
 /**
