@@ -9,6 +9,9 @@ import { fileURLToPath } from 'node:url';
 /** Opaque handle of a native float arena [rows, dim]. */
 export type Arena = { readonly __arena: unique symbol };
 
+/** Opaque handle of a hash-indexed layout's two arrays (index lines and 12-byte key/score records). */
+export type HashLayout = { readonly __hashLayout: unique symbol };
+
 export interface NativePeers {
   /** Allocates and writes (makes resident) rows*dim floats, using `threads` threads. */
   createArena(rows: number, dim: number, threads?: number): Arena;
@@ -19,6 +22,20 @@ export interface NativePeers {
   gather(arena: Arena, rows: Uint32Array, out: Float32Array, threads: number): void;
   /** out[r] = sum (mean) of the arena rows ids[splits[r]..splits[r+1]). */
   gatherReduce(arena: Arena, splits: Int32Array, ids: Uint32Array, out: Float32Array, mean: boolean, threads: number): void;
+  /**
+   * The index (indexBytes / 64 lines, at least 1) and `rows` 12-byte records (key = row, score 0)
+   * of a hash-indexed table's layout, every page written, for {@link NativePeers.hashBagReduce}.
+   */
+  createHashLayout(indexBytes: number, rows: number, threads?: number): HashLayout;
+  freeHashLayout(layout: HashLayout): void;
+  /**
+   * The hash-indexed bag's ceiling: gatherReduce's output (the same bits), reading for each id
+   * first a random line of the layout's index, then (from a word of that line) the id's record
+   * (key compared, score stored), then its row. `tuning`: [variant (0 passes A, B, C; 1 A then
+   * B with the pooling; 2 one pipelined loop), ids per chunk, index lines ahead, records and rows
+   * ahead (into L2), rows ahead into L1, score stores (1) or not (0)]; default the fastest measured.
+   */
+  hashBagReduce(layout: HashLayout, arena: Arena, splits: Int32Array, ids: Uint32Array, out: Float32Array, mean: boolean, threads: number, tuning?: Float64Array): void;
   hardwareThreads(): number;
   /** Tests: the lines gatherReduce prefetches for a row `startByte` past a 64-byte line start, as byte offsets of their starts. */
   rowLines(startByte: number, rowBytes: number): number[];

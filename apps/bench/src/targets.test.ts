@@ -142,4 +142,70 @@ describe('native gather-reduce (the bag ceiling)', () => {
       }
     });
   }
+
+  // The hash-bag ceiling (suites/hashBag.ts): every variant of its passes, with and without
+  // score stores, pools the same rows into the same bits as the plain loop (and so as the
+  // gather-reduce); ids past the arena or the layout's records are skipped.
+  for (const dim of [64, 200, 8]) {
+    it(`hash-bag ceiling (dim ${dim}): every variant sums and averages bit for bit as a plain float32 loop, on 1 and 2 threads`, () => {
+      const native = loadNative();
+      const rows = 3000;
+      const arena = native.createArena(rows, dim, 2);
+      const layout = native.createHashLayout(37 * 64 + 5, rows, 2); // 37 lines (a partial line's bytes dropped)
+      try {
+        // bags of 0..40 ids, one longer than a small chunk, a few ids out of range
+        const sizes = [...Array.from({ length: 97 }, (_, r) => (r * 7) % 41), 300, 0, 2];
+        const splits = Int32Array.from({ length: sizes.length + 1 }, (_, r) => sizes.slice(0, r).reduce((a, b) => a + b, 0));
+        const ids = Uint32Array.from({ length: splits[sizes.length]! }, (_, j) => (j % 53 === 5 ? rows + j : (j * 2654435761) % rows));
+        for (const mean of [false, true]) {
+          const want = plain(rows, dim, splits, ids, mean);
+          for (const threads of [1, 2]) {
+            const tunings: (Float64Array | undefined)[] = [undefined];
+            for (const variant of [0, 1, 2]) {
+              for (const [chunk, indexAhead, recordAhead, near] of [[1024, 64, 32, 8], [40, 8, 3, 2], [1, 1, 1, 1]]) {
+                tunings.push(Float64Array.from([variant, chunk!, indexAhead!, recordAhead!, near!, variant === 1 ? 0 : 1, variant === 2 ? 1 : 0]));
+              }
+            }
+            for (const tuning of tunings) {
+              const out = new Float32Array(want.length).fill(7);
+              native.hashBagReduce(layout, arena, splits, ids, out, mean, threads, tuning);
+              expect(Buffer.from(out.buffer).equals(Buffer.from(want.buffer)), `mean ${mean}, ${threads} threads, tuning ${tuning ? [...tuning].join('/') : 'default'}`).toBe(true);
+            }
+          }
+        }
+        // a layout with fewer records than the arena has rows: ids at or past its records are skipped too
+        const short = native.createHashLayout(64, 100, 1);
+        const few = Uint32Array.from([5, 99, 100, 2999]);
+        const out = new Float32Array(dim);
+        native.hashBagReduce(short, arena, Int32Array.from([0, 4]), few, out, false, 1);
+        expect(Buffer.from(out.buffer).equals(Buffer.from(plain(100, dim, Int32Array.from([0, 4]), few, false).buffer))).toBe(true);
+        native.freeHashLayout(short);
+      } finally {
+        native.freeHashLayout(layout);
+        native.freeArena(arena);
+      }
+    });
+  }
+
+  it('hash-bag ceiling: rejects bad arguments and a freed layout with a TypeError, writing nothing', () => {
+    const native = loadNative();
+    const arena = native.createArena(10, 4, 1);
+    const layout = native.createHashLayout(640, 10, 1);
+    const splits = Int32Array.from([0, 2]);
+    const ids = Uint32Array.from([1, 2]);
+    const out = new Float32Array(4).fill(7);
+    try {
+      expect(() => native.hashBagReduce(layout, arena, splits, ids, new Float32Array(3), false, 1)).toThrow(/out is shorter/);
+      expect(() => native.hashBagReduce(layout, arena, Int32Array.from([0, 3]), ids, out, false, 1)).toThrow(/bad splits/);
+      expect(() => native.hashBagReduce(layout, arena, splits, ids, out, false, 1, Float64Array.from([0, 1024, 64, 32, 8, 1]))).toThrow(/Float64Array of 7/);
+      expect(() => native.hashBagReduce(layout, arena, splits, ids, out, false, 1, Float64Array.from([3, 1024, 64, 32, 8, 1, 0]))).toThrow(/out of range/);
+      expect(() => native.hashBagReduce(layout, arena, splits, ids, out, false, 1, Float64Array.from([0, 0, 64, 32, 8, 1, 0]))).toThrow(/out of range/);
+      expect(() => native.createHashLayout(64, 0)).toThrow(/rows in \[1/);
+      expect([...out]).toEqual([7, 7, 7, 7]);
+      native.freeHashLayout(layout);
+      expect(() => native.hashBagReduce(layout, arena, splits, ids, out, false, 1)).toThrow(/hashBagReduce\(layout/);
+    } finally {
+      native.freeArena(arena);
+    }
+  });
 });

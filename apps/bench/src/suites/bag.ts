@@ -3,7 +3,10 @@
  * batch 4096 samples, sum and mean, on a static and a dynamic table, against a
  * plain JS Float32Array loop, tfjs-core gather+reshape+sum on its wasm and cpu
  * backends, PyTorch's nn.EmbeddingBag in a child process (same values, ids and threads;
- * when python3 has torch), and the plain native gather-reduce loop. Unit: gathered rows/s.
+ * when python3 has torch), the plain native gather-reduce loop and the native hash-bag ceiling
+ * (hashBag.ts: what a dynamic table's layout allows: an index line and a key/score record per id
+ * before the row). Then a size sweep: dynamic / static bag at 64K .. 4M keys, with both native
+ * loops. Unit: gathered rows/s.
  */
 import type { Bag } from '@embedstack/core';
 import { measure } from '../harness.js';
@@ -15,6 +18,7 @@ import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
 import { staticTable, valuePattern } from '../tables.js';
 import { type Entry, figure, measuredFigure, runEntries, settle, threadLabel } from './common.js';
+import { bagSweep, ceilingSummary, hashCeilingEntry, hashCeilingName, layoutFor, SWEEP_SIZES } from './hashBag.js';
 import { bagDtypeGroups, sumsAgree } from './dtypes.js';
 import type { Suite } from './types.js';
 
@@ -61,7 +65,7 @@ async function tfjsFigures(ctx: { log(s: string): void }, values: Float32Array, 
 export const bagSuite: Suite = {
   name: 'bag',
   description: 'lookupCombined (embedding bag) vs JS loop, tfjs-core and a native loop',
-  steps: (ctx) => COMBINERS.length * (5 + 2 + (ctx.threads > 1 ? 2 : 1)) + 1,
+  steps: (ctx) => COMBINERS.length * (5 + 3 + (ctx.threads > 1 ? 2 : 1)) + 1 + 4 * SWEEP_SIZES.length,
   async run(ctx) {
     const { splits, ids } = bagInput(BATCH, 31);
     const idsSigned = new Int32Array(ids.buffer, ids.byteOffset, ids.length);
@@ -78,6 +82,9 @@ export const bagSuite: Suite = {
     const targets: Target[] = [];
     const nativeOut = new Float32Array(BATCH * FEATURES * DIM);
     const ourOut = new Float32Array(BATCH * FEATURES * DIM);
+    // the hash-bag ceiling: an index and records of the dynamic table's sizes, rows from the gather-reduce's arena
+    const hash = layoutFor(ctx.native, dyn, ROWS, ctx.threads);
+    const ceilingNotes: string[] = [];
     for (const [ci, combiner] of COMBINERS.entries()) {
       const opts = { combiner };
       const mean = combiner === 'mean';
@@ -113,6 +120,7 @@ export const bagSuite: Suite = {
               ctx.native.gatherReduce(arena, splits, ids, nativeOut, mean, t),
             ),
           ),
+          hashCeilingEntry(`native hash-bag ceiling ${threadLabel(ctx.threads)}`, ctx.native, hash.layout, arena, splits, ids, nativeOut, mean, ctx.threads, hash.note),
           // like for like with the native loop: one reused output (LookupCombinedOptions.out)
           entry('static lookupCombinedSync, reused out', 'static lookupCombinedSync, reused out', 'ours', () => void stat.lookupCombinedSync(staticBag, { combiner, out: ourOut })),
           entry('dynamic lookupCombinedSync, reused out', 'dynamic lookupCombinedSync, reused out', 'ours', () => void dyn.lookupCombinedSync(dynamicBag, { combiner, out: ourOut })),
@@ -136,12 +144,18 @@ export const bagSuite: Suite = {
       }
       targets.push(ratioTarget(g, o, 'JS loop', '>=', 5, `bag ${combiner} (static) >= 5x JS loop`));
       targets.push(ratioTarget(g, 'dynamic lookupCombinedSync', o, '>=', 0.8, `bag ${combiner}: dynamic table >= 0.8x static table`));
+      ceilingNotes.push(
+        `${combiner}, into reused outputs: ${ceilingSummary(g, 'dynamic lookupCombinedSync, reused out', 'static lookupCombinedSync, reused out', `native loop (${threadLabel(ctx.threads)})`, hashCeilingName(ctx.threads))}`,
+      );
       const best = g.figures.filter((f) => f.name.startsWith('tfjs-core') && Number.isFinite(f.value)).sort((a, b) => b.value - a.value)[0];
       if (best) targets.push(ratioTarget(g, o, best.name, '>=', 40, `bag ${combiner} (static) >= 40x tfjs-core (its faster backend: ${best.name.slice(10)})`));
     }
     const dt = await bagDtypeGroups(ctx, { stat, rows: ROWS, dim: DIM, splits, ids, perBag: IDS, title: `${FEATURES} features x ${IDS} ids, batch ${BATCH}, ${formatCount(ROWS)} rows, dim ${DIM}` });
     groups.push(...dt.groups);
     targets.push(...dt.targets);
+    ctx.native.freeHashLayout(hash.layout);
+    const sweep = await bagSweep(ctx, { dim: DIM, features: FEATURES, ids: IDS, batch: BATCH }, SWEEP_SIZES, { rows: ROWS, stat, dyn, arena });
+    groups.push(...sweep.groups);
     stat.dispose();
     ctx.fixtures.releaseAll();
     await settle();
@@ -155,6 +169,9 @@ export const bagSuite: Suite = {
         `tfjs-core runs batch ${TFJS_BATCH} (${formatCount(TFJS_BATCH * FEATURES * IDS)} ids) to keep its time bounded`,
         'the native loop writes into a reused output buffer; lookupCombined and the JS loop allocate theirs per call, except the "reused out" rows (LookupCombinedOptions.out), which the native-loop target compares: a fresh multi-MB output per call costs page faults that can be as large as the lookup',
         'storage dtypes: the same rows and ids on float32, bfloat16 and float16 static tables (values rounded to nearest-even when stored; pooled in double, returned as float32) vs nn.EmbeddingBag on a weight of each dtype',
+        `the native hash-bag ceiling (${hash.note}): per id a random line of an array of the dynamic table's index size, then the id's 12-byte key/score record (key compared, score stored), then its row, pooled as the gather-reduce pools (same output bits); no probe, no overflow: a dynamic bag cannot touch fewer lines, so dynamic / ceiling is how close the table comes to what its layout allows on this machine, and ceiling / gather-reduce what the two extra lines per id cost here`,
+        ...ceilingNotes,
+        ...sweep.summary.map((line) => `size sweep, sum, reused out: ${line}`),
       ],
       charts: [],
     };
