@@ -316,9 +316,11 @@ Napi::Value GatherReduce(const Napi::CallbackInfo& info) {
 // output bits). No probe: every id's group is one multiply-shift of the id, the word is the row
 // offset (0: the record and row are the id's own, but the CPU cannot know it before the line
 // arrives, so the record and row wait on the index line as they wait on a real probe), no
-// overflow, no wrong candidate. A dynamic bag over a table of these sizes cannot touch fewer
-// lines, so this loop bounds it: the dynamic bag / this loop is how close the table comes to
-// what its layout allows on this machine, and this loop / gatherReduce is what the two extra
+// overflow, no wrong candidate. A dynamic bag with the cpu backend's current layout (index,
+// 12-byte key/score record, row: three arrays) over a table of these sizes cannot touch fewer
+// lines, so this loop bounds it (a layout with the key and score inside the row record would
+// touch one line fewer, and is not bounded by it): the dynamic bag / this loop is how close the
+// table comes to what its layout allows on this machine, and this loop / gatherReduce is what the two extra
 // lines per id cost here (MEASUREMENTS.md: on a VM whose host maps guest memory in 4 KiB pages
 // each random line past ~12 MB of footprint is a nested page walk).
 
@@ -451,11 +453,12 @@ struct HashBagView {
     std::memcpy(&key, rec, 8);
     if (key != static_cast<int64_t>(c)) return nullptr;
     if (touch) {
-      // as the table's storeReadScore: an unchanged score not stored, without a branch
-      uint32_t old, unused;
-      std::memcpy(&old, rec + 8, 4);
-      char* dst = old != clock ? rec + 8 : reinterpret_cast<char*>(&unused);
-      std::memcpy(dst, &clock, 4);
+      // as the table's storeReadScore: relaxed atomics (the other thread may read the same id),
+      // an unchanged score not stored, without a branch (records are 4-aligned: 12 bytes from a line)
+      uint32_t* score = reinterpret_cast<uint32_t*>(rec + 8);
+      uint32_t unused;
+      uint32_t* dst = __atomic_load_n(score, __ATOMIC_RELAXED) != clock ? score : &unused;
+      __atomic_store_n(dst, clock, __ATOMIC_RELAXED);
     }
     return data + size_t{c} * dim;
   }

@@ -2,9 +2,10 @@
  * The hash-indexed bag's ceiling (issue #14): the native loop `hashBagReduce` reads, per id, a
  * random line of an array the size of a dynamic table's hash index, the id's 12-byte key/score
  * record in an array the size of the table's records, then the row, and pools the rows as the
- * gather-reduce does (same output bits). A dynamic bag cannot touch fewer lines, so the dynamic
- * bag / this loop says how close the table comes to what its layout allows on the machine that
- * runs the bench, and this loop / the gather-reduce what the two extra lines per id cost there.
+ * gather-reduce does (same output bits). A dynamic bag with the cpu backend's current layout
+ * (separate index, 12-byte key/score record, row) cannot touch fewer lines, so the dynamic bag /
+ * this loop says how close the table comes to what that layout allows on the machine that runs
+ * the bench (a layout with the key and score inside the row record would touch one line fewer), and this loop / the gather-reduce what the two extra lines per id cost there.
  * Also the bag suite's size sweep: dynamic / static bag at several table sizes, with both
  * native loops beside them.
  */
