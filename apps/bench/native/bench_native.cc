@@ -390,10 +390,12 @@ Napi::Value FreeHashLayout(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// How the hash bag runs: its passes and prefetch distances (hashBagReduce's tuning argument;
-// the defaults are the fastest measured here, MEASUREMENTS.md "The hash-indexed bag's ceiling").
+// How the hash bag runs: its passes and prefetch distances (hashBagReduce's tuning argument).
+// Without one: variant 1 while the index and records together fit 8 MiB, else variant 0, with
+// the distances below: the fastest measured here at 64K / 256K and at 1M / 4M keys (CPU time,
+// cpu-backend MEASUREMENTS.md "The hash-indexed bag's ceiling", Nov 30 2026).
 struct HashBagTuning {
-  int variant = 0;          // 0: passes A, B, C (ours); 1: A, then B and the pooling in one loop; 2: one pipelined loop
+  int variant = 0;          // 0: passes A, B, C (the dynamic bag's); 1: A, then B and the pooling in one loop; 2: one pipelined loop
   size_t chunk = 1024;      // ids per chunk (bag rows are never split; a longer bag row is one chunk)
   size_t indexAhead = 64;   // ids ahead an index line is asked for (pass A / the pipeline's first stage)
   size_t recordAhead = 32;  // ids ahead a record and its row are asked for, into L2
@@ -628,6 +630,7 @@ Napi::Value HashBagReduce(const Napi::CallbackInfo& info) {
   }
   const bool mean = info.Length() > 5 && info[5].ToBoolean().Value();
   HashBagTuning t;
+  t.variant = l->groups * 64 + l->rows * kRecordBytes <= (size_t{8} << 20) ? 1 : 0;
   if (info.Length() > 7 && !info[7].IsUndefined()) {
     double* tune;
     size_t nt;

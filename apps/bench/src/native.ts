@@ -33,7 +33,9 @@ export interface NativePeers {
    * first a random line of the layout's index, then (from a word of that line) the id's record
    * (key compared, score stored), then its row. `tuning`: [variant (0 passes A, B, C; 1 A then
    * B with the pooling; 2 one pipelined loop), ids per chunk, index lines ahead, records and rows
-   * ahead (into L2), rows ahead into L1, score stores (1) or not (0)]; default the fastest measured.
+   * ahead (into L2), rows ahead into L1, score stores (1) or not (0), records asked for writing (1)
+   * or reading (0)]; default the fastest measured: variant 1 while index and records fit 8 MiB, else 0,
+   * chunks of 1024, 64 / 32 / 8 ahead, score stores, records asked for reading.
    */
   hashBagReduce(layout: HashLayout, arena: Arena, splits: Int32Array, ids: Uint32Array, out: Float32Array, mean: boolean, threads: number, tuning?: Float64Array): void;
   hardwareThreads(): number;
