@@ -6,7 +6,7 @@ import { Fixtures } from '../fixtures.js';
 import { loadNative } from '../native.js';
 import { dynamicTable } from '../tables.js';
 import { makeKeys } from '../rng.js';
-import { bagSweep, ceilingSummary, presizedIndexBytes, RECORD_BYTES, tableLayoutBytes } from './hashBag.js';
+import { bagSweep, bestCeiling, ceilingSummary, hashCeilingName, presizedIndexBytes, RECORD_BYTES, tableLayoutBytes } from './hashBag.js';
 
 describe('the hash-bag ceiling', () => {
   it("takes the index size from a cpu table's memoryUsage(): 13 keys per 64-byte group when presized", async () => {
@@ -38,6 +38,18 @@ describe('the hash-bag ceiling', () => {
       'dynamic 1.20x the hash-bag ceiling, 0.50x the gather-reduce; the ceiling 0.50x the gather-reduce; static 1.00x the gather-reduce; dynamic / static 0.60x',
     );
     expect(ceilingSummary(g, 'dynamic', 'static', 'gather', 'none')).toMatch(/^dynamic — the hash-bag ceiling/);
+  });
+
+  it("is the fastest variant of each round, keeping the rounds' pairing, and says which variant won how often", () => {
+    const v = (name: string, samples: number[]) => ({ name: `${hashCeilingName(2)}: ${name}`, kind: 'peer' as const, value: NaN, unit: 'rows/s', samples, interleaved: 7 });
+    const other = { name: 'dynamic', kind: 'ours' as const, value: 5, unit: 'rows/s', samples: [5, 5, 5, 5], interleaved: 7 };
+    const figs = bestCeiling([v('a', [10, 1, 3, 8]), other, v('b', [2, 9, 4, 1]), v('c', [1, 1, 6, 9])], 2, 'sizes');
+    expect(figs.map((f) => f.name)).toEqual(['dynamic', hashCeilingName(2)]);
+    const c = figs[1]!;
+    expect(c.samples).toEqual([10, 9, 6, 9]);
+    expect(c.value).toBe(9); // median of 6, 9, 9, 10 (the middle two averaged)
+    expect(c.interleaved).toBe(7);
+    expect(c.note).toBe('sizes; per round the fastest of 3 variants, rounds won: a 1, b 1, c 2 of 4');
   });
 
   it('sweeps sizes: one group per size with the four figures, measured on tables it builds and frees', async () => {
