@@ -20,9 +20,12 @@ ScratchVector<uint32_t> DynamicTable::admit(WriteBatch& wb, const ScratchVector<
   for (size_t u = 0; u < unique; ++u) {
     if (wb.rows[u] == KeyIndex::kNoRow && (!wantsNew || (*wantsNew)[u])) fresh.push_back(static_cast<uint32_t>(u));
   }
-  if (fresh.empty()) return fresh;
+  if (fresh.empty()) {
+    reserve(wb, size_, 0);  // the records' widening, if any
+    return fresh;
+  }
   if (!capped_ || fresh.size() <= capCeiling_ - size_) {
-    reserve(checkedAdd(size_, fresh.size(), "the table"), fresh.size());
+    reserve(wb, checkedAdd(size_, fresh.size(), "the table"), fresh.size());
     return fresh;
   }
 
@@ -68,7 +71,9 @@ ScratchVector<uint32_t> DynamicTable::admit(WriteBatch& wb, const ScratchVector<
     }
   }
   const size_t admittedCount = fresh.size() - refusedCount;
-  reserve(size_ - evict.size() + admittedCount, admittedCount);
+  ScratchVector<uint32_t> admitted;
+  admitted.reserve(admittedCount);
+  reserve(wb, size_ - evict.size() + admittedCount, admittedCount);
   // From here on nothing can fail.
   for (const EvictionCandidate& c : heap) {
     if (!c.resident) wb.refused[c.ref] = 1;
@@ -77,8 +82,6 @@ ScratchVector<uint32_t> DynamicTable::admit(WriteBatch& wb, const ScratchVector<
   for (size_t u = 0; u < unique; ++u) {
     if (wb.present[u]) wb.rows[u] = lookup(d.key(u));  // evictions moved records
   }
-  ScratchVector<uint32_t> admitted;
-  admitted.reserve(admittedCount);
   for (uint32_t u : fresh) {
     if (!wb.refused[u]) admitted.push_back(u);
   }

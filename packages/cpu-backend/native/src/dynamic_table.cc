@@ -22,7 +22,7 @@ DynamicTable::DynamicTable(TableConfig config) : Table(std::move(config)) {
   arena_.allocateZeroed(checkedMul(capacity_, rowBytes(), "the row arena"), "the row arena");
   // lfu scores count every read occurrence, added under the shared lock by reads that cannot
   // widen the records (leases lend rows for many batches under one lock): lfu tables are
-  // wide from the start. Every other policy starts narrow (see widenForWrite, readFits).
+  // wide from the start. Every other policy starts narrow (see planWiden, readFits).
   metaStride_ = c.scorePolicy == ScorePolicy::kLfu ? MetaView::kWide : MetaView::kNarrow;
   meta_.allocateZeroed(checkedMul(capacity_, metaStride_, "the keys and scores"), "the keys and scores");
   // The index is sized for initCapacity keys up front (the arena's capacity costs no
@@ -50,18 +50,22 @@ ScoreClock DynamicTable::beginCall() {
   return t;
 }
 
+void DynamicTable::buildWide(Block& to, size_t capacity) const {
+  to.allocateZeroed(checkedMul(capacity, MetaView::kWide, "the keys and scores"), "the keys and scores");
+  const MetaView from = meta();
+  const MetaView wide{static_cast<char*>(to.data()), MetaView::kWide};
+  for (size_t row = 0; row < size_; ++row) wide.set(row, from.key(row), from.score(row));
+}
+
 void DynamicTable::widen() {
   if (metaStride_ == MetaView::kWide) return;
   Block wide;
-  wide.allocateZeroed(checkedMul(capacity_, MetaView::kWide, "the keys and scores"), "the keys and scores");
-  const MetaView from = meta();
-  const MetaView to{static_cast<char*>(wide.data()), MetaView::kWide};
-  for (size_t row = 0; row < size_; ++row) to.set(row, from.key(row), from.score(row));
+  buildWide(wide, capacity_);
   meta_ = std::move(wide);
   metaStride_ = MetaView::kWide;
 }
 
-void DynamicTable::widenForWrite(const WriteBatch& wb, const uint64_t* scores, size_t n, bool explicitScores) {
+void DynamicTable::planWiden(WriteBatch& wb, const uint64_t* scores, size_t n, bool explicitScores) const {
   if (metaStride_ == MetaView::kWide) return;
   const ScorePolicy p = config_.scorePolicy;
   const ScoreClock& t = wb.clock;
@@ -71,7 +75,7 @@ void DynamicTable::widenForWrite(const WriteBatch& wb, const uint64_t* scores, s
   }
   switch (p) {
     case ScorePolicy::kLru:
-      bound = std::max(bound, t.clock);
+      bound = std::max(bound, t.clock);  // a read clock first (applyGradientSumsAfterFind) is smaller
       break;
     case ScorePolicy::kEpochLru:
     case ScorePolicy::kEpochLfu:  // epoch 0: (clock or a count saturated at 2^32 - 1) fits
@@ -83,20 +87,13 @@ void DynamicTable::widenForWrite(const WriteBatch& wb, const uint64_t* scores, s
     case ScorePolicy::kFrequency:
       // Rows the call stores given scores for (import) hold them; every other touched row adds 1.
       bound = std::max(bound, explicitScores ? frequencyBound_ : saturatingAdd(frequencyBound_, 1));
+      wb.frequencyBound = bound;
       break;
     case ScorePolicy::kLfu:  // wide from the start
     case ScorePolicy::kCustomized:
       break;
   }
-  if (bound > kLow32) {
-    try {
-      widen();
-    } catch (...) {
-      clock_.fetch_sub(1, std::memory_order_relaxed);  // exclusive lock: no other call took one since
-      throw;
-    }
-  }
-  if (p == ScorePolicy::kFrequency) frequencyBound_ = bound;
+  wb.widen = bound > kLow32;
 }
 
 bool DynamicTable::readFits(uint64_t* epoch) const {
@@ -138,8 +135,7 @@ uint32_t DynamicTable::lookup(int64_t key) const {
   return slot == KeyIndex::kNoSlot ? KeyIndex::kNoRow : index_.rowAt(slot);
 }
 
-void DynamicTable::rebuildIndex(size_t groups, bool narrow) {
-  KeyIndex fresh;
+void DynamicTable::buildIndex(KeyIndex& fresh, size_t groups, bool narrow) const {
   fresh.reset(groups, narrow);
   // Keys are read in arena order (sequential); their home groups are prefetched
   // 16 rows ahead so the random inserts overlap their cache misses.
@@ -159,27 +155,50 @@ void DynamicTable::rebuildIndex(size_t groups, bool narrow) {
       fresh.insert(hashes[r % kRing], static_cast<uint32_t>(r));
     }
   }
-  index_ = std::move(fresh);
 }
 
-void DynamicTable::reserve(size_t finalSize, size_t newEntries) {
+void DynamicTable::reserve(WriteBatch& wb, size_t finalSize, size_t newEntries) {
   ES_CHECK(finalSize <= capCeiling_, kFailedPrecondition,
            "Expected the table to hold at most " << capCeiling_ << " rows but the call needs " << finalSize);
   // The index's layout: narrow (3-byte rows) while every row the table may hold after the
   // call fits it, so a narrow index is rebuilt wide before the row 2^24 (or the hook's
   // narrowIndexRows) is inserted; a rebuild for room picks narrow again when the rows fit.
   const bool narrow = narrowIndexFor(finalSize);
-  if (!index_.fits(newEntries) || (index_.narrow() && !narrow)) {
-    rebuildIndex(KeyIndex::groupsFor(index_.used() + newEntries, narrow), narrow);
-  }
-  if (finalSize > capacity_) {
-    size_t cap = capacity_;
-    while (cap < finalSize) cap = cap > capCeiling_ / 2 ? capCeiling_ : std::min(cap * 2, capCeiling_);
-    // Either block may move; capacity_ changes only once both are large enough.
+  size_t cap = capacity_;
+  while (cap < finalSize) cap = cap > capCeiling_ / 2 ? capCeiling_ : std::min(cap * 2, capCeiling_);
+  const bool widens = wb.widen && metaStride_ == MetaView::kNarrow;
+  // Everything that can fail, first, with nothing published: the fresh index and the wide
+  // records are built aside; the arena then the records grow (either may move; their contents
+  // stay), the arena shrunk back when the records cannot grow.
+  KeyIndex fresh;
+  const bool rebuild = !index_.fits(newEntries) || (index_.narrow() && !narrow);
+  if (rebuild) buildIndex(fresh, KeyIndex::groupsFor(index_.used() + newEntries, narrow), narrow);
+  Block wide;
+  if (widens) buildWide(wide, cap);
+  if (cap > capacity_) {
+    const size_t arenaBytes = arena_.bytes();
     arena_.resize(checkedMul(cap, rowBytes(), "the row arena"), "the row arena");
-    meta_.resize(checkedMul(cap, metaStride_, "the keys and scores"), "the keys and scores");
-    capacity_ = cap;
+    if (!widens) {
+      try {
+        meta_.resize(checkedMul(cap, metaStride_, "the keys and scores"), "the keys and scores");
+      } catch (...) {
+        try {
+          arena_.resize(arenaBytes, "the row arena");  // shrinks in place (mremap), or a smaller copy
+        } catch (...) {  // no memory even for the smaller copy: the arena stays larger, nothing else changed
+        }
+        throw;
+      }
+    }
   }
+  // Published: nothing below fails.
+  if (rebuild) index_ = std::move(fresh);
+  if (widens) {
+    meta_ = std::move(wide);
+    metaStride_ = MetaView::kWide;
+  }
+  capacity_ = cap;
+  frequencyBound_ = std::max(frequencyBound_, wb.frequencyBound);  // frequency policy (planWiden), else 0
+  wb.committed = true;
 }
 
 uint32_t DynamicTable::insertRow(int64_t key, bool fillValue) {

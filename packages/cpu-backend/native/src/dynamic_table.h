@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <shared_mutex>
 #include <vector>
@@ -238,6 +239,13 @@ class DynamicTable final : public Table {
                           float* out) override;
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   void applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt) override;
+  /**
+   * findInto then applyGradientSums in one call under the write lock: the rows are read after
+   * everything that can fail (scratch, admission, growth), so a rejected call changes no score
+   * and no clock, and no other write comes between the read and the step.
+   */
+  void applyGradientSumsAfterFind(const int64_t* keys, size_t n, float* rows, const GradientSums& sums,
+                                  const OptimizerParams& opt) override;
   size_t restrict(size_t numReserved) override;
   void setEpoch(uint32_t epoch) override;
   /** Lends float32 rows (null for float16 / bfloat16 storage). */
@@ -275,9 +283,31 @@ class DynamicTable final : public Table {
 
  private:
   class Lease;
-  /** State of one write call: its clock, distinct keys, and their rows. */
+  /**
+   * State of one write call: its clock, distinct keys, and their rows. A call that fails before
+   * its reserve() committed (scratch, admission, growth or widening out of memory) gives its
+   * clocks back when it unwinds (under the exclusive lock, so no other call took one since).
+   */
   struct WriteBatch {
+    WriteBatch() = default;
+    WriteBatch(const WriteBatch&) = delete;
+    WriteBatch& operator=(const WriteBatch&) = delete;
+    ~WriteBatch() {
+      if (clocks != 0 && !committed && std::uncaught_exceptions() > uncaught) clockOf->fetch_sub(clocks, std::memory_order_relaxed);
+    }
     ScoreClock clock;
+    /** A read that comes first in the same call (applyGradientSumsAfterFind): its clock, one before `clock`. */
+    ScoreClock readClock;
+    /** Clocks the call took (1, or 2 with the read); put back on failure before `committed`. */
+    uint64_t clocks = 0;
+    std::atomic<uint64_t>* clockOf = nullptr;
+    int uncaught = std::uncaught_exceptions();
+    /** Set by reserve() once the call's memory is in place: from then on the call keeps its clocks. */
+    bool committed = false;
+    /** The records must widen (16-byte scores) before the call stores a score: done by reserve(). */
+    bool widen = false;
+    /** The frequency policy's bound once the call succeeds (frequencyBound_). */
+    uint64_t frequencyBound = 0;
     BatchDedupe dedupe;
     const uint64_t* scores = nullptr;  // caller's scores [n] or null
     ScratchVector<uint32_t> rows;      // per unique: row, or KeyIndex::kNoRow
@@ -317,12 +347,11 @@ class DynamicTable final : public Table {
    */
   void widen();
   /**
-   * A write call's widening, under the exclusive lock, after its clock is taken and before it
-   * changes anything: wide when a score the call may store would not fit 32 bits (its clock,
-   * epoch or time, the caller's scores it stores, frequency's count). On failure the clock is
-   * put back and the error thrown.
+   * Whether a write call's records must widen, decided after its clock is taken (wb.widen,
+   * wb.frequencyBound): when a score the call may store would not fit 32 bits (its clock,
+   * epoch or time, the caller's scores it stores, frequency's count). reserve() widens them.
    */
-  void widenForWrite(const WriteBatch& wb, const uint64_t* scores, size_t n, bool explicitScores);
+  void planWiden(WriteBatch& wb, const uint64_t* scores, size_t n, bool explicitScores) const;
   /**
    * Under the shared lock, before a read takes its clock: whether the scores it may store fit the
    * records (wide; or narrow, its epoch 0 for the epoch policies, and for lru the clock below
@@ -343,14 +372,23 @@ class DynamicTable final : public Table {
    */
   ScoreClock lockRead(std::shared_lock<std::shared_mutex>& lock);
   uint32_t lookup(int64_t key) const;
-  /** Arena room for `finalSize` rows and index room for `newEntries` more keys. Throws, changing nothing. */
-  void reserve(size_t finalSize, size_t newEntries);
+  /**
+   * A write's memory, all or nothing, before its first change: arena and key/score room for
+   * `finalSize` rows, index room for `newEntries` more keys, and the records widened when
+   * wb.widen. Everything that can fail is allocated first (a fresh index and wide records built
+   * aside, the arena then the records grown, the arena shrunk back if the records cannot grow),
+   * then published; marks the call committed. Throws, changing nothing (memoryUsage() included).
+   * Every write calls it once (admit() does), before any row or score changes.
+   */
+  void reserve(WriteBatch& wb, size_t finalSize, size_t newEntries);
+  /** Fills `fresh` with an index of `groups` groups of the layout (narrow: 3-byte rows) over the records. */
+  void buildIndex(KeyIndex& fresh, size_t groups, bool narrow) const;
+  /** Allocates `to` as wide records for `capacity` rows holding the current records' keys and scores. */
+  void buildWide(Block& to, size_t capacity) const;
   /** Appends a row (score 0, initial slots; initial value when fillValue). Requires reserve(). */
   uint32_t insertRow(int64_t key, bool fillValue);
   /** Removes `key` if present (moves the last row into its hole). */
   bool removeKey(int64_t key);
-  /** Rebuilds the index with `groups` groups of the layout (narrow: 3-byte rows) from the records. */
-  void rebuildIndex(size_t groups, bool narrow);
   /** Whether an index for a table of `rows` rows (rows 0..rows-1) is narrow (narrowIndexRows). */
   static bool narrowIndexFor(size_t rows);
 
@@ -449,11 +487,11 @@ class DynamicTable final : public Table {
     virtual void run() = 0;
   };
   /**
-   * Dedupes and probes the call's keys (with `beside`'s work, if any), takes its clock and
-   * widens the records if a score it may store needs it.
+   * Dedupes and probes the call's keys (with `beside`'s work, if any), takes its clock (after a
+   * read clock first when `readsFirst`) and decides whether the records must widen (planWiden).
    */
   void startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores, bool explicitScores = false,
-                  BesideProbe* beside = nullptr);
+                  BesideProbe* beside = nullptr, bool readsFirst = false);
   /**
    * Decides which absent uniques with wantsNew[u] are admitted (the eviction rule when
    * the cap is reached), reserves room, evicts losing residents and marks refused
@@ -463,6 +501,10 @@ class DynamicTable final : public Table {
   void insertAdmitted(WriteBatch& wb, const ScratchVector<uint32_t>& admitted, bool fillValues);
   /** Scores every unique resident at the end of the call (write policies). */
   void touchWritten(WriteBatch& wb, bool explicitScores);
+  /** applyGradientSums (rows null) or applyGradientSumsAfterFind (rows [n * dim]) under the write lock. */
+  void train(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt, float* rows);
+  /** applyGradientSumsAfterFind's read: the rows into `rows` and the read scores (dynamic_write.cc). */
+  void readBeforeStep(const WriteBatch& wb, const int64_t* keys, size_t n, float* rows);
   /** applyGradientSums' sums in input order, taken beside the probe (dynamic_write.cc). */
   class InOrderSums;
   /** applyGradientSums' update of every key from InOrderSums (dynamic_write.cc). */

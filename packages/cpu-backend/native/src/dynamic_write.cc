@@ -15,7 +15,7 @@
 namespace embedstack {
 
 void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores,
-                              bool explicitScores, BesideProbe* beside) {
+                              bool explicitScores, BesideProbe* beside, bool readsFirst) {
   wb.dedupe.build(keys, n);
   const size_t u = wb.dedupe.uniqueCount();
   wb.scores = scores;
@@ -50,9 +50,17 @@ void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, con
   } else {
     forEachRange(u, probeRange);
   }
-  // The clock advances only once the call cannot fail for lack of scratch memory.
+  // The clock advances only once the call cannot fail for lack of scratch memory; a failure
+  // before reserve() commits puts it back (~WriteBatch).
+  wb.clockOf = &clock_;
+  if (readsFirst) {
+    wb.readClock = beginCall();
+    wb.clocks = 1;
+  }
   wb.clock = beginCall();
-  widenForWrite(wb, scores, n, explicitScores);
+  if (readsFirst) wb.clock.epoch = wb.readClock.epoch;  // one epoch for both (planWiden checks it)
+  ++wb.clocks;
+  planWiden(wb, scores, n, explicitScores);
 }
 
 void DynamicTable::insertAdmitted(WriteBatch& wb, const ScratchVector<uint32_t>& admitted, bool fillValues) {
@@ -131,6 +139,7 @@ void DynamicTable::assign(const int64_t* keys, size_t n, const float* values, co
   checkAlive();
   WriteBatch wb;
   startWrite(wb, keys, n, scores);
+  reserve(wb, size_, 0);  // no new row: the records' widening only
   writeLastValues(wb, values);
 }
 
@@ -251,15 +260,52 @@ void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* gr
 }
 
 void DynamicTable::applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt) {
+  train(keys, n, sums, opt, nullptr);
+}
+
+void DynamicTable::applyGradientSumsAfterFind(const int64_t* keys, size_t n, float* rows, const GradientSums& sums,
+                                              const OptimizerParams& opt) {
+  train(keys, n, sums, opt, rows);
+}
+
+// findInto's part of applyGradientSumsAfterFind, once the step's memory is committed and before
+// its new rows are inserted: each entry's row as it was (a key not resident: its initial value)
+// and each resident key's read score at the read's clock, per occurrence as findInto touches it.
+void DynamicTable::readBeforeStep(const WriteBatch& wb, const int64_t* keys, size_t n, float* rows) {
+  forEachRange(n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const uint32_t row = wb.rows[wb.dedupe.uniqueOf(i)];
+      if (row != KeyIndex::kNoRow) {
+        readValues(row, rows + i * dim_, false);
+      } else {
+        initialValue(keys[i], rows + i * dim_);
+      }
+    }
+  });
+  const ScorePolicy p = config_.scorePolicy;
+  if (!scoresOnRead(p)) return;
+  const MetaView m = meta();
+  forEachRange(wb.dedupe.uniqueCount(), [&](size_t b, size_t e) {
+    for (size_t u = b; u < e; ++u) {
+      if (!wb.present[u]) continue;
+      const uint32_t row = wb.rows[u];
+      m.setScore(row, nextScore(p, m.score(row), wb.dedupe.count(u), false, 0, wb.readClock));
+    }
+  });
+}
+
+void DynamicTable::train(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt,
+                         float* rows) {
   checkOptimizer(opt);
   ScratchRelease release(n);
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   WriteBatch wb;
-  InOrderSums inOrder(wide() ? dynamic_cast<const ArrayGradientSums*>(&sums) : nullptr, n, dim_);
-  startWrite(wb, keys, n, nullptr, false, &inOrder);
+  InOrderSums inOrder(wide() && rows == nullptr ? dynamic_cast<const ArrayGradientSums*>(&sums) : nullptr, n, dim_);
+  startWrite(wb, keys, n, nullptr, false, &inOrder, rows != nullptr);
   if (!inOrder.on()) wb.dedupe.buildOccurrenceLists();
   ScratchVector<uint32_t> admitted = admit(wb, nullptr, false);
+  if (rows != nullptr) readBeforeStep(wb, keys, n, rows);
   insertAdmitted(wb, admitted, true);
   if (inOrder.on()) return updateFromSums(wb, *inOrder.array(), opt, inOrder.running(), inOrder.summed());
   const BatchDedupe& d = wb.dedupe;

@@ -602,13 +602,21 @@ void applyCombinedWith(Table& t, const BagInput& bag, const float* grads, const 
   ScratchRelease release(bag.n);
   Scratch::Trim trim;
   BagOwnership b = bagOwnership(bag, plan);
-  const float* rows = maxNorm > 0 ? readRows(t, b.local, b.count, false) : nullptr;
+  // With clipping the backward reads each entry's row as a find of the owned keys would, just
+  // before the step: the table reads them in the step's own call (applyGradientSumsAfterFind),
+  // into this scratch, so every allocation here comes first and a rejected step changes nothing.
+  float* rows = maxNorm > 0 ? Scratch::floats(Scratch::kRows, checkedMul(b.count, dim, "the rows of a planned lookup"))
+                            : nullptr;
   // No per-entry gradient array: the table sums each key's entries' gradients (in order of
   // appearance, in float) straight from the pooled gradients, one key per thread at a time.
   ScratchVector<uint32_t> rowOf(b.count);
   backwardRowsOfOwned(bag.rowSplits, bag.rows, b.positions, b.count, rowOf.data());
   const CombinedGradientSums sums({grads, bag.weights, b.positions, rowOf.data(), denom, rows, maxNorm, dim});
-  t.applyGradientSums(b.local, b.count, sums, opt);
+  if (rows != nullptr) {
+    t.applyGradientSumsAfterFind(b.local, b.count, rows, sums, opt);
+  } else {
+    t.applyGradientSums(b.local, b.count, sums, opt);
+  }
 }
 
 }  // namespace

@@ -90,15 +90,14 @@ void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, C
  * applyCombinedGradients: applyGradients(owned local keys, their per-entry gradients),
  * bit for bit, without the per-entry array: the table sums each key's entries'
  * gradients (combineBackwardSum, in order of appearance) where it updates the key.
- * With maxNorm > 0 a CPU table's owned rows are first read by a findInto of their own
- * (readRows: its read lock, released before applyGradientSums takes the write lock). Under
- * the read-scoring policies (lru, lfu, epochLru, epochLfu) that read scores the rows and
- * takes the table's clock. So when the step then fails (std::bad_alloc in the step's rowOf, or in
- * the table's dedupe, admission or growth; DISPOSED when the table is disposed between the
- * two locks), no row is trained but those scores and the clock stay changed, and a write by
- * another thread between the two locks can change a row after its clipping read. Unclipped
- * calls make no such read. Closing it needs an unscored read and the read's touch after the
- * step can no longer fail, inside the table (as the CUDA backend's readThenTrain does).
+ * With maxNorm > 0 the backward needs each owned entry's row as a findInto of the owned keys
+ * returns it just before the step: the table reads it in the step's own call
+ * (Table::applyGradientSumsAfterFind, into a scratch allocated here first). A dynamic table
+ * reads it under its write lock once everything that can fail is done (scratch, dedupe,
+ * admission, growth, widening), so a rejected step changes no score and no clock, no other
+ * write comes between the read and the step, and a successful one ends exactly as findInto then
+ * applyGradientSums (the read's scores at a clock of its own, one before the step's). Unclipped
+ * calls make no such read.
  */
 void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, const OptimizerParams& opt);

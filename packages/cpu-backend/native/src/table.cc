@@ -60,6 +60,13 @@ void Table::applyGradientSums(const int64_t* keys, size_t n, const GradientSums&
   applyGradients(keys, n, g.data(), opt);
 }
 
+void Table::applyGradientSumsAfterFind(const int64_t* keys, size_t n, float* rows, const GradientSums& sums,
+                                       const OptimizerParams& opt) {
+  std::vector<uint8_t> exists(n);
+  findInto(keys, n, rows, exists.data());
+  applyGradientSums(keys, n, sums, opt);
+}
+
 void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_t)>& fn) {
   if (bag.rows == 0) return;
   if (bag.n >= kParallelThreshold && bag.rows > 1) {

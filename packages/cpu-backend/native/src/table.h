@@ -233,6 +233,14 @@ class Table {
    * calls applyGradients; the CPU tables sum straight into their update.
    */
   virtual void applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt);
+  /**
+   * findInto(keys, n, rows) then applyGradientSums(keys, n, sums, opt), for sums that read
+   * `rows` [n * dim] (applyCombinedGradients' maxNorm clipping): the same rows, scores and
+   * clock as those two calls. The base version makes the two calls; a dynamic table makes one,
+   * reading the rows only once the step can no longer fail, so a rejected call changes nothing.
+   */
+  virtual void applyGradientSumsAfterFind(const int64_t* keys, size_t n, float* rows, const GradientSums& sums,
+                                          const OptimizerParams& opt);
   virtual size_t restrict(size_t numReserved) = 0;
   virtual void setEpoch(uint32_t epoch) = 0;
   /**
