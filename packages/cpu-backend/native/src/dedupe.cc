@@ -5,58 +5,75 @@
 
 namespace embedstack {
 
-void BatchDedupe::build(const int64_t* keys, size_t n) {
-  ES_CHECK(n < UINT32_MAX, kInvalidArgument, "Expected a batch of fewer than 2^32 keys but received " << n);
-  keys_.clear();
-  counts_.clear();
-  first_.clear();
-  last_.clear();
-  offsets_.clear();
-  occ_.clear();
-  ids_.resize(n);
-  size_t slots = 16;
-  while (slots < 2 * n) slots <<= 1;
-  const size_t mask = slots - 1;
-  ScratchVector<uint32_t> table(slots, 0);  // unique id + 1; 0 = empty
-  // Room for half the batch distinct (each array grows past that by doubling).
-  const size_t expect = n < 1024 ? n : n / 2;
-  keys_.reserve(expect);
-  counts_.reserve(expect);
-  first_.reserve(expect);
-  last_.reserve(expect);
+namespace {
+
+// The distinct keys of keys[0, n) in order of first appearance, into a zeroed table of mask + 1
+// slots (unique id + 1; 0 = empty) and arrays of room for n uniques: their keys, counts, first
+// and last occurrences; ids[i] = the unique id of occurrence i. Returns the number of uniques.
+// The arrays are written in place (no push_back: the stop-37 profile had its calls, not
+// inlined, at 3.5% of a training step).
+size_t dedupeRange(const int64_t* keys, size_t n, uint32_t* table, size_t mask, int64_t* ukeys, uint32_t* counts,
+                   uint32_t* first, uint32_t* last, uint32_t* ids) {
+  uint32_t u = 0;
   for (size_t i = 0; i < n; ++i) {
     const int64_t k = keys[i];
     size_t pos = hashKey(k) & mask;
     for (;;) {
-      uint32_t e = table[pos];
+      const uint32_t e = table[pos];
       if (e == 0) {
-        uint32_t u = static_cast<uint32_t>(keys_.size());
         table[pos] = u + 1;
-        keys_.push_back(k);
-        counts_.push_back(1);
-        first_.push_back(static_cast<uint32_t>(i));
-        last_.push_back(static_cast<uint32_t>(i));
-        ids_[i] = u;
+        ukeys[u] = k;
+        counts[u] = 1;
+        first[u] = static_cast<uint32_t>(i);
+        last[u] = static_cast<uint32_t>(i);
+        ids[i] = u++;
         break;
       }
-      if (keys_[e - 1] == k) {
-        ids_[i] = e - 1;
-        ++counts_[e - 1];
-        last_[e - 1] = static_cast<uint32_t>(i);
+      if (ukeys[e - 1] == k) {
+        ids[i] = e - 1;
+        ++counts[e - 1];
+        last[e - 1] = static_cast<uint32_t>(i);
         break;
       }
       pos = (pos + 1) & mask;
     }
   }
+  return u;
+}
+
+size_t slotsFor(size_t n) {
+  size_t slots = 16;
+  while (slots < 2 * n) slots <<= 1;
+  return slots;
+}
+
+}  // namespace
+
+void BatchDedupe::build(const int64_t* keys, size_t n) {
+  ES_CHECK(n < UINT32_MAX, kInvalidArgument, "Expected a batch of fewer than 2^32 keys but received " << n);
+  offsets_.clear();
+  occ_.clear();
+  // Room for every key distinct: the arrays are sized once and written in place.
+  n_ = n;
+  uniques_ = 0;
+  ids_.reset(n);
+  keys_.reset(n);
+  counts_.reset(n);
+  first_.reset(n);
+  last_.reset(n);
+  const size_t mask = slotsFor(n) - 1;
+  ScratchVector<uint32_t> table(mask + 1, 0);  // unique id + 1; 0 = empty
+  uniques_ = dedupeRange(keys, n, table.data(), mask, keys_.data(), counts_.data(), first_.data(), last_.data(),
+                         ids_.data());
 }
 
 void BatchDedupe::buildOccurrenceLists() {
-  const size_t u = keys_.size();
+  const size_t u = uniques_;
   offsets_.assign(u + 1, 0);
   for (size_t j = 0; j < u; ++j) offsets_[j + 1] = offsets_[j] + counts_[j];
-  occ_.resize(ids_.size());
+  occ_.resize(n_);
   ScratchVector<uint32_t> fill(offsets_.begin(), offsets_.end() - 1);
-  for (size_t i = 0; i < ids_.size(); ++i) occ_[fill[ids_[i]]++] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < n_; ++i) occ_[fill[ids_[i]]++] = static_cast<uint32_t>(i);
 }
 
 }  // namespace embedstack

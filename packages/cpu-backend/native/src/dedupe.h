@@ -12,11 +12,34 @@
 
 namespace embedstack {
 
+/** `count` Ts from the scratch cache (scratchAllocate), uninitialised: trivial types only. */
+template <class T>
+class UninitScratch {
+ public:
+  UninitScratch() = default;
+  ~UninitScratch() { reset(0); }
+  UninitScratch(const UninitScratch&) = delete;
+  UninitScratch& operator=(const UninitScratch&) = delete;
+  /** Room for `count` Ts (the contents are not kept). */
+  void reset(size_t count) {
+    if (p_ != nullptr) scratchFree(p_, bytes_);
+    p_ = nullptr;
+    bytes_ = count * sizeof(T);
+    if (count > 0) p_ = static_cast<T*>(scratchAllocate(bytes_));
+  }
+  T* data() const { return p_; }
+  T& operator[](size_t i) const { return p_[i]; }
+
+ private:
+  size_t bytes_ = 0;
+  T* p_ = nullptr;
+};
+
 class BatchDedupe {
  public:
   void build(const int64_t* keys, size_t n);
 
-  size_t uniqueCount() const { return keys_.size(); }
+  size_t uniqueCount() const { return uniques_; }
   int64_t key(size_t u) const { return keys_[u]; }
   const int64_t* keys() const { return keys_.data(); }
   /** Unique id of occurrence i. */
@@ -37,11 +60,14 @@ class BatchDedupe {
   uint32_t occurrencesEnd(size_t u) const { return offsets_[u + 1]; }
 
  private:
-  ScratchVector<int64_t> keys_;
-  ScratchVector<uint32_t> ids_;
-  ScratchVector<uint32_t> counts_;
-  ScratchVector<uint32_t> first_;
-  ScratchVector<uint32_t> last_;
+  size_t n_ = 0;  // the batch's keys
+  size_t uniques_ = 0;
+  // Room for n_ uniques each (the first uniques_ hold them).
+  UninitScratch<int64_t> keys_;
+  UninitScratch<uint32_t> ids_;
+  UninitScratch<uint32_t> counts_;
+  UninitScratch<uint32_t> first_;
+  UninitScratch<uint32_t> last_;
   ScratchVector<uint32_t> offsets_;
   ScratchVector<uint32_t> occ_;
 };
