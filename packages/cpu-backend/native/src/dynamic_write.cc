@@ -217,8 +217,8 @@ class ScratchLines {
 
 }  // namespace
 
-// applyGradients' sums in input order, beside the probe (startWrite): for a gradient array on
-// float32 storage (`array`, else null: never on) and a batch in which a quarter or more of the
+// applyGradients' sums in input order, beside the probe (startWrite): for a gradient array
+// (`array`, else null: never on; float32 or narrow storage: the sums are float32 either way) and a batch in which a quarter or more of the
 // entries repeat a key, whose hot keys' gradient rows lie scattered over the whole array (the
 // key-by-key loop reads them key by key), the keys of two or more occurrences are summed in one
 // pass over the batch, front to back (sumRowsInOrder: each key's additions in the same order
@@ -301,7 +301,7 @@ void DynamicTable::train(const int64_t* keys, size_t n, const GradientSums& sums
   std::unique_lock<std::shared_mutex> lock(mutex_);
   checkAlive();
   WriteBatch wb;
-  InOrderSums inOrder(wide() && rows == nullptr ? dynamic_cast<const ArrayGradientSums*>(&sums) : nullptr, n, dim_);
+  InOrderSums inOrder(rows == nullptr ? dynamic_cast<const ArrayGradientSums*>(&sums) : nullptr, n, dim_);
   startWrite(wb, keys, n, nullptr, false, &inOrder, rows != nullptr);
   if (!inOrder.on()) wb.dedupe.buildOccurrenceLists();
   ScratchVector<uint32_t> admitted = admit(wb, nullptr, false);
@@ -354,6 +354,7 @@ void DynamicTable::updateFromSums(const WriteBatch& wb, const ArrayGradientSums&
       [&](size_t b, size_t e) {
         std::vector<float> sum(dim_);
         std::vector<double> scratch(dim_);
+        std::vector<float> widened(wide() ? 0 : dim_);
         for (size_t u = b; u < e; ++u) {
           if (u + kAhead < e) {
             const uint32_t ahead = wb.rows[u + kAhead];
@@ -365,13 +366,16 @@ void DynamicTable::updateFromSums(const WriteBatch& wb, const ArrayGradientSums&
           }
           const uint32_t row = wb.rows[u];
           if (row == KeyIndex::kNoRow) continue;
-          float* w = static_cast<float*>(valuesOf(row));
+          // float16 / bfloat16 storage: the row widened, updated, narrowed back (the key-by-key loop's steps)
+          float* w = wide() ? static_cast<float*>(valuesOf(row)) : widened.data();
+          if (!wide()) loadValues(storage_, valuesOf(row), w, dim_);
           if (running[u] == kNoRunningRow) {
             sums.update(opt, w, slotsOf(row), first + u, 1, dim_, sum.data(), scratch.data());
           } else {
             applyOptimizerRow(opt, w, slotsOf(row), summed + static_cast<size_t>(running[u]) * dim_, dim_,
                               scratch.data());
           }
+          if (!wide()) writeValues(row, w);
           touchUnique(wb, u, false);
         }
       },

@@ -371,6 +371,64 @@ TEST(apply_gradients_sums_scattered_duplicates_in_order) {
   }
 }
 
+TEST(apply_gradients_in_order_sums_on_narrow_storage_match_the_key_by_key_loop) {
+  // float16 / bfloat16 tables take the in-order sums too (stop 38): a batch of duplicates (5 hot
+  // keys in 40% of the entries) against a twin table given each key's gradients summed by hand in
+  // float, in order, as a batch of distinct keys (the key-by-key loop): the same bits, values and slots.
+  const size_t dim = 48;
+  const size_t n = 40000;
+  for (StorageDtype dtype : {StorageDtype::kFloat16, StorageDtype::kBfloat16}) {
+    estest::Draw draw{11};
+    std::vector<int64_t> keys(n);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t r = draw.below(100);
+      keys[i] = r < 40 ? static_cast<int64_t>(r % 5) : static_cast<int64_t>(1000 + draw.below(30000));
+    }
+    const float parts[] = {1e3f, 1.0f, -1e3f, 0.3f, -2.5f, 3e-5f};
+    std::vector<float> grads(n * dim);
+    for (float& g : grads) g = parts[draw.below(6)];
+    std::map<int64_t, std::vector<float>> sums;
+    for (size_t i = 0; i < n; ++i) {
+      auto it = sums.find(keys[i]);
+      if (it == sums.end()) {
+        std::vector<float> z(dim);
+        for (size_t c = 0; c < dim; ++c) z[c] = 0.0f + grads[i * dim + c];
+        sums.emplace(keys[i], z);
+      } else {
+        for (size_t c = 0; c < dim; ++c) it->second[c] = it->second[c] + grads[i * dim + c];
+      }
+    }
+    std::vector<int64_t> distinct;
+    std::vector<float> summed;
+    for (auto& [k, g] : sums) {
+      distinct.push_back(k);
+      summed.insert(summed.end(), g.begin(), g.end());
+    }
+    OptimizerParams p;
+    p.kind = OptimizerKind::kAdagrad;
+    p.lr = 0.05;
+    TableConfig c = dynamicConfig(dim, 1024, SIZE_MAX, ScorePolicy::kLru);
+    c.initializer.kind = InitKind::kOnes;
+    c.storage = dtype;
+    c.slotWidths = {static_cast<uint32_t>(dim)};
+    c.slotInitial = {0.1f};
+    auto t = createTable(c);
+    auto twin = createTable(c);
+    for (int step = 0; step < 2; ++step) {
+      t->applyGradients(keys.data(), n, grads.data(), p);
+      twin->applyGradients(distinct.data(), distinct.size(), summed.data(), p);
+    }
+    const auto a = snapshot(*t);
+    const auto b = snapshot(*twin);
+    EXPECT_EQ(a.values.size(), sums.size());
+    size_t differ = 0;
+    for (auto& [k, g] : sums) {
+      differ += estest::differingBits(a.values.at(k), b.values.at(k)) + estest::differingBits(a.slots.at(k), b.slots.at(k));
+    }
+    EXPECT_EQ(differ, size_t{0});
+  }
+}
+
 TEST(import_rows_sets_slots_and_explicit_scores) {
   TableConfig c = dynamicConfig(1);
   c.slotWidths = {1, 1};
