@@ -186,7 +186,8 @@ describe('shared L2: races and failures', () => {
         ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0, cache_missed_embeddings: true }, persistent_db: { type: 'rocks_db', path: join(t.dir, 'lp-rocks') } }),
         models: [entry(0)],
       },
-      sharedL2: { pollIntervalMs: 50, leaseMs: 150, followReloads: false },
+      // a lease of 2 s (40 polls): only the stall below lapses it, not a loaded machine's late renewal
+      sharedL2: { pollIntervalMs: 50, leaseMs: 2000, followReloads: false },
     });
     const bId = (await leased()).find((id) => !before.has(id))!;
     expect(bId).toBeDefined();
@@ -194,7 +195,7 @@ describe('shared L2: races and failures', () => {
     await a.loadModel(entry(2)); // only b's lease keeps s1 now
     const s2 = a.modelInfo('lp').sharedL2!.suffix;
     const keysOf = async (suffix: string) => ((await r.cmd('KEYS', `hps:lp.*${suffix}*`)) as Buffer[]).length;
-    // b's renewals do not reach Redis for 600 ms: a's collection deletes s1
+    // b's renewals do not reach Redis for over 2 s: a's collection deletes s1
     const renew = SharedL2Control.prototype.renew;
     let stalled = true;
     cleanups.push(() => (SharedL2Control.prototype.renew = renew));
@@ -213,7 +214,7 @@ describe('shared L2: races and failures', () => {
     const info = b.modelInfo('lp').sharedL2!;
     expect(info.suffix).toBe(s2);
     expect(info.error).toBe(
-      `this server's lease lapsed (no renewal reached Redis for 150 ms) while it served version ${s1.slice(2)} (${s1}), not the live one, ` +
+      `this server's lease lapsed (no renewal reached Redis for 2000 ms) while it served version ${s1.slice(2)} (${s1}), not the live one, ` +
         `and another server deleted that version; switched to the live version ${s2.slice(2)}`,
     );
     expect(wrongRows(await rowsOf(b, 'lp'), expectedRows(ks, dim, all, -1, 2))).toBe(0);
@@ -310,7 +311,8 @@ describe('shared L2: races and failures', () => {
     const leased = async () => ((await r.cmd('ZRANGE', 'hps-ctl:{fv}:leases', '0', '-1')) as Buffer[]).map(String);
     const before = new Set(await leased());
     // e keeps the first load (the stable tables) and is the only one reading it once the others follow a's reload
-    const e = await serve({ psConfig: attached, sharedL2: { pollIntervalMs: 50, leaseMs: 1000, followReloads: false } });
+    // a lease of 4 s: only the stall below lapses it, not a loaded machine's late renewal (1 s lapsed at load 27)
+    const e = await serve({ psConfig: attached, sharedL2: { pollIntervalMs: 50, leaseMs: 4000, followReloads: false } });
     const eId = (await leased()).find((id) => !before.has(id))!;
     expect(eId).toBeDefined();
     expect(await leased()).toHaveLength(5);
@@ -346,7 +348,7 @@ describe('shared L2: races and failures', () => {
       seq,
       suffix: `.v${seq}`,
       loadedHere: false,
-      error: `this server's lease lapsed (no renewal reached Redis for 1000 ms) while it served version 1 (the stable tables), not the live one, and another server deleted that version; switched to the live version ${seq}`,
+      error: `this server's lease lapsed (no renewal reached Redis for 4000 ms) while it served version 1 (the stable tables), not the live one, and another server deleted that version; switched to the live version ${seq}`,
     });
     expect(wrongRows(await rowsOf(e, 'fv'), expectedRows(ks, dim, all, -1, 2))).toBe(0);
     expect(await leased()).toHaveLength(5);
