@@ -170,13 +170,13 @@ ES_MULTIVERSION
 void combineBagRows(const BagSpan& s) {
   switch (s.dtype) {
     case StorageDtype::kBfloat16:
-      if (!sumNarrowRows(s)) combineNarrow<LoadBf16>(s);
+      if (!sumVectorRows(s)) combineNarrow<LoadBf16>(s);
       break;
     case StorageDtype::kFloat16:
-      if (!sumNarrowRows(s)) combineNarrow<LoadF16>(s);
+      if (!sumVectorRows(s)) combineNarrow<LoadF16>(s);
       break;
     default:
-      combineRows<LoadF32>(s);
+      if (!sumVectorRows(s)) combineRows<LoadF32>(s);
       break;
   }
 }

@@ -14,16 +14,25 @@ namespace embedstack {
 namespace {
 
 using SumFn = void (*)(const BagSpan&);
-struct NarrowSums {
+struct VectorSums {
   SumFn bf16;
   SumFn f16;
+  SumFn f32;
 };
 
 #if ES_WIDEN_AVX2 || ES_WIDEN_AVX512
-/** One value widened by the scalar functions (a block narrower than a vector). */
-template <bool kBf16>
-struct ScalarLoad {
-  static double get(const uint16_t* e, size_t c) { return static_cast<double>(kBf16 ? bf16ToFloat(e[c]) : halfToFloat(e[c])); }
+/** A stored type and its scalar widening to float64 (the fallback for a block narrower than a vector). */
+struct Bf16Src {
+  using Elem = uint16_t;
+  static double get(const uint16_t* e, size_t c) { return static_cast<double>(bf16ToFloat(e[c])); }
+};
+struct F16Src {
+  using Elem = uint16_t;
+  static double get(const uint16_t* e, size_t c) { return static_cast<double>(halfToFloat(e[c])); }
+};
+struct F32Src {
+  using Elem = float;
+  static double get(const float* e, size_t c) { return static_cast<double>(e[c]); }
 };
 
 template <class V, size_t N>
@@ -39,9 +48,9 @@ struct VectorAcc {
  */
 template <class V>
 struct VectorBlocks {
-  using Elem = uint16_t;
+  using Elem = typename V::Src::Elem;
   static constexpr size_t W = V::kWidth;
-  using Scalar = bagsum::ScalarBlocks<ScalarLoad<V::kBf16>>;
+  using Scalar = bagsum::ScalarBlocks<typename V::Src>;
   template <size_t B>
   using Acc = std::conditional_t<(B >= W), VectorAcc<V, B / W>, typename Scalar::template Acc<B>>;
 
@@ -54,7 +63,7 @@ struct VectorBlocks {
     }
   }
   template <size_t B>
-  static inline void add(Acc<B>& a, const uint16_t* e) {
+  static inline void add(Acc<B>& a, const Elem* e) {
     if constexpr (B >= W) {
       for (size_t i = 0; i < B / W; ++i) V::add(a.v[i], e + i * W);
     } else {
@@ -62,7 +71,7 @@ struct VectorBlocks {
     }
   }
   template <size_t B>
-  static inline void addScaled(Acc<B>& a, const uint16_t* e, double w) {
+  static inline void addScaled(Acc<B>& a, const Elem* e, double w) {
     if constexpr (B >= W) {
       for (size_t i = 0; i < B / W; ++i) V::addScaled(a.v[i], e + i * W, w);
     } else {
@@ -86,77 +95,89 @@ struct VectorBlocks {
 };
 #endif
 
-// Each ISA's operations: kWidth stored values widened (float16: vcvtph2ps, exact but for a
+// Each ISA's operations: kWidth stored values widened (float32: as loaded; float16: vcvtph2ps, exact but for a
 // signalling NaN, which comes out quiet as its float64 conversion would make it anyway;
 // bfloat16: a 16-bit shift), converted to float64 (exact), then the scalar kernel's float64
 // add, multiply, divide and rounding to float32.
 
 #if ES_WIDEN_AVX2
 /** AVX2 + F16C: 4 values per vector. */
-template <bool kBf16Storage>
+template <class SrcType>
 struct Avx2Ops {
-  static constexpr bool kBf16 = kBf16Storage;
+  using Src = SrcType;
+  using Elem = typename Src::Elem;
   static constexpr size_t kWidth = 4;
   using D = __m256d;
-  ES_TARGET_AVX2 static inline __m256d load(const uint16_t* e) {
-    const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(e));
-    if constexpr (kBf16) return _mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)));
-    return _mm256_cvtps_pd(_mm_cvtph_ps(h));
+  ES_TARGET_AVX2 static inline __m256d load(const Elem* e) {
+    if constexpr (std::is_same_v<Src, F32Src>) {
+      return _mm256_cvtps_pd(_mm_loadu_ps(e));
+    } else {
+      const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(e));
+      if constexpr (std::is_same_v<Src, Bf16Src>) return _mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)));
+      return _mm256_cvtps_pd(_mm_cvtph_ps(h));
+    }
   }
   ES_TARGET_AVX2 static inline void zero(D& a) { a = _mm256_setzero_pd(); }
-  ES_TARGET_AVX2 static inline void add(D& a, const uint16_t* e) { a = _mm256_add_pd(a, load(e)); }
-  ES_TARGET_AVX2 static inline void addScaled(D& a, const uint16_t* e, double w) { a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(w), load(e))); }
+  ES_TARGET_AVX2 static inline void add(D& a, const Elem* e) { a = _mm256_add_pd(a, load(e)); }
+  ES_TARGET_AVX2 static inline void addScaled(D& a, const Elem* e, double w) { a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(w), load(e))); }
   ES_TARGET_AVX2 static inline void store(float* o, const D& a) { _mm_storeu_ps(o, _mm256_cvtpd_ps(a)); }
   ES_TARGET_AVX2 static inline void storeDiv(float* o, const D& a, double div) { store(o, _mm256_div_pd(a, _mm256_set1_pd(div))); }
   ES_TARGET_AVX2 static inline void storeZero(float* o) { _mm_storeu_ps(o, _mm_setzero_ps()); }
 };
-ES_TARGET_AVX2 __attribute__((flatten)) void sumAvx2Bf16(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx2Ops<true>>>(s); }
-ES_TARGET_AVX2 __attribute__((flatten)) void sumAvx2F16(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx2Ops<false>>>(s); }
+ES_TARGET_AVX2 __attribute__((flatten)) void sumAvx2Bf16(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx2Ops<Bf16Src>>>(s); }
+ES_TARGET_AVX2 __attribute__((flatten)) void sumAvx2F16(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx2Ops<F16Src>>>(s); }
+ES_TARGET_AVX2 __attribute__((flatten)) void sumAvx2F32(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx2Ops<F32Src>>>(s); }
 #endif
 
 #if ES_WIDEN_AVX512
 /** AVX-512F + F16C: 8 values per vector. */
-template <bool kBf16Storage>
+template <class SrcType>
 struct Avx512Ops {
   static constexpr __mmask8 kAll8 = 0xff;
-  static constexpr bool kBf16 = kBf16Storage;
+  using Src = SrcType;
+  using Elem = typename Src::Elem;
   static constexpr size_t kWidth = 8;
   using D = __m512d;
-  ES_TARGET_AVX512 static inline __m512d load(const uint16_t* e) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(e));
+  ES_TARGET_AVX512 static inline __m512d load(const Elem* e) {
     // the maskz forms: the plain ones read an undefined register GCC 12 warns about (-Wmaybe-uninitialized)
-    if constexpr (kBf16) return _mm512_maskz_cvtps_pd(kAll8, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+    if constexpr (std::is_same_v<Src, F32Src>) {
+      return _mm512_maskz_cvtps_pd(kAll8, _mm256_loadu_ps(e));
+    } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(e));
+    if constexpr (std::is_same_v<Src, Bf16Src>) return _mm512_maskz_cvtps_pd(kAll8, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
     return _mm512_maskz_cvtps_pd(kAll8, _mm256_cvtph_ps(h));
+    }
   }
   ES_TARGET_AVX512 static inline void zero(D& a) { a = _mm512_setzero_pd(); }
-  ES_TARGET_AVX512 static inline void add(D& a, const uint16_t* e) { a = _mm512_add_pd(a, load(e)); }
-  ES_TARGET_AVX512 static inline void addScaled(D& a, const uint16_t* e, double w) { a = _mm512_add_pd(a, _mm512_mul_pd(_mm512_set1_pd(w), load(e))); }
+  ES_TARGET_AVX512 static inline void add(D& a, const Elem* e) { a = _mm512_add_pd(a, load(e)); }
+  ES_TARGET_AVX512 static inline void addScaled(D& a, const Elem* e, double w) { a = _mm512_add_pd(a, _mm512_mul_pd(_mm512_set1_pd(w), load(e))); }
   ES_TARGET_AVX512 static inline void store(float* o, const D& a) { _mm256_storeu_ps(o, _mm512_maskz_cvtpd_ps(kAll8, a)); }
   ES_TARGET_AVX512 static inline void storeDiv(float* o, const D& a, double div) { store(o, _mm512_div_pd(a, _mm512_set1_pd(div))); }
   ES_TARGET_AVX512 static inline void storeZero(float* o) { _mm256_storeu_ps(o, _mm256_setzero_ps()); }
 };
-ES_TARGET_AVX512 __attribute__((flatten)) void sumAvx512Bf16(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx512Ops<true>>>(s); }
-ES_TARGET_AVX512 __attribute__((flatten)) void sumAvx512F16(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx512Ops<false>>>(s); }
+ES_TARGET_AVX512 __attribute__((flatten)) void sumAvx512Bf16(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx512Ops<Bf16Src>>>(s); }
+ES_TARGET_AVX512 __attribute__((flatten)) void sumAvx512F16(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx512Ops<F16Src>>>(s); }
+ES_TARGET_AVX512 __attribute__((flatten)) void sumAvx512F32(const BagSpan& s) { bagsum::sumRows<VectorBlocks<Avx512Ops<F32Src>>>(s); }
 #endif
 
-NarrowSums narrowSums(WidenIsa isa) {
+VectorSums vectorSums(WidenIsa isa) {
   switch (isa) {
 #if ES_WIDEN_AVX512
     case WidenIsa::kAvx512:
-      return {sumAvx512Bf16, sumAvx512F16};
+      return {sumAvx512Bf16, sumAvx512F16, sumAvx512F32};
 #endif
 #if ES_WIDEN_AVX2
     case WidenIsa::kAvx2F16c:
-      return {sumAvx2Bf16, sumAvx2F16};
+      return {sumAvx2Bf16, sumAvx2F16, sumAvx2F32};
 #endif
     default:
-      return {nullptr, nullptr};
+      return {nullptr, nullptr, nullptr};
   }
 }
 
-bool run(const NarrowSums& k, const BagSpan& s) {
-  if (s.dtype == StorageDtype::kFloat32 || s.combiner == Combiner::kMax || s.combiner == Combiner::kMin || s.maxNorm > 0) return false;
-  const SumFn f = s.dtype == StorageDtype::kBfloat16 ? k.bf16 : k.f16;
+bool run(const VectorSums& k, const BagSpan& s) {
+  if (s.combiner == Combiner::kMax || s.combiner == Combiner::kMin || s.maxNorm > 0) return false;
+  const SumFn f = s.dtype == StorageDtype::kBfloat16 ? k.bf16 : s.dtype == StorageDtype::kFloat16 ? k.f16 : k.f32;
   if (f == nullptr) return false;
   f(s);
   return true;
@@ -164,10 +185,10 @@ bool run(const NarrowSums& k, const BagSpan& s) {
 
 }  // namespace
 
-bool sumNarrowRowsWith(WidenIsa isa, const BagSpan& s) { return run(narrowSums(isa), s); }
+bool sumVectorRowsWith(WidenIsa isa, const BagSpan& s) { return run(vectorSums(isa), s); }
 
-bool sumNarrowRows(const BagSpan& s) {
-  static const NarrowSums k = narrowSums(widenIsas().back());
+bool sumVectorRows(const BagSpan& s) {
+  static const VectorSums k = vectorSums(widenIsas().back());
   return run(k, s);
 }
 

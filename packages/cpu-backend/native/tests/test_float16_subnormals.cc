@@ -5,7 +5,7 @@
 // the kernels were before). Narrowing: floatToHalf, storeValues and roundValues (the multiversioned row
 // loops). Widening: halfToFloat, loadValuesWith every WidenIsa (portable, F16C vcvtph2ps,
 // AVX-512) and loadValues / loadRows, and the bag kernels that widen where they read: each
-// fused narrow sum (sumNarrowRowsWith), combineBagRows' max over rows widened in groups
+// fused narrow sum (sumVectorRowsWith), combineBagRows' max over rows widened in groups
 // (loadRows), and over a bag too large to widen at once (each element by halfToFloat).
 #include <cstdint>
 #include <sstream>
@@ -218,8 +218,8 @@ TEST(float16_bags_read_subnormals_exactly_under_ftz_and_daz) {
       }
       for (WidenIsa isa : widenIsas()) {
         std::vector<float> out(kWideCases * kRow, -1.0f);
-        if (!sumNarrowRowsWith(isa, span(splits, rows, Combiner::kSum, out.data()))) continue;  // kPortable has none
-        checkBags(out, true, "sumNarrowRowsWith(isa " + std::to_string(static_cast<int>(isa)) + ")", m.name);
+        if (!sumVectorRowsWith(isa, span(splits, rows, Combiner::kSum, out.data()))) continue;  // kPortable has none
+        checkBags(out, true, "sumVectorRowsWith(isa " + std::to_string(static_cast<int>(isa)) + ")", m.name);
       }
       std::vector<float> out(kRow, -1.0f);
       combineBagRows(span(bigSplits, bigRows, Combiner::kMax, out.data()));

@@ -218,7 +218,7 @@ TEST(narrow_bags_equal_the_float32_bag_over_the_widened_rows) {
             for (WidenIsa isa : widenIsas()) {
               std::vector<float> fused(bags * dim, -3.0f);
               for (size_t half = 0; half < 2; ++half) {
-                EXPECT_EQ(sumNarrowRowsWith(isa, span(half, true, fused.data())), fusable && isa != WidenIsa::kPortable);
+                EXPECT_EQ(sumVectorRowsWith(isa, span(half, true, fused.data())), fusable && isa != WidenIsa::kPortable);
               }
               size_t badFused = 0;
               for (size_t i = 0; i < fused.size(); ++i) {
@@ -227,6 +227,84 @@ TEST(narrow_bags_equal_the_float32_bag_over_the_widened_rows) {
               EXPECT_EQ(badFused, size_t{0});
             }
           }
+        }
+      }
+    }
+  }
+}
+
+TEST(float32_fused_bag_sums_equal_a_plain_float64_loop) {
+  // The float32 bag sum / mean / sqrtn kernels (combine_narrow.h: one per WidenIsa, and
+  // combineBagRows, which picks the best) against the plain definition written out here:
+  // per bag, per column, 0.0 plus each entry's value widened to float64 times its weight, in
+  // bag order, divided by 1 (sum), the weight sum (mean) or the root of the squared weights'
+  // sum (sqrtn), rounded to float32 once; a zero divisor gives 0. Rows hold random bit
+  // patterns (NaNs, infinities, subnormals), -0.0 everywhere in one row, values that cancel;
+  // bags of 0..40 entries and one of 300; dims with every column block (1..130).
+  for (size_t dim : {size_t{1}, size_t{3}, size_t{4}, size_t{7}, size_t{8}, size_t{64}, size_t{127}, size_t{130}}) {
+    const size_t nrows = 40;
+    std::vector<float> v = randomFloats(nrows * dim);
+    for (size_t r = 0; r < nrows; ++r) {
+      for (size_t c = 0; c < dim; ++c) {
+        float& x = v[r * dim + c];
+        if (r % 4 != 0) x = std::ldexp(std::fmod(x, 1.0f), static_cast<int>(r % 7) * 9 - 20);  // finite (NaN stays NaN)
+        if (r == 2) x = -0.0f;
+        if (r == 3) x = c % 2 ? 1e30f : -1e30f;
+      }
+    }
+    std::vector<int32_t> splits{0};
+    std::vector<size_t> ids;
+    uint32_t x = 7;
+    for (size_t b = 0; b < 50; ++b) {
+      const size_t len = b == 11 ? 300 : b == 12 ? 1 : (b * 5) % 41;
+      for (size_t j = 0; j < len; ++j) {
+        x = x * 1664525u + 1013904223u;
+        ids.push_back(b == 12 ? 2 : (x >> 8) % nrows);  // bag 12: the -0.0 row alone
+      }
+      splits.push_back(static_cast<int32_t>(ids.size()));
+    }
+    std::vector<const void*> rows(ids.size());
+    std::vector<float> weights(ids.size());
+    for (size_t j = 0; j < ids.size(); ++j) {
+      rows[j] = v.data() + ids[j] * dim;
+      weights[j] = j % 3 == 0 ? 1.0f : 0.25f * static_cast<float>(j % 7) - 0.5f;
+    }
+    const size_t bags = splits.size() - 1;
+    std::vector<double> acc(dim);
+    for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+      for (bool weighted : {false, true}) {
+        std::vector<float> want(bags * dim);
+        for (size_t b = 0; b < bags; ++b) {
+          double wsum = 0, wsq = 0;
+          for (int32_t j = splits[b]; j < splits[b + 1]; ++j) {
+            const double w = weighted ? weights[j] : 1.0;
+            wsum += w;
+            wsq += w * w;
+          }
+          const double div = c == Combiner::kSum ? 1.0 : c == Combiner::kMean ? wsum : std::sqrt(wsq);
+          for (size_t col = 0; col < dim; ++col) {
+            double s = 0.0;
+            for (int32_t j = splits[b]; j < splits[b + 1]; ++j) s = s + (weighted ? weights[j] : 1.0) * static_cast<double>(v[ids[j] * dim + col]);
+            want[b * dim + col] = div == 0 ? 0.0f : static_cast<float>(s / div);
+          }
+        }
+        const auto span = [&](size_t half, float* out) {
+          const size_t r0 = half == 0 ? 0 : 20, r1 = half == 0 ? 20 : bags;
+          const size_t eb = static_cast<size_t>(splits[r0]);
+          return BagSpan{splits.data(), r0, r1, rows.data() + eb, eb, weighted ? weights.data() : nullptr, c, 0.0, dim, out, acc.data(), StorageDtype::kFloat32};
+        };
+        const auto bad = [&](const std::vector<float>& got) {
+          size_t n = 0;
+          for (size_t i = 0; i < got.size(); ++i) n += sameBits(got[i], want[i]) ? 0 : 1;
+          return n;
+        };
+        std::vector<float> got(bags * dim, -1.0f);
+        for (size_t half = 0; half < 2; ++half) combineBagRows(span(half, got.data()));
+        EXPECT_EQ(bad(got), size_t{0});
+        for (WidenIsa isa : widenIsas()) {
+          std::vector<float> fused(bags * dim, -1.0f);
+          for (size_t half = 0; half < 2; ++half) EXPECT_EQ(sumVectorRowsWith(isa, span(half, fused.data())), isa != WidenIsa::kPortable);
+          if (isa != WidenIsa::kPortable) EXPECT_EQ(bad(fused), size_t{0});
         }
       }
     }
