@@ -17,8 +17,34 @@ let failedSteps = 0;
 /** What failed, repeated at the end: the steps, and each failed vitest test (file > title). */
 const failures = [];
 
-/** Prints how long a step took ("=== <title>: N s"). */
-const took = (title, started) => console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
+/**
+ * The CPU seconds a step used (user + system, its child processes included), measured by GNU
+ * time where it is installed: CI's budget is CPU-bound on 2 cores, so each step says what it
+ * cost besides its wall-clock seconds. [cmd, args] unchanged without /usr/bin/time.
+ */
+const timeBin = existsSync('/usr/bin/time') ? '/usr/bin/time' : null;
+let cpuFiles = 0;
+function withCpu(cmd, args) {
+  if (!timeBin) return { cmd, args, cpu: () => '' };
+  mkdirSync(join(root, '.tmp'), { recursive: true });
+  const file = join(root, '.tmp', `cpu-${process.pid}-${cpuFiles++}.txt`);
+  return {
+    cmd: timeBin,
+    args: ['-o', file, '-f', '%U %S', cmd, ...args],
+    cpu() {
+      try {
+        const last = readFileSync(file, 'utf8').trim().split('\n').pop() ?? '';
+        const [user, sys] = last.split(' ').map(Number);
+        return Number.isFinite(user) && Number.isFinite(sys) ? ` (CPU ${(user + sys).toFixed(0)} s: user ${user.toFixed(0)}, system ${sys.toFixed(0)})` : '';
+      } catch {
+        return '';
+      }
+    },
+  };
+}
+
+/** Prints how long a step took ("=== <title>: N s (CPU N s ...)"). */
+const took = (title, started, cpu = '') => console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s${cpu}`);
 
 /** The child's exit code (or signal, or spawn error) once it has ended. */
 const exitOf = (child) =>
@@ -32,8 +58,9 @@ const exitOf = (child) =>
 async function step(title, cmd, args, opts = {}) {
   console.log(`\n=== ${title}: ${cmd} ${args.join(' ')}`);
   const started = Date.now();
-  const status = await exitOf(spawn(cmd, args, { cwd: root, stdio: 'inherit', env, ...opts }));
-  took(title, started);
+  const t = withCpu(cmd, args);
+  const status = await exitOf(spawn(t.cmd, t.args, { cwd: root, stdio: 'inherit', env, ...opts }));
+  took(title, started, t.cpu());
   if (status !== 0) {
     console.log(`=== ${title} FAILED (exit ${status})`);
     failedSteps++;
@@ -53,7 +80,8 @@ function stepAsync(title, name, cmd, args, opts = {}) {
   const log = join(root, '.tmp', `step-${name}.log`);
   const fd = openSync(log, 'w');
   const started = Date.now();
-  const child = spawn(cmd, args, { cwd: root, env, ...opts, stdio: ['ignore', fd, fd] });
+  const t = withCpu(cmd, args);
+  const child = spawn(t.cmd, t.args, { cwd: root, env, ...opts, stdio: ['ignore', fd, fd] });
   closeSync(fd);
   const exit = exitOf(child);
   const ended = exit.then(() => Date.now());
@@ -64,7 +92,7 @@ function stepAsync(title, name, cmd, args, opts = {}) {
       const end = await ended;
       console.log(`\n=== ${title}: ${cmd} ${args.join(' ')} (ran alongside the steps above)`);
       process.stdout.write(readFileSync(log, 'utf8'));
-      console.log(`=== ${title}: ${((end - started) / 1000).toFixed(0)} s`);
+      console.log(`=== ${title}: ${((end - started) / 1000).toFixed(0)} s${t.cpu()}`);
       if (status !== 0) {
         console.log(`=== ${title} FAILED (exit ${status})`);
         failedSteps++;
