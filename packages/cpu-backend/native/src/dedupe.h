@@ -12,29 +12,6 @@
 
 namespace embedstack {
 
-/** `count` Ts from the scratch cache (scratchAllocate), uninitialised: trivial types only. */
-template <class T>
-class UninitScratch {
- public:
-  UninitScratch() = default;
-  ~UninitScratch() { reset(0); }
-  UninitScratch(const UninitScratch&) = delete;
-  UninitScratch& operator=(const UninitScratch&) = delete;
-  /** Room for `count` Ts (the contents are not kept). */
-  void reset(size_t count) {
-    if (p_ != nullptr) scratchFree(p_, bytes_);
-    p_ = nullptr;
-    bytes_ = count * sizeof(T);
-    if (count > 0) p_ = static_cast<T*>(scratchAllocate(bytes_));
-  }
-  T* data() const { return p_; }
-  T& operator[](size_t i) const { return p_[i]; }
-
- private:
-  size_t bytes_ = 0;
-  T* p_ = nullptr;
-};
-
 class BatchDedupe {
  public:
   void build(const int64_t* keys, size_t n);
@@ -63,11 +40,11 @@ class BatchDedupe {
   size_t n_ = 0;  // the batch's keys
   size_t uniques_ = 0;
   // Room for n_ uniques each (the first uniques_ hold them).
-  UninitScratch<int64_t> keys_;
-  UninitScratch<uint32_t> ids_;
-  UninitScratch<uint32_t> counts_;
-  UninitScratch<uint32_t> first_;
-  UninitScratch<uint32_t> last_;
+  ScratchArray<int64_t> keys_;
+  ScratchArray<uint32_t> ids_;
+  ScratchArray<uint32_t> counts_;
+  ScratchArray<uint32_t> first_;
+  ScratchArray<uint32_t> last_;
   ScratchVector<uint32_t> offsets_;
   ScratchVector<uint32_t> occ_;
 };

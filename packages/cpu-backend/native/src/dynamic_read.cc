@@ -363,30 +363,14 @@ struct SpanRows {
 
 constexpr size_t kBagSpanEntries = 2048;
 
-// n values of T left uninitialised (its reader writes what it reads first), in a scratch block
-// (scratchAllocate: a block of 64 KiB or more comes back from the cache with its pages present).
-template <class T>
-class ScratchArray {
- public:
-  explicit ScratchArray(size_t n) : n_(n), p_(n == 0 ? nullptr : static_cast<T*>(scratchAllocate(n * sizeof(T)))) {}
-  ~ScratchArray() {
-    if (p_ != nullptr) scratchFree(p_, n_ * sizeof(T));
-  }
-  ScratchArray(const ScratchArray&) = delete;
-  ScratchArray& operator=(const ScratchArray&) = delete;
-  T* data() const { return p_; }
-
- private:
-  size_t n_;
-  T* p_;
-};
-
 }  // namespace
 
 void DynamicTable::lookupCombinedInto(const BagInput& bag, Combiner combiner, double maxNorm, bool insertMissing,
                                       float* out) {
   if (insertMissing) {
-    // Exactly findOrInsert on the bag's keys, then the reduction over their rows.
+    // Exactly findOrInsert on the bag's keys, then the reduction over their rows. Not all or
+    // nothing for memory: the reduction's buffers (acc, SpanRows, the narrow kernel's widened
+    // rows) are allocated after the insert, so a std::bad_alloc there leaves the keys inserted.
     ScratchRelease release(bag.n);
     std::unique_lock<std::shared_mutex> lock(mutex_);
     checkAlive();

@@ -240,9 +240,11 @@ class DynamicTable final : public Table {
   void applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) override;
   void applyGradientSums(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt) override;
   /**
-   * findInto then applyGradientSums in one call under the write lock: the rows are read after
-   * everything that can fail (scratch, admission, growth), so a rejected call changes no score
-   * and no clock, and no other write comes between the read and the step.
+   * findInto then applyGradientSums in one call under the write lock: the rows are read once
+   * every allocation of the call is done (its scratch and row buffers, admission, growth,
+   * widening; nothing after that allocates, the pool's parallelFor included), so a call rejected
+   * for memory (std::bad_alloc or FAILED_PRECONDITION) changes no row, score, clock or size, and
+   * no other write comes between the read and the step.
    */
   void applyGradientSumsAfterFind(const int64_t* keys, size_t n, float* rows, const GradientSums& sums,
                                   const OptimizerParams& opt) override;
@@ -377,8 +379,11 @@ class DynamicTable final : public Table {
    * `finalSize` rows, index room for `newEntries` more keys, and the records widened when
    * wb.widen. Everything that can fail is allocated first (a fresh index and wide records built
    * aside, the arena then the records grown, the arena shrunk back if the records cannot grow),
-   * then published; marks the call committed. Throws, changing nothing (memoryUsage() included).
-   * Every write calls it once (admit() does), before any row or score changes.
+   * then published; marks the call committed. Throws, changing no row, score, key or clock, and
+   * memoryUsage() only when even the arena's shrink back fails (no memory for the smaller copy
+   * that mremap, failing, falls back to): the arena then stays at its grown size, its rows as
+   * before. Every write calls it once (admit() does), before any row or score changes, after
+   * every other allocation of the call (nothing after it allocates).
    */
   void reserve(WriteBatch& wb, size_t finalSize, size_t newEntries);
   /** Fills `fresh` with an index of `groups` groups of the layout (narrow: 3-byte rows) over the records. */
@@ -507,9 +512,11 @@ class DynamicTable final : public Table {
   void readBeforeStep(const WriteBatch& wb, const int64_t* keys, size_t n, float* rows);
   /** applyGradientSums' sums in input order, taken beside the probe (dynamic_write.cc). */
   class InOrderSums;
+  /** A step's per-thread row buffers for its update loop, allocated before its first change (dynamic_write.cc). */
+  class StepBuffers;
   /** applyGradientSums' update of every key from InOrderSums (dynamic_write.cc). */
   void updateFromSums(const WriteBatch& wb, const ArrayGradientSums& sums, const OptimizerParams& opt,
-                      const uint32_t* running, const float* summed);
+                      const uint32_t* running, const float* summed, const StepBuffers& buffers);
   /** Scores unique u if it is resident (nextScore with its count, or the caller's score). */
   void touchUnique(const WriteBatch& wb, size_t u, bool explicitScores) {
     const uint32_t row = wb.rows[u];

@@ -1,12 +1,16 @@
 // Dynamic table write path, under the exclusive lock. Every write call:
 //   1. advances the clock, dedupes its keys and probes each distinct key once;
 //   2. admits its new keys (the eviction rule when the cap is reached, see
-//      dynamic_admit.cc), reserving all memory before the first change;
+//      dynamic_admit.cc), reserving all memory before the first change: everything after
+//      reserve() allocates nothing (the narrow rows' buffer is sized in startWrite, a step's
+//      per-thread row buffers before admit(), the pool's jobs live on the caller's stack),
+//      so a write rejected for memory changes nothing;
 //   3. applies the op (the last occurrence of a key wins for upsert/assign/import;
 //      accum runs in order; applyGradients sums duplicates in order, in float);
 //   4. scores every distinct key resident at the end (nextScore with its count).
 // Per-unique work (value copies, optimizer updates, scores) runs on the thread pool.
 #include <mutex>
+#include <thread>
 
 #include "dynamic_table.h"
 #include "stream_copy.h"
@@ -16,6 +20,9 @@ namespace embedstack {
 
 void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores,
                               bool explicitScores, BesideProbe* beside, bool readsFirst) {
+  // float16 / bfloat16 storage: the buffer insertRow and accum widen a row into (this thread's),
+  // sized now, so that they allocate nothing once rows change.
+  if (!wide()) rowScratch(dim_);
   wb.dedupe.build(keys, n);
   const size_t u = wb.dedupe.uniqueCount();
   wb.scores = scores;
@@ -217,6 +224,63 @@ class ScratchLines {
 
 }  // namespace
 
+// A step's row buffers for its per-key loop (train, updateFromSums): each thread's sum [dim]
+// floats, scratch [dim] doubles and (float16 / bfloat16 storage) the widened row [dim] floats.
+// One set per thread that can run a range of the loop at once (the pool's threads when the loop
+// splits, else one), allocated before the call's first change, so the loop allocates nothing
+// (it allocated three vectors per range after rows had changed). A range takes a free set for
+// its keys and gives it back. Sets start on 64-byte boundaries (no line shared between threads).
+class DynamicTable::StepBuffers {
+ public:
+  StepBuffers(size_t uniques, size_t dim, bool widens)
+      : sets_(uniques >= kParallelThreshold ? ThreadPool::shared().threads() : 1),
+        doubleStride_((dim + 7) & ~size_t{7}),
+        floatStride_(((widens ? 2 * dim : dim) + 15) & ~size_t{15}),
+        doubles_(sets_ * doubleStride_ + 8),
+        floats_(sets_ * floatStride_ + 16),
+        busy_(std::make_unique<std::atomic<bool>[]>(sets_)),
+        dim_(dim) {}
+
+  /** A set of buffers held by one range (RAII). */
+  class Set {
+   public:
+    explicit Set(const StepBuffers& b) : b_(b), i_(b.claim()) {}
+    ~Set() { b_.busy_[i_].store(false, std::memory_order_release); }
+    Set(const Set&) = delete;
+    Set& operator=(const Set&) = delete;
+    float* sum() const { return aligned(b_.floats_.data()) + i_ * b_.floatStride_; }
+    float* widened() const { return sum() + b_.dim_; }
+    double* scratch() const { return aligned(b_.doubles_.data()) + i_ * b_.doubleStride_; }
+
+   private:
+    template <class T>
+    static T* aligned(T* p) {
+      return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+    }
+    const StepBuffers& b_;
+    size_t i_;
+  };
+
+ private:
+  /** A free set (at most sets_ ranges run at once: one finds one on its first pass). */
+  size_t claim() const {
+    for (;;) {
+      for (size_t i = 0; i < sets_; ++i) {
+        if (!busy_[i].load(std::memory_order_relaxed) && !busy_[i].exchange(true, std::memory_order_acquire)) return i;
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  size_t sets_;
+  size_t doubleStride_;
+  size_t floatStride_;
+  ScratchArray<double> doubles_;
+  ScratchArray<float> floats_;
+  std::unique_ptr<std::atomic<bool>[]> busy_;
+  size_t dim_;
+};
+
 // applyGradients' sums in input order, beside the probe (startWrite): for a gradient array
 // (`array`, else null: never on; float32 or narrow storage: the sums are float32 either way) and a batch in which a quarter or more of the
 // entries repeat a key, whose hot keys' gradient rows lie scattered over the whole array (the
@@ -304,18 +368,19 @@ void DynamicTable::train(const int64_t* keys, size_t n, const GradientSums& sums
   InOrderSums inOrder(rows == nullptr ? dynamic_cast<const ArrayGradientSums*>(&sums) : nullptr, n, dim_);
   startWrite(wb, keys, n, nullptr, false, &inOrder, rows != nullptr);
   if (!inOrder.on()) wb.dedupe.buildOccurrenceLists();
+  const StepBuffers buffers(wb.dedupe.uniqueCount(), dim_, !wide());  // the update loop's, before any change
   ScratchVector<uint32_t> admitted = admit(wb, nullptr, false);
   if (rows != nullptr) readBeforeStep(wb, keys, n, rows);
   insertAdmitted(wb, admitted, true);
-  if (inOrder.on()) return updateFromSums(wb, *inOrder.array(), opt, inOrder.running(), inOrder.summed());
+  if (inOrder.on()) return updateFromSums(wb, *inOrder.array(), opt, inOrder.running(), inOrder.summed(), buffers);
   const BatchDedupe& d = wb.dedupe;
   const uint32_t* occ = d.occurrenceList();
   forEachRange(
       d.uniqueCount(),
       [&](size_t b, size_t e) {
-        std::vector<float> sum(dim_);
-        std::vector<double> scratch(dim_);
-        std::vector<float> widened(wide() ? 0 : dim_);
+        const StepBuffers::Set set(buffers);
+        float* const sum = set.sum();
+        double* const scratch = set.scratch();
         for (size_t u = b; u < e; ++u) {
           if (u + 4 < e) {
             uint32_t ahead = wb.rows[u + 4];
@@ -329,11 +394,12 @@ void DynamicTable::train(const int64_t* keys, size_t n, const GradientSums& sums
           if (row == KeyIndex::kNoRow) continue;
           const uint32_t* o = occ + d.occurrencesBegin(u);
           if (wide()) {
-            sums.update(opt, static_cast<float*>(valuesOf(row)), slotsOf(row), o, d.count(u), dim_, sum.data(), scratch.data());
+            sums.update(opt, static_cast<float*>(valuesOf(row)), slotsOf(row), o, d.count(u), dim_, sum, scratch);
           } else {
-            loadValues(storage_, valuesOf(row), widened.data(), dim_);
-            sums.update(opt, widened.data(), slotsOf(row), o, d.count(u), dim_, sum.data(), scratch.data());
-            writeValues(row, widened.data());
+            float* const widened = set.widened();
+            loadValues(storage_, valuesOf(row), widened, dim_);
+            sums.update(opt, widened, slotsOf(row), o, d.count(u), dim_, sum, scratch);
+            writeValues(row, widened);
           }
           touchUnique(wb, u, false);
         }
@@ -345,16 +411,16 @@ void DynamicTable::train(const int64_t* keys, size_t n, const GradientSums& sums
 // sum (InOrderSums, `running[u]`'s row of `summed`) or, a key of one occurrence, from its own
 // gradient row: the same bits.
 void DynamicTable::updateFromSums(const WriteBatch& wb, const ArrayGradientSums& sums, const OptimizerParams& opt,
-                                  const uint32_t* running, const float* summed) {
+                                  const uint32_t* running, const float* summed, const StepBuffers& buffers) {
   const uint32_t* first = wb.dedupe.firstOccurrences();
   // rows (values, slots, score) and a key of one occurrence's gradient row this many keys ahead
   constexpr size_t kAhead = 8;
   forEachRange(
       wb.dedupe.uniqueCount(),
       [&](size_t b, size_t e) {
-        std::vector<float> sum(dim_);
-        std::vector<double> scratch(dim_);
-        std::vector<float> widened(wide() ? 0 : dim_);
+        const StepBuffers::Set set(buffers);
+        float* const sum = set.sum();
+        double* const scratch = set.scratch();
         for (size_t u = b; u < e; ++u) {
           if (u + kAhead < e) {
             const uint32_t ahead = wb.rows[u + kAhead];
@@ -367,13 +433,12 @@ void DynamicTable::updateFromSums(const WriteBatch& wb, const ArrayGradientSums&
           const uint32_t row = wb.rows[u];
           if (row == KeyIndex::kNoRow) continue;
           // float16 / bfloat16 storage: the row widened, updated, narrowed back (the key-by-key loop's steps)
-          float* w = wide() ? static_cast<float*>(valuesOf(row)) : widened.data();
+          float* w = wide() ? static_cast<float*>(valuesOf(row)) : set.widened();
           if (!wide()) loadValues(storage_, valuesOf(row), w, dim_);
           if (running[u] == kNoRunningRow) {
-            sums.update(opt, w, slotsOf(row), first + u, 1, dim_, sum.data(), scratch.data());
+            sums.update(opt, w, slotsOf(row), first + u, 1, dim_, sum, scratch);
           } else {
-            applyOptimizerRow(opt, w, slotsOf(row), summed + static_cast<size_t>(running[u]) * dim_, dim_,
-                              scratch.data());
+            applyOptimizerRow(opt, w, slotsOf(row), summed + static_cast<size_t>(running[u]) * dim_, dim_, scratch);
           }
           if (!wide()) writeValues(row, w);
           touchUnique(wb, u, false);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -109,6 +110,38 @@ class ScratchAllocator {
 /** A std::vector whose storage comes from the scratch cache (see ScratchAllocator). */
 template <class T>
 using ScratchVector = std::vector<T, ScratchAllocator<T>>;
+
+/**
+ * `n` Ts from the scratch cache (scratchAllocate: a block of kScratchMinBlock or more comes
+ * back from the cache with its pages present), left uninitialised (its user writes what it
+ * reads first): trivial types only.
+ */
+template <class T>
+class ScratchArray {
+ public:
+  static_assert(std::is_trivially_copyable<T>::value && std::is_trivially_destructible<T>::value, "trivial types only");
+  ScratchArray() = default;
+  explicit ScratchArray(size_t n) { reset(n); }
+  ~ScratchArray() { reset(0); }
+  ScratchArray(const ScratchArray&) = delete;
+  ScratchArray& operator=(const ScratchArray&) = delete;
+  /** Room for `n` Ts (the contents are not kept); throws std::bad_alloc, leaving it empty. */
+  void reset(size_t n) {
+    if (p_ != nullptr) scratchFree(p_, bytes_);
+    p_ = nullptr;
+    bytes_ = 0;
+    if (n > 0) {
+      p_ = static_cast<T*>(scratchAllocate(n * sizeof(T)));
+      bytes_ = n * sizeof(T);
+    }
+  }
+  T* data() const { return p_; }
+  T& operator[](size_t i) const { return p_[i]; }
+
+ private:
+  size_t bytes_ = 0;
+  T* p_ = nullptr;
+};
 
 /**
  * Declared before a write call's scratch buffers; when it goes out of scope (after

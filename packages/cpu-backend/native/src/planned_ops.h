@@ -93,11 +93,12 @@ void lookupCombinedBackward(Table& t, const BagInput& bag, const float* grads, C
  * With maxNorm > 0 the backward needs each owned entry's row as a findInto of the owned keys
  * returns it just before the step: the table reads it in the step's own call
  * (Table::applyGradientSumsAfterFind, into a scratch allocated here first). A dynamic table
- * reads it under its write lock once everything that can fail is done (scratch, dedupe,
- * admission, growth, widening), so a rejected step changes no score and no clock, no other
- * write comes between the read and the step, and a successful one ends exactly as findInto then
- * applyGradientSums (the read's scores at a clock of its own, one before the step's). Unclipped
- * calls make no such read.
+ * reads it under its write lock once every allocation of the step is done (the rows' scratch,
+ * dedupe, the update loop's per-thread row buffers, admission, growth, widening; nothing after
+ * that allocates, the pool's parallelFor included), so a step rejected for memory changes no
+ * row, score, clock or size, no other write comes between the read and the step, and a
+ * successful one ends exactly as findInto then applyGradientSums (the read's scores at a clock
+ * of its own, one before the step's). Unclipped calls make no such read.
  */
 void applyCombinedGradients(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm,
                             const ShardPlan& plan, const OptimizerParams& opt);

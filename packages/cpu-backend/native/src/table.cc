@@ -67,7 +67,7 @@ void Table::applyGradientSumsAfterFind(const int64_t* keys, size_t n, float* row
   applyGradientSums(keys, n, sums, opt);
 }
 
-void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_t)>& fn) {
+void forEachBagRange(const BagInput& bag, RangeFn fn) {
   if (bag.rows == 0) return;
   if (bag.n >= kParallelThreshold && bag.rows > 1) {
     ThreadPool::shared().parallelFor(bag.rows, parallelGrain(bag.rows, 16), fn);

@@ -28,6 +28,7 @@
 #include "scores.h"
 #include "shard_plan.h"
 #include "storage.h"
+#include "thread_pool.h"
 
 namespace embedstack {
 
@@ -80,7 +81,7 @@ struct BagInput {
 };
 
 /** Runs fn over ranges of bag rows: split over the thread pool when the bag has many keys. */
-void forEachBagRange(const BagInput& bag, const std::function<void(size_t, size_t)>& fn);
+void forEachBagRange(const BagInput& bag, RangeFn fn);
 
 /**
  * Splits bag rows [rb, re) into consecutive spans of about `entries` keys (a row is

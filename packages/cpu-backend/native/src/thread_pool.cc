@@ -10,11 +10,15 @@
 namespace embedstack {
 
 struct ThreadPool::Job {
-  const std::function<void(size_t, size_t)>* fn = nullptr;
+  explicit Job(RangeFn f) : fn(f) {}
+  RangeFn fn;
   size_t n = 0;
   size_t grain = 1;
   size_t maxHelpers = 0;  // workers that may join (guarded by the pool's mutex_)
-  size_t helpers = 0;
+  size_t helpers = 0;     // workers that joined (guarded by the pool's mutex_)
+  std::atomic<size_t> left{0};  // joined workers done with the job (parallelFor returns once all are)
+  Job* link = nullptr;    // the next queued job (guarded by the pool's mutex_)
+  bool queued = false;    // in the pool's queue (guarded by the pool's mutex_)
   // A posted task's first parallelFor (nearEnd != nullptr): chunks shrink to `tail` items
   // (a `spread`-th of what is left), and nearEnd is told once, by the first idle thread.
   size_t tail = 0;
@@ -107,7 +111,7 @@ void ThreadPool::runChunks(Job& job) {
     }
     if (!job.failed.load(std::memory_order_relaxed)) {
       try {
-        (*job.fn)(begin, end);
+        job.fn(begin, end);
       } catch (...) {
         std::lock_guard<std::mutex> lock(job.m);
         if (!job.error) job.error = std::current_exception();
@@ -121,17 +125,26 @@ void ThreadPool::runChunks(Job& job) {
   }
 }
 
-std::shared_ptr<ThreadPool::Job> ThreadPool::joinableJob() {
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    Job& job = **it;
-    if (job.next.load(std::memory_order_relaxed) >= job.n) {
-      it = queue_.erase(it);  // every chunk taken: the threads running them finish it
-    } else if (job.helpers < job.maxHelpers) {
-      ++job.helpers;
-      return *it;
+void ThreadPool::unqueue(Job* prev, Job* job) {
+  (prev != nullptr ? prev->link : queueHead_) = job->link;
+  if (queueTail_ == job) queueTail_ = prev;
+  job->link = nullptr;
+  job->queued = false;
+}
+
+ThreadPool::Job* ThreadPool::joinableJob() {
+  Job* prev = nullptr;
+  for (Job* job = queueHead_; job != nullptr;) {
+    Job* const after = job->link;
+    if (job->next.load(std::memory_order_relaxed) >= job->n) {
+      unqueue(prev, job);  // every chunk taken: the threads running them finish it
+    } else if (job->helpers < job->maxHelpers) {
+      ++job->helpers;
+      return job;
     } else {
-      ++it;
+      prev = job;
     }
+    job = after;
   }
   return nullptr;
 }
@@ -150,7 +163,7 @@ void yieldUntil(long long ns, Done&& done) {
 void ThreadPool::workerLoop() {
   setDefaultFpMode();  // not the mode of the thread that created the pool (fp_mode.h)
   for (;;) {
-    std::shared_ptr<Job> job;
+    Job* job = nullptr;
     PoolTask* task = nullptr;
     bool help = false;
     size_t seen = 0;
@@ -186,8 +199,9 @@ void ThreadPool::workerLoop() {
         wake_.wait(lock);
       }
     }
-    if (job) {
+    if (job != nullptr) {
       runChunks(*job);
+      job->left.fetch_add(1, std::memory_order_release);  // the job may be gone from here on
     } else if (task) {
       if (task->wantsNearEnd()) tlsNearEndTask = task;
       task->run();  // may delete the task
@@ -221,46 +235,61 @@ void ThreadPool::post(PoolTask* task, size_t helpers) noexcept {
   for (size_t i = 0; i < helpers; ++i) wake_.notify_one();
 }
 
-void ThreadPool::parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallelFor(size_t n, size_t grain, RangeFn fn) {
   if (n == 0) return;
   if (grain < 1) grain = 1;
   if (threads_ <= 1 || n <= grain) {
     fn(0, n);
     return;
   }
-  auto job = std::make_shared<Job>();
-  job->fn = &fn;
-  job->n = n;
-  job->grain = grain;
+  // On this stack: nothing here allocates (a write's loops after its first change rely on it).
+  Job job(fn);
+  job.n = n;
+  job.grain = grain;
   const size_t chunks = (n + grain - 1) / grain;
-  job->maxHelpers = threads_ - 1 < chunks - 1 ? threads_ - 1 : chunks - 1;
+  job.maxHelpers = threads_ - 1 < chunks - 1 ? threads_ - 1 : chunks - 1;
   if (PoolTask* task = tlsNearEndTask) {
     tlsNearEndTask = nullptr;  // the task's first parallelFor only
-    job->nearEnd = task;
-    job->tail = grain / 8 > 0 ? grain / 8 : 1;
-    job->spread = 2 * threads_;
+    job.nearEnd = task;
+    job.tail = grain / 8 > 0 ? grain / 8 : 1;
+    job.spread = 2 * threads_;
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(job);
+    (queueTail_ != nullptr ? queueTail_->link : queueHead_) = &job;
+    queueTail_ = &job;
+    job.queued = true;
     helpersWanted_ = 0;  // helpers still on their way join through the queue
     jobsQueued_.fetch_add(1, std::memory_order_release);
     work_.fetch_add(1, std::memory_order_release);
   }
-  for (size_t i = 0; i < job->maxHelpers; ++i) wake_.notify_one();
-  runChunks(*job);
+  for (size_t i = 0; i < job.maxHelpers; ++i) wake_.notify_one();
+  runChunks(job);
   // The last chunks are running on helpers: wait for them awake for a while (a sleeping
   // caller is woken tens of microseconds after the last one ends on a VM), then sleep.
   // seq_cst, as tellIdle's `telling` and `done`: a teller that read done < n is then seen below.
-  yieldUntil(kHelperWaitNs, [&] { return job->done.load(std::memory_order_seq_cst) == job->n; });
+  yieldUntil(kHelperWaitNs, [&] { return job.done.load(std::memory_order_seq_cst) == job.n; });
   {
-    std::unique_lock<std::mutex> lock(job->m);
-    job->finished.wait(lock, [&] { return job->done.load(std::memory_order_seq_cst) == job->n; });
+    std::unique_lock<std::mutex> lock(job.m);
+    job.finished.wait(lock, [&] { return job.done.load(std::memory_order_seq_cst) == job.n; });
   }
+  // No worker joins from here on; wait for those that did to leave it (they have no chunk
+  // left, so they leave at once), and then the job can go.
+  size_t joined;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job.queued) {
+      Job* prev = nullptr;
+      for (Job* j = queueHead_; j != &job; j = j->link) prev = j;
+      unqueue(prev, &job);
+    }
+    joined = job.helpers;
+  }
+  while (job.left.load(std::memory_order_acquire) != joined) std::this_thread::yield();
   // A thread out of chunks may still be telling the task (it read done < n): the task, and
   // what nearEnd touches, must outlive that.
-  while (job->telling.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
-  if (job->error) std::rethrow_exception(job->error);
+  while (job.telling.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  if (job.error) std::rethrow_exception(job.error);
 }
 
 size_t parallelGrain(size_t n, size_t minGrain) {
@@ -269,7 +298,7 @@ size_t parallelGrain(size_t n, size_t minGrain) {
   return g < minGrain ? minGrain : g;
 }
 
-void forEachRange(size_t n, const std::function<void(size_t, size_t)>& fn, size_t minGrain) {
+void forEachRange(size_t n, RangeFn fn, size_t minGrain) {
   if (n < kParallelThreshold) {
     if (n > 0) fn(0, n);
     return;

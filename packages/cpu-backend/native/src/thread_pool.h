@@ -15,17 +15,37 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace embedstack {
 
 /** Batches at least this long are split across the pool (reads and parallel parts of writes). */
 constexpr size_t kParallelThreshold = 16384;
+
+/**
+ * A callable fn(begin, end) for parallelFor / forEachRange, by reference: making one from a
+ * lambda allocates nothing (a std::function of a lambda capturing more than two references
+ * allocates), so a write's loops after its first change cannot fail for memory. It refers to
+ * the callable it was made from, which must outlive it: use it only as a parameter type (a
+ * call's argument lives to the end of the call); `RangeFn f = [&](size_t, size_t) {...};` as a
+ * local would refer to a lambda gone at the end of that statement.
+ */
+class RangeFn {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same<std::decay_t<F>, RangeFn>::value>>
+  RangeFn(F&& f) noexcept  // NOLINT(google-explicit-constructor): lambdas convert, as to std::function
+      : callable_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* c, size_t b, size_t e) { (*static_cast<std::remove_reference_t<F>*>(c))(b, e); }) {}
+  void operator()(size_t begin, size_t end) const { call_(callable_, begin, end); }
+
+ private:
+  void* callable_;
+  void (*call_)(void*, size_t, size_t);
+};
 
 /**
  * Work for ThreadPool::post, owned by whoever posts it (the pool allocates nothing per
@@ -77,7 +97,8 @@ class ThreadPool {
   /**
    * Runs fn(begin, end) over [0, n) in chunks of `grain` (>= 1) on the caller and up to
    * threads() - 1 workers; returns when every chunk is done. Rethrows the first exception
-   * a chunk threw.
+   * a chunk threw. Allocates nothing: the job lives on the caller's stack, in an intrusive
+   * queue, and the caller returns only once every worker that joined it has left it.
    *
    * Called by a posted task whose wantsNearEnd() is true (its first parallelFor only), the
    * chunks shrink towards the end (each at most `grain`, about a 2 * threads()-th of what is
@@ -86,7 +107,7 @@ class ThreadPool {
    * on, so what nearEnd() wakes can take its core). An async op uses it to wake the JS thread
    * while the last chunks still run, so that wake overlaps them.
    */
-  void parallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+  void parallelFor(size_t n, size_t grain, RangeFn fn);
 
   /**
    * While one lives, the calling thread's parallelFor calls leave its task's nearEnd() to a
@@ -132,7 +153,9 @@ class ThreadPool {
   struct Job;
   void workerLoop();
   /** Under mutex_: a job a worker may help (and joins it), after dropping exhausted ones. */
-  std::shared_ptr<Job> joinableJob();
+  Job* joinableJob();
+  /** Under mutex_: takes `job` (after `prev`, or first when null) out of the queue. */
+  void unqueue(Job* prev, Job* job);
   static void runChunks(Job& job);
   /** Claims the next chunk [begin, end) of job; false when none is left. */
   static bool claim(Job& job, size_t& begin, size_t& end);
@@ -146,7 +169,8 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::shared_ptr<Job>> queue_;
+  Job* queueHead_ = nullptr;  // parallelFor jobs workers may join, oldest first (Job::link; guarded by mutex_)
+  Job* queueTail_ = nullptr;
   PoolTask* tasksHead_ = nullptr;
   PoolTask* tasksTail_ = nullptr;
   /** Workers post() woke to help its task's coming parallelFor, not yet claimed (guarded by mutex_). */
@@ -162,7 +186,7 @@ class ThreadPool {
 /** Grain for splitting `n` items over the shared pool: ~4 chunks per thread, at least `minGrain`. */
 size_t parallelGrain(size_t n, size_t minGrain);
 
-/** parallelFor on the shared pool when n >= kParallelThreshold, else inline. */
-void forEachRange(size_t n, const std::function<void(size_t, size_t)>& fn, size_t minGrain = 2048);
+/** parallelFor on the shared pool when n >= kParallelThreshold, else inline. Allocates nothing. */
+void forEachRange(size_t n, RangeFn fn, size_t minGrain = 2048);
 
 }  // namespace embedstack

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dynamic_table.h"
+#include "planned_ops.h"
 #include "shard_plan.h"
 #include "table.h"
 
@@ -123,6 +124,27 @@ std::vector<float> valuesFor(const std::vector<int64_t>& keys, size_t dim, F bas
     out.insert(out.end(), r.begin(), r.end());
   }
   return out;
+}
+
+/**
+ * applyCombinedGradients by its definition: lookupCombinedBackward's per-entry gradients (rows
+ * of the owned entries at their bag positions; with maxNorm, a scored find of their rows), the
+ * owned entries compacted here under their local keys, then applyGradients.
+ */
+inline void unfusedStep(embedstack::Table& t, const embedstack::BagInput& bag, const float* grads, embedstack::Combiner c,
+                        double maxNorm, const embedstack::ShardPlan& plan, const embedstack::OptimizerParams& opt) {
+  const size_t dim = t.config().dim;
+  std::vector<float> perEntry(bag.n * dim, 0.0f);
+  embedstack::lookupCombinedBackward(t, bag, grads, c, maxNorm, plan, perEntry.data());
+  std::vector<int64_t> local;
+  std::vector<float> owned;
+  for (size_t j = 0; j < bag.n; ++j) {
+    int64_t l = 0;
+    if (!plan.owns(bag.keys[j], &l)) continue;
+    local.push_back(l);
+    owned.insert(owned.end(), perEntry.begin() + j * dim, perEntry.begin() + (j + 1) * dim);
+  }
+  t.applyGradients(local.data(), local.size(), owned.data(), opt);
 }
 
 }  // namespace estest

@@ -87,30 +87,7 @@ TEST(apply_combined_gradients_sums_a_keys_entries_in_order_of_appearance) {
   }
 }
 
-namespace {
-
-/**
- * The definition: lookupCombinedBackward's per-entry gradients (rows of the owned
- * entries at their bag positions), the owned entries compacted here under their local
- * keys, then applyGradients.
- */
-void unfusedStep(Table& t, const BagInput& bag, const float* grads, Combiner c, double maxNorm, const ShardPlan& plan,
-                 const OptimizerParams& opt) {
-  const size_t dim = t.config().dim;
-  std::vector<float> perEntry(bag.n * dim, 0.0f);
-  lookupCombinedBackward(t, bag, grads, c, maxNorm, plan, perEntry.data());
-  std::vector<int64_t> local;
-  std::vector<float> owned;
-  for (size_t j = 0; j < bag.n; ++j) {
-    int64_t l = 0;
-    if (!plan.owns(bag.keys[j], &l)) continue;
-    local.push_back(l);
-    owned.insert(owned.end(), perEntry.begin() + j * dim, perEntry.begin() + (j + 1) * dim);
-  }
-  t.applyGradients(local.data(), local.size(), owned.data(), opt);
-}
-
-}  // namespace
+using estest::unfusedStep;
 
 // Duplicates, weights (some zero, so a row's denominator can be 0), every combiner,
 // maxNorm off and on (some rows clipped), all keys or one shard of a mod plan, static

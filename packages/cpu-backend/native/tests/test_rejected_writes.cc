@@ -8,14 +8,20 @@
 //  - F3: a write that widened its key/score records (12 -> 16 bytes) and then ran out of memory
 //    left them wide; the widening is now published with the growth.
 //  - a write rejected after its clock was taken (growth out of memory) left the clock advanced.
+//  - R1 (rev38, fixed stop 39): a step allocated its per-key loop's row buffers (and, on float16 /
+//    bfloat16 storage, insertRow its widened row) after rows had been inserted and the read had
+//    scored rows; every allocation of a dynamic write now comes before its first change.
 // The memory failures come from RLIMIT_AS (not under ASan: its shadow memory needs it).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #if defined(__linux__)
+#include <malloc.h>
 #include <sys/resource.h>
 #endif
 
@@ -27,6 +33,7 @@
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::snapshot;
+using estest::unfusedStep;
 
 namespace {
 
@@ -75,8 +82,9 @@ TEST(a_clipped_combined_step_scores_as_find_then_apply_gradients) {
 }
 
 // Every read policy (and frequency, which scores on write only), duplicates, a capped table
-// that evicts, all keys or one shard: the clipped step ends with the values, scores and the
-// clock (the next upsert's epoch/lru score) of lookupCombinedBackward (its scored find) then
+// that evicts, all keys or one shard, float32 and bfloat16 storage (the read widens, insertRow
+// fills through its row buffer): the clipped step ends with the values, scores and the clock
+// (the next upsert's epoch/lru score) of lookupCombinedBackward (its scored find) then
 // applyGradients of the owned entries on a twin table.
 TEST(a_clipped_combined_step_ends_as_the_unfused_read_then_step_for_every_policy) {
   const size_t dim = 3;
@@ -85,11 +93,13 @@ TEST(a_clipped_combined_step_ends_as_the_unfused_read_then_step_for_every_policy
   const BagInput bag{splits, 4, bagKeys, 9, nullptr};
   std::vector<float> grads(4 * dim);
   for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(static_cast<int64_t>(i * 5 % 7) - 3) / 2.0f;
+  for (StorageDtype storage : {StorageDtype::kFloat32, StorageDtype::kBfloat16}) {
   for (ScorePolicy policy : {ScorePolicy::kLru, ScorePolicy::kLfu, ScorePolicy::kEpochLru, ScorePolicy::kEpochLfu,
                              ScorePolicy::kFrequency}) {
     for (bool capped : {false, true}) {
       for (bool sharded : {false, true}) {
         TableConfig c = dynamicConfig(dim, 4, capped ? 6 : SIZE_MAX, policy);
+        c.storage = storage;
         auto fused = createTable(c);
         auto twin = createTable(c);
         const int64_t resident[] = {4, 7, 1, 2, 3};
@@ -108,17 +118,7 @@ TEST(a_clipped_combined_step_ends_as_the_unfused_read_then_step_for_every_policy
         }
         for (int step = 0; step < 2; ++step) {
           applyCombinedGradients(*fused, bag, grads.data(), Combiner::kMean, 1.5, plan, sgd(0.25));
-          std::vector<float> perEntry(bag.n * dim, 0.0f);
-          lookupCombinedBackward(*twin, bag, grads.data(), Combiner::kMean, 1.5, plan, perEntry.data());
-          std::vector<int64_t> local;
-          std::vector<float> owned;
-          for (size_t j = 0; j < bag.n; ++j) {
-            int64_t l = 0;
-            if (!plan.owns(bag.keys[j], &l)) continue;
-            local.push_back(l);
-            owned.insert(owned.end(), perEntry.begin() + j * dim, perEntry.begin() + (j + 1) * dim);
-          }
-          twin->applyGradients(local.data(), local.size(), owned.data(), sgd(0.25));
+          unfusedStep(*twin, bag, grads.data(), Combiner::kMean, 1.5, plan, sgd(0.25));
         }
         const int64_t probe[] = {2};
         for (Table* t : {fused.get(), twin.get()}) t->upsert(probe, 1, v.data(), nullptr);
@@ -127,7 +127,8 @@ TEST(a_clipped_combined_step_ends_as_the_unfused_read_then_step_for_every_policy
         EXPECT_TRUE(a.values == b.values);
         EXPECT_TRUE(a.scores == b.scores);
         if (a.scores != b.scores) {
-          std::printf("  policy %d capped %d sharded %d\n", static_cast<int>(policy), capped, sharded);
+          std::printf("  storage %d policy %d capped %d sharded %d\n", static_cast<int>(storage), static_cast<int>(policy),
+                      capped, sharded);
           for (const auto& [k, s] : b.scores) {
             std::printf("    key %lld want %llu got %llu\n", static_cast<long long>(k),
                         static_cast<unsigned long long>(s),
@@ -136,6 +137,86 @@ TEST(a_clipped_combined_step_ends_as_the_unfused_read_then_step_for_every_policy
         }
       }
     }
+  }
+  }
+}
+
+// Batches past kParallelThreshold in entries AND distinct keys, so that every loop of the step
+// splits over the pool: the clipped step's read (rows, read scores), the update loop (its row
+// buffers one set per thread), the scores. lfu (reads count), hot keys repeated, resident and
+// new keys, float32 and bfloat16, clipped and not: the same rows and scores as the unfused read
+// then step on a twin. And applyGradients with a quarter of its entries repeats (the in-order
+// sums, updateFromSums over the pool) against a twin given each key's gradients summed here, in
+// order, in float (one distinct key each: the key-by-key loop).
+TEST(steps_over_the_pool_end_as_their_unfused_definitions) {
+  const size_t dim = 5;
+  const size_t rows = 5000;
+  estest::Draw draw{39};
+  std::vector<int32_t> splits{0};
+  std::vector<int64_t> bagKeys;
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t len = 4 + draw.below(9);
+    for (size_t k = 0; k < len; ++k) {
+      bagKeys.push_back(static_cast<int64_t>(draw.below(8) == 0 ? draw.below(16) : draw.below(60000)));  // 1 in 8 hot
+    }
+    splits.push_back(static_cast<int32_t>(bagKeys.size()));
+  }
+  const std::set<int64_t> distinct(bagKeys.begin(), bagKeys.end());
+  ASSERT_TRUE(distinct.size() >= kParallelThreshold);
+  ASSERT_TRUE(distinct.size() < bagKeys.size());
+  const BagInput bag{splits.data(), rows, bagKeys.data(), bagKeys.size(), nullptr};
+  std::vector<float> grads(rows * dim);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(draw.unit()) - 0.5f;
+  std::vector<int64_t> resident(30000);
+  for (size_t k = 0; k < resident.size(); ++k) resident[k] = static_cast<int64_t>(2 * k);  // the even keys below 60000
+  std::vector<float> v(resident.size() * dim);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(draw.unit()) * 2.0f - 1.0f;
+  for (StorageDtype storage : {StorageDtype::kFloat32, StorageDtype::kBfloat16}) {
+    for (double maxNorm : {0.75, 0.0}) {
+      TableConfig c = dynamicConfig(dim, 64, SIZE_MAX, ScorePolicy::kLfu);
+      c.storage = storage;
+      auto fused = createTable(c);
+      auto twin = createTable(c);
+      for (Table* t : {fused.get(), twin.get()}) t->upsert(resident.data(), resident.size(), v.data(), nullptr);
+      for (int step = 0; step < 2; ++step) {
+        applyCombinedGradients(*fused, bag, grads.data(), Combiner::kSum, maxNorm, ShardPlan{}, sgd(0.25));
+        unfusedStep(*twin, bag, grads.data(), Combiner::kSum, maxNorm, ShardPlan{}, sgd(0.25));
+      }
+      const auto a = snapshot(*fused);
+      const auto b = snapshot(*twin);
+      EXPECT_EQ(a.values.size(), b.values.size());
+      EXPECT_TRUE(a.values == b.values);
+      EXPECT_TRUE(a.scores == b.scores);
+      if (a.values != b.values || a.scores != b.scores) {
+        std::printf("  storage %d maxNorm %g\n", static_cast<int>(storage), maxNorm);
+      }
+    }
+    // applyGradients of the bag's keys (one gradient row per entry) vs the sums by hand.
+    std::vector<float> entryGrads(bagKeys.size() * dim);
+    for (size_t i = 0; i < entryGrads.size(); ++i) entryGrads[i] = static_cast<float>(draw.unit()) - 0.5f;
+    std::vector<int64_t> keys;
+    std::map<int64_t, size_t> slot;
+    std::vector<float> summed;
+    for (size_t j = 0; j < bagKeys.size(); ++j) {
+      auto it = slot.find(bagKeys[j]);
+      if (it == slot.end()) {
+        it = slot.emplace(bagKeys[j], keys.size()).first;
+        keys.push_back(bagKeys[j]);
+        summed.insert(summed.end(), dim, 0.0f);  // 0 + g, then + g ...: the step's float sum in order
+      }
+      for (size_t col = 0; col < dim; ++col) summed[it->second * dim + col] += entryGrads[j * dim + col];
+    }
+    TableConfig c = dynamicConfig(dim, 64, SIZE_MAX, ScorePolicy::kLru);
+    c.storage = storage;
+    auto stepped = createTable(c);
+    auto byHand = createTable(c);
+    for (Table* t : {stepped.get(), byHand.get()}) t->upsert(resident.data(), resident.size(), v.data(), nullptr);
+    stepped->applyGradients(bagKeys.data(), bagKeys.size(), entryGrads.data(), sgd(0.5));
+    byHand->applyGradients(keys.data(), keys.size(), summed.data(), sgd(0.5));
+    const auto a = snapshot(*stepped);
+    const auto b = snapshot(*byHand);
+    EXPECT_TRUE(a.values == b.values);
+    EXPECT_TRUE(a.scores == b.scores);
   }
 }
 
@@ -156,6 +237,9 @@ size_t addressSpaceBytes() {
 template <class F>
 bool throwsWithRoom(size_t room, F&& f) {
   ThreadPool::shared();  // its threads started before the limit
+  // Every malloc of 128 KiB or more is mapped (a fixed threshold: glibc's dynamic one rises to
+  // 32 MiB, and a free heap chunk could then serve a large buffer without new address space).
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
   const size_t vm = addressSpaceBytes();
   if (vm == 0) return false;
   rlimit old{};
@@ -268,5 +352,96 @@ TEST(a_write_that_must_widen_and_cannot_grow_leaves_the_records_narrow) {
   t->upsert(probe, 1, row.data(), nullptr);
   EXPECT_TRUE(!d->narrowScores());
   EXPECT_EQ(snapshot(*t).scores.at(7), uint64_t{1} << 32);
+}
+
+// R1 (rev38): a write's memory comes before its first change. bfloat16's insertRow widened a
+// new row's initial value into a thread's buffer that it allocated on first use, after reserve()
+// committed the call (the clock kept, rows inserted). Here findOrInsert of a new key at dim 2^20
+// (a 4 MiB buffer) with 2 MiB of room: either rejected with nothing changed (the buffer is sized
+// in startWrite, before the clock is taken, unless this thread's already is: then it succeeds),
+// or done, as on a twin with memory. The old code failed after the commit: key 7 inserted or
+// the clock spent.
+TEST(a_narrow_insert_whose_row_buffer_does_not_fit_changes_nothing) {
+  constexpr size_t kMaxDim = size_t{1} << 20;
+  TableConfig c = dynamicConfig(kMaxDim, 4, SIZE_MAX, ScorePolicy::kLru);
+  c.storage = StorageDtype::kBfloat16;
+  auto t = createTable(c);
+  auto twin = createTable(c);
+  const int64_t resident[] = {0};
+  std::vector<float> values(kMaxDim, 0.5f);
+  for (Table* x : {t.get(), twin.get()}) x->upsert(resident, 1, values.data(), nullptr);  // clock 1
+  const auto before = snapshot(*t);
+  const int64_t keys[] = {0, 7};
+  std::vector<float> out(2 * kMaxDim);
+  uint8_t exists[2];
+  const bool threw = throwsWithRoom(size_t{2} << 20, [&] { t->findOrInsertInto(keys, 2, nullptr, out.data(), exists); });
+  if (threw) {
+    EXPECT_EQ(t->size(), size_t{1});
+    EXPECT_TRUE(snapshot(*t).scores == before.scores);
+    EXPECT_TRUE(snapshot(*t).values == before.values);
+  } else {
+    twin->findOrInsertInto(keys, 2, nullptr, out.data(), exists);
+    EXPECT_EQ(t->size(), size_t{2});
+    EXPECT_TRUE(snapshot(*t).scores == snapshot(*twin).scores);
+    EXPECT_TRUE(snapshot(*t).values == snapshot(*twin).values);
+  }
+  const int64_t probe[] = {0};
+  t->upsert(probe, 1, values.data(), nullptr);
+  EXPECT_EQ(snapshot(*t).scores.at(0), uint64_t{threw ? 2u : 3u});
+}
+
+// R1 (rev38): a step's memory comes before its first change. Its per-key loop allocated its row
+// buffers (sum [dim] floats, scratch [dim] doubles, and the widened row on float16 / bfloat16)
+// per range, after admission had inserted the new key 9 and (clipped) the read had scored key 0,
+// both clocks kept. At dim 2^20 the scratch alone is 8 MiB: with 6 MiB of room the call is
+// rejected before any change (its row buffers are allocated before admission now), the table
+// exactly as before (export, size, memoryUsage) and the clock too (the next upsert scores one
+// more than the step with memory left it). Three steps: distinct keys (the key-by-key loop), a repeated key (the
+// in-order sums, updateFromSums), clipped (the read inside the step). Each runs once with memory
+// first, so the buffers kept from a call (the clipped rows' scratch, cached scratch blocks) are
+// there: what remains to allocate is the step's own.
+TEST(a_step_whose_row_buffers_do_not_fit_changes_nothing) {
+  constexpr size_t kMaxDim = size_t{1} << 20;
+  for (StorageDtype storage : {StorageDtype::kFloat32, StorageDtype::kBfloat16}) {
+    for (int shape = 0; shape < 3; ++shape) {
+      TableConfig c = dynamicConfig(kMaxDim, 4, SIZE_MAX, ScorePolicy::kLru);
+      c.storage = storage;
+      auto t = createTable(c);
+      const int64_t resident[] = {0, 1};
+      std::vector<float> values(2 * kMaxDim, 0.5f);
+      values[3] = 3.0f;  // key 0's row has norm > 1 (clipped)
+      t->upsert(resident, 2, values.data(), nullptr);
+      const int64_t distinct[] = {0, 9};
+      const int64_t repeated[] = {0, 0, 9};
+      std::vector<float> grads(3 * kMaxDim, 0.125f);
+      const int32_t splits[] = {0, 1};
+      const int64_t bagKeys[] = {0};
+      const BagInput bag{splits, 1, bagKeys, 1, nullptr};
+      const auto step = [&] {
+        if (shape == 0) t->applyGradients(distinct, 2, grads.data(), sgd(0.5));
+        if (shape == 1) t->applyGradients(repeated, 3, grads.data(), sgd(0.5));
+        if (shape == 2) applyCombinedGradients(*t, bag, grads.data(), Combiner::kSum, 1.0, ShardPlan{}, sgd(0.5));
+      };
+      step();  // with memory (clock 2)
+      const int64_t gone[] = {9};
+      t->remove(gone, 1);
+      const auto before = snapshot(*t);
+      const size_t memory = t->memoryUsage();
+      const bool threw = throwsWithRoom(size_t{6} << 20, step);
+      EXPECT_TRUE(threw);
+      EXPECT_EQ(t->size(), size_t{2});
+      EXPECT_EQ(t->memoryUsage(), memory);
+      const auto after = snapshot(*t);
+      EXPECT_TRUE(after.scores == before.scores);
+      EXPECT_TRUE(after.values == before.values);
+      if (after.scores != before.scores || after.values != before.values || t->size() != 2) {
+        std::printf("  storage %d shape %d\n", static_cast<int>(storage), shape);
+      }
+      const int64_t probe[] = {1};
+      t->upsert(probe, 1, values.data(), nullptr);
+      // upsert clock 1, the step with memory 2 (clipped: 2 and 3), so the probe 3 (clipped: 4)
+      EXPECT_EQ(snapshot(*t).scores.at(1), uint64_t{shape == 2 ? 4u : 3u});
+    }
+  }
 }
 #endif
