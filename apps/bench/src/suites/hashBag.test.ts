@@ -52,6 +52,12 @@ describe('the hash-bag ceiling', () => {
     expect(c.note).toBe('sizes; per round the fastest of 3 variants, rounds won: a 1, b 1, c 2 of 4');
   });
 
+  it('leaves figures without any variant as they are (no ceiling made up)', () => {
+    const other = { name: 'dynamic', kind: 'ours' as const, value: 5, unit: 'rows/s', samples: [5, 5], interleaved: 2 };
+    expect(bestCeiling([other], 2, 'sizes')).toEqual([other]);
+    expect(bestCeiling([], 2, 'sizes')).toEqual([]);
+  });
+
   it('sweeps sizes: one group per size with the four figures, measured on tables it builds and frees', async () => {
     const { backend, threads } = await loadBackend('cpu');
     const native = loadNative();

@@ -92,10 +92,12 @@ export function hashCeilingEntries(
  * Replaces the variants' figures (hashCeilingEntries, sampled in the same rounds) by one: the
  * ceiling, whose sample in each round is the fastest variant's (so its ratios to the other
  * figures of those rounds stay paired), its note saying which variant won how many rounds.
+ * Figures without any variant's (hashCeilingEntries not measured) come back unchanged.
  */
 export function bestCeiling(figures: readonly Figure[], threads: number, note: string): Figure[] {
   const prefix = `${hashCeilingName(threads)}: `;
   const variants = figures.filter((f) => f.name.startsWith(prefix));
+  if (variants.length === 0) return [...figures];
   const rest = figures.filter((f) => !f.name.startsWith(prefix));
   const rounds = Math.min(...variants.map((f) => f.samples?.length ?? 0));
   const best: number[] = [];
