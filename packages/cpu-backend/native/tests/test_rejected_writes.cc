@@ -14,6 +14,7 @@
 // The memory failures come from RLIMIT_AS (not under ASan: its shadow memory needs it).
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -233,20 +234,37 @@ size_t addressSpaceBytes() {
   return 0;
 }
 
-/** Runs f with the address space limited to `room` bytes more than the process holds; whether f threw. */
+/**
+ * Runs f with the address space limited to `room` bytes more than the process holds; whether f
+ * threw. The C heap's free memory (what earlier tests freed) is taken first, in 1 MiB blocks
+ * while no new address space is allowed, and given back after f: otherwise a free chunk could
+ * serve one of f's large buffers without any new address space.
+ */
 template <class F>
 bool throwsWithRoom(size_t room, F&& f) {
   ThreadPool::shared();  // its threads started before the limit
   // Every malloc of 128 KiB or more is mapped (a fixed threshold: glibc's dynamic one rises to
-  // 32 MiB, and a free heap chunk could then serve a large buffer without new address space).
+  // 32 MiB, and a heap grown for a large buffer keeps its free space).
   mallopt(M_MMAP_THRESHOLD, 128 << 10);
+  std::vector<void*> taken;
+  taken.reserve(16384);
   const size_t vm = addressSpaceBytes();
   if (vm == 0) return false;
   rlimit old{};
   if (getrlimit(RLIMIT_AS, &old) != 0) return false;
   rlimit tight = old;
-  tight.rlim_cur = vm + room;
+  tight.rlim_cur = vm;
   if (setrlimit(RLIMIT_AS, &tight) != 0) return false;
+  while (taken.size() < taken.capacity()) {
+    void* p = std::malloc(size_t{1} << 20);
+    if (p == nullptr) break;
+    taken.push_back(p);
+  }
+  tight.rlim_cur = vm + room;  // the blocks took no new address space (the limit allowed none)
+  if (setrlimit(RLIMIT_AS, &tight) != 0) {
+    for (void* p : taken) std::free(p);
+    return false;
+  }
   bool threw = false;
   try {
     f();
@@ -257,6 +275,7 @@ bool throwsWithRoom(size_t room, F&& f) {
     threw = true;
   }
   setrlimit(RLIMIT_AS, &old);
+  for (void* p : taken) std::free(p);
   return threw;
 }
 
