@@ -21,8 +21,10 @@ namespace embedstack {
 void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores,
                               bool explicitScores, BesideProbe* beside, bool readsFirst) {
   // float16 / bfloat16 storage: the buffer insertRow and accum widen a row into (this thread's),
-  // sized now, so that they allocate nothing once rows change.
+  // sized now, so that they allocate nothing once rows change; and the pool (created on first
+  // use) made now when a later loop over the call's n entries splits (rev39 FX7).
   if (!wide()) rowScratch(dim_);
+  if (n >= kParallelThreshold) ThreadPool::shared();
   wb.dedupe.build(keys, n);
   const size_t u = wb.dedupe.uniqueCount();
   wb.scores = scores;
