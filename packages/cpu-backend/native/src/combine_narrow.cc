@@ -95,10 +95,10 @@ struct VectorBlocks {
 };
 #endif
 
-// Each ISA's operations: kWidth stored values widened (float32: as loaded; float16: vcvtph2ps, exact but for a
-// signalling NaN, which comes out quiet as its float64 conversion would make it anyway;
-// bfloat16: a 16-bit shift), converted to float64 (exact), then the scalar kernel's float64
-// add, multiply, divide and rounding to float32.
+// Each ISA's operations: kWidth stored values widened (float32: as loaded; float16:
+// vcvtph2ps, exact but for a signalling NaN, which comes out quiet as its float64
+// conversion would make it anyway; bfloat16: a 16-bit shift), converted to float64
+// (exact), then the scalar kernel's float64 add, multiply, divide and rounding to float32.
 
 #if ES_WIDEN_AVX2
 /** AVX2 + F16C: 4 values per vector. */
@@ -143,9 +143,9 @@ struct Avx512Ops {
     if constexpr (std::is_same_v<Src, F32Src>) {
       return _mm512_maskz_cvtps_pd(kAll8, _mm256_loadu_ps(e));
     } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(e));
-    if constexpr (std::is_same_v<Src, Bf16Src>) return _mm512_maskz_cvtps_pd(kAll8, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-    return _mm512_maskz_cvtps_pd(kAll8, _mm256_cvtph_ps(h));
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(e));
+      if constexpr (std::is_same_v<Src, Bf16Src>) return _mm512_maskz_cvtps_pd(kAll8, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+      return _mm512_maskz_cvtps_pd(kAll8, _mm256_cvtph_ps(h));
     }
   }
   ES_TARGET_AVX512 static inline void zero(D& a) { a = _mm512_setzero_pd(); }

@@ -208,16 +208,15 @@ void DynamicTable::importRows(const int64_t* keys, size_t n, const float* values
 
 namespace {
 
-// n floats, uninitialised, 64-byte aligned, from the scratch cache (scratchAllocate).
+// n Ts, uninitialised, 64-byte aligned, from the scratch cache (scratchAllocate).
+template <class T = float>
 class ScratchLines {
  public:
-  explicit ScratchLines(size_t n) : bytes_(n * sizeof(float) + 64), block_(scratchAllocate(bytes_)) {}
+  explicit ScratchLines(size_t n) : bytes_(n * sizeof(T) + 64), block_(scratchAllocate(bytes_)) {}
   ~ScratchLines() { scratchFree(block_, bytes_); }
   ScratchLines(const ScratchLines&) = delete;
   ScratchLines& operator=(const ScratchLines&) = delete;
-  float* data() const {
-    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(block_) + 63) & ~uintptr_t{63});
-  }
+  T* data() const { return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(block_) + 63) & ~uintptr_t{63}); }
 
  private:
   size_t bytes_;
@@ -238,8 +237,8 @@ class DynamicTable::StepBuffers {
       : sets_(uniques >= kParallelThreshold ? ThreadPool::shared().threads() : 1),
         doubleStride_((dim + 7) & ~size_t{7}),
         floatStride_(((widens ? 2 * dim : dim) + 15) & ~size_t{15}),
-        doubles_(sets_ * doubleStride_ + 8),
-        floats_(sets_ * floatStride_ + 16),
+        doubles_(sets_ * doubleStride_),
+        floats_(sets_ * floatStride_),
         busy_(std::make_unique<std::atomic<bool>[]>(sets_)),
         dim_(dim) {}
 
@@ -250,15 +249,11 @@ class DynamicTable::StepBuffers {
     ~Set() { b_.busy_[i_].store(false, std::memory_order_release); }
     Set(const Set&) = delete;
     Set& operator=(const Set&) = delete;
-    float* sum() const { return aligned(b_.floats_.data()) + i_ * b_.floatStride_; }
+    float* sum() const { return b_.floats_.data() + i_ * b_.floatStride_; }
     float* widened() const { return sum() + b_.dim_; }
-    double* scratch() const { return aligned(b_.doubles_.data()) + i_ * b_.doubleStride_; }
+    double* scratch() const { return b_.doubles_.data() + i_ * b_.doubleStride_; }
 
    private:
-    template <class T>
-    static T* aligned(T* p) {
-      return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
-    }
     const StepBuffers& b_;
     size_t i_;
   };
@@ -277,8 +272,8 @@ class DynamicTable::StepBuffers {
   size_t sets_;
   size_t doubleStride_;
   size_t floatStride_;
-  ScratchArray<double> doubles_;
-  ScratchArray<float> floats_;
+  ScratchLines<double> doubles_;
+  ScratchLines<float> floats_;
   std::unique_ptr<std::atomic<bool>[]> busy_;
   size_t dim_;
 };
@@ -300,7 +295,7 @@ class DynamicTable::InOrderSums final : public BesideProbe {
     running_.resize(uniques);
     uint32_t multi = 0;
     for (size_t u = 0; u < uniques; ++u) running_[u] = d.count(u) > 1 ? multi++ : kNoRunningRow;
-    summed_ = std::make_unique<ScratchLines>(static_cast<size_t>(multi) * dim_);
+    summed_ = std::make_unique<ScratchLines<>>(static_cast<size_t>(multi) * dim_);
     return true;
   }
   void run() override {
@@ -318,7 +313,7 @@ class DynamicTable::InOrderSums final : public BesideProbe {
   size_t dim_;
   const BatchDedupe* dedupe_ = nullptr;
   ScratchVector<uint32_t> running_;
-  std::unique_ptr<ScratchLines> summed_;
+  std::unique_ptr<ScratchLines<>> summed_;
 };
 
 void DynamicTable::applyGradients(const int64_t* keys, size_t n, const float* grads, const OptimizerParams& opt) {
