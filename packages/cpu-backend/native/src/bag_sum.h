@@ -8,7 +8,8 @@
 //   L::zero(acc)             all sums 0;
 //   L::add(acc, e)           acc[c] += e[c] widened, c < B;
 //   L::addScaled(acc, e, w)  acc[c] = acc[c] + w * e[c] widened (no fused multiply-add);
-//   L::store(acc, out, div)  out[c] = float(acc[c]) (div 1), float(acc[c] / div), or 0 (div 0).
+//   L::store(acc, out, div)  out[c] = float(acc[c]) (div 1), float(acc[c] / div), or 0 (div 0);
+//   L::sums(acc, buf)        the B sums as a double array (acc's own, or stored into buf [B]).
 // The loop depends on nothing else, so every policy gives the reference's operations in
 // its order, so the same bits.
 #pragma once
@@ -50,6 +51,10 @@ struct ScalarBlocks {
     } else {
       for (size_t c = 0; c < B; ++c) o[c] = static_cast<float>(a.v[c] / div);
     }
+  }
+  template <size_t B>
+  __attribute__((always_inline)) static inline double* sums(Acc<B>& a, double*) {
+    return a.v;
   }
 };
 

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bag_sum.h"
 #include "column_blocks.h"
+#include "combine_vector.h"
 #include "multiversion.h"
+#include "widen_isa.h"
 
 namespace embedstack {
 
@@ -84,66 +87,59 @@ __attribute__((always_inline)) inline void clippedSum(const PlanSpan& s, size_t 
   }
 }
 
+namespace {
+
 /**
- * acc[B] = columns [c0, c0 + B) of the owned entries [k, kEnd), (weighted) summed in bag
- * order from 0, in a local array kept in registers (column_blocks.h). With `prefetch` (a
- * row's first block), asks for the lent row `ahead` owned entries on.
+ * acc = columns [c0, c0 + B) of the owned entries [k, kEnd), (weighted) summed in bag
+ * order from 0, in L's sums (bag_sum.h's block policy: a local array kept in registers, or
+ * combine_vector.h's float64 vectors). With `prefetch` (a row's first block), asks for the
+ * lent row `ahead` owned entries on.
  */
-template <size_t B>
+template <class L, size_t B>
 __attribute__((always_inline)) inline void ownedColumnSum(const PlanSpan& s, size_t k, size_t kEnd, size_t c0, bool prefetch,
-                                                          size_t ahead, size_t rowBytes, double (&acc)[B]) {
-  for (size_t c = 0; c < B; ++c) acc[c] = 0.0;
+                                                          size_t ahead, size_t rowBytes, typename L::template Acc<B>& acc) {
+  L::template zero<B>(acc);
   for (size_t i = k; i < kEnd; ++i) {
     if (prefetch && s.rowPtrs && i + ahead < s.lent) prefetchRow(s.rowPtrs[i + ahead], rowBytes);
-    const float* __restrict e = rowOf(s, i) + c0;
+    const float* e = rowOf(s, i) + c0;
     const double w = s.weights ? static_cast<double>(s.weights[entryOf(s, i)]) : 1.0;
     if (w == 1.0) {
-      for (size_t c = 0; c < B; ++c) acc[c] += static_cast<double>(e[c]);  // 1.0 * e is exact
+      L::template add<B>(acc, e);  // 1.0 * e is exact
     } else {
-      for (size_t c = 0; c < B; ++c) acc[c] = acc[c] + w * static_cast<double>(e[c]);
+      L::template addScaled<B>(acc, e, w);
     }
   }
 }
 
 /** Columns [c0, c0 + B) of a row's owned entries, divided by d and added to the row's partial. */
-template <size_t B>
+template <class L, size_t B>
 __attribute__((always_inline)) inline void partialBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict o,
                                                         size_t c0, bool prefetch, size_t ahead, size_t rowBytes) {
-  double acc[B];
-  ownedColumnSum<B>(s, k, kEnd, c0, prefetch, ahead, rowBytes, acc);
+  typename L::template Acc<B> sums;
+  ownedColumnSum<L, B>(s, k, kEnd, c0, prefetch, ahead, rowBytes, sums);
+  double buf[B];
+  const double* acc = L::template sums<B>(sums, buf);
   for (size_t c = 0; c < B; ++c) o[c0 + c] = o[c0 + c] + acc[c] / d;
 }
 
-ES_MULTIVERSION
-void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
+/** combinePartialRows without clipping, each row's owned entries in column blocks. */
+template <class L>
+__attribute__((always_inline)) inline void partialRows(const PlanSpan& s, double* out) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(float);
   size_t k = firstOwned(s);
-  if (!(s.maxNorm > 0)) {
-    const size_t ahead = prefetchDistance(rowBytes);
-    for (size_t i = k; s.rowPtrs && i < k + ahead && i < s.lent; ++i) prefetchRow(s.rowPtrs[i], rowBytes);
-    for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
-      const size_t kEnd = ownedEnd(s, r, k);
-      const double d = s.denom[r];
-      if (d != 0) {
-        double* o = out + r * dim;
-        forEachColumnBlock(dim, [&](auto width, size_t c0, bool first) {
-          partialBlock<decltype(width)::value>(s, k, kEnd, d, o, c0, first, ahead, rowBytes);
-        });
-      }
-      k = kEnd;
-    }
-    return;
-  }
-  // Clipping needs each entry's norm first: one entry at a time into acc.
+  const size_t ahead = prefetchDistance(rowBytes);
+  for (size_t i = k; s.rowPtrs && i < k + ahead && i < s.lent; ++i) prefetchRow(s.rowPtrs[i], rowBytes);
   for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
     const size_t kEnd = ownedEnd(s, r, k);
-    clippedSum(s, k, kEnd, acc);
-    k = kEnd;
     const double d = s.denom[r];
-    if (d == 0) continue;
-    double* __restrict o = out + r * dim;
-    for (size_t c = 0; c < dim; ++c) o[c] = o[c] + acc[c] / d;
+    if (d != 0) {
+      double* o = out + r * dim;
+      forEachColumnBlock(dim, [&](auto width, size_t c0, bool first) __attribute__((always_inline)) {
+        partialBlock<L, decltype(width)::value>(s, k, kEnd, d, o, c0, first, ahead, rowBytes);
+      });
+    }
+    k = kEnd;
   }
 }
 
@@ -154,12 +150,14 @@ void combinePartialRows(const PlanSpan& s, double* out, double* acc) {
  * to o instead. run + (0 + x) == run + x bit for bit when run is not -0, and it never is
  * (it starts at 0 + x), so later shards add acc / d directly; acc / 1 == acc.
  */
-template <size_t B>
+template <class L, size_t B>
 __attribute__((always_inline)) inline void shardBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict run,
                                                       float* __restrict o, bool first, bool last, size_t c0, bool prefetch,
                                                       size_t ahead, size_t rowBytes) {
-  double acc[B];
-  ownedColumnSum<B>(s, k, kEnd, c0, prefetch, ahead, rowBytes, acc);
+  typename L::template Acc<B> sums;
+  ownedColumnSum<L, B>(s, k, kEnd, c0, prefetch, ahead, rowBytes, sums);
+  double buf[B];
+  double* acc = L::template sums<B>(sums, buf);
   if (d != 1.0) {
     for (size_t c = 0; c < B; ++c) acc[c] = acc[c] / d;
   }
@@ -176,8 +174,13 @@ __attribute__((always_inline)) inline void shardBlock(const PlanSpan& s, size_t 
   }
 }
 
-ES_MULTIVERSION
-void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
+/**
+ * combineShardStep's rows: the rows this shard owns no entry of (or whose denominator is
+ * 0) directly, the others' partials in column blocks (L's sums) or, clipping, an entry at
+ * a time (clippedSum, into acc).
+ */
+template <class L>
+__attribute__((always_inline)) inline void shardRows(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(float);
   const size_t ahead = prefetchDistance(rowBytes);
@@ -202,8 +205,8 @@ void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, dou
         for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c]);
       }
     } else if (!clip) {
-      forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) {
-        shardBlock<decltype(width)::value>(s, k, kEnd, d, run, o, first, last, c0, firstBlock, ahead, rowBytes);
+      forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) __attribute__((always_inline)) {
+        shardBlock<L, decltype(width)::value>(s, k, kEnd, d, run, o, first, last, c0, firstBlock, ahead, rowBytes);
       });
     } else {
       clippedSum(s, k, kEnd, acc);
@@ -222,6 +225,110 @@ void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, dou
     }
     k = kEnd;
   }
+}
+
+using ScalarF32 = bagsum::ScalarBlocks<vecsum::F32Src>;
+
+ES_MULTIVERSION
+void scalarPartialRows(const PlanSpan& s, double* out, double* acc) {
+  if (!(s.maxNorm > 0)) {
+    partialRows<ScalarF32>(s, out);
+    return;
+  }
+  // Clipping needs each entry's norm first: one entry at a time into acc.
+  const size_t dim = s.dim;
+  size_t k = firstOwned(s);
+  for (size_t r = s.rowBegin; r < s.rowEnd; ++r) {
+    const size_t kEnd = ownedEnd(s, r, k);
+    clippedSum(s, k, kEnd, acc);
+    k = kEnd;
+    const double d = s.denom[r];
+    if (d == 0) continue;
+    double* __restrict o = out + r * dim;
+    for (size_t c = 0; c < dim; ++c) o[c] = o[c] + acc[c] / d;
+  }
+}
+
+ES_MULTIVERSION
+void scalarShardStep(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
+  shardRows<ScalarF32>(s, first, last, sum, acc, out);
+}
+
+// The float64-vector kernels (combine_vector.h) of the paths without clipping: the scalar
+// loops' operations in their order, so the same bits. Each is `flatten` so that GCC
+// inlines the policy's target operations into the generic loop.
+using PartialFn = void (*)(const PlanSpan&, double*);
+using StepFn = void (*)(const PlanSpan&, bool, bool, double*, double*, float*);
+struct PlanKernels {
+  PartialFn partial;
+  StepFn step;
+};
+
+#if ES_WIDEN_AVX2
+using Avx2F32 = vecsum::VectorBlocks<vecsum::Avx2Ops<vecsum::F32Src>>;
+ES_TARGET_AVX2 __attribute__((flatten)) void partialAvx2(const PlanSpan& s, double* out) { partialRows<Avx2F32>(s, out); }
+ES_TARGET_AVX2 __attribute__((flatten)) void stepAvx2(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
+  shardRows<Avx2F32>(s, first, last, sum, acc, out);
+}
+#endif
+
+#if ES_WIDEN_AVX512
+using Avx512F32 = vecsum::VectorBlocks<vecsum::Avx512Ops<vecsum::F32Src>>;
+ES_TARGET_AVX512 __attribute__((flatten)) void partialAvx512(const PlanSpan& s, double* out) { partialRows<Avx512F32>(s, out); }
+ES_TARGET_AVX512 __attribute__((flatten)) void stepAvx512(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
+  shardRows<Avx512F32>(s, first, last, sum, acc, out);
+}
+#endif
+
+PlanKernels planKernels(WidenIsa isa) {
+  switch (isa) {
+#if ES_WIDEN_AVX512
+    case WidenIsa::kAvx512:
+      return {partialAvx512, stepAvx512};
+#endif
+#if ES_WIDEN_AVX2
+    case WidenIsa::kAvx2F16c:
+      return {partialAvx2, stepAvx2};
+#endif
+    default:
+      return {nullptr, nullptr};
+  }
+}
+
+/** The kernels of the best WidenIsa the build and CPU have, picked at first use. */
+const PlanKernels& bestPlanKernels() {
+  static const PlanKernels k = planKernels(widenIsas().back());
+  return k;
+}
+
+void partialWith(const PlanKernels& k, const PlanSpan& s, double* out, double* acc) {
+  if (k.partial != nullptr && !(s.maxNorm > 0)) {
+    k.partial(s, out);
+  } else {
+    scalarPartialRows(s, out, acc);
+  }
+}
+
+void stepWith(const PlanKernels& k, const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
+  if (k.step != nullptr && !(s.maxNorm > 0)) {
+    k.step(s, first, last, sum, acc, out);
+  } else {
+    scalarShardStep(s, first, last, sum, acc, out);
+  }
+}
+
+}  // namespace
+
+void combinePartialRows(const PlanSpan& s, double* out, double* acc) { partialWith(bestPlanKernels(), s, out, acc); }
+
+void combinePartialRowsWith(WidenIsa isa, const PlanSpan& s, double* out, double* acc) { partialWith(planKernels(isa), s, out, acc); }
+
+void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
+  stepWith(bestPlanKernels(), s, first, last, sum, acc, out);
+}
+
+void combineShardStepWith(WidenIsa isa, const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
+  stepWith(planKernels(isa), s, first, last, sum, acc, out);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "combine.h"
+#include "storage.h"
 
 namespace embedstack {
 
@@ -33,8 +34,14 @@ struct PlanSpan {
 /** denom[r] for r in [rb, re). */
 void bagDenominators(const int32_t* rowSplits, const float* weights, size_t rb, size_t re, Combiner c, double* denom);
 
-/** out[r * dim + c] += (Σ_{owned j in r} s_j e_j)[c] / denom_r for the span's rows (nothing when denom_r == 0). */
+/**
+ * out[r * dim + c] += (Σ_{owned j in r} s_j e_j)[c] / denom_r for the span's rows (nothing
+ * when denom_r == 0). Without clipping, in the float64-vector kernel of the best WidenIsa
+ * the build and CPU have (combine_vector.h; the scalar loop's bits).
+ */
 void combinePartialRows(const PlanSpan& s, double* out, double* acc);
+/** combinePartialRows with a given kernel (one of widenIsas(); kPortable or clipping: the scalar loop; tests compare them). */
+void combinePartialRowsWith(WidenIsa isa, const PlanSpan& s, double* out, double* acc);
 
 /**
  * One shard's step of the shard-order sum of bag rows [rowBegin, rowEnd): with p the
@@ -44,6 +51,8 @@ void combinePartialRows(const PlanSpan& s, double* out, double* acc);
  * ((0 + p_0) + p_1) + ... in shard order is then exactly the partials added in order.
  */
 void combineShardStep(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out);
+/** combineShardStep with a given kernel (as combinePartialRowsWith). */
+void combineShardStepWith(WidenIsa isa, const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out);
 
 /**
  * Per-entry gradients of the span's owned entries from pooled grads [nrows * dim]:

@@ -3,9 +3,12 @@
 // lookupCombinedShards against one table's bag (a complete floorMod split) or the partials
 // added in shard order (other plans).
 #include <cmath>
+#include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "combine_plan.h"
 #include "planned_ops.h"
 #include "shard_plan.h"
 #include "table_helpers.h"
@@ -374,4 +377,154 @@ TEST(shards_lookup_gives_one_table_twice_the_partial_twice) {
   lookupCombinedShards(raw, plans, 2, bag, Combiner::kSum, 0.0, false, out);
   EXPECT_EQ(out[0], 3.0f);
   EXPECT_EQ(out[1], -4.0f);
+}
+
+namespace {
+
+/** The same bits, or both NaN (a NaN's payload is not part of the contract). */
+bool sameDouble(double a, double b) {
+  uint64_t x, y;
+  std::memcpy(&x, &a, 8);
+  std::memcpy(&y, &b, 8);
+  return (std::isnan(a) && std::isnan(b)) || x == y;
+}
+bool sameFloat(float a, float b) { return (std::isnan(a) && std::isnan(b)) || estest::floatBits(a) == estest::floatBits(b); }
+
+}  // namespace
+
+TEST(planned_bag_kernels_equal_a_plain_float64_loop_on_every_isa) {
+  // combinePartialRows / combineShardStep without clipping (one kernel per WidenIsa:
+  // kPortable the scalar loop, AVX2 / AVX-512 combine_vector.h's float64 vectors) against
+  // the definition written out here: shard d's partial of bag row r, column c, is
+  // p = 0 + (0.0 + Σ w_j e_j[c] over d's entries of r in bag order, widened to float64) / denom_r,
+  // or 0 when denom_r == 0; combinePartialRows adds it to out; the shards' steps give
+  // float32((p_0 + p_1) + ...) in shard order. Rows hold random bit patterns (NaNs,
+  // infinities, subnormals), -0.0 everywhere in one row, values that cancel; entries are
+  // owned by 3 shards at random, some by none (an incomplete plan), some rows by no shard
+  // or by one only; denominators 0 and NaN; the rows copied or lent; every dim 1..130.
+  uint32_t x = 99;
+  const auto next = [&x]() {
+    x = x * 1664525u + 1013904223u;
+    return x >> 8;
+  };
+  const size_t parts = 3;
+  for (size_t dim = 1; dim <= 130; ++dim) {
+    const size_t nrows = 24;
+    std::vector<float> v(nrows * dim);
+    for (size_t r = 0; r < nrows; ++r) {
+      for (size_t c = 0; c < dim; ++c) {
+        const uint32_t u = next() * 2654435761u ^ static_cast<uint32_t>(r * 977 + c);
+        float f;
+        std::memcpy(&f, &u, 4);
+        if (r % 4 != 0) f = std::ldexp(std::fmod(f, 1.0f), static_cast<int>(r % 7) * 9 - 20);  // finite (NaN stays NaN)
+        if (r == 2) f = -0.0f;
+        if (r == 3) f = c % 2 ? 1e30f : -1e30f;
+        v[r * dim + c] = f;
+      }
+    }
+    // Bags: 0..25 entries (bag 5 empty, bag 6 the -0.0 row alone, bag 9 owned by shard 1 only).
+    std::vector<int32_t> splits{0};
+    std::vector<size_t> ids;
+    std::vector<size_t> owner;  // parts = owned by none
+    const size_t bags = 20;
+    for (size_t b = 0; b < bags; ++b) {
+      const size_t len = b == 5 ? 0 : b == 6 ? 2 : (b * 7 + dim) % 26;
+      for (size_t j = 0; j < len; ++j) {
+        ids.push_back(b == 6 ? 2 : next() % nrows);
+        const size_t o = next() % 8;
+        owner.push_back(b == 9 ? 1 : b == 6 ? j : o < 7 ? o % parts : parts);
+      }
+      splits.push_back(static_cast<int32_t>(ids.size()));
+    }
+    const size_t nnz = ids.size();
+    std::vector<float> weights(nnz);
+    for (size_t j = 0; j < nnz; ++j) weights[j] = j % 3 == 0 ? 1.0f : 0.25f * static_cast<float>(j % 7) - 0.5f;
+    if (splits[3] > splits[2]) weights[splits[2]] = std::nanf("");  // bag 2: NaN weight, NaN mean denominator
+    // Each shard's owned entries (ascending positions) and their rows, copied and lent.
+    std::vector<std::vector<uint32_t>> pos(parts);
+    std::vector<std::vector<float>> copied(parts);
+    std::vector<std::vector<const float*>> lent(parts);
+    for (size_t j = 0; j < nnz; ++j) {
+      if (owner[j] >= parts) continue;
+      pos[owner[j]].push_back(static_cast<uint32_t>(j));
+      copied[owner[j]].insert(copied[owner[j]].end(), v.begin() + ids[j] * dim, v.begin() + (ids[j] + 1) * dim);
+      lent[owner[j]].push_back(v.data() + ids[j] * dim);
+    }
+    std::vector<double> acc(dim);
+    for (Combiner comb : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
+      for (bool weighted : {false, true}) {
+        std::vector<double> denom(bags);
+        for (size_t b = 0; b < bags; ++b) {
+          double ws = 0, wq = 0;
+          for (int32_t j = splits[b]; j < splits[b + 1]; ++j) {
+            const double w = weighted ? weights[j] : 1.0;
+            ws += w;
+            wq += w * w;
+          }
+          denom[b] = comb == Combiner::kSum ? 1.0 : comb == Combiner::kMean ? ws : std::sqrt(wq);
+        }
+        // The plain quotients q = Σ / denom, partials p = 0 + q (0 when denom is 0), their shard-order sum.
+        std::vector<std::vector<double>> q(parts, std::vector<double>(bags * dim));
+        std::vector<std::vector<double>> p(parts, std::vector<double>(bags * dim));
+        std::vector<float> want(bags * dim);
+        for (size_t b = 0; b < bags; ++b) {
+          for (size_t c = 0; c < dim; ++c) {
+            double total = 0;
+            for (size_t d = 0; d < parts; ++d) {
+              double s = 0.0;
+              for (int32_t j = splits[b]; j < splits[b + 1]; ++j) {
+                if (owner[j] == d) s = s + (weighted ? weights[j] : 1.0) * static_cast<double>(v[ids[j] * dim + c]);
+              }
+              q[d][b * dim + c] = s / denom[b];
+              p[d][b * dim + c] = denom[b] == 0 ? 0.0 : 0.0 + s / denom[b];
+              total = d == 0 ? p[d][b * dim + c] : total + p[d][b * dim + c];
+            }
+            want[b * dim + c] = static_cast<float>(total);
+          }
+        }
+        for (WidenIsa isa : widenIsas()) {
+          for (bool lend : {false, true}) {
+            const auto span = [&](size_t d, size_t r0, size_t r1) {
+              PlanSpan s{splits.data(), r0, r1, weighted ? weights.data() : nullptr, pos[d].data(), pos[d].size(),
+                         lend ? nullptr : copied[d].data(), denom.data(), 0.0, dim};
+              if (lend) {
+                s.rowPtrs = lent[d].data();
+                s.lent = lent[d].size();
+              }
+              return s;
+            };
+            // combinePartialRows adds to what out holds (here -0.0 and 1.5): two spans.
+            for (size_t d = 0; d < parts; ++d) {
+              std::vector<double> out(bags * dim);
+              for (size_t i = 0; i < out.size(); ++i) out[i] = i % 2 ? 1.5 : -0.0;
+              combinePartialRowsWith(isa, span(d, 0, 7), out.data(), acc.data());
+              combinePartialRowsWith(isa, span(d, 7, bags), out.data(), acc.data());
+              size_t bad = 0;
+              for (size_t i = 0; i < out.size(); ++i) {
+                const double before = i % 2 ? 1.5 : -0.0;
+                const double w = denom[i / dim] == 0 ? before : before + q[d][i];
+                bad += sameDouble(out[i], w) ? 0 : 1;
+              }
+              EXPECT_EQ(bad, size_t{0});
+            }
+            // The shards' steps over two chunks of rows; one shard alone (first and last).
+            std::vector<float> got(bags * dim, -1.0f);
+            for (const auto& [r0, r1] : {std::pair<size_t, size_t>{0, 11}, std::pair<size_t, size_t>{11, bags}}) {
+              std::vector<double> sum((r1 - r0) * dim, -7.0);
+              for (size_t d = 0; d < parts; ++d) combineShardStepWith(isa, span(d, r0, r1), d == 0, d + 1 == parts, sum.data(), acc.data(), got.data());
+            }
+            size_t bad = 0;
+            for (size_t i = 0; i < got.size(); ++i) bad += sameFloat(got[i], want[i]) ? 0 : 1;
+            EXPECT_EQ(bad, size_t{0});
+            std::vector<float> alone(bags * dim, -1.0f);
+            std::vector<double> sum(bags * dim, -7.0);
+            combineShardStepWith(isa, span(1, 0, bags), true, true, sum.data(), acc.data(), alone.data());
+            bad = 0;
+            for (size_t i = 0; i < alone.size(); ++i) bad += sameFloat(alone[i], static_cast<float>(p[1][i])) ? 0 : 1;
+            EXPECT_EQ(bad, size_t{0});
+          }
+        }
+      }
+    }
+  }
 }
