@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs the native unit tests twice: a normal optimised build and an
-# AddressSanitizer + UndefinedBehaviorSanitizer build; the tests over the portable
-# SWAR probing run in the sanitizer build only (one library compile less for CI).
+# AddressSanitizer + UndefinedBehaviorSanitizer build; the test files that reach group
+# probing run again over the portable SWAR probing, in the sanitizer build only (one
+# library compile less for CI; native/CMakeLists.txt lists them). Each binary's case
+# counts are printed after its run.
 # Used by CI (for the CUDA backend's host mode too: its script passes its native dir
 # and cmake options).
 #   packages/cpu-backend/scripts/test-native.sh [build-dir-prefix [native-dir [cmake options...]]]
@@ -23,6 +25,9 @@ run() {
   cmake --build "$dir" --parallel "$jobs"
   echo "== test $dir"
   ctest --test-dir "$dir" --output-on-failure --parallel "$jobs"
+  # how many cases each binary ran (its closing line), so the log shows the coverage of each build
+  awk '/^[0-9]+\/[0-9]+ Testing: /{name=$3} /^[0-9]+ passed, [0-9]+ failed$/{print "== cases of " name ": " $0}' \
+    "$dir/Testing/Temporary/LastTest.log" || true
 }
 
 run "$prefix" -DCMAKE_BUILD_TYPE=Release -DEMBEDSTACK_TESTS_SWAR=OFF
