@@ -43,8 +43,16 @@ function withCpu(cmd, args) {
   };
 }
 
-/** Prints how long a step took ("=== <title>: N s (CPU N s ...)"). */
-const took = (title, started, cpu = '') => console.log(`=== ${title}: ${((Date.now() - started) / 1000).toFixed(0)} s${cpu}`);
+/** Prints how long a step took ("=== <title>: N s (CPU N s ...)"), from started to ended. */
+const took = (title, started, cpu = '', ended = Date.now()) => console.log(`=== ${title}: ${((ended - started) / 1000).toFixed(0)} s${cpu}`);
+
+/** Records a step that failed (exit status, or signal); false, the step's outcome. */
+function stepFailed(title, status) {
+  console.log(`=== ${title} FAILED (exit ${status})`);
+  failedSteps++;
+  failures.push(`step: ${title} (exit ${status})`);
+  return false;
+}
 
 /** The child's exit code (or signal, or spawn error) once it has ended. */
 const exitOf = (child) =>
@@ -61,13 +69,7 @@ async function step(title, cmd, args, opts = {}) {
   const t = withCpu(cmd, args);
   const status = await exitOf(spawn(t.cmd, t.args, { cwd: root, stdio: 'inherit', env, ...opts }));
   took(title, started, t.cpu());
-  if (status !== 0) {
-    console.log(`=== ${title} FAILED (exit ${status})`);
-    failedSteps++;
-    failures.push(`step: ${title} (exit ${status})`);
-    return false;
-  }
-  return true;
+  return status === 0 || stepFailed(title, status);
 }
 
 /**
@@ -92,14 +94,8 @@ function stepAsync(title, name, cmd, args, opts = {}) {
       const end = await ended;
       console.log(`\n=== ${title}: ${cmd} ${args.join(' ')} (ran alongside the steps above)`);
       process.stdout.write(readFileSync(log, 'utf8'));
-      console.log(`=== ${title}: ${((end - started) / 1000).toFixed(0)} s${t.cpu()}`);
-      if (status !== 0) {
-        console.log(`=== ${title} FAILED (exit ${status})`);
-        failedSteps++;
-        failures.push(`step: ${title} (exit ${status})`);
-        return false;
-      }
-      return true;
+      took(title, started, t.cpu(), end);
+      return status === 0 || stepFailed(title, status);
     },
   };
 }
