@@ -66,7 +66,7 @@ describe('HPS on Redis', () => {
     await producer.connection.exec([{ route: Buffer.from(tag), name: 'XADD', args: [tag, '*', ...updateMessageFields(BigInt64Array.from(upd), vals)] }], false);
     const want = [...cached.slice(0, 3).flatMap((k) => rowOf(k, 4, 9)), ...expectedRows(cached.slice(3), 4, present, -1)];
     let got: number[] = [];
-    for (let i = 0; i < 200 && JSON.stringify(got) !== JSON.stringify(want); i++) {
+    for (let i = 0; i < 1500 && JSON.stringify(got) !== JSON.stringify(want); i++) {
       await new Promise((r) => setTimeout(r, 20));
       got = Array.from((await s.lookup(cached, 'm', 0)).data as Float32Array);
     }
@@ -158,7 +158,7 @@ describe('HPS on Redis', () => {
     const rows = keys.flatMap((k) => rowOf(k, 4, salt));
     await producer.connection.exec([{ route: Buffer.from(tag), name: 'XADD', args: [tag, '*', ...updateMessageFields(BigInt64Array.from(keys), new Float32Array(rows))] }], false);
     let got: number[] = [];
-    for (let i = 0; i < 500 && JSON.stringify(got) !== JSON.stringify(rows); i++) {
+    for (let i = 0; i < 1500 && JSON.stringify(got) !== JSON.stringify(rows); i++) {
       await new Promise((r) => setTimeout(r, 20));
       got = Array.from((await other.lookup(keys, model, 0)).data as Float32Array);
     }
@@ -175,7 +175,7 @@ describe('HPS on Redis', () => {
     await rewriteL2('p', v1, 3);
     const want = JSON.stringify(ask.flatMap((k) => rowOf(k, 4, 3)));
     let got = '';
-    for (let i = 0; i < 100 && got !== want; i++) {
+    for (let i = 0; i < 1500 && got !== want; i++) {
       await new Promise((r) => setTimeout(r, 20));
       got = JSON.stringify(Array.from((await a.lookup(ask, 'p', 0)).data as Float32Array));
     }

@@ -205,12 +205,16 @@ describe('Redis Cluster with replicas: a master fails over', () => {
           .split('\n')
           .map((l) => l.split(' '))
           .map((f) => ({ id: f[0]!, port: Number(f[1]!.split(/[:@]/)[1]), flags: f[2]!, master: f[3]!, slots: f.slice(8) }));
+      // Polls until test() holds, for up to 40 s by the clock (a loaded 2-core CI machine can take
+      // many seconds for a replica's first full sync; the test allows 120 s in all).
       const waitFor = async (what: string, test: () => Promise<boolean>) => {
-        for (let i = 0; i < 300; i++) {
-          if (await test().catch(() => false)) return;
+        const deadline = Date.now() + 40_000;
+        let last = '';
+        while (Date.now() < deadline) {
+          if (await test().catch((e: Error) => ((last = e.message), false))) return;
           await new Promise((r) => setTimeout(r, 50));
         }
-        throw new Error(`timed out waiting for ${what}`);
+        throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${last})` : ''}`);
       };
       const t = await s.openTable({ dim: 2, name: 'fo' }, { modelTag: 'fo', storageSlice: 3, trackScores: false });
       const keys = Array.from({ length: 30 }, (_, i) => BigInt(i));
@@ -218,17 +222,24 @@ describe('Redis Cluster with replicas: a master fails over', () => {
       const exists = new Array<boolean>(30).fill(true);
       await t.upsert(keys, new Float32Array(60));
       await t.accum(keys, ones, exists);
-      // the master of bucket 0 (tag {3560}: slot 0), and its replica once it has every write
-      const all = await nodes(ha.port);
-      const victim = all.find((n) => n.flags.includes('master') && n.slots.some((r) => r.split('-')[0] === '0'))!;
-      const replica = all.find((n) => n.master === victim.id)!;
-      const offset = async (port: number, field: RegExp) => Number(field.exec(await rawCommand(port, ['INFO', 'replication']))?.[1]);
-      await waitFor('the replica to catch up', async () => {
-        const m = await offset(victim.port, /master_repl_offset:(\d+)/);
-        return m > 0 && (await offset(replica.port, /slave_repl_offset:(\d+)/)) === m;
+      // The master of bucket 0 (tag {3560}: slot 0), and a replica once it has every write. Both
+      // read from the master's own INFO, in one reply: its replication offset and each replica's
+      // acknowledged offset (another node's CLUSTER NODES may not show the replica's role yet).
+      const victim = (await nodes(ha.port)).find((n) => n.flags.includes('master') && n.slots.some((r) => r.split('-')[0] === '0'))!;
+      expect(victim, 'a master serving slot 0').toBeDefined();
+      let replicaPort = 0;
+      await waitFor('a replica of the master of slot 0 to hold every write', async () => {
+        const info = await rawCommand(victim.port, ['INFO', 'replication']);
+        const m = Number(/master_repl_offset:(\d+)/.exec(info)?.[1]);
+        const r = /slave\d+:ip=[^,]+,port=(\d+),state=online,offset=(\d+)/.exec(info);
+        if (!r || !(m > 0) || Number(r[2]) < m) return false;
+        replicaPort = Number(r[1]);
+        return true;
       });
       ha.killNode(ha.ports.indexOf(victim.port));
-      await waitFor('the replica to be promoted', async () => (await nodes(replica.port)).some((n) => n.id === replica.id && n.flags.includes('master') && n.slots.length > 0));
+      await waitFor('the replica to be promoted', async () =>
+        (await nodes(replicaPort)).some((n) => n.flags.includes('myself') && n.flags.includes('master') && n.slots.length > 0),
+      );
       // Before the fix every write to bucket 0 failed with "no connection to the master" (stale slot map).
       await t.accum(keys, ones, exists);
       await t.upsert([100n], [7, 7]);
@@ -238,5 +249,5 @@ describe('Redis Cluster with replicas: a master fails over', () => {
       await s.close();
       await ha.stop();
     }
-  });
+  }, 120_000);
 });

@@ -112,7 +112,7 @@ describe('standalone Redis store', () => {
     const found = await t.find([...keys, 3n]);
     const marker = `marker-${Date.now()}`;
     await plain.echo(marker);
-    for (let i = 0; i < 100 && !seen.some((a) => a[1] === marker); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 1500 && !seen.some((a) => a[1] === marker); i++) await new Promise((r) => setTimeout(r, 20));
     monitor.disconnect();
     const ours = (cmd: string) => seen.filter((a) => a[0]!.toLowerCase() === cmd && a[1]!.startsWith('mon:mon{'));
     const hsets = ours('hset');
