@@ -14,10 +14,23 @@ namespace {
 // inlined, at 3.5% of a training step).
 size_t dedupeRange(const int64_t* keys, size_t n, uint32_t* table, size_t mask, int64_t* ukeys, uint32_t* counts,
                    uint32_t* first, uint32_t* last, uint32_t* ids) {
+  // The table slot of the key this many keys ahead is prefetched (the table, 8n bytes, outgrows
+  // L2 at a batch of 64K keys); the hashes wait in a ring.
+  constexpr size_t kAhead = 16;
+  size_t ahead[kAhead];
+  for (size_t i = 0; i < kAhead && i < n; ++i) {
+    ahead[i] = hashKey(keys[i]) & mask;
+    __builtin_prefetch(table + ahead[i]);
+  }
   uint32_t u = 0;
   for (size_t i = 0; i < n; ++i) {
     const int64_t k = keys[i];
-    size_t pos = hashKey(k) & mask;
+    size_t pos = ahead[i % kAhead];
+    if (i + kAhead < n) {
+      const size_t next = hashKey(keys[i + kAhead]) & mask;
+      ahead[i % kAhead] = next;
+      __builtin_prefetch(table + next);
+    }
     for (;;) {
       const uint32_t e = table[pos];
       if (e == 0) {
