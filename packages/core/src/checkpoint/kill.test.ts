@@ -35,9 +35,10 @@ function startChild(dir: string, firstGen: number): Promise<Round> {
   return runChildUntil(childScript, [dir, String(ROWS), String(firstGen)], 'ready');
 }
 
+/** Kills the child after `ms` and resolves once its output is all read: 'close' (the stdio pipes drained), not 'exit', which can come before the last lines the child wrote (a "saving <g>" line still in the pipe would read as no save in progress). */
 function killAfter(r: Round, ms: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    r.child.on('exit', (_code, signal) => (signal === 'SIGKILL' ? resolve() : reject(new Error(`child ended by itself (${signal}): ${r.lines.join('|')}`))));
+    r.child.on('close', (_code, signal) => (signal === 'SIGKILL' ? resolve() : reject(new Error(`child ended by itself (${signal}): ${r.lines.join('|')}`))));
     setTimeout(() => r.child.kill('SIGKILL'), ms);
   });
 }
