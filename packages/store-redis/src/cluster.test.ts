@@ -3,7 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisRawTable, RedisStore } from './index.js';
 import { float32Bytes, int64Field, refBucket, refSlot, smallestTag } from './test/helpers.js';
-import { rawCommand, type RedisClusterHandle, startRedisCluster } from './testing/index.js';
+import { rawCommand, type RedisClusterHandle, startRedisCluster, waitUntil } from './testing/index.js';
 
 let cluster: RedisClusterHandle;
 let store: RedisStore;
@@ -205,17 +205,9 @@ describe('Redis Cluster with replicas: a master fails over', () => {
           .split('\n')
           .map((l) => l.split(' '))
           .map((f) => ({ id: f[0]!, port: Number(f[1]!.split(/[:@]/)[1]), flags: f[2]!, master: f[3]!, slots: f.slice(8) }));
-      // Polls until test() holds, for up to 40 s by the clock (a loaded 2-core CI machine can take
-      // many seconds for a replica's first full sync; the test allows 120 s in all).
-      const waitFor = async (what: string, test: () => Promise<boolean>) => {
-        const deadline = Date.now() + 40_000;
-        let last = '';
-        while (Date.now() < deadline) {
-          if (await test().catch((e: Error) => ((last = e.message), false))) return;
-          await new Promise((r) => setTimeout(r, 50));
-        }
-        throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${last})` : ''}`);
-      };
+      // Waits of up to 40 s each (a loaded 2-core CI machine can take many seconds for a replica's
+      // first full sync; the test allows 120 s in all). No nodes passed: one of them is killed on purpose.
+      const wait = (what: string, test: () => Promise<boolean>) => waitUntil(what, 40_000, test);
       const t = await s.openTable({ dim: 2, name: 'fo' }, { modelTag: 'fo', storageSlice: 3, trackScores: false });
       const keys = Array.from({ length: 30 }, (_, i) => BigInt(i));
       const ones = new Float32Array(60).fill(1);
@@ -228,7 +220,7 @@ describe('Redis Cluster with replicas: a master fails over', () => {
       const victim = (await nodes(ha.port)).find((n) => n.flags.includes('master') && n.slots.some((r) => r.split('-')[0] === '0'))!;
       expect(victim, 'a master serving slot 0').toBeDefined();
       let replicaPort = 0;
-      await waitFor('a replica of the master of slot 0 to hold every write', async () => {
+      await wait('a replica of the master of slot 0 to hold every write', async () => {
         const info = await rawCommand(victim.port, ['INFO', 'replication']);
         const m = Number(/master_repl_offset:(\d+)/.exec(info)?.[1]);
         const r = /slave\d+:ip=[^,]+,port=(\d+),state=online,offset=(\d+)/.exec(info);
@@ -237,7 +229,7 @@ describe('Redis Cluster with replicas: a master fails over', () => {
         return true;
       });
       ha.killNode(ha.ports.indexOf(victim.port));
-      await waitFor('the replica to be promoted', async () =>
+      await wait('the replica to be promoted', async () =>
         (await nodes(replicaPort)).some((n) => n.flags.includes('myself') && n.flags.includes('master') && n.slots.length > 0),
       );
       // Before the fix every write to bucket 0 failed with "no connection to the master" (stale slot map).

@@ -6,5 +6,6 @@ export {
   redisAvailable,
   freePort,
   rawCommand,
+  waitUntil,
 } from './servers.js';
 export type { RedisServerHandle, RedisClusterHandle, StartRedisServerOptions, StartRedisClusterOptions } from './servers.js';

@@ -131,7 +131,17 @@ async function spawnNode(dir: string, port: number, extra: string[]): Promise<No
   return node;
 }
 
-async function waitFor(what: string, timeoutMs: number, nodes: Node[], test: () => Promise<boolean>): Promise<void> {
+/**
+ * Polls `test` every 50 ms until it resolves true, for at most `timeoutMs` by the clock. A test that
+ * throws counts as false; a timeout names `what` and the last error. For waits in tests on servers
+ * whose exit is not an error (a node killed on purpose).
+ */
+export function waitUntil(what: string, timeoutMs: number, test: () => Promise<boolean>): Promise<void> {
+  return waitFor(what, timeoutMs, [], test);
+}
+
+/** {@link waitUntil}, and a node of `nodes` that exits ends the wait at once with its log. */
+async function waitFor(what: string, timeoutMs: number, nodes: readonly Node[], test: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
@@ -144,7 +154,8 @@ async function waitFor(what: string, timeoutMs: number, nodes: Node[], test: () 
     }
     await sleep(50);
   }
-  throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last})` : ''}:\n${nodes.map(logTail).join('\n')}`);
+  const logs = nodes.length > 0 ? `:\n${nodes.map(logTail).join('\n')}` : '';
+  throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last})` : ''}${logs}`);
 }
 
 async function killAll(nodes: Node[], dir: string): Promise<void> {
