@@ -1,3 +1,5 @@
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 
 #include "group.h"
@@ -30,6 +32,7 @@ int main(int argc, char** argv) {
     if (filter && !std::strstr(c.name, filter)) continue;
     int before = estest::failures;
     estest::printedInCase = 0;
+    const auto started = std::chrono::steady_clock::now();
     try {
       c.fn();
     } catch (const estest::AssertionStop&) {
@@ -39,7 +42,11 @@ int main(int argc, char** argv) {
     ++ran;
     bool ok = estest::failures == before;
     if (!ok) ++failedCases;
-    std::cout << (ok ? "  ok   " : "  FAIL ") << c.name << "\n";
+    // a case's seconds when it took one or more (where CI's native test time goes)
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    char secs[32] = "";
+    if (took >= 1.0) std::snprintf(secs, sizeof secs, " (%.1f s)", took);
+    std::cout << (ok ? "  ok   " : "  FAIL ") << c.name << secs << "\n";
   }
   std::cout << ran - failedCases << " passed, " << failedCases << " failed\n";
   return failedCases == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
