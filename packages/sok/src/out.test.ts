@@ -27,7 +27,12 @@ function plainPool(ids: number[][], dim: number, combiner: 'sum' | 'mean'): numb
 /** `n` bags of 1, 2, 4 or 8 keys drawn from `keys` by a fixed stride from `seed`. */
 const draw = (keys: number[], n: number, seed: number): number[][] =>
   Array.from({ length: n }, (_, r) => Array.from({ length: 1 << ((r + seed) % 4) }, (_, j) => keys[(r * 31 + j * 17 + seed) % keys.length]!));
-const ragged = (ids: number[][]): RaggedTensor => RaggedTensor.fromRowSplits(BigInt64Array.from(ids.flat(), BigInt), Int32Array.from([0, ...ids.map((_, i) => ids.slice(0, i + 1).flat().length)]));
+/** The bags as a RaggedTensor: row split i + 1 is the running count of ids in bags 0..i. */
+function ragged(ids: number[][]): RaggedTensor {
+  const splits = new Int32Array(ids.length + 1);
+  ids.forEach((bag, i) => (splits[i + 1] = splits[i]! + bag.length));
+  return RaggedTensor.fromRowSplits(BigInt64Array.from(ids.flat(), BigInt), splits);
+}
 
 async function filled(name: string, dim: number, keys: number[]): Promise<sok.DynamicVariable> {
   const v = new sok.DynamicVariable({ dimension: dim, initializer: 'zeros', name });
