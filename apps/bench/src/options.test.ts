@@ -67,7 +67,7 @@ describe('parseBenchArgs', () => {
       json: false,
       plot: null,
       backend: 'cpu',
-      suiteOptions: { facadesQuick: false, facadesTiny: false, extraBatch: 4096, extraMode: 'fast', extraWeights: false, sokBags: 512, sokRows: 1048576 },
+      suiteOptions: { facadesQuick: false, facadesTiny: false, extraBatch: 4096, extraMode: 'fast', extraWeights: false, sokBags: 512, sokRows: 1048576, sokTiny: false },
     });
   });
 
@@ -79,7 +79,7 @@ describe('parseBenchArgs', () => {
   it('reads flags, values in both spellings, and typed suite options', () => {
     const { args } = parse(['--full', '--json', '--plot', 'out/charts', '--backend=reference', '--extra-batch', '128', '--extra-weights']);
     expect(args).toMatchObject({ full: true, json: true, plot: 'out/charts', backend: 'reference' });
-    expect(args.suiteOptions).toEqual({ facadesQuick: false, facadesTiny: false, extraBatch: 128, extraMode: 'fast', extraWeights: true, sokBags: 512, sokRows: 1048576 });
+    expect(args.suiteOptions).toEqual({ facadesQuick: false, facadesTiny: false, extraBatch: 128, extraMode: 'fast', extraWeights: true, sokBags: 512, sokRows: 1048576, sokTiny: false });
   });
 
   it('rejects an unknown suite, naming it and the known ones', () => {

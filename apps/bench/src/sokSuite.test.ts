@@ -33,7 +33,7 @@ const devices = (n: number): string => `${n} device${n === 1 ? '' : 's'}`;
 
 describe('bench sok suite', () => {
   it('a tiny run on the reference backend: fresh and reused-output forward rows for 1, 2 and 4 devices, the device targets judged on the reused-output rows, the fresh rows\' ratios in a note', () => {
-    const { result } = runSuiteJson<JsonSuite>('sok', ['--sok-rows', '4096', '--sok-bags', '8', '--backend', 'reference']);
+    const { result } = runSuiteJson<JsonSuite>('sok', ['--sok-rows', '4096', '--sok-bags', '8', '--sok-tiny', '--backend', 'reference']);
     expect(result.suite).toBe('sok');
     const group = (title: string): JsonGroup => {
       const g = result.groups.find((x) => x.title.startsWith(title));

@@ -31,11 +31,13 @@
  * `lookupCombinedShards` / `applyCombinedGradientsShards`), which the CPU backend splits
  * over its pool from 4,096 ids: that split is the devices running side by side. The
  * `--sok-bags` option measures other batches (above 16K ids core already splits one
- * table's call over the pool, and N devices cannot add cores).
+ * table's call over the pool, and N devices cannot add cores). `--sok-tiny` takes 2 short
+ * samples per figure (CI: every device count and job runs, and every pass's output is
+ * compared bit for bit with 1 device's; the figures mean nothing).
  */
 import * as sok from '@embedstack/sok';
 import { type Bag, type EmbeddingTable, optimizers, RaggedTensor, setDefaultBackend, Tensor } from '@embedstack/core';
-import { type Job, type Measured, measureInterleaved, poolInterleaved } from '../harness.js';
+import { type Job, type Measured, type MeasureOptions, measureInterleaved, poolInterleaved } from '../harness.js';
 import { formatCount, formatRatio } from '../format.js';
 import { positiveInt } from '../options.js';
 import { type Group, pairedRatio, ratioTarget, requireSameOutput, type SuiteResult, type Target, valueTarget } from '../report.js';
@@ -48,7 +50,9 @@ const DIM = 64;
 const IDS = 26;
 const DEVICES = [1, 2, 4] as const;
 const LR = 0.001;
-const MEASURE = { minSamples: 9 } as const;
+const MEASURE: MeasureOptions = { minSamples: 9 };
+/** For CI (--sok-tiny): every device count and job runs, and the outputs are compared bit for bit; 2 short samples per figure, the figures mean nothing. */
+const TINY_MEASURE: MeasureOptions = { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 2 };
 /** The device counts' order in each pass: forwards, then backwards. */
 const PASSES = [DEVICES, [...DEVICES].reverse()] as const;
 
@@ -120,7 +124,7 @@ interface Peer {
 }
 
 /** Forward and backward of one device count, each interleaved with the core peer. */
-async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: Peer): Promise<Pass> {
+async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: Peer, measure: MeasureOptions): Promise<Pass> {
   sok.shutdown();
   await sok.init({ numDevices: n, backend: ctx.backend });
   const v = await filledVariable(w.keys);
@@ -146,7 +150,7 @@ async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: P
       { label: deviceLabel(SOK_OUT, n), fn: async (i) => void (await sokFwd(i, sokOut)), items: w.ids, async: true },
       { label: CORE_OUT, fn: async (i) => void (await core.lookupCombined(pick(w.bags, i), { combiner: 'sum', out: coreOut })), items: w.ids, async: true },
       { label: 'core lookupCombined', fn: async (i) => void (await core.lookupCombined(pick(w.bags, i), { combiner: 'sum' })), items: w.ids, async: true },
-    ] satisfies Job[], MEASURE);
+    ] satisfies Job[], measure);
     const trainStep = async (i: number): Promise<number> => {
       const tape = new sok.GradientTape();
       await sok.lookupSparse([v], [pick(w.inputs, i)], { combiners: ['sum'], tape });
@@ -160,7 +164,7 @@ async function measureDevices(ctx: SuiteContext, n: number, w: Workload, peer: P
     const bwd = await measureInterleaved([
       { label: deviceLabel('sok gradient + applyGradients', n), fn: trainStep, items: w.ids, async: true },
       { label: 'core applyCombinedGradients', fn: coreStep, items: w.ids, async: true },
-    ] satisfies Job[], MEASURE);
+    ] satisfies Job[], measure);
     return { fwd, bwd, first };
   } finally {
     v.dispose();
@@ -233,11 +237,13 @@ export const sokSuite: Suite = {
   options: [
     { flags: '--sok-bags <n>', description: `bags per call (${IDS} ids each)`, default: 512, parse: positiveInt },
     { flags: '--sok-rows <n>', description: 'keys in the table', default: 1 << 20, parse: positiveInt },
+    { flags: '--sok-tiny', description: '2 short samples per figure: checks that every device count runs and gives 1 device\'s bits (CI); the figures mean nothing', default: false },
   ],
   steps: () => PASSES.length * DEVICES.length * 6,
   async run(ctx) {
     const bags = Number(ctx.args.suiteOptions.sokBags ?? 512);
     const rows = Number(ctx.args.suiteOptions.sokRows ?? 1 << 20);
+    const measure = ctx.args.suiteOptions.sokTiny === true ? TINY_MEASURE : MEASURE;
     const w = workload(ctx, rows, bags);
     const groups: Group[] = [];
     const targets: Target[] = [];
@@ -250,7 +256,7 @@ export const sokSuite: Suite = {
     const peer: Peer = { table: dynamicTable(ctx.backend, DIM, w.keys, { name: 'bench_sok_core' }), step: 1 };
     try {
       for (const order of PASSES) {
-        for (const n of order) passes.get(n)!.push(await measureDevices(ctx, n, w, peer));
+        for (const n of order) passes.get(n)!.push(await measureDevices(ctx, n, w, peer, measure));
       }
     } finally {
       peer.table.dispose();
