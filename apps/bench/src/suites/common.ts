@@ -13,6 +13,9 @@ export const POOL_BATCHES = 16;
 /** The headline configuration of the spec's find target (shared by limit and find). */
 export const HEADLINE = { dim: 64, keys: 4 << 20 } as const;
 
+/** For CI's suite tests (--facades-tiny, --sok-tiny, the bag sweep's test): every job runs, 2 short samples each; the figures mean nothing. */
+export const TINY_MEASURE: MeasureOptions = { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 2 };
+
 export const threadLabel = (t: number): string => `${t} thread${t === 1 ? '' : 's'}`;
 
 /** 1, 2, 4, ... up to and including `max`. */

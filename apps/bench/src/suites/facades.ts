@@ -36,7 +36,7 @@ import { type Figure, type Group, ratioTarget, type SuiteResult, type Target, va
 import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
 import { FILL_BATCH, valuePattern } from '../tables.js';
-import { type Entry, figure, overheadBeyond, POOL_BATCHES, rotating, runEntries, settle } from './common.js';
+import { type Entry, figure, overheadBeyond, POOL_BATCHES, rotating, runEntries, settle, TINY_MEASURE } from './common.js';
 import { hotKeys, hpsFixture } from './hps.js';
 import { type MemoryChildResult, runMemoryChild } from './memory.js';
 import type { Suite, SuiteContext } from './types.js';
@@ -67,7 +67,7 @@ const MEASURE: MeasureOptions = { minSamples: 11 };
 const SIZES: Sizes = { rows: 1 << 20, keys: 2 << 20, hpsRows: 1 << 18, bags: 4096, idsPerBag: 20, keyBatch: 65536, measure: MEASURE };
 const QUICK: Sizes = { ...SIZES, rows: 1 << 17, keys: 1 << 18, hpsRows: 1 << 16 };
 /** For CI (--facades-tiny): every pairing runs and its outputs are compared; a few short samples, the figures mean nothing. */
-const TINY: Sizes = { rows: 4096, keys: 8192, hpsRows: 4096, bags: 64, idsPerBag: 4, keyBatch: 1024, measure: { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 2 } };
+const TINY: Sizes = { rows: 4096, keys: 8192, hpsRows: 4096, bags: 64, idsPerBag: 4, keyBatch: 1024, measure: TINY_MEASURE };
 
 const adagrad = (): OptimizerSpec => optimizers.adagrad({ learningRate: LEARNING_RATE, initialAccumulatorValue: INITIAL_ACCUMULATOR });
 

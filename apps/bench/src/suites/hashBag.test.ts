@@ -7,6 +7,7 @@ import { loadNative } from '../native.js';
 import { dynamicTable } from '../tables.js';
 import { makeKeys } from '../rng.js';
 import { bagSweep, bestCeiling, ceilingSummary, hashCeilingName, presizedIndexBytes, RECORD_BYTES, tableLayoutBytes } from './hashBag.js';
+import { TINY_MEASURE } from './common.js';
 
 describe('the hash-bag ceiling', () => {
   it("takes the index size from a cpu table's memoryUsage(): 13 keys per 64-byte group when presized", async () => {
@@ -63,7 +64,7 @@ describe('the hash-bag ceiling', () => {
     const native = loadNative();
     const fixtures = new Fixtures(backend, native, threads);
     try {
-      const { groups, summary } = await bagSweep({ backend, native, fixtures, threads }, { dim: 8, features: 2, ids: 3, batch: 16 }, [2048, 5000]);
+      const { groups, summary } = await bagSweep({ backend, native, fixtures, threads }, { dim: 8, features: 2, ids: 3, batch: 16 }, [2048, 5000], undefined, TINY_MEASURE);
       expect(groups.map((g) => g.params.keys)).toEqual([2048, 5000]);
       for (const g of groups) {
         expect(g.figures.map((x) => x.name)).toEqual([

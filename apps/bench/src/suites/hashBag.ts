@@ -13,7 +13,7 @@ import type { Bag, EmbeddingBackend, EmbeddingTable } from '@embedstack/core';
 import { formatBytes, formatCount } from '../format.js';
 import type { Fixtures } from '../fixtures.js';
 import type { Arena, HashLayout, NativePeers } from '../native.js';
-import { median } from '../harness.js';
+import { type MeasureOptions, median } from '../harness.js';
 import { type Figure, type Group, pairedRatio } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { dynamicTable, staticTable } from '../tables.js';
@@ -169,6 +169,7 @@ export async function bagSweep(
   shape: SweepShape,
   sizes: readonly number[] = SWEEP_SIZES,
   reuse?: SweepTables,
+  measure: MeasureOptions = { minSamples: 5, minMs: 200 },
 ): Promise<{ groups: Group[]; summary: string[] }> {
   const { dim, features, ids: perBag, batch } = shape;
   const nrows = batch * features;
@@ -196,7 +197,7 @@ export async function bagSweep(
           { job: { label: `sweep ${size}: native gather-reduce`, fn: () => ctx.native.gatherReduce(arena, splits, ids, out, false, t), items: ids.length }, name: `native loop (${threadLabel(t)})`, kind: 'peer', unit: 'rows/s' },
           ...hashCeilingEntries(`sweep ${size}: hash-bag ceiling`, ctx.native, layout, arena, splits, ids, out, false, t),
         ],
-        { minSamples: 5, minMs: 200 },
+        measure,
       );
       const g: Group = {
         title: `size sweep, sum: ${formatCount(n)} keys x dim ${dim} (rows ${formatBytes(n * dim * 4)}), ${features} x ${perBag} ids, batch ${batch}, uniform, reused out`,

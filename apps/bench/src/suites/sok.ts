@@ -43,7 +43,7 @@ import { positiveInt } from '../options.js';
 import { type Group, pairedRatio, ratioTarget, requireSameOutput, type SuiteResult, type Target, valueTarget } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { dynamicTable, FILL_BATCH, valuePattern } from '../tables.js';
-import { measuredFigure, POOL_BATCHES, settle } from './common.js';
+import { measuredFigure, POOL_BATCHES, settle, TINY_MEASURE } from './common.js';
 import type { Suite, SuiteContext } from './types.js';
 
 const DIM = 64;
@@ -52,7 +52,6 @@ const DEVICES = [1, 2, 4] as const;
 const LR = 0.001;
 const MEASURE: MeasureOptions = { minSamples: 9 };
 /** For CI (--sok-tiny): every device count and job runs, and the outputs are compared bit for bit; 2 short samples per figure, the figures mean nothing. */
-const TINY_MEASURE: MeasureOptions = { warmup: 1, minSamples: 2, maxSamples: 2, minMs: 0, sampleMs: 2 };
 /** The device counts' order in each pass: forwards, then backwards. */
 const PASSES = [DEVICES, [...DEVICES].reverse()] as const;
 
