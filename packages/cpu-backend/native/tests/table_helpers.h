@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "dynamic_table.h"
@@ -78,26 +80,88 @@ struct Draw {
   size_t below(size_t n) { return static_cast<size_t>(next() % n); }
 };
 
-/** Rows as a key -> (values, score) map, from a full export (order-independent). */
+/**
+ * A map from keys to rows, as one vector sorted by key: std::map's interface as the tests use it
+ * (find, count, at, operator[], iteration in key order, ==) with one allocation per table instead
+ * of a node per key. The snapshots of every twin-table check were std::maps: in the -O0
+ * sanitizer build, their nodes' allocations and tree walks were about a fifth of the test
+ * binary's CPU time. Equality is std::map's: the same keys in the same order, each with == values.
+ */
+template <class V>
+struct FlatMap {
+  using value_type = std::pair<int64_t, V>;
+  std::vector<value_type> rows;  // sorted by key, one entry per key
+
+  using iterator = typename std::vector<value_type>::iterator;
+  using const_iterator = typename std::vector<value_type>::const_iterator;
+  iterator begin() { return rows.begin(); }
+  iterator end() { return rows.end(); }
+  const_iterator begin() const { return rows.begin(); }
+  const_iterator end() const { return rows.end(); }
+  size_t size() const { return rows.size(); }
+  bool empty() const { return rows.empty(); }
+  const_iterator lowerBound(int64_t k) const {
+    return std::lower_bound(rows.begin(), rows.end(), k, [](const value_type& e, int64_t key) { return e.first < key; });
+  }
+  const_iterator find(int64_t k) const {
+    const auto it = lowerBound(k);
+    return it != rows.end() && it->first == k ? it : rows.end();
+  }
+  size_t count(int64_t k) const { return find(k) != rows.end() ? 1 : 0; }
+  const V& at(int64_t k) const {
+    const auto it = find(k);
+    if (it == rows.end()) throw std::out_of_range("FlatMap::at: no such key");
+    return it->second;
+  }
+  /** std::map's operator[]: the key's value, a value-initialized one inserted when absent. */
+  V& operator[](int64_t k) {
+    const auto at = rows.begin() + (lowerBound(k) - rows.cbegin());
+    if (at != rows.end() && at->first == k) return at->second;
+    return rows.insert(at, value_type(k, V{}))->second;
+  }
+  bool operator==(const FlatMap& o) const { return rows == o.rows; }
+  bool operator!=(const FlatMap& o) const { return !(rows == o.rows); }
+  /** Against a std::map (a test's model): the same (key, value) sequence. */
+  bool operator==(const std::map<int64_t, V>& m) const {
+    return rows.size() == m.size() && std::equal(rows.begin(), rows.end(), m.begin(), [](const value_type& a, const auto& b) {
+             return a.first == b.first && a.second == b.second;
+           });
+  }
+  bool operator!=(const std::map<int64_t, V>& m) const { return !(*this == m); }
+};
+
+/** Rows as key -> values, score and optimizer slots, from a full export (order-independent: sorted by key). */
 struct Snapshot {
-  std::map<int64_t, std::vector<float>> values;
-  std::map<int64_t, uint64_t> scores;
-  std::map<int64_t, std::vector<float>> slots;
+  FlatMap<std::vector<float>> values;
+  FlatMap<uint64_t> scores;
+  FlatMap<std::vector<float>> slots;
 };
 
 inline Snapshot snapshot(embedstack::Table& t) {
   Snapshot s;
   auto r = t.exportBatch(0, SIZE_MAX);
   const size_t dim = t.config().dim;
-  for (size_t i = 0; i < r.keys.size(); ++i) {
-    s.values[r.keys[i]] = std::vector<float>(r.values.data() + i * dim, r.values.data() + (i + 1) * dim);
-    s.scores[r.keys[i]] = r.scores[i];
+  const size_t n = r.keys.size();
+  // The export's rows in key order (a stable sort: a key exported twice stays twice, and two
+  // snapshots of it then differ, where a std::map kept its last row only).
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  const int64_t* keys = r.keys.data();
+  std::stable_sort(order.begin(), order.end(), [keys](size_t a, size_t b) { return keys[a] < keys[b]; });
+  s.values.rows.reserve(n);
+  s.scores.rows.reserve(n);
+  s.slots.rows.reserve(n);
+  const std::vector<uint32_t>& widths = t.config().slotWidths;
+  for (const size_t i : order) {
+    const float* v = r.values.data() + i * dim;
+    s.values.rows.emplace_back(keys[i], std::vector<float>(v, v + dim));
+    s.scores.rows.emplace_back(keys[i], r.scores[i]);
     std::vector<float> sl;
     for (size_t j = 0; j < r.slots.size(); ++j) {
-      size_t w = t.config().slotWidths[j];
+      const size_t w = widths[j];
       sl.insert(sl.end(), r.slots[j].data() + i * w, r.slots[j].data() + (i + 1) * w);
     }
-    s.slots[r.keys[i]] = sl;
+    s.slots.rows.emplace_back(keys[i], std::move(sl));
   }
   return s;
 }
