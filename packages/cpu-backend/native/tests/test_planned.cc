@@ -236,26 +236,44 @@ bool completeModSplit(const std::vector<ShardPlan>& plans) {
 }
 
 /**
+ * One split's tables (dim 5): the shards lookupCombinedShards reads, their twins (built the same
+ * way) that the partials read, and, for a complete floorMod split, one table holding every row.
+ */
+struct SplitTables {
+  std::vector<std::shared_ptr<Table>> mine;
+  std::vector<std::shared_ptr<Table>> twin;
+  std::vector<std::shared_ptr<Table>> whole;
+};
+
+SplitTables splitTables(const std::vector<ShardPlan>& plans, const std::vector<int64_t>& stored, StorageDtype storage) {
+  SplitTables t;
+  t.mine = shardTables(plans, stored, 5, storage);
+  t.twin = shardTables(plans, stored, 5, storage);
+  if (completeModSplit(plans)) t.whole = shardTables({ShardPlan{}}, stored, 5, storage);
+  return t;
+}
+
+/**
  * lookupCombinedShards against its definition, the bits of every value: when every key
  * has exactly one owner (a complete floorMod split), the bag of one table holding every
  * row (its own lookupCombinedInto: each row's entries in bag order, signed zeros
  * included); otherwise each shard's lookupCombinedPartial into zeros, added in shard order
  * in the test and rounded once. The partials run on twin tables, and the shard tables'
- * rows and scores afterwards must equal the twins'.
+ * rows and scores afterwards must equal the twins'. The tables may have been read before
+ * (by earlier calls, alike: the shards by lookupCombinedShards, the twins by the partials).
  */
-void expectShardsEqualPartials(const std::vector<ShardPlan>& plans, const std::vector<int64_t>& stored,
-                               const BagInput& bag, Combiner c, double maxNorm, bool insert, StorageDtype storage) {
+void expectShardsEqualPartials(const std::vector<ShardPlan>& plans, SplitTables& tables, const BagInput& bag, Combiner c,
+                               double maxNorm, bool insert) {
   const size_t dim = 5;
-  auto mine = shardTables(plans, stored, dim, storage);
-  auto twin = shardTables(plans, stored, dim, storage);
+  auto& mine = tables.mine;
+  auto& twin = tables.twin;
   const size_t parts = plans.size();
   const size_t n = bag.rows * dim;
   std::vector<double> partials(parts * n, 0.0);
   for (size_t d = 0; d < parts; ++d) lookupCombinedPartial(*twin[d], bag, c, maxNorm, insert, plans[d], partials.data() + d * n);
   std::vector<float> want(n);
   if (completeModSplit(plans)) {
-    auto whole = shardTables({ShardPlan{}}, stored, dim, storage);
-    whole[0]->lookupCombinedInto(bag, c, maxNorm, insert, want.data());
+    tables.whole[0]->lookupCombinedInto(bag, c, maxNorm, insert, want.data());
   } else {
     for (size_t i = 0; i < n; ++i) {
       double s = partials[i];
@@ -284,6 +302,18 @@ TEST(shards_lookup_is_one_tables_bag_or_the_partials_in_shard_order_bit_for_bit)
   Draw r{42};
   std::vector<int64_t> stored(3000);
   for (auto& k : stored) k = static_cast<int64_t>(r.next() % 20000) - 10000;
+  // Plans that are not one floorMod split: ranges, and a mod shard overlapping a range.
+  std::vector<ShardPlan> mixed(3);
+  mixed[0].kind = ShardPlan::kRange;
+  mixed[0].start = -20000;
+  mixed[0].end = 0;
+  mixed[1].kind = ShardPlan::kRange;
+  mixed[1].start = 0;
+  mixed[1].end = 20000;
+  mixed[2].kind = ShardPlan::kMod;
+  mixed[2].numShards = 5;
+  mixed[2].shard = 2;
+  const int64_t partCounts[] = {1, 2, 3, 4, 8};
   // Bags: a small one (one thread) and one over the chunked parallel path, with empty
   // rows, missing keys, weights of both signs and zero (mean rows summing to 0, a NaN weight).
   for (size_t rows : {7, 400}) {
@@ -299,29 +329,29 @@ TEST(shards_lookup_is_one_tables_bag_or_the_partials_in_shard_order_bit_for_bit)
       if (row == 2 && len >= 2) weights[weights.size() - 1] = -weights[weights.size() - 2];
       splits.push_back(static_cast<int32_t>(keys.size()));
     }
+    // The tables of each split that reads without inserting, built once per bag: each read
+    // (weights or not, combiner, clipping) checks the values read and that the shards' rows and
+    // scores still equal the twins' (reads insert nothing; the scores they touch are compared
+    // after every read). Building two or three sets of tables per read took most of this case's
+    // time in the sanitizer build (snapshots aside).
+    std::vector<SplitTables> modTables;
+    for (int64_t n : partCounts) modTables.push_back(splitTables(modPlans(n), stored, StorageDtype::kFloat32));
+    SplitTables bf16Tables = splitTables(modPlans(3), stored, StorageDtype::kBfloat16);
+    SplitTables mixedTables = splitTables(mixed, stored, StorageDtype::kFloat32);
     for (bool weighted : {false, true}) {
       BagInput bag{splits.data(), rows, keys.data(), keys.size(), weighted ? weights.data() : nullptr};
       for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
-        for (int64_t n : {1, 2, 3, 4, 8}) {
-          expectShardsEqualPartials(modPlans(n), stored, bag, c, 0.0, false, StorageDtype::kFloat32);
-          expectShardsEqualPartials(modPlans(n), stored, bag, c, 2.5, false, StorageDtype::kFloat32);
+        for (size_t i = 0; i < modTables.size(); ++i) {
+          expectShardsEqualPartials(modPlans(partCounts[i]), modTables[i], bag, c, 0.0, false);
+          expectShardsEqualPartials(modPlans(partCounts[i]), modTables[i], bag, c, 2.5, false);
         }
-        // Inserting: the find-first path. (bfloat16 parts now take the one pipeline over every part,
-        // DynamicTable::leaseBag; test_shards_bag.cc tests the find-first path over mixed storage.)
-        expectShardsEqualPartials(modPlans(4), stored, bag, c, 0.0, true, StorageDtype::kFloat32);
-        expectShardsEqualPartials(modPlans(3), stored, bag, c, 0.0, false, StorageDtype::kBfloat16);
-        // Plans that are not one floorMod split: ranges, and a mod shard overlapping a range.
-        std::vector<ShardPlan> mixed(3);
-        mixed[0].kind = ShardPlan::kRange;
-        mixed[0].start = -20000;
-        mixed[0].end = 0;
-        mixed[1].kind = ShardPlan::kRange;
-        mixed[1].start = 0;
-        mixed[1].end = 20000;
-        mixed[2].kind = ShardPlan::kMod;
-        mixed[2].numShards = 5;
-        mixed[2].shard = 2;
-        expectShardsEqualPartials(mixed, stored, bag, c, 0.0, false, StorageDtype::kFloat32);
+        // Inserting: the find-first path, on fresh tables (every absent key inserted by this read).
+        // (bfloat16 parts now take the one pipeline over every part, DynamicTable::leaseBag;
+        // test_shards_bag.cc tests the find-first path over mixed storage.)
+        SplitTables inserting = splitTables(modPlans(4), stored, StorageDtype::kFloat32);
+        expectShardsEqualPartials(modPlans(4), inserting, bag, c, 0.0, true);
+        expectShardsEqualPartials(modPlans(3), bf16Tables, bag, c, 0.0, false);
+        expectShardsEqualPartials(mixed, mixedTables, bag, c, 0.0, false);
       }
     }
   }
