@@ -289,10 +289,16 @@ TEST(apply_gradients_inserts_missing_keys_and_sums_duplicates) {
 namespace {
 
 /** Adagrad of one key from its gradients in order, written out: float sum from 0, then the double formulas. */
-void adagradByHand(std::vector<float>& w, std::vector<float>& acc, const std::vector<const float*>& grads, double lr) {
-  for (size_t c = 0; c < w.size(); ++c) {
+void adagradByHand(std::vector<float>& weights, std::vector<float>& accumulators, const std::vector<const float*>& grads,
+                   double lr) {
+  // Raw pointers in the loops: -O0 (the sanitizer build) calls a function for every std::vector subscript.
+  float* const w = weights.data();
+  float* const acc = accumulators.data();
+  const float* const* const rows = grads.data();
+  const size_t n = grads.size();
+  for (size_t c = 0; c < weights.size(); ++c) {
     float sum = 0.0f;
-    for (const float* g : grads) sum = sum + g[c];
+    for (size_t i = 0; i < n; ++i) sum = sum + rows[i][c];
     const double g = static_cast<double>(sum) + 0.0 * static_cast<double>(w[c]);
     acc[c] = static_cast<float>(static_cast<double>(acc[c]) + g * g);
     w[c] = static_cast<float>(static_cast<double>(w[c]) - (lr * g) / std::sqrt(static_cast<double>(acc[c])));
