@@ -387,3 +387,23 @@ describe('standalone failures', () => {
     await rejection(Promise.resolve().then(() => t2.find([1n])), 'DISPOSED');
   });
 });
+
+describe('the test helpers', () => {
+  it('startRedisServer on a port another process holds: the node exits with "Address already in use" (started again on that port, 5 tries), and the error names the port and the log line', async () => {
+    const { createServer } = await import('node:net');
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const port = (holder.address() as { port: number }).port;
+    try {
+      const err = await startRedisServer({ port }).then(
+        () => null,
+        (e: Error) => e,
+      );
+      expect(err).toBeInstanceOf(Error);
+      expect(err!.message).toContain(`redis-server on port ${port} exited`);
+      expect(err!.message).toContain('Address already in use');
+    } finally {
+      holder.close();
+    }
+  });
+});

@@ -195,25 +195,45 @@ export interface StartRedisServerOptions {
   /** Milliseconds to wait for the server. Default 10000. */
   timeoutMs?: number;
 }
+/**
+ * Spawns a node on the ports `choose()` gives and waits until it answers PING. A port freePort()
+ * returned can be taken before redis-server binds it (by another process's outgoing connection: both
+ * come from the ephemeral range; seen once in CI, on a cluster node's bus port): a node that exits
+ * with "Address already in use" is started again on new ports, at most 5 times.
+ */
+async function spawnAnswering(dir: string, timeoutMs: number, choose: () => Promise<{ port: number; extra: string[] }>): Promise<Node> {
+  for (let attempt = 1; ; attempt++) {
+    const { port, extra } = await choose();
+    const node = await spawnNode(dir, port, extra);
+    try {
+      await waitFor(`redis-server on port ${port}`, timeoutMs, [node], async () => (await rawCommand(port, ['PING'])) === 'PONG');
+      return node;
+    } catch (e) {
+      if (node.exited && attempt < 5 && /Address already in use/.test(logTail(node))) continue;
+      node.proc.kill('SIGKILL');
+      throw e;
+    }
+  }
+}
 
 /** Starts one standalone redis-server on 127.0.0.1. @throws Error with the fix when redis-server is missing */
 export async function startRedisServer(opts: StartRedisServerOptions = {}): Promise<RedisServerHandle> {
   checkRedisInstalled();
   const dir = mkdtempSync(join(tmpdir(), 'embedstack-redis-'));
-  const port = opts.port ?? (await freePort());
-  const node = await spawnNode(dir, port, []);
+  let node: Node;
+  try {
+    node = await spawnAnswering(dir, opts.timeoutMs ?? 10000, async () => ({ port: opts.port ?? (await freePort()), extra: [] }));
+  } catch (e) {
+    await killAll([], dir);
+    throw e;
+  }
+  const port = node.port;
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
     stopped = true;
     await killAll([node], dir);
   };
-  try {
-    await waitFor(`redis-server on port ${port}`, opts.timeoutMs ?? 10000, [node], async () => (await rawCommand(port, ['PING'])) === 'PONG');
-  } catch (e) {
-    await stop();
-    throw e;
-  }
   return { host: HOST, port, ports: [port], dir, stop, killNode: () => void node.proc.kill('SIGKILL') };
 }
 
@@ -271,10 +291,12 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
       }
     };
     for (let i = 0; i < total; i++) {
-      const port = await pick();
-      const bus = await pick();
-      nodes.push(
-        await spawnNode(dir, port, [
+      const choose = async () => {
+        const port = await pick();
+        const bus = await pick();
+        return {
+          port,
+          extra: [
           '--cluster-enabled', 'yes',
           '--cluster-config-file', join(dir, `nodes-${port}.conf`),
           '--cluster-node-timeout', String(opts.nodeTimeoutMs ?? 1000),
@@ -282,11 +304,10 @@ export async function startRedisCluster(opts: StartRedisClusterOptions = {}): Pr
           '--cluster-require-full-coverage', opts.requireFullCoverage ? 'yes' : 'no',
           // replicas sync at once (Redis 7 waits 5 s for more replicas before a diskless full sync)
           '--repl-diskless-sync-delay', '0',
-        ]),
-      );
-    }
-    for (const n of nodes) {
-      await waitFor(`cluster node on port ${n.port}`, timeoutMs, nodes, async () => (await rawCommand(n.port, ['PING'])) === 'PONG');
+          ],
+        };
+      };
+      nodes.push(await spawnAnswering(dir, timeoutMs, choose));
     }
     await new Promise<void>((resolve, reject) => {
       execFile(
