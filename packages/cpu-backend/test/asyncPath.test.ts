@@ -4,6 +4,7 @@ import { applyCombinedGradientsShards, createTable, lookupCombinedShards, optimi
 import { expectSameState, snapshot } from '@embedstack/core/testing';
 import { ASYNC_MIN_WORK, cpuBackend } from '@embedstack/cpu-backend';
 import { describe, expect, it } from 'vitest';
+import { expectSameFloats } from './fixtures/sameFloats.js';
 
 /**
  * The Promise forms run on the native thread pool (not the libuv pool) and settle
@@ -22,17 +23,6 @@ const rowValue = (k: number, j: number): number => (k % 1000) * 0.5 + j;
 
 function keysFrom(start: number, n: number): BigInt64Array {
   return new BigInt64Array(n).map((_, i) => BigInt(start + i));
-}
-
-/**
- * expect(Array.from(got), message).toEqual(Array.from(want)) with the same verdict and message, without the
- * element-wise walk when the bytes are equal (bit-equal floats pass toEqual): under vitest that walk costs
- * ~0.8 us per element, 110 ms per call at these batches.
- */
-function expectSameFloats(got: Float32Array, want: Float32Array, message?: string): void {
-  const bytes = (a: Float32Array): Buffer => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
-  if (got.length === want.length && bytes(got).equals(bytes(want))) return;
-  expect(Array.from(got), message).toEqual(Array.from(want));
 }
 
 function rowsFor(start: number, n: number, shift = 0): Float32Array {

@@ -2,6 +2,7 @@ import { createTable, type EmbeddingTable, optimizers, referenceBackend } from '
 import { expectSameState, snapshot } from '@embedstack/core/testing';
 import { ASYNC_MIN_WORK, cpuBackend } from '@embedstack/cpu-backend';
 import { describe, expect, it } from 'vitest';
+import { expectSameFloats } from './fixtures/sameFloats.js';
 
 /**
  * Many overlapping promises on one table, with batches large enough to run on the
@@ -50,12 +51,10 @@ describe('cpu backend: concurrent async calls on one table', () => {
     await ref.upsert(fixedKeys, fixedValues);
     let writing = true;
     let reads = 0;
-    const fixedBytes = Buffer.from(fixedValues.buffer, fixedValues.byteOffset, fixedValues.byteLength);
     const reader = async () => {
       while (writing) {
         const r = await t.find(fixedKeys);
-        // bit-equal passes the element-wise toEqual below; anything else goes through it (same verdict and message)
-        if (!Buffer.from(r.values.buffer, r.values.byteOffset, r.values.byteLength).equals(fixedBytes)) expect(Array.from(r.values)).toEqual(Array.from(fixedValues));
+        expectSameFloats(r.values, fixedValues);
         reads++;
       }
     };

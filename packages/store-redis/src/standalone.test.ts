@@ -389,7 +389,7 @@ describe('standalone failures', () => {
 });
 
 describe('the test helpers', () => {
-  it('startRedisServer on a port another process holds: the node exits with "Address already in use" (started again on that port, 5 tries), and the error names the port and the log line', async () => {
+  it('startRedisServer on a port another process holds: the node exits with "Address already in use" (not started again: the port was given), and the error names the port and the log line', async () => {
     const { createServer } = await import('node:net');
     const holder = createServer();
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));

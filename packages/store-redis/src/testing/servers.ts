@@ -199,9 +199,10 @@ export interface StartRedisServerOptions {
  * Spawns a node on the ports `choose()` gives and waits until it answers PING. A port freePort()
  * returned can be taken before redis-server binds it (by another process's outgoing connection: both
  * come from the ephemeral range; seen once in CI, on a cluster node's bus port): a node that exits
- * with "Address already in use" is started again on new ports, at most 5 times.
+ * with "Address already in use" is started again on new ports, at most `tries` times (1: a port the
+ * caller gave, which another try would not free).
  */
-async function spawnAnswering(dir: string, timeoutMs: number, choose: () => Promise<{ port: number; extra: string[] }>): Promise<Node> {
+async function spawnAnswering(dir: string, timeoutMs: number, choose: () => Promise<{ port: number; extra: string[] }>, tries = 5): Promise<Node> {
   for (let attempt = 1; ; attempt++) {
     const { port, extra } = await choose();
     const node = await spawnNode(dir, port, extra);
@@ -209,7 +210,7 @@ async function spawnAnswering(dir: string, timeoutMs: number, choose: () => Prom
       await waitFor(`redis-server on port ${port}`, timeoutMs, [node], async () => (await rawCommand(port, ['PING'])) === 'PONG');
       return node;
     } catch (e) {
-      if (node.exited && attempt < 5 && /Address already in use/.test(logTail(node))) continue;
+      if (node.exited && attempt < tries && /Address already in use/.test(logTail(node))) continue;
       node.proc.kill('SIGKILL');
       throw e;
     }
@@ -222,7 +223,7 @@ export async function startRedisServer(opts: StartRedisServerOptions = {}): Prom
   const dir = mkdtempSync(join(tmpdir(), 'embedstack-redis-'));
   let node: Node;
   try {
-    node = await spawnAnswering(dir, opts.timeoutMs ?? 10000, async () => ({ port: opts.port ?? (await freePort()), extra: [] }));
+    node = await spawnAnswering(dir, opts.timeoutMs ?? 10000, async () => ({ port: opts.port ?? (await freePort()), extra: [] }), opts.port === undefined ? 5 : 1);
   } catch (e) {
     await killAll([], dir);
     throw e;
