@@ -6,6 +6,7 @@ import { RocksStore } from '@embedstack/store-rocksdb';
 import { freePort, startRedisCluster, startRedisServer, type RedisClusterHandle } from '@embedstack/store-redis/testing';
 import { HPS, updateMessageFields, type HpsOptions } from './index.js';
 import { expectedRows, partOf, psConfig, rowOf, spreadKeys, tempDir, writeTable } from '../test/fixtures.js';
+import { until } from '../test/servers.js';
 
 let cluster: RedisClusterHandle;
 let address: string;
@@ -98,10 +99,8 @@ describe('HPS on Redis', () => {
       const [r] = await producer.connection.exec([{ route: Buffer.from(tag), name: 'XADD', args: [tag, '*', ...updateMessageFields(BigInt64Array.from(ask), new Float32Array(after))] }], false);
       if (r!.error) throw r!.error;
     };
-    /** Polls (every 20 ms, at most ~60 s: no wall-clock bound tighter than the test's own) until `check` holds. */
-    const until = async (check: () => Promise<boolean> | boolean) => {
-      for (let i = 0; i < 3000 && !(await check()); i++) await new Promise((r) => setTimeout(r, 20));
-    };
+    // Polls every 20 ms, at most 3000 times (~60 s: no wall-clock bound tighter than the test's own).
+    const untilApplied = (check: () => Promise<boolean> | boolean) => until(check, 3000);
     // 8 lookups at a time keep running while the messages arrive and are applied. Each row is the old
     // one or the new one; a lookup started once a lookup has returned every new row returns them all.
     let applied = false;
@@ -124,16 +123,16 @@ describe('HPS on Redis', () => {
     await publish('hps_et.l3x.sparse_embedding0'); // filtered out of L3 (and there is no L2)
     await publish('hps_et.l3u.sparse_embedding0');
     let got: number[] = [];
-    await until(async () => JSON.stringify((got = await rows('l3u'))) === JSON.stringify(after));
+    await untilApplied(async () => JSON.stringify((got = await rows('l3u'))) === JSON.stringify(after));
     expect(got).toEqual(after);
     applied = true;
     // every reader runs two lookups after that (counted, not timed: a loaded machine only takes longer)
-    await until(() => afterApplied.every((n) => n >= 2));
+    await untilApplied(() => afterApplied.every((n) => n >= 2));
     done = true;
     await Promise.all(readers);
     expect(afterApplied.every((n) => n >= 2)).toBe(true);
     // l3x's message was read: its L1 rows are the new ones ...
-    await until(async () => JSON.stringify(await rows('l3x')) === JSON.stringify(after));
+    await untilApplied(async () => JSON.stringify(await rows('l3x')) === JSON.stringify(after));
     expect(await rows('l3x')).toEqual(after);
     // ... and its L3 kept the old ones (the filter): L1 refreshed from L3 brings them back
     await s.refreshEmbeddingCache('l3x');
