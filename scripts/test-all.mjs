@@ -221,8 +221,13 @@ if (want('vitest')) {
 // The native tests (cpu-backend's; cuda-backend's, then its ASan addon, whose core library
 // compile the ASan native build has just made: ccache) and the tarball checks run at once:
 // compiles and npm's waits fill the two cores together. Nothing else at normal priority ran
-// beside vitest above (its tests have timeouts). The background builds finish first (alone, at
-// full speed); their failure is not counted here: the native steps build again and fail then.
+// beside vitest above (its tests have timeouts). The tarball checks start now, beside the rest
+// of the background builds; the native tests wait for those builds. A background build's
+// failure is not counted here: the native steps build again and fail then, with its errors.
+// Install like sharp (#16): pack every package, publint + attw, npm install with no compiler
+// (the prebuilt binary runs the facades' lookups), then once without prebuilds (source build).
+const packCheck = join(root, 'scripts', 'pack-check.mjs');
+const pack = want('pack') && existsSync(packCheck) ? stepAsync('pack, lint and install the tarballs', 'pack-check', process.execPath, [packCheck]) : null;
 if (nativeBuilds) await nativeBuilds.done({ counted: false });
 const nativeChecks = []; // { titles, task, log }: a background step and the checks it counts
 if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
@@ -236,10 +241,6 @@ if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
   ].join('\n');
   nativeChecks.push({ titles: [cudaNative, cudaAsan], task: stepAsync(`${cudaNative}; then the ${cudaAsan}`, 'cuda-native', 'bash', ['-c', script]), log: 'cuda-native' });
 }
-// Install like sharp (#16): pack every package, publint + attw, npm install with no compiler
-// (the prebuilt binary runs the facades' lookups), then once without prebuilds (source build).
-const packCheck = join(root, 'scripts', 'pack-check.mjs');
-const pack = want('pack') && existsSync(packCheck) ? stepAsync('pack, lint and install the tarballs', 'pack-check', process.execPath, [packCheck]) : null;
 if (want('native') && existsSync(nativeScript)) {
   if (await step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
   else failed++;
