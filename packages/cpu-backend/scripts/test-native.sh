@@ -14,6 +14,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${1:-$here/build-native}"
 source_dir="${2:-$here/native}"
 extra=("${@:3}")
+build_only="${EMBEDSTACK_NATIVE_BUILD_ONLY:-0}"
 jobs="$(nproc 2>/dev/null || echo 2)"
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
@@ -29,7 +30,7 @@ run() {
   cmake -S "$source_dir" -B "$dir" "${generator[@]}" --no-warn-unused-cli -DEMBEDSTACK_TESTS=ON "${extra[@]}" "$@" >/dev/null
   echo "== build $dir"
   cmake --build "$dir" --parallel "$jobs"
-  if [ "${EMBEDSTACK_NATIVE_BUILD_ONLY:-0}" = 1 ]; then return 0; fi
+  if [ "$build_only" = 1 ]; then return 0; fi
   echo "== test $dir"
   ctest --test-dir "$dir" --output-on-failure --parallel "$jobs"
   # how many cases each binary ran (its closing line), so the log shows the coverage of each build
@@ -40,5 +41,5 @@ run() {
 run "$prefix" -DCMAKE_BUILD_TYPE=Release -DEMBEDSTACK_TESTS_SWAR=OFF
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   run "$prefix-asan" -DCMAKE_BUILD_TYPE=Debug -DEMBEDSTACK_ASAN=ON -DEMBEDSTACK_TESTS_SWAR=ON
-if [ "${EMBEDSTACK_NATIVE_BUILD_ONLY:-0}" = 1 ]; then echo "native tests of $source_dir built (release and asan+ubsan; not run)"
+if [ "$build_only" = 1 ]; then echo "native tests of $source_dir built (release and asan+ubsan; not run)"
 else echo "native tests of $source_dir passed (release and asan+ubsan)"; fi
