@@ -19,6 +19,7 @@
 
 #include "column_blocks.h"
 #include "combine.h"
+#include "hd.h"
 
 namespace embedstack {
 namespace bagsum {
@@ -31,19 +32,19 @@ struct ScalarBlocks {
     double v[B];
   };
   template <size_t B>
-  __attribute__((always_inline)) static inline void zero(Acc<B>& a) {
+  ES_ALWAYS_INLINE static inline void zero(Acc<B>& a) {
     for (size_t c = 0; c < B; ++c) a.v[c] = 0.0;
   }
   template <size_t B, class E>
-  __attribute__((always_inline)) static inline void add(Acc<B>& a, const E* __restrict e) {
+  ES_ALWAYS_INLINE static inline void add(Acc<B>& a, const E* __restrict e) {
     for (size_t c = 0; c < B; ++c) a.v[c] += L::get(e, c);
   }
   template <size_t B, class E>
-  __attribute__((always_inline)) static inline void addScaled(Acc<B>& a, const E* __restrict e, double w) {
+  ES_ALWAYS_INLINE static inline void addScaled(Acc<B>& a, const E* __restrict e, double w) {
     for (size_t c = 0; c < B; ++c) a.v[c] = a.v[c] + w * L::get(e, c);
   }
   template <size_t B>
-  __attribute__((always_inline)) static inline void store(const Acc<B>& a, float* __restrict o, double div) {
+  ES_ALWAYS_INLINE static inline void store(const Acc<B>& a, float* __restrict o, double div) {
     if (div == 0) {
       for (size_t c = 0; c < B; ++c) o[c] = 0.0f;
     } else if (div == 1.0) {
@@ -53,7 +54,7 @@ struct ScalarBlocks {
     }
   }
   template <size_t B>
-  __attribute__((always_inline)) static inline double* sums(Acc<B>& a, double*) {
+  ES_ALWAYS_INLINE static inline double* sums(Acc<B>& a, double*) {
     return a.v;
   }
 };
@@ -71,7 +72,7 @@ struct ColumnBlock {
 };
 
 /** Entry i + ahead's row into L2, entry i + nearAhead's (asked into L2 before) into L1. */
-__attribute__((always_inline)) inline void prefetchAheadAndNear(const void* const* rows, size_t i, size_t ahead, size_t nearAhead, size_t rowBytes) {
+ES_ALWAYS_INLINE inline void prefetchAheadAndNear(const void* const* rows, size_t i, size_t ahead, size_t nearAhead, size_t rowBytes) {
   prefetchRow<PrefetchTo::kL2>(rows[i + ahead], rowBytes);
   prefetchRow<PrefetchTo::kL1>(rows[i + nearAhead], rowBytes);
 }
@@ -84,7 +85,7 @@ __attribute__((always_inline)) inline void prefetchAheadAndNear(const void* cons
  * not once per entry.
  */
 template <class L, size_t B, bool kPrefetch>
-__attribute__((always_inline)) inline void addEntries(const BagSpan& s, typename L::template Acc<B>& acc, size_t j0, size_t j1, size_t c0,
+ES_ALWAYS_INLINE inline void addEntries(const BagSpan& s, typename L::template Acc<B>& acc, size_t j0, size_t j1, size_t c0,
                                                       size_t ahead, size_t nearAhead, size_t rowBytes) {
   using Elem = typename L::Elem;
   const void* const* rows = s.rows;
@@ -115,7 +116,7 @@ __attribute__((always_inline)) inline void addEntries(const BagSpan& s, typename
  * whose row `ahead` on is past the span: none).
  */
 template <class L, size_t B>
-__attribute__((always_inline)) inline void sumBlock(const BagSpan& s, const ColumnBlock& b, size_t c0, bool prefetch) {
+ES_ALWAYS_INLINE inline void sumBlock(const BagSpan& s, const ColumnBlock& b, size_t c0, bool prefetch) {
   typename L::template Acc<B> acc;
   L::template zero<B>(acc);
   size_t jp = b.j0;  // entries [j0, jp) prefetch, [jp, j1) do not
@@ -130,7 +131,7 @@ __attribute__((always_inline)) inline void sumBlock(const BagSpan& s, const Colu
 
 /** sum / mean / sqrtn without clipping, each output row in column blocks (column_blocks.h). */
 template <class L>
-__attribute__((always_inline)) inline void sumRows(const BagSpan& s) {
+ES_ALWAYS_INLINE inline void sumRows(const BagSpan& s) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(typename L::Elem);
   const size_t ahead = prefetchDistance(rowBytes);
@@ -156,7 +157,7 @@ __attribute__((always_inline)) inline void sumRows(const BagSpan& s) {
     if (s.combiner == Combiner::kMean) div = wsum;
     if (s.combiner == Combiner::kSqrtn) div = std::sqrt(wsq);
     const ColumnBlock b{j0, j1, div, ahead, nearAhead, lastEntry, rowBytes, s.out + r * dim};
-    forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) __attribute__((always_inline)) { sumBlock<L, decltype(width)::value>(s, b, c0, firstBlock && s.prefetch); });
+    forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) ES_ALWAYS_INLINE { sumBlock<L, decltype(width)::value>(s, b, c0, firstBlock && s.prefetch); });
   }
 }
 

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "hd.h"
+
 namespace embedstack {
 
 /** Bytes of rows to have in flight ahead of the entry being summed. */
@@ -37,7 +39,7 @@ inline size_t nearPrefetchDistance(size_t ahead) { return ahead / 3; }
  * dim-64 float32 row in one step, no per-line loop counter), then the rest.
  */
 template <PrefetchTo kTo = PrefetchTo::kL1>
-__attribute__((always_inline)) inline void prefetchRow(const void* row, size_t rowBytes) {
+ES_ALWAYS_INLINE inline void prefetchRow(const void* row, size_t rowBytes) {
   constexpr int kLocality = static_cast<int>(kTo);
   const char* p = static_cast<const char*>(row);
   size_t off = 0;
@@ -51,7 +53,7 @@ __attribute__((always_inline)) inline void prefetchRow(const void* row, size_t r
 }
 
 template <size_t B, class F>
-__attribute__((always_inline)) inline void columnTail(size_t dim, size_t& c0, bool& first, F& f) {
+ES_ALWAYS_INLINE inline void columnTail(size_t dim, size_t& c0, bool& first, F& f) {
   if (dim - c0 >= B) {
     f(std::integral_constant<size_t, B>{}, c0, first);
     c0 += B;
@@ -66,7 +68,7 @@ __attribute__((always_inline)) inline void columnTail(size_t dim, size_t& c0, bo
  * (the pass over a row's entries that should prefetch; later passes read lines it fetched).
  */
 template <class F>
-__attribute__((always_inline)) inline void forEachColumnBlock(size_t dim, F&& f) {
+ES_ALWAYS_INLINE inline void forEachColumnBlock(size_t dim, F&& f) {
   size_t c0 = 0;
   bool first = true;
   for (; dim - c0 >= 64; c0 += 64, first = false) f(std::integral_constant<size_t, 64>{}, c0, first);

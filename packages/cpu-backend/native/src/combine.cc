@@ -5,6 +5,7 @@
 
 #include "bag_sum.h"
 #include "combine_narrow.h"
+#include "hd.h"
 #include "multiversion.h"
 
 namespace embedstack {
@@ -26,7 +27,7 @@ struct LoadF16 : bagsum::ScalarBlocks<LoadF16> {
 
 /** max / min of one entry into acc: the first entry's scaled row, then a strictly greater (smaller) value wins. */
 template <class L>
-__attribute__((always_inline)) inline void combineExtreme(double* __restrict acc, const typename L::Elem* __restrict e, double scale, size_t dim, bool max, bool first) {
+ES_ALWAYS_INLINE inline void combineExtreme(double* __restrict acc, const typename L::Elem* __restrict e, double scale, size_t dim, bool max, bool first) {
   if (first) {
     for (size_t c = 0; c < dim; ++c) acc[c] = scale * L::get(e, c);
   } else if (max) {
@@ -44,7 +45,7 @@ __attribute__((always_inline)) inline void combineExtreme(double* __restrict acc
 
 // The kernel body for one storage type, inlined into each multiversioned clone.
 template <class L>
-__attribute__((always_inline)) inline void combineRows(const BagSpan& s) {
+ES_ALWAYS_INLINE inline void combineRows(const BagSpan& s) {
   using Elem = typename L::Elem;
   const size_t dim = s.dim;
   const bool extreme = s.combiner == Combiner::kMax || s.combiner == Combiner::kMin;
@@ -130,7 +131,7 @@ const void* const* wideRows(size_t count, size_t dim, float** values) {
  * reduced with each element widened where it is read (L).
  */
 template <class L>
-__attribute__((always_inline)) inline void combineNarrow(const BagSpan& s) {
+ES_ALWAYS_INLINE inline void combineNarrow(const BagSpan& s) {
   const size_t dim = s.dim;
   if (dim == 0) {
     combineRows<L>(s);

@@ -6,6 +6,7 @@
 #include "bag_sum.h"
 #include "column_blocks.h"
 #include "combine_vector.h"
+#include "hd.h"
 #include "multiversion.h"
 #include "widen_isa.h"
 
@@ -63,7 +64,7 @@ inline const float* rowOf(const PlanSpan& s, size_t i) {
  * acc [dim] = Σ s_j e_j over owned entries [k, kEnd) from 0, one entry at a time (the
  * clipping path: s_j needs the entry's norm; rows fetched 8 ahead).
  */
-__attribute__((always_inline)) inline void clippedSum(const PlanSpan& s, size_t k, size_t kEnd, double* __restrict acc) {
+ES_ALWAYS_INLINE inline void clippedSum(const PlanSpan& s, size_t k, size_t kEnd, double* __restrict acc) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(float);
   for (size_t c = 0; c < dim; ++c) acc[c] = 0.0;
@@ -96,7 +97,7 @@ namespace {
  * lent row `ahead` owned entries on.
  */
 template <class L, size_t B>
-__attribute__((always_inline)) inline void ownedColumnSum(const PlanSpan& s, size_t k, size_t kEnd, size_t c0, bool prefetch,
+ES_ALWAYS_INLINE inline void ownedColumnSum(const PlanSpan& s, size_t k, size_t kEnd, size_t c0, bool prefetch,
                                                           size_t ahead, size_t rowBytes, typename L::template Acc<B>& acc) {
   L::template zero<B>(acc);
   for (size_t i = k; i < kEnd; ++i) {
@@ -113,7 +114,7 @@ __attribute__((always_inline)) inline void ownedColumnSum(const PlanSpan& s, siz
 
 /** Columns [c0, c0 + B) of a row's owned entries, divided by d and added to the row's partial. */
 template <class L, size_t B>
-__attribute__((always_inline)) inline void partialBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict o,
+ES_ALWAYS_INLINE inline void partialBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict o,
                                                         size_t c0, bool prefetch, size_t ahead, size_t rowBytes) {
   typename L::template Acc<B> sums;
   ownedColumnSum<L, B>(s, k, kEnd, c0, prefetch, ahead, rowBytes, sums);
@@ -124,7 +125,7 @@ __attribute__((always_inline)) inline void partialBlock(const PlanSpan& s, size_
 
 /** combinePartialRows without clipping, each row's owned entries in column blocks. */
 template <class L>
-__attribute__((always_inline)) inline void partialRows(const PlanSpan& s, double* out) {
+ES_ALWAYS_INLINE inline void partialRows(const PlanSpan& s, double* out) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(float);
   size_t k = firstOwned(s);
@@ -135,7 +136,7 @@ __attribute__((always_inline)) inline void partialRows(const PlanSpan& s, double
     const double d = s.denom[r];
     if (d != 0) {
       double* o = out + r * dim;
-      forEachColumnBlock(dim, [&](auto width, size_t c0, bool first) __attribute__((always_inline)) {
+      forEachColumnBlock(dim, [&](auto width, size_t c0, bool first) ES_ALWAYS_INLINE {
         partialBlock<L, decltype(width)::value>(s, k, kEnd, d, o, c0, first, ahead, rowBytes);
       });
     }
@@ -151,7 +152,7 @@ __attribute__((always_inline)) inline void partialRows(const PlanSpan& s, double
  * (it starts at 0 + x), so later shards add acc / d directly; acc / 1 == acc.
  */
 template <class L, size_t B>
-__attribute__((always_inline)) inline void shardBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict run,
+ES_ALWAYS_INLINE inline void shardBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict run,
                                                       float* __restrict o, bool first, bool last, size_t c0, bool prefetch,
                                                       size_t ahead, size_t rowBytes) {
   typename L::template Acc<B> sums;
@@ -180,7 +181,7 @@ __attribute__((always_inline)) inline void shardBlock(const PlanSpan& s, size_t 
  * a time (clippedSum, into acc).
  */
 template <class L>
-__attribute__((always_inline)) inline void shardRows(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
+ES_ALWAYS_INLINE inline void shardRows(const PlanSpan& s, bool first, bool last, double* sum, double* acc, float* out) {
   const size_t dim = s.dim;
   const size_t rowBytes = dim * sizeof(float);
   const size_t ahead = prefetchDistance(rowBytes);
@@ -205,7 +206,7 @@ __attribute__((always_inline)) inline void shardRows(const PlanSpan& s, bool fir
         for (size_t c = 0; c < dim; ++c) o[c] = static_cast<float>(run[c]);
       }
     } else if (!clip) {
-      forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) __attribute__((always_inline)) {
+      forEachColumnBlock(dim, [&](auto width, size_t c0, bool firstBlock) ES_ALWAYS_INLINE {
         shardBlock<L, decltype(width)::value>(s, k, kEnd, d, run, o, first, last, c0, firstBlock, ahead, rowBytes);
       });
     } else {
@@ -342,10 +343,10 @@ enum class GradOut { kStore, kFirst, kAdd };
  * o + v (kAdd). `e` is read only when maxNorm > 0; dy holds dim doubles.
  */
 template <GradOut M>
-__attribute__((always_inline)) inline void entryGradient(double scale, const float* __restrict g, const float* __restrict e,
+ES_ALWAYS_INLINE inline void entryGradient(double scale, const float* __restrict g, const float* __restrict e,
                                                          double maxNorm, size_t dim, double* __restrict dy,
                                                          float* __restrict o) {
-  const auto put = [&](size_t c, float v) __attribute__((always_inline)) {
+  const auto put = [&](size_t c, float v) ES_ALWAYS_INLINE {
     if (M == GradOut::kStore) o[c] = v;
     if (M == GradOut::kFirst) o[c] = 0.0f + v;
     if (M == GradOut::kAdd) o[c] = o[c] + v;

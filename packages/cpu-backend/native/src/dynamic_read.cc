@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "dynamic_table.h"
+#include "hd.h"
 #include "stream_copy.h"
 #include "thread_pool.h"
 
@@ -89,12 +90,12 @@ struct DynamicTable::PassResolver {
         rows(table.size_), touchRead(table.config_.scorePolicy, clock), prefetchRow(prefetch) {}
 
   /** rowOf[j] = ck[j]'s row or kNoRow, j < m <= kChunk; resident keys' scores touched. */
-  __attribute__((always_inline)) void resolve(const int64_t* ck, size_t m, uint32_t* rowOf, Scratch& scratch) const {
-    withFixedStride(rowMeta, [&](auto meta) __attribute__((always_inline)) { resolveWith(meta, ck, m, rowOf, scratch); });
+  ES_ALWAYS_INLINE void resolve(const int64_t* ck, size_t m, uint32_t* rowOf, Scratch& scratch) const {
+    withFixedStride(rowMeta, [&](auto meta) ES_ALWAYS_INLINE { resolveWith(meta, ck, m, rowOf, scratch); });
   }
   /** resolve over the records as they are laid out (their size a constant). */
   template <class Meta>
-  __attribute__((always_inline)) void resolveWith(const Meta rowMeta, const int64_t* ck, size_t m, uint32_t* rowOf,
+  ES_ALWAYS_INLINE void resolveWith(const Meta rowMeta, const int64_t* ck, size_t m, uint32_t* rowOf,
                                                   Scratch& scratch) const {
     // Locals: kept in registers whatever the loops store.
     const KeyIndex::View idx = this->idx;
@@ -108,9 +109,9 @@ struct DynamicTable::PassResolver {
     uint32_t* const later = scratch.later;
     const auto keyAt = [rowMeta](uint32_t row) { return rowMeta.key(row); };
     const auto nextGroup = [&idx](size_t g) { return g + 1 == idx.groups ? 0 : g + 1; };
-    const auto touchScore = [&](uint32_t row) __attribute__((always_inline)) { touchRead(rowMeta, row); };
+    const auto touchScore = [&](uint32_t row) ES_ALWAYS_INLINE { touchRead(rowMeta, row); };
     // A: index groups, candidates.
-    const auto hash = [&](size_t j) __attribute__((always_inline)) {
+    const auto hash = [&](size_t j) ES_ALWAYS_INLINE {
       const uint64_t h = hashKey(ck[j]);
       slot[j].group = idx.homeGroup(h);
       slot[j].fragment = hashFragment(h);
@@ -137,7 +138,7 @@ struct DynamicTable::PassResolver {
       s.candidate = idx.firstRow(ctrl, Group(ctrl).match(s.fragment));
     }
     // B: keys compared, scores touched.
-    const auto askRecord = [&](size_t j) __attribute__((always_inline)) {
+    const auto askRecord = [&](size_t j) ES_ALWAYS_INLINE {
       const uint32_t c = slot[j].candidate;
       if (c < rows) {
         rowMeta.prefetch(prefetchRow, c, touch);
@@ -211,7 +212,7 @@ void DynamicTable::findPasses(const int64_t* keys, size_t n, float* out, uint8_t
       const int64_t* const ck = keys + c0;
       resolver.resolve(ck, m, rowOf, scratch);
       // C: rows copied.
-      const auto askRow = [&](size_t j) __attribute__((always_inline)) {
+      const auto askRow = [&](size_t j) ES_ALWAYS_INLINE {
         if (rowOf[j] != KeyIndex::kNoRow) prefetchRow(records + static_cast<size_t>(rowOf[j]) * stride);
       };
       for (size_t j = 0; j < kRowAhead && j < m; ++j) askRow(j);
@@ -433,7 +434,7 @@ struct DynamicTable::BagPart {
         storage(t.storage_), touchRead(t.config_.scorePolicy, c) {}
 
   /** A found row's record, its score touched as a read touches it. */
-  __attribute__((always_inline)) const void* take(uint32_t row) const {
+  ES_ALWAYS_INLINE const void* take(uint32_t row) const {
     touchRead(stage.rowMeta, row);
     return stage.arena + static_cast<size_t>(row) * stage.stride;
   }
@@ -448,9 +449,9 @@ struct DynamicTable::OnePart {
   BagPart<Prefetch> only;
 
   const BagPart<Prefetch>& first() const { return only; }
-  __attribute__((always_inline)) int64_t own(Slot&, int64_t key) const { return key; }
-  __attribute__((always_inline)) const BagPart<Prefetch>& at(const Slot&) const { return only; }
-  __attribute__((always_inline)) int64_t local(const Slot&, int64_t key) const { return key; }
+  ES_ALWAYS_INLINE int64_t own(Slot&, int64_t key) const { return key; }
+  ES_ALWAYS_INLINE const BagPart<Prefetch>& at(const Slot&) const { return only; }
+  ES_ALWAYS_INLINE int64_t local(const Slot&, int64_t key) const { return key; }
   const BagPart<Prefetch>& ownerOf(int64_t key, int64_t* local) const {
     *local = key;
     return only;
@@ -474,13 +475,13 @@ struct DynamicTable::ResidueParts {
   ResidueOwners owners;
 
   const BagPart<Prefetch>& first() const { return parts[0]; }
-  __attribute__((always_inline)) int64_t own(Slot& s, int64_t key) const {
+  ES_ALWAYS_INLINE int64_t own(Slot& s, int64_t key) const {
     int64_t local;
     s.part = parts + owners.owner(key, &local);
     return key;
   }
-  __attribute__((always_inline)) const BagPart<Prefetch>& at(const Slot& s) const { return *s.part; }
-  __attribute__((always_inline)) int64_t local(const Slot&, int64_t key) const { return key; }
+  ES_ALWAYS_INLINE const BagPart<Prefetch>& at(const Slot& s) const { return *s.part; }
+  ES_ALWAYS_INLINE int64_t local(const Slot&, int64_t key) const { return key; }
   const BagPart<Prefetch>& ownerOf(int64_t key, int64_t* local) const { return parts[owners.owner(key, local)]; }
 };
 
@@ -527,16 +528,16 @@ void DynamicTable::poolBag(const Parts& partsArg, const BagInput& bag, size_t rb
   size_t base = begin;
   const void** window = span.rows.data();
 
-  auto hashStage = [&](size_t j) __attribute__((always_inline)) {
+  auto hashStage = [&](size_t j) ES_ALWAYS_INLINE {
     auto& s = ring[j % kRing];
     const int64_t local = parts.own(s, keys[j]);
     parts.at(s).stage.hash(s, local);
   };
-  auto candidateStage = [&](size_t j) __attribute__((always_inline)) {
+  auto candidateStage = [&](size_t j) ES_ALWAYS_INLINE {
     auto& s = ring[j % kRing];
     parts.at(s).stage.candidate(s);
   };
-  auto resolveStage = [&](size_t j) __attribute__((always_inline)) {
+  auto resolveStage = [&](size_t j) ES_ALWAYS_INLINE {
     const auto& s = ring[j % kRing];
     const auto& part = parts.at(s);
     const uint32_t row = part.stage.resolve(s, parts.local(s, keys[j]));
@@ -743,7 +744,7 @@ void DynamicTable::poolBagPasses(const PassPart<Prefetch>* parts, const ResidueO
     const int64_t* const keys = bag.keys + e0;
     span.rows.resize(m);
     const void** const rows = span.rows.data();
-    const auto place = [&](size_t j, const char* base, size_t rowStride, uint32_t row) __attribute__((always_inline)) {
+    const auto place = [&](size_t j, const char* base, size_t rowStride, uint32_t row) ES_ALWAYS_INLINE {
       if (row != KeyIndex::kNoRow) {
         rows[j] = base + static_cast<size_t>(row) * rowStride;
       } else {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "dedupe.h"
+#include "hd.h"
 #include "key_index.h"
 #include "stream_copy.h"
 #include "table.h"
@@ -50,7 +51,7 @@ namespace embedstack {
  */
 struct NoRowPrefetch {
   /** A record's key/score line(s): `last` is its last byte (a narrow record may straddle two lines). */
-  __attribute__((always_inline)) void meta(const char* first, const char* last, bool forWrite) const {
+  ES_ALWAYS_INLINE void meta(const char* first, const char* last, bool forWrite) const {
     if (forWrite) {
       __builtin_prefetch(first, 1);
       __builtin_prefetch(last, 1);
@@ -59,7 +60,7 @@ struct NoRowPrefetch {
       __builtin_prefetch(last);
     }
   }
-  __attribute__((always_inline)) void operator()(const char*) const {}
+  ES_ALWAYS_INLINE void operator()(const char*) const {}
 };
 
 /**
@@ -78,11 +79,11 @@ struct RowLines {
   // keeps the bag's prefetches: without it GCC 12 inlines them late into the bag over several
   // tables (poolBag<ResidueParts>) and deletes them as dead stores (9 prefetch instructions
   // left of 24, Nov 29 2026; -fno-tree-dse kept them; one table's poolBag keeps 6-7 of 21).
-  __attribute__((always_inline)) void meta(const char* first, const char* last, bool) const {
+  ES_ALWAYS_INLINE void meta(const char* first, const char* last, bool) const {
     __builtin_prefetch(first, 0, 2);
     __builtin_prefetch(last, 0, 2);
   }
-  __attribute__((always_inline)) void operator()(const char* record) const {
+  ES_ALWAYS_INLINE void operator()(const char* record) const {
     const size_t count = kLines > 0 ? kLines : lines;
     for (size_t l = 0; l < count; ++l) __builtin_prefetch(record + 64 * l, 0, 2);
   }
@@ -160,7 +161,7 @@ struct MetaRecords {
   }
   /** Prefetches a row's record (both lines of a narrow record that straddles two). */
   template <class Prefetch>
-  __attribute__((always_inline)) void prefetch(const Prefetch& p, size_t row, bool forWrite) const {
+  ES_ALWAYS_INLINE void prefetch(const Prefetch& p, size_t row, bool forWrite) const {
     const char* r = at(row);
     p.meta(r, r + stride() - 1, forWrite);
   }
@@ -172,7 +173,7 @@ using MetaView = MetaRecords<>;
  * passes with the record size a constant (measured: the run-time size cost them 4-7%).
  */
 template <class F>
-__attribute__((always_inline)) inline void withFixedStride(const MetaView& m, F&& f) {
+ES_ALWAYS_INLINE inline void withFixedStride(const MetaView& m, F&& f) {
   if (m.narrow()) {
     f(MetaRecords<MetaView::kNarrow>{m.base, MetaView::kNarrow});
   } else {
@@ -196,7 +197,7 @@ struct ReadTouch {
         readScore(clockScore ? nextScore(p, 0, 1, false, 0, clock) : 0) {}
 
   template <class Meta>
-  __attribute__((always_inline)) void operator()(const Meta& m, uint32_t row) const {
+  ES_ALWAYS_INLINE void operator()(const Meta& m, uint32_t row) const {
     if (clockScore) {
       if (m.narrow()) {
         storeReadScore(m.narrowScore(row), readScore);
@@ -579,13 +580,13 @@ struct DynamicTable::ProbeStages {
       : idx(t.index_.view()), rowMeta(t.meta()), arena(t.arena()), stride(t.rowBytes()), rows(t.size_),
         prefetchRow(prefetch), forWrite(write) {}
 
-  __attribute__((always_inline)) void hash(ProbeSlot& s, int64_t key) const {
+  ES_ALWAYS_INLINE void hash(ProbeSlot& s, int64_t key) const {
     const uint64_t h = hashKey(key);
     s.group = idx.homeGroup(h);
     s.fragment = hashFragment(h);
     __builtin_prefetch(idx.group(s.group), 0, kIndexTo);
   }
-  __attribute__((always_inline)) void candidate(ProbeSlot& s) const {
+  ES_ALWAYS_INLINE void candidate(ProbeSlot& s) const {
     const uint8_t* ctrl = idx.group(s.group);
     const Group group(ctrl);
     const uint32_t cand = idx.firstRow(ctrl, group.match(s.fragment));
@@ -598,7 +599,7 @@ struct DynamicTable::ProbeStages {
       __builtin_prefetch(idx.group(s.group + 1 == idx.groups ? 0 : s.group + 1), 0, kIndexTo);
     }
   }
-  __attribute__((always_inline)) uint32_t resolve(const ProbeSlot& s, int64_t key) const {
+  ES_ALWAYS_INLINE uint32_t resolve(const ProbeSlot& s, int64_t key) const {
     const MetaView m = rowMeta;
     const uint32_t c = s.candidate;
     return c < rows && m.key(c) == key ? c : idx.findRow(key, s.fragment, s.group, [m](uint32_t row) { return m.key(row); });

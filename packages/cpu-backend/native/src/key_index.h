@@ -37,6 +37,7 @@
 #include "errors.h"
 #include "group.h"
 #include "hash.h"
+#include "hd.h"
 #include "memory.h"
 
 namespace embedstack {
@@ -86,13 +87,13 @@ class KeyIndex {
     size_t homeGroup(uint64_t h) const { return hashGroup(h, groups); }
     const uint8_t* group(size_t g) const { return base + g * kGroupBytes; }
     /** The row of slot j of the group at `ctrl`. */
-    __attribute__((always_inline)) uint32_t row(const uint8_t* ctrl, unsigned j) const {
+    ES_ALWAYS_INLINE uint32_t row(const uint8_t* ctrl, unsigned j) const {
       uint32_t r;
       std::memcpy(&r, ctrl + (kGroupWidth - 4) + rowStep * (j + 1), sizeof r);
       return r >> rowShift;
     }
     /** The row of the first slot of `m` (a group's fragment match), or kNoRow when it is empty. */
-    __attribute__((always_inline)) uint32_t firstRow(const uint8_t* ctrl, BitMask m) const {
+    ES_ALWAYS_INLINE uint32_t firstRow(const uint8_t* ctrl, BitMask m) const {
       return m ? row(ctrl, m.lowest()) : kNoRow;
     }
     /**
@@ -100,7 +101,7 @@ class KeyIndex {
      * returns true; false when it is absent.
      */
     template <class KeyAt, class Found>
-    __attribute__((always_inline)) bool probeKey(int64_t key, uint8_t fragment, size_t g, const KeyAt& keyAt,
+    ES_ALWAYS_INLINE bool probeKey(int64_t key, uint8_t fragment, size_t g, const KeyAt& keyAt,
                                                  Found&& found) const {
       for (size_t probes = 0; probes < groups; ++probes) {
         const uint8_t* ctrl = group(g);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "hd.h"
 #include "multiversion.h"
 #include "optimizer_math.h"
 
@@ -31,7 +32,7 @@ const char* optimizerName(OptimizerKind kind) {
 namespace {
 
 template <OptimizerKind K>
-__attribute__((always_inline)) inline void updateElements(const OptimizerParams& p, float* w, float* slots,
+ES_ALWAYS_INLINE inline void updateElements(const OptimizerParams& p, float* w, float* slots,
                                                           const double* grad, size_t dim, double rowDenom) {
   // Full-row slots: slot 0 at slots[0..dim), slot 1 at slots[dim..2*dim); RowWiseAdagrad's
   // single float is handled by the caller.
@@ -44,7 +45,7 @@ __attribute__((always_inline)) inline void updateElements(const OptimizerParams&
 
 // The update of one row, inlined into each multiversioned entry point below so
 // that every clone (AVX-512 / AVX2 / baseline) vectorises it for its target.
-__attribute__((always_inline)) static inline void updateRow(const OptimizerParams& p, float* w, float* slots,
+ES_ALWAYS_INLINE static inline void updateRow(const OptimizerParams& p, float* w, float* slots,
                                                             const float* g, size_t dim, double* grad) {
   for (size_t i = 0; i < dim; ++i) grad[i] = effectiveGradient(p, g[i], w[i]);
   if (p.kind == OptimizerKind::kRowWiseAdagrad) {
@@ -54,7 +55,7 @@ __attribute__((always_inline)) static inline void updateRow(const OptimizerParam
     for (size_t i = 0; i < dim; ++i) updateElement<OptimizerKind::kRowWiseAdagrad>(p, w + i, nullptr, nullptr, grad[i], denom);
     return;
   }
-  withOptimizerKind(p.kind, [&](auto tag) __attribute__((always_inline)) {
+  withOptimizerKind(p.kind, [&](auto tag) ES_ALWAYS_INLINE {
     updateElements<decltype(tag)::kind>(p, w, slots, grad, dim, 0);
   });
 }
@@ -70,7 +71,7 @@ namespace {
 // float, in order of appearance, from 0 (so a single -0 gradient becomes +0 exactly as
 // the reference's Float32Array sums).
 template <bool kIndexed>
-__attribute__((always_inline)) inline void sumRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim,
+ES_ALWAYS_INLINE inline void sumRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim,
                                                    const uint32_t* rowIndex, float* sum) {
   const auto at = [&](size_t k) {
     return static_cast<size_t>(kIndexed ? rowIndex[occurrences[k]] : occurrences[k]) * dim;
@@ -85,7 +86,7 @@ __attribute__((always_inline)) inline void sumRows(const float* grads, const uin
 
 // sumRows with its gradient rows addressed through rowIndex, or directly when it is null
 // (one loop each), inlined into each multiversioned entry point below.
-__attribute__((always_inline)) inline void sumRowsOf(const float* grads, const uint32_t* occurrences, size_t count, size_t dim,
+ES_ALWAYS_INLINE inline void sumRowsOf(const float* grads, const uint32_t* occurrences, size_t count, size_t dim,
                                                      const uint32_t* rowIndex, float* sum) {
   if (rowIndex) {
     sumRows<true>(grads, occurrences, count, dim, rowIndex, sum);
@@ -105,7 +106,7 @@ void sumGradientRows(const float* grads, const uint32_t* occurrences, size_t cou
 ES_MULTIVERSION
 void sumRowsInOrder(size_t n, const uint32_t* unique, const uint32_t* running, const uint32_t* first, const float* grads,
                     const uint32_t* rowIndex, size_t dim, float* sums) {
-  const auto gradAt = [&](size_t i) __attribute__((always_inline)) {
+  const auto gradAt = [&](size_t i) ES_ALWAYS_INLINE {
     return grads + static_cast<size_t>(rowIndex ? rowIndex[i] : i) * dim;
   };
   // The gradient row this many entries ahead, when it is summed (a shard's rows through rowIndex

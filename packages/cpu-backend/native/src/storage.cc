@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "column_blocks.h"
+#include "hd.h"
 #include "multiversion.h"
 #include "widen_isa.h"
 
@@ -44,11 +45,11 @@ struct WidenKernels {
     }                                                                                       \
   }
 
-__attribute__((always_inline)) inline void bf16RowPortable(const uint16_t* __restrict s, float* __restrict o, size_t n) {
+ES_ALWAYS_INLINE inline void bf16RowPortable(const uint16_t* __restrict s, float* __restrict o, size_t n) {
   for (size_t i = 0; i < n; ++i) o[i] = bf16ToFloat(s[i]);
 }
 template <bool>
-__attribute__((always_inline)) inline void halfRowPortable(const uint16_t* __restrict s, float* __restrict o, size_t n) {
+ES_ALWAYS_INLINE inline void halfRowPortable(const uint16_t* __restrict s, float* __restrict o, size_t n) {
   for (size_t i = 0; i < n; ++i) o[i] = halfToFloat(s[i]);
 }
 
@@ -74,7 +75,7 @@ __attribute__((noinline)) void fixSpecialHalves(const uint16_t* s, float* o, siz
 #endif
 
 #if ES_WIDEN_AVX2
-ES_TARGET_AVX2 __attribute__((always_inline)) inline void bf16RowAvx2(const uint16_t* s, float* o, size_t n) {
+ES_TARGET_AVX2 ES_ALWAYS_INLINE inline void bf16RowAvx2(const uint16_t* s, float* o, size_t n) {
   size_t i = 0;
   _Pragma("GCC unroll 4")
   for (; i + 8 <= n; i += 8) {
@@ -85,7 +86,7 @@ ES_TARGET_AVX2 __attribute__((always_inline)) inline void bf16RowAvx2(const uint
 }
 
 template <bool kExactNaN>
-ES_TARGET_AVX2 __attribute__((always_inline)) inline void halfRowAvx2(const uint16_t* s, float* o, size_t n) {
+ES_TARGET_AVX2 ES_ALWAYS_INLINE inline void halfRowAvx2(const uint16_t* s, float* o, size_t n) {
   const __m128i exp = _mm_set1_epi16(0x7c00);
   __m128i special = _mm_setzero_si128();
   size_t i = 0;
@@ -115,7 +116,7 @@ ES_TARGET_AVX2 void widenOneAvx2(StorageDtype d, const uint16_t* s, float* o, si
 constexpr __mmask16 kAll16 = 0xffff;
 
 /** x in the low half, zeros above (a cast would leave the upper half undefined). */
-ES_TARGET_AVX512 __attribute__((always_inline)) inline __m256i zeroExtend(__m128i x) {
+ES_TARGET_AVX512 ES_ALWAYS_INLINE inline __m256i zeroExtend(__m128i x) {
 #if defined(__clang__) || __GNUC__ >= 10
   return _mm256_zextsi128_si256(x);
 #else
@@ -123,7 +124,7 @@ ES_TARGET_AVX512 __attribute__((always_inline)) inline __m256i zeroExtend(__m128
 #endif
 }
 
-ES_TARGET_AVX512 __attribute__((always_inline)) inline void bf16RowAvx512(const uint16_t* s, float* o, size_t n) {
+ES_TARGET_AVX512 ES_ALWAYS_INLINE inline void bf16RowAvx512(const uint16_t* s, float* o, size_t n) {
   size_t i = 0;
   _Pragma("GCC unroll 4")
   for (; i + 16 <= n; i += 16) {
@@ -135,7 +136,7 @@ ES_TARGET_AVX512 __attribute__((always_inline)) inline void bf16RowAvx512(const 
 }
 
 template <bool kExactNaN>
-ES_TARGET_AVX512 __attribute__((always_inline)) inline void halfRowAvx512(const uint16_t* s, float* o, size_t n) {
+ES_TARGET_AVX512 ES_ALWAYS_INLINE inline void halfRowAvx512(const uint16_t* s, float* o, size_t n) {
   const __m256i exp = _mm256_set1_epi16(0x7c00);
   __m256i special = _mm256_setzero_si256();
   size_t i = 0;
