@@ -7,7 +7,7 @@
 // the same request as an attribute alone (for lambdas and `static inline` members).
 // Under AddressSanitizer (the native test builds and the ASan addons) both drop the
 // attribute, leaving C++'s `inline`, a hint: forcing the instrumented kernels into one
-// body made GCC take 3-6x longer on their files (-O1: combine.cc 48 -> 13 s,
+// body made GCC take 2-4x longer on their files (-O1: combine.cc 48 -> 13 s,
 // dynamic_read.cc 75 -> 37 s) and those builds test memory safety, not speed (their
 // tests ran no slower). The Release builds and the prebuilt binaries are unchanged.
 #pragma once
