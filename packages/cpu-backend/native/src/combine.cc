@@ -108,12 +108,6 @@ ES_ALWAYS_INLINE inline void combineRows(const BagSpan& s) {
 ES_MULTIVERSION __attribute__((noinline)) void rowsF32(const BagSpan& s) { combineRows<LoadF32>(s); }
 ES_MULTIVERSION __attribute__((noinline)) void rowsBf16(const BagSpan& s) { combineRows<LoadBf16>(s); }
 ES_MULTIVERSION __attribute__((noinline)) void rowsF16(const BagSpan& s) { combineRows<LoadF16>(s); }
-template <class L>
-void rowsOf(const BagSpan& s);
-template <>
-inline void rowsOf<LoadBf16>(const BagSpan& s) { rowsBf16(s); }
-template <>
-inline void rowsOf<LoadF16>(const BagSpan& s) { rowsF16(s); }
 
 /** Bytes of widened rows per pass of a narrow span: a few bags, well inside L1. */
 constexpr size_t kWideBytes = 16384;
@@ -143,13 +137,12 @@ const void* const* wideRows(size_t count, size_t dim, float** values) {
  * widened (a larger bag alone, up to kWideMaxBytes), each group's rows widened at once
  * (loadRows, which also prefetches the span's later rows) and reduced by the float32
  * kernel: the entry order and the arithmetic are unchanged. A bag past kWideMaxBytes is
- * reduced with each element widened where it is read (L).
+ * reduced with each element widened where it is read (`narrowRows`: rowsBf16 or rowsF16).
  */
-template <class L>
-ES_ALWAYS_INLINE inline void combineNarrow(const BagSpan& s) {
+ES_ALWAYS_INLINE inline void combineNarrow(const BagSpan& s, void (*narrowRows)(const BagSpan&)) {
   const size_t dim = s.dim;
   if (dim == 0) {
-    rowsOf<L>(s);
+    narrowRows(s);
     return;
   }
   const size_t rowFloatBytes = dim * sizeof(float);
@@ -167,7 +160,7 @@ ES_ALWAYS_INLINE inline void combineNarrow(const BagSpan& s) {
     part.rowEnd = rb;
     r = rb;
     if (e1 - e0 > maxCap) {
-      rowsOf<L>(part);
+      narrowRows(part);
       continue;
     }
     float* values;
@@ -186,10 +179,10 @@ ES_MULTIVERSION
 void combineBagRows(const BagSpan& s) {
   switch (s.dtype) {
     case StorageDtype::kBfloat16:
-      if (!sumVectorRows(s)) combineNarrow<LoadBf16>(s);
+      if (!sumVectorRows(s)) combineNarrow(s, rowsBf16);
       break;
     case StorageDtype::kFloat16:
-      if (!sumVectorRows(s)) combineNarrow<LoadF16>(s);
+      if (!sumVectorRows(s)) combineNarrow(s, rowsF16);
       break;
     default:
       if (!sumVectorRows(s)) rowsF32(s);
