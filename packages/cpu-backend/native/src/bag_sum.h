@@ -86,7 +86,7 @@ ES_ALWAYS_INLINE inline void prefetchAheadAndNear(const void* const* rows, size_
  */
 template <class L, size_t B, bool kPrefetch>
 ES_ALWAYS_INLINE inline void addEntries(const BagSpan& s, typename L::template Acc<B>& acc, size_t j0, size_t j1, size_t c0,
-                                                      size_t ahead, size_t nearAhead, size_t rowBytes) {
+                                        size_t ahead, size_t nearAhead, size_t rowBytes) {
   using Elem = typename L::Elem;
   const void* const* rows = s.rows;
   const size_t base = s.entryBase;

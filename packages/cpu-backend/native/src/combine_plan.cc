@@ -98,7 +98,7 @@ namespace {
  */
 template <class L, size_t B>
 ES_ALWAYS_INLINE inline void ownedColumnSum(const PlanSpan& s, size_t k, size_t kEnd, size_t c0, bool prefetch,
-                                                          size_t ahead, size_t rowBytes, typename L::template Acc<B>& acc) {
+                                            size_t ahead, size_t rowBytes, typename L::template Acc<B>& acc) {
   L::template zero<B>(acc);
   for (size_t i = k; i < kEnd; ++i) {
     if (prefetch && s.rowPtrs && i + ahead < s.lent) prefetchRow(s.rowPtrs[i + ahead], rowBytes);
@@ -115,7 +115,7 @@ ES_ALWAYS_INLINE inline void ownedColumnSum(const PlanSpan& s, size_t k, size_t 
 /** Columns [c0, c0 + B) of a row's owned entries, divided by d and added to the row's partial. */
 template <class L, size_t B>
 ES_ALWAYS_INLINE inline void partialBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict o,
-                                                        size_t c0, bool prefetch, size_t ahead, size_t rowBytes) {
+                                          size_t c0, bool prefetch, size_t ahead, size_t rowBytes) {
   typename L::template Acc<B> sums;
   ownedColumnSum<L, B>(s, k, kEnd, c0, prefetch, ahead, rowBytes, sums);
   double buf[B];
@@ -153,8 +153,8 @@ ES_ALWAYS_INLINE inline void partialRows(const PlanSpan& s, double* out) {
  */
 template <class L, size_t B>
 ES_ALWAYS_INLINE inline void shardBlock(const PlanSpan& s, size_t k, size_t kEnd, double d, double* __restrict run,
-                                                      float* __restrict o, bool first, bool last, size_t c0, bool prefetch,
-                                                      size_t ahead, size_t rowBytes) {
+                                        float* __restrict o, bool first, bool last, size_t c0, bool prefetch,
+                                        size_t ahead, size_t rowBytes) {
   typename L::template Acc<B> sums;
   ownedColumnSum<L, B>(s, k, kEnd, c0, prefetch, ahead, rowBytes, sums);
   double buf[B];
@@ -344,8 +344,8 @@ enum class GradOut { kStore, kFirst, kAdd };
  */
 template <GradOut M>
 ES_ALWAYS_INLINE inline void entryGradient(double scale, const float* __restrict g, const float* __restrict e,
-                                                         double maxNorm, size_t dim, double* __restrict dy,
-                                                         float* __restrict o) {
+                                           double maxNorm, size_t dim, double* __restrict dy,
+                                           float* __restrict o) {
   const auto put = [&](size_t c, float v) ES_ALWAYS_INLINE {
     if (M == GradOut::kStore) o[c] = v;
     if (M == GradOut::kFirst) o[c] = 0.0f + v;

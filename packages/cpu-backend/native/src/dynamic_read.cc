@@ -96,7 +96,7 @@ struct DynamicTable::PassResolver {
   /** resolve over the records as they are laid out (their size a constant). */
   template <class Meta>
   ES_ALWAYS_INLINE void resolveWith(const Meta rowMeta, const int64_t* ck, size_t m, uint32_t* rowOf,
-                                                  Scratch& scratch) const {
+                                    Scratch& scratch) const {
     // Locals: kept in registers whatever the loops store.
     const KeyIndex::View idx = this->idx;
     const char* const records = this->records;

@@ -102,7 +102,7 @@ class KeyIndex {
      */
     template <class KeyAt, class Found>
     ES_ALWAYS_INLINE bool probeKey(int64_t key, uint8_t fragment, size_t g, const KeyAt& keyAt,
-                                                 Found&& found) const {
+                                   Found&& found) const {
       for (size_t probes = 0; probes < groups; ++probes) {
         const uint8_t* ctrl = group(g);
         Group grp(ctrl);

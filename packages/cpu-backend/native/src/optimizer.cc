@@ -33,7 +33,7 @@ namespace {
 
 template <OptimizerKind K>
 ES_ALWAYS_INLINE inline void updateElements(const OptimizerParams& p, float* w, float* slots,
-                                                          const double* grad, size_t dim, double rowDenom) {
+                                            const double* grad, size_t dim, double rowDenom) {
   // Full-row slots: slot 0 at slots[0..dim), slot 1 at slots[dim..2*dim); RowWiseAdagrad's
   // single float is handled by the caller.
   float* s0 = slots;
@@ -46,7 +46,7 @@ ES_ALWAYS_INLINE inline void updateElements(const OptimizerParams& p, float* w, 
 // The update of one row, inlined into each multiversioned entry point below so
 // that every clone (AVX-512 / AVX2 / baseline) vectorises it for its target.
 ES_ALWAYS_INLINE static inline void updateRow(const OptimizerParams& p, float* w, float* slots,
-                                                            const float* g, size_t dim, double* grad) {
+                                              const float* g, size_t dim, double* grad) {
   for (size_t i = 0; i < dim; ++i) grad[i] = effectiveGradient(p, g[i], w[i]);
   if (p.kind == OptimizerKind::kRowWiseAdagrad) {
     double sq = 0;
@@ -72,7 +72,7 @@ namespace {
 // the reference's Float32Array sums).
 template <bool kIndexed>
 ES_ALWAYS_INLINE inline void sumRows(const float* grads, const uint32_t* occurrences, size_t count, size_t dim,
-                                                   const uint32_t* rowIndex, float* sum) {
+                                     const uint32_t* rowIndex, float* sum) {
   const auto at = [&](size_t k) {
     return static_cast<size_t>(kIndexed ? rowIndex[occurrences[k]] : occurrences[k]) * dim;
   };
@@ -87,7 +87,7 @@ ES_ALWAYS_INLINE inline void sumRows(const float* grads, const uint32_t* occurre
 // sumRows with its gradient rows addressed through rowIndex, or directly when it is null
 // (one loop each), inlined into each multiversioned entry point below.
 ES_ALWAYS_INLINE inline void sumRowsOf(const float* grads, const uint32_t* occurrences, size_t count, size_t dim,
-                                                     const uint32_t* rowIndex, float* sum) {
+                                       const uint32_t* rowIndex, float* sum) {
   if (rowIndex) {
     sumRows<true>(grads, occurrences, count, dim, rowIndex, sum);
   } else {
