@@ -4,6 +4,7 @@
 // Not thread-safe; one per call.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -14,7 +15,13 @@ namespace embedstack {
 
 class BatchDedupe {
  public:
-  void build(const int64_t* keys, size_t n);
+  /**
+   * The distinct keys of keys[0, n) in order of first appearance. With `published`, the number of
+   * uniques found so far is stored to it (release) every kPublishEvery new ones and at the end,
+   * so that another thread may read key(u) for u below it while the build runs (nothing else).
+   */
+  void build(const int64_t* keys, size_t n, std::atomic<size_t>* published = nullptr);
+  static constexpr size_t kPublishEvery = 256;
 
   size_t uniqueCount() const { return uniques_; }
   int64_t key(size_t u) const { return keys_[u]; }

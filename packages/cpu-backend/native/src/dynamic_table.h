@@ -482,22 +482,13 @@ class DynamicTable final : public Table {
 
   // ---- write path (dynamic_write.cc, dynamic_admit.cc) -------------------------------
   /**
-   * Work a write runs beside its probe, reading only the batch's dedupe (startWrite): prepare()
-   * after the dedupe says whether there is any; then run() runs once, on the calling thread,
-   * while the pool's other threads probe (or before the probe when the pool does not split).
-   */
-  class BesideProbe {
-   public:
-    virtual ~BesideProbe() = default;
-    virtual bool prepare(const BatchDedupe& d) = 0;
-    virtual void run() = 0;
-  };
-  /**
-   * Dedupes and probes the call's keys (with `beside`'s work, if any), takes its clock (after a
+   * Dedupes and probes the call's keys, takes its clock (after a
    * read clock first when `readsFirst`) and decides whether the records must widen (planWiden).
    */
   void startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores, bool explicitScores = false,
-                  BesideProbe* beside = nullptr, bool readsFirst = false);
+                  bool readsFirst = false);
+  /** startWrite's dedupe of a batch that splits, with the probe of its uniques beside it (dynamic_write.cc). */
+  void dedupeAndProbe(WriteBatch& wb, const int64_t* keys, size_t n, RangeFn probeRange);
   /**
    * Decides which absent uniques with wantsNew[u] are admitted (the eviction rule when
    * the cap is reached), reserves room, evicts losing residents and marks refused
@@ -511,13 +502,13 @@ class DynamicTable final : public Table {
   void train(const int64_t* keys, size_t n, const GradientSums& sums, const OptimizerParams& opt, float* rows);
   /** applyGradientSumsAfterFind's read: the rows into `rows` and the read scores (dynamic_write.cc). */
   void readBeforeStep(const WriteBatch& wb, const int64_t* keys, size_t n, float* rows);
-  /** applyGradientSums' sums in input order, taken beside the probe (dynamic_write.cc). */
+  /** applyGradientSums' sums in input order, taken beside the update of keys of one occurrence (dynamic_write.cc). */
   class InOrderSums;
   /** A step's per-thread row buffers for its update loop, allocated before its first change (dynamic_write.cc). */
   class StepBuffers;
   /** applyGradientSums' update of every key from InOrderSums (dynamic_write.cc). */
-  void updateFromSums(const WriteBatch& wb, const ArrayGradientSums& sums, const OptimizerParams& opt,
-                      const uint32_t* running, const float* summed, const StepBuffers& buffers);
+  void updateFromSums(const WriteBatch& wb, InOrderSums& inOrder, const OptimizerParams& opt,
+                      const StepBuffers& buffers);
   /** Scores unique u if it is resident (nextScore with its count, or the caller's score). */
   void touchUnique(const WriteBatch& wb, size_t u, bool explicitScores) {
     const uint32_t row = wb.rows[u];

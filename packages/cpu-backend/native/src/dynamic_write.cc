@@ -9,6 +9,7 @@
 //      accum runs in order; applyGradients sums duplicates in order, in float);
 //   4. scores every distinct key resident at the end (nextScore with its count).
 // Per-unique work (value copies, optimizer updates, scores) runs on the thread pool.
+#include <algorithm>
 #include <mutex>
 #include <thread>
 
@@ -18,47 +19,74 @@
 
 namespace embedstack {
 
+// startWrite's dedupe and probe of a batch that splits: the probe starts while the dedupe runs.
+// Item 0 of one parallelFor builds the dedupe, publishing its uniques as it finds them
+// (BatchDedupe::build); the pool's other threads probe the published uniques in ranges meanwhile,
+// and the builder joins them once it ends. The same rows as a probe after the dedupe: each unique is
+// probed once, by one thread. rows / present have room for every key distinct (sized first),
+// then are cut to the uniques.
+void DynamicTable::dedupeAndProbe(WriteBatch& wb, const int64_t* keys, size_t n, RangeFn probeRange) {
+  wb.rows.assign(n, KeyIndex::kNoRow);
+  wb.present.assign(n, 0);
+  std::atomic<size_t> published{0};
+  std::atomic<size_t> claimed{0};
+  std::atomic<bool> built{false};
+  constexpr size_t kRange = BatchDedupe::kPublishEvery;
+  ThreadPool& pool = ThreadPool::shared();
+  pool.parallelFor(pool.threads(), 1, [&](size_t b, size_t e) {
+    for (size_t item = b; item < e; ++item) {
+      if (item == 0) {
+        // `built` is set however the build ends (a throw too), so the probing threads stop
+        struct Built {
+          std::atomic<bool>& flag;
+          ~Built() { flag.store(true, std::memory_order_release); }
+        } ends{built};
+        wb.dedupe.build(keys, n, &published);
+      }
+      // then (item 0 too, once built) probe ranges until every unique is claimed
+      for (;;) {
+        const bool last = built.load(std::memory_order_acquire);
+        const size_t ready = published.load(std::memory_order_acquire);
+        size_t from = claimed.load(std::memory_order_relaxed);
+        if (from < ready && (ready - from >= kRange || last)) {
+          const size_t to = ready - from > kRange ? from + kRange : ready;
+          if (claimed.compare_exchange_weak(from, to, std::memory_order_relaxed)) probeRange(from, to);
+          continue;
+        }
+        if (last) break;  // every unique claimed (a build that threw published no more)
+        std::this_thread::yield();
+      }
+    }
+  });
+  const size_t u = wb.dedupe.uniqueCount();
+  wb.rows.resize(u);
+  wb.present.resize(u);
+}
+
 void DynamicTable::startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores,
-                              bool explicitScores, BesideProbe* beside, bool readsFirst) {
+                              bool explicitScores, bool readsFirst) {
   // float16 / bfloat16 storage: the buffer insertRow and accum widen a row into (this thread's),
   // sized now, so that they allocate nothing once rows change; and the pool (created on first
   // use) made now when a later loop over the call's n entries splits (rev39 FX7).
   if (!wide()) rowScratch(dim_);
   if (n >= kParallelThreshold) ThreadPool::shared();
-  wb.dedupe.build(keys, n);
-  const size_t u = wb.dedupe.uniqueCount();
-  wb.scores = scores;
-  wb.rows.assign(u, KeyIndex::kNoRow);
-  wb.present.assign(u, 0);
-  wb.refused.assign(u, 0);
   const auto probeRange = [&](size_t b, size_t e) {
     probe(wb.dedupe.keys(), b, e, false, NoRowPrefetch{}, [&](size_t j, uint32_t row) {
       wb.rows[j] = row;
       wb.present[j] = row != KeyIndex::kNoRow;
     });
   };
-  if (beside != nullptr && beside->prepare(wb.dedupe)) {
-    if (n >= kParallelThreshold && ThreadPool::shared().threads() >= 2) {
-      // Item 0 the work beside, the others the probe's ranges: the caller takes the work beside
-      // and the pool's other threads probe meanwhile (whoever is free takes what is left).
-      const size_t grain = u >= kParallelThreshold ? parallelGrain(u, 2048) : (u > 0 ? u : 1);
-      const size_t ranges = (u + grain - 1) / grain;
-      ThreadPool::shared().parallelFor(ranges + 1, 1, [&](size_t b, size_t e) {
-        for (size_t k = b; k < e; ++k) {
-          if (k == 0) {
-            beside->run();
-          } else {
-            probeRange((k - 1) * grain, k * grain < u ? k * grain : u);
-          }
-        }
-      });
-    } else {
-      beside->run();
-      forEachRange(u, probeRange);
-    }
+  wb.scores = scores;
+  if (n >= kParallelThreshold && ThreadPool::shared().threads() >= 2) {
+    dedupeAndProbe(wb, keys, n, probeRange);
   } else {
+    wb.dedupe.build(keys, n);
+    const size_t u = wb.dedupe.uniqueCount();
+    wb.rows.assign(u, KeyIndex::kNoRow);
+    wb.present.assign(u, 0);
     forEachRange(u, probeRange);
   }
+  wb.refused.assign(wb.dedupe.uniqueCount(), 0);
   // The clock advances only once the call cannot fail for lack of scratch memory; a failure
   // before reserve() commits puts it back (~WriteBatch).
   wb.clockOf = &clock_;
@@ -278,34 +306,45 @@ class DynamicTable::StepBuffers {
   size_t dim_;
 };
 
-// applyGradients' sums in input order, beside the probe (startWrite): for a gradient array
-// (`array`, else null: never on; float32 or narrow storage: the sums are float32 either way) and a batch in which a quarter or more of the
-// entries repeat a key, whose hot keys' gradient rows lie scattered over the whole array (the
-// key-by-key loop reads them key by key), the keys of two or more occurrences are summed in one
-// pass over the batch, front to back (sumRowsInOrder: each key's additions in the same order
-// from 0, the same bits). It reads only the batch's dedupe and the gradients, so it runs while
-// the pool's other threads probe the keys.
-class DynamicTable::InOrderSums final : public BesideProbe {
+// applyGradients' sums in input order: for a gradient array (`array`, else null: never on;
+// float32 or narrow storage: the sums are float32 either way) and a batch in which a quarter or
+// more of the entries repeat a key, whose hot keys' gradient rows lie scattered over the whole
+// array (the key-by-key loop reads them key by key), the keys of two or more occurrences are
+// summed in one pass over the batch, front to back (sumRowsInOrder: each key's additions in the
+// same order from 0, the same bits). It reads only the batch's dedupe and the gradients, so it
+// runs while the pool's other threads update the keys of one occurrence (updateFromSums).
+// prepare() allocates its scratch, before the call's first change.
+class DynamicTable::InOrderSums final {
  public:
   InOrderSums(const ArrayGradientSums* array, size_t n, size_t dim) : array_(array), n_(n), dim_(dim) {}
-  bool prepare(const BatchDedupe& d) override {
+  bool prepare(const BatchDedupe& d) {
     const size_t uniques = d.uniqueCount();
     if (array_ == nullptr || (n_ - uniques) * 4 < n_) return false;
     dedupe_ = &d;
     running_.resize(uniques);
+    order_.resize(uniques);
     uint32_t multi = 0;
     for (size_t u = 0; u < uniques; ++u) running_[u] = d.count(u) > 1 ? multi++ : kNoRunningRow;
+    // the keys of one occurrence first, then the others, each in order of first appearance
+    singles_ = uniques - multi;
+    size_t s = 0, m = singles_;
+    for (size_t u = 0; u < uniques; ++u) order_[running_[u] == kNoRunningRow ? s++ : m++] = static_cast<uint32_t>(u);
     summed_ = std::make_unique<ScratchLines<>>(static_cast<size_t>(multi) * dim_);
     return true;
   }
-  void run() override {
+  void run() {
     sumRowsInOrder(n_, dedupe_->uniqueIds(), running_.data(), dedupe_->firstOccurrences(), array_->grads(),
                    array_->rowIndex(), dim_, summed_->data());
   }
   bool on() const { return dedupe_ != nullptr; }
+  size_t n() const { return n_; }
   const ArrayGradientSums* array() const { return array_; }
   const uint32_t* running() const { return running_.data(); }
   const float* summed() const { return summed_->data(); }
+  /** The uniques, those of one occurrence first ([0, singles())), then those of two or more. */
+  const uint32_t* order() const { return order_.data(); }
+  size_t singles() const { return singles_; }
+  size_t uniques() const { return order_.size(); }
 
  private:
   const ArrayGradientSums* array_;
@@ -313,6 +352,8 @@ class DynamicTable::InOrderSums final : public BesideProbe {
   size_t dim_;
   const BatchDedupe* dedupe_ = nullptr;
   ScratchVector<uint32_t> running_;
+  ScratchVector<uint32_t> order_;
+  size_t singles_ = 0;
   std::unique_ptr<ScratchLines<>> summed_;
 };
 
@@ -363,13 +404,14 @@ void DynamicTable::train(const int64_t* keys, size_t n, const GradientSums& sums
   checkAlive();
   WriteBatch wb;
   InOrderSums inOrder(rows == nullptr ? dynamic_cast<const ArrayGradientSums*>(&sums) : nullptr, n, dim_);
-  startWrite(wb, keys, n, nullptr, false, &inOrder, rows != nullptr);
-  if (!inOrder.on()) wb.dedupe.buildOccurrenceLists();
-  const StepBuffers buffers(wb.dedupe.uniqueCount(), dim_, !wide());  // the update loop's, before any change
+  startWrite(wb, keys, n, nullptr, false, rows != nullptr);
+  if (!inOrder.prepare(wb.dedupe)) wb.dedupe.buildOccurrenceLists();
+  // the update loop's, before any change (updateFromSums splits when the batch does)
+  const StepBuffers buffers(inOrder.on() ? n : wb.dedupe.uniqueCount(), dim_, !wide());
   ScratchVector<uint32_t> admitted = admit(wb, nullptr, false);
   if (rows != nullptr) readBeforeStep(wb, keys, n, rows);
   insertAdmitted(wb, admitted, true);
-  if (inOrder.on()) return updateFromSums(wb, *inOrder.array(), opt, inOrder.running(), inOrder.summed(), buffers);
+  if (inOrder.on()) return updateFromSums(wb, inOrder, opt, buffers);
   const BatchDedupe& d = wb.dedupe;
   const uint32_t* occ = d.occurrenceList();
   forEachRange(
@@ -406,42 +448,84 @@ void DynamicTable::train(const int64_t* keys, size_t n, const GradientSums& sums
 
 // Every key updated as the key-by-key loop updates it (split by keys over the pool), from its
 // sum (InOrderSums, `running[u]`'s row of `summed`) or, a key of one occurrence, from its own
-// gradient row: the same bits.
-void DynamicTable::updateFromSums(const WriteBatch& wb, const ArrayGradientSums& sums, const OptimizerParams& opt,
-                                  const uint32_t* running, const float* summed, const StepBuffers& buffers) {
+// gradient row: the same bits. The keys of one occurrence need no sum, so the pool's other
+// threads update them while the calling thread sums the others in input order (item 0 of one
+// parallelFor; whoever is free takes what is left); then the keys of two or more occurrences.
+void DynamicTable::updateFromSums(const WriteBatch& wb, InOrderSums& inOrder, const OptimizerParams& opt,
+                                  const StepBuffers& buffers) {
+  const ArrayGradientSums& sums = *inOrder.array();
   const uint32_t* first = wb.dedupe.firstOccurrences();
+  const uint32_t* running = inOrder.running();
+  const float* summed = inOrder.summed();
+  const uint32_t* order = inOrder.order();
   // rows (values, slots, score) and a key of one occurrence's gradient row this many keys ahead
   constexpr size_t kAhead = 8;
-  forEachRange(
-      wb.dedupe.uniqueCount(),
-      [&](size_t b, size_t e) {
-        const StepBuffers::Set set(buffers);
-        float* const sum = set.sum();
-        double* const scratch = set.scratch();
-        for (size_t u = b; u < e; ++u) {
-          if (u + kAhead < e) {
-            const uint32_t ahead = wb.rows[u + kAhead];
-            if (ahead != KeyIndex::kNoRow) {
-              prefetchRow(ahead, rowBytes());
-              meta().prefetch(NoRowPrefetch{}, ahead, true);
-              if (running[u + kAhead] == kNoRunningRow) sums.prefetch(first + u + kAhead, 1);
-            }
-          }
-          const uint32_t row = wb.rows[u];
-          if (row == KeyIndex::kNoRow) continue;
-          // float16 / bfloat16 storage: the row widened, updated, narrowed back (the key-by-key loop's steps)
-          float* w = wide() ? static_cast<float*>(valuesOf(row)) : set.widened();
-          if (!wide()) loadValues(storage_, valuesOf(row), w, dim_);
-          if (running[u] == kNoRunningRow) {
-            sums.update(opt, w, slotsOf(row), first + u, 1, dim_, sum, scratch);
+  // order[b, e)'s keys
+  const auto update = [&](size_t b, size_t e) {
+    const StepBuffers::Set set(buffers);
+    float* const sum = set.sum();
+    double* const scratch = set.scratch();
+    for (size_t k = b; k < e; ++k) {
+      if (k + kAhead < e) {
+        const uint32_t a = order[k + kAhead];
+        const uint32_t ahead = wb.rows[a];
+        if (ahead != KeyIndex::kNoRow) {
+          prefetchRow(ahead, rowBytes());
+          meta().prefetch(NoRowPrefetch{}, ahead, true);
+          if (running[a] == kNoRunningRow) {
+            sums.prefetch(first + a, 1);
           } else {
-            applyOptimizerRow(opt, w, slotsOf(row), summed + static_cast<size_t>(running[u]) * dim_, dim_, scratch);
+            const char* line = reinterpret_cast<const char*>(summed + static_cast<size_t>(running[a]) * dim_);
+            for (size_t off = 0; off < dim_ * sizeof(float); off += 64) __builtin_prefetch(line + off);
           }
-          if (!wide()) writeValues(row, w);
-          touchUnique(wb, u, false);
         }
-      },
-      256);
+      }
+      const uint32_t u = order[k];
+      const uint32_t row = wb.rows[u];
+      if (row == KeyIndex::kNoRow) continue;
+      // float16 / bfloat16 storage: the row widened, updated, narrowed back (the key-by-key loop's steps)
+      float* w = wide() ? static_cast<float*>(valuesOf(row)) : set.widened();
+      if (!wide()) loadValues(storage_, valuesOf(row), w, dim_);
+      if (running[u] == kNoRunningRow) {
+        sums.update(opt, w, slotsOf(row), first + u, 1, dim_, sum, scratch);
+      } else {
+        applyOptimizerRow(opt, w, slotsOf(row), summed + static_cast<size_t>(running[u]) * dim_, dim_, scratch);
+      }
+      if (!wide()) writeValues(row, w);
+      touchUnique(wb, u, false);
+    }
+  };
+  const size_t singles = inOrder.singles();
+  const size_t multi = inOrder.uniques() - singles;
+  if (inOrder.n() < kParallelThreshold || ThreadPool::shared().threads() < 2) {
+    inOrder.run();
+    update(0, singles + multi);
+    return;
+  }
+  // Items: 0 the sums; then the keys of one occurrence in ranges; then those of two or more, whose
+  // ranges wait for the sums (claimed after every earlier item, so item 0 runs by then). Small
+  // ranges: the caller comes to them late (after the sums), and the threads end together.
+  const size_t threads = ThreadPool::shared().threads();
+  const size_t oneGrain = std::max<size_t>(256, singles / (16 * threads) + 1);
+  const size_t oneRanges = (singles + oneGrain - 1) / oneGrain;
+  const size_t multiGrain = std::max<size_t>(64, multi / (16 * threads) + 1);
+  const size_t multiRanges = (multi + multiGrain - 1) / multiGrain;
+  std::atomic<bool> summedAll{false};
+  ThreadPool::shared().parallelFor(1 + oneRanges + multiRanges, 1, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      if (r == 0) {
+        inOrder.run();  // throws nothing
+        summedAll.store(true, std::memory_order_release);
+      } else if (r <= oneRanges) {
+        const size_t from = (r - 1) * oneGrain;
+        update(from, std::min(from + oneGrain, singles));
+      } else {
+        while (!summedAll.load(std::memory_order_acquire)) std::this_thread::yield();
+        const size_t from = (r - 1 - oneRanges) * multiGrain;
+        update(singles + from, singles + std::min(from + multiGrain, multi));
+      }
+    }
+  });
 }
 
 }  // namespace embedstack

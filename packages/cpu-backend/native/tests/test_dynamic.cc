@@ -311,8 +311,9 @@ void adagradByHand(std::vector<float>& weights, std::vector<float>& accumulators
 // with gradients whose float sums depend on their order (1e7 and 1): two steps, every value and
 // accumulator bit for bit against the formulas; directly and through a mod plan (each part's
 // entries read in place, rows of the batch's gradient array); the scores as an upsert's.
-// Batches and plan parts below 16384 entries sum before the probe, larger ones beside it on the
-// pool (when it has two threads); several dims.
+// Batches and plan parts below 16384 entries sum, then update, on the calling thread; larger ones
+// sum beside the pool's update of the keys of one occurrence (when it has two threads), and
+// dedupe beside their probe; several dims.
 TEST(apply_gradients_sums_scattered_duplicates_in_order) {
   const double lr = 0.05;
   const std::pair<size_t, size_t> shapes[] = {{5, 10000}, {5, 40000}, {48, 40000}, {64, 10000}, {64, 40000}};

@@ -321,6 +321,44 @@ TEST(a_clipped_combined_step_rejected_for_memory_changes_no_score_and_no_clock) 
   EXPECT_EQ(snapshot(*t).scores.at(7), uint64_t{2});
 }
 
+// A batch past kParallelThreshold dedupes on one thread while the pool's others probe the keys
+// it has found (dedupeAndProbe). An upsert of 1M entries (3 keys, resident) with 8 MiB of room:
+// its rows and present flags (5 MiB) fit, the dedupe's arrays (32 MiB) do not, so the build
+// throws on whichever thread runs it. The probing threads must end too (the call returns, it
+// does not wait for uniques that never come), and the table is as before, the clock too. With
+// memory the same upsert goes through.
+TEST(a_split_write_whose_dedupe_does_not_fit_returns_and_changes_nothing) {
+  constexpr size_t kDim = 4;
+  auto t = createTable(dynamicConfig(kDim, 16, SIZE_MAX, ScorePolicy::kLru));
+  const int64_t resident[] = {1, 2, 3};
+  std::vector<float> row(3 * kDim, 0.5f);
+  t->upsert(resident, 3, row.data(), nullptr);  // clock 1
+  const auto before = snapshot(*t);
+  const size_t n = size_t{1} << 20;
+  ASSERT_TRUE(n >= kParallelThreshold);
+  std::vector<int64_t> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = static_cast<int64_t>(1 + i % 3);
+  std::vector<float> values(n * kDim);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i / kDim);  // entry i's row: i
+  const bool threw = throwsWithRoom(size_t{8} << 20, [&] { t->upsert(keys.data(), n, values.data(), nullptr); });
+  EXPECT_TRUE(threw);
+  EXPECT_EQ(t->size(), size_t{3});
+  const auto after = snapshot(*t);
+  EXPECT_TRUE(after.values == before.values);
+  EXPECT_TRUE(after.scores == before.scores);
+  const int64_t probe[] = {7};
+  t->upsert(probe, 1, row.data(), nullptr);
+  EXPECT_EQ(snapshot(*t).scores.at(7), uint64_t{2});
+  t->upsert(keys.data(), n, values.data(), nullptr);  // clock 3: each key's last entry wins
+  const auto done = snapshot(*t);
+  for (int64_t k = 1; k <= 3; ++k) {
+    const size_t last = n - 1 - (n - 1 - static_cast<size_t>(k - 1)) % 3;
+    EXPECT_EQ(keys[last], k);
+    for (size_t c = 0; c < kDim; ++c) EXPECT_EQ(done.values.at(k)[c], static_cast<float>(last));
+    EXPECT_EQ(done.scores.at(k), uint64_t{3});
+  }
+}
+
 // N1 + the clock: an upsert of 1024 new keys needs a fresh index (the presized one holds about
 // 1024 keys) and the arena doubled; the index builds, the arena cannot grow. Rejected with the
 // index, memoryUsage() and the clock as before.
