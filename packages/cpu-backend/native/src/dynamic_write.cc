@@ -19,6 +19,25 @@
 
 namespace embedstack {
 
+namespace {
+
+/**
+ * Stores true to a flag when it goes out of scope, however the scope ends (a throw too), so that
+ * the threads waiting on it go on.
+ */
+class SetOnExit {
+ public:
+  explicit SetOnExit(std::atomic<bool>& flag) : flag_(flag) {}
+  ~SetOnExit() { flag_.store(true, std::memory_order_release); }
+  SetOnExit(const SetOnExit&) = delete;
+  SetOnExit& operator=(const SetOnExit&) = delete;
+
+ private:
+  std::atomic<bool>& flag_;
+};
+
+}  // namespace
+
 // startWrite's dedupe and probe of a batch that splits: the probe starts while the dedupe runs.
 // Item 0 of one parallelFor builds the dedupe, publishing its uniques as it finds them
 // (BatchDedupe::build); the pool's other threads probe the published uniques in ranges meanwhile,
@@ -36,11 +55,7 @@ void DynamicTable::dedupeAndProbe(WriteBatch& wb, const int64_t* keys, size_t n,
   pool.parallelFor(pool.threads(), 1, [&](size_t b, size_t e) {
     for (size_t item = b; item < e; ++item) {
       if (item == 0) {
-        // `built` is set however the build ends (a throw too), so the probing threads stop
-        struct Built {
-          std::atomic<bool>& flag;
-          ~Built() { flag.store(true, std::memory_order_release); }
-        } ends{built};
+        const SetOnExit ends(built);  // however the build ends, so that the probing threads stop
         wb.dedupe.build(keys, n, &published);
       }
       // then (item 0 too, once built) probe ranges until every unique is claimed
@@ -514,8 +529,8 @@ void DynamicTable::updateFromSums(const WriteBatch& wb, InOrderSums& inOrder, co
   ThreadPool::shared().parallelFor(1 + oneRanges + multiRanges, 1, [&](size_t b, size_t e) {
     for (size_t r = b; r < e; ++r) {
       if (r == 0) {
-        inOrder.run();  // throws nothing
-        summedAll.store(true, std::memory_order_release);
+        const SetOnExit ends(summedAll);
+        inOrder.run();
       } else if (r <= oneRanges) {
         const size_t from = (r - 1) * oneGrain;
         update(from, std::min(from + oneGrain, singles));
