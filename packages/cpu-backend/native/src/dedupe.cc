@@ -1,11 +1,15 @@
 #include "dedupe.h"
 
+#include <new>
+
 #include "errors.h"
 #include "hash.h"
 
 namespace embedstack {
 
 namespace {
+
+std::atomic<bool> failBuilds{false};  // failDedupeBuildsForTests
 
 // The distinct keys of keys[0, n) in order of first appearance, into a zeroed table of mask + 1
 // slots (unique id + 1; 0 = empty) and arrays of room for n uniques: their keys, counts, first
@@ -42,7 +46,10 @@ size_t dedupeRange(const int64_t* keys, size_t n, uint32_t* table, size_t mask, 
         first[u] = static_cast<uint32_t>(i);
         last[u] = static_cast<uint32_t>(i);
         ids[i] = u++;
-        if (kPublish && u % BatchDedupe::kPublishEvery == 0) published->store(u, std::memory_order_release);
+        if (u % BatchDedupe::kPublishEvery == 0) {
+          if (kPublish) published->store(u, std::memory_order_release);
+          if (failBuilds.load(std::memory_order_relaxed)) throw std::bad_alloc();
+        }
         break;
       }
       if (ukeys[e - 1] == k) {
@@ -64,6 +71,8 @@ size_t slotsFor(size_t n) {
 }
 
 }  // namespace
+
+void failDedupeBuildsForTests(bool fail) noexcept { failBuilds.store(fail, std::memory_order_relaxed); }
 
 void BatchDedupe::build(const int64_t* keys, size_t n, std::atomic<size_t>* published) {
   ES_CHECK(n < UINT32_MAX, kInvalidArgument, "Expected a batch of fewer than 2^32 keys but received " << n);

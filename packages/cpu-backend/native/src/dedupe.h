@@ -56,4 +56,10 @@ class BatchDedupe {
   ScratchVector<uint32_t> occ_;
 };
 
+/**
+ * Tests: while `fail`, every BatchDedupe::build throws std::bad_alloc once it has found
+ * kPublishEvery uniques (after publishing them), as a build that ran out of memory midway.
+ */
+void failDedupeBuildsForTests(bool fail) noexcept;
+
 }  // namespace embedstack

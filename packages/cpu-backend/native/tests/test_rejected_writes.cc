@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <new>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include <sys/resource.h>
 #endif
 
+#include "dedupe.h"
 #include "planned_ops.h"
 #include "table_helpers.h"
 #include "test.h"
@@ -221,6 +223,55 @@ TEST(steps_over_the_pool_end_as_their_unfused_definitions) {
   }
 }
 
+// A batch past kParallelThreshold dedupes on one thread while the pool's others probe the keys
+// it has found (dedupeAndProbe). A dedupe that fails midway (failDedupeBuildsForTests: it throws
+// std::bad_alloc once it has found and published 256 uniques, as one out of memory would, on
+// whichever thread runs it) must end the probing threads too: the call returns, rejected, and
+// the table is as before (values, scores, size, memoryUsage), the clock too. Without the failure
+// the same upsert goes through, each key's last entry winning.
+TEST(a_split_write_whose_dedupe_fails_midway_returns_and_changes_nothing) {
+  constexpr size_t kDim = 2;
+  constexpr size_t kKeys = 5000;  // the batch's distinct keys: 0 .. 4999, the even ones resident
+  auto t = createTable(dynamicConfig(kDim, 64, SIZE_MAX, ScorePolicy::kLru));
+  std::vector<int64_t> resident;
+  for (size_t k = 0; k < kKeys; k += 2) resident.push_back(static_cast<int64_t>(k));
+  std::vector<float> half(resident.size() * kDim, 0.5f);
+  t->upsert(resident.data(), resident.size(), half.data(), nullptr);  // clock 1
+  const auto before = snapshot(*t);
+  const size_t memory = t->memoryUsage();
+  const size_t n = 40000;
+  ASSERT_TRUE(n >= kParallelThreshold);
+  std::vector<int64_t> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = static_cast<int64_t>((i * 7919) % kKeys);
+  std::vector<float> values(n * kDim);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i / kDim);  // entry i's row: i
+  bool threw = false;
+  failDedupeBuildsForTests(true);
+  try {
+    t->upsert(keys.data(), n, values.data(), nullptr);
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  failDedupeBuildsForTests(false);
+  EXPECT_TRUE(threw);
+  EXPECT_EQ(t->size(), resident.size());
+  EXPECT_EQ(t->memoryUsage(), memory);
+  const auto after = snapshot(*t);
+  EXPECT_TRUE(after.values == before.values);
+  EXPECT_TRUE(after.scores == before.scores);
+  t->upsert(keys.data(), n, values.data(), nullptr);  // clock 2: the failed call spent none
+  EXPECT_EQ(t->size(), kKeys);
+  std::vector<size_t> lastOf(kKeys, n);
+  for (size_t i = 0; i < n; ++i) lastOf[static_cast<size_t>(keys[i])] = i;
+  const auto done = snapshot(*t);
+  for (size_t k = 0; k < kKeys; ++k) {
+    ASSERT_TRUE(lastOf[k] < n);
+    EXPECT_EQ(done.scores.at(static_cast<int64_t>(k)), uint64_t{2});
+    const auto& row = done.values.at(static_cast<int64_t>(k));
+    for (size_t c = 0; c < kDim; ++c) EXPECT_EQ(row[c], static_cast<float>(lastOf[k]));
+  }
+}
+
 #if defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
 namespace {
 
@@ -319,44 +370,6 @@ TEST(a_clipped_combined_step_rejected_for_memory_changes_no_score_and_no_clock) 
   std::vector<float> row(kWideDim, 1.0f);
   t->upsert(probe, 1, row.data(), nullptr);
   EXPECT_EQ(snapshot(*t).scores.at(7), uint64_t{2});
-}
-
-// A batch past kParallelThreshold dedupes on one thread while the pool's others probe the keys
-// it has found (dedupeAndProbe). An upsert of 1M entries (3 keys, resident) with 8 MiB of room:
-// its rows and present flags (5 MiB) fit, the dedupe's arrays (32 MiB) do not, so the build
-// throws on whichever thread runs it. The probing threads must end too (the call returns, it
-// does not wait for uniques that never come), and the table is as before, the clock too. With
-// memory the same upsert goes through.
-TEST(a_split_write_whose_dedupe_does_not_fit_returns_and_changes_nothing) {
-  constexpr size_t kDim = 4;
-  auto t = createTable(dynamicConfig(kDim, 16, SIZE_MAX, ScorePolicy::kLru));
-  const int64_t resident[] = {1, 2, 3};
-  std::vector<float> row(3 * kDim, 0.5f);
-  t->upsert(resident, 3, row.data(), nullptr);  // clock 1
-  const auto before = snapshot(*t);
-  const size_t n = size_t{1} << 20;
-  ASSERT_TRUE(n >= kParallelThreshold);
-  std::vector<int64_t> keys(n);
-  for (size_t i = 0; i < n; ++i) keys[i] = static_cast<int64_t>(1 + i % 3);
-  std::vector<float> values(n * kDim);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i / kDim);  // entry i's row: i
-  const bool threw = throwsWithRoom(size_t{8} << 20, [&] { t->upsert(keys.data(), n, values.data(), nullptr); });
-  EXPECT_TRUE(threw);
-  EXPECT_EQ(t->size(), size_t{3});
-  const auto after = snapshot(*t);
-  EXPECT_TRUE(after.values == before.values);
-  EXPECT_TRUE(after.scores == before.scores);
-  const int64_t probe[] = {7};
-  t->upsert(probe, 1, row.data(), nullptr);
-  EXPECT_EQ(snapshot(*t).scores.at(7), uint64_t{2});
-  t->upsert(keys.data(), n, values.data(), nullptr);  // clock 3: each key's last entry wins
-  const auto done = snapshot(*t);
-  for (int64_t k = 1; k <= 3; ++k) {
-    const size_t last = n - 1 - (n - 1 - static_cast<size_t>(k - 1)) % 3;
-    EXPECT_EQ(keys[last], k);
-    for (size_t c = 0; c < kDim; ++c) EXPECT_EQ(done.values.at(k)[c], static_cast<float>(last));
-    EXPECT_EQ(done.scores.at(k), uint64_t{3});
-  }
 }
 
 // N1 + the clock: an upsert of 1024 new keys needs a fresh index (the presized one holds about
