@@ -482,8 +482,8 @@ class DynamicTable final : public Table {
 
   // ---- write path (dynamic_write.cc, dynamic_admit.cc) -------------------------------
   /**
-   * Dedupes and probes the call's keys, takes its clock (after a
-   * read clock first when `readsFirst`) and decides whether the records must widen (planWiden).
+   * Dedupes and probes the call's keys, takes its clock (after a read clock first when
+   * `readsFirst`) and decides whether the records must widen (planWiden).
    */
   void startWrite(WriteBatch& wb, const int64_t* keys, size_t n, const uint64_t* scores, bool explicitScores = false,
                   bool readsFirst = false);

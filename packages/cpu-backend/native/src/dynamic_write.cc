@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "column_blocks.h"
 #include "dynamic_table.h"
 #include "stream_copy.h"
 #include "thread_pool.h"
@@ -490,8 +491,7 @@ void DynamicTable::updateFromSums(const WriteBatch& wb, InOrderSums& inOrder, co
           if (running[a] == kNoRunningRow) {
             sums.prefetch(first + a, 1);
           } else {
-            const char* line = reinterpret_cast<const char*>(summed + static_cast<size_t>(running[a]) * dim_);
-            for (size_t off = 0; off < dim_ * sizeof(float); off += 64) __builtin_prefetch(line + off);
+            ::embedstack::prefetchRow(summed + static_cast<size_t>(running[a]) * dim_, dim_ * sizeof(float));
           }
         }
       }
