@@ -17,6 +17,7 @@ import {
 import { resolveBackend } from './backend.js';
 import { restoreTables, saveTables } from './checkpoint.js';
 import { type FeatureConfig, isFeatureConfig, nameTable, type TableConfig } from './config.js';
+import { CopyPool } from './copyPool.js';
 import { checkInputKinds, type FeatureBatch, normalizeFeature, ownBatch } from './inputs.js';
 import { type FlatEntry, flattenStructure, flattenUpTo, type Nest, packSequenceAs, type StructureOf } from './nest.js';
 import { EmbeddingOptimizer } from './optimizers.js';
@@ -87,6 +88,8 @@ interface FeatureState {
 interface QueuedBatch {
   batches: FeatureBatch[];
   training: boolean;
+  /** The buffers of its copies of the caller's arrays (from the TPUEmbedding's CopyPool), returned once the batch is spent. */
+  copies: SharedArrayBuffer[];
 }
 
 /** One table's share of a training step: every feature's bag rows (concatenated) and their pooled gradients. */
@@ -100,6 +103,8 @@ interface TableUpdate {
 
 interface Update {
   step: number;
+  /** The batch whose gradients these are (its bags may be the tables' bags). */
+  batch: QueuedBatch;
   tables: TableUpdate[];
 }
 
@@ -152,6 +157,10 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
   /** Activations of a pipelined dequeue whose pending update failed to apply: the retry returns them (the lookups preceded the update). */
   #stash: { batch: QueuedBatch; acts: Tensor<Float32Array>[] } | null = null;
   #step = 0;
+  /** Buffers of the queued batches' copies, reused once a batch is spent (see #reclaim). */
+  readonly #copies = new CopyPool();
+  /** The batches holding buffers of #copies, oldest first. */
+  #lent: QueuedBatch[] = [];
   #tail: Promise<unknown> = Promise.resolve();
   #disposed = false;
 
@@ -314,53 +323,65 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       const training = o.training ?? true;
       if (typeof training !== 'boolean') throw invalidParameter('training', 'a boolean', training, InvalidTypeError);
       const inputs = flattenUpTo(this.featureConfig, isFeatureConfig, features as unknown, 'features');
+      this.#reclaim();
+      const copies: SharedArrayBuffer[] = [];
+      const take = (bytes: number): SharedArrayBuffer => this.#copies.take(bytes);
       const weights = flattenUpTo(this.featureConfig, isFeatureConfig, o.weights as unknown, 'weights', true);
-      const R = this.strategy.numReplicas;
-      const batches = this.#features.map((f, i) => {
-        const s = this.#setups[f.table]!;
-        const sub = f.path.slice('featureConfig'.length);
-        const batch = normalizeFeature(
-          inputs[i],
-          weights[i],
-          {
-            path: `features${sub}`,
-            weightPath: `weights${sub}`,
-            tableName: s.name,
-            vocabularySize: s.config.vocabularySize,
-            dim: s.config.dim,
-            combiner: s.config.combiner,
-            maxSequenceLength: f.config.maxSequenceLength,
-            outputShape: f.config.outputShape,
-            numReplicas: R,
-            keyDtype: s.config.vocabularySize <= 2147483647 ? 'int32' : 'int64',
-          },
-          'train',
-        );
-        return ownBatch(batch, inputs[i], weights[i]);
-      });
-      const paths = this.#features.map((f) => `features${f.path.slice('featureConfig'.length)}`);
-      checkInputKinds(batches, paths);
-      const B = batches[0]!.shape[0]!;
-      batches.forEach((b, i) => {
-        if (b.shape[0] !== B) {
-          throw new ShapeMismatchError(`Expected ${paths[i]} to have the batch size ${B} of ${paths[0]} but received ${b.shape[0]}`, {
-            argument: paths[i],
-          });
+      // A rejected call queues nothing and returns the buffers its copies took.
+      let batches: FeatureBatch[];
+      try {
+        const R = this.strategy.numReplicas;
+        batches = this.#features.map((f, i) => {
+          const s = this.#setups[f.table]!;
+          const sub = f.path.slice('featureConfig'.length);
+          const batch = normalizeFeature(
+            inputs[i],
+            weights[i],
+            {
+              path: `features${sub}`,
+              weightPath: `weights${sub}`,
+              tableName: s.name,
+              vocabularySize: s.config.vocabularySize,
+              dim: s.config.dim,
+              combiner: s.config.combiner,
+              maxSequenceLength: f.config.maxSequenceLength,
+              outputShape: f.config.outputShape,
+              numReplicas: R,
+              keyDtype: s.config.vocabularySize <= 2147483647 ? 'int32' : 'int64',
+            },
+            'train',
+          );
+          return ownBatch(batch, inputs[i], weights[i], take, copies);
+        });
+        const paths = this.#features.map((f) => `features${f.path.slice('featureConfig'.length)}`);
+        checkInputKinds(batches, paths);
+        const B = batches[0]!.shape[0]!;
+        batches.forEach((b, i) => {
+          if (b.shape[0] !== B) {
+            throw new ShapeMismatchError(`Expected ${paths[i]} to have the batch size ${B} of ${paths[0]} but received ${b.shape[0]}`, {
+              argument: paths[i],
+            });
+          }
+        });
+        if (B < 1 || B % R !== 0) {
+          throw invalidParameter('features batch size', `a positive multiple of numReplicas (${R}): the global batch is split evenly over the replicas`, B);
         }
-      });
-      if (B < 1 || B % R !== 0) {
-        throw invalidParameter('features batch size', `a positive multiple of numReplicas (${R}): the global batch is split evenly over the replicas`, B);
+        if (this.#perReplicaBatch !== undefined && B !== R * this.#perReplicaBatch) {
+          throw invalidParameter(
+            'features batch size',
+            `${R * this.#perReplicaBatch} (numReplicas ${R} x per-replica batch ${this.#perReplicaBatch}, fixed by build or the first enqueue)`,
+            B,
+          );
+        }
+        this.#ensureTables();
+        this.#perReplicaBatch = B / R;
+      } catch (e) {
+        this.#copies.give(copies);
+        throw e;
       }
-      if (this.#perReplicaBatch !== undefined && B !== R * this.#perReplicaBatch) {
-        throw invalidParameter(
-          'features batch size',
-          `${R * this.#perReplicaBatch} (numReplicas ${R} x per-replica batch ${this.#perReplicaBatch}, fixed by build or the first enqueue)`,
-          B,
-        );
-      }
-      this.#ensureTables();
-      this.#perReplicaBatch = B / R;
-      this.#queue.push({ batches, training });
+      const queued: QueuedBatch = { batches, training, copies };
+      this.#queue.push(queued);
+      if (copies.length > 0) this.#lent.push(queued);
     });
   }
 
@@ -497,6 +518,7 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       const pipelined = this.pipelineExecutionWithTensorCore;
       const update: Update = {
         step,
+        batch: cur.batch,
         tables: tables.flatMap((table, t) => (this.#features.some((f) => f.table === t) ? [this.#tableUpdate(table, t, cur.batch, grads, pipelined)] : [])),
       };
       for (const name of zero) {
@@ -550,6 +572,21 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
    */
   async #apply(u: Update): Promise<void> {
     await settleAll(u.tables.map((p) => p.table.train(p.bag, p.grads, p.table.config.combiner, p.table.optimizer!.spec, u.step, p.done)));
+  }
+
+  /**
+   * Returns to #copies the buffers of every lent batch that is spent: no longer queued,
+   * current, stashed or waiting in a pending update. Runs in enqueue, inside #serial: no
+   * other call of this object is running, so no backend call still reads a spent batch.
+   */
+  #reclaim(): void {
+    if (this.#lent.length === 0) return;
+    const kept: QueuedBatch[] = [];
+    for (const b of this.#lent) {
+      if (this.#current?.batch === b || this.#stash?.batch === b || this.#pending?.batch === b || this.#queue.includes(b)) kept.push(b);
+      else this.#copies.give(b.copies);
+    }
+    this.#lent = kept;
   }
 
   #flushSync(): void {
@@ -621,6 +658,8 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
     this.#current = null;
     this.#pending = null;
     this.#stash = null;
+    this.#lent = [];
+    this.#copies.clear();
   }
 
   /** Same as `dispose()`, for `using`. */
