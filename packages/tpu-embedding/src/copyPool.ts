@@ -17,7 +17,7 @@ export class CopyPool {
   /** At most this many bytes of free buffers are kept (the oldest go first). */
   static readonly maxFreeBytes = 64 << 20;
 
-  /** A buffer of at least `bytes` (> 0): a free one of at most twice as many, else a new one. */
+  /** A buffer of at least `bytes` (>= 0): a free one of at most twice as many, else a new one. */
   take(bytes: number): SharedArrayBuffer {
     let best = -1;
     for (let i = 0; i < this.#free.length; i++) {
