@@ -297,13 +297,15 @@ export function sparseFromDense<D extends DataArray>(dense: Tensor<D>, options: 
   if (!(dense instanceof Tensor) || dense.rank < 1) {
     throw invalidParameter('dense', 'a Tensor of rank >= 1', dense, InvalidTypeError);
   }
+  const dropZeros = checkOptions<{ dropZeros?: boolean }>(options, ['dropZeros'], 'options', { expected: 'an options object ({ dropZeros })' }).dropZeros ?? false;
+  if (typeof dropZeros !== 'boolean') throw invalidParameter('options.dropZeros', 'a boolean', dropZeros, InvalidTypeError);
   const rank = dense.rank;
   const idx: number[] = [];
   const keep: number[] = [];
   const strides = dense.shape.map((_, d) => dense.shape.slice(d + 1).reduce((a, b) => a * b, 1));
   for (let i = 0; i < dense.size; i++) {
     const v = dense.data[i]!;
-    if (options.dropZeros && (v === 0 || v === 0n)) continue;
+    if (dropZeros && (v === 0 || v === 0n)) continue;
     keep.push(i);
     let rem = i;
     for (let d = 0; d < rank; d++) {

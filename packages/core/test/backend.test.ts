@@ -16,6 +16,8 @@ import {
 } from '@embedstack/core';
 import { throwsCode } from './util.js';
 
+await vi.hoisted(async () => (await import('./ownRegistry.js')).ownRegistry());
+
 // Checked before any test registers anything: importing core registers no backend.
 const initiallyRegistered = listBackends();
 

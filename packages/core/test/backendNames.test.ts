@@ -1,6 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createTable, ErrorCodes, getBackend, listBackends, registerBackend, referenceBackend, setDefaultBackend, unregisterBackend } from '@embedstack/core';
 import { throwsCode } from './util.js';
+
+await vi.hoisted(async () => (await import('./ownRegistry.js')).ownRegistry());
 
 const saved = process.env.EMBEDSTACK_BACKEND;
 afterEach(() => {

@@ -72,6 +72,16 @@ describe('SparseTensor', () => {
     expect(list(r3.indices)).toEqual([0, 0, 0, 0, 0, 1]);
     throwsCode(() => SparseTensor.fromDense([1] as never), ErrorCodes.INVALID_TYPE, 'dense');
   });
+
+  it('fromDense options: null is no options; a non-object, an unknown key or a non-boolean dropZeros is a coded error', () => {
+    const d = new Tensor(Int32Array.from([0, 4]), [2]);
+    expect(list(sparseFromDense(d, null as never).values)).toEqual([0, 4]);
+    expect(list(sparseFromDense(d, { dropZeros: false }).values)).toEqual([0, 4]);
+    throwsCode(() => sparseFromDense(d, 5 as never), ErrorCodes.INVALID_TYPE, 'options');
+    throwsCode(() => sparseFromDense(d, { drop: true } as never), ErrorCodes.INVALID_ARGUMENT, 'options.drop');
+    const e = throwsCode(() => sparseFromDense(d, { dropZeros: 'yes' } as never), ErrorCodes.INVALID_TYPE, 'options.dropZeros');
+    expect(e.message).toContain('a boolean');
+  });
 });
 
 describe('RaggedTensor', () => {

@@ -7,6 +7,9 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as hps from './index.js';
 import { tempDir } from '../test/fixtures.js';
 
+// This file's own module instances (vitest.config.ts runs files in shared workers): the modules it
+// imports load afresh, so core's checkpoint code and this package see the mock below.
+vi.hoisted(() => vi.resetModules());
 // the rename that makes a new CURRENT live fails while `failCurrent` is set (core's checkpoint code and this package share node:fs/promises)
 const inject = vi.hoisted(() => ({ failCurrent: false }));
 vi.mock('node:fs/promises', async (importOriginal) => {

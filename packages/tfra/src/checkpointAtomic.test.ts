@@ -6,6 +6,9 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as de from './index.js';
 import { expectError, rowsOf, uniqueName, useTestBackend } from '../test/setup.js';
 
+// This file's own module instances (vitest.config.ts runs files in shared workers): the modules it
+// imports load afresh, so they see the mock below.
+vi.hoisted(() => vi.resetModules());
 // saveTable, wrapped so that a test can make one shard's save fail (a full disk, a crash).
 vi.mock('@embedstack/core', async (importOriginal) => {
   const core = await importOriginal<typeof import('@embedstack/core')>();

@@ -4,6 +4,9 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ensureDir } from './fsio.js';
 import { withTempDir } from '../../test/checkpoint/testUtil.js';
 
+// This file's own module instances (vitest.config.ts runs files in shared workers): fsio.ts loads
+// afresh and imports the mock below.
+vi.hoisted(() => vi.resetModules());
 // Every directory fsync goes through `open(dir, 'r')` + sync: record the paths opened read-only.
 const opened = vi.hoisted(() => [] as string[]);
 vi.mock('node:fs/promises', async (importOriginal) => {
