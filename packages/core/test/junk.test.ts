@@ -1,11 +1,14 @@
 // Junk input at every public function, constructor and table method of core.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { afterAll } from 'vitest';
 import * as core from '@embedstack/core';
 import { describeJunkSuite, junkTarget } from '@embedstack/core/testing';
 
 // Calls that get a junk string as a directory write relative to the working directory: keep that in a scratch dir.
+const cwd = process.cwd();
 process.chdir(mkdtempSync(`${tmpdir()}/embedstack-junk-`));
+afterAll(() => process.chdir(cwd)); // the worker runs other files after this one
 
 const snapshot = async (t: core.EmbeddingTable) => {
   const b = await t.export();

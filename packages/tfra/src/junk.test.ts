@@ -2,11 +2,13 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { describeJunkSuite, junkTarget } from '@embedstack/core/testing';
-import { beforeAll } from 'vitest';
+import { afterAll, beforeAll } from 'vitest';
 import { uniqueName, useTestBackend } from '../test/setup.js';
 import * as de from './index.js';
 
+const cwd = process.cwd();
 process.chdir(mkdtempSync(`${tmpdir()}/tfra-junk-`));
+afterAll(() => process.chdir(cwd)); // the worker runs other files after this one
 beforeAll(async () => {
   await useTestBackend();
 });

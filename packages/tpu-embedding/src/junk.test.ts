@@ -1,12 +1,15 @@
 // Junk input at every public function, constructor and method of tpu-embedding.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { afterAll } from 'vitest';
 import { referenceBackend, Tensor } from '@embedstack/core';
 import { describeJunkSuite, junkTarget } from '@embedstack/core/testing';
 import { iota } from '../test/testUtil.js';
 import * as tpu from './index.js';
 
+const cwd = process.cwd();
 process.chdir(mkdtempSync(`${tmpdir()}/tpu-junk-`));
+afterAll(() => process.chdir(cwd)); // the worker runs other files after this one
 
 function model() {
   const t = new tpu.TableConfig({ vocabularySize: 6, dim: 2, combiner: 'sum', name: 't', initializer: iota });
