@@ -2,7 +2,7 @@ import { type DataArray, type Dtype, dtypeOf, isDataArray, type TypedArrayFor } 
 import { InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError } from './errors.js';
 import { validateShape } from './shape.js';
 import { Tensor, toTypedArray } from './tensor.js';
-import { checkOptions } from './validation.js';
+import { checkBoolean, checkOptions } from './validation.js';
 
 /** One row of ids of a ragged nested array (`RaggedTensor.fromNestedArray`). */
 export type Row = readonly (number | bigint)[];
@@ -297,8 +297,8 @@ export function sparseFromDense<D extends DataArray>(dense: Tensor<D>, options: 
   if (!(dense instanceof Tensor) || dense.rank < 1) {
     throw invalidParameter('dense', 'a Tensor of rank >= 1', dense, InvalidTypeError);
   }
-  const dropZeros = checkOptions<{ dropZeros?: boolean }>(options, ['dropZeros'], 'options', { expected: 'an options object ({ dropZeros })' }).dropZeros ?? false;
-  if (typeof dropZeros !== 'boolean') throw invalidParameter('options.dropZeros', 'a boolean', dropZeros, InvalidTypeError);
+  const o = checkOptions<{ dropZeros?: boolean }>(options, ['dropZeros'], 'options', { expected: 'an options object ({ dropZeros })' });
+  const dropZeros = checkBoolean(o.dropZeros, 'options.dropZeros', false);
   const rank = dense.rank;
   const idx: number[] = [];
   const keep: number[] = [];
