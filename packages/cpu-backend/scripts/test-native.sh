@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds and runs the native unit tests twice: a normal optimised build and an
-# AddressSanitizer + UndefinedBehaviorSanitizer build. The optimised build probes groups with
-# SSE2, the sanitizer build with the portable SWAR matcher (EMBEDSTACK_FORCE_SWAR): every test
-# runs over each, and both read the same control bytes, so the sanitizers check the same
-# addresses (native/CMakeLists.txt). Each binary's case counts are printed after its run.
+# AddressSanitizer + UndefinedBehaviorSanitizer build. cpu-backend's optimised build probes
+# groups with SSE2, its sanitizer build with the portable SWAR matcher (EMBEDSTACK_FORCE_SWAR):
+# each case the sanitizer build compiles runs over both (the cases it leaves out, 2^24 rows and
+# address-space limits, over SSE2 only), and both read the same control bytes, so the sanitizers
+# check the same addresses (native/CMakeLists.txt). cuda-backend's tables probe no groups (the
+# option means nothing there). Each binary's case counts are printed after its run.
 # Used by CI (for the CUDA backend's host mode too: its script passes its native dir
 # and cmake options). With EMBEDSTACK_NATIVE_BUILD_ONLY=1 it configures and builds both
 # trees and runs nothing (CI builds them early, in the background; the run that tests
