@@ -279,7 +279,7 @@ export class CpuRawTable implements RawTable {
   /**
    * The whole bag over shard tables of this backend in one native call (core's
    * lookupCombinedShards): chunks of the bag's rows run in parallel on the addon's
-   * pool. When the plans split keys by floorMod over one N and own every residue (sok's
+   * pool. When the plans split keys by floorMod over one N and every key of the bag has one owner (sok's
    * placement), each chunk gathers its entries' rows from their owners and sums each
    * row's entries in bag order in float64, rounded once: bit for bit one table holding
    * every row. Other plans: every shard's entries of the chunk's rows pooled and the

@@ -265,7 +265,7 @@ export interface NativeBinding {
   /**
    * The whole bag over shard tables (one dim and key dtype) with their plans (Float64Array
    * [tables.length * PLAN_FIELDS]), rounded once: when the plans split keys by floorMod over
-   * one N and own every residue, each row's entries summed in float64 in bag order, each from
+   * one N and every key of the bag has one owner, each row's entries summed in float64 in bag order, each from
    * its owner's table (one table's arithmetic); otherwise each shard's float64 partial added
    * in shard order. Fills `out` ([nrows*dim], written whole) and returns undefined, or
    * without `out` returns a fresh [nrows*dim].

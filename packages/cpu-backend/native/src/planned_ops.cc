@@ -255,6 +255,23 @@ ModOwners modOwners(const ShardPlan* plans, size_t parts) {
   return m;
 }
 
+/**
+ * Whether each key of `bag` has an owning part (mod.ok): always when every residue has
+ * one, else one pass over the keys. Residues without a part: sok's static variables of
+ * fewer rows than devices (a device of no rows holds no table), whose valid rows all
+ * fall on owned residues.
+ */
+bool ownsEveryKey(const ModOwners& mod, const BagInput& bag, size_t parts) {
+  if (mod.complete) return true;
+  const ResidueOwners owners = mod.view();
+  int64_t local;
+  for (size_t i = 0; i < bag.n; ++i) {
+    const int64_t k = bag.keys ? bag.keys[i] : bag.keys32[i];
+    if (owners.owner(k, &local) == parts) return false;
+  }
+  return true;
+}
+
 /** One chunk's entries sorted by owning part: part d's are [begin[d], begin[d] + count[d]) of positions / local. */
 struct ChunkOwnership {
   std::vector<uint32_t> positions;
@@ -431,10 +448,11 @@ void shardsByChunks(Table* const* tables, const ShardPlan* plans, size_t parts, 
                     float* out) {
   const size_t dim = tables[0]->config().dim;
   const ModOwners mod = modOwners(plans, parts);
-  // Every entry has exactly one owner (floorMod plans over one N owning every residue: sok's
-  // placement): each chunk pools its rows in one pass over its entries in bag order, each
-  // entry's row from its owner, as one table holding every row would (not in shard order).
-  const bool bagOrder = mod.ok && mod.complete;
+  // Every entry has exactly one owner (floorMod plans over one N, each entry's residue
+  // owned: sok's placement): each chunk pools its rows in one pass over its entries in bag
+  // order, each entry's row from its owner, as one table holding every row would (not in
+  // shard order).
+  const bool bagOrder = mod.ok && ownsEveryKey(mod, bag, parts);
   const std::vector<double> denom = bagOrder ? std::vector<double>{} : denominators(bag, c);
   forEachShardChunk(bag, [&](size_t r0, size_t r1) {
     ChunkScratch::Trim trim;

@@ -57,12 +57,14 @@ bool lookupCombinedShardsSplits(Table* const* tables, size_t parts, const BagInp
 /**
  * lookupCombinedShards: the whole bag over `parts` shards (tables[d] with plans[d], one
  * dim), rounded once to float32 (out [rows * dim], written whole), bit for bit:
- *  - CPU tables whose plans split keys by floorMod over one N, every residue owned
- *    (each key has exactly one owner): each row's entries summed in float64 in bag
+ *  - CPU tables whose plans split keys by floorMod over one N, each residue owned by at
+ *    most one part, and every key of the bag owned (each key has exactly one owner;
+ *    residues nobody owns are allowed when no key falls on them: sok's static variables
+ *    of fewer rows than devices): each row's entries summed in float64 in bag
  *    order, each entry's row from its owner, divided and rounded once by one table's
  *    own bag kernel (combineBagRows): one table holding every row's lookupCombinedInto,
  *    signed zeros included. Chunks of bag rows run in parallel on the pool. Dynamic
- *    tables of one storage type (Table::leaseBag): each chunk is one table's bag
+ *    tables of one storage type, every residue owned (Table::leaseBag): each chunk is one table's bag
  *    pipeline over every part's table (each key resolved in its owner's table a few
  *    hundred entries ahead of the pooling, as one table's bag resolves its own; every
  *    part's read lock is held, taken in part order, for the whole call, so a writer to any

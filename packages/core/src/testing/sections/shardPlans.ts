@@ -125,7 +125,7 @@ interface Candidate {
  * The values core's contract allows a lookupCombinedShards call of case `s` to give, from
  * the test's model (pooled, not from any backend): the shards' float64 partials added
  * in shard order and rounded once; and, when `bagOrder` (a backend's own fused call over
- * 'mod' plans owning every residue: every key has one owner), each row's entries in bag
+ * 'mod' plans, every key of the bag with one owner), each row's entries in bag
  * order as one table holding every row computes it, rounded once.
  */
 function shardCandidates(s: Sharded, ids: bigint[][], weights: number[][] | null, combiner: Combiner, maxNorm: number, bagOrder: boolean): Candidate[] {
