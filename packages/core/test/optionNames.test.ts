@@ -64,7 +64,6 @@ const row = (t: EmbeddingTable, k: bigint) => (state(t) as [bigint, number[], un
 
 const bag = () => ({ rowSplits: Int32Array.from([0, 2]), keys: BigInt64Array.from([1n, 2n]), weights: Float32Array.from([1, 2]) });
 const mod = () => ({ placement: 'mod', numShards: 1, shard: 0 });
-const opt = optimizers.sgd({ learningRate: 0.5 });
 
 const tableCases: OptionNamesCase[] = [
   onTable('find(keys, options)', 'options', ['out', 'plan'], () => ({ out: { values: new Float32Array(4), exists: new Uint8Array(2) }, plan: { placement: 'mod', numShards: 2, shard: 1 } }), (t, o) => t.findSync([1n, 2n], o), (r) => {

@@ -41,6 +41,24 @@ inline size_t differingBits(const std::vector<float>& a, const std::vector<float
 
 }  // namespace estest
 
+// A test file built on the table helpers puts its own names (helpers, constants, its TEST
+// functions) between ES_TEST_FILE_BEGIN, after its #includes, and ES_TEST_FILE_END, at its end:
+// a namespace of its own inside the file's anonymous namespace. Compiled alone, that is the
+// file's anonymous namespace as before. In the test binary's CMake unity groups
+// (CMakeLists.txt) several files share one translation unit, and one anonymous namespace would
+// merge their names: two files' helpers of one name would become one overload set, and a call
+// could silently take the other file's. There CMake defines EMBEDSTACK_UNITY_ID (the target's
+// UNITY_BUILD_UNIQUE_ID) to a distinct identifier around each file, so each file's names sit
+// in a namespace of their own and a file's lookups find its own names first. The marker
+// constant turns two files that share a namespace into a compile error (a redefinition).
+#define ES_TEST_FILE_BEGIN             \
+  namespace {                          \
+  namespace EMBEDSTACK_UNITY_ID {      \
+  [[maybe_unused]] constexpr int es_one_test_file_per_namespace = 0;
+#define ES_TEST_FILE_END \
+  }                      \
+  }
+
 #define ES_TEST_CAT2(a, b) a##b
 #define ES_TEST_CAT(a, b) ES_TEST_CAT2(a, b)
 #define TEST(name)                                                        \

@@ -13,6 +13,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::Draw;
 using estest::dynamicConfig;
@@ -198,3 +200,5 @@ TEST(planned_apply_gradients_equals_apply_gradients_of_the_owned_entries) {
   EXPECT_TRUE(a.values == b.values);
   EXPECT_TRUE(a.slots == b.slots);
 }
+
+ES_TEST_FILE_END

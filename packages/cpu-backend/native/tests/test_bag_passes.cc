@@ -14,6 +14,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::snapshot;
@@ -331,3 +333,5 @@ TEST(bag_passes_switch_at_four_times_finds_threshold) {
   }
   EXPECT_EQ(DynamicTable::kFindPassesFrom, size_t{8} << 20);
 }
+
+ES_TEST_FILE_END

@@ -20,6 +20,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::rowOf;
@@ -928,3 +930,5 @@ TEST(create_table_validates_config) {
   TableConfig big = dynamicConfig(1024, size_t{1} << 40);  // 4 PiB: more than the machine has
   EXPECT_THROW_CODE(createTable(big), kFailedPrecondition);
 }
+
+ES_TEST_FILE_END

@@ -11,6 +11,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::snapshot;
@@ -167,3 +169,5 @@ TEST(eviction_keeps_the_highest_scores_with_their_rows) {
     }
   }
 }
+
+ES_TEST_FILE_END

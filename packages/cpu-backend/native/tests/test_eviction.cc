@@ -5,6 +5,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::snapshot;
@@ -142,3 +144,5 @@ TEST(random_upserts_match_a_brute_force_model) {
     ASSERT_TRUE(s.scores == model);
   }
 }
+
+ES_TEST_FILE_END

@@ -13,6 +13,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::snapshot;
@@ -196,3 +198,5 @@ TEST(find_in_passes_on_empty_and_cleared_tables) {
   const FindResult r2 = t->find(q.data(), q.size());
   EXPECT_EQ(static_cast<int>(r2.exists[3]), 0);
 }
+
+ES_TEST_FILE_END

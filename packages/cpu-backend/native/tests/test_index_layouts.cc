@@ -12,6 +12,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 
@@ -201,3 +203,5 @@ TEST(a_wide_index_rebuilt_for_room_while_the_rows_fit_24_bits_turns_narrow_again
   EXPECT_EQ(differentBags(s, keys), size_t{0});
   EXPECT_EQ(differentExports(s), size_t{0});
 }
+
+ES_TEST_FILE_END

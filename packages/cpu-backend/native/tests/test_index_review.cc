@@ -15,6 +15,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::PassesFrom;
@@ -211,3 +213,5 @@ TEST(a_table_presized_for_2_24_rows_grown_past_it_finds_every_key) {
   checkBig(createTable(dynamicConfig(1, size_t{1} << 24)), true);
 }
 #endif
+
+ES_TEST_FILE_END

@@ -20,6 +20,8 @@
 #include "thread_pool.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::snapshot;
@@ -292,3 +294,5 @@ TEST(an_apply_gradients_rejected_for_memory_changes_nothing) {
   std::printf("  (rejected: %s)\n", threw ? "yes" : "no");
 }
 #endif
+
+ES_TEST_FILE_END

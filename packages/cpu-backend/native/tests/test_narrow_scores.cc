@@ -10,6 +10,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::snapshot;
@@ -339,3 +341,5 @@ TEST(concurrent_reads_widen_once_and_count_exactly) {
     for (size_t c = 0; c < kDim; ++c) EXPECT_FLOAT_BITS(s.values.at(k)[c], valueOf(k)[c]);
   }
 }
+
+ES_TEST_FILE_END

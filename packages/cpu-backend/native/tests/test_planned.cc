@@ -14,6 +14,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 
@@ -558,3 +560,5 @@ TEST(planned_bag_kernels_equal_a_plain_float64_loop_on_every_isa) {
     }
   }
 }
+
+ES_TEST_FILE_END

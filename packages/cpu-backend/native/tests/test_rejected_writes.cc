@@ -33,6 +33,8 @@
 #include "test.h"
 #include "thread_pool.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::snapshot;
@@ -515,3 +517,5 @@ TEST(a_step_whose_row_buffers_do_not_fit_changes_nothing) {
   }
 }
 #endif
+
+ES_TEST_FILE_END

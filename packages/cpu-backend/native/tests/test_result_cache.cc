@@ -11,6 +11,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::dynamicConfig;
 using estest::staticConfig;
@@ -187,3 +189,5 @@ TEST(result_cache_default_cap_is_a_sixteenth_of_memory_within_128_mib_to_1_gib) 
   EXPECT_TRUE(again.data() == p);
   EXPECT_EQ(resultCacheStats().heldBytes, size_t{0});
 }
+
+ES_TEST_FILE_END

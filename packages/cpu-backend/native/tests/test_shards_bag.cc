@@ -17,6 +17,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::differingBits;
 using estest::Draw;
@@ -374,3 +376,5 @@ TEST(shards_bag_falls_back_for_parts_one_pipeline_cannot_read) {
     EXPECT_EQ(differingBits(got, plainBag(bag, c, 0.0, 16, 3, isStored)), size_t{0});
   }
 }
+
+ES_TEST_FILE_END

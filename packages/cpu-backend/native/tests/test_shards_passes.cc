@@ -28,6 +28,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::differingBits;
 using estest::Draw;
@@ -416,3 +418,5 @@ TEST(shards_passes_with_garbage_in_the_scratch_cache) {
     }
   }
 }
+
+ES_TEST_FILE_END

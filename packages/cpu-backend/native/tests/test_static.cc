@@ -6,6 +6,8 @@
 #include "table_helpers.h"
 #include "test.h"
 
+ES_TEST_FILE_BEGIN
+
 using namespace embedstack;
 using estest::snapshot;
 using estest::staticConfig;
@@ -114,3 +116,5 @@ TEST(find_splits_at_the_pool_threshold_on_both_table_kinds) {
     EXPECT_TRUE(t->findSplits(kParallelThreshold));
   }
 }
+
+ES_TEST_FILE_END
