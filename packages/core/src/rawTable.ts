@@ -175,7 +175,8 @@ export interface RawTable {
    * the backend makes (core passes null when its caller gave no `out`), returned. Where every key has exactly
    * one owner (floorMod plans over one N, each residue owned by at most one part, and
    * every key of the bag on an owned residue: sok's placement, whose static variables of
-   * fewer rows than devices leave a residue without a table) a backend may instead sum
+   * fewer rows than devices leave a residue without a table; a property of the whole bag,
+   * so a backend taking it for one row takes it for all) a backend may instead sum
    * each row's entries in bag order in float64, each from its owner's table, as one
    * table holding every row does (the CPU backend), rounded once: bit for bit that
    * table's bag. The same float64 terms in another order: usually the part-order result

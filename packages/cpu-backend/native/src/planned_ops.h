@@ -60,7 +60,8 @@ bool lookupCombinedShardsSplits(Table* const* tables, size_t parts, const BagInp
  *  - CPU tables whose plans split keys by floorMod over one N, each residue owned by at
  *    most one part, and every key of the bag owned (each key has exactly one owner;
  *    residues nobody owns are allowed when no key falls on them: sok's static variables
- *    of fewer rows than devices): each row's entries summed in float64 in bag
+ *    of fewer rows than devices; decided for the whole bag, so one key on an unowned
+ *    residue sends every row to the shard-order sum below): each row's entries summed in float64 in bag
  *    order, each entry's row from its owner, divided and rounded once by one table's
  *    own bag kernel (combineBagRows): one table holding every row's lookupCombinedInto,
  *    signed zeros included. Chunks of bag rows run in parallel on the pool. Dynamic

@@ -223,23 +223,39 @@ std::vector<ShardPlan> modPlans(int64_t n) {
   return plans;
 }
 
-/** Whether the plans split keys by floorMod over one N, each residue owned by exactly one plan (written out). */
-bool completeModSplit(const std::vector<ShardPlan>& plans) {
+/** Whether the plans split keys by floorMod over one N, each residue owned by at most one plan (written out). */
+bool modSplit(const std::vector<ShardPlan>& plans) {
   const int64_t n = plans[0].numShards;
   std::vector<int> owners(static_cast<size_t>(n), 0);
   for (const ShardPlan& p : plans) {
-    if (p.kind != ShardPlan::kMod || p.numShards != n) return false;
+    if (p.kind != ShardPlan::kMod || p.numShards != n || p.roundRobin) return false;
     if (p.shard >= 0 && p.shard < n) owners[static_cast<size_t>(p.shard)] += 1;
   }
   for (int o : owners) {
-    if (o != 1) return false;
+    if (o > 1) return false;
+  }
+  return true;
+}
+
+/**
+ * Whether every key of `bag` has exactly one owner under a floorMod split (its residue,
+ * written out, owned by a plan): then lookupCombinedShards pools in bag order, as one table.
+ */
+bool everyKeyOwned(const std::vector<ShardPlan>& plans, const BagInput& bag) {
+  if (!modSplit(plans)) return false;
+  const int64_t n = plans[0].numShards;
+  for (size_t i = 0; i < bag.n; ++i) {
+    const int64_t residue = ((bag.keys[i] % n) + n) % n;
+    bool owned = false;
+    for (const ShardPlan& p : plans) owned = owned || p.shard == residue;
+    if (!owned) return false;
   }
   return true;
 }
 
 /**
  * One split's tables (dim 5): the shards lookupCombinedShards reads, their twins (built the same
- * way) that the partials read, and, for a complete floorMod split, one table holding every row.
+ * way) that the partials read, and, for a floorMod split, one table holding every row.
  */
 struct SplitTables {
   std::vector<std::shared_ptr<Table>> mine;
@@ -251,13 +267,13 @@ SplitTables splitTables(const std::vector<ShardPlan>& plans, const std::vector<i
   SplitTables t;
   t.mine = shardTables(plans, stored, 5, storage);
   t.twin = shardTables(plans, stored, 5, storage);
-  if (completeModSplit(plans)) t.whole = shardTables({ShardPlan{}}, stored, 5, storage);
+  if (modSplit(plans)) t.whole = shardTables({ShardPlan{}}, stored, 5, storage);
   return t;
 }
 
 /**
  * lookupCombinedShards against its definition, the bits of every value: when every key
- * has exactly one owner (a complete floorMod split), the bag of one table holding every
+ * of the bag has exactly one owner (a floorMod split, the key's residue owned), the bag of one table holding every
  * row (its own lookupCombinedInto: each row's entries in bag order, signed zeros
  * included); otherwise each shard's lookupCombinedPartial into zeros, added in shard order
  * in the test and rounded once. The partials run on twin tables, and the shard tables'
@@ -274,7 +290,7 @@ void expectShardsEqualPartials(const std::vector<ShardPlan>& plans, SplitTables&
   std::vector<double> partials(parts * n, 0.0);
   for (size_t d = 0; d < parts; ++d) lookupCombinedPartial(*twin[d], bag, c, maxNorm, insert, plans[d], partials.data() + d * n);
   std::vector<float> want(n);
-  if (completeModSplit(plans)) {
+  if (everyKeyOwned(plans, bag)) {
     tables.whole[0]->lookupCombinedInto(bag, c, maxNorm, insert, want.data());
   } else {
     for (size_t i = 0; i < n; ++i) {
@@ -340,6 +356,21 @@ TEST(shards_lookup_is_one_tables_bag_or_the_partials_in_shard_order_bit_for_bit)
     for (int64_t n : partCounts) modTables.push_back(splitTables(modPlans(n), stored, StorageDtype::kFloat32));
     SplitTables bf16Tables = splitTables(modPlans(3), stored, StorageDtype::kBfloat16);
     SplitTables mixedTables = splitTables(mixed, stored, StorageDtype::kFloat32);
+    std::vector<ShardPlan> partial = modPlans(4);
+    partial.pop_back();
+    SplitTables partialTables = splitTables(partial, stored, StorageDtype::kFloat32);
+    // The same bag without its keys of residue 3 (mod 4).
+    std::vector<int32_t> ownedSplits{0};
+    std::vector<int64_t> ownedKeys;
+    std::vector<float> ownedWeights;
+    for (size_t row = 0; row < rows; ++row) {
+      for (size_t e = static_cast<size_t>(splits[row]); e < static_cast<size_t>(splits[row + 1]); ++e) {
+        if (((keys[e] % 4) + 4) % 4 == 3) continue;
+        ownedKeys.push_back(keys[e]);
+        ownedWeights.push_back(weights[e]);
+      }
+      ownedSplits.push_back(static_cast<int32_t>(ownedKeys.size()));
+    }
     for (bool weighted : {false, true}) {
       BagInput bag{splits.data(), rows, keys.data(), keys.size(), weighted ? weights.data() : nullptr};
       for (Combiner c : {Combiner::kSum, Combiner::kMean, Combiner::kSqrtn}) {
@@ -354,6 +385,15 @@ TEST(shards_lookup_is_one_tables_bag_or_the_partials_in_shard_order_bit_for_bit)
         expectShardsEqualPartials(modPlans(4), inserting, bag, c, 0.0, true);
         expectShardsEqualPartials(modPlans(3), bf16Tables, bag, c, 0.0, false);
         expectShardsEqualPartials(mixed, mixedTables, bag, c, 0.0, false);
+        // A floorMod split of 4 whose residue 3 has no part (sok's static variable of fewer rows
+        // than devices): this bag has keys there (the partials in shard order); the bag of its
+        // owned keys only pools in bag order, as one table, reading and inserting.
+        expectShardsEqualPartials(partial, partialTables, bag, c, 0.0, false);
+        BagInput ownedBag{ownedSplits.data(), rows, ownedKeys.data(), ownedKeys.size(), weighted ? ownedWeights.data() : nullptr};
+        EXPECT_TRUE(!everyKeyOwned(partial, bag) && everyKeyOwned(partial, ownedBag));
+        expectShardsEqualPartials(partial, partialTables, ownedBag, c, 2.5, false);
+        SplitTables partialInserting = splitTables(partial, stored, StorageDtype::kFloat32);
+        expectShardsEqualPartials(partial, partialInserting, ownedBag, c, 0.0, true);
       }
     }
   }
