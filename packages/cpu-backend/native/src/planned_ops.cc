@@ -257,17 +257,16 @@ ModOwners modOwners(const ShardPlan* plans, size_t parts) {
 
 /**
  * Whether each key of `bag` has an owning part (mod.ok): always when every residue has
- * one, else one pass over the keys. Residues without a part: sok's static variables of
- * fewer rows than devices (a device of no rows holds no table), whose valid rows all
- * fall on owned residues.
+ * one, else one pass over the keys (int64: the shards' bags are widened, as ownChunk
+ * reads them). Residues without a part: sok's static variables of fewer rows than
+ * devices (a device of no rows holds no table), whose valid rows all fall on owned residues.
  */
 bool ownsEveryKey(const ModOwners& mod, const BagInput& bag, size_t parts) {
   if (mod.complete) return true;
   const ResidueOwners owners = mod.view();
   int64_t local;
   for (size_t i = 0; i < bag.n; ++i) {
-    const int64_t k = bag.keys ? bag.keys[i] : bag.keys32[i];
-    if (owners.owner(k, &local) == parts) return false;
+    if (owners.owner(bag.keys[i], &local) == parts) return false;
   }
   return true;
 }
