@@ -11,6 +11,8 @@ import { ensureDir, errnoOf, fsyncDir, io, ioError, randomTag, removeTree, renam
  *   <dir>/CURRENT              one line: the name of the live version directory
  *   <dir>/ckpt-000000000007/   a complete checkpoint (manifest.json + data files)
  *   <dir>/LOCK                 held by the process that is saving (pid, host)
+ *   <dir>/LOCK.<pid>-<tag>     LOCK's content while it is being taken (hard-linked to LOCK)
+ *   <dir>/LOCK.stale-<pid>-<tag>  a crashed writer's LOCK while it is being taken over
  *   <dir>/.tmp-<pid>-<tag>/    a save in progress (ignored by readers)
  *   <dir>/CURRENT.tmp          the next CURRENT being written (ignored by readers)
  *
@@ -18,7 +20,8 @@ import { ensureDir, errnoOf, fsyncDir, io, ioError, randomTag, removeTree, renam
  * writes + fsyncs `CURRENT.tmp`, renames it over `CURRENT` and fsyncs `<dir>`; only
  * then are older versions deleted. Readers follow `CURRENT` only, so a crash at any
  * point leaves either the previous or the new complete version live. The next save
- * (under the lock) deletes leftovers: temp dirs, `CURRENT.tmp`, unreferenced versions.
+ * (under the lock) deletes leftovers: temp dirs, `CURRENT.tmp`, unreferenced versions,
+ * the two lock temp files above of processes that are gone.
  */
 
 export const CURRENT_FILE = 'CURRENT';
@@ -117,8 +120,13 @@ function holderAlive(h: LockHolder): boolean {
     // This thread holds no lock that its in-process queue (which we now hold) does not know.
     return (h.thread ?? 0) !== threadId;
   }
+  return pidAlive(h.pid);
+}
+
+/** Whether a process with this id runs on this host (one we may not signal counts). */
+function pidAlive(pid: number): boolean {
   try {
-    process.kill(h.pid, 0);
+    process.kill(pid, 0);
     return true;
   } catch (e) {
     return errnoOf(e) === 'EPERM';
@@ -222,6 +230,55 @@ async function acquireFileLock(path: string, what: string): Promise<string> {
     }
   } finally {
     await rm(tmp, { force: true }).catch(() => undefined);
+  }
+}
+
+/**
+ * Removes the temp files of lock acquisitions that died (`<lock>.<pid>-<tag>`, made by
+ * acquireFileLock, and `<lock>.stale-<pid>-<tag>`, made by takeOverStale): a process killed
+ * inside those few file operations leaves its file behind, and nothing else would remove
+ * it. Run by the lock's holder (no acquisition of this thread is in flight then). A file
+ * goes when the process in its name is gone from this host (and is not this process), or
+ * when its ctime is `graceMs` old (no acquisition takes that long). An acquisition file
+ * whose content names another host is left to the age rule (that host's process ids mean
+ * nothing here; a `stale-` file's content is the lock it moved, so its name's pid is taken
+ * for this host's, as concurrent saves from two hosts are not covered). Best effort: a
+ * file that vanishes or cannot be removed is skipped.
+ * @returns how many files were removed
+ */
+export async function removeLockLeftovers(dir: string, lockName: string, graceMs = LOCK_GRACE_MS): Promise<number> {
+  const prefix = `${lockName}.`;
+  let removed = 0;
+  for (const name of await io('list', dir, () => readdir(dir))) {
+    if (!name.startsWith(prefix)) continue;
+    const m = LOCK_TEMP_RE.exec(name.slice(prefix.length));
+    if (!m) continue;
+    const path = join(dir, name);
+    const st = await statOrNull(path);
+    if (!st) continue;
+    let gone = Date.now() - Number(st.ctimeMs) >= graceMs;
+    const pid = Number(m[2]);
+    if (!gone && pid !== process.pid && !pidAlive(pid)) {
+      // An acquisition file holds its writer's lock content: another host's pid means nothing
+      // here. One without content (killed between create and write) is taken for this host's.
+      const host = m[1] ? null : await readFile(path, 'utf8').then(holderHost, () => null);
+      gone = host === null || host === hostname();
+    }
+    if (gone && (await rm(path, { force: true }).then(() => true, () => false))) removed++;
+  }
+  return removed;
+}
+
+/** Temp names of a lock's acquisitions after `<lock>.`: [stale-]<pid>-<16 hex digits>. */
+const LOCK_TEMP_RE = /^(stale-)?(\d+)-[0-9a-f]{16}$/;
+
+/** The host a lock's content names, or null when it cannot be parsed. */
+function holderHost(text: string): string | null {
+  try {
+    const h = JSON.parse(text) as Partial<LockHolder>;
+    return typeof h.host === 'string' ? h.host : null;
+  } catch {
+    return null;
   }
 }
 
@@ -365,6 +422,7 @@ export async function removeLeftovers(dir: string, keep: string | null): Promise
       removed++;
     }
   }
+  removed += await removeLockLeftovers(dir, LOCK_FILE);
   if (removed > 0) await fsyncDir(dir);
   return removed;
 }
@@ -414,6 +472,7 @@ export async function replaceFolder(target: string, canReplace: (path: string) =
     for (const name of await io('list', s.parent, () => readdir(s.parent))) {
       if (name.startsWith(s.tmpPrefix)) await removeTree(join(s.parent, name));
     }
+    await removeLockLeftovers(s.parent, basename(s.lock));
     await removeTree(s.next);
     await removeTree(s.old);
     const existing = await statOrNull(abs);
