@@ -21,7 +21,7 @@ import { ensureDir, errnoOf, fsyncDir, io, ioError, randomTag, removeTree, renam
  * then are older versions deleted. Readers follow `CURRENT` only, so a crash at any
  * point leaves either the previous or the new complete version live. The next save
  * (under the lock) deletes leftovers: temp dirs, `CURRENT.tmp`, unreferenced versions,
- * the two lock temp files above of processes that are gone.
+ * the two lock temp files above of processes that are gone (or 10 s old: removeLockLeftovers).
  */
 
 export const CURRENT_FILE = 'CURRENT';
@@ -100,7 +100,11 @@ function enqueue(map: Map<string, Promise<void>>, key: string): { ready: Promise
   };
 }
 
-/** A LOCK that cannot be parsed (being written by a writer without hard links) counts as held this long after its mtime. */
+/**
+ * A LOCK that cannot be parsed (being written by a writer without hard links) counts as held
+ * this long after its mtime; a lock's temp file this old (by ctime) is a leftover
+ * (removeLockLeftovers).
+ */
 export const LOCK_GRACE_MS = 10_000;
 
 interface LockHolder {
@@ -234,43 +238,57 @@ async function acquireFileLock(path: string, what: string): Promise<string> {
 }
 
 /**
- * Removes the temp files of lock acquisitions that died (`<lock>.<pid>-<tag>`, made by
- * acquireFileLock, and `<lock>.stale-<pid>-<tag>`, made by takeOverStale): a process killed
- * inside those few file operations leaves its file behind, and nothing else would remove
- * it. Run by the lock's holder (no acquisition of this thread is in flight then). A file
- * goes when the process in its name is gone from this host (and is not this process), or
- * when its ctime is `graceMs` old (no acquisition takes that long). An acquisition file
- * whose content names another host is left to the age rule (that host's process ids mean
- * nothing here; a `stale-` file's content is the lock it moved, so its name's pid is taken
- * for this host's, as concurrent saves from two hosts are not covered). Best effort: a
- * file that vanishes or cannot be removed is skipped.
+ * Removes the temp files of lock acquisitions that died: `<lock>.<token>` (the lock's content,
+ * made by acquireFileLock before it links LOCK, removed when it returns) and
+ * `<lock>.stale-<token>` (a crashed writer's LOCK moved away by takeOverStale, inside that
+ * acquisition, so while `<lock>.<token>` exists); `<token>` is `<pid>-<16 hex digits>`. A
+ * process killed inside those few file operations leaves them behind, and nothing else would
+ * remove them. Run by the lock's holder (no acquisition of this thread is in flight then).
+ * An acquisition file goes when its ctime is `graceMs` old (no acquisition's steps take that
+ * long), or when the process in its name is gone from this host, unless its content names
+ * another host (that host's process ids mean nothing here; one without content, killed
+ * between create and write, is taken for this host's). A `stale-` file goes with its
+ * acquisition file, or at once without one (orphaned), never while that one is kept: so a
+ * live writer's lock it is moving (or putting back) is never removed under it. Best effort:
+ * a file that vanishes or cannot be removed is skipped.
  * @returns how many files were removed
  */
 export async function removeLockLeftovers(dir: string, lockName: string, graceMs = LOCK_GRACE_MS): Promise<number> {
   const prefix = `${lockName}.`;
-  let removed = 0;
+  const acquisitions: string[] = [];
+  const moved: string[] = [];
   for (const name of await io('list', dir, () => readdir(dir))) {
-    if (!name.startsWith(prefix)) continue;
-    const m = LOCK_TEMP_RE.exec(name.slice(prefix.length));
-    if (!m) continue;
-    const path = join(dir, name);
-    const st = await statOrNull(path);
-    if (!st) continue;
-    let gone = Date.now() - Number(st.ctimeMs) >= graceMs;
-    const pid = Number(m[2]);
-    if (!gone && pid !== process.pid && !pidAlive(pid)) {
-      // An acquisition file holds its writer's lock content: another host's pid means nothing
-      // here. One without content (killed between create and write) is taken for this host's.
-      const host = m[1] ? null : await readFile(path, 'utf8').then(holderHost, () => null);
-      gone = host === null || host === hostname();
+    const m = name.startsWith(prefix) ? LOCK_TEMP_RE.exec(name.slice(prefix.length)) : null;
+    if (m) (m[1] ? moved : acquisitions).push(m[2]!);
+  }
+  let removed = 0;
+  const kept = new Set<string>();
+  for (const token of acquisitions) {
+    const path = join(dir, `${prefix}${token}`);
+    if (await acquisitionGone(path, Number(token.split('-')[0]), graceMs)) {
+      if (await removeFile(path)) removed++;
+    } else {
+      kept.add(token);
     }
-    if (gone && (await rm(path, { force: true }).then(() => true, () => false))) removed++;
+  }
+  for (const token of moved) {
+    if (!kept.has(token) && (await removeFile(join(dir, `${prefix}stale-${token}`)))) removed++;
   }
   return removed;
 }
 
-/** Temp names of a lock's acquisitions after `<lock>.`: [stale-]<pid>-<16 hex digits>. */
-const LOCK_TEMP_RE = /^(stale-)?(\d+)-[0-9a-f]{16}$/;
+/** Temp names of a lock's acquisitions after `<lock>.`: [stale-]<token>, the token <pid>-<16 hex digits>. */
+const LOCK_TEMP_RE = /^(stale-)?(\d+-[0-9a-f]{16})$/;
+
+/** Whether an acquisition's temp file (made by process `pid`) is a leftover (removeLockLeftovers). */
+async function acquisitionGone(path: string, pid: number, graceMs: number): Promise<boolean> {
+  const st = await statOrNull(path);
+  if (!st) return true; // its acquisition ended meanwhile
+  if (Date.now() - Number(st.ctimeMs) >= graceMs) return true;
+  if (pidAlive(pid)) return false;
+  const host = await readFile(path, 'utf8').then(holderHost, () => null);
+  return host === null || host === hostname();
+}
 
 /** The host a lock's content names, or null when it cannot be parsed. */
 function holderHost(text: string): string | null {
@@ -280,6 +298,14 @@ function holderHost(text: string): string | null {
   } catch {
     return null;
   }
+}
+
+/** rm -f; false when it failed. */
+function removeFile(path: string): Promise<boolean> {
+  return rm(path, { force: true }).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Removes LOCK if it is still this acquisition's (a writer that judged it stale may have replaced it). */

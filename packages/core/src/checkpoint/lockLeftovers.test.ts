@@ -14,7 +14,8 @@ import { rowsOf, withTempDir } from '../../test/checkpoint/testUtil.js';
  * hard-linked to LOCK; `LOCK.stale-<pid>-<tag>`: a crashed writer's LOCK being taken over)
  * stay behind when their process is killed inside those few file operations (the kill -9
  * test saw `LOCK.<pid>-<tag>` of a killed child after the next save). The lock's next holder
- * removes those of processes gone from this host, and any older than the grace period.
+ * removes those of processes gone from this host, any older than the grace period, and a moved
+ * lock whose acquisition file is gone.
  */
 
 /** The id of a process that has ended (a child run to its end). */
@@ -28,31 +29,36 @@ const tag = (n: number) => n.toString(16).padStart(16, '0');
 const holder = (pid: number, host = hostname()) => JSON.stringify({ pid, host, since: new Date().toISOString(), thread: 0, token: `${pid}-${tag(7)}` });
 
 describe('lock temp files left by killed writers', () => {
-  it('removeLockLeftovers removes those of gone processes of this host and keeps the rest', async () => {
+  it('removeLockLeftovers removes those of gone processes of this host and orphaned moves, and keeps the rest', async () => {
     await withTempDir(async (dir) => {
       const dead = deadPid();
       const alive = process.ppid; // the process that started this one runs until we end
-      const files: Record<string, string> = {
-        [`LOCK.${dead}-${tag(1)}`]: holder(dead), // gone: removed
-        [`LOCK.${dead}-${tag(2)}`]: '', // gone, killed between create and write: removed
-        [`LOCK.stale-${dead}-${tag(3)}`]: holder(deadPid()), // the mover is gone: removed
-        [`LOCK.${dead}-${tag(4)}`]: holder(dead, `not-${hostname()}`), // another host's pid: kept while young
-        [`LOCK.${alive}-${tag(5)}`]: holder(alive), // a live acquisition: kept
-        [`LOCK.stale-${alive}-${tag(6)}`]: holder(dead), // a live mover: kept
-        [`LOCK.${process.pid}-${tag(8)}`]: holder(process.pid), // this process's: kept while young
-        [`LOCK.${dead}-${tag(9).slice(1)}`]: holder(dead), // not a name the lock makes (15 hex digits): kept
-        [`LOCK.${dead}-${tag(10)}.x`]: holder(dead), // not a name the lock makes: kept
-        [`OTHER.${dead}-${tag(11)}`]: holder(dead), // another lock's: kept
-        LOCK: holder(dead), // the lock itself is not a temp file: kept (taken over by the lock code)
-      };
-      for (const [name, content] of Object.entries(files)) await writeFile(join(dir, name), content);
-      const removed = [`LOCK.${dead}-${tag(1)}`, `LOCK.${dead}-${tag(2)}`, `LOCK.stale-${dead}-${tag(3)}`];
-      expect(await removeLockLeftovers(dir, 'LOCK')).toBe(3);
-      const kept = Object.keys(files).filter((n) => !removed.includes(n));
-      expect((await readdir(dir)).sort()).toEqual(kept.sort());
+      const acq = (pid: number, t: number) => `LOCK.${pid}-${tag(t)}`;
+      const moved = (pid: number, t: number) => `LOCK.stale-${pid}-${tag(t)}`;
+      const files: [string, string, 'removed' | 'kept'][] = [
+        [acq(dead, 1), holder(dead), 'removed'], // its process is gone
+        [moved(dead, 1), holder(deadPid()), 'removed'], // goes with its acquisition
+        [acq(dead, 2), '', 'removed'], // gone, killed between create and write
+        [moved(dead, 3), holder(deadPid()), 'removed'], // no acquisition of its token: orphaned
+        [moved(alive, 6), holder(alive), 'removed'], // orphaned, even with a live pid in its name
+        [acq(dead, 4), holder(dead, `not-${hostname()}`), 'kept'], // another host's pid: kept while young
+        [moved(dead, 4), holder(deadPid()), 'kept'], // ... and the lock it is moving
+        [acq(alive, 5), holder(alive), 'kept'], // a live acquisition
+        [moved(alive, 5), holder(deadPid()), 'kept'], // ... and the stale lock it is taking over
+        [acq(process.pid, 8), holder(process.pid), 'kept'], // this process's, while young
+        [`LOCK.${dead}-${tag(9).slice(1)}`, holder(dead), 'kept'], // not a name the lock makes (15 hex digits)
+        [`${acq(dead, 10)}.x`, holder(dead), 'kept'], // not a name the lock makes
+        [`OTHER.${dead}-${tag(11)}`, holder(dead), 'kept'], // another lock's
+        ['LOCK', holder(dead), 'kept'], // the lock itself is not a temp file (the lock code takes it over)
+      ];
+      for (const [name, content] of files) await writeFile(join(dir, name), content);
+      const listed = (what: 'removed' | 'kept') => files.filter((f) => f[2] === what).map((f) => f[0]);
+      expect(await removeLockLeftovers(dir, 'LOCK')).toBe(listed('removed').length);
+      expect((await readdir(dir)).sort()).toEqual(listed('kept').sort());
       // past the grace period every temp file of this lock goes, live or not; the others stay
-      expect(await removeLockLeftovers(dir, 'LOCK', 0)).toBe(4);
-      expect((await readdir(dir)).sort()).toEqual([`LOCK.${dead}-${tag(10)}.x`, `LOCK.${dead}-${tag(9).slice(1)}`, 'LOCK', `OTHER.${dead}-${tag(11)}`].sort());
+      await new Promise((r) => setTimeout(r, 60));
+      expect(await removeLockLeftovers(dir, 'LOCK', 20)).toBe(5);
+      expect((await readdir(dir)).sort()).toEqual([`LOCK.${dead}-${tag(9).slice(1)}`, `${acq(dead, 10)}.x`, `OTHER.${dead}-${tag(11)}`, 'LOCK'].sort());
     });
   });
 
