@@ -21,7 +21,8 @@ import { ensureDir, errnoOf, fsyncDir, io, ioError, randomTag, removeTree, renam
  * then are older versions deleted. Readers follow `CURRENT` only, so a crash at any
  * point leaves either the previous or the new complete version live. The next save
  * (under the lock) deletes leftovers: temp dirs, `CURRENT.tmp`, unreferenced versions,
- * the two lock temp files above of processes that are gone (or 10 s old: removeLockLeftovers).
+ * and (as soon as the lock is taken: withLock) the two lock temp files above of processes
+ * that are gone, or 10 s old (removeLockLeftovers).
  */
 
 export const CURRENT_FILE = 'CURRENT';
@@ -193,12 +194,17 @@ async function createLockFile(path: string, content: string, tmp: string): Promi
   return true;
 }
 
+/** An acquisition's temp file of the lock `path`: the lock's content before it is linked to `path`. */
+const lockTempPath = (path: string, token: string): string => `${path}.${token}`;
+/** Where takeOverStale moves a stale lock `path` during the acquisition `token`. */
+const staleLockPath = (path: string, token: string): string => `${path}.stale-${token}`;
+
 /**
  * Moves a stale LOCK (inode `ino`) out of the way. If another writer replaced it since we
  * read it (the inode differs), puts that one back: it is live.
  */
 async function takeOverStale(path: string, ino: bigint, token: string): Promise<void> {
-  const moved = `${path}.stale-${token}`;
+  const moved = staleLockPath(path, token);
   try {
     await rename(path, moved);
   } catch (e) {
@@ -217,7 +223,7 @@ async function takeOverStale(path: string, ino: bigint, token: string): Promise<
 async function acquireFileLock(path: string, what: string): Promise<string> {
   const token = `${process.pid}-${randomTag()}${randomTag()}`;
   const content = JSON.stringify({ pid: process.pid, host: hostname(), since: new Date().toISOString(), thread: threadId, token });
-  const tmp = `${path}.${token}`;
+  const tmp = lockTempPath(path, token);
   await io('create lock file', tmp, () => writeFile(tmp, content, { flag: 'wx' }));
   try {
     for (let attempt = 0; ; attempt++) {
@@ -243,7 +249,8 @@ async function acquireFileLock(path: string, what: string): Promise<string> {
  * `<lock>.stale-<token>` (a crashed writer's LOCK moved away by takeOverStale, inside that
  * acquisition, so while `<lock>.<token>` exists); `<token>` is `<pid>-<16 hex digits>`. A
  * process killed inside those few file operations leaves them behind, and nothing else would
- * remove them. Run by the lock's holder (no acquisition of this thread is in flight then).
+ * remove them. Run by withLock right after it takes the lock (no acquisition of this thread
+ * is in flight then).
  * An acquisition file goes when its ctime is `graceMs` old (no acquisition's steps take that
  * long), or when the process in its name is gone from this host, unless its content names
  * another host (that host's process ids mean nothing here; one without content, killed
@@ -254,31 +261,33 @@ async function acquireFileLock(path: string, what: string): Promise<string> {
  * @returns how many files were removed
  */
 export async function removeLockLeftovers(dir: string, lockName: string, graceMs = LOCK_GRACE_MS): Promise<number> {
+  const lock = join(dir, lockName);
   const prefix = `${lockName}.`;
-  const acquisitions: string[] = [];
+  const acquisitions: RegExpExecArray[] = [];
   const moved: string[] = [];
   for (const name of await io('list', dir, () => readdir(dir))) {
     const m = name.startsWith(prefix) ? LOCK_TEMP_RE.exec(name.slice(prefix.length)) : null;
-    if (m) (m[1] ? moved : acquisitions).push(m[2]!);
+    if (m?.[1]) moved.push(m[2]!);
+    else if (m) acquisitions.push(m);
   }
   let removed = 0;
   const kept = new Set<string>();
-  for (const token of acquisitions) {
-    const path = join(dir, `${prefix}${token}`);
-    if (await acquisitionGone(path, Number(token.split('-')[0]), graceMs)) {
+  for (const m of acquisitions) {
+    const path = lockTempPath(lock, m[2]!);
+    if (await acquisitionGone(path, Number(m[3]), graceMs)) {
       if (await removeFile(path)) removed++;
     } else {
-      kept.add(token);
+      kept.add(m[2]!);
     }
   }
   for (const token of moved) {
-    if (!kept.has(token) && (await removeFile(join(dir, `${prefix}stale-${token}`)))) removed++;
+    if (!kept.has(token) && (await removeFile(staleLockPath(lock, token)))) removed++;
   }
   return removed;
 }
 
 /** Temp names of a lock's acquisitions after `<lock>.`: [stale-]<token>, the token <pid>-<16 hex digits>. */
-const LOCK_TEMP_RE = /^(stale-)?(\d+-[0-9a-f]{16})$/;
+const LOCK_TEMP_RE = /^(stale-)?((\d+)-[0-9a-f]{16})$/;
 
 /** Whether an acquisition's temp file (made by process `pid`) is a leftover (removeLockLeftovers). */
 async function acquisitionGone(path: string, pid: number, graceMs: number): Promise<boolean> {
@@ -330,7 +339,8 @@ async function lockIdentity(lockPath: string): Promise<string> {
  * a time (calls through one path in call order: the queue is joined synchronously,
  * before any await; calls through another path to the same directory, e.g. a symlink,
  * wait too); another live process holding it -> FailedPreconditionError; a lock left
- * by a crashed process is taken over. `prepare` runs first, in the queue (e.g.
+ * by a crashed process is taken over, and the temp files of crashed acquisitions removed
+ * (removeLockLeftovers) before `fn` runs. `prepare` runs first, in the queue (e.g.
  * creating the directory the lock file lives in).
  */
 export async function withLock<T>(lockPath: string, what: string, fn: () => Promise<T>, prepare?: () => Promise<void>): Promise<T> {
@@ -345,6 +355,7 @@ export async function withLock<T>(lockPath: string, what: string, fn: () => Prom
       const token = await acquireFileLock(path, what);
       let held = true;
       try {
+        await removeLockLeftovers(dirname(path), basename(path));
         return await fn();
       } catch (e) {
         // A simulated crash leaves the lock file behind, as a killed process would.
@@ -448,7 +459,6 @@ export async function removeLeftovers(dir: string, keep: string | null): Promise
       removed++;
     }
   }
-  removed += await removeLockLeftovers(dir, LOCK_FILE);
   if (removed > 0) await fsyncDir(dir);
   return removed;
 }
@@ -498,7 +508,6 @@ export async function replaceFolder(target: string, canReplace: (path: string) =
     for (const name of await io('list', s.parent, () => readdir(s.parent))) {
       if (name.startsWith(s.tmpPrefix)) await removeTree(join(s.parent, name));
     }
-    await removeLockLeftovers(s.parent, basename(s.lock));
     await removeTree(s.next);
     await removeTree(s.old);
     const existing = await statOrNull(abs);
