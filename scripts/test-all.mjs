@@ -188,23 +188,36 @@ async function vitest(title, name, args, extraEnv = {}) {
   }
 }
 
-// The native tests' builds (cpu-backend's and cuda-backend's host mode: plain and ASan+UBSan)
-// start now, in the background at the lowest CPU priority (nice 19): vitest below leaves about a
-// third of a core idle on 2 cores (its files wait on redis-server and child processes), and
-// the compiles take only that. The native steps after vitest wait for them, then find their
-// build trees built and run the tests; a build that failed here fails there again, with its errors.
+// The native tests run in two chains in the background, from now on, at the lowest CPU priority
+// (nice 19): cpu-backend's (build and run plain, then ASan+UBSan) and cuda-backend's (its host
+// mode, plain and ASan+UBSan, then its ASan addon: malformed calls and conformance). vitest below
+// leaves about a third of a core idle on 2 cores (its files wait on redis-server and child
+// processes) and the chains take only that; after vitest, they and the tarball checks fill the
+// two cores together, each chain running its tests as soon as its own builds are done (when the
+// builds ran first and the tests after them all, a core stood idle through much of the tests).
+// Each check counts when its chain ends: passed when the chain printed its line.
 const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
 const cudaScripts = join(root, 'packages', 'cuda-backend', 'scripts');
-const nativeBuilds =
-  want('native') && want('vitest') && existsSync(nativeScript)
-    ? stepAsync(
-        'native test builds (cpu-backend, cuda-backend host mode; in the background at nice 19 while vitest ran)',
-        'native-build',
-        'nice',
-        ['-n', '19', 'bash', '-c', [nativeScript, join(cudaScripts, 'test-native.sh')].filter(existsSync).map((f) => `bash ${JSON.stringify(f)}`).join(' && ')],
-        { env: { ...env, EMBEDSTACK_NATIVE_BUILD_ONLY: '1' } },
-      )
-    : null;
+const nativeChecks = []; // { titles, task }: a background chain and the checks it counts
+/** A chain of shell commands at nice 19 (stepAsync); each title is a check, passed when its line `=== <title>: passed` was printed. */
+function nativeChain(name, titles, lines) {
+  const title = `${titles.join('; then the ')} (in the background at nice 19, from vitest's start)`;
+  nativeChecks.push({ titles, name, task: stepAsync(title, name, 'nice', ['-n', '19', 'bash', '-c', lines.join('\n')]) });
+}
+if (want('native') && existsSync(nativeScript)) {
+  const title = 'native C++ tests (plain, ASan+UBSan)';
+  nativeChain('native-cpu', [title], [`bash ${JSON.stringify(nativeScript)} && echo "=== ${title}: passed"`]);
+}
+if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
+  const cudaNative = 'cuda-backend native tests, host mode (plain, ASan+UBSan)';
+  const cudaAsan = 'cuda-backend ASan+UBSan addon: malformed calls and conformance';
+  // both run whatever the first's outcome; the exit status says whether both passed
+  nativeChain('cuda-native', [cudaNative, cudaAsan], [
+    `bash ${JSON.stringify(join(cudaScripts, 'test-native.sh'))} && echo "=== ${cudaNative}: passed"; a=$?`,
+    `bash ${JSON.stringify(join(cudaScripts, 'test-asan-js.sh'))} && echo "=== ${cudaAsan}: passed"; b=$?`,
+    '[ $a -eq 0 ] && [ $b -eq 0 ]',
+  ]);
+}
 
 if (want('vitest')) {
   await vitest('vitest (every package; tfra on the reference backend)', 'all', []);
@@ -218,37 +231,16 @@ if (want('vitest')) {
   });
 }
 
-// The native tests (cpu-backend's; cuda-backend's, then its ASan addon, whose core library
-// compile the ASan native build has just made: ccache) and the tarball checks run at once:
-// compiles and npm's waits fill the two cores together. Nothing else at normal priority ran
-// beside vitest above (its tests have timeouts). The tarball checks start now, beside the rest
-// of the background builds; the native tests wait for those builds. A background build's
-// failure is not counted here: the native steps build again and fail then, with its errors.
+// The tarball checks start now, beside the native chains (nothing else at normal priority ran
+// beside vitest above: its tests have timeouts): compiles and npm's waits fill the two cores.
 // Install like sharp (#16): pack every package, publint + attw, npm install with no compiler
 // (the prebuilt binary runs the facades' lookups), then once without prebuilds (source build).
 const packCheck = join(root, 'scripts', 'pack-check.mjs');
 const pack = want('pack') && existsSync(packCheck) ? stepAsync('pack, lint and install the tarballs', 'pack-check', process.execPath, [packCheck]) : null;
-if (nativeBuilds) await nativeBuilds.done({ counted: false });
-const nativeChecks = []; // { titles, task, log }: a background step and the checks it counts
-if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
-  const cudaNative = 'cuda-backend native tests, host mode (plain, ASan+UBSan)';
-  const cudaAsan = 'cuda-backend ASan+UBSan addon: malformed calls and conformance';
-  // both run whatever the first's outcome (as two steps did); the exit status says whether both passed
-  const script = [
-    `bash ${JSON.stringify(join(cudaScripts, 'test-native.sh'))} && echo "=== ${cudaNative}: passed"; a=$?`,
-    `bash ${JSON.stringify(join(cudaScripts, 'test-asan-js.sh'))} && echo "=== ${cudaAsan}: passed"; b=$?`,
-    '[ $a -eq 0 ] && [ $b -eq 0 ]',
-  ].join('\n');
-  nativeChecks.push({ titles: [cudaNative, cudaAsan], task: stepAsync(`${cudaNative}; then the ${cudaAsan}`, 'cuda-native', 'bash', ['-c', script]), log: 'cuda-native' });
-}
-if (want('native') && existsSync(nativeScript)) {
-  if (await step('native C++ tests (plain, ASan+UBSan)', 'bash', [nativeScript])) passed++;
-  else failed++;
-}
 for (const c of nativeChecks) {
-  // each of its checks counts one (as when they were steps of their own)
+  // each of its checks counts one
   await c.task.done();
-  const log = readFileSync(join(root, '.tmp', `step-${c.log}.log`), 'utf8');
+  const log = readFileSync(join(root, '.tmp', `step-${c.name}.log`), 'utf8');
   for (const title of c.titles) {
     if (log.includes(`=== ${title}: passed`)) passed++;
     else failed++;

@@ -129,6 +129,19 @@ let targets = wanted.length > 0 ? wanted : [host];
 if (all) targets = [host, ...(canCross ? ['linux-arm64'] : [])].filter((t, i, a) => a.indexOf(t) === i);
 
 const cmakeJs = require.resolve('cmake-js/bin/cmake-js', { paths: [root] });
+/**
+ * A cross-compiled build's environment: without ccache's base_dir (.ci/run sets it). Under it the
+ * compiler sees each path relative to its build folder, so cuda-backend's compiles of cpu-backend's
+ * sources (../../cpu-backend/native/src/...) never match cpu-backend's own (../native/src/...), flags
+ * alike; with absolute paths they do (about 55 CPU s of the arm64 builds measured). Only the host's
+ * builds need base_dir: pack-check's source builds from the tarballs (the host's target) find their
+ * compiles in the cache through it.
+ */
+function crossEnv() {
+  const env = { ...process.env };
+  delete env.CCACHE_BASEDIR;
+  return env;
+}
 const libc = hostPlatform() === 'linux' ? (isMusl() ? 'musl' : 'glibc') : null;
 let built = 0;
 for (const name of targets) {
@@ -161,7 +174,7 @@ for (const name of targets) {
       ...(t.toolchain ? [`--CDCMAKE_TOOLCHAIN_FILE=${t.toolchain}`] : []),
     ];
     console.log(`prebuild: ${pkg.name} ${name} ${level}`);
-    const r = spawnSync(process.execPath, cmakeArgs, { cwd: root, stdio: 'inherit' });
+    const r = spawnSync(process.execPath, cmakeArgs, { cwd: root, stdio: 'inherit', env: t.toolchain ? crossEnv() : process.env });
     if (r.status !== 0) {
       console.error(`prebuild: the ${pkg.name} ${name} ${level} build failed`);
       process.exit(1);
