@@ -188,25 +188,28 @@ async function vitest(title, name, args, extraEnv = {}) {
   }
 }
 
-// The native tests run in two chains in the background, from now on, at the lowest CPU priority
-// (nice 19): cpu-backend's (build and run plain, then ASan+UBSan) and cuda-backend's (its host
-// mode, plain and ASan+UBSan, then its ASan addon: malformed calls and conformance). vitest below
-// leaves about a third of a core idle on 2 cores (its files wait on redis-server and child
-// processes) and the chains take only that; after vitest, they and the tarball checks fill the
-// two cores together, each chain running its tests as soon as its own builds are done (when the
-// builds ran first and the tests after them all, a core stood idle through much of the tests).
+// The native tests run in three chains in the background, from now on, at the lowest CPU priority
+// (nice 19), one compile at a time each: cpu-backend's Release tests (build, run), its ASan+UBSan
+// tests (build, run), and cuda-backend's (its host mode, plain and ASan+UBSan, then its ASan addon:
+// malformed calls and conformance). vitest below leaves about a third of a core idle on 2 cores
+// (its files wait on redis-server and child processes) and the chains take only that; after
+// vitest, they and the tarball checks fill the two cores together, each chain running its tests as
+// soon as its own build is done. (When every build ran first and the tests after them, or the two
+// cpu-backend trees in one chain, the last of them ran alone with a core idle.)
 // Each check counts when its chain ends: passed when the chain printed its line.
 const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
 const cudaScripts = join(root, 'packages', 'cuda-backend', 'scripts');
-const nativeChecks = []; // { titles, task }: a background chain and the checks it counts
+const nativeChecks = []; // { titles, name, task }: a background chain and the checks it counts
 /** A chain of shell commands at nice 19 (stepAsync); each title is a check, passed when its line `=== <title>: passed` was printed. */
-function nativeChain(name, titles, lines) {
-  const title = `${titles.join('; then the ')} (in the background at nice 19, from vitest's start)`;
-  nativeChecks.push({ titles, name, task: stepAsync(title, name, 'nice', ['-n', '19', 'bash', '-c', lines.join('\n')]) });
+function nativeChain(name, titles, lines, extraEnv = {}) {
+  const title = `${titles.join('; then the ')} (in the background at nice 19)`;
+  const opts = { env: { ...env, EMBEDSTACK_NATIVE_JOBS: '1', EMBEDSTACK_NATIVE_ONLY: '', ...extraEnv } };
+  nativeChecks.push({ titles, name, task: stepAsync(title, name, 'nice', ['-n', '19', 'bash', '-c', lines.join('\n')], opts) });
 }
 if (want('native') && existsSync(nativeScript)) {
-  const title = 'native C++ tests (plain, ASan+UBSan)';
-  nativeChain('native-cpu', [title], [`bash ${JSON.stringify(nativeScript)} && echo "=== ${title}: passed"`]);
+  for (const [which, title] of [['release', 'native C++ tests (Release)'], ['asan', 'native C++ tests (ASan+UBSan)']]) {
+    nativeChain(`native-cpu-${which}`, [title], [`bash ${JSON.stringify(nativeScript)} && echo "=== ${title}: passed"`], { EMBEDSTACK_NATIVE_ONLY: which });
+  }
 }
 if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
   const cudaNative = 'cuda-backend native tests, host mode (plain, ASan+UBSan)';

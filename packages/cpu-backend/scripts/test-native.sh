@@ -9,7 +9,9 @@
 # Used by CI (for the CUDA backend's host mode too: its script passes its native dir
 # and cmake options). With EMBEDSTACK_NATIVE_BUILD_ONLY=1 it configures and builds both
 # trees and runs nothing (CI builds them early, in the background; the run that tests
-# them later finds them built).
+# them later finds them built). EMBEDSTACK_NATIVE_ONLY=release or asan builds and runs that one
+# tree only (CI runs the two in chains of their own); EMBEDSTACK_NATIVE_JOBS sets the compiles run
+# at once (default: the cores).
 #   packages/cpu-backend/scripts/test-native.sh [build-dir-prefix [native-dir [cmake options...]]]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +19,9 @@ prefix="${1:-$here/build-native}"
 source_dir="${2:-$here/native}"
 extra=("${@:3}")
 build_only="${EMBEDSTACK_NATIVE_BUILD_ONLY:-0}"
-jobs="$(nproc 2>/dev/null || echo 2)"
+only="${EMBEDSTACK_NATIVE_ONLY:-}"
+case "$only" in ''|release|asan) ;; *) echo "EMBEDSTACK_NATIVE_ONLY must be release, asan or empty, not '$only'" >&2; exit 2 ;; esac
+jobs="${EMBEDSTACK_NATIVE_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 # The test binaries compile with a precompiled header (native/CMakeLists.txt): a compiler cache
@@ -40,8 +44,11 @@ run() {
     "$dir/Testing/Temporary/LastTest.log" || true
 }
 
-run "$prefix" -DCMAKE_BUILD_TYPE=Release -DEMBEDSTACK_FORCE_SWAR=OFF
-ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-  run "$prefix-asan" -DCMAKE_BUILD_TYPE=Debug -DEMBEDSTACK_ASAN=ON -DEMBEDSTACK_FORCE_SWAR=ON
-if [ "$build_only" = 1 ]; then echo "native tests of $source_dir built (release and asan+ubsan; not run)"
-else echo "native tests of $source_dir passed (release and asan+ubsan)"; fi
+if [ "$only" != asan ]; then run "$prefix" -DCMAKE_BUILD_TYPE=Release -DEMBEDSTACK_FORCE_SWAR=OFF; fi
+if [ "$only" != release ]; then
+  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    run "$prefix-asan" -DCMAKE_BUILD_TYPE=Debug -DEMBEDSTACK_ASAN=ON -DEMBEDSTACK_FORCE_SWAR=ON
+fi
+which="${only:-release and asan+ubsan}"
+if [ "$build_only" = 1 ]; then echo "native tests of $source_dir built ($which; not run)"
+else echo "native tests of $source_dir passed ($which)"; fi
