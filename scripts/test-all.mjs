@@ -189,7 +189,7 @@ async function vitest(title, name, args, extraEnv = {}) {
 }
 
 // The native tests run in three chains in the background, from now on, at the lowest CPU priority
-// (nice 19), one compile at a time each: cpu-backend's Release tests (build, run), its ASan+UBSan
+// (nice 19), one compile at a time each (two for the ASan+UBSan one): cpu-backend's Release tests (build, run), its ASan+UBSan
 // tests (build, run), and cuda-backend's (its host mode, plain and ASan+UBSan, then its ASan addon:
 // malformed calls and conformance). vitest below leaves about a third of a core idle on 2 cores
 // (its files wait on redis-server and child processes) and the chains take only that; after
@@ -207,8 +207,10 @@ function nativeChain(name, titles, lines, extraEnv = {}) {
   nativeChecks.push({ titles, name, task: stepAsync(title, name, 'nice', ['-n', '19', 'bash', '-c', lines.join('\n')], opts) });
 }
 if (want('native') && existsSync(nativeScript)) {
-  for (const [which, title] of [['release', 'native C++ tests (Release)'], ['asan', 'native C++ tests (ASan+UBSan)']]) {
-    nativeChain(`native-cpu-${which}`, [title], [`bash ${JSON.stringify(nativeScript)} && echo "=== ${title}: passed"`], { EMBEDSTACK_NATIVE_ONLY: which });
+  // The ASan+UBSan chain is the longest (its library and test files compile at -O0/-O1 with the
+  // sanitizers, then its tests run on one core): two compiles at a time, so it is not the last to end.
+  for (const [which, title, jobs] of [['release', 'native C++ tests (Release)', '1'], ['asan', 'native C++ tests (ASan+UBSan)', '2']]) {
+    nativeChain(`native-cpu-${which}`, [title], [`bash ${JSON.stringify(nativeScript)} && echo "=== ${title}: passed"`], { EMBEDSTACK_NATIVE_ONLY: which, EMBEDSTACK_NATIVE_JOBS: jobs });
   }
 }
 if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
