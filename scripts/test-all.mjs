@@ -3,7 +3,7 @@
 // across the workspace and the native C++ tests (plain and ASan+UBSan), then prints
 // one closing line "N passed, N failed, N skipped". Exits non-zero when anything fails.
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -192,18 +192,24 @@ async function vitest(title, name, args, extraEnv = {}) {
 // (nice 19), one compile at a time each (two for the ASan+UBSan one): cpu-backend's Release tests (build, run), its ASan+UBSan
 // tests (build, run), and cuda-backend's (its host mode, plain and ASan+UBSan, then its ASan addon:
 // malformed calls and conformance). vitest below leaves about a third of a core idle on 2 cores
-// (its files wait on redis-server and child processes) and the chains take only that; after
+// (its files wait on redis-server and child processes) and the chains' builds take only that; after
 // vitest, they and the tarball checks fill the two cores together, each chain running its tests as
-// soon as its own build is done. (When every build ran first and the tests after them, or the two
-// cpu-backend trees in one chain, the last of them ran alone with a core idle.)
+// soon as its own build is done (and vitest has ended). (When every build ran first and the tests
+// after them all, or the two cpu-backend trees in one chain, the last of them ran alone with a core idle.)
 // Each check counts when its chain ends: passed when the chain printed its line.
 const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
 const cudaScripts = join(root, 'packages', 'cuda-backend', 'scripts');
 const nativeChecks = []; // { titles, name, task }: a background chain and the checks it counts
 /** A chain of shell commands at nice 19 (stepAsync); each title is a check, passed when its line `=== <title>: passed` was printed. */
+// The chains build beside vitest but run their tests after it (a gate file, made when vitest has
+// ended): some native cases time threads against a clock, which a nice-19 process beside a busy
+// vitest could miss.
+const nativeGate = join(root, '.tmp', `native-gate-${process.pid}`);
+rmSync(nativeGate, { force: true });
 function nativeChain(name, titles, lines, extraEnv = {}) {
   const title = `${titles.join('; then the ')} (in the background at nice 19)`;
-  const opts = { env: { ...env, EMBEDSTACK_NATIVE_JOBS: '1', EMBEDSTACK_NATIVE_ONLY: '', ...extraEnv } };
+  const chainEnv = { EMBEDSTACK_NATIVE_JOBS: '1', EMBEDSTACK_NATIVE_ONLY: '', EMBEDSTACK_NATIVE_BUILD_ONLY: '0', EMBEDSTACK_NATIVE_RUN_GATE: nativeGate };
+  const opts = { env: { ...env, ...chainEnv, ...extraEnv } };
   nativeChecks.push({ titles, name, task: stepAsync(title, name, 'nice', ['-n', '19', 'bash', '-c', lines.join('\n')], opts) });
 }
 if (want('native') && existsSync(nativeScript)) {
@@ -240,6 +246,8 @@ if (want('vitest')) {
 // beside vitest above: its tests have timeouts): compiles and npm's waits fill the two cores.
 // Install like sharp (#16): pack every package, publint + attw, npm install with no compiler
 // (the prebuilt binary runs the facades' lookups), then once without prebuilds (source build).
+mkdirSync(join(root, '.tmp'), { recursive: true });
+writeFileSync(nativeGate, 'vitest has ended\n'); // the native chains may run their tests now
 const packCheck = join(root, 'scripts', 'pack-check.mjs');
 const pack = want('pack') && existsSync(packCheck) ? stepAsync('pack, lint and install the tarballs', 'pack-check', process.execPath, [packCheck]) : null;
 for (const c of nativeChecks) {
