@@ -188,43 +188,52 @@ async function vitest(title, name, args, extraEnv = {}) {
   }
 }
 
-// The native tests run in three chains in the background, from now on, at the lowest CPU priority
-// (nice 19), one compile at a time each (two for the ASan+UBSan one): cpu-backend's Release tests (build, run), its ASan+UBSan
-// tests (build, run), and cuda-backend's (its host mode, plain and ASan+UBSan, then its ASan addon:
-// malformed calls and conformance). vitest below leaves about a third of a core idle on 2 cores
-// (its files wait on redis-server and child processes) and the chains' builds take only that; after
-// vitest, they and the tarball checks fill the two cores together, each chain running its tests as
-// soon as its own build is done (and vitest has ended). (When every build ran first and the tests
-// after them all, or the two cpu-backend trees in one chain, the last of them ran alone with a core idle.)
-// Each check counts when its chain ends: passed when the chain printed its line.
+// The native tests run in three chains in the background, from now on, at the lowest CPU
+// priority (nice 19), one compile at a time each (two for the ASan+UBSan one): cpu-backend's
+// Release tree, its ASan+UBSan tree, and cuda-backend's (its host mode, plain and ASan+UBSan, then
+// its ASan addon: malformed calls and conformance). vitest below leaves about a third of a core
+// idle on 2 cores (its files wait on redis-server and child processes), and the chains' builds
+// (EMBEDSTACK_NATIVE_BUILD_ONLY=1) take only that. Their tests wait for vitest's end (a gate file
+// written then: some native cases time threads against a clock, which a nice-19 process beside a
+// busy vitest could miss); after it, the chains and the tarball checks fill the two cores
+// together, each chain running its tests as soon as its build is done. (When every build ran
+// first and the tests after them all, or both cpu-backend trees in one chain, the last of them
+// ran alone with a core idle.) Each check counts when its chain ends: passed when the chain
+// printed its line `=== <title>: passed`.
 const nativeScript = join(root, 'packages', 'cpu-backend', 'scripts', 'test-native.sh');
 const cudaScripts = join(root, 'packages', 'cuda-backend', 'scripts');
-const nativeChecks = []; // { titles, name, task }: a background chain and the checks it counts
-/** A chain of shell commands at nice 19 (stepAsync); each title is a check, passed when its line `=== <title>: passed` was printed. */
-// The chains build beside vitest but run their tests after it (a gate file, made when vitest has
-// ended): some native cases time threads against a clock, which a nice-19 process beside a busy
-// vitest could miss.
 const nativeGate = join(root, '.tmp', `native-gate-${process.pid}`);
 rmSync(nativeGate, { force: true });
+const nativeChecks = []; // { titles, name, task }: a background chain and the checks it counts
+/** A chain of shell lines at nice 19 (stepAsync) whose titles are its checks. */
 function nativeChain(name, titles, lines, extraEnv = {}) {
   const title = `${titles.join('; then the ')} (in the background at nice 19)`;
-  const chainEnv = { EMBEDSTACK_NATIVE_JOBS: '1', EMBEDSTACK_NATIVE_ONLY: '', EMBEDSTACK_NATIVE_BUILD_ONLY: '0', EMBEDSTACK_NATIVE_RUN_GATE: nativeGate };
-  const opts = { env: { ...env, ...chainEnv, ...extraEnv } };
+  const opts = { env: { ...env, EMBEDSTACK_NATIVE_JOBS: '1', EMBEDSTACK_NATIVE_ONLY: '', EMBEDSTACK_NATIVE_BUILD_ONLY: '0', ...extraEnv } };
   nativeChecks.push({ titles, name, task: stepAsync(title, name, 'nice', ['-n', '19', 'bash', '-c', lines.join('\n')], opts) });
 }
+/** A test-native.sh's lines: its trees built, then (vitest ended) built again, a no-op, and tested. */
+const builtThenTested = (script) => [
+  `EMBEDSTACK_NATIVE_BUILD_ONLY=1 bash ${JSON.stringify(script)}`,
+  `while [ ! -e ${JSON.stringify(nativeGate)} ]; do sleep 1; done`,
+  `bash ${JSON.stringify(script)}`,
+];
 if (want('native') && existsSync(nativeScript)) {
   // The ASan+UBSan chain is the longest (its library and test files compile at -O0/-O1 with the
   // sanitizers, then its tests run on one core): two compiles at a time, so it is not the last to end.
   for (const [which, title, jobs] of [['release', 'native C++ tests (Release)', '1'], ['asan', 'native C++ tests (ASan+UBSan)', '2']]) {
-    nativeChain(`native-cpu-${which}`, [title], [`bash ${JSON.stringify(nativeScript)} && echo "=== ${title}: passed"`], { EMBEDSTACK_NATIVE_ONLY: which, EMBEDSTACK_NATIVE_JOBS: jobs });
+    const [build, gate, test] = builtThenTested(nativeScript);
+    nativeChain(`native-cpu-${which}`, [title], [build, gate, `${test} && echo "=== ${title}: passed"`], { EMBEDSTACK_NATIVE_ONLY: which, EMBEDSTACK_NATIVE_JOBS: jobs });
   }
 }
 if (want('native') && existsSync(join(cudaScripts, 'test-native.sh'))) {
   const cudaNative = 'cuda-backend native tests, host mode (plain, ASan+UBSan)';
   const cudaAsan = 'cuda-backend ASan+UBSan addon: malformed calls and conformance';
+  const [build, gate, test] = builtThenTested(join(cudaScripts, 'test-native.sh'));
   // both run whatever the first's outcome; the exit status says whether both passed
   nativeChain('cuda-native', [cudaNative, cudaAsan], [
-    `bash ${JSON.stringify(join(cudaScripts, 'test-native.sh'))} && echo "=== ${cudaNative}: passed"; a=$?`,
+    build,
+    gate,
+    `${test} && echo "=== ${cudaNative}: passed"; a=$?`,
     `bash ${JSON.stringify(join(cudaScripts, 'test-asan-js.sh'))} && echo "=== ${cudaAsan}: passed"; b=$?`,
     '[ $a -eq 0 ] && [ $b -eq 0 ]',
   ]);

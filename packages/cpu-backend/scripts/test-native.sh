@@ -11,8 +11,7 @@
 # trees and runs nothing (CI builds them early, in the background; the run that tests
 # them later finds them built). EMBEDSTACK_NATIVE_ONLY=release or asan builds and runs that one
 # tree only (CI runs the two in chains of their own); EMBEDSTACK_NATIVE_JOBS sets the compiles run
-# at once (default: the cores); with EMBEDSTACK_NATIVE_RUN_GATE=<file> the tests wait, once built,
-# until that file exists (CI: until vitest has ended; some cases time threads against a clock).
+# at once (default: the cores).
 #   packages/cpu-backend/scripts/test-native.sh [build-dir-prefix [native-dir [cmake options...]]]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,12 +29,6 @@ if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 # sloppiness (no __DATE__/__TIME__ in these sources); without it, it just runs them.
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:+$CCACHE_SLOPPINESS,}pch_defines,time_macros"
 
-wait_for_gate() {
-  if [ -n "${EMBEDSTACK_NATIVE_RUN_GATE:-}" ]; then
-    while [ ! -e "$EMBEDSTACK_NATIVE_RUN_GATE" ]; do sleep 1; done
-  fi
-}
-
 run() {
   local dir="$1"
   shift
@@ -44,7 +37,6 @@ run() {
   echo "== build $dir"
   cmake --build "$dir" --parallel "$jobs"
   if [ "$build_only" = 1 ]; then return 0; fi
-  wait_for_gate
   echo "== test $dir"
   ctest --test-dir "$dir" --output-on-failure --parallel "$jobs"
   # how many cases each binary ran (its closing line), so the log shows the coverage of each build
@@ -57,6 +49,6 @@ if [ "$only" != release ]; then
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     run "$prefix-asan" -DCMAKE_BUILD_TYPE=Debug -DEMBEDSTACK_ASAN=ON -DEMBEDSTACK_FORCE_SWAR=ON
 fi
-which="${only:-release and asan+ubsan}"
-if [ "$build_only" = 1 ]; then echo "native tests of $source_dir built ($which; not run)"
-else echo "native tests of $source_dir passed ($which)"; fi
+trees="${only:-release and asan+ubsan}"
+if [ "$build_only" = 1 ]; then echo "native tests of $source_dir built ($trees; not run)"
+else echo "native tests of $source_dir passed ($trees)"; fi

@@ -10,8 +10,6 @@ root="$(cd "$here/../.." && pwd)"
 out="build-asan-addon"
 (cd "$here" && EMBEDSTACK_CUDA=off node scripts/build.cjs --out "$out" --asan)
 addon="$(find "$here/$out" -name embedstack_cuda.node | head -1)"
-# built: the runs wait for EMBEDSTACK_NATIVE_RUN_GATE when it is set (scripts/test-all.mjs: until vitest has ended)
-if [ -n "${EMBEDSTACK_NATIVE_RUN_GATE:-}" ]; then while [ ! -e "$EMBEDSTACK_NATIVE_RUN_GATE" ]; do sleep 1; done; fi
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
