@@ -130,7 +130,7 @@ export function benchProgram(spec: ProgramSpec): Command {
         .default([], 'every available suite')
         .argParser(suiteParser(spec)),
     )
-    .addOption(new Option('--full', 'the large sizes (find 1M-16M keys, scale up to 64M, memory 10M JS Map); slow').default(false))
+    .addOption(new Option('--full', 'the large sizes (find 1M-16M keys at dims 8, 64 and 128, scale up to 64M, memory 10M JS Map) and the bag size sweep; slow').default(false))
     .addOption(new Option('--json', 'machine output: one JSON object per suite per line on stdout, no tables, no progress').default(false))
     .addOption(
       new Option('--plot <dir>', 'write each chart as <name>.svg (rendered by Vega) and <name>.vl.json (its Vega-Lite spec) to dir')

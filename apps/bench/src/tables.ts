@@ -9,10 +9,21 @@ import { progress } from './progress.js';
 
 export const FILL_BATCH = 65536;
 
-/** A [rows * dim] value pattern (every value distinct enough, none zero). */
+/** The pattern's period: value j depends on j mod 1000 only ((j * 7919) mod 1000 does). */
+const PATTERN_PERIOD = 1000;
+
+/**
+ * A [rows * dim] value pattern (every value distinct enough, none zero): value j is
+ * ((j * 7919) mod 1000) / 1000 - 0.4995 in float32 (PyTorch's peers compute the same). One period
+ * is computed and copied in doubling blocks: the per-value loop took ~1.8 s for 1M x 64 (its
+ * float modulo), the copies ~30 ms.
+ */
 export function valuePattern(rows: number, dim: number): Float32Array {
   const v = new Float32Array(rows * dim);
-  for (let j = 0; j < v.length; j++) v[j] = ((j * 7919) % 1000) / 1000 - 0.4995;
+  const head = Math.min(v.length, PATTERN_PERIOD);
+  for (let j = 0; j < head; j++) v[j] = ((j * 7919) % 1000) / 1000 - 0.4995;
+  // v[0..filled) holds whole periods: copying it after itself keeps value j at index j
+  for (let filled = head; filled < v.length; filled *= 2) v.copyWithin(filled, 0, Math.min(filled, v.length - filled));
   return v;
 }
 

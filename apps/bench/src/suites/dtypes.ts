@@ -5,7 +5,7 @@
  * tables' values; each checked by the sum of one call's output), and the bytes each table takes per key.
  */
 import type { Bag, EmbeddingTable, StorageDtype } from '@embedstack/core';
-import { startTorchBag, startTorchIndexSelect, type TorchPeer } from '../peers/torch.js';
+import { startTorchBag, startTorchIndexSelect, type TorchBag, type TorchPeer } from '../peers/torch.js';
 import { type Figure, type Group, ratioTarget, requireSameOutput, type Target, valueTarget } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
@@ -85,13 +85,15 @@ export const outputSum = (out: Float32Array): number => out.reduce((a, x) => a +
 export async function findDtypeGroups(ctx: SuiteContext): Promise<{ groups: Group[]; targets: Target[] }> {
   const { dim, keys: n } = DTYPE_FIND;
   const keys = ctx.fixtures.keys(n);
-  const tables = STORAGE_DTYPES.map((d) => dynamicTable(ctx.backend, dim, keys, { storageDtype: d, name: `bench_${d}` }));
   const idx = drawIndices(POOL_BATCHES * BATCH, n, 'uniform', 23);
+  // PyTorch's children start together and build their tensors while our tables fill (setup, untimed).
+  const starts = STORAGE_DTYPES.map((d) => startTorchIndexSelect({ rows: n, dim, threads: ctx.threads, ids: idx, batch: BATCH, dtype: d }));
+  const tables = STORAGE_DTYPES.map((d) => dynamicTable(ctx.backend, dim, keys, { storageDtype: d, name: `bench_${d}` }));
   const pool = pickKeys(keys, idx);
   const peers: Peer[] = [];
   const sums = new Map<StorageDtype, number>();
-  for (const d of STORAGE_DTYPES) {
-    const t = await startTorchIndexSelect({ rows: n, dim, threads: ctx.threads, ids: idx, batch: BATCH, dtype: d });
+  for (const [i, d] of STORAGE_DTYPES.entries()) {
+    const t = await starts[i]!;
     if (typeof t !== 'string') sums.set(d, t.checksum);
     peers.push({ dtype: d, name: `PyTorch index_select ${d} (${threadLabel(ctx.threads)})`, peer: t });
   }
@@ -105,7 +107,7 @@ export async function findDtypeGroups(ctx: SuiteContext): Promise<{ groups: Grou
       return checkedNote(`torch ${p.version}: rows of a dense tensor (the table's rows, in fill order) by row index, output per call`, d, mine, sums.get(d)!, 1e-9, agrees);
     }),
   ];
-  const measured = await runEntries(entries, { minSamples: 10, minMs: 800 });
+  const measured = await runEntries(entries, { minSamples: 10, minMs: 400 });
   for (const p of peers) if (typeof p.peer !== 'string') p.peer.close();
   const g: Group = { title, params: { dim, keys: n, batch: BATCH }, figures: withMissing(measured, peers, 'keys/s') };
   const targets: Target[] = [];
@@ -122,21 +124,42 @@ export async function findDtypeGroups(ctx: SuiteContext): Promise<{ groups: Grou
   return { groups: [g, bytes], targets };
 }
 
+/** The bag dtype rows' shape (the bag suite's static tables and ids). */
+export interface BagDtypeShape {
+  rows: number;
+  dim: number;
+  splits: Int32Array;
+  ids: Uint32Array;
+  perBag: number;
+  title: string;
+}
+
+/**
+ * Starts bagDtypeGroups's PyTorch children (nn.EmbeddingBag sum at each dtype), all at once: the bag
+ * suite starts them before it fills its tables, so they build their weights meanwhile (setup, untimed).
+ */
+export function startBagDtypePeers(ctx: SuiteContext, o: BagDtypeShape): Promise<(TorchBag | string)[]> {
+  return Promise.all(STORAGE_DTYPES.map((d) => startTorchBag({ rows: o.rows, dim: o.dim, threads: ctx.threads, mode: 'sum', ids: o.ids, perBag: o.perBag, dtype: d })));
+}
+
 /**
  * Static-table bag sum on float32 (`stat`, already built), bfloat16 and float16 tables of the same
- * rows vs PyTorch nn.EmbeddingBag at each dtype (torch 1.13 has no CPU bfloat16 bag: that row says so).
+ * rows vs PyTorch nn.EmbeddingBag at each dtype (torch 1.13 has no CPU bfloat16 bag: that row says so),
+ * the PyTorch children from startBagDtypePeers.
  */
 export async function bagDtypeGroups(
   ctx: SuiteContext,
-  o: { stat: EmbeddingTable; rows: number; dim: number; splits: Int32Array; ids: Uint32Array; perBag: number; title: string },
+  o: BagDtypeShape & { stat: EmbeddingTable },
+  started: Promise<(TorchBag | string)[]>,
 ): Promise<{ groups: Group[]; targets: Target[] }> {
   const narrow = STORAGE_DTYPES.slice(1).map((d) => staticTable(ctx.backend, o.dim, o.rows, d));
   const tables = [o.stat, ...narrow];
   const bag: Bag<Int32Array> = { rowSplits: o.splits, keys: new Int32Array(o.ids.buffer, o.ids.byteOffset, o.ids.length), weights: null };
   const peers: Peer[] = [];
   const sums = new Map<StorageDtype, number>();
-  for (const d of STORAGE_DTYPES) {
-    const t = await startTorchBag({ rows: o.rows, dim: o.dim, threads: ctx.threads, mode: 'sum', ids: o.ids, perBag: o.perBag, dtype: d });
+  const children = await started;
+  for (const [i, d] of STORAGE_DTYPES.entries()) {
+    const t = children[i]!;
     if (typeof t !== 'string') sums.set(d, t.checksum);
     peers.push({ dtype: d, name: `PyTorch EmbeddingBag ${d} (${threadLabel(ctx.threads)})`, peer: typeof t === 'string' ? t : { peer: t.peer, version: t.version, setup: [], close: t.close } });
   }

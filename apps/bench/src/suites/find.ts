@@ -41,8 +41,13 @@ export interface FindConfig {
 
 const DISTS: Distribution[] = ['uniform', { zipf: 1.05 }];
 
+/**
+ * The tables find runs on: by default the headline one only (the targets' configuration; the other
+ * dims, ~20 s with their JS Maps, carry no target and run with --full, so the default run stays near
+ * the spec's 3 minutes), with --full dims 8, 64 and 128 at 1M, 4M and 16M keys.
+ */
 export function findConfigs(full: boolean): FindConfig[] {
-  if (!full) return [HEADLINE, { dim: 8, keys: 1 << 20 }, { dim: 128, keys: 1 << 20 }];
+  if (!full) return [HEADLINE];
   const out: FindConfig[] = [];
   for (const keys of [1 << 20, 4 << 20, 16 << 20]) for (const dim of [8, 64, 128]) out.push({ dim, keys });
   return out;
@@ -127,10 +132,6 @@ export const findSuite: Suite = {
     const bySize = new Map<string, [number, number][]>();
     const point = (series: string, x: number, y: number): void => void (bySize.get(series) ?? bySize.set(series, []).get(series)!).push([x, y / 1e6]);
     for (const c of findConfigs(ctx.args.full)) {
-      const table = ctx.fixtures.table(c.dim, c.keys);
-      // The arena is the values alone; skip it (and the gather peers) when it and the table would crowd RAM.
-      const arenaFits = tableBytes(c) + c.keys * c.dim * 4 < os.totalmem() * 0.7;
-      const arena = arenaFits ? ctx.fixtures.arena(c.keys, c.dim) : null;
       const keys = ctx.fixtures.keys(c.keys);
       const gatherThreads = [...new Set([1, ctx.threads])];
       const runs: Run[] = DISTS.map((dist) => {
@@ -144,6 +145,13 @@ export const findSuite: Suite = {
           figures: [],
         };
       });
+      // PyTorch's child (headline row) builds its tensor while our table fills: setup, untimed; it then waits for calls.
+      const torchStarts = new Map(runs.filter((r) => r.headline).map((r) => [r, startTorchIndexSelect({ rows: c.keys, dim: c.dim, threads: ctx.threads, ids: r.idx, batch: BATCH })]));
+      const table = ctx.fixtures.table(c.dim, c.keys);
+      // The arena is the values alone; skip it (and the gather peers) when it and the table would crowd RAM.
+      const arenaFits = tableBytes(c) + c.keys * c.dim * 4 < os.totalmem() * 0.7;
+      const arena = arenaFits ? ctx.fixtures.arena(c.keys, c.dim) : null;
+      await Promise.all(torchStarts.values());
       // Phase 1, before the JS Map exists: ours and the native gathers, interleaved. (With a
       // multi-GB JS heap alive, every GC that our output buffers trigger marks it on the
       // second core, which would bill the peer's setup to us.)
@@ -160,7 +168,7 @@ export const findSuite: Suite = {
           entries.push(findIntoEntry(`${r.name}: find (Promise) into reused out`, table, r.pool, 'promise'));
           entries.push(findIntoEntry(`${r.name}: find (Promise) into reused out (ArrayBuffer)`, table, r.pool, 'promise-copied'));
         }
-        const torch = r.headline ? await startTorchIndexSelect({ rows: c.keys, dim: c.dim, threads: ctx.threads, ids: r.idx, batch: BATCH }) : null;
+        const torch = (await torchStarts.get(r)) ?? null;
         const torchName = `PyTorch index_select (${threadLabel(ctx.threads)})`;
         if (typeof torch === 'string') ctx.log(`find: ${torch}`);
         if (torch && typeof torch !== 'string') {
@@ -169,7 +177,7 @@ export const findSuite: Suite = {
           const { note } = sumNote(`torch ${torch.version}: rows of a dense [keys, dim] tensor (the table's rows) by row index (no hashing), output per call`, mine, torch.checksum, 1e-9);
           entries.push({ job: torch.peer.job(`${r.name}: PyTorch index_select`, BATCH), name: torchName, kind: 'peer', unit: 'keys/s', note });
         }
-        r.figures = await runEntries(entries, r.headline ? { minSamples: 10, minMs: 800 } : {});
+        r.figures = await runEntries(entries, r.headline ? { minSamples: 10, minMs: 400 } : {});
         if (torch && typeof torch !== 'string') torch.close();
         if (typeof torch === 'string') r.figures.push(figure(torchName, 'peer', NaN, 'keys/s', { note: torch }));
         if (!arena) r.figures.push(figure('native gather', 'peer', NaN, 'keys/s', { note: 'skipped: the arena and the table would not fit in RAM together' }));

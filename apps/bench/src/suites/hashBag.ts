@@ -140,9 +140,12 @@ export function ceilingSummary(g: Group, dynamic: string, stat: string, gather: 
   return `dynamic ${f(ratioIn(g, dynamic, ceiling))} the hash-bag ceiling, ${f(ratioIn(g, dynamic, gather))} the gather-reduce; the ceiling ${f(ratioIn(g, ceiling, gather))} the gather-reduce; static ${f(ratioIn(g, stat, gather))} the gather-reduce; dynamic / static ${f(ratioIn(g, dynamic, stat))}`;
 }
 
-/** The size sweep's table sizes (keys = rows); `--full` adds 4M (its tables take ~10 s of CPU to fill). */
-export const SWEEP_SIZES = [1 << 16, 1 << 18, 1 << 20] as const;
-export const SWEEP_SIZES_FULL = [...SWEEP_SIZES, 1 << 22] as const;
+/**
+ * The size sweep's table sizes (keys = rows), with --full only: the sweep carries no target and
+ * takes ~13 s (4M's tables alone ~10 s of CPU to fill), which the default run, held near the
+ * spec's 3 minutes, leaves out.
+ */
+export const SWEEP_SIZES = [1 << 16, 1 << 18, 1 << 20, 1 << 22] as const;
 
 export interface SweepShape {
   dim: number;
@@ -167,9 +170,9 @@ export interface SweepTables {
 export async function bagSweep(
   ctx: { backend: EmbeddingBackend; native: NativePeers; fixtures: Fixtures; threads: number },
   shape: SweepShape,
-  sizes: readonly number[] = SWEEP_SIZES,
+  sizes: readonly number[],
   reuse?: SweepTables,
-  measure: MeasureOptions = { minSamples: 5, minMs: 200 },
+  measure: MeasureOptions = { minSamples: 5, minMs: 100 },
 ): Promise<{ groups: Group[]; summary: string[] }> {
   const { dim, features, ids: perBag, batch } = shape;
   const nrows = batch * features;

@@ -23,7 +23,7 @@ const DIM = 32;
 const BATCH = 8192;
 const ZIPF = 1.2;
 /** Samples of each interleaved pair: about as long as the three alternating measurements per side this replaced. */
-const PAIRED = { minSamples: 9, minMs: 1200 } as const;
+const PAIRED = { minSamples: 9, minMs: 600 } as const;
 
 /**
  * The event-loop delay p99 of a monitor, in ms; NaN when it recorded no delay at all (a monitor

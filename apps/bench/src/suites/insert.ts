@@ -30,7 +30,7 @@ export const insertSuite: Suite = {
   description: 'findOrInsert / upsert of new keys with growth vs JS Map',
   steps: () => 4,
   async run(ctx) {
-    const n = ctx.args.full ? 4 << 20 : 1 << 19;
+    const n = ctx.args.full ? 4 << 20 : 1 << 18;
     const keys = makeKeys(n, 3);
     const values = valuePattern(BATCH, DIM);
     const newTable = (): EmbeddingTable => createTable({ dim: DIM, name: 'bench_insert' }, { backend: ctx.backend });

@@ -116,7 +116,7 @@ export const levelsSuite: Suite = {
       },
     ];
     for (const p of paths) {
-      const figures = await runEntries(runs.map(p.entry), { minSamples: 5, minMs: 600 });
+      const figures = await runEntries(runs.map(p.entry), { minSamples: 5, minMs: 300 });
       const g: Group = { title: `CPU levels, ${p.title}`, params: { dim: DIM, rows: ROWS, levels: runs.length }, figures };
       result.groups.push(g);
       for (const r of runs.slice(1)) {
