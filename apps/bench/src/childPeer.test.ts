@@ -1,3 +1,6 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ChildPeer } from './childPeer.js';
 import { measureInterleaved } from './harness.js';
@@ -18,6 +21,29 @@ const start = (script: string, log?: (l: string) => void): Promise<ChildPeer> =>
   ChildPeer.start(process.execPath, ['-e', script], { readyTimeoutMs: 20_000, ...(log ? { log } : {}) });
 
 describe('ChildPeer', () => {
+  it('stop resolves only once the child process has exited (its teardown after stdin closes included)', async () => {
+    // on end of input the child writes a file after 300 ms, then exits: stop must not resolve before the file exists
+    const dir = mkdtempSync(join(tmpdir(), 'childpeer-stop-'));
+    const marker = join(dir, 'gone');
+    const script = `
+const rl = require('node:readline').createInterface({ input: process.stdin });
+console.log('ready');
+rl.on('line', () => console.log('0.001'));
+rl.on('close', () => setTimeout(() => { require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'x'); process.exit(0); }, 300));
+`;
+    try {
+      const peer = await start(script);
+      expect(await peer.call(0)).toBe(0.001);
+      const t0 = performance.now();
+      await peer.stop();
+      expect(existsSync(marker)).toBe(true);
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(250);
+      await peer.stop(); // a second stop of a gone child resolves at once
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('reports the seconds the child timed, and logs what it printed before ready', async () => {
     const logged: string[] = [];
     const peer = await start(CHILD, (l) => logged.push(l));

@@ -51,6 +51,8 @@ export class ChildPeer {
   readonly #queued: string[] = [];
   #waiting: ((line: string) => void) | null = null;
   #exited: string | null = null;
+  /** Settles when the child process has gone (closed, or never started). */
+  #gone: Promise<void>;
   #quietMs = 0;
   #stderr: string[] = [];
 
@@ -69,6 +71,10 @@ export class ChildPeer {
     createInterface({ input: child.stderr }).on('line', (line) => {
       this.#stderr = [...this.#stderr.slice(-19), line];
       log(line);
+    });
+    this.#gone = new Promise((resolve) => {
+      child.once('close', () => resolve());
+      child.once('error', () => resolve());
     });
     child.on('error', (e) => this.#fail(`could not start: ${e.message}`));
     // 'close' comes after the child's stdio closed, so its last stderr lines are in.
@@ -121,6 +127,15 @@ export class ChildPeer {
   /** A harness job for this peer: `items` per call, awaited, timed by the child. */
   job(label: string, items: number, warmup?: number): Job {
     return { label, items, async: true, fn: (i) => this.call(i), ...(warmup !== undefined ? { warmup } : {}) };
+  }
+
+  /**
+   * Closes the child (see close) and resolves once its process has exited: a suite awaits it before
+   * timing anything else, so the child's teardown (freeing its tables, its threads) is not in a sample.
+   */
+  stop(): Promise<void> {
+    this.close();
+    return this.#gone;
   }
 
   /** Closes the child's stdin (it should exit) and kills it if it has not exited. */

@@ -124,6 +124,8 @@ export interface TorchPeer {
   /** Lines the child printed during setup (before `ready`). */
   setup: readonly string[];
   close(): void;
+  /** Closes the child and resolves when its process has exited (ChildPeer.stop). */
+  stop(): Promise<void>;
 }
 
 /** How long the bench waits after each PyTorch call before the next job (ChildPeerOptions.quietMs). */
@@ -143,11 +145,13 @@ export function torchFailure(lines: readonly string[], startError: string, pytho
 
 /** Starts `script` on torchPython() with `ids` in a temporary file (its path replaces the arg 'IDS'). */
 async function startTorch(script: string, args: readonly string[], ids: Uint32Array, threads: number): Promise<TorchPeer | string> {
-  const dir = mkdtempSync(join(tmpdir(), 'embedstack-torch-'));
-  const file = join(dir, 'ids.u32');
-  writeFileSync(file, new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength));
   const lines: string[] = [];
+  let dir: string | undefined;
   try {
+    // inside the try: a start never rejects (suites start these before awaiting them), it resolves to why it failed
+    dir = mkdtempSync(join(tmpdir(), 'embedstack-torch-'));
+    const file = join(dir, 'ids.u32');
+    writeFileSync(file, new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength));
     const peer = await ChildPeer.start(torchPython(), ['-c', script, ...args.map((a) => (a === 'IDS' ? file : a))], {
       log: (l) => lines.push(l),
       env: { OMP_NUM_THREADS: String(threads) },
@@ -156,11 +160,33 @@ async function startTorch(script: string, args: readonly string[], ids: Uint32Ar
       quietMs: TORCH_QUIET_MS,
     });
     const version = lines.map((l) => /^version (\S+)/.exec(l)).find((m) => m)?.[1] ?? '?';
-    return { peer, version, setup: lines, close: () => peer.close() };
+    return { peer, version, setup: lines, close: () => peer.close(), stop: () => peer.stop() };
   } catch (e) {
     return torchFailure(lines, (e as Error).message);
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** What a started PyTorch peer can be told: close, or stop (close and wait for the process to exit). */
+export interface Stoppable {
+  close(): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * Closes every peer of `starts` once started (a start that failed resolved to a string): a suite's
+ * `finally` for peers it started before its setup, so none outlives a suite that threw before using
+ * it. Closing a closed peer again does nothing.
+ */
+export function closeStarted(starts: readonly Promise<Stoppable | string | readonly (Stoppable | string)[]>[]): void {
+  for (const s of starts) {
+    void s.then(
+      (t) => {
+        for (const p of Array.isArray(t) ? t : [t]) if (typeof p !== 'string') (p as Stoppable).close();
+      },
+      () => undefined,
+    );
   }
 }
 
@@ -197,6 +223,8 @@ export interface TorchBag {
   /** torch.__version__ */
   version: string;
   close(): void;
+  /** Closes the child and resolves when its process has exited (ChildPeer.stop). */
+  stop(): Promise<void>;
 }
 
 /** The `checksum <sum>` a child printed during setup (NaN when none). */
@@ -222,5 +250,5 @@ export async function startTorchBag(o: {
   const args = [String(o.rows), String(o.dim), String(o.threads), o.mode, 'IDS', String(o.perBag), String(FILL_BATCH), o.dtype ?? 'float32'];
   const t = await startTorch(BAG_SCRIPT, args, o.ids, o.threads);
   if (typeof t === 'string') return t;
-  return { peer: t.peer, checksum: checksumOf(t.setup), version: t.version, close: t.close };
+  return { peer: t.peer, checksum: checksumOf(t.setup), version: t.version, close: t.close, stop: t.stop };
 }

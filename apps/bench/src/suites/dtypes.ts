@@ -5,7 +5,7 @@
  * tables' values; each checked by the sum of one call's output), and the bytes each table takes per key.
  */
 import type { Bag, EmbeddingTable, StorageDtype } from '@embedstack/core';
-import { startTorchBag, startTorchIndexSelect, type TorchBag, type TorchPeer } from '../peers/torch.js';
+import { closeStarted, startTorchBag, startTorchIndexSelect, type TorchBag, type TorchChecked, type TorchPeer } from '../peers/torch.js';
 import { type Figure, type Group, ratioTarget, requireSameOutput, type Target, valueTarget } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
@@ -25,6 +25,11 @@ interface Peer {
 
 function torchEntries(peers: readonly Peer[], label: string, items: number, unit: string, note: (p: TorchPeer) => string): Entry[] {
   return peers.flatMap((p) => (typeof p.peer === 'string' ? [] : [{ job: p.peer.peer.job(`${label}: ${p.name}`, items), name: p.name, kind: 'peer' as const, unit, note: note(p.peer) }]));
+}
+
+/** Stops the started peers and waits for their processes to exit (the next suite's timing must not see their teardown). */
+async function stopPeers(peers: readonly Peer[]): Promise<void> {
+  await Promise.all(peers.map((p) => (typeof p.peer === 'string' ? undefined : p.peer.stop())));
 }
 
 /** Measured figures in entry order, with a NaN figure (and its reason) for each unavailable peer. */
@@ -88,6 +93,15 @@ export async function findDtypeGroups(ctx: SuiteContext): Promise<{ groups: Grou
   const idx = drawIndices(POOL_BATCHES * BATCH, n, 'uniform', 23);
   // PyTorch's children start together and build their tensors while our tables fill (setup, untimed).
   const starts = STORAGE_DTYPES.map((d) => startTorchIndexSelect({ rows: n, dim, threads: ctx.threads, ids: idx, batch: BATCH, dtype: d }));
+  try {
+    return await findDtypeMeasured(ctx, keys, idx, starts);
+  } finally {
+    closeStarted(starts);
+  }
+}
+
+async function findDtypeMeasured(ctx: SuiteContext, keys: BigInt64Array, idx: Uint32Array, starts: readonly Promise<TorchChecked | string>[]): Promise<{ groups: Group[]; targets: Target[] }> {
+  const { dim, keys: n } = DTYPE_FIND;
   const tables = STORAGE_DTYPES.map((d) => dynamicTable(ctx.backend, dim, keys, { storageDtype: d, name: `bench_${d}` }));
   const pool = pickKeys(keys, idx);
   const peers: Peer[] = [];
@@ -108,7 +122,7 @@ export async function findDtypeGroups(ctx: SuiteContext): Promise<{ groups: Grou
     }),
   ];
   const measured = await runEntries(entries, { minSamples: 10, minMs: 400 });
-  for (const p of peers) if (typeof p.peer !== 'string') p.peer.close();
+  await stopPeers(peers);
   const g: Group = { title, params: { dim, keys: n, batch: BATCH }, figures: withMissing(measured, peers, 'keys/s') };
   const targets: Target[] = [];
   for (const d of STORAGE_DTYPES.slice(1)) {
@@ -161,7 +175,7 @@ export async function bagDtypeGroups(
   for (const [i, d] of STORAGE_DTYPES.entries()) {
     const t = children[i]!;
     if (typeof t !== 'string') sums.set(d, t.checksum);
-    peers.push({ dtype: d, name: `PyTorch EmbeddingBag ${d} (${threadLabel(ctx.threads)})`, peer: typeof t === 'string' ? t : { peer: t.peer, version: t.version, setup: [], close: t.close } });
+    peers.push({ dtype: d, name: `PyTorch EmbeddingBag ${d} (${threadLabel(ctx.threads)})`, peer: typeof t === 'string' ? t : { peer: t.peer, version: t.version, setup: [], close: t.close, stop: t.stop } });
   }
   const title = `storage dtypes: sum, ${o.title}`;
   const ours = (t: EmbeddingTable): number => outputSum(t.lookupCombinedSync(bag, { combiner: 'sum' }));
@@ -181,7 +195,7 @@ export async function bagDtypeGroups(
     }),
   ];
   const measured = await runEntries(entries, { minSamples: 3 });
-  for (const p of peers) if (typeof p.peer !== 'string') p.peer.close();
+  await stopPeers(peers);
   const g: Group = { title, params: { rows: o.rows, dim: o.dim, ids: o.ids.length }, figures: withMissing(measured, peers, 'rows/s') };
   const targets: Target[] = [];
   for (const d of STORAGE_DTYPES.slice(1)) {

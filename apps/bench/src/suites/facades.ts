@@ -38,7 +38,7 @@ import { formatCount } from '../format.js';
 import { FILL_BATCH, valuePattern } from '../tables.js';
 import { type Entry, figure, overheadBeyond, POOL_BATCHES, rotating, runEntries, settle, TINY_MEASURE } from './common.js';
 import { hotKeys, hpsFixture } from './hps.js';
-import { type MemoryChildResult, runMemoryChildren } from './memory.js';
+import { type MemoryChildResult, runMemoryChild } from './memory.js';
 import type { Suite, SuiteContext } from './types.js';
 
 const DIM = 64;
@@ -359,10 +359,8 @@ async function tfraGroups(ctx: SuiteContext, s: Sizes, groups: Group[], targets:
 async function memoryGroup(ctx: SuiteContext, s: Sizes, groups: Group[], targets: Target[]): Promise<void> {
   const base = { keys: s.keys, dim: DIM, backend: ctx.backend.name, presize: false };
   const perKey = (r: MemoryChildResult | Error): number => (r instanceof Error ? NaN : r.rssDelta / s.keys);
-  const [tfra, table] = (await runMemoryChildren(ctx, [
-    { label: `tfra Variable ${formatCount(s.keys)} keys`, spec: { ...base, what: 'tfra' } },
-    { label: `core table ${formatCount(s.keys)} keys`, spec: { ...base, what: 'table' } },
-  ])) as [MemoryChildResult | Error, MemoryChildResult | Error];
+  const tfra = await runMemoryChild(ctx, `tfra Variable ${formatCount(s.keys)} keys`, { ...base, what: 'tfra' });
+  const table = await runMemoryChild(ctx, `core table ${formatCount(s.keys)} keys`, { ...base, what: 'table' });
   const valueBytes = DIM * 4;
   const figures: Figure[] = [
     figure('tfra Variable RSS', 'ours', perKey(tfra), 'B/key', { lowerIsBetter: true, note: 'upsertSync in 64K batches, default initSize' }),

@@ -9,7 +9,7 @@
 import os from 'node:os';
 import type { EmbeddingTable } from '@embedstack/core';
 import { collectGarbage, measure } from '../harness.js';
-import { startTorchIndexSelect } from '../peers/torch.js';
+import { closeStarted, startTorchIndexSelect } from '../peers/torch.js';
 import { buildJsMap, type JsMapTable, jsMapFind } from '../peers/jsMap.js';
 import { type Distribution, distributionName, drawIndices, pickKeys } from '../rng.js';
 import { barChart, type Chart, lineChart } from '../charts.js';
@@ -147,60 +147,64 @@ export const findSuite: Suite = {
       });
       // PyTorch's child (headline row) builds its tensor while our table fills: setup, untimed; it then waits for calls.
       const torchStarts = new Map(runs.filter((r) => r.headline).map((r) => [r, startTorchIndexSelect({ rows: c.keys, dim: c.dim, threads: ctx.threads, ids: r.idx, batch: BATCH })]));
-      const table = ctx.fixtures.table(c.dim, c.keys);
-      // The arena is the values alone; skip it (and the gather peers) when it and the table would crowd RAM.
-      const arenaFits = tableBytes(c) + c.keys * c.dim * 4 < os.totalmem() * 0.7;
-      const arena = arenaFits ? ctx.fixtures.arena(c.keys, c.dim) : null;
-      await Promise.all(torchStarts.values());
-      // Phase 1, before the JS Map exists: ours and the native gathers, interleaved. (With a
-      // multi-GB JS heap alive, every GC that our output buffers trigger marks it on the
-      // second core, which would bill the peer's setup to us.)
-      for (const r of runs) {
-        const entries: Entry[] = [findEntry(`${r.name}: findSync`, table, r.pool)];
-        if (r.headline) entries.push(findAsyncEntry(`${r.name}: find (Promise)`, table, r.pool));
-        for (const t of arena ? gatherThreads : []) entries.push(gatherEntry(`${r.name}: native gather ${threadLabel(t)}`, ctx.native, arena!, c.dim, r.idx, t));
-        if (r.headline && arena) {
-          const label = `${r.name}: native gather ${threadLabel(ctx.threads)}, fresh output`;
-          entries.push(gatherEntry(label, ctx.native, arena, c.dim, r.idx, ctx.threads, BATCH, true));
+      try {
+        const table = ctx.fixtures.table(c.dim, c.keys);
+        // The arena is the values alone; skip it (and the gather peers) when it and the table would crowd RAM.
+        const arenaFits = tableBytes(c) + c.keys * c.dim * 4 < os.totalmem() * 0.7;
+        const arena = arenaFits ? ctx.fixtures.arena(c.keys, c.dim) : null;
+        await Promise.all(torchStarts.values());
+        // Phase 1, before the JS Map exists: ours and the native gathers, interleaved. (With a
+        // multi-GB JS heap alive, every GC that our output buffers trigger marks it on the
+        // second core, which would bill the peer's setup to us.)
+        for (const r of runs) {
+          const entries: Entry[] = [findEntry(`${r.name}: findSync`, table, r.pool)];
+          if (r.headline) entries.push(findAsyncEntry(`${r.name}: find (Promise)`, table, r.pool));
+          for (const t of arena ? gatherThreads : []) entries.push(gatherEntry(`${r.name}: native gather ${threadLabel(t)}`, ctx.native, arena!, c.dim, r.idx, t));
+          if (r.headline && arena) {
+            const label = `${r.name}: native gather ${threadLabel(ctx.threads)}, fresh output`;
+            entries.push(gatherEntry(label, ctx.native, arena, c.dim, r.idx, ctx.threads, BATCH, true));
+          }
+          if (r.headline) {
+            entries.push(findIntoEntry(`${r.name}: findSync into reused out`, table, r.pool, 'sync'));
+            entries.push(findIntoEntry(`${r.name}: find (Promise) into reused out`, table, r.pool, 'promise'));
+            entries.push(findIntoEntry(`${r.name}: find (Promise) into reused out (ArrayBuffer)`, table, r.pool, 'promise-copied'));
+          }
+          const torch = (await torchStarts.get(r)) ?? null;
+          const torchName = `PyTorch index_select (${threadLabel(ctx.threads)})`;
+          if (typeof torch === 'string') ctx.log(`find: ${torch}`);
+          if (torch && typeof torch !== 'string') {
+            // its tensor holds the table's rows in fill order, so its first call's output sum is our find's of the same keys
+            const mine = outputSum(table.findSync(r.pool.subarray(0, BATCH)).values);
+            const { note } = sumNote(`torch ${torch.version}: rows of a dense [keys, dim] tensor (the table's rows) by row index (no hashing), output per call`, mine, torch.checksum, 1e-9);
+            entries.push({ job: torch.peer.job(`${r.name}: PyTorch index_select`, BATCH), name: torchName, kind: 'peer', unit: 'keys/s', note });
+          }
+          r.figures = await runEntries(entries, r.headline ? { minSamples: 10, minMs: 400 } : {});
+          if (torch && typeof torch !== 'string') await torch.stop(); // gone before the next run is timed
+          if (typeof torch === 'string') r.figures.push(figure(torchName, 'peer', NaN, 'keys/s', { note: torch }));
+          if (!arena) r.figures.push(figure('native gather', 'peer', NaN, 'keys/s', { note: 'skipped: the arena and the table would not fit in RAM together' }));
+          await settle();
         }
-        if (r.headline) {
-          entries.push(findIntoEntry(`${r.name}: findSync into reused out`, table, r.pool, 'sync'));
-          entries.push(findIntoEntry(`${r.name}: find (Promise) into reused out`, table, r.pool, 'promise'));
-          entries.push(findIntoEntry(`${r.name}: find (Promise) into reused out (ArrayBuffer)`, table, r.pool, 'promise-copied'));
+        // Phase 2: the JS Map, on the same key batches.
+        const maps = await measureJsMap(ctx, c, runs);
+        for (const [i, r] of runs.entries()) {
+          const js = maps[i]!;
+          r.figures.splice(r.headline ? 2 : 1, 0, js);
+          const g: Group = { title: r.name, params: { dim: c.dim, keys: c.keys, distribution: distributionName(r.dist), batch: BATCH }, figures: r.figures };
+          groups.push(g);
+          if (r.dist === 'uniform') {
+            point(`findSync, dim ${c.dim}`, c.keys, r.figures[0]!.value);
+            if (Number.isFinite(js.value)) point(`JS Map, dim ${c.dim}`, c.keys, js.value);
+          }
+          if (r.headline) {
+            targets.push(ratioTarget(g, 'find (findSync)', 'JS Map', '>=', 15, `find dim 64, 4M keys, uniform >= 15x JS Map`));
+            const gather = `native gather (${threadLabel(ctx.threads)})`;
+            // Like for like: the gather writes into a reused buffer, so find does too (the fresh-output rows stay in the table).
+            targets.push(ratioTarget(g, 'find (findSync, reused out)', gather, '>=', 0.7, `find dim 64, 4M keys, uniform, reused out >= 0.7x static gather (${threadLabel(ctx.threads)}, as the backend)`));
+            targets.push(ratioTarget(g, 'find (Promise, reused out)', 'find (findSync, reused out)', '>=', 0.9, 'find (Promise form) >= 0.9x findSync, both into a reused out, dim 64, 4M keys, uniform (interleaved)'));
+          }
         }
-        const torch = (await torchStarts.get(r)) ?? null;
-        const torchName = `PyTorch index_select (${threadLabel(ctx.threads)})`;
-        if (typeof torch === 'string') ctx.log(`find: ${torch}`);
-        if (torch && typeof torch !== 'string') {
-          // its tensor holds the table's rows in fill order, so its first call's output sum is our find's of the same keys
-          const mine = outputSum(table.findSync(r.pool.subarray(0, BATCH)).values);
-          const { note } = sumNote(`torch ${torch.version}: rows of a dense [keys, dim] tensor (the table's rows) by row index (no hashing), output per call`, mine, torch.checksum, 1e-9);
-          entries.push({ job: torch.peer.job(`${r.name}: PyTorch index_select`, BATCH), name: torchName, kind: 'peer', unit: 'keys/s', note });
-        }
-        r.figures = await runEntries(entries, r.headline ? { minSamples: 10, minMs: 400 } : {});
-        if (torch && typeof torch !== 'string') torch.close();
-        if (typeof torch === 'string') r.figures.push(figure(torchName, 'peer', NaN, 'keys/s', { note: torch }));
-        if (!arena) r.figures.push(figure('native gather', 'peer', NaN, 'keys/s', { note: 'skipped: the arena and the table would not fit in RAM together' }));
-        await settle();
-      }
-      // Phase 2: the JS Map, on the same key batches.
-      const maps = await measureJsMap(ctx, c, runs);
-      for (const [i, r] of runs.entries()) {
-        const js = maps[i]!;
-        r.figures.splice(r.headline ? 2 : 1, 0, js);
-        const g: Group = { title: r.name, params: { dim: c.dim, keys: c.keys, distribution: distributionName(r.dist), batch: BATCH }, figures: r.figures };
-        groups.push(g);
-        if (r.dist === 'uniform') {
-          point(`findSync, dim ${c.dim}`, c.keys, r.figures[0]!.value);
-          if (Number.isFinite(js.value)) point(`JS Map, dim ${c.dim}`, c.keys, js.value);
-        }
-        if (r.headline) {
-          targets.push(ratioTarget(g, 'find (findSync)', 'JS Map', '>=', 15, `find dim 64, 4M keys, uniform >= 15x JS Map`));
-          const gather = `native gather (${threadLabel(ctx.threads)})`;
-          // Like for like: the gather writes into a reused buffer, so find does too (the fresh-output rows stay in the table).
-          targets.push(ratioTarget(g, 'find (findSync, reused out)', gather, '>=', 0.7, `find dim 64, 4M keys, uniform, reused out >= 0.7x static gather (${threadLabel(ctx.threads)}, as the backend)`));
-          targets.push(ratioTarget(g, 'find (Promise, reused out)', 'find (findSync, reused out)', '>=', 0.9, 'find (Promise form) >= 0.9x findSync, both into a reused out, dim 64, 4M keys, uniform (interleaved)'));
-        }
+      } finally {
+        closeStarted([...torchStarts.values()]);
       }
       ctx.fixtures.releaseAll();
       collectGarbage();

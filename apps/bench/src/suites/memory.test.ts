@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { CHILD_HEAP_FLAGS, heapChangeNote, inLanes, type MemoryChildResult } from './memory.js';
+import { CHILD_HEAP_FLAGS, heapChangeNote, type MemoryChildResult } from './memory.js';
 
 // A child allocating 4M objects that each live through the next 100K allocations: scavenges find
 // most of the young generation alive, and V8 grows it (to 32 MiB on Node 20) unless the flags pin it
@@ -35,35 +35,5 @@ describe('memory suite: V8 kept out of the RSS delta', () => {
     expect(heapChangeNote([r(58 * MiB, 26 * MiB), r(10 * MiB, 11 * MiB), new Error('x')])).toContain('at most -32.0 MiB');
     expect(heapChangeNote([r(10 * MiB, 11.5 * MiB)])).toContain('at most +1.5 MiB');
     expect(heapChangeNote([new Error('x')])).toBe('V8 heapTotal change between the readings: no child result');
-  });
-});
-
-describe('inLanes (the memory children, two at a time)', () => {
-  it('runs every index once, at most `lanes` at a time, the next as soon as one ends; results by index', async () => {
-    // task i takes durations[i] ms; with 2 lanes: 0 and 1 start at once, 2 starts when 1 ends (10 ms), 3 when 0 ends (30 ms)
-    const durations = [30, 10, 25, 5];
-    const started: number[] = [];
-    let running = 0;
-    let most = 0;
-    const t0 = performance.now();
-    const starts: number[] = [];
-    const out = await inLanes(durations.length, 2, async (i) => {
-      started.push(i);
-      starts[i] = performance.now() - t0;
-      most = Math.max(most, ++running);
-      await new Promise((r) => setTimeout(r, durations[i]));
-      running--;
-      return `r${i}`;
-    });
-    expect(out).toEqual(['r0', 'r1', 'r2', 'r3']);
-    expect(started).toEqual([0, 1, 2, 3]);
-    expect(most).toBe(2);
-    expect(starts[2]!).toBeGreaterThanOrEqual(9);
-    expect(starts[3]!).toBeGreaterThanOrEqual(29);
-    // one lane: strictly one after another
-    const order: string[] = [];
-    await inLanes(3, 1, async (i) => void order.push(`start ${i}`, `end ${i}`));
-    expect(order).toEqual(['start 0', 'end 0', 'start 1', 'end 1', 'start 2', 'end 2']);
-    expect(await inLanes(0, 2, async () => 1)).toEqual([]);
   });
 });

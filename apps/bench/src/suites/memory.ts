@@ -11,6 +11,9 @@
  * free, V8 grew it while loading modules and shrank it during a 10M-key fill (heapTotal 58 -> 26 MB),
  * and the RSS delta credited that release to the table (about 1.5 B/key at 10M keys, stop 37). The
  * child reports V8's heapTotal at both readings; the suite prints the largest change.
+ * The children run one at a time: two filling side by side raised the figures (1M keys grown 22.0
+ * against 19.9 B/key, 10M keys 17.2 against 16.8-17.0, in three runs each, stop 52), so a child's RSS
+ * delta depends on what fills beside it.
  */
 import { execFile } from 'node:child_process';
 import os from 'node:os';
@@ -125,33 +128,6 @@ export async function runMemoryChild(ctx: SuiteContext, label: string, spec: Mem
   }
 }
 
-/**
- * Child measurements run `parallel` at a time (default 2), each with its progress step; results
- * in the order of `children`. Memory figures are each child's own RSS, which another child
- * running beside it does not change; the machine's RAM bounds how many fit (the caller's sizes).
- */
-export function runMemoryChildren(
-  ctx: SuiteContext,
-  children: readonly { label: string; spec: MemoryChildSpec }[],
-  parallel = 2,
-): Promise<(MemoryChildResult | Error)[]> {
-  return inLanes(children.length, parallel, (i) => runMemoryChild(ctx, children[i]!.label, children[i]!.spec));
-}
-
-/** run(0) .. run(count - 1), at most `lanes` at a time, each lane taking the next index when its task ends; results by index. */
-export async function inLanes<T>(count: number, lanes: number, run: (i: number) => Promise<T>): Promise<T[]> {
-  const out: T[] = new Array<T>(count);
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < count) {
-      const i = next++;
-      out[i] = await run(i);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(lanes, count) }, lane));
-  return out;
-}
-
 const perKey = (r: MemoryChildResult | Error, n: number, pick: (r: MemoryChildResult) => number | null): number =>
   r instanceof Error ? NaN : (pick(r) ?? NaN) / n;
 
@@ -173,28 +149,10 @@ export const memorySuite: Suite = {
     const targets: Target[] = [];
     const valueBytes = DIM * 4;
     const children: (MemoryChildResult | Error)[] = [];
-    const sizes = [1_000_000, 10_000_000];
-    const specs = sizes.flatMap((n) => {
+    for (const n of [1_000_000, 10_000_000]) {
       const base = { keys: n, dim: DIM, backend: ctx.backend.name };
-      const withMap = n === 1_000_000 || ctx.args.full;
-      return [
-        { n, kind: 'grown', label: `table ${formatCount(n)} keys (grown)`, spec: { ...base, what: 'table', presize: false } },
-        { n, kind: 'presized', label: `table ${formatCount(n)} keys (presized)`, spec: { ...base, what: 'table', presize: true } },
-        ...(withMap ? [{ n, kind: 'map', label: `JS Map ${formatCount(n)} keys`, spec: { ...base, what: 'jsmap', presize: false } }] : []),
-      ] as { n: number; kind: 'grown' | 'presized' | 'map'; label: string; spec: MemoryChildSpec }[];
-    });
-    // Each child reads its own RSS, so two run at once (a figure does not depend on what else runs),
-    // the longest first (per key, a JS Map fills ~12x slower than a presized table, a grown table
-    // ~1.3x: 8.7, 8.8 and 7.0 s for 1M, 10M and 10M keys on the bench VM). So the 1M-key JS Map
-    // (JS work) runs beside the 10M-key grown table, not the two 10M-key fills together, which
-    // slow each other (page faults; 12.7 s for the presized one beside the grown one).
-    const cost = (c: (typeof specs)[number]): number => c.n * (c.kind === 'map' ? 12 : c.kind === 'grown' ? 1.3 : 1);
-    const order = [...specs].sort((a, b) => cost(b) - cost(a));
-    const results = await runMemoryChildren(ctx, order);
-    const childOf = (n: number, kind: string): MemoryChildResult | Error => results[order.findIndex((c) => c.n === n && c.kind === kind)]!;
-    for (const n of sizes) {
-      const grown = childOf(n, 'grown');
-      const presized = childOf(n, 'presized');
+      const grown = await runMemoryChild(ctx, `table ${formatCount(n)} keys (grown)`, { ...base, what: 'table', presize: false });
+      const presized = await runMemoryChild(ctx, `table ${formatCount(n)} keys (presized)`, { ...base, what: 'table', presize: true });
       const figures: Figure[] = [
         figure('table RSS (grown)', 'ours', perKey(grown, n, (r) => r.rssDelta), 'B/key', { lowerIsBetter: true, note: 'from initCapacity 1024' }),
         figure('table RSS (presized)', 'ours', perKey(presized, n, (r) => r.rssDelta), 'B/key', { lowerIsBetter: true, note: 'initCapacity = keys' }),
@@ -203,7 +161,7 @@ export const memorySuite: Suite = {
       ];
       children.push(grown, presized);
       if (n === 1_000_000 || ctx.args.full) {
-        const map = childOf(n, 'map');
+        const map = await runMemoryChild(ctx, `JS Map ${formatCount(n)} keys`, { ...base, what: 'jsmap', presize: false });
         figures.push(figure('JS Map RSS', 'peer', perKey(map, n, (r) => r.rssDelta), 'B/key', { lowerIsBetter: true, note: 'Map<bigint, Float32Array>' }));
       }
       figures.push(figure('value bytes', 'peer', valueBytes, 'B/key', { lowerIsBetter: true, note: `dim ${DIM} x 4` }));

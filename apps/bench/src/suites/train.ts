@@ -122,7 +122,7 @@ export const trainSuite: Suite = {
         { ...findEntry(`findSync (${k.label} table)`, table, pool, BATCH, 'findSync (same table, same keys)'), kind: 'peer', note: 'a fresh result per call' },
         ...torchEntries,
       ], { minSamples: ROUNDS });
-      if (torch && typeof torch !== 'string') torch.close();
+      if (torch && typeof torch !== 'string') await torch.stop(); // gone before tfjs is timed
       if (typeof torch === 'string') torchFigures.push(figure(torchName, 'peer', NaN, 'keys/s', { note: torch }));
       table.dispose();
       await settle();
