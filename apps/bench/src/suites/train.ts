@@ -7,7 +7,7 @@
  */
 import { type OptimizerSpec, optimizers } from '@embedstack/core';
 import { measure } from '../harness.js';
-import { startTorchAdagrad } from '../peers/torch.js';
+import { closeStarted, startTorchAdagrad } from '../peers/torch.js';
 import { TfjsDenseTrainer, type TfjsOptimizerName, useTfjs } from '../peers/tfjs.js';
 import { type Figure, type Group, ratioTarget, type SuiteResult, type Target } from '../report.js';
 import { drawIndices, makeKeys, pickKeys } from '../rng.js';
@@ -92,56 +92,60 @@ export const trainSuite: Suite = {
       const spec = k.spec();
       // PyTorch's child (Adagrad) builds its parameter while our table fills (setup, untimed).
       const torchStart = k.kind === 'adagrad' ? startTorchAdagrad({ rows, dim: DIM, threads: ctx.threads, ids: idx, batch: BATCH, learningRate: 0.001 }) : null;
-      const table = dynamicTable(ctx.backend, DIM, keys, spec ? { optimizer: spec, name: `bench_${k.kind}` } : { name: 'bench_sgd' });
-      const opt = spec ?? optimizers.sgd({ learningRate: 0.01 });
-      let step = 1;
-      const next = rotating(pool, BATCH);
-      const torch = await torchStart;
-      if (typeof torch === 'string') ctx.log(`train: ${torch}`);
-      const torchName = `PyTorch sparse Adagrad step (${ctx.threads} thread${ctx.threads === 1 ? '' : 's'})`;
-      const torchEntries =
-        torch && typeof torch !== 'string'
-          ? [{ job: torch.peer.job('PyTorch Adagrad', BATCH), name: torchName, kind: 'peer' as const, unit: 'keys/s', note: `torch ${torch.version}: optim.Adagrad.step() with a sparse COO gradient of the same keys (duplicates coalesced by torch)` }]
-          : [];
-      // find into one reused out: like for like with the step, which allocates nothing (a fresh
-      // 16 MiB result per call would slow the peer by its allocation and page faults)
-      const [m, findReused, find, ...torchFigures] = await runEntries([
-        {
-          job: { label: `applyGradientsSync ${k.label}`, fn: (i) => table.applyGradientsSync(next(i), grads, opt, step++), items: BATCH },
-          name: `applyGradientsSync ${k.label}`,
-          kind: 'ours',
-          unit: 'keys/s',
-        },
-        {
-          job: { label: `findSync into a reused out (${k.label} table)`, fn: (i) => void table.findSync(next(i), { out: findOut }), items: BATCH },
-          name: FIND_REUSED,
-          kind: 'peer',
-          unit: 'keys/s',
-          note: 'FindOptions.out: no result allocated per call, as the step',
-        },
-        { ...findEntry(`findSync (${k.label} table)`, table, pool, BATCH, 'findSync (same table, same keys)'), kind: 'peer', note: 'a fresh result per call' },
-        ...torchEntries,
-      ], { minSamples: ROUNDS });
-      if (torch && typeof torch !== 'string') await torch.stop(); // gone before tfjs is timed
-      if (typeof torch === 'string') torchFigures.push(figure(torchName, 'peer', NaN, 'keys/s', { note: torch }));
-      table.dispose();
-      await settle();
-      const tf = await tfjsFigure(ctx, k.kind, rows, idx, grads);
-      const g: Group = {
-        title: `${k.label}: batch ${formatCount(BATCH)} keys (~${formatCount(distinct)} distinct, Zipf(${ZIPF})), ${formatCount(rows)}-key table, dim ${DIM}`,
-        params: { optimizer: k.kind, batch: BATCH, distinctPerBatch: distinct, rows, dim: DIM, zipf: ZIPF },
-        figures: [
-          m!,
-          findReused!,
-          find!,
-          tf,
-          ...torchFigures,
-        ],
-      };
-      groups.push(g);
-      if (k.kind === 'adagrad') {
-        targets.push(ratioTarget(g, 'applyGradientsSync Adagrad', FIND_REUSED, '>=', 0.5, 'fused Adagrad step >= 0.5x the find rate (findSync into a reused out, like for like)'));
-        if (torch && typeof torch !== 'string') targets.push(ratioTarget(g, 'applyGradientsSync Adagrad', torchName, '>=', 3, "fused Adagrad step >= 3x PyTorch's sparse Adagrad step"));
+      try {
+        const table = dynamicTable(ctx.backend, DIM, keys, spec ? { optimizer: spec, name: `bench_${k.kind}` } : { name: 'bench_sgd' });
+        const opt = spec ?? optimizers.sgd({ learningRate: 0.01 });
+        let step = 1;
+        const next = rotating(pool, BATCH);
+        const torch = await torchStart;
+        if (typeof torch === 'string') ctx.log(`train: ${torch}`);
+        const torchName = `PyTorch sparse Adagrad step (${ctx.threads} thread${ctx.threads === 1 ? '' : 's'})`;
+        const torchEntries =
+          torch && typeof torch !== 'string'
+            ? [{ job: torch.peer.job('PyTorch Adagrad', BATCH), name: torchName, kind: 'peer' as const, unit: 'keys/s', note: `torch ${torch.version}: optim.Adagrad.step() with a sparse COO gradient of the same keys (duplicates coalesced by torch)` }]
+            : [];
+        // find into one reused out: like for like with the step, which allocates nothing (a fresh
+        // 16 MiB result per call would slow the peer by its allocation and page faults)
+        const [m, findReused, find, ...torchFigures] = await runEntries([
+          {
+            job: { label: `applyGradientsSync ${k.label}`, fn: (i) => table.applyGradientsSync(next(i), grads, opt, step++), items: BATCH },
+            name: `applyGradientsSync ${k.label}`,
+            kind: 'ours',
+            unit: 'keys/s',
+          },
+          {
+            job: { label: `findSync into a reused out (${k.label} table)`, fn: (i) => void table.findSync(next(i), { out: findOut }), items: BATCH },
+            name: FIND_REUSED,
+            kind: 'peer',
+            unit: 'keys/s',
+            note: 'FindOptions.out: no result allocated per call, as the step',
+          },
+          { ...findEntry(`findSync (${k.label} table)`, table, pool, BATCH, 'findSync (same table, same keys)'), kind: 'peer', note: 'a fresh result per call' },
+          ...torchEntries,
+        ], { minSamples: ROUNDS });
+        if (torch && typeof torch !== 'string') await torch.stop(); // gone before tfjs is timed
+        if (typeof torch === 'string') torchFigures.push(figure(torchName, 'peer', NaN, 'keys/s', { note: torch }));
+        table.dispose();
+        await settle();
+        const tf = await tfjsFigure(ctx, k.kind, rows, idx, grads);
+        const g: Group = {
+          title: `${k.label}: batch ${formatCount(BATCH)} keys (~${formatCount(distinct)} distinct, Zipf(${ZIPF})), ${formatCount(rows)}-key table, dim ${DIM}`,
+          params: { optimizer: k.kind, batch: BATCH, distinctPerBatch: distinct, rows, dim: DIM, zipf: ZIPF },
+          figures: [
+            m!,
+            findReused!,
+            find!,
+            tf,
+            ...torchFigures,
+          ],
+        };
+        groups.push(g);
+        if (k.kind === 'adagrad') {
+          targets.push(ratioTarget(g, 'applyGradientsSync Adagrad', FIND_REUSED, '>=', 0.5, 'fused Adagrad step >= 0.5x the find rate (findSync into a reused out, like for like)'));
+          if (torch && typeof torch !== 'string') targets.push(ratioTarget(g, 'applyGradientsSync Adagrad', torchName, '>=', 3, "fused Adagrad step >= 3x PyTorch's sparse Adagrad step"));
+        }
+      } finally {
+        if (torchStart) closeStarted([torchStart]); // a group that threw leaves no child behind
       }
     }
     const result: SuiteResult = {
