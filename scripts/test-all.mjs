@@ -268,6 +268,7 @@ for (const c of nativeChecks) {
     else failed++;
   }
 }
+rmSync(nativeGate, { force: true }); // every chain has ended
 if (pack) {
   await pack.done();
   const m = /pack-check: (\{.*\})\s*$/.exec(readFileSync(join(root, '.tmp', 'step-pack-check.log'), 'utf8'));

@@ -168,26 +168,13 @@ async function startTorch(script: string, args: readonly string[], ids: Uint32Ar
   }
 }
 
-/** What a started PyTorch peer can be told: close, or stop (close and wait for the process to exit). */
-export interface Stoppable {
-  close(): void;
-  stop(): Promise<void>;
-}
-
 /**
  * Closes every peer of `starts` once started (a start that failed resolved to a string): a suite's
  * `finally` for peers it started before its setup, so none outlives a suite that threw before using
  * it. Closing a closed peer again does nothing.
  */
-export function closeStarted(starts: readonly Promise<Stoppable | string | readonly (Stoppable | string)[]>[]): void {
-  for (const s of starts) {
-    void s.then(
-      (t) => {
-        for (const p of Array.isArray(t) ? t : [t]) if (typeof p !== 'string') (p as Stoppable).close();
-      },
-      () => undefined,
-    );
-  }
+export function closeStarted(starts: readonly Promise<TorchPeer | string>[]): void {
+  for (const s of starts) void s.then((t) => typeof t !== 'string' && t.close());
 }
 
 /**
@@ -216,17 +203,6 @@ export interface TorchChecked extends TorchPeer {
   checksum: number;
 }
 
-export interface TorchBag {
-  peer: ChildPeer;
-  /** Sum of one call's output (float64), to check PyTorch computes what we do. */
-  checksum: number;
-  /** torch.__version__ */
-  version: string;
-  close(): void;
-  /** Closes the child and resolves when its process has exited (ChildPeer.stop). */
-  stop(): Promise<void>;
-}
-
 /** The `checksum <sum>` a child printed during setup (NaN when none). */
 function checksumOf(setup: readonly string[]): number {
   const sum = setup.map((l) => /^checksum (\S+)/.exec(l)).find((m) => m)?.[1];
@@ -246,9 +222,8 @@ export async function startTorchBag(o: {
   ids: Uint32Array;
   perBag: number;
   dtype?: StorageDtype;
-}): Promise<TorchBag | string> {
+}): Promise<TorchChecked | string> {
   const args = [String(o.rows), String(o.dim), String(o.threads), o.mode, 'IDS', String(o.perBag), String(FILL_BATCH), o.dtype ?? 'float32'];
   const t = await startTorch(BAG_SCRIPT, args, o.ids, o.threads);
-  if (typeof t === 'string') return t;
-  return { peer: t.peer, checksum: checksumOf(t.setup), version: t.version, close: t.close, stop: t.stop };
+  return typeof t === 'string' ? t : { ...t, checksum: checksumOf(t.setup) };
 }

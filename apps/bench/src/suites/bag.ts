@@ -80,7 +80,7 @@ export const bagSuite: Suite = {
       const stat = staticTable(ctx.backend, DIM, ROWS);
       const keys = ctx.fixtures.keys(ROWS);
       const dyn = ctx.fixtures.table(DIM, ROWS);
-      await Promise.all([...torchStarts, dtypePeers]);
+      await Promise.all([...torchStarts, ...dtypePeers]);
       const staticBag: Bag<Int32Array> = { rowSplits: splits, keys: idsSigned, weights: null };
       const dynamicBag: Bag<BigInt64Array> = { rowSplits: splits, keys: pickKeys(keys, ids), weights: null };
       const nids = ids.length;
@@ -187,7 +187,7 @@ export const bagSuite: Suite = {
       };
       return result;
     } finally {
-      closeStarted([...torchStarts, dtypePeers]);
+      closeStarted([...torchStarts, ...dtypePeers]);
     }
   },
 };

@@ -5,7 +5,7 @@
  * tables' values; each checked by the sum of one call's output), and the bytes each table takes per key.
  */
 import type { Bag, EmbeddingTable, StorageDtype } from '@embedstack/core';
-import { closeStarted, startTorchBag, startTorchIndexSelect, type TorchBag, type TorchChecked, type TorchPeer } from '../peers/torch.js';
+import { closeStarted, startTorchBag, startTorchIndexSelect, type TorchChecked, type TorchPeer } from '../peers/torch.js';
 import { type Figure, type Group, ratioTarget, requireSameOutput, type Target, valueTarget } from '../report.js';
 import { drawIndices, pickKeys } from '../rng.js';
 import { formatCount } from '../format.js';
@@ -100,6 +100,7 @@ export async function findDtypeGroups(ctx: SuiteContext): Promise<{ groups: Grou
   }
 }
 
+/** findDtypeGroups once its PyTorch children are started: tables, measurement, targets. */
 async function findDtypeMeasured(ctx: SuiteContext, keys: BigInt64Array, idx: Uint32Array, starts: readonly Promise<TorchChecked | string>[]): Promise<{ groups: Group[]; targets: Target[] }> {
   const { dim, keys: n } = DTYPE_FIND;
   const tables = STORAGE_DTYPES.map((d) => dynamicTable(ctx.backend, dim, keys, { storageDtype: d, name: `bench_${d}` }));
@@ -152,8 +153,8 @@ export interface BagDtypeShape {
  * Starts bagDtypeGroups's PyTorch children (nn.EmbeddingBag sum at each dtype), all at once: the bag
  * suite starts them before it fills its tables, so they build their weights meanwhile (setup, untimed).
  */
-export function startBagDtypePeers(ctx: SuiteContext, o: BagDtypeShape): Promise<(TorchBag | string)[]> {
-  return Promise.all(STORAGE_DTYPES.map((d) => startTorchBag({ rows: o.rows, dim: o.dim, threads: ctx.threads, mode: 'sum', ids: o.ids, perBag: o.perBag, dtype: d })));
+export function startBagDtypePeers(ctx: SuiteContext, o: BagDtypeShape): Promise<TorchChecked | string>[] {
+  return STORAGE_DTYPES.map((d) => startTorchBag({ rows: o.rows, dim: o.dim, threads: ctx.threads, mode: 'sum', ids: o.ids, perBag: o.perBag, dtype: d }));
 }
 
 /**
@@ -164,18 +165,18 @@ export function startBagDtypePeers(ctx: SuiteContext, o: BagDtypeShape): Promise
 export async function bagDtypeGroups(
   ctx: SuiteContext,
   o: BagDtypeShape & { stat: EmbeddingTable },
-  started: Promise<(TorchBag | string)[]>,
+  started: readonly Promise<TorchChecked | string>[],
 ): Promise<{ groups: Group[]; targets: Target[] }> {
   const narrow = STORAGE_DTYPES.slice(1).map((d) => staticTable(ctx.backend, o.dim, o.rows, d));
   const tables = [o.stat, ...narrow];
   const bag: Bag<Int32Array> = { rowSplits: o.splits, keys: new Int32Array(o.ids.buffer, o.ids.byteOffset, o.ids.length), weights: null };
   const peers: Peer[] = [];
   const sums = new Map<StorageDtype, number>();
-  const children = await started;
+  const children = await Promise.all(started);
   for (const [i, d] of STORAGE_DTYPES.entries()) {
     const t = children[i]!;
     if (typeof t !== 'string') sums.set(d, t.checksum);
-    peers.push({ dtype: d, name: `PyTorch EmbeddingBag ${d} (${threadLabel(ctx.threads)})`, peer: typeof t === 'string' ? t : { peer: t.peer, version: t.version, setup: [], close: t.close, stop: t.stop } });
+    peers.push({ dtype: d, name: `PyTorch EmbeddingBag ${d} (${threadLabel(ctx.threads)})`, peer: t });
   }
   const title = `storage dtypes: sum, ${o.title}`;
   const ours = (t: EmbeddingTable): number => outputSum(t.lookupCombinedSync(bag, { combiner: 'sum' }));
