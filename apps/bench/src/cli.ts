@@ -17,7 +17,7 @@ import { benchProgram, defaultBackendName, ignoredSuiteOptions, parseBenchArgs, 
 import { progress, progressMode } from './progress.js';
 import { formatSuite, suiteJson } from './report.js';
 import { memoryChild, type MemoryChildSpec } from './suites/memory.js';
-import { PLANNED, SUITES, type SuiteContext } from './suites/index.js';
+import { handsFixtures, PLANNED, SUITES, type SuiteContext } from './suites/index.js';
 
 const cliPath = fileURLToPath(import.meta.url);
 
@@ -101,7 +101,7 @@ async function main(argv: string[]): Promise<number> {
     const r = await suite.run(ctx);
     r.seconds = (performance.now() - s0) / 1000;
     progress.endSuite();
-    ctx.fixtures.releaseAll();
+    if (!handsFixtures(suite, suites[i + 1])) ctx.fixtures.releaseAll();
     out(args.json ? suiteJson(r, context) + '\n' : formatSuite(r, process.stdout.isTTY ? process.stdout.columns : undefined) + '\n');
     if (args.plot) for (const c of r.charts) for (const f of await writeChart(args.plot, c)) progress.log(`wrote ${f}`);
   }

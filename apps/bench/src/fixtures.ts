@@ -1,7 +1,8 @@
 /**
  * Expensive setup shared between suites: key sets, filled dynamic tables and
- * native arenas, built on first use and kept until released (the `limit` and
- * `find` suites share the big table and arena).
+ * native arenas, built on first use and kept until released. The CLI releases
+ * them after each suite unless the next one reuses them (Suite.fixturesFor: the
+ * `limit` suite hands `find` its 4M-key table and arena).
  */
 import type { EmbeddingBackend, EmbeddingTable } from '@embedstack/core';
 import { collectGarbage } from './harness.js';

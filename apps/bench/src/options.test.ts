@@ -16,7 +16,7 @@ import {
   preparePlotDir,
   type ProgramSpec,
 } from './options.js';
-import { SUITES } from './suites/index.js';
+import { handsFixtures, SUITES } from './suites/index.js';
 import type { Suite } from './suites/types.js';
 
 const AVAILABLE = ['limit', 'find', 'insert', 'bag', 'train', 'levels', 'facades', 'sok', 'memory', 'scale', 'cuda', 'hps', 'redis'];
@@ -223,5 +223,21 @@ describe('the suite registry', () => {
     expect(new Set(names).size).toBe(names.length);
     expect(SUITES.map((s) => s.name)).toEqual(AVAILABLE);
     for (const s of SUITES) expect(s.description.length).toBeGreaterThan(10);
+  });
+});
+
+describe('fixtures handed from one suite to the next (Suite.fixturesFor)', () => {
+  const byName = (n: string): Suite => SUITES.find((s) => s.name === n)!;
+  it('limit hands find its table and arena when find runs right after it, and nobody else', () => {
+    expect(handsFixtures(byName('limit'), byName('find'))).toBe(true);
+    expect(handsFixtures(byName('limit'), byName('insert'))).toBe(false); // --suite limit,insert
+    expect(handsFixtures(byName('limit'), undefined)).toBe(false); // limit last: released
+    expect(handsFixtures(byName('find'), byName('insert'))).toBe(false);
+    expect(handsFixtures(extra, byName('find'))).toBe(false); // no fixturesFor
+  });
+  it('names only suites that run after the one handing them over', () => {
+    for (const [i, s] of SUITES.entries()) {
+      for (const n of s.fixturesFor ?? []) expect(SUITES.findIndex((t) => t.name === n), `${s.name} -> ${n}`).toBeGreaterThan(i);
+    }
   });
 });

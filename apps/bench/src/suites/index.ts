@@ -24,3 +24,8 @@ export const SUITES: readonly Suite[] = [limitSuite, findSuite, insertSuite, bag
 export const PLANNED: readonly PlannedSuite[] = [];
 
 export type { BenchArgs, Suite, SuiteContext, SuiteOption } from './types.js';
+
+/** True when `suite`'s fixtures go to `next` as they are (Suite.fixturesFor) instead of being released after it. */
+export function handsFixtures(suite: Suite, next: Suite | undefined): boolean {
+  return next !== undefined && (suite.fixturesFor ?? []).includes(next.name);
+}

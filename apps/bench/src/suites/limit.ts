@@ -14,6 +14,8 @@ export const limitSuite: Suite = {
   name: 'limit',
   description: 'native memcpy GB/s and random row gather rows/s (the physical ceiling)',
   steps: (ctx) => 2 * threadCounts(ctx.hwThreads).length + 1,
+  // the arena and the table are find's headline row's (same keys, dim and rows)
+  fixturesFor: ['find'],
   async run(ctx) {
     const { dim, keys: rows } = HEADLINE;
     const arena = ctx.fixtures.arena(rows, dim);

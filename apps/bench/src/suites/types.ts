@@ -47,7 +47,7 @@ export interface SuiteContext {
   /** Hardware threads of the machine. */
   hwThreads: number;
   native: NativePeers;
-  /** Tables, keys and arenas shared between suites (limit and find share the big table). */
+  /** Tables, keys and arenas shared between suites (limit hands find its 4M-key table and arena: Suite.fixturesFor). */
   fixtures: Fixtures;
   /** Absolute path of the CLI script (for child processes of the bench itself). */
   cliPath: string;
@@ -63,5 +63,10 @@ export interface Suite {
   options?: readonly SuiteOption[];
   /** Measurements the suite takes (the progress bars' total; an estimate). */
   steps(ctx: SuiteContext): number;
+  /**
+   * Suites that reuse this suite's fixtures (tables, keys, arenas of `ctx.fixtures`): when one of
+   * them runs right after this one, the CLI hands them over instead of releasing them. Default none.
+   */
+  fixturesFor?: readonly string[];
   run(ctx: SuiteContext): Promise<SuiteResult>;
 }
