@@ -207,7 +207,7 @@ function project(name, deps, extra = {}, registry = {}) {
   const tarDeps = Object.fromEntries([...deps].map(([n, t]) => [n, `file:${t}`]));
   const dependencies = { ...registry, ...tarDeps };
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name, private: true, type: 'module', dependencies, overrides: tarDeps, ...extra }, null, 2));
-  for (const f of ['use-facades.mjs', 'use-cuda-host.mjs', 'lookup.mjs', 'require-all.cjs']) copyFileSync(join(root, 'scripts', 'pack-check', f), join(dir, f));
+  for (const f of ['use-facades.mjs', 'use-cuda-host.mjs', 'lookup.mjs', 'require-all.cjs', 'class-names.cjs']) copyFileSync(join(root, 'scripts', 'pack-check', f), join(dir, f));
   return dir;
 }
 // A compiler cache (.ci/run sets ccache up with base_dir = the repository) sees this work

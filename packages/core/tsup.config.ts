@@ -7,6 +7,8 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'es2022',
+  // classes keep their names in the bundle (else esbuild renames some: `Tensor.name` was '_Tensor', in messages too)
+  keepNames: true,
   // tsup: imported by testing's bundleChild when it runs (a devDependency of the repository, never bundled)
   external: ['vitest', 'fast-check', 'tsup'],
   // import.meta.url in the CJS build (loadDefaultBackend resolves @embedstack/cpu-backend from it)

@@ -7,6 +7,8 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'es2022',
+  // classes keep their names in the bundle (else esbuild renames some: `Tensor.name` was '_Tensor', in messages too)
+  keepNames: true,
   shims: true,
   external: ["@embedstack/cpu-backend", "@embedstack/store-redis", '@embedstack/store-rocksdb', '@embedstack/core'],
 });

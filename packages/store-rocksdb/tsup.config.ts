@@ -7,5 +7,7 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: 'es2022',
+  // classes keep their names in the bundle (else esbuild renames some: `Tensor.name` was '_Tensor', in messages too)
+  keepNames: true,
   external: ['rocksdb-native', '@embedstack/core'],
 });

@@ -1,10 +1,12 @@
 // The CommonJS entry of every installed package loads (scripts/pack-check.mjs).
 'use strict';
 const assert = require('node:assert/strict');
+const { renamedClasses } = require('./class-names.cjs');
 const names = process.argv.slice(2);
 for (const name of names) {
   const m = require(name);
   assert.ok(Object.keys(m).length > 0, `${name} exports something`);
+  assert.deepEqual(renamedClasses(m), [], `${name}'s classes keep their names`);
 }
 const { createTable } = require('@embedstack/core');
 const { cpuLevel } = require('@embedstack/cpu-backend');

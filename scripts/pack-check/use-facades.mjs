@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { createTable, getBackend, RaggedTensor } from '@embedstack/core';
 import { cpuLevel } from '@embedstack/cpu-backend';
 import { expectLookup } from './lookup.mjs';
+import classNames from './class-names.cjs';
 
 const want = process.argv[2];
 assert.ok(want === 'prebuilt' || want === 'source', 'usage: node use-facades.mjs prebuilt|source');
@@ -89,6 +90,19 @@ if (want === 'source') {
     v.dispose();
   });
 }
+
+await check('ESM: the installed packages\' classes keep their names (no bundler renaming)', async () => {
+  for (const name of ['@embedstack/core', '@embedstack/cpu-backend', '@embedstack/tfra', '@embedstack/tpu-embedding', '@embedstack/sok', '@embedstack/hps', '@embedstack/tfjs']) {
+    let m;
+    try {
+      m = await import(name);
+    } catch (e) {
+      if (e.code === 'ERR_MODULE_NOT_FOUND') continue; // not installed in this project
+      throw e;
+    }
+    assert.deepEqual(classNames.renamedClasses(m), [], `${name}'s classes keep their names`);
+  }
+});
 
 const level = cpuLevel();
 assert.equal(getBackend().name, 'cpu');
