@@ -3,7 +3,6 @@ import {
   checkOptions,
   type EmbeddingBackend,
   FailedPreconditionError,
-  getBackend,
   InvalidTypeError,
   invalidParameter,
   loadDefaultBackend,
@@ -92,10 +91,13 @@ function initSync(options: InitOptions): void {
   current = { numDevices, backend, communicator: comm ?? new InProcessCommunicator(numDevices), live: true, clock: 0 };
 }
 
+/**
+ * The backend of `init`: an object as is; a name or nothing through core's loadDefaultBackend,
+ * which loads @embedstack/cpu-backend (this package's dependency) when 'cpu' is named or nothing
+ * is registered (getBackend alone refused `backend: 'cpu'` in a process that had not imported it).
+ */
 function backendOf(b: string | EmbeddingBackend | null | undefined): EmbeddingBackend {
-  if (typeof b === 'object' && b !== null) return b;
-  if (typeof b === 'string') return getBackend(b);
-  return loadDefaultBackend({ from: import.meta.url });
+  return loadDefaultBackend({ backend: b, from: import.meta.url });
 }
 
 /**

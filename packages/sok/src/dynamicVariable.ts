@@ -12,7 +12,7 @@ import {
 } from '@embedstack/core';
 import { type InitializerName, resolveSokInitializer } from './initializer.js';
 import { checkMode } from './mode.js';
-import { SokVariable, uniqueName, type VariableMode } from './variable.js';
+import { defaultName, SokVariable, takeDefaultName, type VariableMode } from './variable.js';
 
 /** `new sok.DynamicVariable(options)`. Defaults in brackets. */
 export interface DynamicVariableOptions {
@@ -83,7 +83,7 @@ export class DynamicVariable extends SokVariable {
     if (evictStrategy !== 'lru' && evictStrategy !== 'customized') throw invalidParameter('evictStrategy', "'lru' or 'customized'", evictStrategy);
     const initializer = resolveSokInitializer(o.initializer, dimension);
     const mode = checkMode(o.mode);
-    const name = checkName(o.name, 'name', uniqueName('DynamicVariable'));
+    const name = checkName(o.name, 'name', defaultName('DynamicVariable'));
     const initCapacity = checkInteger(o.initCapacity, 'initCapacity', { min: 1, fallback: 0 });
     let maxCapacity = Infinity;
     if (varType === 'hybrid') maxCapacity = checkInteger(o.maxCapacity, 'maxCapacity', { min: 1 });
@@ -103,6 +103,7 @@ export class DynamicVariable extends SokVariable {
     this.filterRatio = filterRatio;
     this.initializer = initializer;
     this.createShards();
+    if (o.name === undefined || o.name === null) takeDefaultName('DynamicVariable');
   }
 
   /** Always 'dynamic'. */

@@ -81,6 +81,30 @@ describe('variables', () => {
     await expectError(() => new sok.Variable({ shape: [4] as never }), 'INVALID_TYPE', 'shape');
   });
 
+  it('a rejected constructor, or a named one, uses up no default name (it names the dump files and seeds the initial values)', async () => {
+    // the defaults are per process: count on from whatever earlier files took
+    const next = (name: string): string => {
+      const m = /^(\w+?)(?:_(\d+))?$/.exec(name)!;
+      return `${m[1]}_${Number(m[2] ?? 0) + 1}`;
+    };
+    const cases: [() => sok.SokVariable, () => unknown][] = [
+      [() => new sok.DynamicVariable({ dimension: 3 }), () => new sok.DynamicVariable({ dimension: 3, initCapacity: -1 })],
+      [() => new sok.Variable({ shape: [4, 2] }), () => new sok.Variable({ shape: [4, 2], mode: 'localized:9' })],
+      [
+        () => new sok.All2AllDenseEmbedding({ maxVocabularySizePerGpu: 8, embeddingVecSize: 2, slotNum: 1, nnzPerSlot: 1 }).variable,
+        () => new sok.All2AllDenseEmbedding({ maxVocabularySizePerGpu: 8, embeddingVecSize: 2, slotNum: 1, nnzPerSlot: 1, embeddingInitializer: 'glorot' as never }),
+      ],
+    ];
+    for (const [make, reject] of cases) {
+      const first = make().name;
+      await expectError(reject, 'INVALID_ARGUMENT');
+      expect(make().name).toBe(next(first));
+    }
+    const d = new sok.DynamicVariable({ dimension: 3 }).name;
+    new sok.DynamicVariable({ dimension: 3, name: 'given' });
+    expect(new sok.DynamicVariable({ dimension: 3 }).name).toBe(next(d));
+  });
+
   it('takes every initializer string, a float string as a constant', async () => {
     for (const [init, expected] of [['13', 13], ['-0.5', -0.5], ['1e-3', Math.fround(1e-3)], ['zeros', 0], ['ones', 1]] as const) {
       const v = new sok.DynamicVariable({ dimension: 2, initializer: init });

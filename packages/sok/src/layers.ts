@@ -20,7 +20,7 @@ import { bagFor, idsFor } from './keys.js';
 import { HashtableBudget } from './layerBudget.js';
 import { checkVariable, embeddingLookup, lookupBags, type EmbeddingLookupOptions } from './lookup.js';
 import { Variable } from './staticVariable.js';
-import { uniqueName, type SokVariable } from './variable.js';
+import { defaultName, type SokVariable, takeDefaultName } from './variable.js';
 
 /** Options of a v1 layer's `call`. */
 export type LayerCallOptions = EmbeddingLookupOptions;
@@ -111,8 +111,9 @@ export class All2AllDenseEmbedding {
       dim: this.embeddingVecSize,
       keyDtype,
       initializer: o.embeddingInitializer ?? initializers.uniform(-0.05, 0.05),
-      name: checkName(o.name, 'name', uniqueName('All2AllDenseEmbedding')),
+      name: checkName(o.name, 'name', defaultName('All2AllDenseEmbedding')),
     });
+    if (o.name === undefined || o.name === null) takeDefaultName('All2AllDenseEmbedding');
     this.#budget = this.useHashtable ? new HashtableBudget(this.maxVocabularySizePerGpu, `All2AllDenseEmbedding "${this.variable.name}"`) : null;
   }
 
@@ -223,8 +224,9 @@ export class DistributedEmbedding {
       dim: this.embeddingVecSize,
       keyDtype: 'int64',
       initializer: o.embeddingInitializer ?? initializers.uniform(-0.05, 0.05),
-      name: checkName(o.name, 'name', uniqueName('DistributedEmbedding')),
+      name: checkName(o.name, 'name', defaultName('DistributedEmbedding')),
     });
+    if (o.name === undefined || o.name === null) takeDefaultName('DistributedEmbedding');
     this.#budget = this.useHashtable ? new HashtableBudget(this.maxVocabularySizePerGpu, `DistributedEmbedding "${this.variable.name}"`) : null;
   }
 

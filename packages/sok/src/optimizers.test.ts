@@ -3,7 +3,7 @@
 import { RaggedTensor, Tensor } from '@embedstack/core';
 import * as sok from '@embedstack/sok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { firstMismatch, initDevices, rowsByKey, useTestBackend } from '../test/setup.js';
+import { expectError, firstMismatch, initDevices, rowsByKey, useTestBackend } from '../test/setup.js';
 
 beforeAll(async () => {
   await useTestBackend();
@@ -169,5 +169,17 @@ describe('applyGradients([])', () => {
     expect(opt.iterations).toBe(1);
     expect(sok.currentScore()).toBe(score);
     expect(await rowsByKey(v)).toEqual(rows);
+  });
+});
+
+describe('option errors name the option as the user wrote it (not core\'s name for it)', () => {
+  it('FTRL l1/l2RegularizationStrength and SGD nesterov', async () => {
+    await expectError(() => new sok.optimizers.FTRL({ l1RegularizationStrength: -1 }), 'INVALID_ARGUMENT', 'Expected l1RegularizationStrength to be', 'received -1');
+    await expectError(() => new sok.optimizers.Ftrl({ l2RegularizationStrength: Number.NaN }), 'INVALID_ARGUMENT', 'Expected l2RegularizationStrength to be', 'received NaN');
+    await expectError(() => new sok.optimizers.SGD({ nesterov: 'x' as never }), 'INVALID_TYPE', 'Expected nesterov to be a boolean', 'received "x"');
+    // and the values still reach the update (core's l1, l2, useNesterov)
+    const f = new sok.optimizers.FTRL({ l1RegularizationStrength: 0.25, l2RegularizationStrength: 0.5 });
+    expect([f.spec.hyper.l1, f.spec.hyper.l2]).toEqual([0.25, 0.5]);
+    expect(new sok.optimizers.SGD({ momentum: 0.5, nesterov: true }).spec.hyper.useNesterov).toBe(true);
   });
 });

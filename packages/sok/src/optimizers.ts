@@ -1,4 +1,4 @@
-import { checkOptions, createOptimizer, type LearningRate, type OptimizerSpec } from '@embedstack/core';
+import { checkBoolean, checkNumber, checkOptions, createOptimizer, type LearningRate, type OptimizerSpec } from '@embedstack/core';
 
 /**
  * The optimizers `OptimizerWrapper` takes (TF/Keras names and defaults). Each maps
@@ -26,7 +26,9 @@ export class SGD extends SokOptimizer {
     super();
     const o = checkOptions<LrOption & { momentum?: number; nesterov?: boolean }>(options, ['learningRate', 'momentum', 'nesterov']);
     const lr = o.learningRate ?? 0.01;
-    this.spec = (o.momentum ?? 0) === 0 && !o.nesterov ? createOptimizer('sgd', { learningRate: lr }) : createOptimizer('momentum', { learningRate: lr, momentum: o.momentum ?? 0, useNesterov: o.nesterov ?? false });
+    // checked here under its own name (core's option is useNesterov)
+    const nesterov = checkBoolean(o.nesterov, 'nesterov', false);
+    this.spec = (o.momentum ?? 0) === 0 && !nesterov ? createOptimizer('sgd', { learningRate: lr }) : createOptimizer('momentum', { learningRate: lr, momentum: o.momentum ?? 0, useNesterov: nesterov });
   }
 }
 
@@ -144,8 +146,9 @@ export class Ftrl extends SokOptimizer {
       learningRate: o.learningRate ?? 0.001,
       learningRatePower: o.learningRatePower ?? -0.5,
       initialAccumulatorValue: o.initialAccumulatorValue ?? 0.1,
-      l1: o.l1RegularizationStrength ?? 0,
-      l2: o.l2RegularizationStrength ?? 0,
+      // checked here under their own names (core's options are l1 and l2)
+      l1: checkNumber(o.l1RegularizationStrength, 'l1RegularizationStrength', { min: 0, fallback: 0 }),
+      l2: checkNumber(o.l2RegularizationStrength, 'l2RegularizationStrength', { min: 0, fallback: 0 }),
       beta: o.beta ?? 0,
     });
   }

@@ -10,7 +10,7 @@ import {
 } from '@embedstack/core';
 import { type InitializerName, resolveSokInitializer } from './initializer.js';
 import { checkMode } from './mode.js';
-import { SokVariable, staticDeviceInitializer, uniqueName, type VariableMode } from './variable.js';
+import { defaultName, SokVariable, staticDeviceInitializer, takeDefaultName, type VariableMode } from './variable.js';
 
 /** `new sok.Variable(options)`. Defaults in brackets. */
 export interface VariableOptions {
@@ -48,12 +48,13 @@ export class Variable extends SokVariable {
     if (typeof dim !== 'number' || !Number.isSafeInteger(dim) || dim < 1 || dim > 1 << 20) throw invalidParameter('shape[1]', 'an integer in [1, 2^20]', dim);
     const initializer = resolveSokInitializer(o.initializer, dim);
     const mode = checkMode(o.mode);
-    const name = checkName(o.name, 'name', uniqueName('Variable'));
+    const name = checkName(o.name, 'name', defaultName('Variable'));
     super(name, dim, rows <= 2 ** 31 - 1 ? 'int32' : 'int64', mode);
     this.rows = rows;
     this.initializer = initializer;
     this.#inits = new Map();
     this.createShards();
+    if (o.name === undefined || o.name === null) takeDefaultName('Variable');
   }
 
   #inits: Map<number, TableOptions['initializer']>;

@@ -30,11 +30,19 @@ export interface DeviceShard {
 const NO_SLOTS: SlotLayout = { names: [], widths: [], initial: [] };
 const names = new Map<string, number>();
 
-/** A default name unique in this process: `DynamicVariable`, `DynamicVariable_1`, ... */
-export function uniqueName(base: string): string {
+/**
+ * The next default name of `base` in this process (`DynamicVariable`, `DynamicVariable_1`, ...), not
+ * taken yet: a constructor takes it with {@link takeDefaultName} once it has succeeded, so that a
+ * rejected one, or one given a name, uses up no default name (the name also seeds the initial values).
+ */
+export function defaultName(base: string): string {
   const n = names.get(base) ?? 0;
-  names.set(base, n + 1);
   return n === 0 ? base : `${base}_${n}`;
+}
+
+/** Takes `base`'s next default name (see {@link defaultName}). */
+export function takeDefaultName(base: string): void {
+  names.set(base, (names.get(base) ?? 0) + 1);
 }
 
 /**
