@@ -214,6 +214,27 @@ describe('HPS lookups', () => {
     await s.unloadModel('m');
     await expect(s.lookup(ask, 'm', 0)).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
+
+  it('stats() is cumulative since the server was created: a reload, an unload and a load again keep counting', async () => {
+    const dir = temp();
+    const entry = (psConfig([writeTable(join(dir, 'v1'), keysAll, 8)], [8]).models as Record<string, unknown>[])[0]!;
+    const s = await serve({ supportlonglong: true, models: [entry] });
+    // every key occurrence of a lookup is one L1 hit or miss (README: stats count per key occurrence)
+    const l1Count = (): number => s.stats('m', 0).l1.hits + s.stats('m', 0).l1.misses;
+    await s.lookup(keysAll.slice(0, 30), 'm', 0);
+    await s.lookup(keysAll.slice(0, 30), 'm', 0);
+    const before = s.stats('m', 0);
+    expect(l1Count()).toBe(60);
+    await s.loadModel(entry);
+    expect(s.modelInfo('m').version).toBe(2);
+    expect(s.stats('m', 0)).toEqual(before);
+    await s.lookup(keysAll.slice(0, 7), 'm', 0);
+    expect(l1Count()).toBe(67);
+    await s.unloadModel('m');
+    await s.loadModel(entry);
+    await s.lookup([keysAll[0]!], 'm', 0);
+    expect(l1Count()).toBe(68);
+  });
 });
 
 describe('models change while serving', () => {

@@ -33,16 +33,45 @@ export async function init(options: InitOptions): Promise<HPS> {
   }
 }
 
-/** The server of {@link init}; started from `fallback` when none runs. @throws FailedPreconditionError when neither exists */
-export async function ensureServer(fallback: InitOptions | null): Promise<HPS> {
-  if (current) return current;
-  if (!fallback) throw new FailedPreconditionError('No HPS server: call hps.init({ globalBatchSize, psConfigFile }) first or give the layer psConfigFile / psConfig');
-  return init(fallback);
+/**
+ * A server a layer call started (no hps.init before it), until a call on it succeeds: the calls
+ * using it now. When every one of them was rejected, the server is closed again, so that a
+ * rejected call leaves no server behind; after a success it stays, as hps.init's would.
+ */
+let provisional: { server: Promise<HPS>; calls: number } | null = null;
+
+/**
+ * Runs `use` with the server of {@link init}, started from `fallback` when none runs (see
+ * `provisional`). @throws FailedPreconditionError when neither exists; init's and `use`'s errors
+ */
+export async function withServer<T>(fallback: InitOptions | null, use: (server: HPS) => Promise<T>): Promise<T> {
+  if (!current) {
+    if (!fallback) throw new FailedPreconditionError('No HPS server: call hps.init({ globalBatchSize, psConfigFile }) first or give the layer psConfigFile / psConfig');
+    const started = init(fallback); // sets `current` before its first await, unless its checks throw
+    if (!current) await started; // rejects with why
+    provisional = { server: current!, calls: 0 };
+    void started.catch(() => {}); // its outcome is awaited below, through `current`
+  }
+  const server = current!;
+  const mine = provisional !== null && provisional.server === server ? provisional : null;
+  if (mine) mine.calls++;
+  try {
+    const result = await use(await server);
+    if (provisional === mine) provisional = null; // kept from now on
+    return result;
+  } catch (e) {
+    if (mine && provisional === mine && --mine.calls === 0) {
+      provisional = null;
+      if (current === server) await shutdown();
+    }
+    throw e;
+  }
 }
 
 /** Closes the server of {@link init} (no-op when none runs). */
 export async function shutdown(): Promise<void> {
   const c = current;
   current = null;
+  provisional = null;
   if (c) await (await c.catch(() => null))?.close();
 }

@@ -98,6 +98,33 @@ describe('layers', () => {
     await expect(hps.init({ globalBatchSize: 8, psConfig: config })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
   });
 
+  it("a layer call that starts the server and is rejected leaves no server behind; one that succeeds keeps it", async () => {
+    const config = setup();
+    const base = { tableId: 0, psConfig: config, globalBatchSize: 8 };
+    const ok = new hps.LookupLayer({ ...base, modelName: 'm', embVecSize: 4 });
+    const rejected: [string, () => Promise<unknown>][] = [
+      ['NOT_FOUND', () => new hps.LookupLayer({ ...base, modelName: 'nope', embVecSize: 4 }).call([1n])],
+      ['INVALID_ARGUMENT', () => new hps.LookupLayer({ ...base, modelName: 'm', embVecSize: 8 }).call([1n])],
+      ['INVALID_ARGUMENT', () => ok.call(new BigInt64Array(1025))], // over max_batch_size 64 * 16
+      ['NOT_FOUND', () => new hps.SparseLookupLayer({ ...base, modelName: 'nope', embVecSize: 4 }).call(new SparseTensor(Int32Array.of(0, 0), BigInt64Array.of(1n), [1, 1]))],
+    ];
+    for (const [code, call] of rejected) {
+      await expect(call()).rejects.toMatchObject({ code });
+      // nothing runs: a layer without a config of its own finds no server, and hps.init may start one
+      await expect(new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4 }).call([1n])).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
+    }
+    // two first calls at once, one rejected: the other's success keeps the server
+    const both = await Promise.allSettled([new hps.LookupLayer({ ...base, modelName: 'nope', embVecSize: 4 }).call([1n]), ok.call([keys[3]!])]);
+    expect(both.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+    const later = await new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4 }).call([keys[5]!]);
+    expect(Array.from(later.data as Float32Array)).toEqual(rowOf(keys[5]!, 4));
+    await expect(hps.init({ globalBatchSize: 8, psConfig: config })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    await hps.shutdown();
+    // and after the rejected calls hps.init starts a server as usual
+    await expect(new hps.LookupLayer({ ...base, modelName: 'nope', embVecSize: 4 }).call([1n])).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await hps.init({ globalBatchSize: 8, psConfig: config });
+  });
+
   it("the key limit counts what HugeCTR looks up: LookupLayer and server.lookup every id, SparseLookupLayer the distinct ids", async () => {
     // max_batch_size 64 * maxnum_catfeature_query_per_table_per_sample 16 = 1024 keys per lookup
     const config = setup();

@@ -13,7 +13,7 @@ import {
   type KeyInput,
 } from '@embedstack/core';
 import { dedupe } from './keyOps.js';
-import { ensureServer, type InitOptions } from './init.js';
+import { type InitOptions, withServer } from './init.js';
 import type { HPS } from './server.js';
 
 /** Constructor options of {@link LookupLayer} and {@link SparseLookupLayer} (HugeCTR's hps layers). */
@@ -88,14 +88,18 @@ abstract class HpsLayer {
 /** Each layer's implicit `hps.init` options (kept off the instance: not a callable surface). */
 const INIT = new WeakMap<HpsLayer, InitOptions | null>();
 
-/** The server of `hps.init` (started from the layer's config when none runs), with embVecSize checked. */
-async function layerServer(layer: HpsLayer): Promise<HPS> {
-  const server = await ensureServer(INIT.get(layer) ?? null);
-  const dim = server.modelInfo(layer.modelName).tables[layer.tableId]?.dim;
-  if (dim !== undefined && dim !== layer.embVecSize) {
-    throw new InvalidArgumentError(`Expected embVecSize to equal embedding_vecsize_per_table[${layer.tableId}] = ${dim} of model ${JSON.stringify(layer.modelName)} but received ${layer.embVecSize}`, { argument: 'embVecSize' });
-  }
-  return server;
+/**
+ * Runs `use` with the server of `hps.init` (started from the layer's config when none runs, and
+ * closed again when the calls that started it are all rejected: withServer), embVecSize checked.
+ */
+function withLayerServer<T>(layer: HpsLayer, use: (server: HPS) => Promise<T>): Promise<T> {
+  return withServer(INIT.get(layer) ?? null, (server) => {
+    const dim = server.modelInfo(layer.modelName).tables[layer.tableId]?.dim;
+    if (dim !== undefined && dim !== layer.embVecSize) {
+      throw new InvalidArgumentError(`Expected embVecSize to equal embedding_vecsize_per_table[${layer.tableId}] = ${dim} of model ${JSON.stringify(layer.modelName)} but received ${layer.embVecSize}`, { argument: 'embVecSize' });
+    }
+    return use(server);
+  });
 }
 
 /** Rows of unique ids gathered from HPS, then combined by a core table op (native code). */
@@ -149,12 +153,13 @@ export class LookupLayer extends HpsLayer {
     if (ids instanceof Tensor && ids.dtype === 'float32') throw invalidParameter('ids', 'int32 or int64 ids', 'a float32 Tensor', InvalidTypeError);
     const shape = ids instanceof Tensor ? [...ids.shape] : null;
     const keys = normalizeKeys(ids, 'int64', 'ids') as BigInt64Array;
-    const server = await layerServer(this);
     const outShape = [...(shape ?? [keys.length]), this.embVecSize];
-    // every id is a key of the lookup, duplicates included (HugeCTR's LookupLayer looks up `inputs` as they are)
-    const rows = (await server.lookup(keys, this.modelName, this.tableId)).data as Float32Array;
-    if (maxNorm === null) return new Tensor(rows, outShape);
-    return new Tensor(await clipRows(rows, keys.length, this.embVecSize, maxNorm), outShape);
+    return withLayerServer(this, async (server) => {
+      // every id is a key of the lookup, duplicates included (HugeCTR's LookupLayer looks up `inputs` as they are)
+      const rows = (await server.lookup(keys, this.modelName, this.tableId)).data as Float32Array;
+      if (maxNorm === null) return new Tensor(rows, outShape);
+      return new Tensor(await clipRows(rows, keys.length, this.embVecSize, maxNorm), outShape);
+    });
   }
 }
 
@@ -189,8 +194,6 @@ export class SparseLookupLayer extends HpsLayer {
     if (spWeights && spWeights.dtype !== 'float32') throw invalidParameter('spWeights', 'a SparseTensor of float32 weights', `${spWeights.dtype} values`, InvalidTypeError);
     if (spIds.denseShape.length !== 2) throw invalidParameter('spIds', 'a rank-2 SparseTensor', `rank ${spIds.denseShape.length}`);
     if (spWeights && !spWeights.sameLayout(spIds)) throw invalidParameter('spWeights', 'a SparseTensor with the indices and dense shape of spIds', spWeights);
-    const server = await layerServer(this);
-    const out = await pool(this, server, spIds, spWeights ?? null, combiner, maxNorm);
-    return new Tensor(out, [spIds.denseShape[0]!, this.embVecSize]);
+    return withLayerServer(this, async (server) => new Tensor(await pool(this, server, spIds, spWeights ?? null, combiner, maxNorm), [spIds.denseShape[0]!, this.embVecSize]));
   }
 }

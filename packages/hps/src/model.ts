@@ -44,6 +44,16 @@ export interface HpsContext {
   backend: EmbeddingBackend;
   volatileDb: VolatileDb | null;
   persistentDb: RocksStore | null;
+  /** Each (model, table id)'s counters for the server's life: `stats()` is cumulative since creation, across reloads. */
+  tableStats: Map<string, TableStats>;
+}
+
+/** The counters of table `id` of `model` (see HpsContext.tableStats). */
+function statsOf(ctx: HpsContext, model: string, id: number): TableStats {
+  const key = `${model}\u0000${id}`;
+  let s = ctx.tableStats.get(key);
+  if (!s) ctx.tableStats.set(key, (s = new TableStats()));
+  return s;
 }
 
 /** One table of a loaded model. */
@@ -172,7 +182,7 @@ export class ModelState {
       l2Name: ctx.volatileDb?.shared ? `${c.model}.${name}${l2Suffix}` : `${c.model}.${name}.v${version}`,
       l3Name: persistentName(c.model, name, version),
       caches: new Map(),
-      stats: new TableStats(),
+      stats: statsOf(ctx, c.model, id),
     }));
   }
 

@@ -207,7 +207,7 @@ export class HPS {
         const tables = config.persistentDb.readOnly ? config.models.flatMap((m) => m.embeddingTableNames.map((t) => `${m.model}.${t}`)) : [];
         persistentDb = await RocksStore.open({ path: p.path, tables, readOnly: p.readOnly, numThreads: p.numThreads, maxBatchSize: p.maxBatchSize });
       }
-      const server = new HPS(CREATE_TOKEN, { config, backend, volatileDb, persistentDb }, batch, o.onProgress ?? null);
+      const server = new HPS(CREATE_TOKEN, { config, backend, volatileDb, persistentDb, tableStats: new Map() }, batch, o.onProgress ?? null);
       if (volatileDb instanceof RedisVolatileDb) {
         server.#shared = new SharedL2Control(volatileDb.store, shared.leaseMs);
         server.#sharedSettings = shared;
@@ -755,7 +755,7 @@ export class HPS {
 
   /**
    * Hits, misses and hit rate per level and latency percentiles of a table, cumulative
-   * since its model was loaded. @throws NotFoundError, OutOfRangeError
+   * since the server was created (reloads and unloads of the model included). @throws NotFoundError, OutOfRangeError
    */
   stats(modelName: string, tableId: number): HpsStats {
     const m = this.#model(modelName);

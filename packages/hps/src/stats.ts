@@ -8,7 +8,7 @@ export interface LevelStats {
   hitRate: number;
 }
 
-/** `server.stats(model, tableId)`: cumulative since the model was loaded. */
+/** `server.stats(model, tableId)`: cumulative since the server was created, across reloads of the model. */
 export interface HpsStats {
   /** L1 (embedding cache) counts. */
   l1: LevelStats;
