@@ -62,11 +62,12 @@ export interface NormalizedKeys {
   shape: number[];
 }
 
-function typedDtype(input: unknown): KeyDtype | 'float32' | null {
+function typedDtype(input: unknown): KeyDtype | 'float32' | 'float64' | null {
   const data = input instanceof Tensor ? input.data : input;
   if (data instanceof BigInt64Array || data instanceof BigUint64Array) return 'int64';
   if (data instanceof Int32Array) return 'int32';
-  if (data instanceof Float32Array || data instanceof Float64Array) return 'float32';
+  if (data instanceof Float32Array) return 'float32';
+  if (data instanceof Float64Array) return 'float64';
   return null;
 }
 

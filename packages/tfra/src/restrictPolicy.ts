@@ -49,6 +49,7 @@ export abstract class RestrictPolicy {
     if (typeof trigger !== 'number' || !Number.isSafeInteger(trigger)) {
       throw invalidParameter('trigger', 'an integer', trigger, InvalidTypeError);
     }
+    if (trigger < 0) throw invalidParameter('trigger', 'an integer >= 0', trigger);
     const v = this.variable;
     if ((await v.size()) <= trigger) return 0;
     const internal = stateOf(v)!;

@@ -300,6 +300,10 @@ describe('Variable methods', () => {
     await expectError(v.restrict(1, 5 as unknown as de.RestrictOptions)!, 'INVALID_TYPE', 'options');
     await expectError(v.restrict(-1)!, 'INVALID_ARGUMENT', 'numReserved');
     await expectError(v.restrict(1, { trigger: 'a' as unknown as number })!, 'INVALID_TYPE', 'trigger');
+    await expectError(v.restrict(1, { trigger: -1 })!, 'INVALID_ARGUMENT', 'Expected trigger to be an integer >= 0 but received -1');
+    // keys of a float array: the message says which (it said "float32 ids" of a Float64Array)
+    await expectError(v.upsert(new Float64Array([7]) as never, [1]), 'INVALID_TYPE', 'received "float64 ids"');
+    await expectError(v.lookup(new Float32Array([7]) as never), 'INVALID_TYPE', 'received "float32 ids"');
     expect(await v.size()).toBe(3);
     expect(await v.restrict(1, { trigger: 0 })).toBe(2);
     expect(await v.size()).toBe(1);
