@@ -178,8 +178,22 @@ function checkSparseWeights(input: SparseTensor, weight: unknown, spec: FeatureS
   if (weight === undefined || weight === null) return null;
   if (!(weight instanceof SparseTensor)) throw invalidParameter(spec.weightPath, 'a SparseTensor (like its ids)', weight, InvalidTypeError);
   const w = floatWeights(weight, `${spec.weightPath}.values`);
-  if (weight.nnz !== input.nnz || !weight.sameLayout(input)) throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the indices and denseShape of ${spec.path}`, { argument: spec.weightPath });
+  if (weight.nnz !== input.nnz || !weight.sameLayout(input)) {
+    throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the indices and denseShape of ${spec.path} but received ${sparseDifference(weight, input)}`, { argument: spec.weightPath });
+  }
   return w;
+}
+
+/** Where weights' layout first differs from their ids' (the received part of the message). */
+function sparseDifference(weight: SparseTensor, ids: SparseTensor): string {
+  if (weight.nnz !== ids.nnz) return `${weight.nnz} entries (the ids have ${ids.nnz})`;
+  const [ws, is] = [weight.denseShape, ids.denseShape];
+  if (ws.length !== is.length || ws.some((d, i) => d !== is[i])) return `denseShape [${ws.join(', ')}] (the ids': [${is.join(', ')}])`;
+  const rank = is.length;
+  const at = weight.indices.findIndex((v, i) => v !== ids.indices[i]);
+  const entry = Math.floor(at / rank);
+  const index = (t: SparseTensor) => `[${Array.from(t.indices.subarray(entry * rank, (entry + 1) * rank)).join(', ')}]`;
+  return `index ${index(weight)} at entry ${entry} (the ids': ${index(ids)})`;
 }
 
 function checkRaggedWeights(input: RaggedTensor, weight: unknown, spec: FeatureSpec): Float32Array | null {
@@ -188,8 +202,10 @@ function checkRaggedWeights(input: RaggedTensor, weight: unknown, spec: FeatureS
   const w = floatWeights(weight, `${spec.weightPath}.values`);
   const a = weight.rowSplits;
   const b = input.rowSplits;
-  if (a.length !== b.length || a.some((v, i) => v !== b[i])) {
-    throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the row splits of ${spec.path}`, { argument: spec.weightPath });
+  const at = a.length !== b.length ? -1 : a.findIndex((v, i) => v !== b[i]);
+  if (a.length !== b.length || at >= 0) {
+    const received = at < 0 ? `${a.length - 1} rows (the ids have ${b.length - 1})` : `rowSplits[${at}] = ${a[at]} (the ids': ${b[at]})`;
+    throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the row splits of ${spec.path} but received ${received}`, { argument: spec.weightPath });
   }
   return w;
 }
