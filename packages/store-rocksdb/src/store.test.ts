@@ -172,6 +172,21 @@ describe('RocksStore', () => {
     await expect(RocksStore.open({ path: t.dir, numThreads: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(RocksStore.open({ path: t.dir, nope: 1 } as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
+
+  it('a second writer of a folder this process has open is IO_ERROR saying so and what to do; read-only opens beside it, and after close a writer opens', async () => {
+    const { store, dir } = await openTemp();
+    await store.put('a', [1n], new Float32Array([1, 2]));
+    const second = RocksStore.open({ path: join(dir, '..', 'db') }); // the same folder by another spelling
+    await expect(second).rejects.toMatchObject({ code: 'IO_ERROR', argument: 'options.path' });
+    await expect(second).rejects.toThrow(/This process has the folder open for writing already .*close that store first, open this one read-only, or use another folder/);
+    const reader = await RocksStore.open({ path: dir, readOnly: true, tables: ['a'] });
+    expect(Array.from((await reader.multiGet('a', [1n], 2)).values)).toEqual([1, 2]);
+    await reader.close();
+    await store.close();
+    const again = await RocksStore.open({ path: dir });
+    expect(Array.from((await again.multiGet('a', [1n], 2)).values)).toEqual([1, 2]);
+    await again.close();
+  });
 });
 
 /** Rejects when `p` has not settled after `ms` (a hang shows as a clear failure, not a test timeout). */

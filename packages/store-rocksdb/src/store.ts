@@ -1,6 +1,6 @@
 import { constants as fsConstants } from 'node:fs';
 import { access, mkdir, readdir, readFile, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import RocksDB from 'rocksdb-native';
 import {
   checkInteger,
@@ -41,6 +41,9 @@ export interface RocksRows {
 const KEY_BYTES = 8;
 const OPEN_TOKEN = Symbol('RocksStore.open');
 
+/** Folders open for writing by stores of this process (resolved path -> stores): an open that RocksDB's lock refuses says so. */
+const writers = new Map<string, number>();
+
 /**
  * A batched KV store of embedding rows on RocksDB (`rocksdb-native`, real RocksDB):
  * one column family per table, keys stored as 8 little-endian bytes (int64; uint32
@@ -78,7 +81,17 @@ export class RocksStore {
     // RocksDB opens a database for writing only with every column family it holds: the tables
     // a previous process created are opened too (and listed by tables())
     if (!o.readOnly) o.tables = [...new Set([...o.tables, ...(await existingTables(o.path))])];
-    const db = await openDb(o, o.tables);
+    let db: RocksDB;
+    try {
+      db = await openDb(o, o.tables);
+    } catch (e) {
+      if (!(e instanceof IOError) || o.readOnly || !writers.get(resolve(o.path))) throw e;
+      throw new IOError(
+        `${e.message}. This process has the folder open for writing already (another RocksStore: an HPS server's persistent_db, say), and RocksDB lets one writer open a folder at a time: close that store first, open this one read-only, or use another folder`,
+        { argument: 'options.path', cause: e.cause },
+      );
+    }
+    if (!o.readOnly) writers.set(resolve(o.path), (writers.get(resolve(o.path)) ?? 0) + 1);
     return new RocksStore(OPEN_TOKEN, db, o);
   }
 
@@ -373,6 +386,12 @@ export class RocksStore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    if (!this.options.readOnly) {
+      const at = resolve(this.options.path);
+      const n = (writers.get(at) ?? 1) - 1;
+      if (n > 0) writers.set(at, n);
+      else writers.delete(at);
+    }
     await this.#settled();
     for (const it of this.#scans) it.destroy();
     if (!this.options.readOnly) {
