@@ -14,6 +14,13 @@ export interface InitOptions {
 let current: Promise<HPS> | null = null;
 
 /**
+ * A server a layer call started (no hps.init before it), until a call on it succeeds: the calls
+ * using it now. When every one of them was rejected, the server is closed again, so that a
+ * rejected call leaves no server behind; after a success it stays, as hps.init's would.
+ */
+let provisional: { server: Promise<HPS>; calls: number } | null = null;
+
+/**
  * Starts the process-wide HPS server the layers look up through.
  * @throws AlreadyExistsError when a server is running (call `shutdown()` first), and HPS.create's errors
  */
@@ -22,7 +29,13 @@ export async function init(options: InitOptions): Promise<HPS> {
   if (typeof o.globalBatchSize !== 'number' || !Number.isSafeInteger(o.globalBatchSize) || o.globalBatchSize < 1) {
     throw invalidParameter('options.globalBatchSize', 'an integer >= 1', o.globalBatchSize);
   }
-  if (current) throw new AlreadyExistsError('hps.init was already called: call hps.shutdown() before starting another server');
+  if (current) {
+    throw new AlreadyExistsError(
+      provisional !== null && provisional.server === current
+        ? 'a layer call is starting a server from its own psConfigFile / psConfig (it stays if that call succeeds): await it, or call hps.shutdown() first'
+        : 'hps.init was already called: call hps.shutdown() before starting another server',
+    );
+  }
   const started = HPS.create({ ...(o.psConfigFile != null ? { psConfigFile: o.psConfigFile } : {}), ...(o.psConfig != null ? { psConfig: o.psConfig } : {}) });
   current = started;
   try {
@@ -32,13 +45,6 @@ export async function init(options: InitOptions): Promise<HPS> {
     throw e;
   }
 }
-
-/**
- * A server a layer call started (no hps.init before it), until a call on it succeeds: the calls
- * using it now. When every one of them was rejected, the server is closed again, so that a
- * rejected call leaves no server behind; after a success it stays, as hps.init's would.
- */
-let provisional: { server: Promise<HPS>; calls: number } | null = null;
 
 /**
  * Runs `use` with the server of {@link init}, started from `fallback` when none runs (see
@@ -62,7 +68,8 @@ export async function withServer<T>(fallback: InitOptions | null, use: (server: 
   } catch (e) {
     if (mine && provisional === mine && --mine.calls === 0) {
       provisional = null;
-      if (current === server) await shutdown();
+      // the call's own error is what the caller gets, whatever the close does
+      if (current === server) await shutdown().catch(() => {});
     }
     throw e;
   }

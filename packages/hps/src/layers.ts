@@ -26,7 +26,10 @@ export interface LookupLayerOptions {
   embVecSize: number;
   /** Only 'float32'. Default 'float32'. */
   embVecDtype?: 'float32';
-  /** ps.json used to start the server when `hps.init` was not called. */
+  /**
+   * ps.json used to start the server when `hps.init` was not called (by the first call). The server
+   * stays once a call on it succeeds; when every call on it was rejected it is closed again.
+   */
   psConfigFile?: string;
   /** The same as an object. */
   psConfig?: Record<string, unknown>;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RocksStore } from './index.js';
 import { tempDir } from '../test/tmp.js';
@@ -173,19 +173,29 @@ describe('RocksStore', () => {
     await expect(RocksStore.open({ path: t.dir, nope: 1 } as never)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 
-  it('a second writer of a folder this process has open is IO_ERROR saying so and what to do; read-only opens beside it, and after close a writer opens', async () => {
+  it('one writer per folder in a process, whatever path names it (RocksDB alone let a link open a second): IO_ERROR saying so and what to do; read-only opens beside it; after close a writer opens', async () => {
     const { store, dir } = await openTemp();
     await store.put('a', [1n], new Float32Array([1, 2]));
-    const second = RocksStore.open({ path: join(dir, '..', 'db') }); // the same folder by another spelling
-    await expect(second).rejects.toMatchObject({ code: 'IO_ERROR', argument: 'options.path' });
-    await expect(second).rejects.toThrow(/This process has the folder open for writing already .*close that store first, open this one read-only, or use another folder/);
+    const link = join(dir, '..', 'link');
+    symlinkSync(dir, link, 'dir');
+    // the same folder by another spelling, and through a link
+    for (const path of [join(dir, '..', 'db'), link]) {
+      const second = RocksStore.open({ path });
+      await expect(second).rejects.toMatchObject({ code: 'IO_ERROR', argument: 'options.path' });
+      await expect(second).rejects.toThrow(/for writing: this process has the folder open for writing already .*close that store first, open this one read-only, or use another folder/);
+    }
     const reader = await RocksStore.open({ path: dir, readOnly: true, tables: ['a'] });
     expect(Array.from((await reader.multiGet('a', [1n], 2)).values)).toEqual([1, 2]);
     await reader.close();
     await store.close();
-    const again = await RocksStore.open({ path: dir });
+    const again = await RocksStore.open({ path: link }); // through the link: the one writer now
     expect(Array.from((await again.multiGet('a', [1n], 2)).values)).toEqual([1, 2]);
     await again.close();
+    // two opens of one new folder at once: one writer, the other refused
+    const fresh = join(dir, '..', 'fresh');
+    const both = await Promise.allSettled([RocksStore.open({ path: fresh }), RocksStore.open({ path: join(link, '..', 'fresh') })]);
+    expect(both.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    for (const r of both) if (r.status === 'fulfilled') await r.value.close();
   });
 });
 

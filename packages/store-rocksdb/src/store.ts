@@ -1,6 +1,6 @@
 import { constants as fsConstants } from 'node:fs';
-import { access, mkdir, readdir, readFile, stat } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { access, mkdir, readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import RocksDB from 'rocksdb-native';
 import {
   checkInteger,
@@ -41,8 +41,32 @@ export interface RocksRows {
 const KEY_BYTES = 8;
 const OPEN_TOKEN = Symbol('RocksStore.open');
 
-/** Folders open for writing by stores of this process (resolved path -> stores): an open that RocksDB's lock refuses says so. */
-const writers = new Map<string, number>();
+/**
+ * The folders (real paths) this process's stores hold open for writing: a second writable open of
+ * one is refused, whatever path names it. On globalThis, as core's registries: every copy
+ * of this module in the process (its ESM and CommonJS builds) sees the same folders.
+ */
+const WRITERS_KEY = Symbol.for('@embedstack/store-rocksdb.writers.v1');
+function writers(): Set<string> {
+  const g = globalThis as unknown as Record<symbol, Set<string> | undefined>;
+  return (g[WRITERS_KEY] ??= new Set());
+}
+
+/** The folder's real path: links resolved in its nearest existing ancestor, the rest as given. */
+async function folderKey(path: string): Promise<string> {
+  let head = resolve(path);
+  const rest: string[] = [];
+  for (;;) {
+    try {
+      return join(await realpath(head), ...rest);
+    } catch {
+      const up = dirname(head);
+      if (up === head) return resolve(path);
+      rest.unshift(basename(head));
+      head = up;
+    }
+  }
+}
 
 /**
  * A batched KV store of embedding rows on RocksDB (`rocksdb-native`, real RocksDB):
@@ -81,18 +105,36 @@ export class RocksStore {
     // RocksDB opens a database for writing only with every column family it holds: the tables
     // a previous process created are opened too (and listed by tables())
     if (!o.readOnly) o.tables = [...new Set([...o.tables, ...(await existingTables(o.path))])];
+    // One writer per folder in this process too, whatever path names it: RocksDB's own lock refuses
+    // a second open by the same name only (through a link, a second writer of one folder opened).
+    const key = o.readOnly ? null : await folderKey(o.path);
+    if (key !== null) {
+      if (writers().has(key)) {
+        throw new IOError(
+          `Could not open RocksDB at ${JSON.stringify(o.path)} for writing: this process has the folder open for writing already (another RocksStore: an HPS server's persistent_db, say), and RocksDB takes one writer per folder: close that store first, open this one read-only, or use another folder`,
+          { argument: 'options.path' },
+        );
+      }
+      writers().add(key); // taken before the open's next await: a concurrent open of the folder sees it
+    }
     let db: RocksDB;
     try {
       db = await openDb(o, o.tables);
     } catch (e) {
-      if (!(e instanceof IOError) || o.readOnly || !writers.get(resolve(o.path))) throw e;
-      throw new IOError(
-        `${e.message}. This process has the folder open for writing already (another RocksStore: an HPS server's persistent_db, say), and RocksDB lets one writer open a folder at a time: close that store first, open this one read-only, or use another folder`,
-        { argument: 'options.path', cause: e.cause },
-      );
+      if (key !== null) writers().delete(key);
+      throw e;
     }
-    if (!o.readOnly) writers.set(resolve(o.path), (writers.get(resolve(o.path)) ?? 0) + 1);
-    return new RocksStore(OPEN_TOKEN, db, o);
+    const store = new RocksStore(OPEN_TOKEN, db, o);
+    store.#writerKey = key;
+    return store;
+  }
+
+  /** The folder this store counts in `writers()` while open (null: read-only, or released). */
+  #writerKey: string | null = null;
+
+  #releaseWriter(): void {
+    if (this.#writerKey !== null) writers().delete(this.#writerKey);
+    this.#writerKey = null;
   }
 
   /** The tables (column families) open now. */
@@ -148,6 +190,7 @@ export class RocksStore {
         this.#use(await openDb(this.options, old), old);
       } catch (again) {
         this.#closed = true;
+        this.#releaseWriter();
         throw new IOError(`RocksStore at '${this.options.path}' could not add tables (${(e as Error).message}) nor reopen its own (${(again as Error).message}): the store is closed`, { cause: e });
       }
       throw e;
@@ -386,19 +429,17 @@ export class RocksStore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    if (!this.options.readOnly) {
-      const at = resolve(this.options.path);
-      const n = (writers.get(at) ?? 1) - 1;
-      if (n > 0) writers.set(at, n);
-      else writers.delete(at);
+    try {
+      await this.#settled();
+      for (const it of this.#scans) it.destroy();
+      if (!this.options.readOnly) {
+        // best effort: a flush that fails (e.g. a full disk) leaves the rows in the log, as before
+        await Promise.all([...this.#tables.values()].map((cf) => cf.flush().catch(() => {})));
+      }
+      await this.#db.close();
+    } finally {
+      this.#releaseWriter(); // once the folder's lock is gone
     }
-    await this.#settled();
-    for (const it of this.#scans) it.destroy();
-    if (!this.options.readOnly) {
-      // best effort: a flush that fails (e.g. a full disk) leaves the rows in the log, as before
-      await Promise.all([...this.#tables.values()].map((cf) => cf.flush().catch(() => {})));
-    }
-    await this.#db.close();
   }
 
   #checkOpen(): void {
