@@ -230,9 +230,10 @@ export type OptimizerOptions = CommonOptimizerOptions & Partial<OptimizerHyper>;
  *
  * @throws InvalidTypeError (another JS type) / InvalidArgumentError (a bad value, an unknown option) naming the option
  */
-export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions = {}): OptimizerSpec {
+export function createOptimizer(kind: OptimizerKind, options: OptimizerOptions | null = {}): OptimizerSpec {
   if (typeof kind !== 'string' || !Object.prototype.hasOwnProperty.call(DEFAULT_LR, kind)) throw invalidParameter('kind', `one of ${Object.keys(DEFAULT_LR).join(', ')}`, kind, errorClassFor(kind, 'string'));
-  if (typeof options !== 'object' || options === null) {
+  options ??= {}; // null: the defaults (spec: optional arguments may be null)
+  if (typeof options !== 'object') {
     throw invalidParameter('options', 'an object', options, InvalidTypeError);
   }
   const o = options;

@@ -304,7 +304,7 @@ export class EmbeddingTable {
   }
 
   /** The scores option; `method` (upsert, assign, accum) also checks the option names (findOrInsert's are checked with its find options). */
-  #scores(opts: WriteOptions | undefined, n: number, method?: string): BigUint64Array | null {
+  #scores(opts: WriteOptions | null | undefined, n: number, method?: string): BigUint64Array | null {
     if (opts !== undefined && opts !== null && typeof opts !== 'object') throw invalidParameter('options', 'an options object ({ scores })', opts, InvalidTypeError);
     if (method !== undefined) checkOptionNames(opts, OPTION_NAMES.write, method);
     const s = opts?.scores;
@@ -364,7 +364,8 @@ export class EmbeddingTable {
     return insert;
   }
 
-  #bag(ids: BagInput, o: LookupCombinedOptions, method: string): [Bag<Keys>, LookupCombiner, number, boolean, Float32Array | null] {
+  #bag(ids: BagInput, o: LookupCombinedOptions | null, method: string): [Bag<Keys>, LookupCombiner, number, boolean, Float32Array | null] {
+    o ??= {}; // null: no options (spec: optional arguments may be null)
     checkOptionNames(o, OPTION_NAMES.lookupCombined, method);
     const checked = this.#rowsCheckedByBackend;
     const a = this.#combinerArgs(ids, o, null, validateLookupCombiner, checked);
@@ -402,8 +403,9 @@ export class EmbeddingTable {
   }
 
   /** Backward arguments: bag, grads [nrows * dim], plan and the bag-ordered output (with how to put it back in input order). */
-  #backwardArgs(ids: BagInput, grads: ValuesInput, o: BackwardOptions, method: string) {
-    if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+  #backwardArgs(ids: BagInput, grads: ValuesInput, o: BackwardOptions | null, method: string) {
+    o ??= {}; // null: no options (spec: optional arguments may be null)
+    if (typeof o !== 'object') throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     checkOptionNames(o, OPTION_NAMES.lookupCombinedBackward, method);
     const plan = this.#plan(o.plan);
     const a = this.#combinerArgs(ids, o, plan);
@@ -424,8 +426,9 @@ export class EmbeddingTable {
     return { args: [a.bag, g, a.combiner, a.maxNorm, plan, work] as const, finish };
   }
 
-  #combinedGradientArgs(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinedGradientsOptions, method: string) {
-    if (typeof o !== 'object' || o === null) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+  #combinedGradientArgs(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: CombinedGradientsOptions | null, method: string) {
+    o ??= {}; // null: no options (spec: optional arguments may be null)
+    if (typeof o !== 'object') throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     checkOptionNames(o, OPTION_NAMES.applyCombinedGradients, method);
     const plan = this.#plan(o.plan);
     const a = this.#combinerArgs(ids, o, plan);
@@ -433,8 +436,9 @@ export class EmbeddingTable {
     return [a.bag, g, a.combiner, a.maxNorm, plan, this.#optimizer(optimizer, step)] as const;
   }
 
-  #findArgs(keysIn: KeyInput, o: FindOptions | undefined, method: string, known = OPTION_NAMES.find): [Keys, FindResult | null, ResolvedShardPlan | null] {
-    if (o !== undefined && (typeof o !== 'object' || o === null)) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+  #findArgs(keysIn: KeyInput, o: FindOptions | null | undefined, method: string, known = OPTION_NAMES.find): [Keys, FindResult | null, ResolvedShardPlan | null] {
+    o ??= undefined; // null: no options (spec: optional arguments may be null)
+    if (o !== undefined && typeof o !== 'object') throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     checkOptionNames(o, known, method);
     const plan = this.#plan(o?.plan);
     const keys = this.#keys(keysIn, 'keys', plan);
@@ -522,11 +526,11 @@ export class EmbeddingTable {
    * value, exists = 0. Never inserts. `out` arrays are filled and returned; with a
    * plan only the owned entries are read (and written to the result).
    */
-  async find(keys: KeyInput, opts?: FindOptions): Promise<FindResult> {
+  async find(keys: KeyInput, opts?: FindOptions | null): Promise<FindResult> {
     return this.raw.async.find(...this.#findArgs(keys, opts, 'find'));
   }
   /** find, inserting missing keys with their initial value. */
-  async findOrInsert(keys: KeyInput, opts?: WriteOptions & FindOptions): Promise<FindResult> {
+  async findOrInsert(keys: KeyInput, opts?: (WriteOptions & FindOptions) | null): Promise<FindResult> {
     const [k, out, plan] = this.#findArgs(keys, opts, 'findOrInsert', OPTION_NAMES.findOrInsert);
     return this.#written(this.raw.async.findOrInsert(k, this.#scores(opts, k.length), out, plan));
   }
@@ -582,8 +586,8 @@ export class EmbeddingTable {
     return this.raw.async.exportBatch(o, l);
   }
   /** All rows in batches of `batchSize`, so a huge table never needs one giant buffer. */
-  async *exportBatches(batchSize = 65536): AsyncGenerator<ExportBatch> {
-    checkInteger(batchSize, 'batchSize', { min: 1 });
+  async *exportBatches(batchSize: number | null = 65536): AsyncGenerator<ExportBatch> {
+    batchSize = checkInteger(batchSize, 'batchSize', { min: 1, fallback: 65536 }); // null: the default
     for (let offset = 0; ; offset += batchSize) {
       const b = await this.raw.async.exportBatch(offset, batchSize);
       if (b.keys.length > 0) yield b;
@@ -598,7 +602,7 @@ export class EmbeddingTable {
     return this.#written(this.raw.async.importRows(...this.#importArgs(keys, values, slots, scores)));
   }
   /** Embedding bag: [nrows * dim] (in `out` when given). */
-  async lookupCombined(ids: BagInput, opts: LookupCombinedOptions = {}): Promise<Float32Array> {
+  async lookupCombined(ids: BagInput, opts: LookupCombinedOptions | null = {}): Promise<Float32Array> {
     const args = this.#bag(ids, opts, 'lookupCombined');
     const p = this.raw.async.lookupCombined(...args);
     return (args[3] ? this.#written(p) : p).catch((e: unknown) => {
@@ -623,7 +627,7 @@ export class EmbeddingTable {
    * at the entry's current row when maxNorm is set. With a plan, only owned entries'
    * rows of `out` are written.
    */
-  async lookupCombinedBackward(ids: BagInput, grads: ValuesInput, opts: BackwardOptions = {}): Promise<Float32Array> {
+  async lookupCombinedBackward(ids: BagInput, grads: ValuesInput, opts: BackwardOptions | null = {}): Promise<Float32Array> {
     const { args, finish } = this.#backwardArgs(ids, grads, opts, 'lookupCombinedBackward');
     await this.raw.async.lookupCombinedBackward(...args);
     return finish();
@@ -633,16 +637,17 @@ export class EmbeddingTable {
    * entries' local keys, their lookupCombinedBackward gradients), run by the backend
    * in one call (dedupe + float32 sums of duplicates, one fused update per row).
    */
-  async applyCombinedGradients(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): Promise<void> {
+  async applyCombinedGradients(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions | null = {}): Promise<void> {
     return this.#written(this.raw.async.applyCombinedGradients(...this.#combinedGradientArgs(ids, grads, optimizer, step, opts, 'applyCombinedGradients')));
   }
   /** grads: [n * dim]; duplicate keys are summed, then one fused update per row. `step` >= 1. With a plan: owned keys only. */
-  async applyGradients(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): Promise<void> {
+  async applyGradients(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions | null): Promise<void> {
     return this.#written(this.raw.async.applyGradients(...this.#gradientArgs(keys, grads, optimizer, step, opts, 'applyGradients')));
   }
 
-  #gradientArgs(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: ApplyGradientsOptions | undefined, method: string) {
-    if (o !== undefined && (typeof o !== 'object' || o === null)) throw invalidParameter('options', 'an options object', o, InvalidTypeError);
+  #gradientArgs(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, o: ApplyGradientsOptions | null | undefined, method: string) {
+    o ??= undefined; // null: no options (spec: optional arguments may be null)
+    if (o !== undefined && typeof o !== 'object') throw invalidParameter('options', 'an options object', o, InvalidTypeError);
     checkOptionNames(o, OPTION_NAMES.applyGradients, method);
     const plan = this.#plan(o?.plan);
     const k = this.#keys(keys, 'keys', plan);
@@ -665,14 +670,14 @@ export class EmbeddingTable {
    * Sync form of {@link find}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
-  findSync(keys: KeyInput, opts?: FindOptions): FindResult {
+  findSync(keys: KeyInput, opts?: FindOptions | null): FindResult {
     return this.#syncOps.find(...this.#findArgs(keys, opts, 'findSync'));
   }
   /**
    * Sync form of {@link findOrInsert}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
-  findOrInsertSync(keys: KeyInput, opts?: WriteOptions & FindOptions): FindResult {
+  findOrInsertSync(keys: KeyInput, opts?: (WriteOptions & FindOptions) | null): FindResult {
     const [k, out, plan] = this.#findArgs(keys, opts, 'findOrInsertSync', OPTION_NAMES.findOrInsert);
     return this.#writeSync().findOrInsert(k, this.#scores(opts, k.length), out, plan);
   }
@@ -736,7 +741,7 @@ export class EmbeddingTable {
    * Sync form of {@link lookupCombined}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
-  lookupCombinedSync(ids: BagInput, opts: LookupCombinedOptions = {}): Float32Array {
+  lookupCombinedSync(ids: BagInput, opts: LookupCombinedOptions | null = {}): Float32Array {
     const args = this.#bag(ids, opts, 'lookupCombinedSync');
     try {
       return (args[3] ? this.#writeSync() : this.#syncOps).lookupCombined(...args);
@@ -756,7 +761,7 @@ export class EmbeddingTable {
    * Sync form of {@link lookupCombinedBackward}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
-  lookupCombinedBackwardSync(ids: BagInput, grads: ValuesInput, opts: BackwardOptions = {}): Float32Array {
+  lookupCombinedBackwardSync(ids: BagInput, grads: ValuesInput, opts: BackwardOptions | null = {}): Float32Array {
     const { args, finish } = this.#backwardArgs(ids, grads, opts, 'lookupCombinedBackwardSync');
     this.#syncOps.lookupCombinedBackward(...args);
     return finish();
@@ -765,7 +770,7 @@ export class EmbeddingTable {
    * Sync form of {@link applyCombinedGradients}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
-  applyCombinedGradientsSync(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions = {}): void {
+  applyCombinedGradientsSync(ids: BagInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts: CombinedGradientsOptions | null = {}): void {
     const args = this.#combinedGradientArgs(ids, grads, optimizer, step, opts, 'applyCombinedGradientsSync');
     this.#writeSync().applyCombinedGradients(...args);
   }
@@ -773,7 +778,7 @@ export class EmbeddingTable {
    * Sync form of {@link applyGradients}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
-  applyGradientsSync(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions): void {
+  applyGradientsSync(keys: KeyInput, grads: ValuesInput, optimizer: OptimizerSpec, step: number, opts?: ApplyGradientsOptions | null): void {
     const args = this.#gradientArgs(keys, grads, optimizer, step, opts, 'applyGradientsSync');
     this.#writeSync().applyGradients(...args);
   }
