@@ -16,6 +16,7 @@ import { type KeyInput, keyShape, normalizeKeys } from './keys.js';
 import { isOptimizerSpec, type OptimizerSpec, type ResolvedOptimizer, resolveOptimizer, sameSlotLayout } from './optimizers.js';
 import { type ExportBatch, type FindResult, inPartOrderPerTable, type RawTable, type RawTableSync, type ShardPart, sumShardPartials } from './rawTable.js';
 import { checkOwnedRows, type ResolvedShardPlan, resolveShardPlan, type ShardPlan } from './shardPlan.js';
+import { type ScorePolicy, validateScorePolicy } from './scores.js';
 import { type ResolvedTableOptions, resolveTableOptions, type TableOptions } from './tableOptions.js';
 import type { StorageDtype } from './storageDtype.js';
 import { Tensor } from './tensor.js';
@@ -654,14 +655,22 @@ export class EmbeddingTable {
     const g = this.#values(grads, keys, k.length, 'grads');
     return [k, g, this.#optimizer(optimizer, step), plan] as const;
   }
-  /** Keeps the `numReserved` highest-score rows. Dynamic tables only. */
-  async restrict(numReserved: number): Promise<number> {
-    return this.#written(this.raw.async.restrict(this.#restrictArg(numReserved)));
+  /**
+   * Keeps the `numReserved` highest-score rows. Dynamic tables only. `policy` (core.md's
+   * `restrict(numReserved, policy)`) may name the table's own `scorePolicy`, the one its scores
+   * follow; another is INVALID_ARGUMENT rather than ignored.
+   */
+  async restrict(numReserved: number, policy?: ScorePolicy | null): Promise<number> {
+    return this.#written(this.raw.async.restrict(this.#restrictArg(numReserved, policy)));
   }
 
-  #restrictArg(n: number): number {
+  #restrictArg(n: number, policy: unknown): number {
     if (this.kind === 'static') throw new UnsupportedError(`restrict is for dynamic tables; "${this.name}" is static`);
-    return checkInteger(n, 'numReserved', { min: 0 });
+    const reserved = checkInteger(n, 'numReserved', { min: 0 });
+    if (policy !== undefined && policy !== null && validateScorePolicy(policy, 'policy') !== this.options.scorePolicy) {
+      throw invalidParameter('policy', `the table's own scorePolicy '${this.options.scorePolicy}' (its scores follow it), or unset`, policy);
+    }
+    return reserved;
   }
 
   // ---- operations (sync form) ----------------------------------------------
@@ -786,8 +795,8 @@ export class EmbeddingTable {
    * Sync form of {@link restrict}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
-  restrictSync(numReserved: number): number {
-    const n = this.#restrictArg(numReserved);
+  restrictSync(numReserved: number, policy?: ScorePolicy | null): number {
+    const n = this.#restrictArg(numReserved, policy);
     return this.#writeSync().restrict(n);
   }
 
