@@ -47,10 +47,7 @@ const OPEN_TOKEN = Symbol('RocksStore.open');
  * of this module in the process (its ESM and CommonJS builds) sees the same folders.
  */
 const WRITERS_KEY = Symbol.for('@embedstack/store-rocksdb.writers.v1');
-function writers(): Set<string> {
-  const g = globalThis as unknown as Record<symbol, Set<string> | undefined>;
-  return (g[WRITERS_KEY] ??= new Set());
-}
+const writers: Set<string> = ((globalThis as Record<symbol, Set<string> | undefined>)[WRITERS_KEY] ??= new Set());
 
 /** The folder's real path: links resolved in its nearest existing ancestor, the rest as given. */
 async function folderKey(path: string): Promise<string> {
@@ -109,19 +106,19 @@ export class RocksStore {
     // a second open by the same name only (through a link, a second writer of one folder opened).
     const key = o.readOnly ? null : await folderKey(o.path);
     if (key !== null) {
-      if (writers().has(key)) {
+      if (writers.has(key)) {
         throw new IOError(
           `Could not open RocksDB at ${JSON.stringify(o.path)} for writing: this process has the folder open for writing already (another RocksStore: an HPS server's persistent_db, say), and RocksDB takes one writer per folder: close that store first, open this one read-only, or use another folder`,
           { argument: 'options.path' },
         );
       }
-      writers().add(key); // taken before the open's next await: a concurrent open of the folder sees it
+      writers.add(key); // taken before the open's next await: a concurrent open of the folder sees it
     }
     let db: RocksDB;
     try {
       db = await openDb(o, o.tables);
     } catch (e) {
-      if (key !== null) writers().delete(key);
+      if (key !== null) writers.delete(key);
       throw e;
     }
     const store = new RocksStore(OPEN_TOKEN, db, o);
@@ -129,11 +126,11 @@ export class RocksStore {
     return store;
   }
 
-  /** The folder this store counts in `writers()` while open (null: read-only, or released). */
+  /** The folder this store counts in `writers` while open (null: read-only, or released). */
   #writerKey: string | null = null;
 
   #releaseWriter(): void {
-    if (this.#writerKey !== null) writers().delete(this.#writerKey);
+    if (this.#writerKey !== null) writers.delete(this.#writerKey);
     this.#writerKey = null;
   }
 
