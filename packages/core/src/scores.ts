@@ -19,11 +19,12 @@ import { errorClassFor } from './validation.js';
  *
  * Eviction (capped tables): when a call would insert more new keys than there are
  * free rows, the table keeps, among its resident rows not touched by this call and
- * the new keys, those with the highest scores; ties keep resident rows first, then
+ * the new keys, those with the highest scores; ties keep new keys first, then
  * smaller (signed) keys. New keys that lose are refused: findOrInsert returns their
- * initial value with exists = false, upsert/accum/applyGradients drop them. So with
- * `customized` a new key whose score is below every resident key's is refused, as
- * HierarchicalKV does; with the clock policies a new key always wins over older rows.
+ * initial value with exists = false, upsert/accum/applyGradients drop them. So, as in
+ * HierarchicalKV, a new key whose score is below every resident key's is refused and
+ * one that ties the lowest resident replaces it; with the clock policies a new key
+ * always wins over older rows.
  * HPS overflow policies map: evict_least_used -> lfu, evict_oldest -> lru,
  * evict_random -> lru with random scores given as customized.
  */

@@ -9,7 +9,7 @@ import { allIds, type CallClock, type TableCore } from './tableCore.js';
  * Capped tables (maxCapacity) on Redis, with core's eviction rule (scores.ts): when
  * a call would insert more new keys than there are free rows, it keeps, among the
  * resident rows it does not touch and its new keys, those with the highest scores
- * (ties: residents first, then smaller signed keys); losing residents are deleted
+ * (ties: new keys first, then smaller signed keys); losing residents are deleted
  * first, losing new keys are refused.
  *
  * Cost: a call that overflows the cap reads every key and score of the table

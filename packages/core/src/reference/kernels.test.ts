@@ -111,7 +111,7 @@ describe('scores', () => {
     expect(nextScore('customized', undefined, 1, undefined, t)).toBe(0n);
   });
 
-  it('evictionLosers keeps higher scores, then residents, then smaller keys', () => {
+  it('evictionLosers keeps higher scores, then new keys, then smaller keys', () => {
     const losers = evictionLosers(
       [
         { key: 5n, score: 3n, resident: true },
@@ -122,6 +122,6 @@ describe('scores', () => {
       ],
       3,
     );
-    expect(losers.map((l) => l.key)).toEqual([-9n, 1n]);
+    expect(losers.map((l) => l.key)).toEqual([5n, 1n]);
   });
 });

@@ -81,18 +81,19 @@ export interface EvictionCandidate<K> {
 /**
  * The eviction rule (scores.ts): among `candidates` (resident rows not touched by
  * the call and the call's new keys), keep the `room` best by score descending;
- * ties keep resident rows first, then smaller signed keys. Returns the losers
- * (residents to evict and new keys to refuse).
+ * ties keep new keys first (a new key that ties the lowest resident replaces it,
+ * as HierarchicalKV does), then smaller signed keys. Returns the losers (residents
+ * to evict and new keys to refuse).
  */
 export function evictionLosers<K extends bigint | number>(candidates: EvictionCandidate<K>[], room: number): EvictionCandidate<K>[] {
   const sorted = candidates.slice().sort(compareKeepFirst);
   return sorted.slice(Math.max(0, room));
 }
 
-/** Order of preference: higher score, then resident, then smaller key. */
+/** Order of preference: higher score, then new key, then smaller key. */
 export function compareKeepFirst<K extends bigint | number>(a: EvictionCandidate<K>, b: EvictionCandidate<K>): number {
   if (a.score !== b.score) return a.score > b.score ? -1 : 1;
-  if (a.resident !== b.resident) return a.resident ? -1 : 1;
+  if (a.resident !== b.resident) return a.resident ? 1 : -1;
   return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 }
 

@@ -122,7 +122,7 @@ export class TableModel {
   /**
    * Admission of the call's new keys `fresh` (distinct, absent, in order): when they do
    * not fit under maxCapacity, keep the best by score among untouched residents and new
-   * keys (score desc, residents first, smaller key); evict losing residents; return the
+   * keys (score desc, new keys first, smaller key); evict losing residents; return the
    * refused new keys.
    */
   admit(fresh: bigint[], seen: Seen[], explicit: boolean): Set<string> {
@@ -143,7 +143,7 @@ export class TableModel {
     }
     cands.sort((a, b) => {
       if (a.score !== b.score) return a.score > b.score ? -1 : 1;
-      if (a.resident !== b.resident) return a.resident ? -1 : 1;
+      if (a.resident !== b.resident) return a.resident ? 1 : -1;
       return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
     });
     for (const loser of cands.slice(Math.max(0, max - touched))) {

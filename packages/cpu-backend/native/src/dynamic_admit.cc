@@ -1,7 +1,8 @@
 // The eviction rule of capped tables (core scores.ts / reference scoring.ts):
 // when a call's new keys do not fit, keep, among the resident rows the call does
-// not touch and the new keys, those with the highest scores; ties keep residents,
-// then smaller signed keys. Losing residents are evicted, losing new keys refused.
+// not touch and the new keys, those with the highest scores; ties keep new keys
+// first (as HierarchicalKV admits a key that ties the bucket's lowest score), then
+// smaller signed keys. Losing residents are evicted, losing new keys refused.
 //
 // With L = size + new - cap losers (L <= new), a bounded heap of the L worst
 // candidates is kept while scanning every untouched resident: O(size log L) time,

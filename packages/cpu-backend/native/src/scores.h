@@ -109,10 +109,14 @@ struct EvictionCandidate {
   uint32_t ref;  // row index (resident) or unique-key index (new)
 };
 
-/** True when `a` is kept before `b`: higher score, then resident, then smaller signed key. */
+/**
+ * True when `a` is kept before `b`: higher score, then a new key before a resident
+ * (a new key that ties the lowest resident replaces it, as HierarchicalKV does),
+ * then smaller signed key.
+ */
 ES_HD inline bool keepsBefore(const EvictionCandidate& a, const EvictionCandidate& b) {
   if (a.score != b.score) return a.score > b.score;
-  if (a.resident != b.resident) return a.resident;
+  if (a.resident != b.resident) return b.resident;
   return a.key < b.key;
 }
 

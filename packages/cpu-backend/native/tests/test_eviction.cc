@@ -34,12 +34,13 @@ TEST(customized_scores_evict_lowest_and_refuse_losers) {
   uint64_t s6 = 5;
   t->upsert(&k6, 1, &v5, &s6);  // below every resident: refused
   EXPECT_TRUE((residentKeys(*t) == std::vector<int64_t>{2, 3, 4, 5}));
-  // a tie with a resident: the resident stays
+  // a tie with the lowest resident (2, score 20): the new key replaces it, as HKV admits ties
   uint64_t s20 = 20;
   t->upsert(&k6, 1, &v5, &s20);
-  EXPECT_TRUE((residentKeys(*t) == std::vector<int64_t>{2, 3, 4, 5}));
+  EXPECT_TRUE((residentKeys(*t) == std::vector<int64_t>{3, 4, 5, 6}));
   // findOrInsert of a refused key: initial value, exists 0, not inserted
-  auto r = t->findOrInsert(&k6, 1, &s6);
+  int64_t k7 = 7;
+  auto r = t->findOrInsert(&k7, 1, &s6);
   EXPECT_EQ(static_cast<int>(r.exists[0]), 0);
   EXPECT_EQ(r.values[0], 0.0f);
   EXPECT_EQ(t->size(), size_t{4});
@@ -127,7 +128,7 @@ TEST(random_upserts_match_a_brute_force_model) {
       for (int64_t k : fresh) cands.push_back({count[k], false, k});
       std::sort(cands.begin(), cands.end(), [](const C& a, const C& b) {
         if (a.score != b.score) return a.score > b.score;
-        if (a.resident != b.resident) return a.resident;
+        if (a.resident != b.resident) return b.resident;
         return a.key < b.key;
       });
       for (size_t i = cap - touched; i < cands.size(); ++i) {

@@ -1,7 +1,7 @@
 // Radix selection of the rows to keep: among n candidates (rows and/or new keys)
-// keep the K best by (score desc, residents first, smaller signed key), the
+// keep the K best by (score desc, new keys first, smaller signed key), the
 // eviction order of core's scores.ts. Each candidate's rank is the 17-byte
-// big-endian string [~score (8), resident ? 0 : 1 (1), key ^ 2^63 (8)], unique per
+// big-endian string [~score (8), resident ? 1 : 0 (1), key ^ 2^63 (8)], unique per
 // candidate, so selecting the K smallest strings is exact: one pass per byte,
 // most significant first, histograms only the still-undecided candidates, the
 // host picks the byte value where the K-th falls, and SelectMark decides every
@@ -26,7 +26,7 @@ constexpr int kSelectBytes = 17;
 
 ES_HD inline uint32_t selectDigit(const SelectCandidate& c, int pass) {
   if (pass < 8) return static_cast<uint32_t>((~c.score >> (8 * (7 - pass))) & 0xffu);
-  if (pass == 8) return c.resident ? 0u : 1u;
+  if (pass == 8) return c.resident ? 1u : 0u;
   const uint64_t k = static_cast<uint64_t>(c.key) ^ 0x8000000000000000ULL;
   return static_cast<uint32_t>((k >> (8 * (16 - pass))) & 0xffu);
 }

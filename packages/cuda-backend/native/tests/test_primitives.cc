@@ -98,7 +98,7 @@ TEST(dedupe_orders_uniques_by_first_appearance_with_counts_and_occurrences) {
   EXPECT_EQ(d.occOffsets[d.unique], n);
 }
 
-TEST(selection_keeps_the_best_by_score_then_residents_then_smaller_keys) {
+TEST(selection_keeps_the_best_by_score_then_new_keys_then_smaller_keys) {
   std::mt19937_64 rng(5);
   for (size_t n : {size_t{1}, size_t{10}, size_t{700}}) {
     std::vector<SelectCandidate> c(n);
@@ -109,7 +109,7 @@ TEST(selection_keeps_the_best_by_score_then_residents_then_smaller_keys) {
     c[0].key = INT64_MIN;
     if (n > 1) c[1] = {c[0].score, INT64_MAX, 1, c[0].resident};
     auto better = [](const SelectCandidate& a, const SelectCandidate& b) {
-      return std::make_tuple(~a.score, a.resident ? 0 : 1, a.key) < std::make_tuple(~b.score, b.resident ? 0 : 1, b.key);
+      return std::make_tuple(~a.score, a.resident ? 1 : 0, a.key) < std::make_tuple(~b.score, b.resident ? 1 : 0, b.key);
     };
     std::vector<SelectCandidate> ranked = c;
     std::sort(ranked.begin(), ranked.end(), better);

@@ -44,21 +44,22 @@ export function scoresSection(ctx: SuiteContext): void {
         expect((await scores(t))['10']).toBe(9n);
       });
 
-      it('lfu: counts occurrences; a new key that ties the residents is refused, one with more occurrences evicts the largest tied key', async () => {
+      it('lfu: counts occurrences; a new key that ties the lowest residents replaces the largest of them; one below every resident is refused', async () => {
         const t = capped('lfu');
         for (const k of [1, 2, 3, 4]) await ops.upsert(t, [k], [k]);
         await ops.find(t, [1]);
-        await ops.upsert(t, [5], [5]); // score 1 ties b, c, d: residents win, 5 refused
-        expect(await present(t, [1, 2, 3, 4, 5])).toEqual([1, 1, 1, 1, 0]);
-        const fi = await ops.findOrInsert(t, [5, 5]); // score 2 beats 1; among 2, 3, 4 the largest key loses
+        await ops.upsert(t, [5], [5]); // score 1 ties 2, 3, 4: 5 is admitted, 4 (the largest tied key) evicted
+        expect(await scores(t)).toEqual({ '1': 2n, '2': 1n, '3': 1n, '5': 1n });
+        const fi = await ops.findOrInsert(t, [6, 6]); // score 2 beats 1; among 2, 3, 5 the largest key loses
         expect(Array.from(fi.exists)).toEqual([0, 0]);
         expect(Array.from(fi.values)).toEqual([-1, -1]);
-        expect(await scores(t)).toEqual({ '1': 2n, '2': 1n, '3': 1n, '5': 2n });
-        const refused = await ops.findOrInsert(t, [6]); // score 1 < every resident: refused
+        expect(await scores(t)).toEqual({ '1': 2n, '2': 1n, '3': 1n, '6': 2n });
+        await ops.upsert(t, [2, 3], [2, 3]); // every resident now scores 2
+        const refused = await ops.findOrInsert(t, [7]); // score 1 < every resident: refused
         expect(Array.from(refused.exists)).toEqual([0]);
         expect(Array.from(refused.values)).toEqual([-1]);
         expect(t.size()).toBe(4);
-        expect(await present(t, [6])).toEqual([0]);
+        expect(await scores(t)).toEqual({ '1': 2n, '2': 2n, '3': 2n, '6': 2n });
       });
 
       it('customized: caller scores; a lower new key is refused by every write op; touched rows are never evicted', async () => {
@@ -87,21 +88,17 @@ export function scoresSection(ctx: SuiteContext): void {
         expect(Array.from((await ops.find(t, [9])).values)).toEqual([2]);
       });
 
-      it('customized ties: residents are kept first, then smaller keys', async () => {
+      it('customized ties: new keys are kept first (as HierarchicalKV admits them), then smaller keys', async () => {
         const t = capped('customized', 2);
         await ops.upsert(t, [1, 2], [1, 2], { scores: s(5, 5) });
-        await ops.upsert(t, [9, 3], [9, 3], { scores: s(5, 5) });
-        expect(await present(t, [1, 2, 3, 9])).toEqual([1, 1, 0, 0]);
-        await ops.upsert(t, [9, 3], [9, 3], { scores: s(6, 6) });
-        expect(await present(t, [1, 2, 3, 9])).toEqual([0, 0, 1, 1]);
-        await ops.upsert(t, [1], [1], { scores: s(7) });
-        expect(await scores(t)).toEqual({ '1': 7n, '3': 6n });
-        await ops.upsert(t, [-4], [1], { scores: s(6) }); // ties 3 (resident first): refused
+        await ops.upsert(t, [9], [9], { scores: s(5) }); // ties 1 and 2: 9 admitted, the larger tied resident (2) evicted
+        expect(await scores(t)).toEqual({ '1': 5n, '9': 5n });
+        await ops.upsert(t, [-4], [1], { scores: s(4) }); // below every resident: refused
         expect(await present(t, [-4])).toEqual([0]);
-        await ops.upsert(t, [-4, -5], [1, 1], { scores: s(8, 8) }); // both new, room for both
-        expect(await scores(t)).toEqual({ '-4': 8n, '-5': 8n });
-        await ops.upsert(t, [-6, 7], [1, 1], { scores: s(8, 8) }); // four tie at 8: residents kept
-        expect(await scores(t)).toEqual({ '-4': 8n, '-5': 8n });
+        await ops.upsert(t, [7, 3, -6], [1, 1, 1], { scores: s(5, 5, 5) }); // five tie at 5, room for 2: new keys, smaller first
+        expect(await scores(t)).toEqual({ '-6': 5n, '3': 5n });
+        await ops.upsert(t, [3, 8], [3, 8], { scores: s(1, 5) }); // 3 is touched (kept at 1); 8 ties -6 and replaces it
+        expect(await scores(t)).toEqual({ '3': 1n, '8': 5n });
       });
 
       it('epochLru: epoch * 2^32 + clock; a row from a later epoch outranks a new key of an earlier one', async () => {
