@@ -149,6 +149,18 @@ export function scoresSection(ctx: SuiteContext): void {
         expect(await present(t, [1, 2, 3, 4, 5])).toEqual([1, 0, 1, 1, 1]);
       });
 
+      it('timestamp: a new key always enters a full table, even in the same second as every resident', async () => {
+        const t = capped('timestamp', 2);
+        await ops.upsert(t, [1, 2], [1, 2]);
+        await ops.upsert(t, [3], [3]); // the same second as 1 and 2 (or a later one): 3 enters, the larger tied key goes
+        const after = await scores(t);
+        expect('3' in after).toBe(true);
+        expect(t.size()).toBe(2);
+        const fi = await ops.findOrInsert(t, [4]);
+        expect(Array.from(fi.exists)).toEqual([0]);
+        expect('4' in (await scores(t))).toBe(true);
+      });
+
       it('frequency: +1 per write call in which the key appears; reads do not count', async () => {
         const t = capped('frequency', 10);
         await ops.upsert(t, [1], [1]);
