@@ -1,5 +1,6 @@
 import { type EmbeddingBackend, getBackend } from './backend.js';
 import { DisposedError, InvalidTypeError, invalidParameter, ShapeMismatchError, UnsupportedError } from './errors.js';
+import { type KeyInput, normalizeKeys } from './keys.js';
 import { checkInteger, checkName, checkOptions } from './validation.js';
 
 /**
@@ -58,9 +59,9 @@ export interface RawCache {
   /** Writes every row of outValues: a hit's row (and outExists[i] = 1), zeros for a miss (outExists[i] = 0); returns the hits. */
   query(keys: BigInt64Array, outValues: Float32Array, outExists: Uint8Array): number;
   /** Returns how many resident rows were evicted. */
-  insert(keys: BigInt64Array, values: Float32Array): number;
+  insert(keys: KeyInput, values: Float32Array): number;
   /** Returns how many keys were present (and overwritten). */
-  update(keys: BigInt64Array, values: Float32Array): number;
+  update(keys: KeyInput, values: Float32Array): number;
   /** Returns how many keys were present (and removed). */
   remove(keys: BigInt64Array): number;
   /** The resident keys (any order). */
@@ -154,8 +155,7 @@ export class EmbeddingCache {
   }
 
   #keys(keys: unknown): BigInt64Array {
-    if (!(keys instanceof BigInt64Array)) throw invalidParameter('keys', 'a BigInt64Array', keys, InvalidTypeError);
-    return keys;
+    return normalizeKeys(keys, 'int64') as BigInt64Array;
   }
 
   #rows(values: unknown, n: number, argument: string): Float32Array {
@@ -167,10 +167,10 @@ export class EmbeddingCache {
   }
 
   /**
-   * Looks up `keys` (BigInt64Array [n]); hits count as uses, misses read as zeros. Returns
+   * Looks up `keys` ([n], any key form: BigInt64Array, Int32Array, number[], bigint[], an int Tensor); hits count as uses, misses read as zeros. Returns
    * fresh arrays, or fills `opts.out.values` ([n * dim]) / `opts.out.exists` ([n]) when given.
    */
-  query(keys: BigInt64Array, opts?: CacheQueryOptions | null): CacheQueryResult {
+  query(keys: KeyInput, opts?: CacheQueryOptions | null): CacheQueryResult {
     const raw = this.#live();
     const k = this.#keys(keys);
     const o = checkOptions<CacheQueryOptions>(opts, ['out'], 'opts');
@@ -187,21 +187,21 @@ export class EmbeddingCache {
   }
 
   /** Inserts or overwrites rows (`values` [n * dim]); a full set evicts its least recently used row. Returns the rows evicted. */
-  insert(keys: BigInt64Array, values: Float32Array): number {
+  insert(keys: KeyInput, values: Float32Array): number {
     const raw = this.#live();
     const k = this.#keys(keys);
     return raw.insert(k, this.#rows(values, k.length, 'values'));
   }
 
   /** Overwrites the rows of keys already cached (others are ignored; not a use). Returns how many were cached. */
-  update(keys: BigInt64Array, values: Float32Array): number {
+  update(keys: KeyInput, values: Float32Array): number {
     const raw = this.#live();
     const k = this.#keys(keys);
     return raw.update(k, this.#rows(values, k.length, 'values'));
   }
 
   /** Removes keys; returns how many were cached. */
-  remove(keys: BigInt64Array): number {
+  remove(keys: KeyInput): number {
     const raw = this.#live();
     return raw.remove(this.#keys(keys));
   }

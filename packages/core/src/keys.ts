@@ -1,5 +1,5 @@
 import type { KeyDtype, Keys } from './dtypes.js';
-import { InvalidArgumentError, InvalidTypeError, invalidParameter, argName } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, OutOfRangeError, invalidParameter, argName } from './errors.js';
 import { asTypedArray } from './typed.js';
 import { Tensor } from './tensor.js';
 
@@ -24,10 +24,14 @@ export function keyShape(input: KeyInput): number[] {
 /**
  * Normalise any key form to `BigInt64Array` (int64) or `Int32Array` (int32).
  * Returns the caller's array itself when it already has the wanted type (no copy).
- * A `number` that is not a safe integer is an error, never rounded. An int64
- * value outside int32 range passed for int32 keys is an OUT_OF_RANGE-like type error.
+ * A `number` that is not a safe integer is an error, never rounded.
  *
- * @throws InvalidTypeError naming `argument`
+ * @throws InvalidTypeError naming `argument` (or the element) for an input that is no key form or
+ *   an element that is no integer key: a string, a hole, or a number that is not a safe integer
+ *   (1.5, NaN, 2**53: the wrong dtype, as TF's TypeError for a float where int ids go; a bigint
+ *   carries keys past 2**53)
+ * @throws OutOfRangeError for an integer outside the key dtype's range (2**31 for int32 keys, 2n**63n for int64)
+ * @throws InvalidArgumentError for an unknown `dtype` name
  */
 export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'): Keys {
   argument = argName(argument, 'keys');
@@ -53,7 +57,7 @@ export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'
       const out = new BigInt64Array(uint64.length);
       for (let i = 0; i < uint64.length; i++) {
         const v = uint64[i]!;
-        if (v > INT64_MAX) throw invalidParameter(`${argument}[${i}]`, 'an int64 value', v, InvalidTypeError);
+        if (v > INT64_MAX) throw invalidParameter(`${argument}[${i}]`, 'an int64 value', v, OutOfRangeError);
         out[i] = v;
       }
       return out;
@@ -64,7 +68,7 @@ export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'
         const v: unknown = src[i];
         if (typeof v === 'bigint') {
           if (v < INT64_MIN || v > INT64_MAX) {
-            throw invalidParameter(`${argument}[${i}]`, 'an int64 value', v, InvalidTypeError);
+            throw invalidParameter(`${argument}[${i}]`, 'an int64 value', v, OutOfRangeError);
           }
           out[i] = v;
         } else if (typeof v === 'number' && Number.isSafeInteger(v)) {
@@ -82,16 +86,17 @@ export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'
       const out = new Int32Array(arr.length);
       for (let i = 0; i < arr.length; i++) {
         const v = arr[i];
-        const n = typeof v === 'bigint' ? (v >= -2147483648n && v <= 2147483647n ? Number(v) : NaN) : v;
-        if (typeof n !== 'number' || !Number.isInteger(n) || n < -2147483648 || n > 2147483647) {
-          throw invalidParameter(`${argument}[${i}]`, 'an int32 integer', v, InvalidTypeError);
+        if (typeof v === 'bigint' ? v >= -2147483648n && v <= 2147483647n : Number.isInteger(v) && (v as number) >= -2147483648 && (v as number) <= 2147483647) {
+          out[i] = Number(v);
+          continue;
         }
-        out[i] = n;
+        const integer = typeof v === 'bigint' || Number.isInteger(v);
+        throw invalidParameter(`${argument}[${i}]`, 'an int32 integer', v, integer ? OutOfRangeError : InvalidTypeError);
       }
       return out;
     }
   } else {
-    throw invalidParameter('keyDtype', "'int64' or 'int32'", dtype, InvalidTypeError);
+    throw invalidParameter('dtype', "'int64' or 'int32'", dtype, typeof dtype === 'string' ? InvalidArgumentError : InvalidTypeError);
   }
   throw invalidParameter(
     argument,

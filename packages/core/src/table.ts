@@ -166,6 +166,21 @@ function floatOut(v: unknown, n: number, argument: string): Float32Array | null 
 
 const finalizer = new FinalizationRegistry<RawTable>((raw) => raw.dispose());
 
+/** `n` uint64 scores given as a BigUint64Array or a bigint[] (upsert's option, importRows' argument). */
+function scoreArray(s: unknown, n: number): BigUint64Array {
+  const typed = asTypedArray(s, BigUint64Array, 'scores');
+  if (!typed && !Array.isArray(s)) throw invalidParameter('scores', 'a BigUint64Array or bigint[] of uint64', s, InvalidTypeError);
+  const length = typed ? typed.length : (s as unknown[]).length;
+  if (length !== n) throw new ShapeMismatchError(`Expected ${n} scores but received ${length}`, { argument: 'scores' });
+  if (typed) return typed;
+  const list = s as unknown[];
+  for (let i = 0; i < n; i++) {
+    const x = list[i];
+    if (!(i in list) || typeof x !== 'bigint' || x < 0n || x >= 1n << 64n) throw invalidParameter(`scores[${i}]`, 'a uint64 bigint', x, i in list ? errorClassFor(x, 'bigint') : InvalidTypeError);
+  }
+  return BigUint64Array.from(list as bigint[]);
+}
+
 /**
  * A table: validates and normalises every argument once, then calls the backend.
  * Keys: any {@link KeyInput}. Values: flat Float32Array [n*dim] (or a Tensor of shape
@@ -313,17 +328,7 @@ export class EmbeddingTable {
     if (this.options.scorePolicy !== 'customized') {
       throw invalidParameter('scores', `unset for the '${this.options.scorePolicy}' policy (only 'customized' takes scores)`, s);
     }
-    const typed = asTypedArray(s, BigUint64Array, 'scores');
-    if (!typed && !Array.isArray(s)) throw invalidParameter('scores', 'a BigUint64Array or bigint[] of uint64', s, InvalidTypeError);
-    const length = typed ? typed.length : (s as unknown[]).length;
-    if (length !== n) throw new ShapeMismatchError(`Expected ${n} scores but received ${length}`, { argument: 'scores' });
-    if (typed) return typed;
-    const list = s as unknown[];
-    for (let i = 0; i < n; i++) {
-      const x = list[i];
-      if (!(i in list) || typeof x !== 'bigint' || x < 0n || x >= 1n << 64n) throw invalidParameter(`scores[${i}]`, 'a uint64 bigint', x, InvalidTypeError);
-    }
-    return BigUint64Array.from(list as bigint[]);
+    return scoreArray(s, n);
   }
 
 
@@ -490,7 +495,7 @@ export class EmbeddingTable {
     keysIn: KeyInput,
     valuesIn: ValuesInput,
     slotsIn?: readonly Float32Array[] | null,
-    scoresIn?: BigUint64Array | null,
+    scoresIn?: BigUint64Array | readonly bigint[] | null,
   ): [Keys, Float32Array, Float32Array[] | null, BigUint64Array | null] {
     const keys = this.#keys(keysIn);
     const values = this.#values(valuesIn, keysIn, keys.length);
@@ -511,12 +516,7 @@ export class EmbeddingTable {
         return s;
       });
     }
-    let scores: BigUint64Array | null = null;
-    if (scoresIn !== undefined && scoresIn !== null) {
-      const typed = asTypedArray(scoresIn, BigUint64Array, 'scores');
-      if (!typed || typed.length !== keys.length) throw invalidParameter('scores', `a BigUint64Array of length ${keys.length}`, scoresIn, typed ? InvalidArgumentError : InvalidTypeError);
-      scores = typed;
-    }
+    const scores = scoresIn === undefined || scoresIn === null ? null : scoreArray(scoresIn, keys.length);
     return [keys, values, slots, scores];
   }
 
@@ -599,7 +599,7 @@ export class EmbeddingTable {
    * Bulk load (checkpoint restore): upserts values [n * dim] with their optimizer slots (one Float32Array [n * width] per slot, or null for the slots' initial values) and scores ([n], or null for the policy's scores).
    * @throws ShapeMismatchError naming the slot whose length is wrong
    */
-  async importRows(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | null): Promise<void> {
+  async importRows(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | readonly bigint[] | null): Promise<void> {
     return this.#written(this.raw.async.importRows(...this.#importArgs(keys, values, slots, scores)));
   }
   /** Embedding bag: [nrows * dim] (in `out` when given). */
@@ -742,7 +742,7 @@ export class EmbeddingTable {
    * Sync form of {@link importRows}.
    * @throws UnsupportedError on async-only backends (remote stores)
    */
-  importRowsSync(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | null): void {
+  importRowsSync(keys: KeyInput, values: ValuesInput, slots?: readonly Float32Array[] | null, scores?: BigUint64Array | readonly bigint[] | null): void {
     const args = this.#importArgs(keys, values, slots, scores);
     this.#writeSync().importRows(...args);
   }

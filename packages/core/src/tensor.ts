@@ -1,5 +1,5 @@
 import { type DataArray, type Dtype, dtypeOf, isDataArray } from './dtypes.js';
-import { InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
 import { formatShape, shapeSize, validateShape } from './shape.js';
 import { checkOptions } from './validation.js';
 
@@ -32,7 +32,7 @@ export class Tensor<D extends DataArray = DataArray> {
     const s = shape === undefined ? [data.length] : validateShape(shape, 'shape');
     if (shapeSize(s) !== data.length) {
       throw new ShapeMismatchError(
-        `Expected shape ${formatShape(s)} to hold ${shapeSize(s)} elements but data has ${data.length}`,
+        `Expected shape ${formatShape(s)} to hold ${shapeSize(s)} elements but received data of ${data.length}`,
         { argument: 'shape' },
       );
     }
@@ -146,6 +146,6 @@ export function toTypedArray(values: readonly (number | bigint)[], dtype: Dtype,
       return out;
     }
     default:
-      throw invalidParameter('dtype', "'float32', 'int32' or 'int64'", dtype, InvalidTypeError);
+      throw invalidParameter('dtype', "'float32', 'int32' or 'int64'", dtype, typeof dtype === 'string' ? InvalidArgumentError : InvalidTypeError);
   }
 }

@@ -26,14 +26,14 @@ describe('normalizeKeys', () => {
     throwsCode(() => normalizeKeys([-(2 ** 53)], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
     throwsCode(() => normalizeKeys([1.5], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
     throwsCode(() => normalizeKeys([NaN], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
-    throwsCode(() => normalizeKeys([MAX + 1n], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
-    throwsCode(() => normalizeKeys([0n, MIN - 1n], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[1]');
-    throwsCode(() => normalizeKeys(BigUint64Array.from([MAX + 1n]), 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys([MAX + 1n], 'int64'), ErrorCodes.OUT_OF_RANGE, 'keys[0]');
+    throwsCode(() => normalizeKeys([0n, MIN - 1n], 'int64'), ErrorCodes.OUT_OF_RANGE, 'keys[1]');
+    throwsCode(() => normalizeKeys(BigUint64Array.from([MAX + 1n]), 'int64'), ErrorCodes.OUT_OF_RANGE, 'keys[0]');
     throwsCode(() => normalizeKeys(['1'], 'int64'), ErrorCodes.INVALID_TYPE, 'keys[0]');
     throwsCode(() => normalizeKeys(Float32Array.from([1]), 'int64'), ErrorCodes.INVALID_TYPE, 'keys');
     throwsCode(() => normalizeKeys(new Tensor(Float32Array.from([1])), 'int64'), ErrorCodes.INVALID_TYPE, 'keys');
     throwsCode(() => normalizeKeys(7, 'int64', 'ids'), ErrorCodes.INVALID_TYPE, 'ids');
-    throwsCode(() => normalizeKeys([1], 'int16' as never), ErrorCodes.INVALID_TYPE, 'keyDtype');
+    throwsCode(() => normalizeKeys([1], 'int16' as never), ErrorCodes.INVALID_ARGUMENT, 'dtype');
   });
 
   it('int32: returns an Int32Array itself, converts in-range values, rejects overflow', () => {
@@ -44,10 +44,10 @@ describe('normalizeKeys', () => {
     expect(list(normalizeKeys(BigInt64Array.from([7n]), 'int32'))).toEqual([7]);
     expect(list(normalizeKeys(BigUint64Array.from([7n]), 'int32'))).toEqual([7]);
     expect(list(normalizeKeys(new Tensor(BigInt64Array.from([3n])), 'int32'))).toEqual([3]);
-    throwsCode(() => normalizeKeys([2147483648], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[0]');
-    throwsCode(() => normalizeKeys([0, -2147483649], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[1]');
-    throwsCode(() => normalizeKeys([2n ** 31n], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[0]');
-    throwsCode(() => normalizeKeys(BigInt64Array.from([MIN]), 'int32'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys([2147483648], 'int32'), ErrorCodes.OUT_OF_RANGE, 'keys[0]');
+    throwsCode(() => normalizeKeys([0, -2147483649], 'int32'), ErrorCodes.OUT_OF_RANGE, 'keys[1]');
+    throwsCode(() => normalizeKeys([2n ** 31n], 'int32'), ErrorCodes.OUT_OF_RANGE, 'keys[0]');
+    throwsCode(() => normalizeKeys(BigInt64Array.from([MIN]), 'int32'), ErrorCodes.OUT_OF_RANGE, 'keys[0]');
     throwsCode(() => normalizeKeys([0.5], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[0]');
     throwsCode(() => normalizeKeys(new Float64Array(1), 'int32'), ErrorCodes.INVALID_TYPE, 'keys');
   });
@@ -165,6 +165,6 @@ describe('toBag', () => {
     throwsCode(() => toBag(sp, ids as never, 'int64'), ErrorCodes.INVALID_TYPE, 'weights');
     throwsCode(() => toBag(new SparseTensor([0], [1], [2]), null, 'int64'), ErrorCodes.INVALID_ARGUMENT, 'ids.denseShape');
     throwsCode(() => toBag([[1]] as never, null, 'int64'), ErrorCodes.INVALID_TYPE, 'ids');
-    throwsCode(() => toBag(RaggedTensor.fromNestedArray([[2 ** 31]]), null, 'int32'), ErrorCodes.INVALID_TYPE, 'ids.values[0]');
+    throwsCode(() => toBag(RaggedTensor.fromNestedArray([[2 ** 31]]), null, 'int32'), ErrorCodes.OUT_OF_RANGE, 'ids.values[0]');
   });
 });

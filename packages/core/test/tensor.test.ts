@@ -50,7 +50,7 @@ describe('Tensor', () => {
     throwsCode(() => new Tensor(new Float32Array(4), 'x' as never), ErrorCodes.INVALID_TYPE, 'shape');
     throwsCode(() => new Tensor(new Float32Array(4), [2, '2'] as never), ErrorCodes.INVALID_TYPE, 'shape');
     const e = throwsCode(() => new Tensor(new Float32Array(5), [2, 2]), ErrorCodes.SHAPE_MISMATCH, 'shape');
-    expect(e.message).toBe('Expected shape [2, 2] to hold 4 elements but data has 5');
+    expect(e.message).toBe('Expected shape [2, 2] to hold 4 elements but received data of 5');
   });
 
   it('toNestedArray and fromNestedArray round-trip, per dtype', () => {
@@ -80,7 +80,7 @@ describe('Tensor', () => {
     throwsCode(() => Tensor.fromNestedArray([1, [2]] as never), ErrorCodes.INVALID_ARGUMENT, 'rows');
     throwsCode(() => Tensor.fromNestedArray([1n]), ErrorCodes.INVALID_TYPE, 'rows[0]');
     throwsCode(() => Tensor.fromNestedArray([1.5], { dtype: 'int32' }), ErrorCodes.INVALID_TYPE, 'rows[0]');
-    throwsCode(() => Tensor.fromNestedArray([1], { dtype: 'float64' as never }), ErrorCodes.INVALID_TYPE, 'dtype');
+    throwsCode(() => Tensor.fromNestedArray([1], { dtype: 'float64' as never }), ErrorCodes.INVALID_ARGUMENT, 'dtype');
   });
 });
 

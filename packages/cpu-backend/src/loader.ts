@@ -341,7 +341,10 @@ export function loadAddon(candidates?: string[], env: NodeJS.ProcessEnv = proces
       attempts.push({ path, error: e instanceof Error ? e.message : String(e) });
     }
   }
-  return { binding: null, path: null, attempts, reason: explain(attempts, undefined, pkg), level: null, build: null };
+  let reason = explain(attempts, undefined, pkg);
+  const override = candidates === undefined ? env.EMBEDSTACK_CPU_ADDON : undefined;
+  if (override) reason += ` EMBEDSTACK_CPU_ADDON=${JSON.stringify(override)} chose the paths tried: point it to a built ${ADDON_FILE} (or a folder holding one), or unset it to load this package's own build or prebuilt binary.`;
+  return { binding: null, path: null, attempts, reason, level: null, build: null };
 }
 
 /** The bindings {@link loadAddon} returned, by package (a Set: an addon file loads once, require caches it). */

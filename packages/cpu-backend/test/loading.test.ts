@@ -82,6 +82,9 @@ describe('cpu backend: loading', () => {
     expect(out.usable).toBe(false);
     expect(out.message).toContain('not built');
     expect(out.message).toContain('pnpm --filter @embedstack/cpu-backend build');
+    // the override is named as the cause, with the way back (a source build may exist beside it)
+    expect(out.message).toContain(`EMBEDSTACK_CPU_ADDON=${JSON.stringify(empty)} chose the paths tried`);
+    expect(out.message).toContain("or unset it to load this package's own build or prebuilt binary");
   });
 
   it('a corrupt .node file is reported as built for another platform, with the rebuild command', () => {

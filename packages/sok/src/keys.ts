@@ -1,10 +1,10 @@
-import { type Bag, type BagInput, type BagWeights, checkRowIndices, InvalidTypeError, type Keys, normalizeKeys, OutOfRangeError, RaggedTensor, SparseTensor, toOrderedBag } from '@embedstack/core';
+import { type Bag, type BagInput, type BagWeights, checkRowIndices, type Keys, normalizeKeys, OutOfRangeError, RaggedTensor, SparseTensor, toOrderedBag } from '@embedstack/core';
 import type { SokVariable } from './variable.js';
 
 const INT32_MIN = -2147483648;
 const INT32_MAX = 2147483647;
 
-/** The first integer of `input` outside int32, or -1 (for a clear OUT_OF_RANGE instead of a type error). */
+/** The first integer of `input` outside int32, or -1 (to name the variable and its keyType in core's OUT_OF_RANGE). */
 function firstOutsideInt32(input: unknown): number {
   const arr = (input as { data?: unknown })?.data ?? input;
   if (!(arr instanceof BigInt64Array) && !(arr instanceof BigUint64Array) && !Array.isArray(arr)) return -1;
@@ -38,7 +38,7 @@ export function idsFor(v: SokVariable, input: unknown, argument: string): Keys {
   try {
     return normalizeKeys(input, v.keyDtype, argument);
   } catch (e) {
-    const bad = v.keyDtype === 'int32' && e instanceof InvalidTypeError ? firstOutsideInt32(input) : -1;
+    const bad = v.keyDtype === 'int32' && e instanceof OutOfRangeError ? firstOutsideInt32(input) : -1;
     if (bad < 0) throw e;
     const arr = ((input as { data?: unknown })?.data ?? input) as ArrayLike<unknown>;
     throw new OutOfRangeError(`Expected ${argument}[${bad}] to be an int32 key of DynamicVariable "${v.name}" (keyType 'int32') but received ${String(arr[bad])}`, { argument: `${argument}[${bad}]` });

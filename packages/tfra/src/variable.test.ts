@@ -179,7 +179,7 @@ describe('Variable options', () => {
     const [keys] = await v.export();
     expect(keys).toBeInstanceOf(Int32Array);
     expect(sortedKeys(keys)).toEqual([-5n, 6n]);
-    await expectError(v.upsert([2 ** 31], [1]), 'INVALID_TYPE', 'keys[0]');
+    await expectError(v.upsert([2 ** 31], [1]), 'OUT_OF_RANGE', 'keys[0]');
 
     const s = new de.Variable({ keyDtype: 'string', dim: 1, name: uniqueName(), devices: ['a', 'b'] });
     await s.upsert(['apple', 'pear'], [1, 2]);

@@ -1,4 +1,4 @@
-import { InvalidTypeError, invalidParameter } from '../errors.js';
+import { DisposedError, InvalidTypeError, invalidParameter } from '../errors.js';
 import type { EmbeddingTable } from '../table.js';
 import { checkInteger } from '../validation.js';
 
@@ -12,7 +12,7 @@ export function checkTable(table: unknown, argument = 'table'): EmbeddingTable {
   if (typeof t !== 'object' || t === null || typeof t.exportBatches !== 'function' || typeof t.importRows !== 'function' || typeof t.options !== 'object') {
     throw invalidParameter(argument, 'an EmbeddingTable', table, InvalidTypeError);
   }
-  if (t.disposed) throw invalidParameter(argument, 'a live (not disposed) EmbeddingTable', `disposed table "${t.name}"`);
+  if (t.disposed) throw invalidParameter(argument, 'a live (not disposed) EmbeddingTable', `disposed table "${t.name}"`, DisposedError);
   return t;
 }
 

@@ -272,7 +272,7 @@ describe('argument checks (nothing is written on a rejected call)', () => {
       const t = make();
       t.dispose();
       const e = await rejection(saveTable(t, dir));
-      expect([e.code, e.argument]).toEqual([ErrorCodes.INVALID_ARGUMENT, 'table']);
+      expect([e.code, e.argument]).toEqual([ErrorCodes.DISPOSED, 'table']);
     });
   });
 });

@@ -52,7 +52,7 @@ export interface Ops {
   /** One `export` page / `exportSync`. */
   export(t: EmbeddingTable, o?: { offset?: number; limit?: number }): Promise<ExportBatch>;
   /** `importRows` / `importRowsSync`. */
-  importRows(t: EmbeddingTable, keys: KeyInput, values: ValuesInput, slots?: Float32Array[] | null, scores?: BigUint64Array | null): Promise<void>;
+  importRows(t: EmbeddingTable, keys: KeyInput, values: ValuesInput, slots?: Float32Array[] | null, scores?: BigUint64Array | readonly bigint[] | null): Promise<void>;
   /** `lookupCombined` / `lookupCombinedSync`. */
   lookupCombined(t: EmbeddingTable, ids: BagInput, o?: LookupCombinedOptions): Promise<Float32Array>;
   /** `lookupCombinedPartial` / `lookupCombinedPartialSync`: float64 partial sums. */

@@ -1,6 +1,7 @@
 import * as fc from 'fast-check';
 import { describe, expect, it, type TestContext } from 'vitest';
 import { createCache, type EmbeddingCache } from '../../cache.js';
+import { Tensor } from '../../tensor.js';
 import { EmbeddingError } from '../../errors.js';
 import { cacheSetOf as setOf } from '../cacheSet.js';
 import type { SuiteContext } from '../harness.js';
@@ -244,8 +245,10 @@ export function cacheSection(ctx: SuiteContext): void {
         c.insert(big([1n, 2n, 3n]), Float32Array.from([1, 1, 2, 2, 3, 3]));
         m.insert([1n, 2n, 3n], [[1, 1], [2, 2], [3, 3]]);
         const junk: [() => unknown, string][] = [
-          [() => c.query(Int32Array.from([1]) as never), 'INVALID_TYPE'],
-          [() => c.query([1n] as never), 'INVALID_TYPE'],
+          [() => c.query(['1'] as never), 'INVALID_TYPE'],
+          [() => c.query([1.5]), 'INVALID_TYPE'],
+          [() => c.query([1n << 63n]), 'OUT_OF_RANGE'],
+          [() => c.query(Float64Array.from([1]) as never), 'INVALID_TYPE'],
           [() => c.query(big([1n]), { out: { values: new Float32Array(3) } }), 'SHAPE_MISMATCH'],
           [() => c.query(big([1n]), { out: { exists: new Uint8Array(2) } }), 'SHAPE_MISMATCH'],
           [() => c.query(big([1n]), { out: { values: new Float64Array(2) as never } }), 'INVALID_TYPE'],
@@ -254,7 +257,7 @@ export function cacheSection(ctx: SuiteContext): void {
           [() => c.insert(big([9n]), [0, 0] as never), 'INVALID_TYPE'],
           [() => c.insert(null as never, new Float32Array(0)), 'INVALID_TYPE'],
           [() => c.update(big([1n]), new Float32Array(4)), 'SHAPE_MISMATCH'],
-          [() => c.remove(new BigUint64Array([1n]) as never), 'INVALID_TYPE'],
+          [() => c.remove(new Float32Array([1]) as never), 'INVALID_TYPE'],
         ];
         for (const [fn, code] of junk) {
           expectCode(fn, code);
@@ -265,6 +268,22 @@ export function cacheSection(ctx: SuiteContext): void {
         c.dispose();
         expect(c.disposed).toBe(true);
         for (const fn of [() => c.query(big([1n])), () => c.insert(big([1n]), new Float32Array(2)), () => c.keys(), () => c.size(), () => c.clear()]) expectCode(fn, 'DISPOSED');
+      } finally {
+        disposeCaches();
+      }
+    });
+
+    it('takes keys in every key form (number[], bigint[], Int32Array, an int Tensor) as BigInt64Array', (t) => {
+      try {
+        const c = make(t, 8, 2, 4);
+        expect(c.insert([1, -2], Float32Array.from([1, 1, 2, 2]))).toBe(0);
+        expect(c.insert([3n], Float32Array.from([3, 3]))).toBe(0);
+        expect(c.update(Int32Array.from([-2, 7]), Float32Array.from([5, 5, 7, 7]))).toBe(1);
+        const q = c.query(new Tensor(BigInt64Array.from([3n, -2n, 7n]), [3]));
+        expect(Array.from(q.values)).toEqual([3, 3, 5, 5, 0, 0]);
+        expect(Array.from(q.exists)).toEqual([1, 1, 0]);
+        expect(c.remove([1, 3])).toBe(2);
+        expect(sortedKeys(c)).toEqual([-2n]);
       } finally {
         disposeCaches();
       }
