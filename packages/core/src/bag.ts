@@ -28,26 +28,38 @@ export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, ar
   return toOrderedBag(ids, weights, keyDtype, argument, weightsArgument).bag;
 }
 
-/** Where a RaggedTensor's row splits differ from the ids' (for the error message). */
-function splitsDifference(ids: Int32Array, w: Int32Array): string {
-  if (w.length !== ids.length) return `${w.length - 1} rows where the ids have ${ids.length - 1}`;
-  let i = 0;
-  while (i < ids.length - 1 && ids[i] === w[i]) i++;
-  return `rowSplits[${i}] = ${w[i]} where the ids' is ${ids[i]}`;
-}
-
-/** Where a SparseTensor's layout differs from the ids' (for the error message). */
-function layoutDifference(ids: SparseTensor, w: SparseTensor): string {
-  const a = ids.denseShape;
-  const b = w.denseShape;
+/**
+ * Where the layout of `weights` first differs from that of `ids`, phrased as the "received" part of
+ * a message ("3 rows where the ids have 4", "rowSplits[2] = 2 where the ids' is 3", "entry 1 at
+ * [0, 1] where the ids' is at [1, 0]"), or null when weights fit these ids (the same kind, row
+ * splits, or dense shape and indices entry by entry).
+ *
+ * @throws InvalidTypeError unless both are SparseTensors or RaggedTensors
+ */
+export function layoutDifference(ids: SparseTensor | RaggedTensor, weights: SparseTensor | RaggedTensor): string | null {
+  const kind = (x: unknown, argument: string): string => {
+    if (x instanceof SparseTensor) return 'SparseTensor';
+    if (x instanceof RaggedTensor) return 'RaggedTensor';
+    throw invalidParameter(argument, 'a SparseTensor or RaggedTensor', x, InvalidTypeError);
+  };
+  const [ik, wk] = [kind(ids, 'ids'), kind(weights, 'weights')];
+  if (ik !== wk) return `a ${wk} where the ids are a ${ik}`;
+  if (ids instanceof RaggedTensor) {
+    const [a, b] = [ids.rowSplits, (weights as RaggedTensor).rowSplits];
+    if (b.length !== a.length) return `${b.length - 1} rows where the ids have ${a.length - 1}`;
+    const i = a.findIndex((v, j) => v !== b[j]);
+    return i < 0 ? null : `rowSplits[${i}] = ${b[i]} where the ids' is ${a[i]}`;
+  }
+  const w = weights as SparseTensor;
+  const [a, b] = [ids.denseShape, w.denseShape];
   if (a.length !== b.length || a.some((d, i) => d !== b[i])) return `denseShape [${b.join(', ')}] where the ids' is [${a.join(', ')}]`;
   if (w.nnz !== ids.nnz) return `${w.nnz} entries where the ids have ${ids.nnz}`;
+  const at = ids.indices.findIndex((v, j) => v !== w.indices[j]);
+  if (at < 0) return null;
   const rank = a.length;
-  let i = 0;
-  while (i < ids.indices.length - 1 && ids.indices[i] === w.indices[i]) i++;
-  const entry = Math.floor(i / rank);
-  const at = (x: SparseTensor): string => `[${Array.from(x.indices.subarray(entry * rank, (entry + 1) * rank)).join(', ')}]`;
-  return `entry ${entry} at ${at(w)} where the ids' is at ${at(ids)}`;
+  const entry = Math.floor(at / rank);
+  const index = (x: SparseTensor): string => `[${Array.from(x.indices.subarray(entry * rank, (entry + 1) * rank)).join(', ')}]`;
+  return `entry ${entry} at ${index(w)} where the ids' is at ${index(ids)}`;
 }
 
 /** A bag and where each input entry went: `order[i]` is the bag entry of input entry i (null: the same position). */
@@ -71,9 +83,8 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
     if (weights !== undefined && weights !== null) {
       if (weights instanceof RaggedTensor) {
         w = floatValues(weights, wa);
-        if (weights.rowSplits.length !== ids.rowSplits.length || weights.rowSplits.some((v, i) => v !== ids.rowSplits[i])) {
-          throw new ShapeMismatchError(`Expected ${wa} to have the same row splits as ${argument} but received ${splitsDifference(ids.rowSplits, weights.rowSplits)}`, { argument: wa });
-        }
+        const difference = layoutDifference(ids, weights);
+        if (difference !== null) throw new ShapeMismatchError(`Expected ${wa} to have the same row splits as ${argument} but received ${difference}`, { argument: wa });
       } else if (weights instanceof Float32Array) {
         w = weights;
         if (w.length !== keys.length) throw new ShapeMismatchError(`Expected ${wa} of length ${keys.length} (one per id of ${argument}) but received ${w.length}`, { argument: wa });
@@ -92,9 +103,8 @@ export function toOrderedBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDt
     if (weights !== undefined && weights !== null) {
       if (weights instanceof SparseTensor) {
         wsrc = floatValues(weights, wa);
-        if (weights.nnz !== nnz || !weights.sameLayout(ids)) {
-          throw new ShapeMismatchError(`Expected ${wa} to have the same indices as ${argument} but received ${layoutDifference(ids, weights)}`, { argument: wa });
-        }
+        const difference = layoutDifference(ids, weights);
+        if (difference !== null) throw new ShapeMismatchError(`Expected ${wa} to have the same indices as ${argument} but received ${difference}`, { argument: wa });
       } else if (weights instanceof Float32Array) {
         wsrc = weights;
         if (wsrc.length !== nnz) throw new ShapeMismatchError(`Expected ${wa} of length ${nnz} (one per id of ${argument}) but received ${wsrc.length}`, { argument: wa });

@@ -36,7 +36,7 @@ export type { Row } from './sparse.js';
 export { normalizeKeys } from './keys.js';
 export type { KeyInput } from './keys.js';
 export { fileNameOf } from './fileNames.js';
-export { toBag, toOrderedBag } from './bag.js';
+export { layoutDifference, toBag, toOrderedBag } from './bag.js';
 export type { BagInput, BagWeights, OrderedBag } from './bag.js';
 export { resolveShardPlan } from './shardPlan.js';
 export type { ShardPlan, ShardPlacement, ResolvedShardPlan, PlanTarget, PlanEntries } from './shardPlan.js';

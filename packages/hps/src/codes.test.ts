@@ -42,6 +42,18 @@ describe('hps error codes', () => {
     await expect(layer.call(ids, w as never)).rejects.toMatchObject({ code: 'INVALID_TYPE', argument: 'spWeights', message: expect.stringContaining('float32 weights') });
   });
 
+  it('SparseLookupLayer.call: weights at other indices than the ids are SHAPE_MISMATCH saying where they differ', async () => {
+    const { config } = await server();
+    const layer = new hps.SparseLookupLayer({ modelName: 'm', tableId: 0, embVecSize: 2, psConfig: config });
+    const ids = new SparseTensor([[0, 0], [1, 0]], BigInt64Array.of(keys[0]!, keys[1]!), [2, 2]);
+    const w = new SparseTensor([[0, 0], [1, 1]], Float32Array.of(1, 2), [2, 2]);
+    await expect(layer.call(ids, w)).rejects.toMatchObject({
+      code: 'SHAPE_MISMATCH',
+      argument: 'spWeights',
+      message: "Expected spWeights to have the indices and dense shape of spIds but received entry 1 at [1, 1] where the ids' is at [1, 0]",
+    });
+  });
+
   it("layer options: tableId '0' and embVecSize '2' are INVALID_TYPE, -1 and 0 INVALID_ARGUMENT", async () => {
     const make = (o: object) => () => new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 2, ...o } as never);
     expect(make({ tableId: '0' })).toThrow(expect.objectContaining({ code: 'INVALID_TYPE', argument: 'options.tableId' }));

@@ -11,6 +11,8 @@ import {
   validateMaxNorm,
   type Combiner,
   type KeyInput,
+  layoutDifference,
+  ShapeMismatchError,
 } from '@embedstack/core';
 import { dedupe } from './keyOps.js';
 import { type InitOptions, withServer } from './init.js';
@@ -196,7 +198,8 @@ export class SparseLookupLayer extends HpsLayer {
     if (spIds.dtype === 'float32') throw invalidParameter('spIds', 'a SparseTensor of int32 or int64 ids', 'float32 values', InvalidTypeError);
     if (spWeights && spWeights.dtype !== 'float32') throw invalidParameter('spWeights', 'a SparseTensor of float32 weights', `${spWeights.dtype} values`, InvalidTypeError);
     if (spIds.denseShape.length !== 2) throw invalidParameter('spIds', 'a rank-2 SparseTensor', `rank ${spIds.denseShape.length}`);
-    if (spWeights && !spWeights.sameLayout(spIds)) throw invalidParameter('spWeights', 'a SparseTensor with the indices and dense shape of spIds', spWeights);
+    const difference = spWeights ? layoutDifference(spIds, spWeights) : null;
+    if (difference !== null) throw new ShapeMismatchError(`Expected spWeights to have the indices and dense shape of spIds but received ${difference}`, { argument: 'spWeights' });
     return withLayerServer(this, async (server) => new Tensor(await pool(this, server, spIds, spWeights ?? null, combiner, maxNorm), [spIds.denseShape[0]!, this.embVecSize]));
   }
 }

@@ -8,6 +8,7 @@ import {
   checkOptions,
   invalidParameter,
   type KeyDtype,
+  layoutDifference,
 } from '@embedstack/core';
 import type { OptimizerWrapper, SokVariable } from '@embedstack/sok';
 import { keysAs, toCore, toSparse, type IdsInput } from './ids.js';
@@ -148,7 +149,8 @@ export class SokEmbeddingLayer extends SparseEmbeddingLayer {
         if (x === undefined || x === null) return null;
         const s = toSparse(toCore(x, `options.weights[${i}]`, 'weights'), `options.weights[${i}]`);
         if (!(s.values instanceof Float32Array)) throw invalidParameter(`options.weights[${i}]`, 'float32 weights', `${s.dtype} weights`, InvalidTypeError);
-        if (!s.sameLayout(b)) throw new ShapeMismatchError(`Expected options.weights[${i}] to have the layout (rows and positions) of ${arg(i)}`, { argument: `options.weights[${i}]` });
+        const difference = layoutDifference(b, s);
+        if (difference !== null) throw new ShapeMismatchError(`Expected options.weights[${i}] to have the layout (rows and positions) of ${arg(i)} but received ${difference}`, { argument: `options.weights[${i}]` });
         return s;
       });
       const batch = bags[0]!.denseShape[0]!;

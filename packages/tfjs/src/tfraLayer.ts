@@ -13,6 +13,7 @@ import {
   validateCombiner,
   type Combiner,
   type KeyDtype,
+  layoutDifference,
 } from '@embedstack/core';
 import type { AnyVariable, Optimizer } from '@embedstack/tfra';
 import { keysAs, toCore, toSparse, type IdsInput } from './ids.js';
@@ -165,7 +166,8 @@ export class TfraEmbeddingLayer extends SparseEmbeddingLayer {
       if (weights) {
         const w = toSparse(weights, 'options.weights');
         if (!(w.values instanceof Float32Array)) throw invalidParameter('options.weights', 'float32 weights', `${w.dtype} weights`, InvalidTypeError);
-        if (!w.sameLayout(spIds)) throw new ShapeMismatchError('Expected options.weights to have the layout (rows and positions) of ids', { argument: 'options.weights' });
+        const difference = layoutDifference(spIds, w);
+        if (difference !== null) throw new ShapeMismatchError(`Expected options.weights to have the layout (rows and positions) of ids but received ${difference}`, { argument: 'options.weights' });
         spWeights = w;
       }
       const combiner = this.combiner;

@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs-core';
 import * as tfl from '@tensorflow/tfjs-layers';
-import { EmbeddingError, RaggedTensor } from '@embedstack/core';
+import { EmbeddingError, RaggedTensor, SparseTensor } from '@embedstack/core';
 import * as de from '@embedstack/tfra';
 import { FeatureConfig, SGD, TableConfig, TPUEmbedding } from '@embedstack/tpu-embedding';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -238,7 +238,11 @@ describe('errors', () => {
     const l32 = new TfraEmbeddingLayer({ variable: int32, optimizer: de.DynamicEmbeddingOptimizer(new de.optimizers.SGD()), combiner: 'sum' });
     await rejects(l32.lookup(BigInt64Array.of(1n, 2n ** 33n)), 'OUT_OF_RANGE', 'ids');
     await rejects(l32.lookup(tf.zeros([1, 1, 1], 'int32') as tf.Tensor), 'SHAPE_MISMATCH', 'ids');
-    await rejects(l32.lookup(RaggedTensor.fromNestedArray([[1], [2, 3]], { dtype: 'int32' }), { weights: RaggedTensor.fromNestedArray([[1], [2]], { dtype: 'float32' }) }), 'SHAPE_MISMATCH', 'options.weights');
+    const layoutError = await rejects(l32.lookup(RaggedTensor.fromNestedArray([[1], [2, 3]], { dtype: 'int32' }), { weights: RaggedTensor.fromNestedArray([[1], [2]], { dtype: 'float32' }) }), 'SHAPE_MISMATCH', 'options.weights');
+    expect(layoutError.message).toContain("but received denseShape [2, 1] where the ids' is [2, 2]"); // rows of 1 and 2 ids, as sparse [2, 2]
+    const sparseIds = new SparseTensor([[0, 0], [1, 0]], Int32Array.of(1, 2), [2, 2]);
+    const sparseError = await rejects(l32.lookup(sparseIds, { weights: new SparseTensor([[0, 0], [1, 1]], Float32Array.of(1, 1), [2, 2]) }), 'SHAPE_MISMATCH', 'options.weights');
+    expect(sparseError.message).toBe("Expected options.weights to have the layout (rows and positions) of ids but received entry 1 at [1, 1] where the ids' is at [1, 0]");
     // a positions tensor from toTf of int64 keys names the keys registered beside it
     const pos = toTf(new (await import('@embedstack/core')).Tensor(BigInt64Array.of(5n, 6n)));
     const z = l32.apply(await l32.lookup(pos)) as tf.Tensor;

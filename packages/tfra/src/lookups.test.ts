@@ -135,7 +135,7 @@ describe('embeddingLookupSparse', () => {
     const intWeights = new de.SparseTensor([[0, 0], [0, 1], [1, 0], [2, 3]], new BigInt64Array([1n, 1n, 1n, 1n]), [4, 4]);
     await expectError(de.embeddingLookupSparse(v, ids(), intWeights), 'INVALID_TYPE', 'spWeights', 'float32');
     const other = new de.SparseTensor([[0, 0], [0, 2], [1, 0], [2, 3]], new Float32Array(4), [4, 4]);
-    await expectError(de.embeddingLookupSparse(v, ids(), other), 'SHAPE_MISMATCH', 'spWeights');
+    await expectError(de.embeddingLookupSparse(v, ids(), other), 'SHAPE_MISMATCH', 'spWeights', "but received entry 1 at [0, 2] where the ids' is at [0, 1]");
     const ids32 = new de.SparseTensor([[0, 0]], new Int32Array([1]), [1, 1]);
     await expectError(de.embeddingLookupSparse(v, ids32, null), 'INVALID_TYPE', 'spIds', 'int32');
     expect(v.getTrainableByName('embedding_lookup_sparse/embedding_lookup')).toBeNull();

@@ -15,6 +15,7 @@ import {
   toOrderedBag,
   validateCombiner,
   validateMaxNorm,
+  layoutDifference,
 } from '@embedstack/core';
 import { storageDtype, takeKeys, toKeys, type VariableKeys } from './keys.js';
 import { copyForRecord, getModelMode, type LookupRecord, type RecordCopies, recordLookup, ShadowVariable } from './shadow.js';
@@ -186,9 +187,8 @@ function checkSparse(v: AnyVariable, spIds: unknown, spWeights: unknown, idsArg:
     if (!(spWeights.values instanceof Float32Array)) {
       throw invalidParameter(weightsArg, 'float32 weights (the variable value dtype)', `${spWeights.dtype} weights`, InvalidTypeError);
     }
-    if (spWeights.nnz !== spIds.nnz || !spWeights.sameLayout(spIds)) {
-      throw new ShapeMismatchError(`Expected ${weightsArg} to have the same indices and shape as ${idsArg}`, { argument: weightsArg });
-    }
+    const difference = layoutDifference(spIds, spWeights);
+    if (difference !== null) throw new ShapeMismatchError(`Expected ${weightsArg} to have the same indices and shape as ${idsArg} but received ${difference}`, { argument: weightsArg });
   }
   const want = storageDtype(v.keyDtype);
   if (spIds.dtype !== want) {

@@ -195,12 +195,12 @@ describe('enqueue errors (nothing is queued, tables unchanged)', () => {
     await rejectsEnqueue(good(), w(sparseWeights(WATCHED)), ErrorCodes.INVALID_TYPE, 'weights.watched');
     await rejectsEnqueue(good(), w(RaggedTensor.fromNestedArray(WATCHED)), ErrorCodes.INVALID_TYPE, 'weights.watched');
     // WATCHED's row splits are [0, 1, 3, 5, 6]; the message says what was received, where it first differs
-    await rejectsEnqueue(good(), w(raggedWeights([[1], [1], [1, 1], [1, 1]])), ErrorCodes.SHAPE_MISMATCH, 'Expected weights.watched to have the row splits of features.watched but received rowSplits[2] = 2 (the ids\': 3)');
-    await rejectsEnqueue(good(), w(raggedWeights([[1], [1, 1], [1, 1]])), ErrorCodes.SHAPE_MISMATCH, 'but received 3 rows (the ids have 4)');
+    await rejectsEnqueue(good(), w(raggedWeights([[1], [1], [1, 1], [1, 1]])), ErrorCodes.SHAPE_MISMATCH, 'Expected weights.watched to have the row splits of features.watched but received rowSplits[2] = 2 where the ids\' is 3');
+    await rejectsEnqueue(good(), w(raggedWeights([[1], [1, 1], [1, 1]])), ErrorCodes.SHAPE_MISMATCH, 'but received 3 rows where the ids have 4');
     const sp = { watched: sparse(WATCHED), favorited: sparse(FAVORITED), friends: sparse(FRIENDS) };
     // the ids' entries are [0, 0], [1, 0], [1, 1], ...; these weights' second is [0, 1]
-    await rejectsEnqueue(sp, w(sparseWeights([[1, 1], [1], [1, 1], [1]])), ErrorCodes.SHAPE_MISMATCH, 'Expected weights.watched to have the indices and denseShape of features.watched but received index [0, 1] at entry 1 (the ids\': [1, 0])');
-    await rejectsEnqueue(sp, w(sparseWeights([[1], [1, 1], [1, 1]])), ErrorCodes.SHAPE_MISMATCH, 'but received 5 entries (the ids have 6)');
+    await rejectsEnqueue(sp, w(sparseWeights([[1, 1], [1], [1, 1], [1]])), ErrorCodes.SHAPE_MISMATCH, 'Expected weights.watched to have the indices and denseShape of features.watched but received entry 1 at [0, 1] where the ids\' is at [1, 0]');
+    await rejectsEnqueue(sp, w(sparseWeights([[1], [1, 1], [1, 1]])), ErrorCodes.SHAPE_MISMATCH, "but received denseShape [3, 2] where the ids' is [4, 2]");
     await rejectsEnqueue(good(), { weights: { watched: null } }, ErrorCodes.INVALID_ARGUMENT, 'weights');
   });
 

@@ -10,6 +10,7 @@ import {
   invalidParameter,
   type KeyDtype,
   type Keys,
+  layoutDifference,
   normalizeKeys,
   OutOfRangeError,
   RaggedTensor,
@@ -178,34 +179,18 @@ function checkSparseWeights(input: SparseTensor, weight: unknown, spec: FeatureS
   if (weight === undefined || weight === null) return null;
   if (!(weight instanceof SparseTensor)) throw invalidParameter(spec.weightPath, 'a SparseTensor (like its ids)', weight, InvalidTypeError);
   const w = floatWeights(weight, `${spec.weightPath}.values`);
-  if (weight.nnz !== input.nnz || !weight.sameLayout(input)) {
-    throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the indices and denseShape of ${spec.path} but received ${sparseDifference(weight, input)}`, { argument: spec.weightPath });
-  }
+  const difference = layoutDifference(input, weight);
+  if (difference !== null) throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the indices and denseShape of ${spec.path} but received ${difference}`, { argument: spec.weightPath });
   return w;
-}
-
-/** Where weights' layout first differs from their ids' (the received part of the message). */
-function sparseDifference(weight: SparseTensor, ids: SparseTensor): string {
-  if (weight.nnz !== ids.nnz) return `${weight.nnz} entries (the ids have ${ids.nnz})`;
-  const [ws, is] = [weight.denseShape, ids.denseShape];
-  if (ws.length !== is.length || ws.some((d, i) => d !== is[i])) return `denseShape [${ws.join(', ')}] (the ids': [${is.join(', ')}])`;
-  const rank = is.length;
-  const at = weight.indices.findIndex((v, i) => v !== ids.indices[i]);
-  const entry = Math.floor(at / rank);
-  const index = (t: SparseTensor) => `[${Array.from(t.indices.subarray(entry * rank, (entry + 1) * rank)).join(', ')}]`;
-  return `index ${index(weight)} at entry ${entry} (the ids': ${index(ids)})`;
 }
 
 function checkRaggedWeights(input: RaggedTensor, weight: unknown, spec: FeatureSpec): Float32Array | null {
   if (weight === undefined || weight === null) return null;
   if (!(weight instanceof RaggedTensor)) throw invalidParameter(spec.weightPath, 'a RaggedTensor (like its ids)', weight, InvalidTypeError);
   const w = floatWeights(weight, `${spec.weightPath}.values`);
-  const a = weight.rowSplits;
-  const b = input.rowSplits;
-  const at = a.length !== b.length ? -1 : a.findIndex((v, i) => v !== b[i]);
-  if (a.length !== b.length || at >= 0) {
-    const received = at < 0 ? `${a.length - 1} rows (the ids have ${b.length - 1})` : `rowSplits[${at}] = ${a[at]} (the ids': ${b[at]})`;
-    throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the row splits of ${spec.path} but received ${received}`, { argument: spec.weightPath });
+  const difference = layoutDifference(input, weight);
+  if (difference !== null) {
+    throw new ShapeMismatchError(`Expected ${spec.weightPath} to have the row splits of ${spec.path} but received ${difference}`, { argument: spec.weightPath });
   }
   return w;
 }
