@@ -4,6 +4,7 @@ import {
   checkKnownKeys,
   checkOptions,
   createTable,
+  DisposedError,
   EmbeddingError,
   EmbeddingTable,
   exportHugeCTR,
@@ -115,14 +116,15 @@ export interface ExportModelOptions {
  * config's `sparse_files` name `<dir>/<model>/<table>`, which HPS resolves through
  * `CURRENT` once per model load, so a server loading it sees the whole previous export
  * or the whole new one, never a mix, whenever the export stops (a kill included).
- * Every option is checked before anything is written: distinct table names, and the
+ * Every option is checked before anything is written: live (not disposed) tables, distinct table names, and the
  * returned config (with `modelOptions` / `globalOptions` merged in) passes the ps config
  * checks `HPS.create` runs. `psConfigFile` is written crash-safely (temporary file, fsync,
  * rename) after the tables and before the switch of `CURRENT`: a failed write of it commits
  * nothing (the previous version stays live); should the switch fail after it, the file's
  * previous content is put back (or the new file removed).
  * @throws InvalidArgumentError / InvalidTypeError for bad options (an invalid merged config
- *   names options.modelOptions or options.globalOptions), core's export errors, IOError
+ *   names options.modelOptions or options.globalOptions), DisposedError for a disposed table
+ *   or shard (before anything is created), core's export errors, IOError
  */
 export async function exportModel(options: ExportModelOptions): Promise<Record<string, unknown>> {
   const o = checkOptions<ExportModelOptions>(options, ['model', 'tables', 'dir', 'psConfigFile', 'modelOptions', 'globalOptions', 'supportlonglong'], 'options', { required: true });
@@ -147,6 +149,15 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
     }
     if (!isExportable(table)) {
       throw invalidParameter(`options.tables[${i}]`, 'an EmbeddingTable, an array of shards, a float32 Tensor [rows, dim], or { table, name }', t, InvalidTypeError);
+    }
+    // a disposed table (or shard) is refused here, before the export creates <dir>/<model>
+    const parts = table instanceof EmbeddingTable ? [table] : Array.isArray(table) ? (table as readonly EmbeddingTable[]) : [];
+    const dead = parts.findIndex((x) => x.disposed);
+    if (dead >= 0) {
+      const what = parts.length === 1 && !Array.isArray(table) ? `options.tables[${i}]` : `shard ${dead} of options.tables[${i}]`;
+      throw new DisposedError(`Expected ${what} to be a live (not disposed) EmbeddingTable but received table ${JSON.stringify(parts[dead]!.name)}, disposed`, {
+        argument: `options.tables[${i}]`,
+      });
     }
     const name = bare || (t as { name?: unknown }).name == null ? `sparse_embedding${i}` : checkHpsName((t as { name?: unknown }).name, `options.tables[${i}].name`);
     return { table, name };
