@@ -97,6 +97,23 @@ describe('exportModel refuses bad options before writing anything', () => {
     }
   });
 
+  it('an unknown backend for the temporary table of a tensor (EMBEDSTACK_BACKEND): NOT_FOUND, and no <dir>/<model> is created', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const saved = process.env.EMBEDSTACK_BACKEND;
+    process.env.EMBEDSTACK_BACKEND = 'bogus';
+    try {
+      await expect(hps.exportModel({ model: 'm', dir: t.dir, tables: [{ table: new Tensor(Float32Array.of(1, 2), [1, 2]), name: 'emb' }] })).rejects.toMatchObject({
+        code: 'NOT_FOUND',
+        message: expect.stringContaining('but received "bogus"'),
+      });
+    } finally {
+      if (saved === undefined) delete process.env.EMBEDSTACK_BACKEND;
+      else process.env.EMBEDSTACK_BACKEND = saved;
+    }
+    expect(readdirSync(t.dir)).toEqual([]);
+  });
+
   it('a psConfigFile that is not a path', async () => {
     const { dir, a, before } = await setup();
     for (const psConfigFile of [42, '', {}]) {

@@ -5,9 +5,11 @@ import {
   checkOptions,
   createTable,
   DisposedError,
+  type EmbeddingBackend,
   EmbeddingError,
   EmbeddingTable,
   exportHugeCTR,
+  InternalError,
   InvalidArgumentError,
   invalidParameter,
   InvalidTypeError,
@@ -59,10 +61,10 @@ function isExportable(t: unknown): t is ExportableTable {
   return Array.isArray(t) && t.length > 0 && t.every((x) => x instanceof EmbeddingTable && x.dim === (t[0] as EmbeddingTable).dim);
 }
 
-/** The one core table to export (a temporary one, disposed by the caller, for tensors and shards). */
-async function asTable(t: ExportableTable): Promise<{ table: EmbeddingTable; temporary: boolean }> {
+/** The one core table to export (a temporary one on `backend`, disposed by the caller, for tensors and shards). */
+async function asTable(t: ExportableTable, backend: EmbeddingBackend | null): Promise<{ table: EmbeddingTable; temporary: boolean }> {
   if (t instanceof EmbeddingTable) return { table: t, temporary: false };
-  const backend = loadDefaultBackend({ from: import.meta.url });
+  if (backend === null) throw new InternalError('exportModel: no backend resolved for a tensor or shards');
   if (t instanceof Tensor) {
     const [rows, dim] = t.shape as [number, number];
     const table = createTable({ kind: 'static', vocabularySize: rows, dim, initializer: { kind: 'array', values: t.data as Float32Array } }, { backend });
@@ -208,6 +210,8 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
     const Cls = e.constructor as new (message: string, options: { argument: string; cause: unknown }) => EmbeddingError;
     throw new Cls(`Expected ${arg} to give a valid ps config: ${e.message}`, { argument: arg, cause: e });
   }
+  // the backend of the temporary tables (tensors, shards), resolved before anything is created: an unknown or unusable one (EMBEDSTACK_BACKEND) rejects here
+  const backend = tables.some((t) => !(t.table instanceof EmbeddingTable)) ? loadDefaultBackend({ from: import.meta.url }) : null;
   // psConfigFile is written after the tables and before CURRENT switches (the commit): a failed
   // write commits nothing; if the commit fails after it, the file's previous content is put back
   const configFile = o.psConfigFile == null ? null : resolve(o.psConfigFile);
@@ -217,7 +221,7 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
   try {
     await saveVersionedDir(root, async ({ tmp }) => {
       for (const { table: t, name } of tables) {
-        const { table, temporary } = await asTable(t);
+        const { table, temporary } = await asTable(t, backend);
         try {
           await exportHugeCTR(table, join(tmp, name), { keyFormat: longKeys ? 'int64' : 'uint32' });
         } finally {
