@@ -150,16 +150,25 @@ export function getBackend(name?: string): EmbeddingBackend {
 }
 
 /**
- * NotFoundError for a backend name that is not registered: lists the names that are
- * selectable now ('reference' included: getBackend adds it on demand) and, for a
- * backend an embedstack package provides, which package to install and import.
+ * NotFoundError for a backend name that is not registered: lists the valid names, those
+ * selectable now ('reference' included: getBackend adds it on demand) and those an
+ * embedstack package registers once loaded (cpu, cuda, cuda-host: loadDefaultBackend loads
+ * it when the name is asked for; nothing is loaded here), and, for such a name, which
+ * package to install and import.
  */
 function unknownBackend(wanted: string, source: string, argument: string): NotFoundError {
   const names = listBackends();
   if (!names.includes(referenceBackend.name)) names.push(referenceBackend.name);
-  const pkg = wanted === 'cpu' ? DEFAULT_BACKEND_PACKAGE : Object.hasOwn(OPTIONAL_BACKEND_PACKAGES, wanted) ? OPTIONAL_BACKEND_PACKAGES[wanted] : undefined;
-  const hint = pkg === undefined ? '' : `. Backend "${wanted}" is not loaded: install and import ${pkg} (it registers itself)`;
-  return new NotFoundError(`Expected backend to be one of [${names.join(', ')}] but received "${wanted}"${source}${hint}`, { argument });
+  const packages: Readonly<Record<string, string>> = { cpu: DEFAULT_BACKEND_PACKAGE, ...OPTIONAL_BACKEND_PACKAGES };
+  const loadable = Object.keys(packages).filter((n) => !names.includes(n));
+  const pkg = Object.hasOwn(packages, wanted) ? packages[wanted] : undefined;
+  const hint =
+    pkg !== undefined
+      ? `. Backend "${wanted}" is not loaded: install and import ${pkg} (it registers itself)`
+      : loadable.length > 0
+        ? `; ${loadable.join(', ')} register when their package is loaded (${[...new Set(loadable.map((n) => packages[n]))].join(', ')}; a facade loads it when the name is asked for)`
+        : '';
+  return new NotFoundError(`Expected backend to be one of [${[...names, ...loadable].join(', ')}] but received "${wanted}"${source}${hint}`, { argument });
 }
 
 /** How to run without a native backend, appended to "no usable backend" errors. */

@@ -93,7 +93,7 @@ describe('backend registry', () => {
     expect(getBackend().name).toBe('cpu');
     const e = throwsCode(() => setDefaultBackend('tpu'), ErrorCodes.NOT_FOUND, 'backend');
     expect(e.message).toContain('"tpu"');
-    expect(e.message).toContain('[reference, cpu]');
+    expect(e.message).toContain('[reference, cpu, cuda, cuda-host]');
     setDefaultBackend('reference');
     unregisterBackend('reference'); // clears the default
     expect(getBackend().name).toBe('cpu');

@@ -1,6 +1,6 @@
 import { type CacheQueryResult, createCache, createTable, type EmbeddingBackend, type EmbeddingCache, type EmbeddingTable, loadDefaultBackend } from '@embedstack/core';
 
-/** Slots per set of the L1 cache: HugeCTR's GPU embedding cache sets (2 slabs of 32 slots). */
+/** Slots per set of the L1 cache: HugeCTR's GPU embedding cache sets (2 slabs of 32 slots); a cache of fewer rows is one set of them (core: ways = min(ways, capacity)). */
 export const L1_WAYS = 64;
 
 /** Rows per batch of `keys()`. */
@@ -10,7 +10,7 @@ const KEY_BATCH = 65536;
  * HPS's L1 embedding cache of one table on one device, run by the backend's native code
  * (cpu-backend: host memory):
  * - dynamic (`embedding_cache_type: dynamic`, the default): core's set-associative LRU
- *   cache (`createCache`), `capacity` rows in sets of {@link L1_WAYS} slots chosen by a
+ *   cache (`createCache`), `capacity` rows in sets of min({@link L1_WAYS}, capacity) slots chosen by a
  *   hash of the key, the least recently used row of a full set evicted (on a backend
  *   without a cache, such as cuda, on the CPU backend's);
  * - static: an uncapped core dynamic table holding the whole table (never evicts).

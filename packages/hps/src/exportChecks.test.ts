@@ -62,6 +62,58 @@ describe('exportModel refuses bad options before writing anything', () => {
     expect(tree(dir)).toEqual(before);
   });
 
+  it('a disposed table, or a disposed shard of one: DISPOSED, and no <dir>/<model> is created', async () => {
+    const live = () => {
+      const t = createTable({ kind: 'dynamic', dim: 2, initializer: { kind: 'zeros' } });
+      cleanups.push(() => t.dispose());
+      return t;
+    };
+    const disposed = live();
+    disposed.dispose();
+    const shards = [live(), live()];
+    shards[1]!.dispose();
+    for (const [table, message] of [
+      [disposed, `Expected options.tables[0] to be a live (not disposed) EmbeddingTable but received table "${disposed.name}", disposed`],
+      [shards, `Expected shard 1 of options.tables[0] to be a live (not disposed) EmbeddingTable but received table "${shards[1]!.name}", disposed`],
+    ] as const) {
+      // into a fresh dir: nothing at all is created
+      const t = tempDir();
+      cleanups.push(t.cleanup);
+      const psConfigFile = join(t.dir, 'ps.json');
+      await expect(hps.exportModel({ model: 'm', dir: t.dir, tables: [{ table, name: 'emb' }], psConfigFile })).rejects.toMatchObject({
+        name: 'DisposedError',
+        code: 'DISPOSED',
+        argument: 'options.tables[0]',
+        message,
+      });
+      expect(readdirSync(t.dir)).toEqual([]);
+      // over an earlier export: it stays as it was
+      const { dir, a, before } = await setup();
+      await expect(hps.exportModel({ model: 'm', dir, tables: [{ table: a, name: 'emb' }, { table, name: 'emb2' }], psConfigFile: join(dir, 'ps.json') })).rejects.toMatchObject({
+        code: 'DISPOSED',
+        argument: 'options.tables[1]',
+      });
+      expect(tree(dir)).toEqual(before);
+    }
+  });
+
+  it('an unknown backend for the temporary table of a tensor (EMBEDSTACK_BACKEND): NOT_FOUND, and no <dir>/<model> is created', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const saved = process.env.EMBEDSTACK_BACKEND;
+    process.env.EMBEDSTACK_BACKEND = 'bogus';
+    try {
+      await expect(hps.exportModel({ model: 'm', dir: t.dir, tables: [{ table: new Tensor(Float32Array.of(1, 2), [1, 2]), name: 'emb' }] })).rejects.toMatchObject({
+        code: 'NOT_FOUND',
+        message: expect.stringContaining('but received "bogus"'),
+      });
+    } finally {
+      if (saved === undefined) delete process.env.EMBEDSTACK_BACKEND;
+      else process.env.EMBEDSTACK_BACKEND = saved;
+    }
+    expect(readdirSync(t.dir)).toEqual([]);
+  });
+
   it('a psConfigFile that is not a path', async () => {
     const { dir, a, before } = await setup();
     for (const psConfigFile of [42, '', {}]) {

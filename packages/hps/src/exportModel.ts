@@ -4,9 +4,12 @@ import {
   checkKnownKeys,
   checkOptions,
   createTable,
+  DisposedError,
+  type EmbeddingBackend,
   EmbeddingError,
   EmbeddingTable,
   exportHugeCTR,
+  InternalError,
   InvalidArgumentError,
   invalidParameter,
   InvalidTypeError,
@@ -58,10 +61,10 @@ function isExportable(t: unknown): t is ExportableTable {
   return Array.isArray(t) && t.length > 0 && t.every((x) => x instanceof EmbeddingTable && x.dim === (t[0] as EmbeddingTable).dim);
 }
 
-/** The one core table to export (a temporary one, disposed by the caller, for tensors and shards). */
-async function asTable(t: ExportableTable): Promise<{ table: EmbeddingTable; temporary: boolean }> {
+/** The one core table to export (a temporary one on `backend`, disposed by the caller, for tensors and shards). */
+async function asTable(t: ExportableTable, backend: EmbeddingBackend | null): Promise<{ table: EmbeddingTable; temporary: boolean }> {
   if (t instanceof EmbeddingTable) return { table: t, temporary: false };
-  const backend = loadDefaultBackend({ from: import.meta.url });
+  if (backend === null) throw new InternalError('exportModel: no backend resolved for a tensor or shards');
   if (t instanceof Tensor) {
     const [rows, dim] = t.shape as [number, number];
     const table = createTable({ kind: 'static', vocabularySize: rows, dim, initializer: { kind: 'array', values: t.data as Float32Array } }, { backend });
@@ -115,14 +118,15 @@ export interface ExportModelOptions {
  * config's `sparse_files` name `<dir>/<model>/<table>`, which HPS resolves through
  * `CURRENT` once per model load, so a server loading it sees the whole previous export
  * or the whole new one, never a mix, whenever the export stops (a kill included).
- * Every option is checked before anything is written: distinct table names, and the
+ * Every option is checked before anything is written: live (not disposed) tables, distinct table names, and the
  * returned config (with `modelOptions` / `globalOptions` merged in) passes the ps config
  * checks `HPS.create` runs. `psConfigFile` is written crash-safely (temporary file, fsync,
  * rename) after the tables and before the switch of `CURRENT`: a failed write of it commits
  * nothing (the previous version stays live); should the switch fail after it, the file's
  * previous content is put back (or the new file removed).
  * @throws InvalidArgumentError / InvalidTypeError for bad options (an invalid merged config
- *   names options.modelOptions or options.globalOptions), core's export errors, IOError
+ *   names options.modelOptions or options.globalOptions), DisposedError for a disposed table
+ *   or shard (before anything is created), core's export errors, IOError
  */
 export async function exportModel(options: ExportModelOptions): Promise<Record<string, unknown>> {
   const o = checkOptions<ExportModelOptions>(options, ['model', 'tables', 'dir', 'psConfigFile', 'modelOptions', 'globalOptions', 'supportlonglong'], 'options', { required: true });
@@ -147,6 +151,15 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
     }
     if (!isExportable(table)) {
       throw invalidParameter(`options.tables[${i}]`, 'an EmbeddingTable, an array of shards, a float32 Tensor [rows, dim], or { table, name }', t, InvalidTypeError);
+    }
+    // a disposed table (or shard) is refused here, before the export creates <dir>/<model>
+    const parts = table instanceof EmbeddingTable ? [table] : Array.isArray(table) ? (table as readonly EmbeddingTable[]) : [];
+    const dead = parts.findIndex((x) => x.disposed);
+    if (dead >= 0) {
+      const what = parts.length === 1 && !Array.isArray(table) ? `options.tables[${i}]` : `shard ${dead} of options.tables[${i}]`;
+      throw new DisposedError(`Expected ${what} to be a live (not disposed) EmbeddingTable but received table ${JSON.stringify(parts[dead]!.name)}, disposed`, {
+        argument: `options.tables[${i}]`,
+      });
     }
     const name = bare || (t as { name?: unknown }).name == null ? `sparse_embedding${i}` : checkHpsName((t as { name?: unknown }).name, `options.tables[${i}].name`);
     return { table, name };
@@ -197,6 +210,8 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
     const Cls = e.constructor as new (message: string, options: { argument: string; cause: unknown }) => EmbeddingError;
     throw new Cls(`Expected ${arg} to give a valid ps config: ${e.message}`, { argument: arg, cause: e });
   }
+  // the backend of the temporary tables (tensors, shards), resolved before anything is created: an unknown or unusable one (EMBEDSTACK_BACKEND) rejects here
+  const backend = tables.some((t) => !(t.table instanceof EmbeddingTable)) ? loadDefaultBackend({ from: import.meta.url }) : null;
   // psConfigFile is written after the tables and before CURRENT switches (the commit): a failed
   // write commits nothing; if the commit fails after it, the file's previous content is put back
   const configFile = o.psConfigFile == null ? null : resolve(o.psConfigFile);
@@ -206,7 +221,7 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
   try {
     await saveVersionedDir(root, async ({ tmp }) => {
       for (const { table: t, name } of tables) {
-        const { table, temporary } = await asTable(t);
+        const { table, temporary } = await asTable(t, backend);
         try {
           await exportHugeCTR(table, join(tmp, name), { keyFormat: longKeys ? 'int64' : 'uint32' });
         } finally {

@@ -20,9 +20,13 @@ let current: Promise<HPS> | null = null;
  */
 let provisional: { server: Promise<HPS>; calls: number } | null = null;
 
+/** The server a layer's first call started (see {@link withServer}) and from what: for init's message. */
+let startedByLayer: { server: Promise<HPS>; from: string } | null = null;
+
 /**
  * Starts the process-wide HPS server the layers look up through.
- * @throws AlreadyExistsError when a server is running (call `shutdown()` first), and HPS.create's errors
+ * @throws AlreadyExistsError when a server is running, started by init or by a layer's first call
+ *   (the message says which; call `shutdown()` first), and HPS.create's errors
  */
 export async function init(options: InitOptions): Promise<HPS> {
   const o = checkOptions<InitOptions>(options, ['globalBatchSize', 'psConfigFile', 'psConfig'], 'options', { required: true });
@@ -33,7 +37,9 @@ export async function init(options: InitOptions): Promise<HPS> {
     throw new AlreadyExistsError(
       provisional !== null && provisional.server === current
         ? 'a layer call is starting a server from its own psConfigFile / psConfig (it stays if that call succeeds): await it, or call hps.shutdown() first'
-        : 'hps.init was already called: call hps.shutdown() before starting another server',
+        : startedByLayer !== null && startedByLayer.server === current
+          ? `an HPS server is already running: hps.init was not called, so a layer's first call started it from its ${startedByLayer.from}; call hps.init before any layer call (or hps.shutdown() before starting another server)`
+          : 'hps.init was already called: call hps.shutdown() before starting another server',
     );
   }
   const started = HPS.create({ ...(o.psConfigFile != null ? { psConfigFile: o.psConfigFile } : {}), ...(o.psConfig != null ? { psConfig: o.psConfig } : {}) });
@@ -56,6 +62,7 @@ export async function withServer<T>(fallback: InitOptions | null, use: (server: 
     const started = init(fallback); // sets `current` before its first await, unless its checks throw
     if (!current) await started; // rejects with why
     provisional = { server: current!, calls: 0 };
+    startedByLayer = { server: current!, from: fallback.psConfigFile != null ? `psConfigFile ${JSON.stringify(fallback.psConfigFile)}` : 'psConfig' };
     void started.catch(() => {}); // its outcome is awaited below, through `current`
   }
   const server = current!;
@@ -80,5 +87,6 @@ export async function shutdown(): Promise<void> {
   const c = current;
   current = null;
   provisional = null;
+  startedByLayer = null;
   if (c) await (await c.catch(() => null))?.close();
 }

@@ -81,4 +81,33 @@ describe('HPS L1: set-associative LRU', () => {
       expect(await lookup(k), `step ${step}, key ${k}`).toBe(want);
     }
   });
+
+  it('below 64 rows a cache is one set of exactly its rows (ways = min(64, rows)); from 64 up, whole sets of 64', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const keys = spreadKeys(100);
+    const present = new Set(keys);
+    // 100 rows: gpucacheper 0.2 -> 20 rows, one set of 20 slots; 0.7 -> 70 rows, 2 sets of 64 = 128 slots
+    const files = writeTable(join(t.dir, 't0'), keys, 2);
+    const small = await HPS.create({ psConfig: psConfig([files], [2], { gpucacheper: 0.2, hit_rate_threshold: 1.1 }) });
+    cleanups.push(() => small.close());
+    const large = await HPS.create({ psConfig: psConfig([files], [2], { gpucacheper: 0.7, hit_rate_threshold: 1.1 }) });
+    cleanups.push(() => large.close());
+    expect(small.modelInfo('m').tables[0]!.cache).toEqual({ type: 'dynamic', rows: 20 });
+    expect(large.modelInfo('m').tables[0]!.cache).toEqual({ type: 'dynamic', rows: 128 });
+    // one set of 20: 20 keys fill it (all misses, then all hits); a 21st evicts the least recently used
+    const counts = async (k: bigint[]): Promise<[number, number]> => {
+      const before = small.stats('m', 0).l1;
+      const got = await small.lookup(k, 'm', 0);
+      expect(Array.from(got.data as Float32Array)).toEqual(expectedRows(k, 2, present, -1));
+      const now = small.stats('m', 0).l1;
+      return [now.hits - before.hits, now.misses - before.misses];
+    };
+    for (const k of keys.slice(0, 20)) expect(await counts([k])).toEqual([0, 1]);
+    for (const k of keys.slice(0, 20)) expect(await counts([k])).toEqual([1, 0]);
+    expect(await counts([keys[20]!])).toEqual([0, 1]); // evicts keys[0], the least recently used
+    expect(await counts([keys[0]!])).toEqual([0, 1]); // evicts keys[1]
+    expect(await counts([keys[2]!])).toEqual([1, 0]);
+    expect(await counts([keys[1]!])).toEqual([0, 1]);
+  });
 });

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 // createTable below uses the default backend: register the CPU backend whichever test runs first (or alone)
 import '@embedstack/cpu-backend';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTable, SparseTensor, Tensor } from '@embedstack/core';
 import * as hps from './index.js';
@@ -123,6 +124,33 @@ describe('layers', () => {
     // and after the rejected calls hps.init starts a server as usual
     await expect(new hps.LookupLayer({ ...base, modelName: 'nope', embVecSize: 4 }).call([1n])).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await hps.init({ globalBatchSize: 8, psConfig: config });
+  });
+
+  it("hps.init after a layer's first call started the server says so and what to do (ALREADY_EXISTS)", async () => {
+    const config = setup();
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const psConfigFile = join(t.dir, 'ps.json');
+    writeFileSync(psConfigFile, JSON.stringify(config));
+    const rows = await new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4, psConfigFile }).call([keys[1]!]);
+    expect(Array.from(rows.data as Float32Array)).toEqual(rowOf(keys[1]!, 4));
+    await expect(hps.init({ globalBatchSize: 1, psConfig: config })).rejects.toMatchObject({
+      name: 'AlreadyExistsError',
+      code: 'ALREADY_EXISTS',
+      message: `an HPS server is already running: hps.init was not called, so a layer's first call started it from its psConfigFile ${JSON.stringify(psConfigFile)}; call hps.init before any layer call (or hps.shutdown() before starting another server)`,
+    });
+    // the same from a layer's psConfig object
+    await hps.shutdown();
+    await new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4, psConfig: config }).call([keys[1]!]);
+    await expect(hps.init({ globalBatchSize: 1, psConfig: config })).rejects.toMatchObject({ message: expect.stringContaining("a layer's first call started it from its psConfig;") });
+    // after hps.init itself, the message is the usual one
+    await hps.shutdown();
+    await hps.init({ globalBatchSize: 1, psConfig: config });
+    await new hps.LookupLayer({ modelName: 'm', tableId: 0, embVecSize: 4, psConfigFile }).call([keys[1]!]);
+    await expect(hps.init({ globalBatchSize: 1, psConfig: config })).rejects.toMatchObject({
+      code: 'ALREADY_EXISTS',
+      message: 'hps.init was already called: call hps.shutdown() before starting another server',
+    });
   });
 
   it("the key limit counts what HugeCTR looks up: LookupLayer and server.lookup every id, SparseLookupLayer the distinct ids", async () => {

@@ -66,7 +66,7 @@ export interface SharedL2Info {
 export interface CacheInfo {
   /** `embedding_cache_type`. */
   type: 'dynamic' | 'static' | 'uvm';
-  /** Rows one L1 holds at most: dynamic: sets * 64 (gpucacheper * rows rounded up to whole sets); static / uvm: the whole table. */
+  /** Rows one L1 holds at most: dynamic: sets * ways, ways = min(64, ceil(gpucacheper * rows)) (that capacity rounded up to whole sets: below 64 rows one set of exactly them); static / uvm: the whole table. */
   rows: number;
   /** uvm: HugeCTR's split of the table between GPU memory (gpucacheper * rows) and host memory (the rest); one memory on a CPU backend. */
   deviceRows?: number;

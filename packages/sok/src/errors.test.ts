@@ -1,4 +1,7 @@
 // Misuse: coded EmbeddingErrors naming the argument, and nothing changed.
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { checkRowIndices, OutOfRangeError, RaggedTensor, SparseTensor, Tensor } from '@embedstack/core';
 import * as sok from '@embedstack/sok';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -61,6 +64,52 @@ describe('init', () => {
     const v = new sok.DynamicVariable({ dimension: 2 });
     await initDevices(2);
     await expectError(sok.embeddingLookup(v, [1n]), 'FAILED_PRECONDITION', 'param', 'earlier');
+  });
+});
+
+describe('a disposed variable', () => {
+  beforeEach(() => initDevices(2));
+
+  it('refuses every use with DISPOSED (core DisposedError), as the other packages do', async () => {
+    const d = new sok.DynamicVariable({ dimension: 2, name: 'd' });
+    const s = new sok.Variable({ shape: [4, 2], name: 's' });
+    await sok.assign(d, [1n], Float32Array.of(3, 4));
+    // a tape that recorded a lookup before the dispose
+    const tape = new sok.GradientTape();
+    await sok.embeddingLookup(d, [1n], { tape });
+    d.dispose();
+    s.dispose();
+    const dir = mkdtempSync(join(tmpdir(), 'sok-disposed-'));
+    try {
+      const uses: [string, () => unknown][] = [
+        ['embeddingLookup', () => sok.embeddingLookup(d, [1n])],
+        ['embeddingLookup (static)', () => sok.embeddingLookup(s, [1n])],
+        ['lookupSparse', () => sok.lookupSparse([d], [RaggedTensor.fromNestedArray([[1]])])],
+        ['assign', () => sok.assign(d, [1n], Float32Array.of(1, 1))],
+        ['exportVariable', () => sok.exportVariable(d)],
+        ['size', () => d.size()],
+        ['sparseReadAndEvict', () => sok.sparseReadAndEvict(d, [1n])],
+        ['incrementalModelDump', () => sok.incrementalModelDump([d], 0)],
+        ['dump', () => sok.dump(dir, [d])],
+        ['load', () => sok.load(dir, [d])],
+        ['applyGradients', () => new sok.OptimizerWrapper('SGD').applyGradients([[new sok.IndexedSlices(Float32Array.of(1, 1), [1]), d]])],
+        ['tape.gradient', () => tape.gradient([new Tensor(Float32Array.of(1, 1), [1, 2])])],
+      ];
+      for (const [what, use] of uses) {
+        const e = await expectError(use, 'DISPOSED', 'was disposed').catch((err: Error) => new Error(`${what}: ${err.message}`));
+        expect([what, e.name, e.message]).toEqual([what, 'DisposedError', what.endsWith('(static)') ? 'Variable "s" was disposed' : 'Variable "d" was disposed']);
+      }
+      expect(readdirSync(dir)).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('is DISPOSED after sok.shutdown() too (not FAILED_PRECONDITION for the shut-down init)', async () => {
+    const d = new sok.DynamicVariable({ dimension: 2, name: 'd' });
+    d.dispose();
+    sok.shutdown();
+    await expectError(() => d.size(), 'DISPOSED', 'Variable "d" was disposed');
   });
 });
 

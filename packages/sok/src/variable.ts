@@ -1,5 +1,6 @@
 import {
   createTable,
+  DisposedError,
   EmbeddingTable,
   FailedPreconditionError,
   fnv1a32,
@@ -131,10 +132,10 @@ export abstract class SokVariable {
     return true;
   }
 
-  /** @internal @throws FailedPreconditionError after `sok.shutdown()` or when disposed */
+  /** @internal @throws DisposedError after dispose() (as every package's disposed objects); FailedPreconditionError after `sok.shutdown()` */
   checkUsable(): void {
+    if (this.shards.some((s) => s.table.disposed)) throw new DisposedError(`Variable "${this.name}" was disposed`);
     if (!this.ctx.live) throw new FailedPreconditionError(`Variable "${this.name}" was created under a sok.init that was shut down; create it again after sok.init`);
-    if (this.shards.some((s) => s.table.disposed)) throw new FailedPreconditionError(`Variable "${this.name}" was disposed`);
   }
 
   /** The slot layout the tables hold (none until an optimizer with slots is applied). */

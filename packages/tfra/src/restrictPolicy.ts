@@ -41,15 +41,7 @@ export abstract class RestrictPolicy {
    * @throws InvalidTypeError (non-integer) / InvalidArgumentError (negative) naming the argument
    */
   async applyRestriction(numReserved: number, options: RestrictOptions = {}): Promise<number> {
-    if (typeof numReserved !== 'number' || !Number.isSafeInteger(numReserved)) {
-      throw invalidParameter('numReserved', 'an integer', numReserved, InvalidTypeError);
-    }
-    if (numReserved < 0) throw invalidParameter('numReserved', 'an integer >= 0', numReserved);
-    const trigger = checkOptions<RestrictOptions>(options, ['trigger']).trigger ?? numReserved;
-    if (typeof trigger !== 'number' || !Number.isSafeInteger(trigger)) {
-      throw invalidParameter('trigger', 'an integer', trigger, InvalidTypeError);
-    }
-    if (trigger < 0) throw invalidParameter('trigger', 'an integer >= 0', trigger);
+    const trigger = checkRestrictArguments(numReserved, options);
     const v = this.variable;
     if ((await v.size()) <= trigger) return 0;
     const internal = stateOf(v)!;
@@ -74,6 +66,24 @@ export abstract class RestrictPolicy {
     }
     return removed;
   }
+}
+
+/**
+ * Checks the arguments of `restrict(numReserved, options)` (with or without a policy).
+ * @returns the trigger (default numReserved)
+ * @throws InvalidTypeError (non-integer, options not an object) / InvalidArgumentError (negative, unknown option) naming the argument
+ */
+export function checkRestrictArguments(numReserved: unknown, options: unknown): number {
+  if (typeof numReserved !== 'number' || !Number.isSafeInteger(numReserved)) {
+    throw invalidParameter('numReserved', 'an integer', numReserved, InvalidTypeError);
+  }
+  if (numReserved < 0) throw invalidParameter('numReserved', 'an integer >= 0', numReserved);
+  const trigger = checkOptions<RestrictOptions>(options as RestrictOptions, ['trigger']).trigger ?? numReserved;
+  if (typeof trigger !== 'number' || !Number.isSafeInteger(trigger)) {
+    throw invalidParameter('trigger', 'an integer', trigger, InvalidTypeError);
+  }
+  if (trigger < 0) throw invalidParameter('trigger', 'an integer >= 0', trigger);
+  return trigger;
 }
 
 async function scoreMap(table: EmbeddingTable): Promise<Map<bigint | number, bigint>> {

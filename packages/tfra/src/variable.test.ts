@@ -293,6 +293,33 @@ describe('Variable methods', () => {
     warn.mockRestore();
   });
 
+  it('restrict checks its arguments first, with or without a policy: the same rejection, and no warning', async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+    try {
+      const bare = new de.Variable({ dim: 1, name: uniqueName() });
+      const withPolicy = new de.Variable({ dim: 1, name: uniqueName(), restrictPolicy: de.FrequencyRestrictPolicy });
+      const bad: [number, de.RestrictOptions | undefined, object][] = [
+        [-5, undefined, { code: 'INVALID_ARGUMENT', argument: 'numReserved', message: 'Expected numReserved to be an integer >= 0 but received -5' }],
+        [1.5, undefined, { code: 'INVALID_TYPE', argument: 'numReserved', message: 'Expected numReserved to be an integer but received 1.5' }],
+        [1, { trigger: -1 }, { code: 'INVALID_ARGUMENT', argument: 'trigger', message: 'Expected trigger to be an integer >= 0 but received -1' }],
+        [1, { trig: 0 } as never, { code: 'INVALID_ARGUMENT', argument: 'options.trig' }],
+      ];
+      for (const [n, o, expected] of bad) {
+        for (const v of [bare, withPolicy]) {
+          const r = v.restrict(n, o);
+          expect(r).toBeInstanceOf(Promise);
+          await expect(r).rejects.toMatchObject(expected);
+        }
+      }
+      expect(warn).not.toHaveBeenCalled();
+      // a valid call without a policy still warns and returns null, as TFRA does
+      expect(bare.restrict(5, { trigger: 0 })).toBeNull();
+      expect(warn).toHaveBeenCalledTimes(1);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
   it('restrict refuses unknown options and bad counts before touching anything', async () => {
     const v = new de.Variable({ dim: 1, name: uniqueName(), restrictPolicy: de.FrequencyRestrictPolicy });
     await v.upsert([1n, 2n, 3n], [1, 2, 3]);

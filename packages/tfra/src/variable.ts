@@ -20,7 +20,7 @@ import { storageDtype, type TfraKeyDtype, toKeys, type VariableKeys } from './ke
 import { type KVCreator, shardScores } from './kvCreators.js';
 import type { Optimizer } from './optimizers.js';
 import { gatherFlags, gatherRows, type Partition, type Partitioner } from './partition.js';
-import type { RestrictOptions, RestrictPolicy } from './restrictPolicy.js';
+import { checkRestrictArguments, type RestrictOptions, type RestrictPolicy } from './restrictPolicy.js';
 import type { ShadowVariable } from './shadow.js';
 import { slotStore } from './stores.js';
 import type { VariableValues } from './values.js';
@@ -391,10 +391,17 @@ export class Variable<D extends TfraKeyDtype = 'int64'> {
 
   /**
    * Restricts the size by the restrict policy (keeps `numReserved` keys, runs only
-   * when size() > trigger). Without a policy: warns and returns null.
+   * when size() > trigger). Without a policy: warns and returns null (as TFRA does).
    * Resolves to the number of keys removed.
+   * Bad arguments are checked first, with or without a policy: a rejected Promise
+   * (InvalidTypeError / InvalidArgumentError naming the argument), and no warning.
    */
   restrict(numReserved: number, options: RestrictOptions = {}): Promise<number> | null {
+    try {
+      checkRestrictArguments(numReserved, options);
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
     if (!this.restrictPolicy) {
       console.warn(`[embedstack/tfra] restrict() called on Variable "${this.name}" without a restrict policy; nothing done`);
       return null;

@@ -33,7 +33,7 @@ export interface TableConfigOptions {
   optimizer?: EmbeddingOptimizer | null;
   /** 'mean' (default), 'sum' or 'sqrtn'. */
   combiner?: Combiner | null;
-  /** Default `table_{i}` (i = the table's position in table order). */
+  /** Default: a `TPUEmbedding` calls the table `table_{i}` (i = its position in that TPUEmbedding's table order; `emb.tableNames`). */
   name?: string | null;
 }
 
@@ -54,9 +54,6 @@ function optionalName(value: unknown): string | undefined {
   return value === undefined || value === null ? undefined : checkName(value, 'name');
 }
 
-/** Names an unnamed table (TPUEmbedding's `table_{i}`); a named table keeps its name. Package-internal (set by TableConfig). */
-export let nameTable: (table: TableConfig, name: string) => void;
-
 /**
  * One embedding table (TF's `TableConfig`): `vocabularySize` rows of `dim` floats.
  * Options are exposed as read-only properties with the same names.
@@ -76,7 +73,12 @@ export class TableConfig {
   readonly optimizer: EmbeddingOptimizer | undefined;
   /** Reduction of a non-sequence feature's ids: 'mean', 'sum' or 'sqrtn'. */
   readonly combiner: Combiner;
-  #name: string | undefined;
+  /**
+   * As given; undefined when unset. A `TPUEmbedding` calls an unnamed table `table_{i}` (its
+   * position in that TPUEmbedding's table order: `emb.tableNames`) without writing it here, so
+   * one TableConfig can serve several TPUEmbeddings (TF writes the name onto the config).
+   */
+  readonly name: string | undefined;
 
   constructor(options: TableConfigOptions) {
     const o = readOptions(options, 'TableConfig', ['vocabularySize', 'dim', 'initializer', 'optimizer', 'combiner', 'name'], [
@@ -94,19 +96,8 @@ export class TableConfig {
     const combiner = o.combiner ?? 'mean';
     if (!isCombiner(combiner)) throw invalidParameter('combiner', "one of 'mean', 'sum', 'sqrtn'", combiner);
     this.combiner = combiner;
-    this.#name = optionalName(o.name);
+    this.name = optionalName(o.name);
     Object.freeze(this);
-  }
-
-  /** As given; an unnamed table is named `table_{i}` by the first `TPUEmbedding` that uses it (as TF does). */
-  get name(): string | undefined {
-    return this.#name;
-  }
-
-  static {
-    nameTable = (t, name) => {
-      if (t.#name === undefined) t.#name = name;
-    };
   }
 }
 
@@ -136,7 +127,7 @@ export class FeatureConfig {
   readonly maxSequenceLength: number;
   /** Per-replica leading shape of the activations as given; undefined when inferred. */
   readonly outputShape: readonly number[] | undefined;
-  /** As given; undefined when unset. */
+  /** As given; undefined when unset (a `TPUEmbedding` then calls the feature by its path in the feature config, without writing it here). */
   readonly name: string | undefined;
 
   constructor(options: FeatureConfigOptions) {

@@ -52,21 +52,38 @@ describe.each(cases)('fidelity on the $name backend', ({ backend, reason }) => {
     expect(Array.from(out.f.data)).toEqual([...mean([1, 3]), 0, 0, ...mean([5]), ...mean([0, 2, 4])]);
   });
 
-  it('TPUEmbedding names unnamed tables table_{i} on the user\'s TableConfig (TF does); named ones keep their names', () => {
+  it('TPUEmbedding calls unnamed tables table_{i} (tableNames) without writing the name onto the user\'s TableConfig; named ones keep their names', () => {
     const a = new TableConfig({ vocabularySize: 2, dim: 1 });
     const b = new TableConfig({ vocabularySize: 2, dim: 1, name: 'mine' });
     const c = new TableConfig({ vocabularySize: 2, dim: 1 });
-    expect(a.name).toBeUndefined();
-    // A rejected construction names nothing.
     const dup = new TableConfig({ vocabularySize: 2, dim: 1, name: 'mine' });
     expect(() => new TPUEmbedding({ featureConfig: { x: new FeatureConfig({ table: a }), y: new FeatureConfig({ table: b }), z: new FeatureConfig({ table: dup }) } })).toThrow(
       /Multiple tables with name "mine"/,
     );
-    expect(a.name).toBeUndefined();
-    const emb = new TPUEmbedding({ featureConfig: { x: new FeatureConfig({ table: a }), y: new FeatureConfig({ table: b }), z: new FeatureConfig({ table: c }) }, backend });
-    expect([a.name, b.name, c.name]).toEqual(['table_0', 'mine', 'table_2']);
+    const x = new FeatureConfig({ table: a });
+    const emb = new TPUEmbedding({ featureConfig: { x, y: new FeatureConfig({ table: b }), z: new FeatureConfig({ table: c }) }, backend });
     expect(emb.tableNames).toEqual(['table_0', 'mine', 'table_2']);
+    emb.build(1);
+    // the configs read as given: name undefined when unset (an own, frozen property)
+    expect([a.name, b.name, c.name, x.name]).toEqual([undefined, 'mine', undefined, undefined]);
+    expect([Object.isFrozen(a), Object.getOwnPropertyDescriptor(a, 'name')]).toEqual([true, { value: undefined, writable: false, enumerable: true, configurable: false }]);
     emb.dispose();
+  });
+
+  it('a TableConfig used by one TPUEmbedding is reused by another: its tables are named by their position there', async () => {
+    const a = new TableConfig({ vocabularySize: 3, dim: 2, combiner: 'sum', initializer: iota });
+    const first = new TPUEmbedding({ featureConfig: { f: new FeatureConfig({ table: a }) }, backend });
+    expect(first.tableNames).toEqual(['table_0']);
+    // a new unnamed table comes first here: a is table_1 (TF would have written table_0 onto it: "Multiple tables with name")
+    const n = new TableConfig({ vocabularySize: 2, dim: 2, combiner: 'sum', initializer: iota });
+    const second = new TPUEmbedding({ featureConfig: { a: new FeatureConfig({ table: n }), b: new FeatureConfig({ table: a }) }, backend });
+    expect(second.tableNames).toEqual(['table_0', 'table_1']);
+    await second.enqueue({ a: new Int32Array([1]), b: new Int32Array([2]) }, { training: false });
+    const out = await second.dequeue();
+    expect([Array.from(out.a.data), Array.from(out.b.data)]).toEqual([row(1, 2), row(2, 2)]);
+    expect([a.name, n.name]).toEqual([undefined, undefined]);
+    first.dispose();
+    second.dispose();
   });
 
   it('dequeue({ out }) writes the activations to the caller\'s arrays; a wrong array is refused and the batch stays queued', async () => {

@@ -16,7 +16,7 @@ import {
 } from '@embedstack/core';
 import { resolveBackend } from './backend.js';
 import { restoreTables, saveTables } from './checkpoint.js';
-import { type FeatureConfig, isFeatureConfig, nameTable, type TableConfig } from './config.js';
+import { type FeatureConfig, isFeatureConfig, type TableConfig } from './config.js';
 import { CopyPool } from './copyPool.js';
 import { checkInputKinds, type FeatureBatch, normalizeFeature, ownBatch } from './inputs.js';
 import { type FlatEntry, flattenStructure, flattenUpTo, type Nest, packSequenceAs, type StructureOf } from './nest.js';
@@ -137,7 +137,7 @@ function warn(message: string): void {
  * model trained this way numerically the same as on a TPU.
  */
 export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
-  /** The feature config as given (its unnamed tables are named `table_{i}`). */
+  /** The feature config as given (not modified: unnamed tables are `table_{i}` in {@link tableNames} only). */
   readonly featureConfig: F;
   /** The default optimizer; undefined when not given. */
   readonly optimizer: EmbeddingOptimizer | undefined;
@@ -216,8 +216,8 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       }
       names.add(s.name);
     }
-    // TF names unnamed tables `table_{i}` on the user's config objects (only once every check passed).
-    for (const s of setups) nameTable(s.config, s.name);
+    // Unnamed tables are `table_{i}` here only (tableNames): TF writes the name onto the user's
+    // TableConfig, which then clashes when the config is reused in another TPUEmbedding.
     this.featureConfig = options.featureConfig;
     this.optimizer = global;
     this.strategy = strategy;
