@@ -166,9 +166,11 @@ function unknownBackend(wanted: string, source: string, argument: string): NotFo
     pkg !== undefined
       ? `. Backend "${wanted}" is not loaded: install and import ${pkg} (it registers itself)`
       : loadable.length > 0
-        ? `; ${loadable.join(', ')} register when their package is loaded (${[...new Set(loadable.map((n) => packages[n]))].join(', ')}; a facade loads it when the name is asked for)`
+        ? `; ${loadable.join(', ')} register when their package is loaded (${[...new Set(loadable.map((n) => packages[n]))].join(', ')}; a facade loads the package when its name is asked for)`
         : '';
-  return new NotFoundError(`Expected backend to be one of [${[...names, ...loadable].join(', ')}] but received "${wanted}"${source}${hint}`, { argument });
+  // a known name whose package is not loaded: the list holds what is usable now (the hint says how to load it)
+  const listed = pkg !== undefined ? names : [...names, ...loadable];
+  return new NotFoundError(`Expected backend to be one of [${listed.join(', ')}] but received "${wanted}"${source}${hint}`, { argument });
 }
 
 /** How to run without a native backend, appended to "no usable backend" errors. */

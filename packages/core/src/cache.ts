@@ -59,9 +59,9 @@ export interface RawCache {
   /** Writes every row of outValues: a hit's row (and outExists[i] = 1), zeros for a miss (outExists[i] = 0); returns the hits. */
   query(keys: BigInt64Array, outValues: Float32Array, outExists: Uint8Array): number;
   /** Returns how many resident rows were evicted. */
-  insert(keys: KeyInput, values: Float32Array): number;
+  insert(keys: BigInt64Array, values: Float32Array): number;
   /** Returns how many keys were present (and overwritten). */
-  update(keys: KeyInput, values: Float32Array): number;
+  update(keys: BigInt64Array, values: Float32Array): number;
   /** Returns how many keys were present (and removed). */
   remove(keys: BigInt64Array): number;
   /** The resident keys (any order). */

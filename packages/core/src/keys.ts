@@ -90,7 +90,7 @@ export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'
           out[i] = Number(v);
           continue;
         }
-        const integer = typeof v === 'bigint' || Number.isInteger(v);
+        const integer = typeof v === 'bigint' || Number.isSafeInteger(v);
         throw invalidParameter(`${argument}[${i}]`, 'an int32 integer', v, integer ? OutOfRangeError : InvalidTypeError);
       }
       return out;

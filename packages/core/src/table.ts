@@ -171,7 +171,7 @@ function scoreArray(s: unknown, n: number): BigUint64Array {
   const typed = asTypedArray(s, BigUint64Array, 'scores');
   if (!typed && !Array.isArray(s)) throw invalidParameter('scores', 'a BigUint64Array or bigint[] of uint64', s, InvalidTypeError);
   const length = typed ? typed.length : (s as unknown[]).length;
-  if (length !== n) throw new ShapeMismatchError(`Expected ${n} scores but received ${length}`, { argument: 'scores' });
+  if (length !== n) throw new ShapeMismatchError(`Expected scores to be of length ${n} (one per key) but received ${length}`, { argument: 'scores' });
   if (typed) return typed;
   const list = s as unknown[];
   for (let i = 0; i < n; i++) {

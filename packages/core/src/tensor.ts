@@ -1,5 +1,5 @@
 import { type DataArray, type Dtype, dtypeOf, isDataArray } from './dtypes.js';
-import { InvalidArgumentError, InvalidTypeError, invalidParameter, ShapeMismatchError, argName } from './errors.js';
+import { InvalidArgumentError, InvalidTypeError, invalidParameter, OutOfRangeError, ShapeMismatchError, argName } from './errors.js';
 import { formatShape, shapeSize, validateShape } from './shape.js';
 import { checkOptions } from './validation.js';
 
@@ -122,7 +122,9 @@ export function toTypedArray(values: readonly (number | bigint)[], dtype: Dtype,
         const v = values[i];
         const n = typeof v === 'bigint' ? Number(v) : v;
         if (typeof n !== 'number' || !Number.isInteger(n) || n < -2147483648 || n > 2147483647) {
-          throw invalidParameter(`${argument}[${i}]`, 'an int32 integer', v, InvalidTypeError);
+          // an integer past int32 is out of range (as keys are); anything else is no int32 (the wrong type)
+          const integer = typeof v === 'bigint' || Number.isSafeInteger(v);
+          throw invalidParameter(`${argument}[${i}]`, 'an int32 integer', v, integer ? OutOfRangeError : InvalidTypeError);
         }
         out[i] = n;
       }
@@ -134,7 +136,7 @@ export function toTypedArray(values: readonly (number | bigint)[], dtype: Dtype,
         const v = values[i];
         if (typeof v === 'bigint') {
           if (v < -(1n << 63n) || v >= 1n << 63n) {
-            throw invalidParameter(`${argument}[${i}]`, 'an int64 integer', v, InvalidTypeError);
+            throw invalidParameter(`${argument}[${i}]`, 'an int64 integer', v, OutOfRangeError);
           }
           out[i] = v;
         } else if (typeof v === 'number' && Number.isSafeInteger(v)) {

@@ -89,8 +89,8 @@ describe('toTypedArray', () => {
     expect(list(toTypedArray([1.5, -2], 'float32', 'v'))).toEqual([1.5, -2]);
     expect(list(toTypedArray([1, 2n], 'int32', 'v'))).toEqual([1, 2]);
     expect(list(toTypedArray([1, -(2n ** 63n), 2n ** 63n - 1n], 'int64', 'v'))).toEqual([1n, -(2n ** 63n), 2n ** 63n - 1n]);
-    throwsCode(() => toTypedArray([2 ** 31], 'int32', 'v'), ErrorCodes.INVALID_TYPE, 'v[0]');
-    throwsCode(() => toTypedArray([1, 2n ** 63n], 'int64', 'v'), ErrorCodes.INVALID_TYPE, 'v[1]');
+    throwsCode(() => toTypedArray([2 ** 31], 'int32', 'v'), ErrorCodes.OUT_OF_RANGE, 'v[0]');
+    throwsCode(() => toTypedArray([1, 2n ** 63n], 'int64', 'v'), ErrorCodes.OUT_OF_RANGE, 'v[1]');
     throwsCode(() => toTypedArray([2 ** 53], 'int64', 'v'), ErrorCodes.INVALID_TYPE, 'v[0]');
     throwsCode(() => toTypedArray([1n], 'float32', 'v'), ErrorCodes.INVALID_TYPE, 'v[0]');
   });

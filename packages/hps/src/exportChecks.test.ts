@@ -73,8 +73,8 @@ describe('exportModel refuses bad options before writing anything', () => {
     const shards = [live(), live()];
     shards[1]!.dispose();
     for (const [table, message] of [
-      [disposed, `Expected options.tables[0] to be a live (not disposed) EmbeddingTable but received table "${disposed.name}", disposed`],
-      [shards, `Expected shard 1 of options.tables[0] to be a live (not disposed) EmbeddingTable but received table "${shards[1]!.name}", disposed`],
+      [disposed, `Expected options.tables[0] to be a live (not disposed) EmbeddingTable but received disposed table "${disposed.name}"`],
+      [shards, `Expected shard 1 of options.tables[0] to be a live (not disposed) EmbeddingTable but received disposed table "${shards[1]!.name}"`],
     ] as const) {
       // into a fresh dir: nothing at all is created
       const t = tempDir();

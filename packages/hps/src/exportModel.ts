@@ -157,7 +157,7 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
     const dead = parts.findIndex((x) => x.disposed);
     if (dead >= 0) {
       const what = parts.length === 1 && !Array.isArray(table) ? `options.tables[${i}]` : `shard ${dead} of options.tables[${i}]`;
-      throw new DisposedError(`Expected ${what} to be a live (not disposed) EmbeddingTable but received table ${JSON.stringify(parts[dead]!.name)}, disposed`, {
+      throw new DisposedError(`Expected ${what} to be a live (not disposed) EmbeddingTable but received disposed table ${JSON.stringify(parts[dead]!.name)}`, {
         argument: `options.tables[${i}]`,
       });
     }

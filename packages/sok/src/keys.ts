@@ -1,21 +1,6 @@
 import { type Bag, type BagInput, type BagWeights, checkRowIndices, type Keys, normalizeKeys, OutOfRangeError, RaggedTensor, SparseTensor, toOrderedBag } from '@embedstack/core';
 import type { SokVariable } from './variable.js';
 
-const INT32_MIN = -2147483648;
-const INT32_MAX = 2147483647;
-
-/** The first integer of `input` outside int32, or -1 (to name the variable and its keyType in core's OUT_OF_RANGE). */
-function firstOutsideInt32(input: unknown): number {
-  const arr = (input as { data?: unknown })?.data ?? input;
-  if (!(arr instanceof BigInt64Array) && !(arr instanceof BigUint64Array) && !Array.isArray(arr)) return -1;
-  for (let i = 0; i < arr.length; i++) {
-    const v: unknown = arr[i];
-    if (typeof v === 'bigint' && (v < BigInt(INT32_MIN) || v > BigInt(INT32_MAX))) return i;
-    if (typeof v === 'number' && Number.isSafeInteger(v) && (v < INT32_MIN || v > INT32_MAX)) return i;
-  }
-  return -1;
-}
-
 /**
  * Ids for `v` in its key type: a DynamicVariable's keys (int64, or int32 with
  * values out of int32 an OUT_OF_RANGE error); a Variable's global row ids checked
@@ -38,10 +23,12 @@ export function idsFor(v: SokVariable, input: unknown, argument: string): Keys {
   try {
     return normalizeKeys(input, v.keyDtype, argument);
   } catch (e) {
-    const bad = v.keyDtype === 'int32' && e instanceof OutOfRangeError ? firstOutsideInt32(input) : -1;
-    if (bad < 0) throw e;
+    // core's OUT_OF_RANGE names the element (argument[i]); say which variable and key type refused it
+    const at = e instanceof OutOfRangeError && v.keyDtype === 'int32' ? /\[(\d+)\]$/.exec(e.argument ?? '') : null;
+    if (at === null) throw e;
     const arr = ((input as { data?: unknown })?.data ?? input) as ArrayLike<unknown>;
-    throw new OutOfRangeError(`Expected ${argument}[${bad}] to be an int32 key of DynamicVariable "${v.name}" (keyType 'int32') but received ${String(arr[bad])}`, { argument: `${argument}[${bad}]` });
+    const i = Number(at[1]);
+    throw new OutOfRangeError(`Expected ${argument}[${i}] to be an int32 key of DynamicVariable "${v.name}" (keyType 'int32') but received ${String(arr[i])}`, { argument: `${argument}[${i}]` });
   }
 }
 

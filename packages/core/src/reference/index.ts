@@ -45,7 +45,7 @@ export const referenceKernels = Object.freeze({
   nextScore,
   /** The eviction rule of capped tables: the candidates that lose (residents to evict, new keys to refuse). */
   evictionLosers,
-  /** Order of preference of rows: higher score, then resident, then smaller key. */
+  /** Order of preference of rows: higher score, then new key, then smaller key. */
   compareKeepFirst,
   /** Wall-clock seconds used by the timestamp policy. */
   nowSeconds,

@@ -115,7 +115,7 @@ describe('scores', () => {
     const losers = evictionLosers(
       [
         { key: 5n, score: 3n, resident: true },
-        { key: -9n, score: 3n, resident: false },
+        { key: 9n, score: 3n, resident: false }, // ties 5 and 2, and is the largest of them: kept because it is new
         { key: 2n, score: 3n, resident: true },
         { key: 1n, score: 1n, resident: true },
         { key: 8n, score: 9n, resident: false },

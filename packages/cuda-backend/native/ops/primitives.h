@@ -35,7 +35,7 @@ struct Dedupe {
 Dedupe dedupe(Stage& st, const int64_t* keys, size_t n, bool occurrenceLists);
 
 /**
- * Decides which of c[0..n) to keep: the `keep` best by (score desc, residents
+ * Decides which of c[0..n) to keep: the `keep` best by (score desc, new keys
  * first, smaller key). state[i] ends kKeep or kDrop.
  */
 void selectKeep(Stage& st, const SelectCandidate* c, size_t n, size_t keep, uint8_t* state);
