@@ -49,6 +49,7 @@ describe('normalizeKeys', () => {
     throwsCode(() => normalizeKeys([2n ** 31n], 'int32'), ErrorCodes.OUT_OF_RANGE, 'keys[0]');
     throwsCode(() => normalizeKeys(BigInt64Array.from([MIN]), 'int32'), ErrorCodes.OUT_OF_RANGE, 'keys[0]');
     throwsCode(() => normalizeKeys([0.5], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[0]');
+    throwsCode(() => normalizeKeys([1, 2 ** 53], 'int32'), ErrorCodes.INVALID_TYPE, 'keys[1]'); // past 2**53 a number is no key, as for int64 keys
     throwsCode(() => normalizeKeys(new Float64Array(1), 'int32'), ErrorCodes.INVALID_TYPE, 'keys');
   });
 
