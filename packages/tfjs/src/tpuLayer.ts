@@ -111,7 +111,7 @@ export class TPUEmbeddingLayer<F extends Nest<FeatureConfig> = Nest<FeatureConfi
    *   layer: freed by the next lookup, `release()` or `dispose()`)
    * @throws the TPUEmbedding's errors (INVALID_ARGUMENT, INVALID_TYPE, SHAPE_MISMATCH,
    *   OUT_OF_RANGE naming `features.<path>`); the previous step's error; SHAPE_MISMATCH
-   *   for an activation of rank > 2 with `output: 'concat'`; FAILED_PRECONDITION after dispose
+   *   for an activation of rank > 2 with `output: 'concat'`; DISPOSED after dispose
    */
   async lookup(features: PerFeature<F, FeatureInput | tf.Tensor>, options?: TPUEmbeddingLookupOptions<F> | null): Promise<tf.Tensor1D> {
     const o = checkOptions<TPUEmbeddingLookupOptions<F>>(options, ['weights', 'training']);
