@@ -28,6 +28,12 @@ export function toBag(ids: BagInput, weights: BagWeights, keyDtype: KeyDtype, ar
   return toOrderedBag(ids, weights, keyDtype, argument, weightsArgument).bag;
 }
 
+/** The first index where two equally long arrays differ, or -1 (a plain loop: it runs on every weighted lookup). */
+function firstDifference(a: Int32Array, b: Int32Array): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
+
 /**
  * Where the layout of `weights` first differs from that of `ids`, phrased as the "received" part of
  * a message ("3 rows where the ids have 4", "rowSplits[2] = 2 where the ids' is 3", "entry 1 at
@@ -47,14 +53,14 @@ export function layoutDifference(ids: SparseTensor | RaggedTensor, weights: Spar
   if (ids instanceof RaggedTensor) {
     const [a, b] = [ids.rowSplits, (weights as RaggedTensor).rowSplits];
     if (b.length !== a.length) return `${b.length - 1} rows where the ids have ${a.length - 1}`;
-    const i = a.findIndex((v, j) => v !== b[j]);
+    const i = firstDifference(a, b);
     return i < 0 ? null : `rowSplits[${i}] = ${b[i]} where the ids' is ${a[i]}`;
   }
   const w = weights as SparseTensor;
   const [a, b] = [ids.denseShape, w.denseShape];
   if (a.length !== b.length || a.some((d, i) => d !== b[i])) return `denseShape [${b.join(', ')}] where the ids' is [${a.join(', ')}]`;
   if (w.nnz !== ids.nnz) return `${w.nnz} entries where the ids have ${ids.nnz}`;
-  const at = ids.indices.findIndex((v, j) => v !== w.indices[j]);
+  const at = firstDifference(ids.indices, w.indices);
   if (at < 0) return null;
   const rank = a.length;
   const entry = Math.floor(at / rank);
