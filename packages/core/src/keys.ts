@@ -1,7 +1,7 @@
 import type { KeyDtype, Keys } from './dtypes.js';
 import { InvalidArgumentError, InvalidTypeError, OutOfRangeError, invalidParameter, argName } from './errors.js';
 import { asTypedArray } from './typed.js';
-import { Tensor } from './tensor.js';
+import { int32Element, Tensor } from './tensor.js';
 
 /** Every form a caller may pass keys in. A `Tensor` of int ids keeps its shape. */
 export type KeyInput =
@@ -84,15 +84,7 @@ export function normalizeKeys(input: unknown, dtype: KeyDtype, argument = 'keys'
     if (int64 || uint64 || Array.isArray(src)) {
       const arr = (int64 ?? uint64 ?? src) as ArrayLike<unknown>;
       const out = new Int32Array(arr.length);
-      for (let i = 0; i < arr.length; i++) {
-        const v = arr[i];
-        if (typeof v === 'bigint' ? v >= -2147483648n && v <= 2147483647n : Number.isInteger(v) && (v as number) >= -2147483648 && (v as number) <= 2147483647) {
-          out[i] = Number(v);
-          continue;
-        }
-        const integer = typeof v === 'bigint' || Number.isSafeInteger(v);
-        throw invalidParameter(`${argument}[${i}]`, 'an int32 integer', v, integer ? OutOfRangeError : InvalidTypeError);
-      }
+      for (let i = 0; i < arr.length; i++) out[i] = int32Element(arr[i], argument, i);
       return out;
     }
   } else {

@@ -102,6 +102,17 @@ export class Tensor<D extends DataArray = DataArray> {
   }
 }
 
+/**
+ * `v` (element `i` of `argument`) as an int32: an integer past int32 is OutOfRangeError (as a key
+ * is); anything else that is no int32 (a fraction, NaN, a number past 2**53, a string) InvalidTypeError.
+ */
+export function int32Element(v: unknown, argument: string, i: number): number {
+  const n = typeof v === 'bigint' ? Number(v) : v;
+  if (typeof n === 'number' && Number.isInteger(n) && n >= -2147483648 && n <= 2147483647) return n;
+  const integer = typeof v === 'bigint' || Number.isSafeInteger(v);
+  throw invalidParameter(`${argument}[${i}]`, 'an int32 integer', v, integer ? OutOfRangeError : InvalidTypeError);
+}
+
 /** Converts plain numbers/bigints to a typed array of `dtype`, validating each element. */
 export function toTypedArray(values: readonly (number | bigint)[], dtype: Dtype, argument: string): DataArray {
   argument = argName(argument, 'values');
@@ -119,14 +130,7 @@ export function toTypedArray(values: readonly (number | bigint)[], dtype: Dtype,
     case 'int32': {
       const out = new Int32Array(values.length);
       for (let i = 0; i < values.length; i++) {
-        const v = values[i];
-        const n = typeof v === 'bigint' ? Number(v) : v;
-        if (typeof n !== 'number' || !Number.isInteger(n) || n < -2147483648 || n > 2147483647) {
-          // an integer past int32 is out of range (as keys are); anything else is no int32 (the wrong type)
-          const integer = typeof v === 'bigint' || Number.isSafeInteger(v);
-          throw invalidParameter(`${argument}[${i}]`, 'an int32 integer', v, integer ? OutOfRangeError : InvalidTypeError);
-        }
-        out[i] = n;
+        out[i] = int32Element(values[i], argument, i);
       }
       return out;
     }
