@@ -14,6 +14,7 @@ import {
 import type { RocksStore } from '@embedstack/store-rocksdb';
 import { compileUpdateFilters, updateFilterPasses, type ModelConfig, type PsConfig } from './config.js';
 import { L1Cache } from './embeddingCache.js';
+import { rowShare } from './rowShare.js';
 import { copyRow, countUnique, dedupe, gatherKeys, ownTurn } from './keyOps.js';
 import { TableStats } from './stats.js';
 import type { FetchResult, VolatileDb } from './volatileDb.js';
@@ -261,7 +262,7 @@ export class ModelState {
       }
     }
     for (const t of this.tables) {
-      const l2Rows = l2 && !attach && config.volatileDb.initializeAfterStartup ? Math.round(config.volatileDb.initialCacheRate * t.rows) : 0;
+      const l2Rows = l2 && !attach && config.volatileDb.initializeAfterStartup ? rowShare(config.volatileDb.initialCacheRate, t.rows, 'round') : 0;
       if (l2 && !this.#opened.has(t.l2Name)) {
         await l2.createTable(t.l2Name, t.dim);
         this.#opened.add(t.l2Name);
@@ -274,10 +275,10 @@ export class ModelState {
       if (l2 && l2Rows > 0 && (l2.shared || again)) await l2.clear(t.l2Name);
       // static and uvm hold the whole table in L1 (uvm: HugeCTR's split of it between device and host memory is one memory here)
       if (c.gpucache) {
-        const cap = staticCache ? Infinity : Math.ceil(c.gpucacheper * t.rows);
+        const cap = staticCache ? Infinity : rowShare(c.gpucacheper, t.rows, 'ceil');
         for (const d of c.deployedDeviceList) t.caches.set(d, new L1Cache(`${c.model}.${t.name}.v${this.version}.l1.d${d}`, t.dim, cap, this.ctx.backend));
       }
-      const prefill = staticCache ? t.rows : c.initEc ? Math.min(Math.ceil(c.gpucacheper * t.rows), Math.round(c.cacheRefreshPercentagePerIteration * t.rows)) : 0;
+      const prefill = staticCache ? t.rows : c.initEc ? Math.min(rowShare(c.gpucacheper, t.rows, 'ceil'), rowShare(c.cacheRefreshPercentagePerIteration, t.rows, 'round')) : 0;
       if (!readFiles) continue;
       let loaded = 0;
       for await (const b of readHugeCTRModel(files[t.id]!, t.dim, { keyFormat, allowEmpty: false, batchSize })) {

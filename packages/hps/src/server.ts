@@ -23,6 +23,7 @@ import { SharedL2Control, type PublishedVersion, type SharedL2Options, type Vers
 import type { HpsStats } from './stats.js';
 import { HashMapDb, type VolatileDb } from './volatileDb.js';
 import { RedisVolatileDb } from './redisDb.js';
+import { rowShare } from './rowShare.js';
 import { startUpdateSource, type UpdateSource } from './updateSource.js';
 
 /** Options of {@link HPS.create}: exactly one of `psConfigFile` / `psConfig`. */
@@ -66,9 +67,9 @@ export interface SharedL2Info {
 export interface CacheInfo {
   /** `embedding_cache_type`. */
   type: 'dynamic' | 'static' | 'uvm';
-  /** Rows one L1 holds at most: dynamic: sets * ways, ways = min(64, ceil(gpucacheper * rows)) (that capacity rounded up to whole sets: below 64 rows one set of exactly them); static / uvm: the whole table. */
+  /** Rows one L1 holds at most: dynamic: sets * ways, ways = min(64, capacity), capacity = ceil(gpucacheper * rows) without the decimal's float error (rowShare) (that capacity rounded up to whole sets: below 64 rows one set of exactly them); static / uvm: the whole table. */
   rows: number;
-  /** uvm: HugeCTR's split of the table between GPU memory (gpucacheper * rows) and host memory (the rest); one memory on a CPU backend. */
+  /** uvm: HugeCTR's split of the table between GPU memory (floor(gpucacheper * rows) without the decimal's float error: rowShare) and host memory (the rest); one memory on a CPU backend. */
   deviceRows?: number;
   /** uvm: rows of the host-memory part (rows - deviceRows). */
   hostRows?: number;
@@ -704,7 +705,7 @@ export class HPS {
       if (!l1) return null;
       const rows = Number.isFinite(l1.capacity) ? l1.slots() : t.rows;
       if (c.embeddingCacheType !== 'uvm') return { type: c.embeddingCacheType, rows };
-      const deviceRows = Math.min(t.rows, Math.floor(c.gpucacheper * t.rows));
+      const deviceRows = Math.min(t.rows, rowShare(c.gpucacheper, t.rows, 'floor'));
       return { type: 'uvm', rows, deviceRows, hostRows: t.rows - deviceRows };
     };
     const error = this.#sharedError.get(m.name)?.message ?? this.#lapseNote.get(m.name) ?? this.#renewError ?? this.#renewLate();

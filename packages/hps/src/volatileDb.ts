@@ -1,6 +1,7 @@
 import { createTable, InternalError, type EmbeddingBackend, type EmbeddingTable, type ScorePolicy } from '@embedstack/core';
 import type { OverflowPolicy, VolatileDbConfig } from './config.js';
 import { copyRow, gatherKeys, ownTurn } from './keyOps.js';
+import { rowShare } from './rowShare.js';
 
 /** Rows fetched from a level: `values` `[n, dim]` (zeros where not found), host memory. */
 export interface FetchResult {
@@ -204,7 +205,7 @@ export abstract class PartitionedDb implements VolatileDb {
       const scores = scoresOf(k.length);
       await t.upsert(k, v, scores ? { scores } : undefined);
       const margin = this.config.overflowMargin;
-      if (t.size() > margin) await t.restrict(Math.floor(this.config.overflowResolutionTarget * margin));
+      if (t.size() > margin) await t.restrict(rowShare(this.config.overflowResolutionTarget, margin, 'floor'));
     };
     if (parts.length === 1) return one(parts[0]!, keys, values);
     const s = split(keys, parts.length);
