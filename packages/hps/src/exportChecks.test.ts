@@ -6,21 +6,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 // createTable below uses the default backend: register the CPU backend whichever test runs first (or alone)
 import '@embedstack/cpu-backend';
 import * as hps from './index.js';
-import { psConfig, rowOf, tempDir, writeTable } from '../test/fixtures.js';
+import { psConfig, rowOf, tempDir, tree, writeTable } from '../test/fixtures.js';
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-/** Every file under `dir` with its bytes (the state a refused export must keep). */
-function tree(dir: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (e.isFile()) out[join(e.parentPath, e.name).slice(dir.length)] = readFileSync(join(e.parentPath, e.name)).toString('hex');
-  }
-  return out;
-}
 
 describe('exportModel refuses bad options before writing anything', () => {
   async function setup() {

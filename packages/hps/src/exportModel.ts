@@ -1,4 +1,4 @@
-import { open, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, rmdir } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
   checkKnownKeys,
@@ -43,15 +43,85 @@ async function writeFileAtomic(path: string, text: string, outcome = ''): Promis
       await h.close();
     }
     await rename(tmp, path);
-    const d = await open(dirname(path), 'r');
-    try {
-      await d.sync();
-    } finally {
-      await d.close();
-    }
+    await syncDir(dirname(path));
   } catch (e) {
     await rm(tmp, { force: true }).catch(() => undefined);
     throw new IOError(`Could not write the ps config "${path}": ${(e as Error).message}${outcome}`, { cause: e });
+  }
+}
+
+/** Per key (a `<dir>/<model>` path, or FOLDERS): the last call queued in this process (see {@link inTurn}). */
+const turns = new Map<string, Promise<unknown>>();
+
+/** The key of {@link inTurn} under which exports create and remove their folders, one at a time (no path is ''). */
+const FOLDERS = '';
+
+/**
+ * Runs `fn` once every earlier call of this process with the same `key` has ended (queued in call
+ * order). Exports into one `<dir>/<model>` run one at a time, so that a failed one removes the
+ * folders it created before the next one looks at them; creating and removing folders runs one at
+ * a time, so that a failed export never removes a parent folder another export is creating below.
+ */
+function inTurn<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  const run = (turns.get(key) ?? Promise.resolve()).then(fn);
+  const done = run.then(
+    () => undefined,
+    () => undefined,
+  );
+  turns.set(key, done);
+  void done.then(() => turns.get(key) === done && turns.delete(key));
+  return run;
+}
+
+/** Removes `root` and its parents up to `top`, from `root` up, each only while empty (rmdir). */
+async function removeEmpty(root: string, top: string): Promise<void> {
+  for (let d = root; ; d = dirname(d)) {
+    const removed = await rmdir(d).then(
+      () => true,
+      () => false,
+    );
+    if (!removed || d === top || dirname(d) === d) return;
+  }
+}
+
+/**
+ * After a failed export that created `root` and its parents up to `top`: removes them again, each
+ * only while empty, so nothing another export wrote there since is touched.
+ */
+function removeCreated(root: string, top: string): Promise<void> {
+  return inTurn(FOLDERS, () => removeEmpty(root, top));
+}
+
+/**
+ * Creates `root` and its missing parents, each new folder's entry made durable (its parent
+ * fsynced, as core does for the folders a save creates).
+ * @returns the topmost folder created, or null when `root` existed
+ * @throws IOError (nothing created is left)
+ */
+function createRoot(root: string): Promise<string | null> {
+  return inTurn(FOLDERS, async () => {
+    let top: string | undefined;
+    try {
+      top = await mkdir(root, { recursive: true });
+      for (let d = root; top !== undefined; d = dirname(d)) {
+        await syncDir(dirname(d));
+        if (d === top) break;
+      }
+      return top ?? null;
+    } catch (e) {
+      if (top !== undefined) await removeEmpty(root, top);
+      throw new IOError(`Could not create the folder "${root}": ${(e as Error).message}; nothing was exported`, { cause: e });
+    }
+  });
+}
+
+/** fsyncs folder `dir` (its entries). */
+async function syncDir(dir: string): Promise<void> {
+  const d = await open(dir, 'r');
+  try {
+    await d.sync();
+  } finally {
+    await d.close();
   }
 }
 
@@ -123,10 +193,13 @@ export interface ExportModelOptions {
  * checks `HPS.create` runs. `psConfigFile` is written crash-safely (temporary file, fsync,
  * rename) after the tables and before the switch of `CURRENT`: a failed write of it commits
  * nothing (the previous version stays live); should the switch fail after it, the file's
- * previous content is put back (or the new file removed).
+ * previous content is put back (or the new file removed). A failed export leaves no folder it
+ * created (`<dir>/<model>`, and `<dir>` and its parents when new: removed again while empty); one that
+ * existed stays as it was. Exports into one `<dir>/<model>` run one at a time in this process.
  * @throws InvalidArgumentError / InvalidTypeError for bad options (an invalid merged config
  *   names options.modelOptions or options.globalOptions), DisposedError for a disposed table
- *   or shard (before anything is created), core's export errors, IOError
+ *   or shard (before anything is created, or naming `options.tables[i]` when disposed while the
+ *   export runs), core's export errors, IOError
  */
 export async function exportModel(options: ExportModelOptions): Promise<Record<string, unknown>> {
   const o = checkOptions<ExportModelOptions>(options, ['model', 'tables', 'dir', 'psConfigFile', 'modelOptions', 'globalOptions', 'supportlonglong'], 'options', { required: true });
@@ -218,38 +291,53 @@ export async function exportModel(options: ExportModelOptions): Promise<Record<s
   const text = JSON.stringify(config, null, 2) + '\n';
   let previousConfig: string | null = null;
   let configWritten = false;
-  try {
-    await saveVersionedDir(root, async ({ tmp }) => {
-      for (const { table: t, name } of tables) {
-        const { table, temporary } = await asTable(t, backend);
-        try {
-          await exportHugeCTR(table, join(tmp, name), { keyFormat: longKeys ? 'int64' : 'uint32' });
-        } finally {
-          if (temporary) table.dispose();
+  // one export into <dir>/<model> at a time in this process: a failed one removes what it created before the next one looks
+  await inTurn(root, async () => {
+    // the folders this export creates (<dir>/<model>, and <dir> and its parents when missing): a failed export removes them again
+    const created = await createRoot(root);
+    try {
+      await saveVersionedDir(root, async ({ tmp }) => {
+        for (const [i, { table: t, name }] of tables.entries()) {
+          try {
+            const { table, temporary } = await asTable(t, backend);
+            try {
+              await exportHugeCTR(table, join(tmp, name), { keyFormat: longKeys ? 'int64' : 'uint32' });
+            } finally {
+              if (temporary) table.dispose();
+            }
+          } catch (e) {
+            // core names its own argument ("table"): say which of the caller's tables it was
+            if (!(e instanceof DisposedError)) throw e;
+            throw new DisposedError(`Expected options.tables[${i}] to stay live (not disposed) until exportModel returns but it was disposed while the export ran: nothing was exported`, {
+              argument: `options.tables[${i}]`,
+              cause: e,
+            });
+          }
+        }
+        if (configFile !== null) {
+          // read under the export's lock, so that it is the config of the version live now
+          previousConfig = await readFile(configFile, 'utf8').catch((e: NodeJS.ErrnoException) => {
+            if (e.code === 'ENOENT') return null;
+            throw new IOError(`Could not read the ps config "${configFile}" (to put it back should the export fail): ${e.message}; nothing was exported`, { cause: e });
+          });
+          await writeFileAtomic(configFile, text, `; nothing was exported: the previous version of "${root}" stays live`);
+          configWritten = true;
+        }
+      });
+    } catch (e) {
+      // put back unless another export (its lock taken once this one's was released) wrote the file meanwhile
+      if (configWritten && configFile !== null && (await readFile(configFile, 'utf8').catch(() => null)) === text) {
+        const restored = await (previousConfig === null ? rm(configFile, { force: true }) : writeFileAtomic(configFile, previousConfig)).then(
+          () => true,
+          () => false,
+        );
+        if (!restored && e instanceof EmbeddingError) {
+          e.message += ` (the previous version of "${root}" stays live, but putting the previous ps config "${configFile}" back failed: it holds this export's config)`;
         }
       }
-      if (configFile !== null) {
-        // read under the export's lock, so that it is the config of the version live now
-        previousConfig = await readFile(configFile, 'utf8').catch((e: NodeJS.ErrnoException) => {
-          if (e.code === 'ENOENT') return null;
-          throw new IOError(`Could not read the ps config "${configFile}" (to put it back should the export fail): ${e.message}; nothing was exported`, { cause: e });
-        });
-        await writeFileAtomic(configFile, text, `; nothing was exported: the previous version of "${root}" stays live`);
-        configWritten = true;
-      }
-    });
-  } catch (e) {
-    // put back unless another export (its lock taken once this one's was released) wrote the file meanwhile
-    if (configWritten && configFile !== null && (await readFile(configFile, 'utf8').catch(() => null)) === text) {
-      const restored = await (previousConfig === null ? rm(configFile, { force: true }) : writeFileAtomic(configFile, previousConfig)).then(
-        () => true,
-        () => false,
-      );
-      if (!restored && e instanceof EmbeddingError) {
-        e.message += ` (the previous version of "${root}" stays live, but putting the previous ps config "${configFile}" back failed: it holds this export's config)`;
-      }
+      if (created !== null) await removeCreated(root, created);
+      throw e;
     }
-    throw e;
-  }
+  });
   return config;
 }

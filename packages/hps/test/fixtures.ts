@@ -1,5 +1,5 @@
 // Test fixtures: HugeCTR model folders written here byte by byte (independent of the code under test).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,6 +33,16 @@ export function writeTable(dir: string, keys: readonly bigint[], dim: number, op
 export function tempDir(prefix = 'hps-'): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Every file and folder under `dir` (paths relative to it), files with their bytes in hex: the state a failed or refused export must keep. */
+export function tree(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    const path = join(e.parentPath, e.name);
+    out[path.slice(dir.length)] = e.isFile() ? readFileSync(path).toString('hex') : 'dir';
+  }
+  return out;
 }
 
 /** Keys 0..n-1 scrambled into the int64 range (negative and large ones included). */
