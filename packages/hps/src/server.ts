@@ -168,6 +168,8 @@ export class HPS {
   #unpublished = new Set<ModelState>();
   /** Versions loaded here: the lapses of this server's lease counted when the version was registered (SharedL2Control.lapses). */
   #lapseMarks = new WeakMap<ModelState, number>();
+  /** Versions loaded here: their publications started, and how many of them still run (a `live` read they may race is no proof of a lost one: #readLive). */
+  #publications = new WeakMap<ModelState, { started: number; running: number }>();
 
   /** Use {@link HPS.create}. @throws FailedPreconditionError-like NOT allowed: called directly it throws INVALID_ARGUMENT */
   constructor(token: unknown, ctx: unknown, loadBatchSize: unknown, onProgress: unknown) {
@@ -271,8 +273,7 @@ export class HPS {
   async #leaseLive(cfg: PsConfig['models'][number], newerThan = -1, served: ModelState | null = null): Promise<Adoption | null> {
     const ctl = this.#shared!;
     for (let attempt = 0; attempt < 5; attempt++) {
-      const v = await ctl.live(cfg.model);
-      if (attempt === 0 && served) await this.#republishLost(served, v);
+      const v = await this.#readLive(cfg.model, attempt === 0 ? served : null);
       if (!v || v.seq <= newerThan || v.seq === this.#sharedError.get(cfg.model)?.seq) return null;
       const misfit = this.#misfit(cfg, v);
       if (misfit) {
@@ -292,15 +293,32 @@ export class HPS {
     return null;
   }
 
+  /** Reads `live` of model `name`; with `served`, also checks that version for a lost publication against this read (#republishLost). */
+  async #readLive(name: string, served: ModelState | null): Promise<PublishedVersion | null> {
+    const mark = served ? this.#publishMark(served) : null;
+    const v = await this.#shared!.live(name);
+    if (served && mark !== null) await this.#republishLost(served, v, mark);
+    return v;
+  }
+
+  /** The publications of `state` started so far, or null while one runs (a `live` read then may or may not show it). */
+  #publishMark(state: ModelState): number | null {
+    const p = this.#publications.get(state);
+    return p?.running ? null : (p?.started ?? 0);
+  }
+
   /**
-   * A version this server loaded and published, served now, that is no longer (or not yet) found in
-   * `live` while nothing newer is (`live` read as `v`): its publication was lost (a failover that
-   * lost the write, an evicted key). It is published again at the next poll while its tables are
-   * still registered.
+   * A version this server loaded and published, served now, that is no longer found in `live` while
+   * nothing newer is (`live` read as `v`, when no publication of it ran and none started since: the
+   * publications of `state` counted `mark` before the read): its publication was lost (a failover
+   * that lost the write, an evicted key). It is published again at the next poll while its tables are
+   * still registered. A read that a publication of it may have raced proves nothing (the version was
+   * published twice then).
    */
-  async #republishLost(served: ModelState, v: PublishedVersion | null): Promise<void> {
-    if (!served.wroteL2 || (v && v.seq >= served.seq) || this.#unpublished.has(served) || this.#models.get(served.name) !== served) return;
-    if (await this.#shared!.registered(served.name, served.l2Suffix)) this.#unpublished.add(served);
+  async #republishLost(served: ModelState, v: PublishedVersion | null, mark: number): Promise<void> {
+    const unchanged = (): boolean => this.#publishMark(served) === mark && this.#models.get(served.name) === served;
+    if (!served.wroteL2 || (v && v.seq >= served.seq) || this.#unpublished.has(served) || !unchanged()) return;
+    if ((await this.#shared!.registered(served.name, served.l2Suffix)) && unchanged()) this.#unpublished.add(served);
   }
 
   /** Why a published version cannot serve this entry (its table names and dims differ), or ''. */
@@ -484,6 +502,10 @@ export class HPS {
    * @returns false when it was not published for a lapse (never retried), true when it was or will be retried
    */
   async #publish(state: ModelState): Promise<boolean> {
+    const p = this.#publications.get(state) ?? { started: 0, running: 0 };
+    this.#publications.set(state, p);
+    p.started++;
+    p.running++;
     let published = !this.#lost(state);
     try {
       if (published) {
@@ -494,6 +516,8 @@ export class HPS {
       this.#unpublished.add(state);
       this.#sharedError.set(state.name, { seq: state.seq, message: `could not publish version ${state.seq}: ${(e as Error).message}` });
       return true;
+    } finally {
+      p.running--;
     }
     this.#unpublished.delete(state);
     if (!published) this.#sharedError.set(state.name, { seq: state.seq, message: `version ${state.seq} was not published: this server's lease lapsed before it was (another server may have deleted it)` });
@@ -566,7 +590,7 @@ export class HPS {
       if (this.#closed) return;
       // a server that found nothing published (the stable tables, seq 0) takes the first version published, whatever followReloads says
       if (this.#sharedSettings.followReloads || (m.seq === 0 && !m.wroteL2)) this.#adopt(name, () => this.#follow(m));
-      else if (m.wroteL2) await this.#republishLost(m, await this.#shared!.live(name)).catch(() => undefined);
+      else if (m.wroteL2) await this.#readLive(name, m).catch(() => undefined);
       await this.#collect(name).catch(() => undefined);
     }
   }

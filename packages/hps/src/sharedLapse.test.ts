@@ -287,7 +287,8 @@ describe('shared L2: a lapse during a load, close() during a load', () => {
       // meanwhile (its event loop runs on: a stall of its connection, a partition)
       let stalled = false;
       stallRenewals(() => aId, () => stalled);
-      // (a's polls meanwhile take .v2, served and not live, for a lost publication: theirs reach no Redis)
+      // (a's polls meanwhile took .v2, served and not live, for a lost publication and published it again: a
+      // second publication, should one come, reaches no Redis)
       const publish = SharedL2Control.prototype.publish;
       cleanups.push(() => (SharedL2Control.prototype.publish = publish));
       let holding = false;

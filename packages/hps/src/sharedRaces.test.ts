@@ -39,6 +39,14 @@ const all = new Set(ks);
 const { rowsOf, wrongRows } = modelRows(ks, dim);
 const entryOf = (model: string) => (salt: number) => (psConfig([writeTable(join(t.dir, `${model}-${salt}`), ks, dim, { salt })], [dim], { model, gpucache: false, max_batch_size: 4096 }).models as Record<string, unknown>[])[0]!;
 
+/** A loading server a (`followReloads`) and an attached server b of model entry(0) on a 2-partition Redis L2 at `address`, both polling every `pollIntervalMs`. */
+async function loaderAndAttached(address: string, entry: (salt: number) => Record<string, unknown>, followReloads: boolean, pollIntervalMs: number): Promise<{ a: HPS; b: HPS }> {
+  const volatile = { type: 'redis_cluster', address, num_partitions: 2 };
+  const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs, followReloads } });
+  const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs } });
+  return { a, b };
+}
+
 describe('shared L2: races and failures', () => {
   it('Redis Cluster (3 masters): an attached server follows reloads, the superseded set is collected (no CROSSSLOT)', async () => {
     const r = await redis(true);
@@ -358,12 +366,10 @@ describe('shared L2: races and failures', () => {
 
   it('a publish lost (a failover that lost the write): the loading server publishes its version again at a poll, the attached server follows', async () => {
     const r = await redis();
-    const volatile = { type: 'redis_cluster', address: r.address, num_partitions: 2 };
     for (const followReloads of [true, false]) {
       const model = followReloads ? 'pf' : 'pk';
       const entry = entryOf(model);
-      const a = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: volatile }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50, followReloads } });
-      const b = await serve({ psConfig: { ...psConfig([], [dim], {}, { volatile_db: { ...volatile, initial_cache_rate: 0 } }), models: [entry(0)] }, sharedL2: { pollIntervalMs: 50 } });
+      const { a, b } = await loaderAndAttached(r.address, entry, followReloads, 50);
       await a.loadModel(entry(1));
       const s1 = a.modelInfo(model).sharedL2!.seq;
       await until(() => b.modelInfo(model).sharedL2!.seq === s1);
@@ -385,6 +391,37 @@ describe('shared L2: races and failures', () => {
       await until(() => b.modelInfo(model).sharedL2!.seq === s2); // was: b kept s1 for good
       expect(b.modelInfo(model).sharedL2).toEqual({ seq: s2, suffix: `.v${s2}`, loadedHere: false, error: null });
       expect(wrongRows(await rowsOf(b, model), expectedRows(ks, dim, all, -1, 2))).toBe(0);
+    }
+  }, 90000);
+
+  it('polls while a load publishes its version do not publish it again (was: a poll that read `live` before the publication landed took it for lost and published it a second time)', async () => {
+    const r = await redis();
+    for (const followReloads of [true, false]) {
+      const model = followReloads ? 'p2' : 'p3';
+      const entry = entryOf(model);
+      const { a, b } = await loaderAndAttached(r.address, entry, followReloads, 20);
+      const s1 = a.modelInfo(model).sharedL2!.seq;
+      // a's publications, counted per seq; the first of the reload's waits 300 ms (15 of a's polls) before it reaches Redis
+      const publish = SharedL2Control.prototype.publish;
+      const calls = new Map<number, number>();
+      SharedL2Control.prototype.publish = async function (this: SharedL2Control, ...args: Parameters<SharedL2Control['publish']>) {
+        const seq = args[1].seq;
+        calls.set(seq, (calls.get(seq) ?? 0) + 1);
+        if (seq > s1 && calls.get(seq) === 1) await sleep(300);
+        return publish.apply(this, args);
+      };
+      try {
+        await a.loadModel(entry(1));
+        await sleep(300); // 15 more polls
+      } finally {
+        SharedL2Control.prototype.publish = publish;
+      }
+      const s2 = a.modelInfo(model).sharedL2!.seq;
+      expect(s2).toBeGreaterThan(s1);
+      expect(calls.get(s2)).toBe(1); // was 2 (or more)
+      expect(a.modelInfo(model).sharedL2).toEqual({ seq: s2, suffix: `.v${s2}`, loadedHere: true, error: null });
+      await until(() => b.modelInfo(model).sharedL2!.seq === s2);
+      expect(wrongRows(await rowsOf(b, model), expectedRows(ks, dim, all, -1, 1))).toBe(0);
     }
   }, 90000);
 
