@@ -13,7 +13,8 @@ import type {
   ResolvedTableOptions,
   ShardPart,
 } from '@embedstack/core';
-import { EmbeddingError, InvalidTypeError, invalidParameter } from '@embedstack/core';
+import { EmbeddingError, FailedPreconditionError, InvalidTypeError, invalidParameter } from '@embedstack/core';
+import { constants as bufferConstants } from 'node:buffer';
 import { encodeOptimizer, encodePlan, encodePlans, encodeTable } from './abi.js';
 import { call, callAsync } from './errors.js';
 import { checkBag, checkFindOut, checkOptimizer, checkParts, checkPlan, combinerId, lengthOf } from './rawArgs.js';
@@ -25,6 +26,9 @@ import type { NativeExportResult, NativeFindResult, NativeTableFunctions, Native
  * where a thread hop would cost more than the call.
  */
 export const ASYNC_MIN_WORK = 1 << 17;
+
+/** The most bytes Buffer.allocUnsafeSlow makes (buffer.constants.MAX_LENGTH). */
+const MAX_BUFFER_BYTES = bufferConstants.MAX_LENGTH;
 
 const toExport = ([keys, values, slots, scores]: NativeExportResult): ExportBatch => ({ keys, values, slots, scores });
 const toFind = ([values, exists]: NativeFindResult): FindResult => ({ values, exists });
@@ -44,7 +48,15 @@ const toFind = ([values, exists]: NativeFindResult): FindResult => ({ values, ex
  */
 function floats(n: number): Float32Array {
   if (n * 4 < 65536) return new Float32Array(n);
-  return new Float32Array(Buffer.allocUnsafeSlow(n * 4).buffer, 0, n);
+  try {
+    // Buffer.allocUnsafeSlow makes at most buffer.constants.MAX_LENGTH bytes (4 GiB on Node 20); a larger
+    // array is zero-filled (its pages mapped as the call writes them).
+    if (n * 4 <= MAX_BUFFER_BYTES) return new Float32Array(Buffer.allocUnsafeSlow(n * 4).buffer, 0, n);
+    return new Float32Array(n);
+  } catch (e) {
+    // A RangeError: more floats than a Float32Array holds, or memory the engine could not get
+    throw new FailedPreconditionError(`Out of memory: could not allocate ${n * 4} bytes for a result of ${n} floats (${(e as Error)?.message})`, { cause: e });
+  }
 }
 
 /** Runs JS code reading an argument the checks let through (encodeTable's resolved options): a TypeError there is INVALID_TYPE naming it. */

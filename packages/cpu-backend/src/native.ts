@@ -81,7 +81,7 @@ export interface NativeInfo {
     arrays: number;
     /** Their bytes (an array both read and written counts once). */
     bytes: number;
-    /** Arrays over a SharedArrayBuffer, used in place (no copy). */
+    /** Output arrays over a SharedArrayBuffer, written in place (no copy); shared inputs are copied (counted above). */
     shared: number;
   };
 }
@@ -98,9 +98,10 @@ export interface NativeInfo {
  * ArrayBuffers freed by the garbage collector), or, for find / findOrInsert /
  * lookupCombined, arrays the caller passes to be filled (every element is written).
  *
- * `xxx` runs on the calling thread; `xxxAsync` runs on the addon's thread pool (not
- * libuv's) on copies of the arrays it reads and writes, made when it is called (arrays over
- * a SharedArrayBuffer are used in place); its outputs are copied into the caller's arrays
+ * `xxx` runs on the calling thread, on copies of its inputs over a SharedArrayBuffer (another
+ * thread may rewrite those while it runs), on the caller's other arrays in place; `xxxAsync` runs on the addon's thread pool (not
+ * libuv's) on copies of the arrays it reads and writes, made when it is called (output arrays
+ * over a SharedArrayBuffer are written in place); its outputs are copied into the caller's arrays
  * when it settles, and a buffer detached, transferred or shrunk meanwhile rejects it with
  * SHAPE_MISMATCH (README: "A Promise call works on copies"). Large batches are split over
  * the same number of threads in both forms. Every call runs its kernels in the default

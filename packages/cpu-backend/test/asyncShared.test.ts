@@ -4,8 +4,9 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * A Promise call copies the typed arrays it reads and writes (they may be detached while its
- * job runs), except those over a SharedArrayBuffer, which can never be detached, transferred
- * or shrunk: those it uses in place. info().asyncCopies counts both kinds.
+ * job runs). Its outputs over a SharedArrayBuffer, which can never be detached, transferred or
+ * shrunk, it writes in place; its inputs there it copies too (another thread may rewrite them
+ * while the job runs: sharedRace.test.ts). info().asyncCopies counts both kinds.
  */
 const DIM = 4;
 const N = ASYNC_MIN_WORK / 8; // n * max(dim, 8) = ASYNC_MIN_WORK: the pool's path
@@ -29,18 +30,18 @@ describe('cpu backend: Promise calls and SharedArrayBuffer memory', () => {
     const before = copies();
     await t.upsert(keys, rows);
     const afterUpsert = copies();
-    // upsert reads keys (8 B each) and values (DIM floats each)
-    expect(afterUpsert.arrays - before.arrays).toBe(shared ? 0 : 2);
-    expect(afterUpsert.bytes - before.bytes).toBe(shared ? 0 : N * 8 + N * DIM * 4);
-    expect(afterUpsert.shared - before.shared).toBe(shared ? 2 : 0);
+    // upsert reads keys (8 B each) and values (DIM floats each): copied, shared or not
+    expect(afterUpsert.arrays - before.arrays).toBe(2);
+    expect(afterUpsert.bytes - before.bytes).toBe(N * 8 + N * DIM * 4);
+    expect(afterUpsert.shared - before.shared).toBe(0);
 
     const out = { values: over(Float32Array, 4, N * DIM, shared), exists: over(Uint8Array, 1, N, shared) };
     await t.find(keys, { out });
     const afterFind = copies();
-    // find reads keys and writes out.values and out.exists
-    expect(afterFind.arrays - afterUpsert.arrays).toBe(shared ? 0 : 3);
-    expect(afterFind.bytes - afterUpsert.bytes).toBe(shared ? 0 : N * 8 + N * DIM * 4 + N);
-    expect(afterFind.shared - afterUpsert.shared).toBe(shared ? 3 : 0);
+    // find reads keys (copied) and writes out.values and out.exists (in place when shared)
+    expect(afterFind.arrays - afterUpsert.arrays).toBe(shared ? 1 : 3);
+    expect(afterFind.bytes - afterUpsert.bytes).toBe(shared ? N * 8 : N * 8 + N * DIM * 4 + N);
+    expect(afterFind.shared - afterUpsert.shared).toBe(shared ? 2 : 0);
     for (let i = 0; i < N; i++) {
       expect(out.exists[i]).toBe(1);
       for (let j = 0; j < DIM; j++) if (out.values[i * DIM + j] !== value(i, j)) expect([i, j, out.values[i * DIM + j]]).toEqual([i, j, value(i, j)]);
@@ -48,7 +49,7 @@ describe('cpu backend: Promise calls and SharedArrayBuffer memory', () => {
     t.dispose();
   });
 
-  it('a growable SharedArrayBuffer grown while the call runs is still read in place and right', async () => {
+  it('keys over a growable SharedArrayBuffer grown while the call runs: the call reads its copy, right', async () => {
     const t = createTable({ dim: DIM, initCapacity: 2 * N }, { backend: cpuBackend });
     const sab = new SharedArrayBuffer(N * 8, { maxByteLength: 4 * N * 8 });
     const keys = new BigInt64Array(sab, 0, N);
@@ -59,7 +60,7 @@ describe('cpu backend: Promise calls and SharedArrayBuffer memory', () => {
     const pending = t.find(keys);
     sab.grow(4 * N * 8); // only grows, in place
     const got = await pending;
-    expect(copies().shared - before.shared).toBe(1);
+    expect([copies().arrays - before.arrays, copies().bytes - before.bytes, copies().shared - before.shared]).toEqual([1, N * 8, 0]);
     expect(Array.from(got.exists).every((e) => e === 1)).toBe(true);
     expect(Array.from(got.values.subarray(0, 2 * DIM))).toEqual([value(0, 0), value(0, 1), value(0, 2), value(0, 3), value(1, 0), value(1, 1), value(1, 2), value(1, 3)]);
     t.dispose();

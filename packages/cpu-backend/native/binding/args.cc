@@ -245,14 +245,19 @@ CallCopies::Stats CallCopies::stats() noexcept {
 void* CallCopies::take(const Napi::Value& array, void* data, size_t bytes, size_t elementSize, Use use,
                        const char* name) {
   if (bytes == 0) return data;  // nothing to read or write (data may be null: detached)
-  if (array.IsTypedArray() && overSharedMemory(array)) {
-    // Used in place: the reference keeps the memory alive until the call ends.
+  const bool shared = array.IsTypedArray() && overSharedMemory(array);
+  // A sync call copies its shared inputs only (Mode); an output is only written, so shared
+  // memory serves in place (a Promise call's reference keeps it alive until the call ends).
+  if (mode_ == Mode::kSharedInputs && (!shared || use == Use::kOutput)) return data;
+  if (shared && use == Use::kOutput) {
     pinned_.push_back(Napi::Persistent(array.As<Napi::Object>()));
     sharedArrays.fetch_add(1, std::memory_order_relaxed);
     return data;
   }
-  copiedArrays.fetch_add(1, std::memory_order_relaxed);
-  copiedBytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (mode_ == Mode::kPromise) {
+    copiedArrays.fetch_add(1, std::memory_order_relaxed);
+    copiedBytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
   owned_.emplace_back(bytes);
   unsigned char* copy = owned_.back().data();
   if (use != Use::kOutput) copyBytes(copy, static_cast<const unsigned char*>(data), bytes);

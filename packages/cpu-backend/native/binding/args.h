@@ -56,11 +56,24 @@ enum class Use {
  * arguments, each typed array is copied into memory the call owns as its pointer is taken
  * (inputs), or gets a private buffer that is copied into the caller's array when the call
  * settles on the JS thread, after checking that array still holds as many bytes (outputs).
- * Sync calls copy nothing: no JS runs between their parsing and the end of their job.
+ * Sync calls copy only their inputs over a SharedArrayBuffer (Mode::kSharedInputs, in guard):
+ * no JS runs between their parsing and the end of their job, but another thread may.
  */
 class CallCopies {
  public:
-  CallCopies() = default;
+  /**
+   * kPromise: a Promise call's copies (above). kSharedInputs: a sync call's (guard): only its
+   * inputs over a SharedArrayBuffer are copied (and inputs written back, kInOut), as the call's
+   * arguments are parsed. Another thread (a Worker) can rewrite shared memory while the call
+   * runs, and the kernels read an input more than once assuming it unchanged (a batch's keys
+   * deduped then placed, a capped table's scores compared in a sort, the exists flags counted
+   * then applied): a changed value between two reads could write past their buffers. Plain
+   * arrays are used in place (no JS runs during a sync call), as are outputs (only written).
+   */
+  enum class Mode { kPromise, kSharedInputs };
+  explicit CallCopies(Mode mode = Mode::kPromise) noexcept : mode_(mode) {}
+  /** True for a Promise call's copies (its results may be made in JS memory: fresh()). */
+  bool promise() const noexcept { return mode_ == Mode::kPromise; }
   CallCopies(CallCopies&&) = default;
   CallCopies& operator=(CallCopies&&) = default;
 
@@ -145,6 +158,7 @@ class CallCopies {
     unsigned char* data_;
     size_t capacity_;
   };
+  Mode mode_ = Mode::kPromise;
   std::vector<Buffer> owned_;
   std::vector<Output> outputs_;
   std::vector<Napi::ObjectReference> pinned_;  // arrays over a SharedArrayBuffer, used in place

@@ -256,7 +256,18 @@ Napi::Value guardErrors(const Napi::CallbackInfo& info, F&& body) {
 template <class F>
 Napi::Value guard(const Napi::CallbackInfo& info, F&& body) {
   const DefaultFpMode fpMode;
-  return guardErrors(info, std::forward<F>(body));
+  return guardErrors(info, [&]() -> Napi::Value {
+    // A sync call's inputs over a SharedArrayBuffer, copied as they are parsed (CallCopies::Mode);
+    // a Promise call's parsing makes its own copies active instead (asyncFn).
+    CallCopies shared(CallCopies::Mode::kSharedInputs);
+    Napi::Value v;
+    {
+      CallCopies::Scope scope(shared);
+      v = body();
+    }
+    shared.writeBack();
+    return v;
+  });
 }
 
 /** A binding function running the op built by Prepare on the calling thread. */

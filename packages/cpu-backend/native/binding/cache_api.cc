@@ -77,8 +77,8 @@ Napi::Value queryFn(const Napi::CallbackInfo& info) {
   return guard(info, [&]() -> Napi::Value {
     SetCache& c = cacheOf(info);
     KeysArg keys = cacheKeys(info, 1);
-    TypedArg<float> out = floatArg(info, 2, "outValues", false);
-    TypedArg<uint8_t> exists = uint8Arg(info, 3, "outExists");
+    TypedArg<float> out = floatArg(info, 2, "outValues", false, Use::kOutput);
+    TypedArg<uint8_t> exists = uint8Arg(info, 3, "outExists", Use::kOutput);
     checkLength(out.length, checkedMul(keys.n, c.dim(), "outValues"), "outValues", "floats (keys * dim)");
     checkLength(exists.length, keys.n, "outExists", "flags (one per key)");
     return count(info.Env(),

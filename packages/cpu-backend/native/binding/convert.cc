@@ -8,10 +8,37 @@ namespace embedstack {
 
 namespace {
 
-// The finalizer of a result's ArrayBuffer: the block goes back to the result cache
-// (memory.h), its size carried as the hint.
-void freeBlock(napi_env, void* data, void* hint) {
-  resultFree(data, reinterpret_cast<uintptr_t>(hint));
+// A result block offered to an external ArrayBuffer. Node-API may call the buffer's
+// finalizer while napi_create_external_arraybuffer fails, not only once the buffer is
+// collected: Node 20 makes the buffer with node::Buffer::New, which refuses more than
+// buffer.constants.MAX_LENGTH bytes (4 GiB) and calls the finalizer at once, before
+// returning the error; a buffer that failed later in its making calls it when collected.
+// So the finalizer frees the block only once the buffer exists (kOwned); a call during or
+// after a failed creation leaves the block to adopt(), which copies it and frees it itself.
+struct Adoption {
+  enum State { kCreating, kOwned, kCalledWhileCreating, kRefused };
+  ResultBlock block;
+  State state = kCreating;
+};
+
+// The finalizer of a result's ArrayBuffer (JS thread): the block goes back to the result
+// cache (memory.h) once the buffer owned it.
+void freeBlock(napi_env, void*, void* hint) {
+  auto* a = static_cast<Adoption*>(hint);
+  switch (a->state) {
+    case Adoption::kOwned:
+      resultFree(a->block.p, a->block.bytes);
+      delete a;
+      return;
+    case Adoption::kCreating:
+      a->state = Adoption::kCalledWhileCreating;  // adopt() still holds the block, and a
+      return;
+    case Adoption::kRefused:
+      delete a;  // a late call after a failed creation: adopt() copied and freed the block
+      return;
+    case Adoption::kCalledWhileCreating:
+      return;  // not called twice
+  }
 }
 
 // Takes ownership of a result block and returns an ArrayBuffer of its first `bytes`.
@@ -20,11 +47,25 @@ Napi::ArrayBuffer adopt(Napi::Env env, ResultBlock block, size_t bytes) {
     resultFree(block.p, block.bytes);
     return Napi::ArrayBuffer::New(env, 0);
   }
+  Adoption* a;
+  try {
+    a = new Adoption{block};
+  } catch (...) {
+    resultFree(block.p, block.bytes);
+    throw;
+  }
   napi_value ab;
-  napi_status s = napi_create_external_arraybuffer(env, block.p, bytes, freeBlock,
-                                                   reinterpret_cast<void*>(static_cast<uintptr_t>(block.bytes)), &ab);
-  if (s == napi_ok) return Napi::ArrayBuffer(env, ab);
-  // The runtime forbids external buffers (or failed): copy into a V8-owned one.
+  napi_status s = napi_create_external_arraybuffer(env, block.p, bytes, freeBlock, a, &ab);
+  if (s == napi_ok) {
+    a->state = Adoption::kOwned;
+    return Napi::ArrayBuffer(env, ab);
+  }
+  // Refused (more than Node makes external, or the runtime forbids external buffers): the
+  // block is still ours; copy it into a V8-owned buffer. The finalizer, if Node calls it
+  // later, only deletes `a`; if it was called already or never will be, `a` goes here
+  // or stays (a few bytes, on this failure path only).
+  if (a->state == Adoption::kCalledWhileCreating) delete a;
+  else a->state = Adoption::kRefused;
   bool pending = false;
   napi_is_exception_pending(env, &pending);
   if (pending) {

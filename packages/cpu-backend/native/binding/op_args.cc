@@ -126,7 +126,7 @@ ShardPlan planOf(const double* v, const Table& t) {
 void* freshResult(const Napi::CallbackInfo& info, napi_typedarray_type type, size_t length, size_t elementSize,
                   napi_ref* array) {
   CallCopies* copies = CallCopies::active();
-  if (copies == nullptr || length == 0 || checkedMul(length, elementSize, "a result array") >= CallCopies::kFreshMaxBytes) {
+  if (copies == nullptr || !copies->promise() || length == 0 || checkedMul(length, elementSize, "a result array") >= CallCopies::kFreshMaxBytes) {
     return nullptr;
   }
   return copies->fresh(info.Env(), type, length, elementSize, array);
