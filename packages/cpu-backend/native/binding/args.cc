@@ -68,13 +68,13 @@ struct RawTyped {
   napi_typedarray_type type;
   size_t length = 0;
   void* data = nullptr;
+  napi_value buffer = nullptr;  // its ArrayBuffer or SharedArrayBuffer
 };
 
 RawTyped typedInfo(const Napi::Value& v) {
   RawTyped r{};
-  napi_value ab;
   size_t offset;
-  napi_status s = napi_get_typedarray_info(v.Env(), v, &r.type, &r.length, &r.data, &ab, &offset);
+  napi_status s = napi_get_typedarray_info(v.Env(), v, &r.type, &r.length, &r.data, &r.buffer, &offset);
   ES_CHECK(s == napi_ok, kInvalidType, "Expected a typed array but could not read it");
   if (r.data == nullptr) r.length = 0;  // detached buffer
   return r;
@@ -113,7 +113,7 @@ TypedArg<T> typedOf(const Napi::Value& v, const char* name, napi_typedarray_type
   a.length = r.length;
   CallCopies* copies = CallCopies::active();
   if (copies != nullptr && use != Use::kNow) {
-    a.data = static_cast<const T*>(copies->take(v, r.data, r.length * sizeof(T), sizeof(T), use, name));
+    a.data = static_cast<const T*>(copies->take(v, r.buffer, r.data, r.length * sizeof(T), sizeof(T), use, name));
   }
   a.present = true;
   return a;
@@ -218,21 +218,14 @@ std::atomic<uint64_t> copiedBytes{0};
 std::atomic<uint64_t> sharedArrays{0};
 
 /**
- * True when the typed array's memory is a SharedArrayBuffer's: that memory is never detached,
+ * True when a typed array's `buffer` is a SharedArrayBuffer: that memory is never detached,
  * transferred or shrunk (a growable one only grows, in place), and lives while the array is
  * referenced. Node-API's napi_is_arraybuffer is false for a SharedArrayBuffer, and a typed
  * array's buffer is one of the two, so no user code runs and nothing can pretend to be one.
  */
-bool overSharedMemory(const Napi::Value& array) {
-  napi_env env = array.Env();
-  napi_typedarray_type type;
-  size_t length;
-  void* data;
-  napi_value buffer;
-  size_t offset;
-  if (napi_get_typedarray_info(env, array, &type, &length, &data, &buffer, &offset) != napi_ok) return false;
+bool sharedBuffer(napi_env env, napi_value buffer) {
   bool plain = true;
-  if (napi_is_arraybuffer(env, buffer, &plain) != napi_ok) return false;
+  if (buffer == nullptr || napi_is_arraybuffer(env, buffer, &plain) != napi_ok) return false;
   return !plain;
 }
 }  // namespace
@@ -242,13 +235,14 @@ CallCopies::Stats CallCopies::stats() noexcept {
                sharedArrays.load(std::memory_order_relaxed)};
 }
 
-void* CallCopies::take(const Napi::Value& array, void* data, size_t bytes, size_t elementSize, Use use,
-                       const char* name) {
+void* CallCopies::take(const Napi::Value& array, napi_value buffer, void* data, size_t bytes, size_t elementSize,
+                       Use use, const char* name) {
   if (bytes == 0) return data;  // nothing to read or write (data may be null: detached)
-  const bool shared = array.IsTypedArray() && overSharedMemory(array);
   // A sync call copies its shared inputs only (Mode); an output is only written, so shared
   // memory serves in place (a Promise call's reference keeps it alive until the call ends).
-  if (mode_ == Mode::kSharedInputs && (!shared || use == Use::kOutput)) return data;
+  if (mode_ == Mode::kSharedInputs && use == Use::kOutput) return data;
+  const bool shared = sharedBuffer(array.Env(), buffer);
+  if (mode_ == Mode::kSharedInputs && !shared) return data;
   if (shared && use == Use::kOutput) {
     pinned_.push_back(Napi::Persistent(array.As<Napi::Object>()));
     sharedArrays.fetch_add(1, std::memory_order_relaxed);

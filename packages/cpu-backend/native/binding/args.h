@@ -93,10 +93,11 @@ class CallCopies {
   };
 
   /**
-   * The job's memory for `bytes` at `data` (the typed array `array`, argument `name`): a copy
+   * The job's memory for `bytes` at `data` (the typed array `array` over `buffer`, argument `name`): a copy
    * (kInput, kInOut) or an unfilled buffer (kOutput); outputs are recorded for writeBack().
    */
-  void* take(const Napi::Value& array, void* data, size_t bytes, size_t elementSize, Use use, const char* name);
+  void* take(const Napi::Value& array, napi_value buffer, void* data, size_t bytes, size_t elementSize, Use use,
+             const char* name);
 
   /**
    * Promise calls without an output array: results below this size are made by fresh()
