@@ -55,7 +55,11 @@ function floats(n: number): Float32Array {
     return new Float32Array(n);
   } catch (e) {
     // A RangeError: more floats than a Float32Array holds, or memory the engine could not get
-    throw new FailedPreconditionError(`Out of memory: could not allocate ${n * 4} bytes for a result of ${n} floats (${(e as Error)?.message})`, { cause: e });
+    const message = String((e as Error)?.message);
+    const why = /length/i.test(message)
+      ? `Expected a result that fits one Float32Array on this Node but this call's has ${n} floats`
+      : `Out of memory: could not allocate ${n * 4} bytes for a result of ${n} floats`;
+    throw new FailedPreconditionError(`${why} (${message}); nothing was written`, { cause: e });
   }
 }
 

@@ -66,3 +66,50 @@ describe('cpu backend: Promise calls and SharedArrayBuffer memory', () => {
     t.dispose();
   });
 });
+
+describe('cpu backend: outputs over a SharedArrayBuffer are written in place', () => {
+  it('two shards find into one shared out at once (Promise, planned): each writes its own rows, neither reverts the other', async () => {
+    const n = 2 * N;
+    const keys = over(BigInt64Array, 8, n, true);
+    for (let i = 0; i < n; i++) keys[i] = BigInt(i);
+    const shards = [0, 1].map((shard) => {
+      const t = createTable({ dim: DIM, initCapacity: n }, { backend: cpuBackend });
+      const mine = BigInt64Array.from({ length: N }, (_, j) => BigInt(2 * j + shard)); // floorMod(k, 2) = shard
+      const rows = Float32Array.from({ length: N * DIM }, (_, x) => value(2 * Math.floor(x / DIM) + shard, x % DIM));
+      t.upsertSync(mine, rows);
+      return { t, plan: { placement: 'mod' as const, numShards: 2, shard } };
+    });
+    const out = { values: over(Float32Array, 4, n * DIM, true), exists: over(Uint8Array, 1, n, true) };
+    const before = copies();
+    await Promise.all(shards.map(({ t, plan }) => t.find(keys, { out, plan })));
+    let wrong = 0;
+    for (let i = 0; i < n; i++) {
+      if (out.exists[i] !== 1) wrong++;
+      for (let j = 0; j < DIM; j++) if (out.values[i * DIM + j] !== value(i, j)) wrong++;
+    }
+    expect(wrong).toBe(0);
+    expect(copies().shared - before.shared).toBe(4); // each call: out.values and out.exists in place
+    for (const { t } of shards) t.dispose();
+  });
+
+  it('sync calls: findSync and a cache query fill outputs over a SharedArrayBuffer', () => {
+    const t = createTable({ dim: DIM, initCapacity: 64 }, { backend: cpuBackend });
+    const keys = BigInt64Array.from([5n, -7n, 11n]);
+    t.upsertSync(keys.subarray(0, 2), Float32Array.from({ length: 2 * DIM }, (_, x) => value(Math.floor(x / DIM), x % DIM)));
+    const out = { values: over(Float32Array, 4, 3 * DIM, true), exists: over(Uint8Array, 1, 3, true) };
+    out.exists[2] = 9;
+    t.findSync(keys, { out });
+    expect(Array.from(out.exists)).toEqual([1, 1, 0]);
+    expect(Array.from(out.values.subarray(0, 2 * DIM))).toEqual([value(0, 0), value(0, 1), value(0, 2), value(0, 3), value(1, 0), value(1, 1), value(1, 2), value(1, 3)]);
+    t.dispose();
+
+    const b = loadAddon().binding as unknown as Record<string, (...a: unknown[]) => unknown>;
+    const c = b.createCache!(16, DIM, 4);
+    b.cacheInsert!(c, BigInt64Array.from([3n]), Float32Array.from([1.5, 2.5, 3.5, 4.5]));
+    const values = over(Float32Array, 4, 2 * DIM, true);
+    const exists = over(Uint8Array, 1, 2, true);
+    expect(b.cacheQuery!(c, BigInt64Array.from([3n, 4n]), values, exists)).toBe(1);
+    expect([Array.from(exists), Array.from(values.subarray(0, DIM))]).toEqual([[1, 0], [1.5, 2.5, 3.5, 4.5]]);
+    b.cacheDispose!(c);
+  });
+});

@@ -16,6 +16,7 @@ const TOLERANCE = 1e-12;
 export function rowShare(fraction: number, rows: number, rounding: RowRounding): number {
   const product = fraction * rows;
   const half = Math.round(product * 2) / 2;
-  const exact = Math.abs(product - half) <= TOLERANCE * Math.max(1, Math.abs(product)) ? half : product;
+  // at most a millionth of a row: for huge products a relative tolerance alone would snap real fractions
+  const exact = Math.abs(product - half) <= Math.min(1e-6, TOLERANCE * Math.max(1, Math.abs(product))) ? half : product;
   return Math[rounding](exact);
 }

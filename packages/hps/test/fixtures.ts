@@ -39,7 +39,7 @@ export function tempDir(prefix = 'hps-'): { dir: string; cleanup: () => void } {
 export function tree(dir: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    const path = join(e.parentPath, e.name);
+    const path = join(e.parentPath ?? (e as { path?: string }).path ?? '', e.name);
     out[path.slice(dir.length)] = e.isFile() ? readFileSync(path).toString('hex') : 'dir';
   }
   return out;

@@ -1,6 +1,6 @@
 /**
- * SharedArrayBuffers for the copies `enqueue` makes of the caller's arrays, reused from
- * batch to batch. A new SharedArrayBuffer is fresh memory: the first write of each of
+ * ArrayBuffers for the copies `enqueue` makes of the caller's arrays, reused from
+ * batch to batch (never handed to the caller, so never detached). A new ArrayBuffer is fresh memory: the first write of each of
  * its pages is a page fault (a 4096 x 20-id batch copies 330 KB: 82 faults per call, on
  * a VM 1-1.5 ms, longer than the lookup it feeds). A buffer comes back here once its
  * batch is spent (TPUEmbedding decides when), and a later copy of at most its size and
@@ -11,27 +11,27 @@
  */
 export class CopyPool {
   /** Free buffers, oldest first. */
-  readonly #free: SharedArrayBuffer[] = [];
+  readonly #free: ArrayBuffer[] = [];
   #freeBytes = 0;
 
   /** At most this many bytes of free buffers are kept (the oldest go first). */
   static readonly maxFreeBytes = 64 << 20;
 
   /** A buffer of at least `bytes` (>= 0): a free one of at most twice as many, else a new one. */
-  take(bytes: number): SharedArrayBuffer {
+  take(bytes: number): ArrayBuffer {
     let best = -1;
     for (let i = 0; i < this.#free.length; i++) {
       const c = this.#free[i]!.byteLength;
       if (c >= bytes && c <= 2 * bytes && (best < 0 || c < this.#free[best]!.byteLength)) best = i;
     }
-    if (best < 0) return new SharedArrayBuffer(Math.ceil((bytes + (bytes >>> 3)) / 64) * 64);
+    if (best < 0) return new ArrayBuffer(Math.ceil((bytes + (bytes >>> 3)) / 64) * 64);
     const b = this.#free.splice(best, 1)[0]!;
     this.#freeBytes -= b.byteLength;
     return b;
   }
 
   /** Returns buffers from `take` (none of them in use any more). */
-  give(buffers: readonly SharedArrayBuffer[]): void {
+  give(buffers: readonly ArrayBuffer[]): void {
     for (const b of buffers) {
       if (b.byteLength > CopyPool.maxFreeBytes) continue;
       this.#free.push(b);

@@ -319,19 +319,20 @@ function callerBuffers(values: readonly unknown[]): Set<ArrayBufferLike> {
  * `batch` with copies of the arrays it shares with the caller's `input` and `weight`
  * (its ids, weights and row splits), so a queued batch does not change when the
  * caller refills its buffers after `enqueue` (TF copies at enqueue too). Arrays
- * normalizeFeature made itself are kept. Each copy is a view of the first bytes of a
- * SharedArrayBuffer from `take` (bytes), which `taken` records: the CPU backend's
- * Promise lookups read such memory in place, where memory JS could detach is copied
- * once more.
+ * normalizeFeature made itself are kept. Each copy is a view of the first bytes of an
+ * ArrayBuffer from `take` (bytes), which `taken` records, reused batch after batch (fresh
+ * memory faults in page by page). Plain memory: the CPU backend's sync calls read it in
+ * place (an input over a SharedArrayBuffer they copy, as another thread could rewrite it);
+ * its Promise calls copy either kind once.
  */
-export function ownBatch(batch: FeatureBatch, input: unknown, weight: unknown, take: (bytes: number) => SharedArrayBuffer, taken: SharedArrayBuffer[]): FeatureBatch {
+export function ownBatch(batch: FeatureBatch, input: unknown, weight: unknown, take: (bytes: number) => ArrayBuffer, taken: ArrayBuffer[]): FeatureBatch {
   const shared = callerBuffers([input, weight]);
   if (shared.size === 0) return batch;
   const own = <T extends Keys | Float32Array | Int32Array>(a: T): T => {
     if (!shared.has(a.buffer)) return a;
     const buffer = take(a.byteLength);
     taken.push(buffer);
-    const copy = new (a.constructor as new (b: SharedArrayBuffer, offset: number, length: number) => T)(buffer, 0, a.length);
+    const copy = new (a.constructor as new (b: ArrayBuffer, offset: number, length: number) => T)(buffer, 0, a.length);
     (copy as unknown as { set(x: T): void }).set(a);
     return copy;
   };

@@ -89,7 +89,7 @@ interface QueuedBatch {
   batches: FeatureBatch[];
   training: boolean;
   /** The buffers of its copies of the caller's arrays (from the TPUEmbedding's CopyPool), returned once the batch is spent. */
-  copies: SharedArrayBuffer[];
+  copies: ArrayBuffer[];
 }
 
 /** One table's share of a training step: every feature's bag rows (concatenated) and their pooled gradients. */
@@ -324,8 +324,8 @@ export class TPUEmbedding<F extends Nest<FeatureConfig> = Nest<FeatureConfig>> {
       if (typeof training !== 'boolean') throw invalidParameter('training', 'a boolean', training, InvalidTypeError);
       const inputs = flattenUpTo(this.featureConfig, isFeatureConfig, features as unknown, 'features');
       this.#reclaim();
-      const copies: SharedArrayBuffer[] = [];
-      const take = (bytes: number): SharedArrayBuffer => this.#copies.take(bytes);
+      const copies: ArrayBuffer[] = [];
+      const take = (bytes: number): ArrayBuffer => this.#copies.take(bytes);
       const weights = flattenUpTo(this.featureConfig, isFeatureConfig, o.weights as unknown, 'weights', true);
       // A rejected call queues nothing and returns the buffers its copies took.
       let batches: FeatureBatch[];

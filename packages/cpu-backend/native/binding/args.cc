@@ -238,12 +238,15 @@ CallCopies::Stats CallCopies::stats() noexcept {
 void* CallCopies::take(const Napi::Value& array, napi_value buffer, void* data, size_t bytes, size_t elementSize,
                        Use use, const char* name) {
   if (bytes == 0) return data;  // nothing to read or write (data may be null: detached)
-  // A sync call copies its shared inputs only (Mode); an output is only written, so shared
-  // memory serves in place (a Promise call's reference keeps it alive until the call ends).
-  if (mode_ == Mode::kSharedInputs && use == Use::kOutput) return data;
+  // A sync call copies its shared inputs only (Mode). Outputs (kOutput, kInOut) are only
+  // written or added to, never read as indices or counts, so shared memory serves them in
+  // place (a Promise call's reference keeps it alive until the call ends): a planned find
+  // leaves the rows of other shards as they are, as the shards' calls into one `out` expect.
+  const bool output = use == Use::kOutput || use == Use::kInOut;
+  if (mode_ == Mode::kSharedInputs && output) return data;
   const bool shared = sharedBuffer(array.Env(), buffer);
   if (mode_ == Mode::kSharedInputs && !shared) return data;
-  if (shared && use == Use::kOutput) {
+  if (shared && output) {
     pinned_.push_back(Napi::Persistent(array.As<Napi::Object>()));
     sharedArrays.fetch_add(1, std::memory_order_relaxed);
     return data;

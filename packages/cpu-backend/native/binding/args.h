@@ -44,9 +44,11 @@ std::shared_ptr<Table> tableOf(const Napi::Value& v, const char* name, TableHold
 /** How a call's job uses a typed array argument (what a Promise call copies, see CallCopies). */
 enum class Use {
   kInput,   // read by the job: a Promise call reads a private copy
-  kNow,     // read while the arguments are parsed (plans, row splits, int32 keys widened at once): never copied
+  kNow,     // read while the arguments are parsed (plans, row splits, int32 keys widened at once): never copied,
+            // so each element is read once (shared memory may change between two reads)
   kOutput,  // every element written by the job: a Promise call writes a private buffer, copied out when it settles
   kInOut,   // written in part (or added to) by the job: a Promise call copies it in, and out when it settles
+            // (both in place over a SharedArrayBuffer: never read as indices or counts)
 };
 
 /**
@@ -56,19 +58,20 @@ enum class Use {
  * arguments, each typed array is copied into memory the call owns as its pointer is taken
  * (inputs), or gets a private buffer that is copied into the caller's array when the call
  * settles on the JS thread, after checking that array still holds as many bytes (outputs).
+ * Outputs over a SharedArrayBuffer are used in place (that memory cannot be detached or shrunk).
  * Sync calls copy only their inputs over a SharedArrayBuffer (Mode::kSharedInputs, in guard):
- * no JS runs between their parsing and the end of their job, but another thread may.
+ * JS cannot touch their arrays between their parsing and the end of their job (only getters
+ * the parsing itself reads), but another thread may write shared memory.
  */
 class CallCopies {
  public:
   /**
    * kPromise: a Promise call's copies (above). kSharedInputs: a sync call's (guard): only its
-   * inputs over a SharedArrayBuffer are copied (and inputs written back, kInOut), as the call's
-   * arguments are parsed. Another thread (a Worker) can rewrite shared memory while the call
+   * inputs over a SharedArrayBuffer are copied, as the call's arguments are parsed. Another thread (a Worker) can rewrite shared memory while the call
    * runs, and the kernels read an input more than once assuming it unchanged (a batch's keys
    * deduped then placed, a capped table's scores compared in a sort, the exists flags counted
    * then applied): a changed value between two reads could write past their buffers. Plain
-   * arrays are used in place (no JS runs during a sync call), as are outputs (only written).
+   * arrays are used in place by a sync call, as are outputs (only written or added to).
    */
   enum class Mode { kPromise, kSharedInputs };
   explicit CallCopies(Mode mode = Mode::kPromise) noexcept : mode_(mode) {}
@@ -77,7 +80,7 @@ class CallCopies {
   CallCopies(CallCopies&&) = default;
   CallCopies& operator=(CallCopies&&) = default;
 
-  /** The copies of the Promise call whose arguments this thread is parsing, or null (a sync call). */
+  /** The copies of the call whose arguments this thread is parsing (a sync call's: Mode::kSharedInputs), or null outside guard. */
   static CallCopies* active() noexcept;
 
   /** Makes a call's copies active on this thread while it lives (asyncFn, around the parsing). */
@@ -133,7 +136,7 @@ class CallCopies {
   struct Stats {
     uint64_t arrays;  // typed arrays copied in, or given a private buffer copied out
     uint64_t bytes;   // their bytes (an array copied both ways counts once)
-    uint64_t shared;  // typed arrays over a SharedArrayBuffer, used in place
+    uint64_t shared;  // output arrays over a SharedArrayBuffer, used in place (shared inputs are copied: arrays)
   };
   static Stats stats() noexcept;
 
@@ -162,7 +165,7 @@ class CallCopies {
   Mode mode_ = Mode::kPromise;
   std::vector<Buffer> owned_;
   std::vector<Output> outputs_;
-  std::vector<Napi::ObjectReference> pinned_;  // arrays over a SharedArrayBuffer, used in place
+  std::vector<Napi::ObjectReference> pinned_;  // outputs over a SharedArrayBuffer used in place, and fresh() results
 };
 
 /** A typed array argument: pointer into JS memory (valid while the JS value lives), or a Promise call's copy. */

@@ -257,16 +257,12 @@ template <class F>
 Napi::Value guard(const Napi::CallbackInfo& info, F&& body) {
   const DefaultFpMode fpMode;
   return guardErrors(info, [&]() -> Napi::Value {
-    // A sync call's inputs over a SharedArrayBuffer, copied as they are parsed (CallCopies::Mode);
-    // a Promise call's parsing makes its own copies active instead (asyncFn).
+    // A sync call's inputs over a SharedArrayBuffer, copied as they are parsed (CallCopies::Mode;
+    // nothing to write back: its outputs are used in place); a Promise call's parsing makes its
+    // own copies active instead (asyncFn).
     CallCopies shared(CallCopies::Mode::kSharedInputs);
-    Napi::Value v;
-    {
-      CallCopies::Scope scope(shared);
-      v = body();
-    }
-    shared.writeBack();
-    return v;
+    CallCopies::Scope scope(shared);
+    return body();
   });
 }
 

@@ -61,10 +61,10 @@ Napi::ArrayBuffer adopt(Napi::Env env, ResultBlock block, size_t bytes) {
     return Napi::ArrayBuffer(env, ab);
   }
   // Refused (more than Node makes external, or the runtime forbids external buffers): the
-  // block is still ours; copy it into a V8-owned buffer. The finalizer, if Node calls it
-  // later, only deletes `a`; if it was called already or never will be, `a` goes here
-  // or stays (a few bytes, on this failure path only).
-  if (a->state == Adoption::kCalledWhileCreating) delete a;
+  // block is still ours; copy it into a V8-owned buffer. Only a failure in the buffer's own
+  // making (napi_generic_failure) may have registered the finalizer, to run now (done) or
+  // when collected (it then only deletes `a`); any other status returned before registering it.
+  if (a->state == Adoption::kCalledWhileCreating || s != napi_generic_failure) delete a;
   else a->state = Adoption::kRefused;
   bool pending = false;
   napi_is_exception_pending(env, &pending);

@@ -36,9 +36,10 @@ int enumField(const double* v, int field, const char* name, int max) {
 }
 
 double finiteField(const double* v, int field, const char* name) {
-  ES_CHECK(std::isfinite(v[field]), kInvalidArgument,
-           "Expected config." << name << " to be a finite number but received " << formatNumber(v[field]));
-  return v[field];
+  const double x = v[field];  // read once: the config may be shared memory another thread writes
+  ES_CHECK(std::isfinite(x), kInvalidArgument,
+           "Expected config." << name << " to be a finite number but received " << formatNumber(x));
+  return x;
 }
 
 }  // namespace
