@@ -55,9 +55,12 @@ describe('cpu backend: results past 4 GiB', () => {
     },
   );
 
-  // 4 GiB + 4 MiB of floats: the job's block, its copy, then the sync call's array (about 9 GB at the peak).
+  // 4 GiB + 4 MiB of floats: the job's block, its copy, then the sync call's array (about 9 GB at the peak,
+  // 50 s on a 2-core VM: more than CI's budget allows, so it runs when asked for).
+  const asked = process.env.EMBEDSTACK_HEAVY_TESTS === '1';
   const enough = freemem() > 12 * 2 ** 30;
-  it.skipIf(!enough)(`a Promise find and a raw find returning 4 GiB + 4 MiB are whole and readable${enough ? '' : ' (skipped: less than 12 GiB free)'}`, () => {
+  const why = !asked ? ' (skipped: 9 GB and ~50 s; set EMBEDSTACK_HEAVY_TESTS=1 to run it)' : enough ? '' : ' (skipped: less than 12 GiB free)';
+  it.skipIf(!asked || !enough)(`a Promise find and a raw find returning 4 GiB + 4 MiB are whole and readable${why}`, () => {
     const script = `
       const core = require(${JSON.stringify(corePath)});
       const cpu = require(${JSON.stringify(cpuPath)});
