@@ -1,5 +1,5 @@
 import { type EmbeddingBackend, getBackend } from './backend.js';
-import { DisposedError, InvalidTypeError, invalidParameter, ShapeMismatchError, UnsupportedError } from './errors.js';
+import { DisposedError, FailedPreconditionError, InvalidTypeError, invalidParameter, ShapeMismatchError, UnsupportedError } from './errors.js';
 import { type KeyInput, normalizeKeys } from './keys.js';
 import { checkInteger, checkName, checkOptions } from './validation.js';
 
@@ -103,8 +103,17 @@ export interface CacheQueryOptions {
 
 /** A Float32Array whose every element the backend writes: large ones skip the zero fill. */
 function uninitialised(n: number): Float32Array {
-  if (n * 4 < 65536 || typeof Buffer === 'undefined') return new Float32Array(n);
-  return new Float32Array(Buffer.allocUnsafeSlow(n * 4).buffer, 0, n);
+  try {
+    if (n * 4 < 65536 || typeof Buffer === 'undefined') return new Float32Array(n);
+    try {
+      return new Float32Array(Buffer.allocUnsafeSlow(n * 4).buffer, 0, n);
+    } catch {
+      return new Float32Array(n); // past Buffer's largest (4 GiB on Node 20): zero-filled, its pages mapped as written
+    }
+  } catch (e) {
+    // a RangeError: more floats than one Float32Array holds, or memory the engine could not get
+    throw new FailedPreconditionError(`Expected a query result one Float32Array can hold but it needs ${n} floats (${String((e as Error)?.message)}); nothing was read`, { cause: e });
+  }
 }
 
 /** Resolves and validates cache options. @throws InvalidArgumentError / InvalidTypeError naming the option */
